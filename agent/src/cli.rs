@@ -1,0 +1,39 @@
+//! The command line, defined once. Each subcommand's flags live in its `cmd::<name>::Args`.
+
+use clap::{Parser, Subcommand};
+
+use crate::cmd;
+
+/// Capture the evidence of a GPU driver wedge while the machine is still wedged.
+///
+/// A thread stuck in an uninterruptible driver call (state D) cannot be killed or inspected from
+/// inside its container. wedge-capture reads it from the host, without ever blocking on it:
+/// where the kernel is stuck (/proc wchan, syscall, stack, decoded ioctl) and, through the
+/// breadcrumb ring, which driver call the worker made.
+#[derive(Debug, Parser)]
+#[command(
+    name = "wedge-capture",
+    version,
+    propagate_version = true,
+    max_term_width = 110
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One-shot snapshot of every thread of a process, decoded (returns at once).
+    Capture(cmd::capture::Args),
+    /// Decode an ioctl request word (`_IOC` fields, NVIDIA RM/UVM and Linux names).
+    DecodeIoctl(cmd::decode_ioctl::Args),
+    /// Read breadcrumb ring files.
+    #[command(subcommand)]
+    Ring(cmd::ring::RingCommand),
+    /// List, show and bundle incident reports.
+    #[command(subcommand)]
+    Report(cmd::report::ReportCommand),
+    /// Chunked bulk upload of f32 tensors, with a breadcrumb around every driver call.
+    Upload(cmd::upload::Args),
+}

@@ -1,0 +1,25 @@
+//! The `wedge-capture` binary: parse flags, dispatch, map errors to documented exit codes.
+
+use clap::Parser;
+use wedge_agent::cli::{Cli, Command};
+use wedge_agent::cmd;
+use wedge_agent::exit;
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Capture(args) => cmd::capture::run(args),
+        Command::DecodeIoctl(args) => cmd::decode_ioctl::run(args),
+        Command::Ring(sub) => cmd::ring::run(sub),
+        Command::Report(sub) => cmd::report::run(sub),
+        Command::Upload(args) => cmd::upload::run(args),
+    };
+    let code = match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("wedge-capture: error: {err:#}");
+            exit::code_for(&err)
+        }
+    };
+    std::process::exit(i32::from(code.0));
+}

@@ -1,0 +1,106 @@
+//! The thread-snapshot JSON contract. Other tools parse it: keep these field names.
+//!
+//! Top level: `pid`, `threads[]`. Each thread: `tid`, `comm`, `state` (one letter), `wchan`,
+//! `syscall` ({`nr`,`name`,`args`,`sp`,`pc`} or {`running`: true}), `ioctl`, `stack[]`, `site`.
+//! Extra fields (`gone`, `notes`, counters) are additive and optional for readers.
+
+use serde::{Deserialize, Serialize};
+
+/// All threads of one process, read at one moment from outside.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSnapshot {
+    pub pid: i32,
+    /// Architecture whose syscall table decoded `syscall.name` ("x86_64" or "aarch64").
+    pub arch: String,
+    /// CLOCK_MONOTONIC (ns) when the snapshot started, for aligning with ring records.
+    #[serde(default)]
+    pub monotonic_ns: u64,
+    /// CLOCK_BOOTTIME (ns) when the snapshot started, for aligning with kernel log lines.
+    #[serde(default)]
+    pub boottime_ns: u64,
+    pub threads: Vec<ThreadSnapshot>,
+    /// What could not be read and why (e.g. missing CAP_SYS_ADMIN for stacks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ThreadSnapshot {
+    pub tid: i32,
+    pub comm: String,
+    /// One letter from /proc/<tid>/stat: R S D T t Z X I P …; empty when the thread is gone.
+    pub state: String,
+    /// Kernel symbol the thread sleeps in; None when not read (thread not in D and not requested) or unreadable.
+    pub wchan: Option<String>,
+    pub syscall: Option<SyscallInfo>,
+    /// Present when the syscall is ioctl.
+    pub ioctl: Option<IoctlInfo>,
+    #[serde(default)]
+    pub stack: Vec<StackFrame>,
+    /// One-line classification of where the thread is, e.g. `ioctl → nvidia_uvm: uvm_ioctl … mutex wait`.
+    pub site: Option<String>,
+    /// The thread vanished while it was being read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
+    /// Per-thread notes: unreadable fields and the privilege that is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Scheduler progress counters from status (the hung-task "no progress" test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_ctxt_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonvoluntary_ctxt_switches: Option<u64>,
+    /// utime+stime in clock ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ticks: Option<u64>,
+    /// CPU the thread last ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processor: Option<i32>,
+}
+
+/// `{"running": true}` or `{"nr", "name", "args", "sp", "pc"}` (nr -1: blocked outside a syscall, args empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SyscallInfo {
+    Running {
+        running: bool,
+    },
+    Blocked {
+        nr: i64,
+        name: Option<String>,
+        /// Six hex strings (`0x…`) as the kernel printed them; empty when nr is -1.
+        args: Vec<String>,
+        sp: String,
+        pc: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IoctlInfo {
+    pub fd: i64,
+    /// Link target of /proc/<pid>/fd/<fd>, e.g. `/dev/nvidiactl`.
+    pub fd_target: Option<String>,
+    /// The 32-bit request word as a hex string, e.g. `0xc020462a`.
+    pub request: String,
+    /// `none`, `write`, `read` or `read|write` (as `_IOC_DIR`), or `raw` for UVM commands that are not `_IOC`-encoded.
+    pub dir: String,
+    #[serde(rename = "type")]
+    pub ioctl_type: u32,
+    pub nr: u32,
+    pub size: u32,
+    /// Symbolic name, None if unknown.
+    pub name: Option<String>,
+    /// Which driver/table named it: `nvidia-rm`, `nvidia-uvm`, `nvidia-modeset`, `linux-fs`, `tty`, `drm`, …
+    pub driver: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackFrame {
+    pub function: String,
+    /// `+0x177/0x650` parts: offset and function size.
+    pub offset: u64,
+    #[serde(default)]
+    pub size: u64,
+    /// Kernel module in brackets, e.g. `nvidia_uvm`; None for the core kernel.
+    pub module: Option<String>,
+}

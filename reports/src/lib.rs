@@ -1,0 +1,1 @@
+//! reports — incident model, durable store, retention and rendering (being built).

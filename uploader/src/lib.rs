@@ -1,0 +1,1 @@
+//! uploader — chunk planner, `Driver` trait with CUDA and host backends, strategies (being built).
