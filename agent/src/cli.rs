@@ -36,4 +36,10 @@ pub enum Command {
     Report(cmd::report::ReportCommand),
     /// Chunked bulk upload of f32 tensors, with a breadcrumb around every driver call.
     Upload(cmd::upload::Args),
+    /// Run a command and watch every thread of it and its descendants; capture any wedge.
+    Run(cmd::run::Args),
+    /// Demonstrate a real capture end to end on a frozen loop-mounted filesystem (the README's main command).
+    Selftest(cmd::selftest::Args),
+    /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
+    Doctor(cmd::doctor::Args),
 }

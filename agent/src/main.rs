@@ -13,6 +13,9 @@ fn main() {
         Command::Ring(sub) => cmd::ring::run(sub),
         Command::Report(sub) => cmd::report::run(sub),
         Command::Upload(args) => cmd::upload::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Selftest(args) => cmd::selftest::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
     };
     let code = match result {
         Ok(code) => code,

@@ -1,1 +1,8 @@
-//! The one integration test binary (ripgrep style). Modules per area.
+//! The one integration test binary (ripgrep style): each module tests one area through the built
+//! `wedge-capture` binary (`env!("CARGO_BIN_EXE_wedge-capture")`).
+
+mod capture;
+mod report;
+mod ring;
+mod run;
+mod upload;

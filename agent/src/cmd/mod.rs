@@ -2,6 +2,9 @@
 
 pub mod capture;
 pub mod decode_ioctl;
+pub mod doctor;
 pub mod report;
 pub mod ring;
+pub mod run;
+pub mod selftest;
 pub mod upload;
