@@ -8,3 +8,6 @@
 pub mod cli;
 pub mod cmd;
 pub mod exit;
+pub mod host;
+pub mod probe;
+pub mod watch;

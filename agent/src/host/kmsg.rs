@@ -1,0 +1,295 @@
+//! The kernel log, read from `/dev/kmsg` without ever blocking.
+//!
+//! `/dev/kmsg` hands out one record per `read`: `pri,seq,usec,flags[,…];message` followed by optional
+//! ` KEY=value` continuation lines. Opened with `O_NONBLOCK` a read returns `EAGAIN` at the end of the
+//! buffer instead of waiting for new messages, and `EPIPE` when records were overwritten under us.
+//! The parser is pure; [`read_around`] is the only code that touches the device.
+
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The kernel log device (not under the proc root).
+pub const KMSG_PATH: &str = "/dev/kmsg";
+
+/// One kernel log record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KmsgRecord {
+    /// Sequence number (gaps mean lost records).
+    pub seq: u64,
+    /// Log level 0 (emerg) … 7 (debug).
+    pub level: u8,
+    pub facility: u8,
+    /// Microseconds since boot (the printk clock, CLOCK_MONOTONIC-like).
+    pub usec: u64,
+    /// The message text (the first line of the record; escapes as the kernel wrote them).
+    pub message: String,
+    /// Why the line matters, when it matches a known wedge signature (e.g. `nvrm`, `xid`, `hung-task`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flag: Option<String>,
+}
+
+/// A record that is not `pri,seq,usec,flags;message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KmsgParseError(pub String);
+
+impl std::fmt::Display for KmsgParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed kmsg record: {}", self.0)
+    }
+}
+
+impl std::error::Error for KmsgParseError {}
+
+/// Parse one `/dev/kmsg` record (pure).
+pub fn parse_record(bytes: &[u8]) -> Result<KmsgRecord, KmsgParseError> {
+    let semi = bytes
+        .iter()
+        .position(|&b| b == b';')
+        .ok_or_else(|| KmsgParseError("no ';' after the prefix".into()))?;
+    let prefix = std::str::from_utf8(&bytes[..semi])
+        .map_err(|_| KmsgParseError("prefix is not text".into()))?;
+    let mut fields = prefix.split(',');
+    let mut number = |what: &str| -> Result<u64, KmsgParseError> {
+        fields
+            .next()
+            .ok_or_else(|| KmsgParseError(format!("missing {what}")))?
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| KmsgParseError(format!("bad {what}")))
+    };
+    let pri = number("priority")?;
+    let seq = number("sequence number")?;
+    let usec = number("timestamp")?;
+    let rest = &bytes[semi + 1..];
+    // The message ends at the first newline; continuation lines (" KEY=value") follow it.
+    let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+    let message = String::from_utf8_lossy(&rest[..end]).into_owned();
+    let flag = classify(&message).map(str::to_string);
+    Ok(KmsgRecord {
+        seq,
+        level: (pri & 7) as u8,
+        facility: (pri >> 3).min(255) as u8,
+        usec,
+        message,
+        flag,
+    })
+}
+
+/// Known wedge signatures in kernel messages.
+pub fn classify(message: &str) -> Option<&'static str> {
+    if message.contains("fallen off the bus") {
+        Some("gpu-off-bus")
+    } else if message.contains("NVRM: Xid") || message.contains("Xid (") {
+        Some("xid")
+    } else if message.contains("blocked for more than") {
+        Some("hung-task")
+    } else if message.contains("NVRM") {
+        Some("nvrm")
+    } else if message.contains("nvidia-uvm") || message.contains("nvidia_uvm") {
+        Some("nvidia-uvm")
+    } else {
+        None
+    }
+}
+
+/// What to keep from the log.
+#[derive(Debug, Clone, Copy)]
+pub struct KmsgWindow {
+    /// Keep records at or after this printk time (µs since boot).
+    pub since_usec: u64,
+    /// At most this many records of the window (the newest are kept).
+    pub max_recent: usize,
+    /// At most this many flagged records from before the window (the newest are kept).
+    pub max_flagged_before: usize,
+}
+
+/// The records kept around an event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KmsgCapture {
+    pub records: Vec<KmsgRecord>,
+    /// Records read in all (window or not).
+    pub scanned: u64,
+    /// Records the kernel overwrote while we read (EPIPE) or malformed ones.
+    pub lost: u64,
+}
+
+/// Select what to keep from parsed records (pure; used by [`read_around`]).
+pub fn select(
+    records: impl IntoIterator<Item = KmsgRecord>,
+    window: &KmsgWindow,
+) -> Vec<KmsgRecord> {
+    let mut before_flagged: std::collections::VecDeque<KmsgRecord> = Default::default();
+    let mut recent: std::collections::VecDeque<KmsgRecord> = Default::default();
+    for record in records {
+        if record.usec >= window.since_usec {
+            recent.push_back(record);
+            if recent.len() > window.max_recent {
+                let dropped = recent.pop_front();
+                // A flagged line pushed out of the window still matters.
+                if let Some(dropped) = dropped.filter(|r| r.flag.is_some()) {
+                    before_flagged.push_back(dropped);
+                }
+            }
+        } else if record.flag.is_some() {
+            before_flagged.push_back(record);
+        }
+        while before_flagged.len() > window.max_flagged_before {
+            before_flagged.pop_front();
+        }
+    }
+    before_flagged.into_iter().chain(recent).collect()
+}
+
+/// Read the whole kernel log buffer from `path` without blocking and keep what `window` asks for.
+///
+/// Errors only when the device cannot be opened (EPERM with `kernel.dmesg_restrict=1` and no CAP_SYSLOG).
+pub fn read_around(path: &Path, window: &KmsgWindow) -> io::Result<KmsgCapture> {
+    use std::io::Read;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut scanned = 0u64;
+    let mut lost = 0u64;
+    let mut parsed = Vec::new();
+    // A bounded number of reads: a log that grows as fast as we read cannot keep us here.
+    for _ in 0..200_000 {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                scanned += 1;
+                match parse_record(&buf[..n]) {
+                    Ok(record) => parsed.push(record),
+                    Err(_) => lost += 1,
+                }
+                // Keep memory bounded while reading: select as we go in large batches.
+                if parsed.len() >= 8192 {
+                    parsed = select(parsed, window);
+                }
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) if err.raw_os_error() == Some(libc::EPIPE) => {
+                lost += 1;
+                continue;
+            }
+            Err(err) if scanned == 0 => return Err(err),
+            Err(_) => break,
+        }
+    }
+    Ok(KmsgCapture {
+        records: select(parsed, window),
+        scanned,
+        lost,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_record_with_continuation_lines() {
+        let rec = parse_record(
+            b"4,1234,5678901,-;NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n SUBSYSTEM=pci\n DEVICE=+pci:0000:01:00.0\n",
+        )
+        .unwrap();
+        assert_eq!(rec.level, 4);
+        assert_eq!(rec.facility, 0);
+        assert_eq!(rec.seq, 1234);
+        assert_eq!(rec.usec, 5_678_901);
+        assert_eq!(
+            rec.message,
+            "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus."
+        );
+        assert_eq!(rec.flag.as_deref(), Some("gpu-off-bus"));
+    }
+
+    #[test]
+    fn parses_extra_prefix_fields_and_facility() {
+        let rec = parse_record(b"30,7,100,c,caller=T12;systemd[1]: started\n").unwrap();
+        assert_eq!(rec.level, 6);
+        assert_eq!(rec.facility, 3);
+        assert_eq!(rec.message, "systemd[1]: started");
+        assert_eq!(rec.flag, None);
+    }
+
+    #[test]
+    fn flags_known_signatures() {
+        assert_eq!(
+            classify("INFO: task python:1234 blocked for more than 120 seconds."),
+            Some("hung-task")
+        );
+        assert_eq!(
+            classify("NVRM: GPU at PCI:0000:01:00: GPU-abc"),
+            Some("nvrm")
+        );
+        assert_eq!(
+            classify("NVRM: Xid (PCI:0000:01:00): 31, pid=1"),
+            Some("xid")
+        );
+        assert_eq!(classify("usb 1-1: new device"), None);
+    }
+
+    #[test]
+    fn rejects_garbage_without_panicking() {
+        for bad in [
+            &b""[..],
+            b"no semicolon",
+            b"a,b,c;x",
+            b"1,2;short",
+            b"\xff\xfe;x",
+            b"1,2,99999999999999999999999;x",
+        ] {
+            assert!(parse_record(bad).is_err(), "{bad:?}");
+        }
+        // Invalid UTF-8 in the message is kept lossily.
+        let rec = parse_record(b"6,1,2,-;bad \xff byte").unwrap();
+        assert!(rec.message.starts_with("bad "));
+    }
+
+    fn rec(seq: u64, usec: u64, msg: &str) -> KmsgRecord {
+        parse_record(format!("6,{seq},{usec},-;{msg}").as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn keeps_the_window_and_flagged_lines_before_it() {
+        let records = vec![
+            rec(1, 10, "boot"),
+            rec(2, 20, "NVRM: loading"),
+            rec(3, 30, "noise"),
+            rec(4, 100, "in window a"),
+            rec(5, 110, "in window b"),
+            rec(6, 120, "in window c"),
+        ];
+        let kept = select(
+            records,
+            &KmsgWindow {
+                since_usec: 100,
+                max_recent: 2,
+                max_flagged_before: 10,
+            },
+        );
+        let seqs: Vec<u64> = kept.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, vec![2, 5, 6]);
+    }
+
+    #[test]
+    fn reads_the_real_device_without_blocking() {
+        let window = KmsgWindow {
+            since_usec: 0,
+            max_recent: 50,
+            max_flagged_before: 10,
+        };
+        let started = std::time::Instant::now();
+        match read_around(Path::new(KMSG_PATH), &window) {
+            Ok(capture) => assert!(capture.records.len() <= 60),
+            Err(err) => eprintln!("skipping: /dev/kmsg not readable here: {err}"),
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+}

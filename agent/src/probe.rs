@@ -1,0 +1,900 @@
+//! Risky reads in a sacrificial child process with a deadline.
+//!
+//! Some evidence can only be read through a path that may sleep forever: `/proc/<pid>/cmdline` takes the
+//! target's mmap lock, files under the NVIDIA driver's proc directory and `nvidia-smi` take the RM API lock.
+//! None of those reads ever happens in a thread of wedge-capture. Each one runs in a child process (a `fork`
+//! whose child only makes raw system calls, or a spawned program); its output comes back through a pipe that
+//! the parent polls with a deadline. On timeout the child gets SIGKILL and is *not* waited for: a child stuck
+//! in an uninterruptible sleep stays a zombie-to-be until the kernel lets it go, and is reaped later without
+//! blocking. The number of such stuck children is bounded; beyond the bound, probes are skipped with a reason.
+//!
+//! A timed-out probe is evidence in itself ("timed out after 2 s: the RM lock is probably held").
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Largest output kept from one probe; the rest is counted but dropped.
+pub const MAX_PROBE_OUTPUT: usize = 64 * 1024;
+/// Default deadline for one batch of probes (they run in parallel).
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default bound on probe children that did not die after SIGKILL.
+pub const DEFAULT_MAX_STUCK: usize = 4;
+
+/// What a probe does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeKind {
+    /// Read one file whole.
+    ReadFile(PathBuf),
+    /// Read `file_name` inside every subdirectory of `dir` (e.g. `gpus/*/information`).
+    ReadEachSubdir { dir: PathBuf, file_name: String },
+    /// Run a program and keep its stdout and stderr.
+    Command { program: String, args: Vec<String> },
+}
+
+/// One risky read, with what a timeout would mean.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Short stable name, e.g. `cmdline`, `nvidia-version`.
+    pub name: String,
+    pub kind: ProbeKind,
+    /// Completes "timed out after N s: …", e.g. "the RM lock is probably held".
+    pub timeout_meaning: String,
+}
+
+impl Probe {
+    pub fn read_file(name: &str, path: PathBuf, timeout_meaning: &str) -> Probe {
+        Probe {
+            name: name.to_string(),
+            kind: ProbeKind::ReadFile(path),
+            timeout_meaning: timeout_meaning.to_string(),
+        }
+    }
+
+    /// What the probe reads or runs, for the report.
+    pub fn target(&self) -> String {
+        match &self.kind {
+            ProbeKind::ReadFile(path) => path.display().to_string(),
+            ProbeKind::ReadEachSubdir { dir, file_name } => {
+                format!("{}/*/{}", dir.display(), file_name)
+            }
+            ProbeKind::Command { program, args } => {
+                let mut text = program.clone();
+                for arg in args {
+                    text.push(' ');
+                    text.push_str(arg);
+                }
+                text
+            }
+        }
+    }
+}
+
+/// How a probe ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeStatus {
+    /// Read everything (the program exited 0).
+    Ok,
+    /// The read or program failed quickly; `detail` says how.
+    Failed,
+    /// The deadline passed; the child was sent SIGKILL.
+    TimedOut,
+    /// Not started: too many earlier probes are still stuck.
+    Skipped,
+}
+
+/// The recorded outcome of one probe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeOutcome {
+    pub name: String,
+    /// The path read or the command run.
+    pub target: String,
+    pub status: ProbeStatus,
+    /// One line for the report, e.g. "timed out after 2 s: the RM lock is probably held".
+    pub detail: String,
+    /// What the child wrote (lossy UTF-8), up to [`MAX_PROBE_OUTPUT`] bytes.
+    pub output: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_truncated: bool,
+    pub elapsed_ms: u64,
+    /// After a timeout: whether the child was reaped after SIGKILL (false: stuck in the kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub killed: Option<bool>,
+}
+
+/// A probe child that did not go away after SIGKILL.
+#[derive(Debug)]
+struct StuckChild {
+    pid: i32,
+    name: String,
+}
+
+/// Runs probes in sacrificial children, bounded in time and in stuck children.
+#[derive(Debug)]
+pub struct ProbeRunner {
+    timeout: Duration,
+    max_stuck: usize,
+    stuck: Vec<StuckChild>,
+}
+
+impl Default for ProbeRunner {
+    fn default() -> Self {
+        ProbeRunner::new(DEFAULT_PROBE_TIMEOUT, DEFAULT_MAX_STUCK)
+    }
+}
+
+/// A probe child that is running.
+struct Running {
+    index: usize,
+    pid: i32,
+    pipe: OwnedFd,
+    output: Vec<u8>,
+    truncated: bool,
+    eof: bool,
+}
+
+impl ProbeRunner {
+    pub fn new(timeout: Duration, max_stuck: usize) -> ProbeRunner {
+        ProbeRunner {
+            timeout,
+            max_stuck: max_stuck.max(1),
+            stuck: Vec::new(),
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Probe children that are still stuck after SIGKILL (after reaping those that went away).
+    pub fn stuck_count(&mut self) -> usize {
+        self.reap_stuck();
+        self.stuck.len()
+    }
+
+    /// Whether `pid` is one of our probe children (so a caller that reaps children leaves it alone).
+    pub fn owns(&self, pid: i32) -> bool {
+        self.stuck.iter().any(|child| child.pid == pid)
+    }
+
+    /// Names of the probes whose children are still stuck.
+    pub fn stuck_names(&self) -> Vec<String> {
+        self.stuck.iter().map(|child| child.name.clone()).collect()
+    }
+
+    /// Reap stuck children that finally died; never blocks.
+    pub fn reap_stuck(&mut self) {
+        self.stuck.retain(|child| !try_reap(child.pid));
+    }
+
+    /// Run all probes in parallel with one deadline; outcomes in the same order.
+    pub fn run_all(&mut self, probes: &[Probe]) -> Vec<ProbeOutcome> {
+        self.reap_stuck();
+        let started = Instant::now();
+        let deadline = started + self.timeout;
+        let mut outcomes: Vec<Option<ProbeOutcome>> = vec![None; probes.len()];
+        let mut running: Vec<Running> = Vec::new();
+        for (index, probe) in probes.iter().enumerate() {
+            if self.stuck.len() >= self.max_stuck {
+                outcomes[index] = Some(ProbeOutcome {
+                    name: probe.name.clone(),
+                    target: probe.target(),
+                    status: ProbeStatus::Skipped,
+                    detail: format!(
+                        "skipped: {} earlier probe children are still stuck in the kernel after SIGKILL ({}); \
+                         the bound is {}",
+                        self.stuck.len(),
+                        self.stuck_names().join(", "),
+                        self.max_stuck
+                    ),
+                    output: String::new(),
+                    output_truncated: false,
+                    elapsed_ms: 0,
+                    killed: None,
+                });
+                continue;
+            }
+            match spawn(probe) {
+                Ok((pid, pipe)) => running.push(Running {
+                    index,
+                    pid,
+                    pipe,
+                    output: Vec::new(),
+                    truncated: false,
+                    eof: false,
+                }),
+                Err(detail) => {
+                    outcomes[index] = Some(ProbeOutcome {
+                        name: probe.name.clone(),
+                        target: probe.target(),
+                        status: ProbeStatus::Failed,
+                        detail,
+                        output: String::new(),
+                        output_truncated: false,
+                        elapsed_ms: 0,
+                        killed: None,
+                    })
+                }
+            }
+        }
+
+        pump_until(&mut running, deadline);
+
+        for run in running {
+            let probe = &probes[run.index];
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            let output = String::from_utf8_lossy(&run.output).into_owned();
+            let outcome = if run.eof {
+                // The child closed its end: it is exiting. Its status says whether the read worked.
+                match wait_briefly(run.pid, Duration::from_millis(200)) {
+                    Some(status) => {
+                        finished_outcome(probe, status, output, run.truncated, elapsed_ms)
+                    }
+                    None => {
+                        // Closed the pipe but did not exit: treat like a timeout.
+                        let killed = kill_and_try_reap(run.pid);
+                        if !killed {
+                            self.stuck.push(StuckChild {
+                                pid: run.pid,
+                                name: probe.name.clone(),
+                            });
+                        }
+                        ProbeOutcome {
+                            name: probe.name.clone(),
+                            target: probe.target(),
+                            status: ProbeStatus::TimedOut,
+                            detail: format!(
+                                "closed its output but did not exit within the deadline: {}",
+                                probe.timeout_meaning
+                            ),
+                            output,
+                            output_truncated: run.truncated,
+                            elapsed_ms,
+                            killed: Some(killed),
+                        }
+                    }
+                }
+            } else {
+                let killed = kill_and_try_reap(run.pid);
+                if !killed {
+                    self.stuck.push(StuckChild {
+                        pid: run.pid,
+                        name: probe.name.clone(),
+                    });
+                }
+                ProbeOutcome {
+                    name: probe.name.clone(),
+                    target: probe.target(),
+                    status: ProbeStatus::TimedOut,
+                    detail: format!(
+                        "timed out after {}: {}{}",
+                        human_duration(self.timeout),
+                        probe.timeout_meaning,
+                        if killed {
+                            ""
+                        } else {
+                            " (the probe child did not die on SIGKILL: it sleeps uninterruptibly)"
+                        }
+                    ),
+                    output,
+                    output_truncated: run.truncated,
+                    elapsed_ms,
+                    killed: Some(killed),
+                }
+            };
+            outcomes[run.index] = Some(outcome);
+        }
+        outcomes.into_iter().flatten().collect()
+    }
+}
+
+impl Drop for ProbeRunner {
+    fn drop(&mut self) {
+        self.reap_stuck();
+    }
+}
+
+/// "2 s", "500 ms".
+pub fn human_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 && duration.as_secs() > 0 {
+        format!("{} s", duration.as_secs())
+    } else if duration.as_secs() == 0 {
+        format!("{} ms", duration.as_millis())
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
+fn finished_outcome(
+    probe: &Probe,
+    status: i32,
+    output: String,
+    truncated: bool,
+    elapsed_ms: u64,
+) -> ProbeOutcome {
+    let (probe_status, detail) = if libc::WIFEXITED(status) {
+        let code = libc::WEXITSTATUS(status);
+        match (&probe.kind, code) {
+            (_, 0) => (ProbeStatus::Ok, "ok".to_string()),
+            (ProbeKind::Command { .. }, code) => {
+                (ProbeStatus::Failed, format!("exited with status {code}"))
+            }
+            (_, errno) => (
+                ProbeStatus::Failed,
+                format!(
+                    "read failed: {}",
+                    std::io::Error::from_raw_os_error(i32::from(errno as u8))
+                ),
+            ),
+        }
+    } else if libc::WIFSIGNALED(status) {
+        (
+            ProbeStatus::Failed,
+            format!("killed by signal {}", libc::WTERMSIG(status)),
+        )
+    } else {
+        (
+            ProbeStatus::Failed,
+            format!("ended with status {status:#x}"),
+        )
+    };
+    ProbeOutcome {
+        name: probe.name.clone(),
+        target: probe.target(),
+        status: probe_status,
+        detail,
+        output,
+        output_truncated: truncated,
+        elapsed_ms,
+        killed: None,
+    }
+}
+
+/// Read every pipe until EOF or the deadline.
+fn pump_until(running: &mut [Running], deadline: Instant) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let open: Vec<usize> = (0..running.len()).filter(|&i| !running[i].eof).collect();
+        if open.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let wait_ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+        let mut fds: Vec<libc::pollfd> = open
+            .iter()
+            .map(|&i| libc::pollfd {
+                fd: running[i].pipe.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a valid, initialised array of pollfd whose length we pass.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
+        if ready < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        for (slot, &i) in fds.iter().zip(open.iter()) {
+            if slot.revents == 0 {
+                continue;
+            }
+            let run = &mut running[i];
+            // SAFETY: reading into a stack buffer of the given length from an fd we own.
+            let n = unsafe {
+                libc::read(
+                    run.pipe.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len() as libc::size_t,
+                )
+            };
+            if n > 0 {
+                let n = n as usize;
+                let room = MAX_PROBE_OUTPUT.saturating_sub(run.output.len());
+                if n > room {
+                    run.truncated = true;
+                }
+                run.output.extend_from_slice(&buf[..n.min(room)]);
+            } else if n == 0 {
+                run.eof = true;
+            } else {
+                let err = std::io::Error::last_os_error();
+                if err.kind() != std::io::ErrorKind::Interrupted
+                    && err.kind() != std::io::ErrorKind::WouldBlock
+                {
+                    run.eof = true;
+                }
+            }
+        }
+    }
+}
+
+/// Reap `pid` if it has ended; never blocks. True when reaped (or already gone).
+fn try_reap(pid: i32) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid on a specific child pid with WNOHANG; `status` is a valid out pointer.
+    let ret = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    ret == pid || (ret < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
+}
+
+/// Poll for the child's exit for at most `limit`; its wait status when it ended.
+fn wait_briefly(pid: i32, limit: Duration) -> Option<i32> {
+    let until = Instant::now() + limit;
+    loop {
+        let mut status = 0;
+        // SAFETY: as in `try_reap`.
+        let ret = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if ret == pid {
+            return Some(status);
+        }
+        if ret < 0 {
+            return None;
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// SIGKILL the child and give it a moment to die. True when it was reaped.
+fn kill_and_try_reap(pid: i32) -> bool {
+    // SAFETY: sending a signal to our own child pid.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    wait_briefly(pid, Duration::from_millis(50)).is_some()
+}
+
+/// Start the probe's child. Returns its pid and the read end of its output pipe.
+fn spawn(probe: &Probe) -> Result<(i32, OwnedFd), String> {
+    match &probe.kind {
+        ProbeKind::ReadFile(path) => {
+            let path = CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| "path contains a NUL byte".to_string())?;
+            fork_reader(|out| child_read_file(&path, out))
+        }
+        ProbeKind::ReadEachSubdir { dir, file_name } => {
+            let dir_c = CString::new(dir.as_os_str().as_bytes())
+                .map_err(|_| "path contains a NUL byte".to_string())?;
+            let dir_bytes = dir.as_os_str().as_bytes().to_vec();
+            let file_name = file_name.as_bytes().to_vec();
+            fork_reader(|out| child_read_each_subdir(&dir_c, &dir_bytes, &file_name, out))
+        }
+        ProbeKind::Command { program, args } => spawn_command(program, args),
+    }
+}
+
+fn make_pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two fds into the array we pass.
+    let ret = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if ret != 0 {
+        return Err(format!(
+            "cannot create a pipe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Fork a child that runs `body(write_fd)` and exits with its return value.
+///
+/// `body` must only make async-signal-safe calls (raw system calls, no allocation): the parent may have
+/// other threads, and the child inherits none of them (nor any lock they held).
+fn fork_reader(body: impl FnOnce(RawFd) -> i32) -> Result<(i32, OwnedFd), String> {
+    let (read_end, write_end) = make_pipe()?;
+    // SAFETY: the child branch only calls `body` (raw system calls on stack buffers) and `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("cannot fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // Keep only the output pipe (as stdout): any other pipe write end inherited from a concurrent probe
+        // would delay that probe's EOF until this child exits.
+        // SAFETY: dup2/close_range/close are raw system calls on fds of this child.
+        unsafe {
+            if libc::dup2(write_end.as_raw_fd(), libc::STDOUT_FILENO) < 0 {
+                libc::_exit(libc::EBADF);
+            }
+            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+                for fd in 3..4096 {
+                    libc::close(fd);
+                }
+            }
+        }
+        let code = body(libc::STDOUT_FILENO);
+        // SAFETY: terminate the child at once, without running Rust or libc exit handlers.
+        unsafe { libc::_exit(code) }
+    }
+    drop(write_end);
+    Ok((pid, read_end))
+}
+
+fn spawn_command(program: &str, args: &[String]) -> Result<(i32, OwnedFd), String> {
+    let (read_end, write_end) = make_pipe()?;
+    let write_err = write_end
+        .try_clone()
+        .map_err(|err| format!("cannot duplicate a pipe: {err}"))?;
+    let child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(write_end))
+        .stderr(std::process::Stdio::from(write_err))
+        .spawn()
+        .map_err(|err| format!("cannot start {program}: {err}"))?;
+    // The `Child` handle is dropped without waiting: we reap the pid ourselves, without blocking.
+    Ok((child.id() as i32, read_end))
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Child side: write all of `bytes` to `out`. Raw system calls only.
+fn child_write_all(out: RawFd, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        // SAFETY: writing from a valid slice to an fd the child owns.
+        let n = unsafe { libc::write(out, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return false;
+        }
+        bytes = &bytes[n as usize..];
+    }
+    true
+}
+
+/// Child side: copy the file at `path` to `out`. Returns 0 or the errno of the failure.
+fn child_read_file(path: &CString, out: RawFd) -> i32 {
+    // SAFETY: open with a NUL-terminated path; the fd is closed at _exit.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return errno();
+    }
+    child_copy_fd(fd, out)
+}
+
+fn child_copy_fd(fd: RawFd, out: RawFd) -> i32 {
+    let mut buf = [0u8; 8192];
+    let mut total = 0usize;
+    loop {
+        // SAFETY: reading into a stack buffer of the given length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 {
+            return 0;
+        }
+        if n < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                continue;
+            }
+            return e;
+        }
+        if !child_write_all(out, &buf[..n as usize]) {
+            return libc::EPIPE;
+        }
+        total += n as usize;
+        if total > MAX_PROBE_OUTPUT {
+            return 0;
+        }
+    }
+}
+
+/// Format a small number into `buf` without allocating; returns the digits.
+fn child_itoa(mut value: u32, buf: &mut [u8; 12]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 || i == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// Child side: for every entry of `dir`, write `==> entry <==` and the contents of `dir/entry/file_name`.
+fn child_read_each_subdir(dir_c: &CString, dir: &[u8], file_name: &[u8], out: RawFd) -> i32 {
+    // SAFETY: open with a NUL-terminated path.
+    let dfd = unsafe {
+        libc::open(
+            dir_c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if dfd < 0 {
+        return errno();
+    }
+    let mut dents = [0u8; 8192];
+    let mut path = [0u8; 4096];
+    loop {
+        // SAFETY: getdents64 into a stack buffer of the given length.
+        let n =
+            unsafe { libc::syscall(libc::SYS_getdents64, dfd, dents.as_mut_ptr(), dents.len()) };
+        if n == 0 {
+            return 0;
+        }
+        if n < 0 {
+            return errno();
+        }
+        let n = n as usize;
+        let mut offset = 0usize;
+        // linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, then the NUL-terminated name.
+        while offset + 19 <= n {
+            let reclen = u16::from_ne_bytes([dents[offset + 16], dents[offset + 17]]) as usize;
+            if reclen == 0 || offset + reclen > n {
+                return libc::EIO;
+            }
+            let name_area = &dents[offset + 19..offset + reclen];
+            let name_len = name_area
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(name_area.len());
+            let name = &name_area[..name_len];
+            offset += reclen;
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let needed = dir.len() + 1 + name.len() + 1 + file_name.len() + 1;
+            if needed > path.len() {
+                continue;
+            }
+            let mut at = 0;
+            for part in [dir, b"/", name, b"/", file_name] {
+                path[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+            path[at] = 0;
+            child_write_all(out, b"==> ");
+            child_write_all(out, name);
+            child_write_all(out, b" <==\n");
+            // SAFETY: `path` is NUL-terminated above.
+            let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                let mut digits = [0u8; 12];
+                child_write_all(out, b"(open failed: errno ");
+                child_write_all(out, child_itoa(errno() as u32, &mut digits));
+                child_write_all(out, b")\n");
+                continue;
+            }
+            let code = child_copy_fd(fd, out);
+            // SAFETY: closing the fd we opened.
+            unsafe { libc::close(fd) };
+            if code != 0 {
+                let mut digits = [0u8; 12];
+                child_write_all(out, b"(read failed: errno ");
+                child_write_all(out, child_itoa(code as u32, &mut digits));
+                child_write_all(out, b")\n");
+            }
+        }
+    }
+}
+
+/// Where to find the risky files, relative to the proc root.
+pub mod paths {
+    use std::path::{Path, PathBuf};
+
+    pub fn cmdline(proc_root: &Path, pid: i32) -> PathBuf {
+        proc_root.join(pid.to_string()).join("cmdline")
+    }
+
+    pub fn nvidia_version(proc_root: &Path) -> PathBuf {
+        proc_root.join("driver/nvidia/version")
+    }
+
+    pub fn nvidia_gpus(proc_root: &Path) -> PathBuf {
+        proc_root.join("driver/nvidia/gpus")
+    }
+}
+
+/// The probes a wedge capture runs for `pid`: its cmdline, the driver version, every GPU's information file,
+/// and `nvidia-smi -q` when asked for and installed.
+pub fn standard_probes(proc_root: &std::path::Path, pid: i32, with_nvidia_smi: bool) -> Vec<Probe> {
+    let mut probes = vec![
+        Probe::read_file(
+            "cmdline",
+            paths::cmdline(proc_root, pid),
+            "the target's mmap lock is probably held (a thread sits in a driver call or mmap while holding it)",
+        ),
+        Probe::read_file(
+            "nvidia-version",
+            paths::nvidia_version(proc_root),
+            "the NVIDIA driver's proc files are blocked",
+        ),
+        Probe {
+            name: "nvidia-gpus-information".to_string(),
+            kind: ProbeKind::ReadEachSubdir {
+                dir: paths::nvidia_gpus(proc_root),
+                file_name: "information".to_string(),
+            },
+            timeout_meaning: "the RM lock is probably held".to_string(),
+        },
+    ];
+    if with_nvidia_smi {
+        if let Some(program) = find_in_path("nvidia-smi") {
+            probes.push(Probe {
+                name: "nvidia-smi".to_string(),
+                kind: ProbeKind::Command {
+                    program: program.display().to_string(),
+                    args: vec!["-q".to_string()],
+                },
+                timeout_meaning: "the RM API or GPU lock is probably held (NVML waits on it)"
+                    .to_string(),
+            });
+        }
+    }
+    probes
+}
+
+/// First executable `name` on PATH.
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(candidate)
+                .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fifo(dir: &std::path::Path) -> PathBuf {
+        let path = dir.join("no-writer.fifo");
+        let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        path
+    }
+
+    #[test]
+    fn reads_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("version");
+        std::fs::write(&path, b"NVRM version: test 1.2.3\n").unwrap();
+        let mut runner = ProbeRunner::new(Duration::from_secs(2), 4);
+        let out = runner.run_all(&[Probe::read_file("v", path, "x")]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].status, ProbeStatus::Ok, "{:?}", out[0]);
+        assert_eq!(out[0].output, "NVRM version: test 1.2.3\n");
+    }
+
+    #[test]
+    fn missing_file_fails_with_the_errno() {
+        let mut runner = ProbeRunner::default();
+        let out = runner.run_all(&[Probe::read_file(
+            "v",
+            PathBuf::from("/nonexistent/wedge-capture-test"),
+            "x",
+        )]);
+        assert_eq!(out[0].status, ProbeStatus::Failed);
+        assert!(out[0].detail.contains("No such file"), "{}", out[0].detail);
+    }
+
+    #[test]
+    fn a_hanging_read_times_out_and_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fifo(dir.path());
+        let good = dir.path().join("good");
+        std::fs::write(&good, b"fine").unwrap();
+        let mut runner = ProbeRunner::new(Duration::from_millis(300), 4);
+        let started = Instant::now();
+        let out = runner.run_all(&[
+            Probe::read_file("stuck", path, "the RM lock is probably held"),
+            Probe::read_file("good", good, "x"),
+        ]);
+        let elapsed = started.elapsed();
+        assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+        assert_eq!(out[0].status, ProbeStatus::TimedOut);
+        assert_eq!(
+            out[0].detail,
+            "timed out after 300 ms: the RM lock is probably held"
+        );
+        // Opening a FIFO sleeps interruptibly: SIGKILL ends it and it is reaped.
+        assert_eq!(out[0].killed, Some(true));
+        assert_eq!(out[1].status, ProbeStatus::Ok);
+        assert_eq!(runner.stuck_count(), 0);
+    }
+
+    #[test]
+    fn reads_each_subdirectory() {
+        let dir = tempfile::tempdir().unwrap();
+        for gpu in ["0000:01:00.0", "0000:02:00.0"] {
+            std::fs::create_dir(dir.path().join(gpu)).unwrap();
+            std::fs::write(
+                dir.path().join(gpu).join("information"),
+                format!("Model: test {gpu}\n"),
+            )
+            .unwrap();
+        }
+        let mut runner = ProbeRunner::default();
+        let out = runner.run_all(&[Probe {
+            name: "gpus".into(),
+            kind: ProbeKind::ReadEachSubdir {
+                dir: dir.path().to_path_buf(),
+                file_name: "information".into(),
+            },
+            timeout_meaning: "x".into(),
+        }]);
+        assert_eq!(out[0].status, ProbeStatus::Ok, "{:?}", out[0]);
+        assert!(out[0]
+            .output
+            .contains("==> 0000:01:00.0 <==\nModel: test 0000:01:00.0\n"));
+        assert!(out[0].output.contains("Model: test 0000:02:00.0"));
+    }
+
+    #[test]
+    fn commands_run_and_time_out() {
+        let mut runner = ProbeRunner::new(Duration::from_millis(300), 4);
+        let out = runner.run_all(&[
+            Probe {
+                name: "echo".into(),
+                kind: ProbeKind::Command {
+                    program: "sh".into(),
+                    args: vec!["-c".into(), "echo out; echo err >&2".into()],
+                },
+                timeout_meaning: "x".into(),
+            },
+            Probe {
+                name: "sleep".into(),
+                kind: ProbeKind::Command {
+                    program: "sleep".into(),
+                    args: vec!["30".into()],
+                },
+                timeout_meaning: "slow".into(),
+            },
+            Probe {
+                name: "missing".into(),
+                kind: ProbeKind::Command {
+                    program: "wedge-capture-no-such-program".into(),
+                    args: vec![],
+                },
+                timeout_meaning: "x".into(),
+            },
+        ]);
+        assert_eq!(out[0].status, ProbeStatus::Ok, "{:?}", out[0]);
+        assert!(out[0].output.contains("out") && out[0].output.contains("err"));
+        assert_eq!(out[1].status, ProbeStatus::TimedOut);
+        assert_eq!(out[1].killed, Some(true));
+        assert_eq!(out[2].status, ProbeStatus::Failed);
+    }
+
+    #[test]
+    fn output_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        std::fs::write(&path, vec![b'x'; MAX_PROBE_OUTPUT * 3]).unwrap();
+        let mut runner = ProbeRunner::default();
+        let out = runner.run_all(&[Probe::read_file("big", path, "x")]);
+        assert_eq!(out[0].output.len(), MAX_PROBE_OUTPUT);
+        assert!(out[0].output_truncated);
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_duration(Duration::from_secs(2)), "2 s");
+        assert_eq!(human_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
+    }
+}

@@ -1,0 +1,389 @@
+//! Per-thread D-state episodes and the no-progress test (pure: samples in, events out).
+//!
+//! A thread is **wedged** when it has been seen in D at every sample for at least `threshold` and its progress
+//! signature — wchan, a hash of its kernel stack, and voluntary+involuntary context switches — did not change
+//! across the last `samples` samples spanning at least `threshold`. That is the kernel's hung-task test (a task
+//! in D whose switch count did not move for `hung_task_timeout_secs`), done from outside. A thread that keeps
+//! entering and leaving D (disk I/O, page faults) moves its switch counters or leaves D between samples, so it
+//! never qualifies, however busy the disk is.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// What changes when a thread makes progress. Read only for threads in D.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Progress {
+    pub wchan: Option<String>,
+    /// Hash of the kernel stack's function names (None when the stack is unreadable).
+    pub stack_hash: Option<u64>,
+    /// voluntary + nonvoluntary context switches.
+    pub ctxt_switches: Option<u64>,
+}
+
+/// One thread as seen by one scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+    /// State letter from stat (`R`, `S`, `D`, …).
+    pub state: u8,
+    /// Present for threads in D.
+    pub progress: Option<Progress>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackerConfig {
+    pub threshold: Duration,
+    /// K: unchanged samples needed, on top of the threshold.
+    pub samples: u32,
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        TrackerConfig {
+            threshold: Duration::from_secs(30),
+            samples: 3,
+        }
+    }
+}
+
+/// What the tracker concluded from a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrackerEvent {
+    /// The thread just passed the wedge test.
+    Wedged {
+        pid: i32,
+        tid: i32,
+        comm: String,
+        /// First scan that saw it in D (monotonic ns).
+        d_since_ns: u64,
+        /// First scan of the unchanged signature (monotonic ns).
+        stable_since_ns: u64,
+    },
+    /// A wedged thread left D (it made progress after all).
+    Resolved {
+        pid: i32,
+        tid: i32,
+        /// From `d_since_ns` to the scan that saw it out of D.
+        after: Duration,
+    },
+    /// A wedged thread is no longer there (it exited or its process was reaped).
+    Vanished { pid: i32, tid: i32, after: Duration },
+}
+
+#[derive(Debug, Clone)]
+struct Track {
+    pid: i32,
+    comm: String,
+    d_since_ns: u64,
+    signature: Progress,
+    stable_since_ns: u64,
+    stable_samples: u32,
+    wedged: bool,
+    seen_in_scan: u64,
+}
+
+/// Per-thread episode state across scans.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    config: TrackerConfig,
+    threads: HashMap<i32, Track>,
+    scan: u64,
+}
+
+impl Tracker {
+    pub fn new(config: TrackerConfig) -> Tracker {
+        Tracker {
+            config,
+            threads: HashMap::new(),
+            scan: 0,
+        }
+    }
+
+    pub fn config(&self) -> TrackerConfig {
+        self.config
+    }
+
+    /// Threads currently tracked in D.
+    pub fn in_d(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Whether `tid` is currently judged wedged.
+    pub fn is_wedged(&self, tid: i32) -> bool {
+        self.threads.get(&tid).is_some_and(|t| t.wedged)
+    }
+
+    /// Tids currently tracked in D for `pid`, with how long each has been in D.
+    pub fn d_threads_of(&self, pid: i32, now_ns: u64) -> Vec<(i32, Duration)> {
+        let mut out: Vec<(i32, Duration)> = self
+            .threads
+            .iter()
+            .filter(|(_, t)| t.pid == pid)
+            .map(|(&tid, t)| {
+                (
+                    tid,
+                    Duration::from_nanos(now_ns.saturating_sub(t.d_since_ns)),
+                )
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Feed one complete scan taken at `now_ns` (CLOCK_MONOTONIC). Threads absent from the scan are gone.
+    pub fn observe<'a>(
+        &mut self,
+        now_ns: u64,
+        observations: impl IntoIterator<Item = &'a Observation>,
+    ) -> Vec<TrackerEvent> {
+        self.scan += 1;
+        let scan = self.scan;
+        let mut events = Vec::new();
+        let threshold_ns = self.config.threshold.as_nanos().min(u64::MAX as u128) as u64;
+        for obs in observations {
+            if obs.state != b'D' {
+                if let Some(track) = self.threads.remove(&obs.tid) {
+                    if track.wedged {
+                        events.push(TrackerEvent::Resolved {
+                            pid: track.pid,
+                            tid: obs.tid,
+                            after: Duration::from_nanos(now_ns.saturating_sub(track.d_since_ns)),
+                        });
+                    }
+                }
+                continue;
+            }
+            let signature = obs.progress.clone().unwrap_or_default();
+            let track = self.threads.entry(obs.tid).or_insert_with(|| Track {
+                pid: obs.pid,
+                comm: obs.comm.clone(),
+                d_since_ns: now_ns,
+                signature: signature.clone(),
+                stable_since_ns: now_ns,
+                stable_samples: 0,
+                wedged: false,
+                seen_in_scan: scan,
+            });
+            track.seen_in_scan = scan;
+            track.comm.clone_from(&obs.comm);
+            if track.signature == signature {
+                track.stable_samples = track.stable_samples.saturating_add(1);
+            } else {
+                // Progress: the wait is a new one. A wedge already reported stays reported until it leaves D.
+                track.signature = signature;
+                track.stable_since_ns = now_ns;
+                track.stable_samples = 1;
+            }
+            let stable_for = now_ns.saturating_sub(track.stable_since_ns);
+            if !track.wedged
+                && track.stable_samples >= self.config.samples
+                && stable_for >= threshold_ns
+            {
+                track.wedged = true;
+                events.push(TrackerEvent::Wedged {
+                    pid: track.pid,
+                    tid: obs.tid,
+                    comm: track.comm.clone(),
+                    d_since_ns: track.d_since_ns,
+                    stable_since_ns: track.stable_since_ns,
+                });
+            }
+        }
+        self.threads.retain(|&tid, track| {
+            if track.seen_in_scan == scan {
+                return true;
+            }
+            if track.wedged {
+                events.push(TrackerEvent::Vanished {
+                    pid: track.pid,
+                    tid,
+                    after: Duration::from_nanos(now_ns.saturating_sub(track.d_since_ns)),
+                });
+            }
+            false
+        });
+        events
+    }
+}
+
+/// A stable 64-bit hash of kernel stack function names (FNV-1a: the same across runs and builds).
+pub fn stack_hash<'a>(functions: impl IntoIterator<Item = &'a str>) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for function in functions {
+        for &byte in function.as_bytes().iter().chain(b"\n") {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn d(tid: i32, wchan: &str, switches: u64) -> Observation {
+        Observation {
+            pid: 100,
+            tid,
+            comm: "worker".into(),
+            state: b'D',
+            progress: Some(Progress {
+                wchan: Some(wchan.into()),
+                stack_hash: Some(stack_hash([wchan, "do_vfs_ioctl"])),
+                ctxt_switches: Some(switches),
+            }),
+        }
+    }
+
+    fn s(tid: i32) -> Observation {
+        Observation {
+            pid: 100,
+            tid,
+            comm: "worker".into(),
+            state: b'S',
+            progress: None,
+        }
+    }
+
+    fn tracker(threshold_s: u64, k: u32) -> Tracker {
+        Tracker::new(TrackerConfig {
+            threshold: Duration::from_secs(threshold_s),
+            samples: k,
+        })
+    }
+
+    #[test]
+    fn a_thread_stuck_without_progress_is_wedged_once() {
+        let mut t = tracker(3, 3);
+        let mut wedged_at = None;
+        for second in 0..10 {
+            let events = t.observe(second * S, &[d(101, "percpu_rwsem_wait", 7), s(102)]);
+            for event in events {
+                match event {
+                    TrackerEvent::Wedged {
+                        tid, d_since_ns, ..
+                    } => {
+                        assert_eq!(tid, 101);
+                        assert_eq!(d_since_ns, 0);
+                        assert!(wedged_at.is_none(), "reported twice");
+                        wedged_at = Some(second);
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+        // In D at 0 s; the signature has been stable for 3 s at the 4th sample.
+        assert_eq!(wedged_at, Some(3));
+        assert!(t.is_wedged(101));
+    }
+
+    #[test]
+    fn needs_k_samples_as_well_as_the_threshold() {
+        // Threshold 1 s but K = 5 at 1 Hz: only the 5th sample qualifies.
+        let mut t = tracker(1, 5);
+        let first = (0..10)
+            .find(|&sec| !t.observe(sec * S, &[d(1, "w", 1)]).is_empty())
+            .unwrap();
+        assert_eq!(first, 4);
+    }
+
+    #[test]
+    fn short_d_states_never_raise() {
+        // Heavy I/O: in D at many samples, but out of D in between or with moving switch counters.
+        let mut t = tracker(2, 3);
+        let mut switches = 0;
+        for tick in 0..200u64 {
+            let now = tick * S / 4;
+            let obs = if tick % 7 == 3 {
+                s(5)
+            } else {
+                switches += 3;
+                d(
+                    5,
+                    if tick % 2 == 0 {
+                        "io_schedule"
+                    } else {
+                        "folio_wait_bit"
+                    },
+                    switches,
+                )
+            };
+            assert!(t.observe(now, &[obs]).is_empty(), "tick {tick}");
+        }
+        // Same wchan and stack but the switch count moves: progress.
+        let mut t = tracker(2, 3);
+        for tick in 0..100u64 {
+            assert!(t.observe(tick * S, &[d(6, "io_schedule", tick)]).is_empty());
+        }
+    }
+
+    #[test]
+    fn resolution_and_vanishing_are_reported_for_wedged_threads_only() {
+        let mut t = tracker(2, 2);
+        for sec in 0..3 {
+            t.observe(sec * S, &[d(1, "w", 1), d(2, "w", 1)]);
+        }
+        assert!(t.is_wedged(1) && t.is_wedged(2));
+        let events = t.observe(10 * S, &[s(1)]);
+        assert_eq!(
+            events,
+            vec![
+                TrackerEvent::Resolved {
+                    pid: 100,
+                    tid: 1,
+                    after: Duration::from_secs(10)
+                },
+                TrackerEvent::Vanished {
+                    pid: 100,
+                    tid: 2,
+                    after: Duration::from_secs(10)
+                },
+            ]
+        );
+        assert_eq!(t.in_d(), 0);
+        // A short D thread that leaves says nothing.
+        t.observe(11 * S, &[d(3, "w", 1)]);
+        assert!(t.observe(12 * S, &[s(3)]).is_empty());
+    }
+
+    #[test]
+    fn a_thread_that_changes_wait_restarts_the_clock() {
+        let mut t = tracker(3, 2);
+        t.observe(0, &[d(1, "a", 1)]);
+        t.observe(2 * S, &[d(1, "a", 1)]);
+        t.observe(3 * S, &[d(1, "b", 1)]); // new wait: stable since 3 s
+        assert!(t.observe(5 * S, &[d(1, "b", 1)]).is_empty());
+        let events = t.observe(6 * S, &[d(1, "b", 1)]);
+        assert!(matches!(
+            events[..],
+            [TrackerEvent::Wedged {
+                d_since_ns: 0,
+                stable_since_ns,
+                ..
+            }] if stable_since_ns == 3 * S
+        ));
+    }
+
+    #[test]
+    fn unreadable_progress_degrades_to_continuous_d() {
+        let mut t = tracker(1, 2);
+        let blind = Observation {
+            progress: None,
+            ..d(9, "x", 0)
+        };
+        t.observe(0, std::slice::from_ref(&blind));
+        assert_eq!(t.observe(S, std::slice::from_ref(&blind)).len(), 1);
+    }
+
+    #[test]
+    fn stack_hash_is_stable_and_order_sensitive() {
+        assert_eq!(stack_hash(["a", "b"]), stack_hash(["a", "b"]));
+        assert_ne!(stack_hash(["a", "b"]), stack_hash(["b", "a"]));
+        assert_ne!(stack_hash(["ab"]), stack_hash(["a", "b"]));
+    }
+}
