@@ -1,7 +1,26 @@
-//! breadcrumb — the file-backed ring a worker writes before and after every driver call.
+//! breadcrumb — the file-backed ring a worker writes before and after every driver call, so that
+//! the agent can name the call that never returned, from outside, even when the worker can never
+//! run again. The byte-exact format is docs/breadcrumb-ring.md.
 //!
-//! Map (being built; see docs/breadcrumb-ring.md for the byte-exact format):
-//! - `format`: header and slot layout, call-id table.
-//! - `writer`: lock-free enter/exit, no syscall or allocation on the record path.
-//! - `reader`: validating copy-out reader, in-flight calls per thread.
-//! - `ffi`: the C ABI (`include/wedge_breadcrumb.h`).
+//! Map:
+//! - [`format`]: header and slot layout constants, [`Call`] ids, [`Args`] (pure).
+//! - [`writer`]: [`Writer`] — lock-free `enter`/`exit`, no syscall or allocation per record.
+//! - [`reader`]: [`read_ring`] / [`parse_ring`] — validating copy-out reader, in-flight calls.
+//! - [`identity`]: the writer's pid, start time, pid namespace, boot id; clocks.
+//! - [`ffi`]: the C ABI (`include/wedge_breadcrumb.h`), one process-global writer.
+//! - [`error`]: the crate's [`Error`].
+
+pub mod error;
+pub mod ffi;
+pub mod format;
+pub mod identity;
+pub mod reader;
+pub mod writer;
+
+pub use error::{Error, Result};
+pub use format::{Args, Call};
+pub use reader::{
+    in_flight_calls, parse_header, parse_ring, read_ring, read_ring_with_bytes, InFlight,
+    ReadOptions, Record, RecordKind, RingHeader, RingSnapshot,
+};
+pub use writer::{Token, Writer};

@@ -1,0 +1,325 @@
+//! The byte layout of a ring file, version 1 (docs/breadcrumb-ring.md is the normative text; the
+//! constants here are the same numbers). Everything is little-endian. Pure: no I/O.
+
+use serde::{Deserialize, Serialize};
+
+/// First 8 bytes of every ring file.
+pub const MAGIC: [u8; 8] = *b"WEDGERNG";
+/// The format version this crate writes and reads.
+pub const VERSION: u32 = 1;
+/// Header size written by this crate (a multiple of 64; slots start here).
+pub const HEADER_SIZE: u32 = 512;
+/// Slot size written by this crate (a multiple of 64).
+pub const SLOT_SIZE: u32 = 128;
+/// Linux `CLOCK_MONOTONIC`: the clock of every slot timestamp.
+pub const CLOCK_MONOTONIC_ID: u32 = 1;
+/// Default number of slots (512 KiB file with the 128-byte slots).
+pub const DEFAULT_SLOT_COUNT: u32 = 4096;
+/// Largest slot count a ring may declare (readers reject more).
+pub const MAX_SLOT_COUNT: u32 = 1 << 20;
+/// Largest header a reader accepts.
+pub const MAX_HEADER_SIZE: u32 = 4096;
+/// Largest slot a reader accepts.
+pub const MAX_SLOT_SIZE: u32 = 4096;
+/// Bytes of inline label in a slot.
+pub const LABEL_CAPACITY: usize = 40;
+/// Bytes of status message in the header.
+pub const STATUS_CAPACITY: usize = 248;
+/// Bits of the global record index carried in a token (and compared by exit records).
+pub const TOKEN_INDEX_BITS: u32 = 48;
+/// Mask for [`TOKEN_INDEX_BITS`].
+pub const TOKEN_INDEX_MASK: u64 = (1 << TOKEN_INDEX_BITS) - 1;
+
+/// Header field offsets (bytes from the start of the file).
+pub mod header {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 8;
+    pub const HEADER_SIZE: usize = 12;
+    pub const SLOT_SIZE: usize = 16;
+    pub const SLOT_COUNT: usize = 20;
+    pub const WRITER_PID: usize = 24;
+    pub const CLOCK_ID: usize = 28;
+    pub const PIDNS_INODE: usize = 32;
+    pub const START_TIME_TICKS: usize = 40;
+    pub const BOOT_ID: usize = 48;
+    pub const CREATED_REALTIME_NS: usize = 64;
+    pub const CREATED_MONOTONIC_NS: usize = 72;
+    pub const TICKS_PER_SECOND: usize = 80;
+    pub const FLAGS: usize = 84;
+    /// Next global record index to claim (the only hot header word; its own cache line).
+    pub const HEAD: usize = 128;
+    /// Records given up because every slot tried was busy.
+    pub const DROPPED: usize = 192;
+    /// Status message length; `u32::MAX` while being rewritten.
+    pub const STATUS_LEN: usize = 256;
+    pub const STATUS_CODE: usize = 260;
+    pub const STATUS_TEXT: usize = 264;
+}
+
+/// Slot field offsets (bytes from the start of the slot).
+pub mod slot {
+    pub const SEQ: usize = 0;
+    pub const MONOTONIC_NS: usize = 8;
+    pub const TID: usize = 16;
+    pub const KIND: usize = 20;
+    pub const LABEL_LEN: usize = 21;
+    pub const CALL_ID: usize = 22;
+    pub const BYTES: usize = 24;
+    pub const PTR: usize = 32;
+    pub const PTR2: usize = 40;
+    pub const STREAM: usize = 48;
+    pub const CHUNK: usize = 56;
+    pub const CHUNK_COUNT: usize = 60;
+    pub const TENSOR_FIRST: usize = 64;
+    pub const TENSOR_COUNT: usize = 68;
+    pub const REF_INDEX: usize = 72;
+    pub const RESULT: usize = 80;
+    pub const LABEL: usize = 88;
+    /// Bytes of a slot that version 1 defines.
+    pub const USED: usize = 128;
+}
+
+/// Slot `kind` byte values.
+pub const KIND_ENTER: u8 = 1;
+/// Slot `kind` byte values.
+pub const KIND_EXIT: u8 = 2;
+
+/// The sequence word a writer stores while it owns a slot for global index `g` (odd: busy).
+#[inline]
+pub const fn busy_seq(g: u64) -> u64 {
+    g.wrapping_mul(2).wrapping_add(1)
+}
+
+/// The sequence word of a complete record with global index `g` (even, non-zero).
+#[inline]
+pub const fn final_seq(g: u64) -> u64 {
+    g.wrapping_mul(2).wrapping_add(2)
+}
+
+/// Arguments of a driver call, as recorded. Unused fields stay zero. `#[repr(C)]`: the same layout
+/// is `wb_args` in `include/wedge_breadcrumb.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Args {
+    /// Size in bytes (allocation, copy, memset).
+    pub bytes: u64,
+    /// First pointer (destination, device pointer, host pointer).
+    pub ptr: u64,
+    /// Second pointer (source of a copy).
+    pub ptr2: u64,
+    /// The `CUstream` handle, 0 for the default stream.
+    pub stream: u64,
+    /// Chunk index within a chunked transfer.
+    pub chunk: u32,
+    /// Number of chunks in the transfer.
+    pub chunk_count: u32,
+    /// First tensor of the range the call belongs to.
+    pub tensor_first: u32,
+    /// Number of tensors in that range.
+    pub tensor_count: u32,
+}
+
+macro_rules! calls {
+    ($($variant:ident = $id:literal => $name:literal,)*) => {
+        /// A CUDA driver API entry point (or `Custom`). The numbers are stable: they are part of the
+        /// file format (docs/breadcrumb-ring.md, "Call ids"). Add new ones at the end, never renumber.
+        #[allow(non_camel_case_types)]
+        #[repr(u16)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum Call {
+            $($variant = $id,)*
+        }
+
+        impl Call {
+            /// Every call, in id order.
+            pub const ALL: &'static [Call] = &[$(Call::$variant,)*];
+
+            /// The driver API symbol name, e.g. `cuMemAlloc_v2`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Call::$variant => $name,)*
+                }
+            }
+
+            /// The call with this id, if the id is known to this version.
+            pub const fn from_u16(id: u16) -> Option<Call> {
+                match id {
+                    $($id => Some(Call::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The call whose driver symbol is `name`.
+            pub fn from_name(name: &str) -> Option<Call> {
+                match name {
+                    $($name => Some(Call::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+calls! {
+    Custom = 0 => "custom",
+    CuInit = 1 => "cuInit",
+    CuCtxCreate_v2 = 2 => "cuCtxCreate_v2",
+    CuCtxDestroy_v2 = 3 => "cuCtxDestroy_v2",
+    CuCtxSynchronize = 4 => "cuCtxSynchronize",
+    CuCtxSetCurrent = 5 => "cuCtxSetCurrent",
+    CuDevicePrimaryCtxRetain = 6 => "cuDevicePrimaryCtxRetain",
+    CuDeviceGet = 7 => "cuDeviceGet",
+    CuDeviceGetAttribute = 8 => "cuDeviceGetAttribute",
+    CuMemGetInfo_v2 = 9 => "cuMemGetInfo_v2",
+    CuMemAlloc_v2 = 10 => "cuMemAlloc_v2",
+    CuMemFree_v2 = 11 => "cuMemFree_v2",
+    CuMemAllocManaged = 12 => "cuMemAllocManaged",
+    CuMemHostAlloc = 13 => "cuMemHostAlloc",
+    CuMemFreeHost = 14 => "cuMemFreeHost",
+    CuMemHostRegister_v2 = 15 => "cuMemHostRegister_v2",
+    CuMemHostUnregister = 16 => "cuMemHostUnregister",
+    CuMemcpyHtoD_v2 = 17 => "cuMemcpyHtoD_v2",
+    CuMemcpyDtoH_v2 = 18 => "cuMemcpyDtoH_v2",
+    CuMemcpyDtoD_v2 = 19 => "cuMemcpyDtoD_v2",
+    CuMemcpyHtoDAsync_v2 = 20 => "cuMemcpyHtoDAsync_v2",
+    CuMemcpyDtoHAsync_v2 = 21 => "cuMemcpyDtoHAsync_v2",
+    CuMemsetD8_v2 = 22 => "cuMemsetD8_v2",
+    CuMemsetD32_v2 = 23 => "cuMemsetD32_v2",
+    CuMemPrefetchAsync = 24 => "cuMemPrefetchAsync",
+    CuMemAdvise = 25 => "cuMemAdvise",
+    CuStreamCreate = 26 => "cuStreamCreate",
+    CuStreamDestroy_v2 = 27 => "cuStreamDestroy_v2",
+    CuStreamSynchronize = 28 => "cuStreamSynchronize",
+    CuStreamQuery = 29 => "cuStreamQuery",
+    CuEventCreate = 30 => "cuEventCreate",
+    CuEventRecord = 31 => "cuEventRecord",
+    CuEventSynchronize = 32 => "cuEventSynchronize",
+    CuEventQuery = 33 => "cuEventQuery",
+    CuEventDestroy_v2 = 34 => "cuEventDestroy_v2",
+    CuLaunchKernel = 35 => "cuLaunchKernel",
+    CuModuleLoadData = 36 => "cuModuleLoadData",
+    CuModuleGetFunction = 37 => "cuModuleGetFunction",
+    CuModuleUnload = 38 => "cuModuleUnload",
+    CuMemAllocHost_v2 = 39 => "cuMemAllocHost_v2",
+    CuMemAllocAsync = 40 => "cuMemAllocAsync",
+    CuMemFreeAsync = 41 => "cuMemFreeAsync",
+    CuStreamWaitEvent = 42 => "cuStreamWaitEvent",
+    CuCtxPushCurrent_v2 = 43 => "cuCtxPushCurrent_v2",
+    CuCtxPopCurrent_v2 = 44 => "cuCtxPopCurrent_v2",
+    CuMemcpy = 45 => "cuMemcpy",
+    CuMemcpyAsync = 46 => "cuMemcpyAsync",
+    CuMemsetD8Async = 47 => "cuMemsetD8Async",
+    CuDevicePrimaryCtxRelease_v2 = 48 => "cuDevicePrimaryCtxRelease_v2",
+    CuLaunchCooperativeKernel = 49 => "cuLaunchCooperativeKernel",
+    CuGraphLaunch = 50 => "cuGraphLaunch",
+    CuMemHostGetDevicePointer_v2 = 51 => "cuMemHostGetDevicePointer_v2",
+    CuPointerGetAttribute = 52 => "cuPointerGetAttribute",
+    CuDeviceTotalMem_v2 = 53 => "cuDeviceTotalMem_v2",
+}
+
+impl Call {
+    /// The stable numeric id.
+    pub const fn id(self) -> u16 {
+        self as u16
+    }
+}
+
+/// The display name of a call id read from a file: the symbol if known, else `call#<id>`.
+pub fn call_name(id: u16) -> String {
+    match Call::from_u16(id) {
+        Some(call) => call.name().to_string(),
+        None => format!("call#{id}"),
+    }
+}
+
+/// The longest prefix of `label` that fits in a slot, cut at a char boundary.
+pub fn truncate_label(label: &str) -> &str {
+    if label.len() <= LABEL_CAPACITY {
+        return label;
+    }
+    let mut end = LABEL_CAPACITY;
+    while end > 0 && !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    // `end` is a char boundary, so the slice cannot fail.
+    label.get(..end).unwrap_or("")
+}
+
+/// Little-endian field readers over a byte slice that never panic (missing bytes read as 0;
+/// callers check lengths first).
+pub(crate) fn le_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    if let Some(src) = bytes.get(at..at.saturating_add(8)) {
+        word.copy_from_slice(src);
+    }
+    u64::from_le_bytes(word)
+}
+
+pub(crate) fn le_u32(bytes: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    if let Some(src) = bytes.get(at..at.saturating_add(4)) {
+        word.copy_from_slice(src);
+    }
+    u32::from_le_bytes(word)
+}
+
+pub(crate) fn le_u16(bytes: &[u8], at: usize) -> u16 {
+    let mut word = [0u8; 2];
+    if let Some(src) = bytes.get(at..at.saturating_add(2)) {
+        word.copy_from_slice(src);
+    }
+    u16::from_le_bytes(word)
+}
+
+pub(crate) fn byte_at(bytes: &[u8], at: usize) -> u8 {
+    bytes.get(at).copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_ids_round_trip_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for (position, call) in Call::ALL.iter().enumerate() {
+            assert_eq!(
+                usize::from(call.id()),
+                position,
+                "ids are dense and in order"
+            );
+            assert_eq!(Call::from_u16(call.id()), Some(*call));
+            assert_eq!(Call::from_name(call.name()), Some(*call));
+            assert!(seen.insert(call.name()));
+        }
+        assert_eq!(Call::from_u16(60000), None);
+        assert_eq!(call_name(60000), "call#60000");
+        assert_eq!(Call::CuMemAlloc_v2.name(), "cuMemAlloc_v2");
+    }
+
+    #[test]
+    fn labels_are_cut_at_char_boundaries() {
+        assert_eq!(
+            truncate_label("bulkUpload chunk 12/53"),
+            "bulkUpload chunk 12/53"
+        );
+        let long = "é".repeat(30); // 60 bytes
+        let cut = truncate_label(&long);
+        assert_eq!(cut.len(), 40);
+        let odd = format!("a{}", "é".repeat(30));
+        assert_eq!(truncate_label(&odd).len(), 39);
+    }
+
+    #[test]
+    fn args_layout_matches_the_c_header() {
+        assert_eq!(std::mem::size_of::<Args>(), 48);
+        assert_eq!(std::mem::align_of::<Args>(), 8);
+    }
+
+    #[test]
+    fn sequence_words() {
+        assert_eq!(busy_seq(0), 1);
+        assert_eq!(final_seq(0), 2);
+        assert_eq!(final_seq(7), 16);
+    }
+}

@@ -1,0 +1,540 @@
+//! The reader: copy the file out, validate everything, answer "what was each thread doing".
+//!
+//! [`parse_ring`] is pure (bytes in, snapshot out) and never panics; [`read_ring`] does the I/O
+//! from outside the writer: it opens the file (never following a symlink in strict mode, never
+//! blocking on a FIFO), checks it is a bounded regular file, and copies it with `pread` twice (the
+//! slots, then the slots again, then the header with the head counter). A slot is accepted only if
+//! both copies agree, its sequence word is final and matches its position, and its body is
+//! self-consistent. The writer's memory is never touched.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::format::{self, byte_at, header, le_u16, le_u32, le_u64, slot, Args};
+use crate::identity;
+
+/// Default cap on the size of a ring file a reader accepts (memory stays bounded: about twice this).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// How to read a ring.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// Refuse symlinks (`O_NOFOLLOW`) and files not owned by `expected_owner`.
+    pub strict: bool,
+    /// Owner uid required in strict mode; `None` means the reader's effective uid.
+    pub expected_owner: Option<u32>,
+    /// Larger files are rejected with [`Error::TooLarge`].
+    pub max_file_bytes: u64,
+    /// Compute in-flight ages from the reader's `CLOCK_MONOTONIC` (only when the boot ids match).
+    pub compute_age: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            strict: false,
+            expected_owner: None,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            compute_age: true,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Strict options: no symlinks, owner must be `owner` (or the reader's euid).
+    pub fn strict(owner: Option<u32>) -> Self {
+        ReadOptions {
+            strict: true,
+            expected_owner: owner,
+            ..ReadOptions::default()
+        }
+    }
+}
+
+/// The decoded header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingHeader {
+    pub version: u32,
+    pub header_size: u32,
+    pub slot_size: u32,
+    pub slot_count: u32,
+    pub writer_pid: u32,
+    pub pidns_inode: u64,
+    /// Writer's start time in clock ticks since boot (`stat` field 22).
+    pub start_time_ticks: u64,
+    /// Kernel boot id of the writer's boot, text form (all zeros if the writer could not read it).
+    pub boot_id: String,
+    pub clock_id: u32,
+    /// "CLOCK_MONOTONIC" for version 1.
+    pub clock: String,
+    pub created_realtime_ns: u64,
+    pub created_monotonic_ns: u64,
+    pub ticks_per_second: u32,
+    pub flags: u32,
+    /// Next global record index (= number of indices ever claimed).
+    pub head: u64,
+    /// Records the writer gave up because every slot it tried was busy.
+    pub dropped: u64,
+    /// Fail-soft status the writer left (e.g. why the injection library could not subscribe).
+    pub status: Option<String>,
+    pub status_code: i32,
+}
+
+impl RingHeader {
+    /// Bytes the file must have: header plus all slots.
+    pub fn needed_len(&self) -> u64 {
+        u64::from(self.header_size) + u64::from(self.slot_size) * u64::from(self.slot_count)
+    }
+}
+
+/// Enter (a call is about to be made) or exit (it returned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordKind {
+    Enter,
+    Exit,
+}
+
+/// One accepted slot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Global record index (0-based, in claim order across all threads).
+    pub seq: u64,
+    pub tid: u32,
+    pub kind: RecordKind,
+    pub call_id: u16,
+    /// Driver symbol name, or `call#<id>` for ids unknown to this reader.
+    pub call: String,
+    pub args: Args,
+    pub label: String,
+    /// Exit records: the call's return value.
+    pub result: Option<i64>,
+    /// Exit records: the global index of the matching enter (low 48 bits).
+    pub enter_seq: Option<u64>,
+    /// `CLOCK_MONOTONIC` when the record was made.
+    pub monotonic_ns: u64,
+}
+
+/// A call entered and never exited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    pub tid: u32,
+    /// Global index of the enter record.
+    pub seq: u64,
+    pub call_id: u16,
+    pub call: String,
+    pub args: Args,
+    pub label: String,
+    pub entered_monotonic_ns: u64,
+    /// Reader's `CLOCK_MONOTONIC` minus `entered_monotonic_ns`; `None` unless reader and writer
+    /// are on the same boot (same boot id), where the two clocks are the same clock.
+    pub age_ns: Option<u64>,
+}
+
+/// What a ring says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingSnapshot {
+    pub header: RingHeader,
+    /// Accepted records, oldest first.
+    pub records: Vec<Record>,
+    /// Calls entered and never exited, by thread id then age.
+    pub in_flight: Vec<InFlight>,
+    /// Slots in the live window being written (busy) or that changed while being copied.
+    pub torn_slots: u64,
+    /// Slots with a final sequence word whose content failed validation.
+    pub invalid_slots: u64,
+    /// Whether the reader runs on the writer's boot (`None`: the writer recorded no boot id, or
+    /// the reader could not read its own).
+    pub same_boot: Option<bool>,
+    /// The reader's `CLOCK_MONOTONIC` when ages were computed.
+    pub reader_monotonic_ns: Option<u64>,
+}
+
+impl RingSnapshot {
+    /// The last `n` records, oldest first.
+    pub fn last(&self, n: usize) -> &[Record] {
+        let start = self.records.len().saturating_sub(n);
+        &self.records[start..]
+    }
+}
+
+/// Reads a ring file from outside the writer (see the module docs).
+pub fn read_ring(path: impl AsRef<Path>, options: &ReadOptions) -> Result<RingSnapshot> {
+    read_ring_with_bytes(path, options).map(|(snapshot, _)| snapshot)
+}
+
+/// [`read_ring`], also returning the copied file bytes (header as of the end of the read, slots as
+/// first copied) for saving as evidence; [`parse_ring`] of those bytes gives the same records.
+pub fn read_ring_with_bytes(
+    path: impl AsRef<Path>,
+    options: &ReadOptions,
+) -> Result<(RingSnapshot, Vec<u8>)> {
+    let path = path.as_ref();
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if options.strict {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if options.strict && e.raw_os_error() == Some(libc::ELOOP) {
+                Error::Symlink { path: path.into() }
+            } else {
+                Error::io(path, "open", e)
+            }
+        })?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::NotRegular { path: path.into() });
+    }
+    if options.strict {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let expected = options
+            .expected_owner
+            .unwrap_or_else(|| unsafe { libc::geteuid() });
+        if meta.uid() != expected {
+            return Err(Error::WrongOwner {
+                path: path.into(),
+                owner: meta.uid(),
+                expected,
+            });
+        }
+    }
+    let len = meta.len();
+    if len > options.max_file_bytes {
+        return Err(Error::TooLarge {
+            len,
+            cap: options.max_file_bytes,
+        });
+    }
+    let read_exact = |buf: &mut [u8], offset: u64| -> Result<()> {
+        file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::Truncated {
+                    len: offset,
+                    needed: offset + buf.len() as u64,
+                }
+            } else {
+                Error::io(path, "read", e)
+            }
+        })
+    };
+    // `len` is at most `max_file_bytes`, so this allocation is bounded.
+    let mut first = vec![0u8; len as usize];
+    read_exact(&mut first, 0)?;
+    let layout = parse_header(&first)?;
+    let slots_start = layout.header_size as usize;
+    let slots_end = layout.needed_len() as usize;
+    let mut second = vec![0u8; slots_end - slots_start];
+    read_exact(&mut second, slots_start as u64)?;
+    let mut last_header = vec![0u8; slots_start];
+    read_exact(&mut last_header, 0)?;
+    let header = parse_header_with_len(&last_header, first.len() as u64)?;
+    if (header.header_size, header.slot_size, header.slot_count)
+        != (layout.header_size, layout.slot_size, layout.slot_count)
+    {
+        return Err(Error::Create(format!(
+            "{}: ring header changed while it was being read",
+            path.display()
+        )));
+    }
+    first.truncate(slots_end);
+    first[..slots_start].copy_from_slice(&last_header);
+    let snapshot = build_snapshot(header, &first[slots_start..], Some(&second), options);
+    Ok((snapshot, first))
+}
+
+/// Parses ring bytes (e.g. a saved `ring.bin`). Pure apart from reading the reader's own clock
+/// and boot id when `options.compute_age` is set. Never panics.
+pub fn parse_ring(bytes: &[u8], options: &ReadOptions) -> Result<RingSnapshot> {
+    if bytes.len() as u64 > options.max_file_bytes {
+        return Err(Error::TooLarge {
+            len: bytes.len() as u64,
+            cap: options.max_file_bytes,
+        });
+    }
+    let header = parse_header(bytes)?;
+    let start = header.header_size as usize;
+    let end = header.needed_len() as usize;
+    let slots = bytes.get(start..end).ok_or(Error::Truncated {
+        len: bytes.len() as u64,
+        needed: end as u64,
+    })?;
+    Ok(build_snapshot(header, slots, None, options))
+}
+
+/// Validates and decodes the header; `bytes` must hold the whole file (for the length check).
+pub fn parse_header(bytes: &[u8]) -> Result<RingHeader> {
+    parse_header_with_len(bytes, bytes.len() as u64)
+}
+
+fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingHeader> {
+    if bytes.len() < format::MAGIC.len() {
+        return Err(Error::Truncated {
+            len: bytes.len() as u64,
+            needed: u64::from(format::HEADER_SIZE),
+        });
+    }
+    let mut found = [0u8; 8];
+    found.copy_from_slice(&bytes[..8]);
+    if found != format::MAGIC {
+        return Err(Error::BadMagic { found });
+    }
+    if bytes.len() < format::HEADER_SIZE as usize {
+        return Err(Error::Truncated {
+            len: bytes.len() as u64,
+            needed: u64::from(format::HEADER_SIZE),
+        });
+    }
+    let version = le_u32(bytes, header::VERSION);
+    if version != format::VERSION {
+        return Err(Error::UnsupportedVersion { version });
+    }
+    let header_size = le_u32(bytes, header::HEADER_SIZE);
+    if !(format::HEADER_SIZE..=format::MAX_HEADER_SIZE).contains(&header_size)
+        || header_size & 63 != 0
+    {
+        return Err(Error::BadHeaderSize { size: header_size });
+    }
+    let slot_size = le_u32(bytes, header::SLOT_SIZE);
+    if !(format::SLOT_SIZE..=format::MAX_SLOT_SIZE).contains(&slot_size) || slot_size & 63 != 0 {
+        return Err(Error::BadSlotSize { size: slot_size });
+    }
+    let slot_count = le_u32(bytes, header::SLOT_COUNT);
+    if !slot_count.is_power_of_two() || slot_count > format::MAX_SLOT_COUNT {
+        return Err(Error::BadSlotCount { count: slot_count });
+    }
+    let clock_id = le_u32(bytes, header::CLOCK_ID);
+    if clock_id != format::CLOCK_MONOTONIC_ID {
+        return Err(Error::BadClock { clock: clock_id });
+    }
+    let mut boot_id = [0u8; 16];
+    boot_id.copy_from_slice(&bytes[header::BOOT_ID..header::BOOT_ID + 16]);
+    let status_len = le_u32(bytes, header::STATUS_LEN) as usize;
+    let status = (status_len > 0 && status_len <= format::STATUS_CAPACITY).then(|| {
+        String::from_utf8_lossy(&bytes[header::STATUS_TEXT..header::STATUS_TEXT + status_len])
+            .into_owned()
+    });
+    let header = RingHeader {
+        version,
+        header_size,
+        slot_size,
+        slot_count,
+        writer_pid: le_u32(bytes, header::WRITER_PID),
+        pidns_inode: le_u64(bytes, header::PIDNS_INODE),
+        start_time_ticks: le_u64(bytes, header::START_TIME_TICKS),
+        boot_id: identity::format_boot_id(&boot_id),
+        clock_id,
+        clock: "CLOCK_MONOTONIC".to_string(),
+        created_realtime_ns: le_u64(bytes, header::CREATED_REALTIME_NS),
+        created_monotonic_ns: le_u64(bytes, header::CREATED_MONOTONIC_NS),
+        ticks_per_second: le_u32(bytes, header::TICKS_PER_SECOND),
+        flags: le_u32(bytes, header::FLAGS),
+        head: le_u64(bytes, header::HEAD),
+        dropped: le_u64(bytes, header::DROPPED),
+        status,
+        status_code: le_u32(bytes, header::STATUS_CODE) as i32,
+    };
+    if file_len < header.needed_len() {
+        return Err(Error::Truncated {
+            len: file_len,
+            needed: header.needed_len(),
+        });
+    }
+    Ok(header)
+}
+
+/// The outcome of decoding one slot.
+enum SlotState {
+    Empty,
+    /// Holds an index older than the live window (its successor is claimed but not yet written).
+    Stale,
+    Torn,
+    Invalid,
+    Valid(Record),
+}
+
+fn decode_slot(
+    position: u64,
+    bytes: &[u8],
+    again: Option<&[u8]>,
+    head: u64,
+    slot_count: u64,
+) -> SlotState {
+    let seq = le_u64(bytes, slot::SEQ);
+    if seq == 0 {
+        return SlotState::Empty;
+    }
+    if seq & 1 == 1 {
+        return SlotState::Torn;
+    }
+    if let Some(again) = again {
+        if again != bytes {
+            return SlotState::Torn;
+        }
+    }
+    let index = seq / 2 - 1;
+    if index % slot_count != position {
+        return SlotState::Invalid;
+    }
+    if index >= head {
+        // Written after the header copy was taken (a raw copy of a live file), or hostile.
+        return SlotState::Torn;
+    }
+    if head - index > slot_count {
+        return SlotState::Stale;
+    }
+    let meta = le_u64(bytes, slot::TID);
+    let tid = meta as u32;
+    let kind = match byte_at(bytes, slot::KIND) {
+        format::KIND_ENTER => RecordKind::Enter,
+        format::KIND_EXIT => RecordKind::Exit,
+        _ => return SlotState::Invalid,
+    };
+    let label_len = usize::from(byte_at(bytes, slot::LABEL_LEN));
+    if tid == 0 || label_len > format::LABEL_CAPACITY {
+        return SlotState::Invalid;
+    }
+    let label = match bytes
+        .get(slot::LABEL..slot::LABEL + label_len)
+        .map(std::str::from_utf8)
+    {
+        Some(Ok(text)) => text.to_string(),
+        _ => return SlotState::Invalid,
+    };
+    let call_id = le_u16(bytes, slot::CALL_ID);
+    let args = Args {
+        bytes: le_u64(bytes, slot::BYTES),
+        ptr: le_u64(bytes, slot::PTR),
+        ptr2: le_u64(bytes, slot::PTR2),
+        stream: le_u64(bytes, slot::STREAM),
+        chunk: le_u32(bytes, slot::CHUNK),
+        chunk_count: le_u32(bytes, slot::CHUNK_COUNT),
+        tensor_first: le_u32(bytes, slot::TENSOR_FIRST),
+        tensor_count: le_u32(bytes, slot::TENSOR_COUNT),
+    };
+    let ref_index = le_u64(bytes, slot::REF_INDEX);
+    let result = le_u64(bytes, slot::RESULT) as i64;
+    let (result, enter_seq) = match kind {
+        RecordKind::Enter => {
+            if ref_index != index || result != 0 {
+                return SlotState::Invalid;
+            }
+            (None, None)
+        }
+        RecordKind::Exit => {
+            if ref_index >= index
+                || ref_index > format::TOKEN_INDEX_MASK
+                || args != Args::default()
+                || label_len != 0
+            {
+                return SlotState::Invalid;
+            }
+            (Some(result), Some(ref_index))
+        }
+    };
+    SlotState::Valid(Record {
+        seq: index,
+        tid,
+        kind,
+        call_id,
+        call: format::call_name(call_id),
+        args,
+        label,
+        result,
+        enter_seq,
+        monotonic_ns: le_u64(bytes, slot::MONOTONIC_NS),
+    })
+}
+
+fn build_snapshot(
+    header: RingHeader,
+    slots: &[u8],
+    again: Option<&[u8]>,
+    options: &ReadOptions,
+) -> RingSnapshot {
+    let slot_size = header.slot_size as usize;
+    let slot_count = u64::from(header.slot_count);
+    let mut records = Vec::new();
+    let mut torn_slots = 0u64;
+    let mut invalid_slots = 0u64;
+    for (position, chunk) in slots.chunks_exact(slot_size).enumerate() {
+        let used = &chunk[..slot::USED];
+        let used_again = again
+            .and_then(|again| again.get(position * slot_size..position * slot_size + slot::USED));
+        match decode_slot(position as u64, used, used_again, header.head, slot_count) {
+            SlotState::Empty | SlotState::Stale => {}
+            SlotState::Torn => torn_slots += 1,
+            SlotState::Invalid => invalid_slots += 1,
+            SlotState::Valid(record) => records.push(record),
+        }
+    }
+    records.sort_unstable_by_key(|record| record.seq);
+
+    let (same_boot, now) = if options.compute_age {
+        let writer_boot = header.boot_id.as_str();
+        let zero = identity::format_boot_id(&[0; 16]);
+        let same = match identity::current_boot_id() {
+            Some(mine) if writer_boot != zero => {
+                Some(identity::format_boot_id(&mine) == writer_boot)
+            }
+            _ => None,
+        };
+        (same, Some(identity::monotonic_ns()))
+    } else {
+        (None, None)
+    };
+    let in_flight = in_flight_calls(&records, if same_boot == Some(true) { now } else { None });
+    RingSnapshot {
+        header,
+        records,
+        in_flight,
+        torn_slots,
+        invalid_slots,
+        same_boot,
+        reader_monotonic_ns: now,
+    }
+}
+
+/// Calls entered and not exited. An exit closes the enter whose index it names, whatever thread
+/// it came from; enters without an exit in the window are in flight (nesting allowed).
+pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec<InFlight> {
+    let mut open: HashMap<u64, usize> = HashMap::new();
+    for (position, record) in records.iter().enumerate() {
+        match record.kind {
+            RecordKind::Enter => {
+                open.insert(record.seq & format::TOKEN_INDEX_MASK, position);
+            }
+            RecordKind::Exit => {
+                if let Some(enter) = record.enter_seq {
+                    open.remove(&enter);
+                }
+            }
+        }
+    }
+    let mut by_thread: BTreeMap<(u32, u64), &Record> = BTreeMap::new();
+    for position in open.into_values() {
+        let record = &records[position];
+        by_thread.insert((record.tid, record.seq), record);
+    }
+    by_thread
+        .into_values()
+        .map(|record| InFlight {
+            tid: record.tid,
+            seq: record.seq,
+            call_id: record.call_id,
+            call: record.call.clone(),
+            args: record.args,
+            label: record.label.clone(),
+            entered_monotonic_ns: record.monotonic_ns,
+            age_ns: now_monotonic_ns.map(|now| now.saturating_sub(record.monotonic_ns)),
+        })
+        .collect()
+}

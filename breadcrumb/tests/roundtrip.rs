@@ -1,0 +1,183 @@
+//! Writer → file → reader, single process: records, order, in-flight calls, header, wrap-around.
+
+use wedge_breadcrumb::{
+    parse_ring, read_ring, read_ring_with_bytes, Args, Call, Error, ReadOptions, RecordKind, Writer,
+};
+
+fn upload_args(chunk: u32) -> Args {
+    Args {
+        bytes: 4 << 20,
+        ptr: 0x7f00_0000_0000 + u64::from(chunk) * (4 << 20),
+        ptr2: 0x5500_0000,
+        stream: 0xabc,
+        chunk,
+        chunk_count: 53,
+        tensor_first: 100,
+        tensor_count: 7,
+    }
+}
+
+#[test]
+fn records_come_back_in_order_with_their_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.ring");
+    let writer = Writer::create(&path, 64).unwrap();
+    assert_eq!(writer.path(), path);
+    let token = writer.enter(
+        Call::CuMemAlloc_v2,
+        &Args {
+            bytes: 1 << 30,
+            ..Args::default()
+        },
+        "weights",
+    );
+    writer.exit(token, 0);
+    let token = writer.enter(
+        Call::CuMemcpyHtoD_v2,
+        &upload_args(12),
+        "bulkUpload chunk 12/53",
+    );
+    writer.exit(token, 700);
+    let open = writer.enter(
+        Call::CuStreamSynchronize,
+        &Args {
+            stream: 0xabc,
+            ..Args::default()
+        },
+        "sync",
+    );
+
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.header.writer_pid, std::process::id());
+    assert_eq!(snapshot.header.slot_count, 64);
+    assert_eq!(snapshot.header.head, 5);
+    assert_eq!(snapshot.header.clock, "CLOCK_MONOTONIC");
+    assert_eq!(snapshot.torn_slots, 0);
+    assert_eq!(snapshot.invalid_slots, 0);
+    let calls: Vec<(&str, RecordKind)> = snapshot
+        .records
+        .iter()
+        .map(|r| (r.call.as_str(), r.kind))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("cuMemAlloc_v2", RecordKind::Enter),
+            ("cuMemAlloc_v2", RecordKind::Exit),
+            ("cuMemcpyHtoD_v2", RecordKind::Enter),
+            ("cuMemcpyHtoD_v2", RecordKind::Exit),
+            ("cuStreamSynchronize", RecordKind::Enter),
+        ]
+    );
+    let copy = &snapshot.records[2];
+    assert_eq!(copy.args, upload_args(12));
+    assert_eq!(copy.label, "bulkUpload chunk 12/53");
+    assert_eq!(snapshot.records[3].result, Some(700));
+    assert_eq!(snapshot.records[3].enter_seq, Some(2));
+    assert!(snapshot
+        .records
+        .windows(2)
+        .all(|w| w[0].monotonic_ns <= w[1].monotonic_ns));
+
+    assert_eq!(snapshot.in_flight.len(), 1);
+    let stuck = &snapshot.in_flight[0];
+    assert_eq!(stuck.call, "cuStreamSynchronize");
+    assert_eq!(stuck.args.stream, 0xabc);
+    assert_eq!(Some(stuck.seq), open.index());
+    assert_eq!(snapshot.same_boot, Some(true));
+    assert!(stuck.age_ns.is_some());
+
+    assert_eq!(snapshot.last(2).len(), 2);
+    assert_eq!(snapshot.last(2)[1].call, "cuStreamSynchronize");
+    assert_eq!(snapshot.last(100).len(), 5);
+
+    // The copied bytes parse to the same records.
+    let (again, bytes) = read_ring_with_bytes(&path, &ReadOptions::default()).unwrap();
+    let parsed = parse_ring(&bytes, &ReadOptions::default()).unwrap();
+    assert_eq!(parsed.records, again.records);
+}
+
+#[test]
+fn wrap_around_keeps_exactly_the_last_slot_count_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wrap.ring");
+    let writer = Writer::create(&path, 16).unwrap();
+    for chunk in 0..1000u32 {
+        let token = writer.enter(Call::CuMemcpyHtoDAsync_v2, &upload_args(chunk), "wrap");
+        writer.exit(token, i64::from(chunk));
+    }
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.records.len(), 16);
+    assert_eq!(snapshot.records[0].seq, 2000 - 16);
+    assert_eq!(snapshot.records[15].seq, 1999);
+    assert_eq!(snapshot.records[15].result, Some(999));
+    assert!(snapshot.in_flight.is_empty(), "{:?}", snapshot.in_flight);
+}
+
+#[test]
+fn long_labels_are_cut_and_status_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.ring");
+    let writer = Writer::create(&path, 8).unwrap();
+    writer.enter(Call::Custom, &Args::default(), &"ü".repeat(50));
+    writer.set_status(
+        -3,
+        "CUPTI subscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
+    );
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.records[0].label, "ü".repeat(20));
+    assert_eq!(snapshot.records[0].call, "custom");
+    assert_eq!(
+        snapshot.header.status.as_deref(),
+        Some("CUPTI subscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+    );
+    assert_eq!(snapshot.header.status_code, -3);
+    writer.set_status(0, "");
+    assert_eq!(
+        read_ring(&path, &ReadOptions::default())
+            .unwrap()
+            .header
+            .status,
+        None
+    );
+}
+
+#[test]
+fn from_env_uses_the_directory_and_names_the_file_by_pid_and_start_time() {
+    // Only this test touches these variables in this binary.
+    let dir = tempfile::tempdir().unwrap();
+    std::env::remove_var("WEDGE_CAPTURE_RING");
+    std::env::set_var("WEDGE_CAPTURE_RING_DIR", dir.path());
+    std::env::set_var("WEDGE_CAPTURE_RING_SLOTS", "32");
+    let writer = Writer::from_env().unwrap().expect("configured");
+    let name = writer
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        name.starts_with(&format!("{}-", std::process::id())),
+        "{name}"
+    );
+    assert!(name.ends_with(".ring"));
+    let snapshot = read_ring(writer.path(), &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.header.slot_count, 32);
+    assert_eq!(
+        name,
+        format!(
+            "{}-{}.ring",
+            std::process::id(),
+            snapshot.header.start_time_ticks
+        )
+    );
+    std::env::set_var("WEDGE_CAPTURE_RING_SLOTS", "12");
+    assert!(matches!(
+        Writer::from_env(),
+        Err(Error::BadSlotCount { count: 12 })
+    ));
+    std::env::remove_var("WEDGE_CAPTURE_RING_DIR");
+    std::env::remove_var("WEDGE_CAPTURE_RING_SLOTS");
+    assert!(Writer::from_env().unwrap().is_none());
+}
