@@ -1,0 +1,203 @@
+//! Crash-safe file writes: temp file → fsync → rename → fsync directory.
+//!
+//! A reader (or a crash at any instant) sees either the old file or the new one, never a torn one. Temporary
+//! files live in the destination directory (so `rename` stays within one filesystem) under a name that starts
+//! with [`TEMP_PREFIX`]; they are never visible as a real file name. A writer killed mid-write leaves at most a
+//! temp file behind, removed by [`remove_stale_temps`] (the store calls it for incidents whose writer is dead).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+
+/// Names starting with this are temporary files or directories: never an incident's real content.
+pub const TEMP_PREFIX: &str = ".tmp-";
+/// Default mode of files the store writes (set explicitly, independent of the umask).
+pub const DEFAULT_FILE_MODE: u32 = 0o600;
+/// Default mode of directories the store creates.
+pub const DEFAULT_DIR_MODE: u32 = 0o700;
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// True for names the store uses for temporary files and directories.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// A name unique within this machine for a temp file next to `final_name`.
+pub(crate) fn temp_name(final_name: &str) -> String {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    // Keep the final name's readable prefix for debugging, bounded so the whole stays under NAME_MAX.
+    let stem: String = final_name.chars().take(64).collect();
+    format!("{TEMP_PREFIX}{stem}-{}-{n}", std::process::id())
+}
+
+/// Write `bytes` to `dir/name` atomically and durably with mode 0600.
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    write_atomic_mode(dir, name, bytes, DEFAULT_FILE_MODE)
+}
+
+/// Write `bytes` to `dir/name` atomically and durably with an explicit file mode.
+pub fn write_atomic_mode(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<()> {
+    let mut file = AtomicFile::create(dir, name, mode)?;
+    file.write_all(bytes)
+        .map_err(Error::io("write", file.temp_path.clone()))?;
+    file.commit()
+}
+
+/// A file being written under a temp name; [`AtomicFile::commit`] makes it appear under its real name.
+/// Dropped without commit, the temp file is removed.
+pub struct AtomicFile {
+    file: Option<File>,
+    dir: PathBuf,
+    temp_path: PathBuf,
+    final_path: PathBuf,
+}
+
+impl AtomicFile {
+    /// Create a temp file in `dir` that will become `dir/name`.
+    pub fn create(dir: &Path, name: &str, mode: u32) -> Result<AtomicFile> {
+        let temp_path = dir.join(temp_name(name));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&temp_path)
+            .map_err(Error::io("create", &temp_path))?;
+        // The umask may have cleared bits of `mode`, or a sticky default ACL added some: set it exactly.
+        if let Err(err) = file.set_permissions(fs::Permissions::from_mode(mode)) {
+            let _ = fs::remove_file(&temp_path);
+            return Err(Error::io("chmod", &temp_path)(err));
+        }
+        Ok(AtomicFile {
+            file: Some(file),
+            dir: dir.to_path_buf(),
+            temp_path,
+            final_path: dir.join(name),
+        })
+    }
+
+    /// fsync the data, rename over the final name, fsync the directory.
+    pub fn commit(mut self) -> Result<()> {
+        let file = self.file.take().expect("AtomicFile used after commit");
+        file.sync_all()
+            .map_err(Error::io("fsync", &self.temp_path))?;
+        drop(file);
+        fs::rename(&self.temp_path, &self.final_path)
+            .map_err(Error::io("rename", &self.final_path))?;
+        fsync_dir(&self.dir)
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.file.as_mut() {
+            Some(file) => file.write(buf),
+            None => Err(std::io::Error::other("AtomicFile already committed")),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.file.as_mut() {
+            Some(file) => file.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            let _ = fs::remove_file(&self.temp_path);
+        }
+    }
+}
+
+/// fsync a directory so that renames and creations inside it are durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    let handle = File::open(dir).map_err(Error::io("open directory", dir))?;
+    handle.sync_all().map_err(Error::io("fsync directory", dir))
+}
+
+/// Create one directory with exactly `mode` (not filtered by the umask). Fails if it exists.
+pub fn create_dir_mode(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .mode(mode)
+        .create(path)
+        .map_err(Error::io("mkdir", path))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(Error::io("chmod", path))
+}
+
+/// Remove leftover temp files (not directories) in `dir`; returns how many were removed.
+/// Call only when no live writer uses `dir`.
+pub fn remove_stale_temps(dir: &Path) -> Result<usize> {
+    let mut removed = 0;
+    let entries = fs::read_dir(dir).map_err(Error::io("read directory", dir))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !is_temp_name(name) {
+            continue;
+        }
+        let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
+        if is_file && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        write_atomic(dir.path(), "a.json", b"one").unwrap();
+        write_atomic(dir.path(), "a.json", b"two").unwrap();
+        assert_eq!(fs::read(dir.path().join("a.json")).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("a.json")]);
+    }
+
+    #[test]
+    fn modes_are_exact_whatever_the_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        // SAFETY: umask only changes this process's file-creation mask; it has no memory-safety effect.
+        let old = unsafe { libc::umask(0o077) };
+        write_atomic_mode(dir.path(), "f", b"x", 0o640).unwrap();
+        create_dir_mode(&dir.path().join("d"), 0o750).unwrap();
+        // SAFETY: as above, restoring the previous mask.
+        unsafe { libc::umask(old) };
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&dir.path().join("f")), 0o640);
+        assert_eq!(mode(&dir.path().join("d")), 0o750);
+    }
+
+    #[test]
+    fn dropped_atomic_file_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut f = AtomicFile::create(dir.path(), "x", 0o600).unwrap();
+            f.write_all(b"partial").unwrap();
+        }
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn stale_temps_are_removed_and_real_files_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(".tmp-incident.json-1-2"), b"torn").unwrap();
+        fs::write(dir.path().join("incident.json"), b"{}").unwrap();
+        assert_eq!(remove_stale_temps(dir.path()).unwrap(), 1);
+        assert!(dir.path().join("incident.json").exists());
+    }
+}

@@ -1,0 +1,71 @@
+//! The one error type of the reports crate.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O call failed; `op` says which (e.g. "fsync", "rename").
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file exists but is not a valid incident (corrupt, hostile or from an incompatible writer).
+    #[error("{}: not a valid incident file: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot serialize incident: {0}")]
+    Serialize(#[source] serde_json::Error),
+    /// No incident with that id in the store.
+    #[error("no incident `{id}` in {} (looked for {})", dir.display(), path.display())]
+    NotFound {
+        id: String,
+        dir: PathBuf,
+        path: PathBuf,
+    },
+    /// The store directory itself does not exist.
+    #[error("incident directory {} does not exist", dir.display())]
+    NoStore { dir: PathBuf },
+    /// An incident id that could escape the store directory or name a temporary file.
+    #[error("invalid incident id `{0}`: expected a name like 20261202T113400Z-gpu01-4242")]
+    InvalidId(String),
+    /// A file name for `IncidentHandle::write_file` that is absolute, hidden, reserved or escapes the incident.
+    #[error("invalid file name `{name}` inside an incident: {why}")]
+    InvalidName { name: String, why: &'static str },
+    /// A file larger than the reader accepts.
+    #[error("{}: {size} bytes is larger than the {limit}-byte limit", path.display())]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { op, path, source }
+    }
+
+    pub(crate) fn errno(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(nix::errno::Errno) -> Error {
+        let path = path.into();
+        move |errno| Error::Io {
+            op,
+            path,
+            source: std::io::Error::from(errno),
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! The incident model: everything one wedge report holds, schema-versioned (docs/report-schema.md).
+//!
+//! Every struct is `#[serde(default)]`: a file written by an older version, or a partial file written early in
+//! a capture, still parses; fields added later are additive. Thread snapshots are `capture::ProcessSnapshot`,
+//! embedded unchanged (the capture issue's JSON contract); ring records are the breadcrumb reader's types.
+//!
+//! Every time carries its clock: `wall` (CLOCK_REALTIME, RFC 3339 UTC), `monotonic_ns` (CLOCK_MONOTONIC, the ring's
+//! clock), `boottime_ns` (CLOCK_BOOTTIME), and `kernel_time_us` for kernel log lines (the printk clock).
+
+use std::collections::BTreeMap;
+
+use capture::ProcessSnapshot;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use crate::ring_compat::{Args, InFlight, Record, RecordKind, RingHeader};
+
+/// The value of [`Incident::schema`].
+pub const SCHEMA_NAME: &str = "wedge-capture.incident";
+/// Bumped only for a change that is not additive (a field renamed, removed, or its meaning changed).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One wedge of one process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Incident {
+    /// Always [`SCHEMA_NAME`].
+    pub schema: String,
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema_version: u32,
+    /// Directory name in the store: `<UTC time>-<host>-<pid>`, e.g. `20261202T113400Z-gpu01-4242`.
+    pub id: String,
+    /// False until the last part of the capture was written.
+    pub complete: bool,
+    /// One line: which thread, which call, which kernel frame, since when.
+    pub verdict: String,
+    /// When the watchdog decided this is a wedge.
+    pub detected_at: Timestamp,
+    /// When this version of the file was written.
+    pub updated_at: Timestamp,
+    /// `wedge-capture <version>` of the writer.
+    pub written_by: String,
+    pub episode: Episode,
+    pub host: HostInfo,
+    pub process: ProcessInfo,
+    /// Threads seen in D with no progress, and since when.
+    pub wedged_threads: Vec<WedgedThread>,
+    /// Thread snapshots over time, oldest first.
+    pub samples: Vec<Sample>,
+    /// The breadcrumb ring as read at capture time; None when the process has no ring.
+    pub ring: Option<RingExcerpt>,
+    /// Kernel log lines around the wedge (from /dev/kmsg), oldest first.
+    pub kernel_log: Vec<KernelLogLine>,
+    pub host_context: HostContext,
+    /// Risky reads done in a sacrificial child with a deadline, and their outcome.
+    pub probes: Vec<Probe>,
+    /// Events in time order.
+    pub timeline: Vec<TimelineEvent>,
+    /// What could not be captured, and why.
+    pub not_captured: Vec<NotCaptured>,
+}
+
+impl Default for Incident {
+    fn default() -> Self {
+        Incident {
+            schema: SCHEMA_NAME.to_string(),
+            schema_version: SCHEMA_VERSION,
+            id: String::new(),
+            complete: false,
+            verdict: String::new(),
+            detected_at: Timestamp::default(),
+            updated_at: Timestamp::default(),
+            written_by: String::new(),
+            episode: Episode::default(),
+            host: HostInfo::default(),
+            process: ProcessInfo::default(),
+            wedged_threads: Vec::new(),
+            samples: Vec::new(),
+            ring: None,
+            kernel_log: Vec::new(),
+            host_context: HostContext::default(),
+            probes: Vec::new(),
+            timeline: Vec::new(),
+            not_captured: Vec::new(),
+        }
+    }
+}
+
+impl Incident {
+    /// An empty incident for `pid`, detected now.
+    pub fn new(pid: i32) -> Incident {
+        let now = Timestamp::now();
+        Incident {
+            detected_at: now.clone(),
+            process: ProcessInfo {
+                pid,
+                ..ProcessInfo::default()
+            },
+            episode: Episode {
+                started_at: now,
+                ..Episode::default()
+            },
+            ..Incident::default()
+        }
+    }
+
+    /// The most recent thread snapshot.
+    pub fn latest_sample(&self) -> Option<&Sample> {
+        self.samples
+            .iter()
+            .max_by_key(|s| s.taken_at.monotonic_ns.unwrap_or(0))
+    }
+
+    /// A copy safe to store: the command line redacted (see [`crate::redact`]).
+    pub fn redacted(&self) -> Incident {
+        let mut copy = self.clone();
+        copy.process.redact();
+        copy
+    }
+}
+
+/// One instant on every clock that was read. A clock that was not read is None.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Timestamp {
+    /// CLOCK_REALTIME, RFC 3339 in UTC. Jumps with NTP and settimeofday; for humans.
+    pub wall: Option<DateTime<Utc>>,
+    /// CLOCK_MONOTONIC in nanoseconds: the breadcrumb ring's clock; stops during suspend.
+    pub monotonic_ns: Option<u64>,
+    /// CLOCK_BOOTTIME in nanoseconds: like monotonic, but counts suspend.
+    pub boottime_ns: Option<u64>,
+}
+
+impl Timestamp {
+    /// Read all three clocks now.
+    pub fn now() -> Timestamp {
+        Timestamp {
+            wall: Some(Utc::now()),
+            monotonic_ns: clock_ns(nix::time::ClockId::CLOCK_MONOTONIC),
+            boottime_ns: clock_ns(nix::time::ClockId::CLOCK_BOOTTIME),
+        }
+    }
+
+    /// Only a monotonic time (e.g. a ring record's).
+    pub fn monotonic(ns: u64) -> Timestamp {
+        Timestamp {
+            monotonic_ns: Some(ns),
+            ..Timestamp::default()
+        }
+    }
+}
+
+fn clock_ns(clock: nix::time::ClockId) -> Option<u64> {
+    let ts = nix::time::clock_gettime(clock).ok()?;
+    let secs = u64::try_from(ts.tv_sec()).ok()?;
+    let nanos = u64::try_from(ts.tv_nsec()).ok()?;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// Whether the wedge is still going on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EpisodeStatus {
+    /// At least one thread is still stuck.
+    #[default]
+    Open,
+    /// Every wedged thread left D (or the process was reaped).
+    Resolved,
+    /// Written by a newer version with a status this one does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Episode {
+    pub status: EpisodeStatus,
+    /// When the first thread of the episode was first seen in D.
+    pub started_at: Timestamp,
+    pub resolved_at: Option<Timestamp>,
+    /// Seconds from `started_at` to `resolved_at` (monotonic clock).
+    pub resolved_after_s: Option<f64>,
+}
+
+/// The host, as passed in by the caller (the reports crate reads nothing from the kernel).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostInfo {
+    pub hostname: String,
+    /// /proc/sys/kernel/random/boot_id: tells whether two incidents come from the same boot.
+    pub boot_id: String,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `x86_64` or `aarch64`.
+    pub arch: String,
+    /// NVIDIA kernel driver version when known (e.g. `580.159.04`).
+    pub nvidia_driver_version: Option<String>,
+}
+
+/// The watched process.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcessInfo {
+    /// PID in the host's PID namespace.
+    pub pid: i32,
+    /// NSpid from status: the PID in each nested namespace, outermost first (last = inside the container).
+    pub nspid: Vec<i32>,
+    pub comm: String,
+    /// cgroup v2 path.
+    pub cgroup: Option<String>,
+    /// Container id derived from the cgroup path, if any.
+    pub container_id: Option<String>,
+    /// Command line, read in a sacrificial child (it can hang); always redacted before it is stored.
+    /// Environment variables are never captured.
+    pub cmdline: Option<Vec<String>>,
+}
+
+impl ProcessInfo {
+    /// Redact secrets in the command line (idempotent).
+    pub fn redact(&mut self) {
+        if let Some(args) = &self.cmdline {
+            self.cmdline = Some(crate::redact::redact_cmdline(args));
+        }
+    }
+}
+
+/// A thread the watchdog judged wedged.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WedgedThread {
+    pub tid: i32,
+    pub comm: String,
+    /// When the watchdog first saw this thread in D (the episode may have begun earlier, between scans).
+    pub d_since: Timestamp,
+}
+
+/// One thread snapshot of the process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Sample {
+    pub taken_at: Timestamp,
+    /// The capture issue's thread-snapshot contract, unchanged.
+    pub snapshot: ProcessSnapshot,
+}
+
+impl Default for Sample {
+    fn default() -> Self {
+        Sample {
+            taken_at: Timestamp::default(),
+            snapshot: ProcessSnapshot {
+                pid: 0,
+                arch: String::new(),
+                monotonic_ns: 0,
+                boottime_ns: 0,
+                threads: Vec::new(),
+                notes: Vec::new(),
+            },
+        }
+    }
+}
+
+/// The breadcrumb ring as read from outside.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RingExcerpt {
+    /// Path of the ring file on the host.
+    pub path: Option<String>,
+    /// Name of the byte-exact copy inside the incident directory (`ring.bin`), if one was written.
+    pub copy: Option<String>,
+    pub read_at: Timestamp,
+    pub header: Option<RingHeader>,
+    /// The last records, oldest first (times: CLOCK_MONOTONIC).
+    pub records: Vec<Record>,
+    /// Calls entered and never exited, per thread.
+    pub in_flight: Vec<InFlight>,
+    /// Slots being rewritten while read (skipped).
+    pub torn_slots: u64,
+    /// Why the ring could not be read, when it could not.
+    pub error: Option<String>,
+}
+
+/// One /dev/kmsg record.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelLogLine {
+    pub seq: Option<u64>,
+    /// Syslog priority 0 (emerg) … 7 (debug).
+    pub level: Option<u8>,
+    /// printk timestamp: µs since boot on the kernel's local clock (close to CLOCK_MONOTONIC; excludes suspend).
+    pub kernel_time_us: Option<u64>,
+    pub text: String,
+    pub flags: KernelLogFlags,
+}
+
+impl KernelLogLine {
+    /// A line with its flags classified from the text.
+    pub fn new(
+        seq: Option<u64>,
+        level: Option<u8>,
+        kernel_time_us: Option<u64>,
+        text: impl Into<String>,
+    ) -> Self {
+        let text = text.into();
+        KernelLogLine {
+            seq,
+            level,
+            kernel_time_us,
+            flags: KernelLogFlags::classify(&text),
+            text,
+        }
+    }
+}
+
+/// What makes a kernel log line relevant to a GPU wedge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelLogFlags {
+    /// From the NVIDIA resource manager (`NVRM:`).
+    pub nvrm: bool,
+    /// An NVIDIA Xid error report.
+    pub xid: bool,
+    /// The hung-task detector (`blocked for more than N seconds`).
+    pub hung_task: bool,
+    /// `GPU has fallen off the bus`.
+    pub fallen_off_bus: bool,
+}
+
+impl KernelLogFlags {
+    pub fn classify(text: &str) -> KernelLogFlags {
+        let lower = text.to_ascii_lowercase();
+        KernelLogFlags {
+            nvrm: text.contains("NVRM"),
+            xid: text.contains("Xid") || lower.contains(" xid "),
+            hung_task: lower.contains("blocked for more than") || lower.contains("hung_task"),
+            fallen_off_bus: lower.contains("fallen off the bus"),
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.nvrm || self.xid || self.hung_task || self.fallen_off_bus
+    }
+}
+
+/// The state of the host around the wedge.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostContext {
+    pub captured_at: Timestamp,
+    /// Pressure stall lines, e.g. resource `memory`, line `some avg10=0.00 avg60=0.00 avg300=0.00 total=0`.
+    pub psi: Vec<PsiLine>,
+    /// A subset of meminfo, in kB (MemTotal, MemAvailable, Dirty, Writeback, …).
+    pub meminfo_kb: BTreeMap<String, u64>,
+    /// /proc/loadavg as read.
+    pub loadavg: Option<String>,
+    /// Every task of the host in D at capture time (other processes stuck on the same lock tell a lot).
+    pub d_state_tasks: Vec<DStateTask>,
+    /// How many D tasks there were in all, when the census was cut short.
+    pub d_state_total: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PsiLine {
+    /// `cpu`, `memory` or `io`.
+    pub resource: String,
+    pub line: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DStateTask {
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+    pub wchan: Option<String>,
+    pub cgroup: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeOutcome {
+    #[default]
+    Ok,
+    /// The read did not finish before its deadline (itself evidence: it would have hung the agent).
+    Timeout,
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+/// A risky read (cmdline, /proc/driver/nvidia, nvidia-smi …) done in a sacrificial child with a deadline.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Probe {
+    pub name: String,
+    pub outcome: ProbeOutcome,
+    pub started_at: Timestamp,
+    pub duration_ms: f64,
+    /// The start of what it printed or read (bounded by the caller).
+    pub output_excerpt: String,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TimelineEvent {
+    pub at: Timestamp,
+    pub event: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NotCaptured {
+    pub what: String,
+    pub why: String,
+}
+
+/// `<UTC time>-<host>-<pid>`, e.g. `20261202T113400Z-gpu01-4242`. The host is reduced to `[A-Za-z0-9.-]`.
+pub fn incident_id(wall: DateTime<Utc>, hostname: &str, pid: i32) -> String {
+    let mut host: String = hostname
+        .chars()
+        .take(63)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if host.is_empty() {
+        host = "host".to_string();
+    }
+    format!("{}-{host}-{pid}", wall.format("%Y%m%dT%H%M%SZ"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_partial_json_parse() {
+        let empty: Incident = serde_json::from_str("{}").unwrap();
+        assert!(!empty.complete);
+        let partial: Incident = serde_json::from_str(
+            r#"{"id":"x","verdict":"v","episode":{"status":"weird"},"samples":[{"snapshot":{"pid":1,"arch":"x86_64","threads":[]}}],"future_field":1}"#,
+        )
+        .unwrap();
+        assert_eq!(partial.episode.status, EpisodeStatus::Unknown);
+        assert_eq!(partial.samples[0].snapshot.pid, 1);
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut inc = Incident::new(4242);
+        inc.kernel_log.push(KernelLogLine::new(
+            Some(1),
+            Some(3),
+            Some(5),
+            "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.",
+        ));
+        let json = serde_json::to_string(&inc).unwrap();
+        let back: Incident = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, inc);
+        let f = back.kernel_log[0].flags;
+        assert!(f.nvrm && f.xid && f.fallen_off_bus && !f.hung_task);
+    }
+
+    #[test]
+    fn clocks_are_read() {
+        let t = Timestamp::now();
+        assert!(
+            t.wall.is_some()
+                && t.monotonic_ns.unwrap() > 0
+                && t.boottime_ns.unwrap() >= t.monotonic_ns.unwrap() / 2
+        );
+    }
+
+    #[test]
+    fn id_format() {
+        let wall = DateTime::parse_from_rfc3339("2026-12-02T11:34:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(
+            incident_id(wall, "gpu01", 4242),
+            "20261202T113400Z-gpu01-4242"
+        );
+        assert_eq!(
+            incident_id(wall, "a/../b c", 1),
+            "20261202T113400Z-a_.._b_c-1"
+        );
+        assert_eq!(incident_id(wall, "", 1), "20261202T113400Z-host-1");
+    }
+
+    #[test]
+    fn redacted_copy_hides_secrets() {
+        let mut inc = Incident::new(1);
+        inc.process.cmdline = Some(vec!["x".into(), "--token".into(), "t".into()]);
+        assert_eq!(inc.redacted().process.cmdline.unwrap()[2], "[REDACTED]");
+    }
+}

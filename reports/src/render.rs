@@ -1,0 +1,1008 @@
+//! Markdown for a GitHub bug thread, and the one-line verdict.
+//!
+//! Layout: the verdict first, then a short table per wedged thread, the process, the timeline, and `<details>`
+//! blocks (stacks, samples, breadcrumbs, kernel log, host context, probes, not captured). The whole is never longer
+//! than [`MAX_MARKDOWN_CHARS`] (a GitHub comment's limit): the longest `<details>` sections are cut first, each cut
+//! says how many lines it dropped, and a note under the verdict lists them. Rendering is a pure function of the
+//! incident (no clock read), so the output is reproducible.
+
+use std::fmt::Write as _;
+
+use capture::{SyscallInfo, ThreadSnapshot};
+
+use crate::model::{
+    Args, InFlight, Incident, KernelLogFlags, ProbeOutcome, Record, RecordKind, Sample, Timestamp,
+};
+
+/// GitHub's limit for an issue comment, in characters.
+pub const MAX_MARKDOWN_CHARS: usize = 65_536;
+/// Longest line kept inside a section (longer ones are clipped with `…`).
+const MAX_LINE: usize = 600;
+/// At most this many per-thread tables; the rest are listed by tid.
+const MAX_THREAD_TABLES: usize = 8;
+/// At most this many timeline entries in the head.
+const MAX_TIMELINE: usize = 40;
+/// Room kept for the truncation note.
+const NOTE_RESERVE: usize = 1_200;
+
+/// The one-line verdict: which thread, in which call, for how long, and the last breadcrumb.
+///
+/// Built from the latest sample, the wedged-thread list and the ring's in-flight calls, e.g.
+/// "thread 4242 `main` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; last breadcrumb
+/// `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned".
+pub fn verdict(incident: &Incident) -> String {
+    let pid = incident.process.pid;
+    let Some(sample) = incident.latest_sample() else {
+        if let Some(w) = incident.wedged_threads.first() {
+            return format!(
+                "thread {} `{}` is in D (no thread snapshot captured yet)",
+                w.tid,
+                tick_safe(&w.comm)
+            );
+        }
+        return format!("pid {pid}: no thread snapshot captured");
+    };
+    let now_ns = sample_monotonic(sample);
+    let d_threads: Vec<&ThreadSnapshot> = sample
+        .snapshot
+        .threads
+        .iter()
+        .filter(|t| t.state == "D")
+        .collect();
+    let Some(primary) = primary_thread(incident, &d_threads, now_ns) else {
+        return match (incident.episode.status, incident.episode.resolved_after_s) {
+            (crate::model::EpisodeStatus::Resolved, Some(s)) => {
+                format!(
+                    "pid {pid}: no thread in D any more; the episode resolved after {}",
+                    secs(s)
+                )
+            }
+            _ => format!("pid {pid}: no thread in D in the latest sample"),
+        };
+    };
+
+    let mut out = format!("thread {} `{}`", primary.tid, tick_safe(&primary.comm));
+    match d_for_ns(incident, primary.tid, now_ns) {
+        Some(ns) => write!(out, " has been in D for {}", duration(ns)).unwrap(),
+        None => out.push_str(" is in D"),
+    }
+    out.push_str(&where_blocked(primary));
+
+    match breadcrumb_clause(incident, primary.tid, now_ns) {
+        Some(clause) => {
+            out.push_str("; ");
+            out.push_str(&clause);
+        }
+        None if incident.ring.is_none() => out.push_str("; no breadcrumb ring"),
+        None => {}
+    }
+    let others = d_threads.len().saturating_sub(1);
+    if others > 0 {
+        write!(out, "; {others} more thread{} in D", plural(others)).unwrap();
+    }
+    out
+}
+
+/// ` in ioctl `X` on /dev/…`, ` in syscall `write` at `wchan``, or ` at `wchan``.
+fn where_blocked(t: &ThreadSnapshot) -> String {
+    if let Some(ioctl) = &t.ioctl {
+        let name = ioctl.name.clone().unwrap_or_else(|| ioctl.request.clone());
+        let dev = ioctl
+            .fd_target
+            .clone()
+            .unwrap_or_else(|| format!("fd {}", ioctl.fd));
+        return format!(" in ioctl `{}` on {}", tick_safe(&name), tick_safe(&dev));
+    }
+    let wchan = t.wchan.as_deref().filter(|w| !w.is_empty() && *w != "0");
+    let mut out = String::new();
+    if let Some(SyscallInfo::Blocked { nr, name, .. }) = &t.syscall {
+        if *nr >= 0 {
+            let name = name.clone().unwrap_or_else(|| format!("#{nr}"));
+            write!(out, " in syscall `{}`", tick_safe(&name)).unwrap();
+        } else {
+            out.push_str(" outside a syscall");
+        }
+    }
+    if let Some(w) = wchan {
+        write!(out, " at `{}`", tick_safe(w)).unwrap();
+    } else if let Some(site) = &t.site {
+        write!(out, " ({})", tick_safe(site)).unwrap();
+    }
+    out
+}
+
+fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Option<String> {
+    let ring = incident.ring.as_ref()?;
+    let own = ring.in_flight.iter().find(|f| f.tid == tid);
+    if let Some(f) = own.or_else(|| {
+        ring.in_flight
+            .iter()
+            .max_by_key(|f| in_flight_age(f, now_ns))
+    }) {
+        let age = in_flight_age(f, now_ns)
+            .map(|ns| format!(" {} ago", duration(ns)))
+            .unwrap_or_default();
+        let other = if f.tid == tid {
+            String::new()
+        } else {
+            format!(" on thread {}", f.tid)
+        };
+        return Some(format!(
+            "last breadcrumb `{}`{other} entered{age} and never returned",
+            tick_safe(&call_text(&f.call, &f.args))
+        ));
+    }
+    let last = ring
+        .records
+        .iter()
+        .rev()
+        .find(|r| r.tid == tid)
+        .or(ring.records.last())?;
+    let age = now_ns
+        .and_then(|now| now.checked_sub(last.monotonic_ns))
+        .map(|ns| format!(" {} before the sample", duration(ns)))
+        .unwrap_or_default();
+    let what = match last.kind {
+        RecordKind::Enter => "entered",
+        RecordKind::Exit => "returned",
+    };
+    Some(format!(
+        "no call in flight; last breadcrumb `{}` {what}{age}",
+        tick_safe(&call_text(&last.call, &last.args))
+    ))
+}
+
+fn in_flight_age(f: &InFlight, now_ns: Option<u64>) -> Option<u64> {
+    f.age_ns
+        .or_else(|| now_ns?.checked_sub(f.entered_monotonic_ns))
+}
+
+/// The thread a reader should look at first: longest in D, then the main thread, then the lowest tid.
+fn primary_thread<'a>(
+    incident: &Incident,
+    d: &[&'a ThreadSnapshot],
+    now_ns: Option<u64>,
+) -> Option<&'a ThreadSnapshot> {
+    d.iter().copied().max_by_key(|t| {
+        (
+            d_for_ns(incident, t.tid, now_ns).unwrap_or(0),
+            t.tid == incident.process.pid,
+            -t.tid,
+        )
+    })
+}
+
+fn d_for_ns(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Option<u64> {
+    let since = incident
+        .wedged_threads
+        .iter()
+        .find(|w| w.tid == tid)?
+        .d_since
+        .monotonic_ns?;
+    now_ns?.checked_sub(since)
+}
+
+fn sample_monotonic(sample: &Sample) -> Option<u64> {
+    sample
+        .taken_at
+        .monotonic_ns
+        .or((sample.snapshot.monotonic_ns > 0).then_some(sample.snapshot.monotonic_ns))
+}
+
+/// `cuMemAlloc_v2(48 B)`, `cuMemcpyHtoD_v2(64 MiB, chunk 3/10)`.
+pub fn call_text(call: &str, args: &Args) -> String {
+    let mut parts = Vec::new();
+    if args.bytes > 0 {
+        parts.push(bytes(args.bytes));
+    }
+    if args.chunk_count > 0 {
+        parts.push(format!(
+            "chunk {}/{}",
+            args.chunk.saturating_add(1),
+            args.chunk_count
+        ));
+    }
+    if args.tensor_count > 0 {
+        parts.push(format!(
+            "tensors {}..{}",
+            args.tensor_first,
+            args.tensor_first.saturating_add(args.tensor_count)
+        ));
+    }
+    let name = if call.is_empty() { "?" } else { call };
+    format!("{name}({})", parts.join(", "))
+}
+
+/// `48 B`, `1.5 KiB`, `64 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// `0.3 s`, `312 s`, `1 h 05 min`.
+pub fn duration(ns: u64) -> String {
+    secs(ns as f64 / 1e9)
+}
+
+fn secs(s: f64) -> String {
+    if !s.is_finite() || s < 0.0 {
+        return "? s".to_string();
+    }
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else if s < 3600.0 {
+        format!("{s:.0} s")
+    } else {
+        let total = s as u64;
+        format!("{} h {:02} min", total / 3600, (total % 3600) / 60)
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Text that goes inside single backticks: no backticks, no newlines, bounded.
+fn tick_safe(s: &str) -> String {
+    clip(&s.replace('`', "'").replace(['\n', '\r'], " "), 300)
+}
+
+/// Text for a Markdown table cell or HTML summary: HTML-escaped, pipes escaped, one line.
+fn cell(s: &str) -> String {
+    clip(s, 400)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+/// A code span in a table cell.
+fn code_cell(s: &str) -> String {
+    format!("`{}`", tick_safe(s).replace('|', "\\|"))
+}
+
+fn clip(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        None => s.to_string(),
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+    }
+}
+
+/// One line inside a fenced block: bounded, and unable to close the fence.
+fn fenced_line(s: &str) -> String {
+    let s = clip(&s.replace(['\n', '\r'], " "), MAX_LINE);
+    if s.contains("```") {
+        s.replace('`', "'")
+    } else {
+        s
+    }
+}
+
+fn time_text(t: &Timestamp) -> String {
+    match (t.wall, t.monotonic_ns) {
+        (Some(w), _) => w.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        (None, Some(m)) => format!("monotonic {:.3} s", m as f64 / 1e9),
+        (None, None) => match t.boottime_ns {
+            Some(b) => format!("boottime {:.3} s", b as f64 / 1e9),
+            None => "time unknown".to_string(),
+        },
+    }
+}
+
+/// Which end of a section to keep when it is cut.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Head,
+    /// The most recent lines (logs, breadcrumbs).
+    Tail,
+}
+
+/// A `<details>` block of fenced text lines.
+struct Section {
+    title: String,
+    lines: Vec<String>,
+    keep: Keep,
+}
+
+impl Section {
+    fn new(title: impl Into<String>, keep: Keep) -> Section {
+        Section {
+            title: title.into(),
+            lines: Vec::new(),
+            keep,
+        }
+    }
+
+    fn push(&mut self, line: impl AsRef<str>) {
+        self.lines.push(fenced_line(line.as_ref()));
+    }
+
+    fn open(&self) -> String {
+        format!(
+            "<details><summary>{}</summary>\n\n```text\n",
+            cell(&self.title)
+        )
+    }
+
+    const CLOSE: &'static str = "```\n\n</details>\n\n";
+
+    fn cut_note(dropped: usize, keep: Keep) -> String {
+        match keep {
+            Keep::Head => {
+                format!("… {dropped} more lines cut to fit the size limit (all in incident.json)\n")
+            }
+            Keep::Tail => format!(
+                "… {dropped} earlier lines cut to fit the size limit (all in incident.json)\n"
+            ),
+        }
+    }
+
+    fn full_len(&self) -> usize {
+        self.open().len()
+            + Self::CLOSE.len()
+            + self.lines.iter().map(|l| l.len() + 1).sum::<usize>()
+    }
+
+    /// How many lines fit in `cap` bytes (all of them if the whole fits).
+    fn lines_within(&self, cap: usize) -> usize {
+        if self.full_len() <= cap {
+            return self.lines.len();
+        }
+        let fixed = self.open().len()
+            + Self::CLOSE.len()
+            + Self::cut_note(self.lines.len(), self.keep).len();
+        let mut used = fixed;
+        let mut n = 0;
+        let ordered: Box<dyn Iterator<Item = &String>> = match self.keep {
+            Keep::Head => Box::new(self.lines.iter()),
+            Keep::Tail => Box::new(self.lines.iter().rev()),
+        };
+        for line in ordered {
+            if used + line.len() + 1 > cap {
+                break;
+            }
+            used += line.len() + 1;
+            n += 1;
+        }
+        n
+    }
+
+    fn render(&self, shown: usize, out: &mut String) {
+        out.push_str(&self.open());
+        let dropped = self.lines.len() - shown;
+        let range = match self.keep {
+            Keep::Head => 0..shown,
+            Keep::Tail => self.lines.len() - shown..self.lines.len(),
+        };
+        if dropped > 0 && self.keep == Keep::Tail {
+            out.push_str(&Self::cut_note(dropped, self.keep));
+        }
+        for line in &self.lines[range] {
+            out.push_str(line);
+            out.push('\n');
+        }
+        if dropped > 0 && self.keep == Keep::Head {
+            out.push_str(&Self::cut_note(dropped, self.keep));
+        }
+        out.push_str(Self::CLOSE);
+    }
+}
+
+/// Render the incident as Markdown, at most [`MAX_MARKDOWN_CHARS`] characters.
+pub fn markdown(incident: &Incident) -> String {
+    let head = head(incident);
+    let sections: Vec<Section> = sections(incident)
+        .into_iter()
+        .filter(|s| !s.lines.is_empty())
+        .collect();
+    let footer = format!(
+        "<sub>wedge-capture incident schema {} v{}; times are UTC wall clock unless marked.</sub>\n",
+        cell(&incident.schema),
+        incident.schema_version
+    );
+
+    let budget = MAX_MARKDOWN_CHARS.saturating_sub(head.len() + footer.len() + NOTE_RESERVE);
+    let shown = fit(&sections, budget);
+
+    let cut: Vec<String> = sections
+        .iter()
+        .zip(&shown)
+        .filter(|(s, n)| **n < s.lines.len())
+        .map(|(s, n)| format!("{} ({} of {} lines shown)", s.title, n, s.lines.len()))
+        .collect();
+
+    let mut out = String::with_capacity(MAX_MARKDOWN_CHARS);
+    out.push_str(&head);
+    if !cut.is_empty() {
+        let note = format!(
+            "> **Note:** this report was truncated to fit GitHub's {MAX_MARKDOWN_CHARS}-character limit: {}. \
+             The full data is in incident.json.\n\n",
+            cut.join("; ")
+        );
+        out.push_str(&clip(&note, NOTE_RESERVE - 20));
+        if !out.ends_with('\n') {
+            out.push_str("\n\n");
+        }
+    }
+    for (section, n) in sections.iter().zip(&shown) {
+        section.render(*n, &mut out);
+    }
+    out.push_str(&footer);
+    enforce_cap(out)
+}
+
+/// Lines to show per section so that the sections together take at most `budget` bytes: every section gets up to a
+/// common cap, found by bisection, so the longest sections are cut first.
+fn fit(sections: &[Section], budget: usize) -> Vec<usize> {
+    let total = |cap: usize| -> (usize, Vec<usize>) {
+        let mut used = 0;
+        let mut shown = Vec::with_capacity(sections.len());
+        for s in sections {
+            let n = s.lines_within(cap);
+            let mut text = String::new();
+            s.render(n, &mut text);
+            used += text.len();
+            shown.push(n);
+        }
+        (used, shown)
+    };
+    let full: Vec<usize> = sections.iter().map(|s| s.lines.len()).collect();
+    let max_cap = sections.iter().map(Section::full_len).max().unwrap_or(0);
+    if total(max_cap).0 <= budget {
+        return full;
+    }
+    let (mut lo, mut hi) = (0usize, max_cap);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if total(mid).0 <= budget {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    total(lo).1
+}
+
+/// Last resort, should the head alone be huge: cut at a character boundary and say so.
+fn enforce_cap(out: String) -> String {
+    if out.chars().count() <= MAX_MARKDOWN_CHARS {
+        return out;
+    }
+    let marker =
+        "\n\n… report cut at the size limit (truncated); the full data is in incident.json.\n";
+    let keep = MAX_MARKDOWN_CHARS - marker.chars().count();
+    let end = out
+        .char_indices()
+        .nth(keep)
+        .map(|(i, _)| i)
+        .unwrap_or(out.len());
+    let mut cut = out[..end].to_string();
+    cut.push_str(marker);
+    cut
+}
+
+fn head(incident: &Incident) -> String {
+    let mut out = String::new();
+    let verdict_text = if incident.verdict.trim().is_empty() {
+        verdict(incident)
+    } else {
+        incident.verdict.clone()
+    };
+    writeln!(
+        out,
+        "**Verdict:** {}\n",
+        clip(&verdict_text.replace(['\n', '\r'], " "), 1000)
+    )
+    .unwrap();
+
+    let host = &incident.host;
+    let mut facts = vec![format!("incident `{}`", tick_safe(&incident.id))];
+    facts.push(format!("detected {}", time_text(&incident.detected_at)));
+    if !host.hostname.is_empty() {
+        let mut h = format!("host `{}`", tick_safe(&host.hostname));
+        let mut extra = Vec::new();
+        if !host.kernel_release.is_empty() {
+            extra.push(format!("kernel {}", cell(&host.kernel_release)));
+        }
+        if !host.arch.is_empty() {
+            extra.push(cell(&host.arch));
+        }
+        if let Some(v) = &host.nvidia_driver_version {
+            extra.push(format!("NVIDIA driver {}", cell(v)));
+        }
+        if !extra.is_empty() {
+            write!(h, " ({})", extra.join(", ")).unwrap();
+        }
+        facts.push(h);
+    }
+    let episode = match (incident.episode.status, incident.episode.resolved_after_s) {
+        (crate::model::EpisodeStatus::Resolved, Some(s)) => {
+            format!("episode resolved after {}", secs(s))
+        }
+        (crate::model::EpisodeStatus::Resolved, None) => "episode resolved".to_string(),
+        (crate::model::EpisodeStatus::Open, _) => "episode still open".to_string(),
+        (crate::model::EpisodeStatus::Unknown, _) => "episode status unknown".to_string(),
+    };
+    facts.push(episode);
+    facts.push(if incident.complete {
+        "capture complete".to_string()
+    } else {
+        "**capture partial** (the writer had not finished)".to_string()
+    });
+    writeln!(out, "{}\n", facts.join(" · ")).unwrap();
+
+    thread_tables(incident, &mut out);
+    process_table(incident, &mut out);
+    timeline(incident, &mut out);
+    out
+}
+
+fn thread_tables(incident: &Incident, out: &mut String) {
+    let Some(sample) = incident.latest_sample() else {
+        out.push_str("No thread snapshot was captured.\n\n");
+        return;
+    };
+    let now_ns = sample_monotonic(sample);
+    let mut d: Vec<&ThreadSnapshot> = sample
+        .snapshot
+        .threads
+        .iter()
+        .filter(|t| t.state == "D")
+        .collect();
+    let primary = primary_thread(incident, &d, now_ns).map(|t| t.tid);
+    d.sort_by_key(|t| {
+        (
+            Some(t.tid) != primary,
+            std::cmp::Reverse(d_for_ns(incident, t.tid, now_ns)),
+            t.tid,
+        )
+    });
+    writeln!(
+        out,
+        "### Wedged threads ({} in D of {} threads, sample at {})\n",
+        d.len(),
+        sample.snapshot.threads.len(),
+        time_text(&sample.taken_at)
+    )
+    .unwrap();
+    for t in d.iter().take(MAX_THREAD_TABLES) {
+        writeln!(
+            out,
+            "| thread {} | `{}` |\n|---|---|",
+            t.tid,
+            tick_safe(&t.comm).replace('|', "\\|")
+        )
+        .unwrap();
+        let mut row = |k: &str, v: String| writeln!(out, "| {k} | {v} |").unwrap();
+        row("state", cell(&t.state));
+        if let Some(ns) = d_for_ns(incident, t.tid, now_ns) {
+            let since = incident
+                .wedged_threads
+                .iter()
+                .find(|w| w.tid == t.tid)
+                .map(|w| time_text(&w.d_since))
+                .unwrap_or_default();
+            row(
+                "in D since",
+                format!("{} ({} before the sample)", cell(&since), duration(ns)),
+            );
+        }
+        row(
+            "wchan",
+            t.wchan
+                .as_deref()
+                .map(code_cell)
+                .unwrap_or_else(|| "not read".into()),
+        );
+        row("syscall", syscall_text(t));
+        if let Some(i) = &t.ioctl {
+            let name = i.name.clone().unwrap_or_else(|| "unknown".into());
+            let mut v = format!(
+                "{} `{}` dir {} type {:#x} nr {:#x} size {}",
+                code_cell(&name),
+                cell(&i.request),
+                cell(&i.dir),
+                i.ioctl_type,
+                i.nr,
+                i.size
+            );
+            if let Some(d) = &i.driver {
+                write!(v, " ({})", cell(d)).unwrap();
+            }
+            write!(
+                v,
+                " on fd {} → {}",
+                i.fd,
+                i.fd_target
+                    .as_deref()
+                    .map(code_cell)
+                    .unwrap_or_else(|| "?".into())
+            )
+            .unwrap();
+            row("ioctl", v);
+        }
+        if let Some(site) = &t.site {
+            row("site", cell(site));
+        }
+        if let Some(top) = t.stack.first() {
+            row("top kernel frame", code_cell(&frame_text(top)));
+        }
+        if let Some(clause) = breadcrumb_clause(incident, t.tid, now_ns) {
+            row("breadcrumb", cell(&clause.replace('`', "")));
+        }
+        out.push('\n');
+    }
+    if d.len() > MAX_THREAD_TABLES {
+        let rest: Vec<String> = d[MAX_THREAD_TABLES..]
+            .iter()
+            .take(64)
+            .map(|t| t.tid.to_string())
+            .collect();
+        let more = if d.len() - MAX_THREAD_TABLES > rest.len() {
+            ", …"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{} more threads in D (tids {}{more}); their stacks are below.\n",
+            d.len() - MAX_THREAD_TABLES,
+            rest.join(", ")
+        )
+        .unwrap();
+    }
+}
+
+fn syscall_text(t: &ThreadSnapshot) -> String {
+    match &t.syscall {
+        None => "not read".into(),
+        Some(SyscallInfo::Running { .. }) => "running (not in a syscall)".into(),
+        Some(SyscallInfo::Blocked { nr, name, args, .. }) => {
+            if *nr < 0 {
+                return "blocked outside a syscall (nr -1)".into();
+            }
+            let name = name.clone().unwrap_or_else(|| "?".into());
+            let shown: Vec<&str> = args.iter().take(3).map(String::as_str).collect();
+            format!(
+                "{} ({nr}) args {}",
+                code_cell(&name),
+                cell(&shown.join(", "))
+            )
+        }
+    }
+}
+
+fn frame_text(f: &capture::StackFrame) -> String {
+    let mut s = format!("{}+{:#x}/{:#x}", f.function, f.offset, f.size);
+    if let Some(m) = &f.module {
+        write!(s, " [{m}]").unwrap();
+    }
+    s
+}
+
+fn process_table(incident: &Incident, out: &mut String) {
+    let p = &incident.process;
+    writeln!(out, "### Process\n\n| | |\n|---|---|").unwrap();
+    writeln!(out, "| pid | {} |", p.pid).unwrap();
+    if !p.nspid.is_empty() {
+        let chain: Vec<String> = p.nspid.iter().take(8).map(i32::to_string).collect();
+        writeln!(out, "| NSpid | {} |", chain.join(" → ")).unwrap();
+    }
+    if !p.comm.is_empty() {
+        writeln!(out, "| comm | {} |", code_cell(&p.comm)).unwrap();
+    }
+    if let Some(c) = &p.cgroup {
+        writeln!(out, "| cgroup | {} |", code_cell(c)).unwrap();
+    }
+    if let Some(c) = &p.container_id {
+        writeln!(out, "| container | {} |", code_cell(c)).unwrap();
+    }
+    if let Some(args) = &p.cmdline {
+        let redacted = crate::redact::redact_cmdline(args);
+        writeln!(
+            out,
+            "| command line (redacted) | {} |",
+            code_cell(&redacted.join(" "))
+        )
+        .unwrap();
+    }
+    out.push('\n');
+}
+
+fn timeline(incident: &Incident, out: &mut String) {
+    if incident.timeline.is_empty() {
+        return;
+    }
+    let mut events: Vec<_> = incident.timeline.iter().collect();
+    events.sort_by_key(|e| (e.at.monotonic_ns.is_none(), e.at.monotonic_ns, e.at.wall));
+    out.push_str("### Timeline\n\n");
+    for e in events.iter().take(MAX_TIMELINE) {
+        writeln!(out, "- {} — {}", time_text(&e.at), cell(&e.event)).unwrap();
+    }
+    if events.len() > MAX_TIMELINE {
+        writeln!(
+            out,
+            "- … {} more events in incident.json",
+            events.len() - MAX_TIMELINE
+        )
+        .unwrap();
+    }
+    out.push('\n');
+}
+
+fn sections(incident: &Incident) -> Vec<Section> {
+    let latest = incident.latest_sample();
+    let now_ns = latest.and_then(sample_monotonic);
+
+    let mut stacks = Section::new("Kernel stacks", Keep::Head);
+    if let Some(sample) = latest {
+        let mut threads: Vec<&ThreadSnapshot> = sample.snapshot.threads.iter().collect();
+        threads.sort_by_key(|t| (t.state != "D", t.stack.is_empty(), t.tid));
+        let with_stacks = threads.iter().filter(|t| !t.stack.is_empty()).count();
+        stacks.title = format!("Kernel stacks ({with_stacks} threads)");
+        for t in threads
+            .iter()
+            .filter(|t| !t.stack.is_empty() || t.state == "D")
+        {
+            stacks.push(format!(
+                "thread {} {} state {} wchan {}",
+                t.tid,
+                t.comm,
+                t.state,
+                t.wchan.as_deref().unwrap_or("-")
+            ));
+            if t.stack.is_empty() {
+                stacks.push("    (no stack read)");
+            }
+            for f in &t.stack {
+                stacks.push(format!("    {}", frame_text(f)));
+            }
+            for n in &t.notes {
+                stacks.push(format!("    note: {n}"));
+            }
+        }
+        for n in &sample.snapshot.notes {
+            stacks.push(format!("note: {n}"));
+        }
+    }
+
+    let mut history = Section::new(
+        format!("Samples over time ({})", incident.samples.len()),
+        Keep::Tail,
+    );
+    if incident.samples.len() > 1 {
+        for s in &incident.samples {
+            let d: Vec<&ThreadSnapshot> = s
+                .snapshot
+                .threads
+                .iter()
+                .filter(|t| t.state == "D")
+                .collect();
+            history.push(format!(
+                "{}: {} threads, {} in D",
+                time_text(&s.taken_at),
+                s.snapshot.threads.len(),
+                d.len()
+            ));
+            for t in d.iter().take(16) {
+                history.push(format!(
+                    "    {} {} wchan {} ctxt {}+{} cpu {}",
+                    t.tid,
+                    t.comm,
+                    t.wchan.as_deref().unwrap_or("-"),
+                    opt(t.voluntary_ctxt_switches),
+                    opt(t.nonvoluntary_ctxt_switches),
+                    opt(t.cpu_ticks)
+                ));
+            }
+        }
+    }
+
+    let mut crumbs = Section::new("Breadcrumbs", Keep::Tail);
+    if let Some(ring) = &incident.ring {
+        crumbs.title = format!(
+            "Breadcrumbs ({} in flight, {} records{})",
+            ring.in_flight.len(),
+            ring.records.len(),
+            if ring.torn_slots > 0 {
+                format!(", {} torn slots skipped", ring.torn_slots)
+            } else {
+                String::new()
+            }
+        );
+        if let Some(p) = &ring.path {
+            crumbs.push(format!("ring {p}"));
+        }
+        if let Some(e) = &ring.error {
+            crumbs.push(format!("ring could not be read: {e}"));
+        }
+        for f in &ring.in_flight {
+            let age = in_flight_age(f, now_ns)
+                .map(|ns| format!("{} ago", duration(ns)))
+                .unwrap_or_else(|| "age unknown".into());
+            crumbs.push(format!(
+                "IN FLIGHT tid {} {} {} entered {age}",
+                f.tid,
+                call_text(&f.call, &f.args),
+                label(&f.label)
+            ));
+        }
+        if !ring.records.is_empty() {
+            crumbs.push("seq tid t(monotonic s) kind call result label");
+        }
+        for r in &ring.records {
+            crumbs.push(record_line(r));
+        }
+    }
+
+    let flagged = incident.kernel_log.iter().filter(|l| l.flags.any()).count();
+    let mut kmsg = Section::new(
+        format!(
+            "Kernel log ({} lines, {flagged} flagged)",
+            incident.kernel_log.len()
+        ),
+        Keep::Tail,
+    );
+    for l in &incident.kernel_log {
+        let t = l
+            .kernel_time_us
+            .map(|us| format!("[{:>6}.{:06}]", us / 1_000_000, us % 1_000_000))
+            .unwrap_or_else(|| "[      ?      ]".into());
+        kmsg.push(format!("{t}{} {}", flag_text(&l.flags), l.text));
+    }
+
+    let mut host = Section::new("Host context", Keep::Head);
+    let hc = &incident.host_context;
+    if let Some(l) = &hc.loadavg {
+        host.push(format!("loadavg {l}"));
+    }
+    for p in &hc.psi {
+        host.push(format!("psi {} {}", p.resource, p.line));
+    }
+    for (k, v) in &hc.meminfo_kb {
+        host.push(format!("meminfo {k} {v} kB"));
+    }
+    if !hc.d_state_tasks.is_empty() || hc.d_state_total.is_some() {
+        let total = hc.d_state_total.unwrap_or(hc.d_state_tasks.len() as u64);
+        host.push(format!("tasks in D on the host: {total}"));
+        for t in &hc.d_state_tasks {
+            host.push(format!(
+                "    pid {} tid {} {} wchan {} cgroup {}",
+                t.pid,
+                t.tid,
+                t.comm,
+                t.wchan.as_deref().unwrap_or("-"),
+                t.cgroup.as_deref().unwrap_or("-")
+            ));
+        }
+    }
+
+    let mut probes = Section::new(format!("Probes ({})", incident.probes.len()), Keep::Head);
+    for p in &incident.probes {
+        let outcome = match p.outcome {
+            ProbeOutcome::Ok => "ok",
+            ProbeOutcome::Timeout => "TIMEOUT",
+            ProbeOutcome::Error => "error",
+            ProbeOutcome::Unknown => "unknown",
+        };
+        probes.push(format!(
+            "{}: {outcome} in {:.0} ms{}",
+            p.name,
+            p.duration_ms,
+            p.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ));
+        for line in p.output_excerpt.lines().take(200) {
+            probes.push(format!("    {line}"));
+        }
+    }
+
+    let mut missing = Section::new(
+        format!("Not captured ({})", incident.not_captured.len()),
+        Keep::Head,
+    );
+    for n in &incident.not_captured {
+        missing.push(format!("{}: {}", n.what, n.why));
+    }
+
+    vec![stacks, history, crumbs, kmsg, host, probes, missing]
+}
+
+fn record_line(r: &Record) -> String {
+    let kind = match r.kind {
+        RecordKind::Enter => "enter",
+        RecordKind::Exit => "exit ",
+    };
+    let result = r
+        .result
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "{} {} {:.6} {kind} {} {result} {}",
+        r.seq,
+        r.tid,
+        r.monotonic_ns as f64 / 1e9,
+        call_text(&r.call, &r.args),
+        label(&r.label)
+    )
+}
+
+fn label(l: &str) -> String {
+    if l.is_empty() {
+        String::new()
+    } else {
+        format!("\"{l}\"")
+    }
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
+}
+
+fn flag_text(f: &KernelLogFlags) -> String {
+    let mut tags = Vec::new();
+    if f.xid {
+        tags.push("XID");
+    }
+    if f.fallen_off_bus {
+        tags.push("OFF-BUS");
+    }
+    if f.hung_task {
+        tags.push("HUNG-TASK");
+    }
+    if f.nvrm && !f.xid {
+        tags.push("NVRM");
+    }
+    if tags.is_empty() {
+        String::new()
+    } else {
+        format!(" <{}>", tags.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(bytes(48), "48 B");
+        assert_eq!(bytes(64 << 20), "64 MiB");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(duration(312_000_000_000), "312 s");
+        assert_eq!(duration(300_000_000), "0.3 s");
+        assert_eq!(duration(3_900_000_000_000), "1 h 05 min");
+    }
+
+    #[test]
+    fn hostile_text_cannot_break_out() {
+        assert_eq!(fenced_line("a```b"), "a'''b");
+        assert_eq!(cell("<b>|x"), "&lt;b&gt;\\|x");
+        assert_eq!(tick_safe("a`b\nc"), "a'b c");
+    }
+
+    #[test]
+    fn empty_incident_renders() {
+        let md = markdown(&Incident::default());
+        assert!(md.starts_with("**Verdict:** pid 0: no thread snapshot captured"));
+    }
+}

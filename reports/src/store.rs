@@ -1,0 +1,750 @@
+//! The durable incident store: one directory per incident under the output directory.
+//!
+//! ```text
+//! <dir>/20261202T113400Z-gpu01-4242/
+//!     incident.json   the model; complete=false until the capture finished (written last)
+//!     report.md       rendered Markdown (written by finish, before the final incident.json)
+//!     ring.bin        byte-exact copy of the breadcrumb ring (caller's bytes)
+//!     samples/…       raw files the caller keeps (stack, status …)
+//!     .in-progress    marker, flock-ed by the live writer; removed when the handle is dropped
+//! ```
+//!
+//! Every file is written by [`crate::durable`] (temp → fsync → rename → fsync dir). A new incident is assembled in a
+//! temp directory with its first `incident.json` and marker, then renamed into place with `RENAME_NOREPLACE`: an
+//! incident directory is never visible without a parseable `incident.json`. A writer killed at any instant leaves
+//! either no incident or a parseable partial one, plus temp files that [`Store::open`] removes once the flock shows
+//! the writer is dead.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, Utc};
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+use crate::durable::{
+    self, create_dir_mode, fsync_dir, is_temp_name, write_atomic_mode, TEMP_PREFIX,
+};
+use crate::error::{Error, Result};
+use crate::model::{incident_id, Incident, Timestamp};
+use crate::retention::{self, Candidate, Retention};
+
+/// The default output directory (the agent's `--dir` default).
+pub const DEFAULT_DIR: &str = "/var/lib/wedge-capture/incidents";
+/// The model, as JSON.
+pub const INCIDENT_FILE: &str = "incident.json";
+/// The rendered Markdown.
+pub const REPORT_FILE: &str = "report.md";
+/// The conventional name for the ring copy (`handle.write_file(RING_FILE, bytes)`).
+pub const RING_FILE: &str = "ring.bin";
+/// Present (and flock-ed) while a writer works on the incident.
+pub const MARKER_FILE: &str = ".in-progress";
+/// Largest incident.json a reader accepts.
+pub const MAX_INCIDENT_JSON_BYTES: u64 = 256 << 20;
+/// A temp directory without a marker older than this belongs to a writer that died while creating it.
+const ORPHAN_TEMP_DIR_AGE: Duration = Duration::from_secs(600);
+
+/// Modes of what the store creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    pub file: u32,
+    pub dir: u32,
+}
+
+impl Default for Modes {
+    fn default() -> Self {
+        Modes {
+            file: durable::DEFAULT_FILE_MODE,
+            dir: durable::DEFAULT_DIR_MODE,
+        }
+    }
+}
+
+/// An incident directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+    retention: Retention,
+    modes: Modes,
+    writable: bool,
+}
+
+/// One line of `store.list()`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentSummary {
+    pub id: String,
+    pub path: PathBuf,
+    pub detected_at: Option<DateTime<Utc>>,
+    pub pid: i32,
+    pub hostname: String,
+    pub verdict: String,
+    pub complete: bool,
+    /// A live writer holds the marker.
+    pub in_progress: bool,
+    pub bytes: u64,
+    /// Why incident.json could not be read, when it could not.
+    pub error: Option<String>,
+}
+
+/// What `enforce_retention` and `open` cleaned up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cleanup {
+    pub removed_incidents: Vec<String>,
+    pub removed_temp_files: usize,
+}
+
+/// State of an incident's `.in-progress` marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Absent,
+    /// A live writer holds the flock.
+    Live,
+    /// The marker exists but nobody holds it: its writer died.
+    Stale,
+}
+
+impl Store {
+    /// Open (creating it with mode 0700 if missing) a store for writing, and clean up after dead writers.
+    pub fn open(dir: impl Into<PathBuf>, retention: Retention) -> Result<Store> {
+        Store::open_with_modes(dir, retention, Modes::default())
+    }
+
+    /// [`Store::open`] with explicit file and directory modes.
+    pub fn open_with_modes(
+        dir: impl Into<PathBuf>,
+        retention: Retention,
+        modes: Modes,
+    ) -> Result<Store> {
+        let dir = dir.into();
+        create_dir_all_mode(&dir, modes.dir)?;
+        let store = Store {
+            dir,
+            retention,
+            modes,
+            writable: true,
+        };
+        store.clean_dead_writers()?;
+        Ok(store)
+    }
+
+    /// Open an existing store to read it: nothing is created, cleaned or removed.
+    pub fn open_read_only(dir: impl Into<PathBuf>) -> Result<Store> {
+        let dir = dir.into();
+        match fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::io("open store", &dir)(std::io::Error::other(
+                    "not a directory",
+                )));
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NoStore { dir })
+            }
+            Err(err) => return Err(Error::io("open store", &dir)(err)),
+        }
+        Ok(Store {
+            dir,
+            retention: Retention::UNLIMITED,
+            modes: Modes::default(),
+            writable: false,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// Start a new incident: its directory appears atomically with a first `incident.json` (complete=false)
+    /// that is durable when this returns. The id is `incident.id` if set and free, else `<UTC time>-<host>-<pid>`
+    /// (with `-2`, `-3` … on a clash). Retention runs afterwards; the new incident is protected.
+    pub fn create(&self, incident: &Incident) -> Result<IncidentHandle> {
+        self.require_writable()?;
+        let base_id = if incident.id.is_empty() {
+            let wall = incident.detected_at.wall.unwrap_or_else(Utc::now);
+            incident_id(wall, &incident.host.hostname, incident.process.pid)
+        } else {
+            validate_id(&incident.id)?;
+            incident.id.clone()
+        };
+
+        let temp_dir = self.dir.join(durable::temp_name(&base_id));
+        create_dir_mode(&temp_dir, self.modes.dir)?;
+        let built = self.build_new_incident(&temp_dir, &base_id, incident);
+        let (lock, id) = match built {
+            Ok(v) => v,
+            Err(err) => {
+                let _ = fs::remove_dir_all(&temp_dir);
+                return Err(err);
+            }
+        };
+        let handle = IncidentHandle {
+            path: self.dir.join(&id),
+            id,
+            modes: self.modes,
+            finished: false,
+            lock: Some(lock),
+        };
+        // Best effort: a full disk must not prevent the capture that is under way.
+        let _ = self.enforce_retention();
+        Ok(handle)
+    }
+
+    fn build_new_incident(
+        &self,
+        temp_dir: &Path,
+        base_id: &str,
+        incident: &Incident,
+    ) -> Result<(Flock<File>, String)> {
+        let marker_path = temp_dir.join(MARKER_FILE);
+        let marker = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(self.modes.file)
+            .open(&marker_path)
+            .map_err(Error::io("create", &marker_path))?;
+        let lock = Flock::lock(marker, FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| Error::errno("flock", &marker_path)(errno))?;
+
+        for attempt in 1..1000u32 {
+            let id = if attempt == 1 {
+                base_id.to_string()
+            } else {
+                format!("{base_id}-{attempt}")
+            };
+            write_incident_json(temp_dir, &id, incident, false, self.modes.file)?;
+            let target = self.dir.join(&id);
+            match nix::fcntl::renameat2(
+                nix::fcntl::AT_FDCWD,
+                temp_dir,
+                nix::fcntl::AT_FDCWD,
+                &target,
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Ok(()) => {
+                    fsync_dir(&self.dir)?;
+                    return Ok((lock, id));
+                }
+                Err(Errno::EEXIST) | Err(Errno::ENOTEMPTY) => continue,
+                Err(errno) => return Err(Error::errno("rename", &target)(errno)),
+            }
+        }
+        Err(Error::io("create incident", self.dir.join(base_id))(
+            std::io::Error::other("999 incidents with this id already exist"),
+        ))
+    }
+
+    /// Every incident, newest first. A directory whose incident.json cannot be read is listed with `error`.
+    pub fn list(&self) -> Result<Vec<IncidentSummary>> {
+        let mut out = Vec::new();
+        for id in self.incident_ids()? {
+            let path = self.dir.join(&id);
+            let bytes = dir_size(&path);
+            let in_progress = marker_state(&path) == Marker::Live;
+            let summary = match read_incident(&path.join(INCIDENT_FILE)) {
+                Ok(inc) => IncidentSummary {
+                    id: id.clone(),
+                    path,
+                    detected_at: inc.detected_at.wall,
+                    pid: inc.process.pid,
+                    hostname: inc.host.hostname,
+                    verdict: inc.verdict,
+                    complete: inc.complete,
+                    in_progress,
+                    bytes,
+                    error: None,
+                },
+                Err(err) => IncidentSummary {
+                    id: id.clone(),
+                    path,
+                    detected_at: None,
+                    pid: 0,
+                    hostname: String::new(),
+                    verdict: String::new(),
+                    complete: false,
+                    in_progress,
+                    bytes,
+                    error: Some(err.to_string()),
+                },
+            };
+            out.push(summary);
+        }
+        out.sort_by(|a, b| b.id.cmp(&a.id));
+        Ok(out)
+    }
+
+    /// The directory of incident `id` (which must exist).
+    pub fn path_of(&self, id: &str) -> Result<PathBuf> {
+        validate_id(id)?;
+        let path = self.dir.join(id);
+        let json = path.join(INCIDENT_FILE);
+        if !path.is_dir() {
+            return Err(Error::NotFound {
+                id: id.to_string(),
+                dir: self.dir.clone(),
+                path: json,
+            });
+        }
+        Ok(path)
+    }
+
+    /// Read incident `id` (complete or partial).
+    pub fn load(&self, id: &str) -> Result<Incident> {
+        let path = self.path_of(id)?;
+        let json = path.join(INCIDENT_FILE);
+        match read_incident(&json) {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Err(Error::NotFound {
+                    id: id.to_string(),
+                    dir: self.dir.clone(),
+                    path: json,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Write a `.tar.gz` of incident `id` (its files under `<id>/`) to `out`, atomically. Returns its size.
+    pub fn bundle(&self, id: &str, out: &Path) -> Result<u64> {
+        let src = self.path_of(id)?;
+        let out_dir = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let out_name =
+            out.file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| Error::InvalidName {
+                    name: out.display().to_string(),
+                    why: "the bundle path needs a UTF-8 file name",
+                })?;
+        let file = durable::AtomicFile::create(&out_dir, out_name, self.modes.file)?;
+        let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        let mut tar = tar::Builder::new(gz);
+        tar.follow_symlinks(false);
+        tar.mode(tar::HeaderMode::Deterministic);
+        append_dir(&mut tar, &src, Path::new(id)).map_err(Error::io("bundle", &src))?;
+        let gz = tar.into_inner().map_err(Error::io("write", out))?;
+        let file = gz.finish().map_err(Error::io("write", out))?;
+        file.commit()?;
+        Ok(fs::metadata(out).map(|m| m.len()).unwrap_or(0))
+    }
+
+    /// Remove the oldest incidents that exceed the limits; never one in progress.
+    pub fn enforce_retention(&self) -> Result<Cleanup> {
+        self.require_writable()?;
+        let mut candidates = Vec::new();
+        for id in self.incident_ids()? {
+            let path = self.dir.join(&id);
+            candidates.push(Candidate {
+                bytes: dir_size(&path),
+                in_progress: marker_state(&path) == Marker::Live,
+                id,
+            });
+        }
+        candidates.sort_by(|a, b| a.id.cmp(&b.id));
+        let free = free_bytes(&self.dir);
+        let mut cleanup = Cleanup::default();
+        for id in retention::plan(&candidates, &self.retention, free) {
+            if self.remove_incident(&id)? {
+                cleanup.removed_incidents.push(id);
+            }
+        }
+        Ok(cleanup)
+    }
+
+    /// Rename away, then delete. False if a writer took it meanwhile.
+    fn remove_incident(&self, id: &str) -> Result<bool> {
+        let path = self.dir.join(id);
+        // Hold the marker's lock (if any) across the rename so a dead writer's marker stays ours.
+        let _guard = match lock_marker(&path) {
+            MarkerLock::Live => return Ok(false),
+            other => other,
+        };
+        let doomed = self
+            .dir
+            .join(format!("{TEMP_PREFIX}del-{}", durable::temp_name(id)));
+        fs::rename(&path, &doomed).map_err(Error::io("rename", &path))?;
+        fsync_dir(&self.dir)?;
+        fs::remove_dir_all(&doomed).map_err(Error::io("remove", &doomed))?;
+        Ok(true)
+    }
+
+    /// Remove what dead writers left: temp files in incidents, half-built or half-removed temp directories.
+    fn clean_dead_writers(&self) -> Result<Cleanup> {
+        let mut cleanup = Cleanup::default();
+        let entries = fs::read_dir(&self.dir).map_err(Error::io("read directory", &self.dir))?;
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if !is_dir {
+                continue;
+            }
+            let path = entry.path();
+            if is_temp_name(&name) {
+                let dead = match marker_state(&path) {
+                    Marker::Live => false,
+                    Marker::Stale => true,
+                    Marker::Absent => {
+                        is_older_than(&path, ORPHAN_TEMP_DIR_AGE) || name.starts_with(".tmp-del-")
+                    }
+                };
+                if dead {
+                    let _ = fs::remove_dir_all(&path);
+                }
+                continue;
+            }
+            if name.starts_with('.') {
+                continue;
+            }
+            let guard = lock_marker(&path);
+            if matches!(guard, MarkerLock::Live) {
+                continue;
+            }
+            cleanup.removed_temp_files += remove_temps_recursive(&path);
+            if let MarkerLock::Held(_) = guard {
+                let _ = fs::remove_file(path.join(MARKER_FILE));
+                let _ = fsync_dir(&path);
+            }
+        }
+        Ok(cleanup)
+    }
+
+    fn incident_ids(&self) -> Result<Vec<String>> {
+        let entries = fs::read_dir(&self.dir).map_err(Error::io("read directory", &self.dir))?;
+        let mut ids = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if name.starts_with('.') || validate_id(&name).is_err() {
+                continue;
+            }
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                ids.push(name);
+            }
+        }
+        Ok(ids)
+    }
+
+    fn require_writable(&self) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(Error::io("write", &self.dir)(std::io::Error::other(
+                "store opened read-only",
+            )))
+        }
+    }
+}
+
+/// A live incident being written. Dropping it removes the `.in-progress` marker (the incident may then be removed
+/// by retention); a writer that dies leaves the marker, which its released flock marks as stale.
+#[derive(Debug)]
+pub struct IncidentHandle {
+    id: String,
+    path: PathBuf,
+    modes: Modes,
+    finished: bool,
+    lock: Option<Flock<File>>,
+}
+
+impl IncidentHandle {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The incident's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replace incident.json with a richer version (still complete=false until [`IncidentHandle::finish`]; after
+    /// finish, report.md is re-rendered first and the file stays complete=true).
+    pub fn update(&self, incident: &Incident) -> Result<()> {
+        if self.finished {
+            self.write_report(incident)?;
+        }
+        write_incident_json(
+            &self.path,
+            &self.id,
+            incident,
+            self.finished,
+            self.modes.file,
+        )
+    }
+
+    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let (parents, file) = validate_file_name(name)?;
+        let mut dir = self.path.clone();
+        for parent in parents {
+            let next = dir.join(parent);
+            match create_dir_mode(&next, self.modes.dir) {
+                Ok(()) => fsync_dir(&dir)?,
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err),
+            }
+            dir = next;
+        }
+        write_atomic_mode(&dir, file, bytes, self.modes.file)
+    }
+
+    /// Write report.md, then incident.json with complete=true (last, so complete=true implies every part is there).
+    pub fn finish(&mut self, incident: &Incident) -> Result<()> {
+        self.write_report(incident)?;
+        write_incident_json(&self.path, &self.id, incident, true, self.modes.file)?;
+        self.finished = true;
+        Ok(())
+    }
+
+    fn write_report(&self, incident: &Incident) -> Result<()> {
+        let mut copy = incident.redacted();
+        copy.id = self.id.clone();
+        let markdown = crate::render::markdown(&copy);
+        write_atomic_mode(
+            &self.path,
+            REPORT_FILE,
+            markdown.as_bytes(),
+            self.modes.file,
+        )
+    }
+}
+
+impl Drop for IncidentHandle {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            // Remove the marker while still holding its lock, so nobody sees it unlocked and judges us dead.
+            let _ = fs::remove_file(self.path.join(MARKER_FILE));
+            let _ = fsync_dir(&self.path);
+            drop(lock);
+        }
+    }
+}
+
+fn write_incident_json(
+    dir: &Path,
+    id: &str,
+    incident: &Incident,
+    complete: bool,
+    mode: u32,
+) -> Result<()> {
+    let mut copy = incident.redacted();
+    copy.id = id.to_string();
+    copy.complete = complete;
+    copy.updated_at = Timestamp::now();
+    if copy.written_by.is_empty() {
+        copy.written_by = format!("wedge-capture reports {}", env!("CARGO_PKG_VERSION"));
+    }
+    if copy.verdict.is_empty() {
+        copy.verdict = crate::render::verdict(&copy);
+    }
+    let json = serde_json::to_vec_pretty(&copy).map_err(Error::Serialize)?;
+    write_atomic_mode(dir, INCIDENT_FILE, &json, mode)
+}
+
+/// Read and parse one incident.json, bounded in size.
+pub fn read_incident(path: &Path) -> Result<Incident> {
+    let file = File::open(path).map_err(Error::io("open", path))?;
+    let size = file.metadata().map_err(Error::io("stat", path))?.len();
+    if size > MAX_INCIDENT_JSON_BYTES {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            size,
+            limit: MAX_INCIDENT_JSON_BYTES,
+        });
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(MAX_INCIDENT_JSON_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Error::io("read", path))?;
+    serde_json::from_slice(&bytes).map_err(|source| Error::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// An id names a directory directly under the store: `[A-Za-z0-9._-]`, not hidden, at most 200 bytes.
+pub fn validate_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 200
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidId(id.to_string()))
+    }
+}
+
+const RESERVED_NAMES: &[&str] = &[INCIDENT_FILE, REPORT_FILE, MARKER_FILE];
+
+/// `a/b/c.txt` → (["a", "b"], "c.txt"), refusing anything that could escape, hide or overwrite what the store owns.
+fn validate_file_name(name: &str) -> Result<(Vec<&str>, &str)> {
+    let bad = |why| Error::InvalidName {
+        name: name.to_string(),
+        why,
+    };
+    if RESERVED_NAMES.contains(&name) {
+        return Err(bad("reserved for the store"));
+    }
+    let mut parts = Vec::new();
+    for component in Path::new(name).components() {
+        match component {
+            Component::Normal(part) => {
+                let part = part.to_str().ok_or_else(|| bad("not UTF-8"))?;
+                if part.starts_with('.') {
+                    return Err(bad("hidden names are reserved for temp files"));
+                }
+                parts.push(part);
+            }
+            _ => return Err(bad("must be a relative path without `..`")),
+        }
+    }
+    if name.ends_with('/') || name.contains("//") {
+        return Err(bad("empty path component"));
+    }
+    if parts.len() > 4 {
+        return Err(bad("nested more than 4 levels"));
+    }
+    let file = parts.pop().ok_or_else(|| bad("empty"))?;
+    if file.len() > 200 {
+        return Err(bad("longer than 200 bytes"));
+    }
+    Ok((parts, file))
+}
+
+fn create_dir_all_mode(dir: &Path, mode: u32) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        if !parent.as_os_str().is_empty() {
+            create_dir_all_mode(parent, mode)?;
+        }
+    }
+    match create_dir_mode(dir, mode) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+enum MarkerLock {
+    Absent,
+    Live,
+    /// We hold the (stale) marker's lock.
+    Held(#[allow(dead_code)] Flock<File>),
+    /// The marker exists but could not be opened or locked (permissions): treat as not ours to judge.
+    Unknown,
+}
+
+fn lock_marker(dir: &Path) -> MarkerLock {
+    let path = dir.join(MARKER_FILE);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return MarkerLock::Absent,
+        Err(_) => return MarkerLock::Unknown,
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => MarkerLock::Held(lock),
+        Err((_, Errno::EWOULDBLOCK)) => MarkerLock::Live,
+        Err(_) => MarkerLock::Unknown,
+    }
+}
+
+fn marker_state(dir: &Path) -> Marker {
+    match lock_marker(dir) {
+        MarkerLock::Absent => Marker::Absent,
+        // Unknown is treated as live: never delete what we cannot judge.
+        MarkerLock::Live | MarkerLock::Unknown => Marker::Live,
+        MarkerLock::Held(_) => Marker::Stale,
+    }
+}
+
+fn remove_temps_recursive(dir: &Path) -> usize {
+    let mut removed = durable::remove_stale_temps(dir).unwrap_or(0);
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if is_dir {
+                removed += remove_temps_recursive(&entry.path());
+            }
+        }
+    }
+    removed
+}
+
+fn is_older_than(path: &Path, age: Duration) -> bool {
+    fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|d| d > age)
+}
+
+/// Bytes of regular files under `dir` (symlinks not followed).
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut total = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_dir() {
+            total += dir_size(&entry.path());
+        } else if meta.is_file() {
+            total += meta.len();
+        }
+    }
+    total
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    #[allow(clippy::useless_conversion)] // the field types differ between architectures
+    let (avail, frsize) = (
+        u64::from(st.blocks_available()),
+        u64::from(st.fragment_size()),
+    );
+    Some(avail.saturating_mul(frsize))
+}
+
+fn append_dir<W: std::io::Write>(
+    tar: &mut tar::Builder<W>,
+    src: &Path,
+    name: &Path,
+) -> std::io::Result<()> {
+    tar.append_dir(name, src)?;
+    let mut entries: Vec<_> = fs::read_dir(src)?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let file_name = entry.file_name();
+        if file_name.to_str().is_some_and(|n| n.starts_with('.')) {
+            continue;
+        }
+        let meta = entry.metadata()?;
+        let path = entry.path();
+        if meta.is_dir() {
+            append_dir(tar, &path, &name.join(&file_name))?;
+        } else if meta.is_file() {
+            let mut file = File::open(&path)?;
+            tar.append_file(name.join(&file_name), &mut file)?;
+        }
+    }
+    Ok(())
+}
