@@ -1,1 +1,30 @@
-//! uploader — chunk planner, `Driver` trait with CUDA and host backends, strategies (being built).
+//! uploader — a chunked bulk f32 uploader with a breadcrumb around every driver call.
+//!
+//! Map:
+//! - [`plan`]: the pure chunk planner (ztensor's `bulkUploadF32` semantics), property-tested.
+//! - [`driver`]: the [`Driver`] trait (one method per driver call) and [`CallKind`].
+//! - [`cuda`]: the libcuda backend (cudarc `result`/`sys`), with a no-panic driver check.
+//! - [`host`]: the host-memory backend for tests and GPU-less machines (fails on demand).
+//! - [`trace`]: [`Traced`], the layer that writes a breadcrumb enter/exit around each call.
+//! - [`workload`]: tensors to upload ([`TensorSource`]) and the synthetic real-world workload.
+//! - [`strategy`]: `ztensor`, `managed` and `pinned` uploads, all-or-nothing on failure.
+//! - [`verify`]: read everything back and compare.
+//! - [`bench`]: the single-copy ceilings and the `--compare` run.
+
+pub mod bench;
+pub mod cuda;
+pub mod driver;
+pub mod error;
+pub mod host;
+pub mod plan;
+pub mod strategy;
+pub mod trace;
+pub mod verify;
+pub mod workload;
+
+pub use driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, Stream};
+pub use error::{Error, Result};
+pub use plan::{plan, Plan, PlanOptions, Planned, TensorInfo};
+pub use strategy::{Strategy, StrategyKind, Uploaded};
+pub use trace::Traced;
+pub use workload::{TensorSource, Workload};

@@ -1,0 +1,342 @@
+//! Measurements for `upload --compare`: every strategy against the single-copy ceilings of the
+//! same bytes (one pinned `cuMemcpyHtoDAsync`, one pageable `cuMemcpyHtoD`), and the cost of
+//! breadcrumbs (ring on against ring off), all in one process.
+//!
+//! Each timed strategy run covers the whole upload (allocations, packing, copies, the final
+//! synchronize) and excludes freeing. Ceilings time the copy alone. Runs are repeated and the
+//! median is reported; one untimed warm-up run of each comes first.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use wedge_breadcrumb::Writer;
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::strategy::{upload, PinnedStager, Strategy, StrategyKind};
+use crate::trace::{Site, Traced};
+use crate::workload::TensorSource;
+
+/// Timings of one contender.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    pub name: String,
+    pub bytes: u64,
+    pub seconds: Vec<f64>,
+    pub median_seconds: f64,
+    pub gbps: f64,
+    /// Driver calls per run.
+    pub driver_calls: u64,
+}
+
+impl Measurement {
+    fn new(
+        name: impl Into<String>,
+        bytes: u64,
+        mut seconds: Vec<f64>,
+        driver_calls: u64,
+    ) -> Measurement {
+        let mut sorted = seconds.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = if sorted.is_empty() {
+            f64::NAN
+        } else if sorted.len() % 2 == 1 {
+            sorted[sorted.len() / 2]
+        } else {
+            (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
+        };
+        seconds.shrink_to_fit();
+        Measurement {
+            name: name.into(),
+            bytes,
+            seconds,
+            median_seconds: median,
+            gbps: bytes as f64 / median / 1e9,
+            driver_calls,
+        }
+    }
+}
+
+/// One pinned host-to-device copy of `bytes` (the hardware ceiling for the upload).
+pub fn ceiling_pinned(t: &Traced, bytes: u64, repeat: usize) -> Result<Measurement> {
+    let site = Site::plain("ceiling pinned");
+    let stream = t.stream_create(&site)?;
+    let host = match t.host_alloc_pinned(&site, bytes) {
+        Ok(h) => h,
+        Err(e) => {
+            // SAFETY: our live stream, destroyed once.
+            let _ = unsafe { t.stream_destroy(&site, stream) };
+            return Err(e);
+        }
+    };
+    let result = (|| -> Result<Measurement> {
+        // SAFETY: a live pinned buffer of `bytes` bytes, no copy in flight yet.
+        unsafe { std::ptr::write_bytes(host, 0x5a, bytes as usize) };
+        let dev = t.mem_alloc(&site, bytes)?;
+        let timed = (|| -> Result<Measurement> {
+            let mut seconds = Vec::with_capacity(repeat);
+            let mut calls = 0;
+            for i in 0..=repeat {
+                let before = t.calls();
+                let start = Instant::now();
+                // SAFETY: `dev` holds `bytes` bytes; `host` is not touched until the stream sync.
+                unsafe { t.memcpy_htod_async(&site, dev, host, bytes as usize, stream) }?;
+                // SAFETY: our live stream.
+                unsafe { t.stream_synchronize(&site, stream) }?;
+                if i > 0 {
+                    seconds.push(start.elapsed().as_secs_f64());
+                    calls = t.calls() - before;
+                }
+            }
+            Ok(Measurement::new(
+                "pinned single copy (ceiling)",
+                bytes,
+                seconds,
+                calls,
+            ))
+        })();
+        // SAFETY: our allocation; the stream was synchronized after the last copy.
+        let _ = unsafe { t.mem_free(&site, dev, bytes) };
+        timed
+    })();
+    // SAFETY: our pinned buffer and stream, freed once, nothing in flight.
+    let _ = unsafe { t.host_free_pinned(&site, host, bytes) };
+    // SAFETY: as above.
+    let _ = unsafe { t.stream_destroy(&site, stream) };
+    result
+}
+
+/// One pageable synchronous host-to-device copy of `bytes` (the reference for pageable paths).
+pub fn ceiling_pageable(t: &Traced, bytes: u64, repeat: usize) -> Result<Measurement> {
+    let site = Site::plain("ceiling pageable");
+    let host = vec![0x5au8; bytes as usize];
+    let dev = t.mem_alloc(&site, bytes)?;
+    let timed = (|| -> Result<Measurement> {
+        let mut seconds = Vec::with_capacity(repeat);
+        let mut calls = 0;
+        for i in 0..=repeat {
+            let before = t.calls();
+            let start = Instant::now();
+            // SAFETY: `dev` holds `bytes` bytes.
+            unsafe { t.memcpy_htod(&site, dev, &host) }?;
+            if i > 0 {
+                seconds.push(start.elapsed().as_secs_f64());
+                calls = t.calls() - before;
+            }
+        }
+        Ok(Measurement::new(
+            "pageable single copy",
+            bytes,
+            seconds,
+            calls,
+        ))
+    })();
+    // SAFETY: our allocation, synchronous copies only.
+    let _ = unsafe { t.mem_free(&site, dev, bytes) };
+    timed
+}
+
+/// Times `repeat` uploads with `strategy` (after one warm-up), freeing after each.
+pub fn time_strategy(
+    t: &Traced,
+    strategy: &Strategy,
+    src: &dyn TensorSource,
+    plan: &Plan,
+    repeat: usize,
+    name: &str,
+) -> Result<Measurement> {
+    let mut seconds = Vec::with_capacity(repeat);
+    let mut calls = 0;
+    for i in 0..=repeat {
+        let before = t.calls();
+        let start = Instant::now();
+        let uploaded = upload(t, strategy, src, plan, &mut |_| {})?;
+        let elapsed = start.elapsed().as_secs_f64();
+        if i > 0 {
+            seconds.push(elapsed);
+            calls = t.calls() - before;
+        }
+        uploaded.free(t)?;
+    }
+    Ok(Measurement::new(name, plan.tensor_bytes, seconds, calls))
+}
+
+/// Times `repeat` pinned uploads through one stager kept across runs (staging allocated once).
+pub fn time_pinned_reused(
+    t: &Traced,
+    strategy: &Strategy,
+    src: &dyn TensorSource,
+    plan: &Plan,
+    repeat: usize,
+) -> Result<Measurement> {
+    let stager = PinnedStager::create(t, &strategy.pinned)?;
+    let run = (|| -> Result<Measurement> {
+        let mut seconds = Vec::with_capacity(repeat);
+        let mut calls = 0;
+        for i in 0..=repeat {
+            let before = t.calls();
+            let start = Instant::now();
+            let uploaded = stager.upload(t, src, plan, &mut |_| {})?;
+            let elapsed = start.elapsed().as_secs_f64();
+            if i > 0 {
+                seconds.push(elapsed);
+                calls = t.calls() - before;
+            }
+            uploaded.free(t)?;
+        }
+        Ok(Measurement::new(
+            "pinned, staging reused",
+            plan.tensor_bytes,
+            seconds,
+            calls,
+        ))
+    })();
+    let destroyed = stager.destroy(t);
+    let m = run?;
+    destroyed?;
+    Ok(m)
+}
+
+/// A strategy that could not run (for example managed memory unsupported), with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Ring on against ring off for one strategy, interleaved run by run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RingCost {
+    pub strategy: String,
+    pub off: Measurement,
+    pub on: Measurement,
+    /// on / off − 1 (medians); the goal is ≤ 0.02.
+    pub overhead: f64,
+}
+
+/// Everything `--compare` measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    pub backend: String,
+    pub tensors: usize,
+    pub bytes: u64,
+    pub chunks: usize,
+    pub repeat: usize,
+    pub ceiling_pinned: Measurement,
+    pub ceiling_pageable: Measurement,
+    pub strategies: Vec<Measurement>,
+    pub skipped: Vec<Skipped>,
+    /// Ratios: strategy median GB/s over the pinned ceiling's, and speedup over ztensor.
+    pub ratios: Vec<Ratio>,
+    pub ring: Vec<RingCost>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ratio {
+    pub name: String,
+    pub of_pinned_ceiling: f64,
+    pub speedup_over_ztensor: f64,
+}
+
+/// Runs the ceilings, every strategy, and (with a ring) ring on against off.
+pub fn compare(
+    t: &Traced,
+    strategy: &Strategy,
+    src: &dyn TensorSource,
+    plan: &Plan,
+    repeat: usize,
+    ring: Option<&Writer>,
+    log: &mut dyn FnMut(&str),
+) -> Result<CompareReport> {
+    let repeat = repeat.max(1);
+    let bytes = plan.tensor_bytes;
+    log("ceiling: pinned single copy");
+    let ceiling_pinned = ceiling_pinned(t, bytes, repeat)?;
+    log("ceiling: pageable single copy");
+    let ceiling_pageable = ceiling_pageable(t, bytes, repeat)?;
+    let mut strategies = Vec::new();
+    let mut skipped = Vec::new();
+    for kind in StrategyKind::ALL {
+        log(kind.name());
+        let s = Strategy { kind, ..*strategy };
+        match time_strategy(t, &s, src, plan, repeat, kind.name()) {
+            Ok(m) => strategies.push(m),
+            Err(e @ (Error::Unsupported(_) | Error::InsufficientMemory { .. })) => {
+                skipped.push(Skipped {
+                    name: kind.name().into(),
+                    reason: e.to_string(),
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    log("pinned, staging reused");
+    strategies.push(time_pinned_reused(
+        t,
+        &Strategy {
+            kind: StrategyKind::Pinned,
+            ..*strategy
+        },
+        src,
+        plan,
+        repeat,
+    )?);
+
+    let ztensor = strategies
+        .iter()
+        .find(|m| m.name == "ztensor")
+        .map(|m| m.median_seconds);
+    let ratios = strategies
+        .iter()
+        .map(|m| Ratio {
+            name: m.name.clone(),
+            of_pinned_ceiling: m.gbps / ceiling_pinned.gbps,
+            speedup_over_ztensor: ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
+        })
+        .collect();
+
+    let mut ring_costs = Vec::new();
+    if let Some(ring) = ring {
+        let on_t = t.with_ring(Some(ring));
+        for kind in [StrategyKind::Ztensor, StrategyKind::Pinned] {
+            log(&format!("ring on/off: {}", kind.name()));
+            let s = Strategy { kind, ..*strategy };
+            let mut off = Vec::new();
+            let mut on = Vec::new();
+            let (mut off_calls, mut on_calls) = (0, 0);
+            // Interleave so drift affects both sides alike; the first pair warms up.
+            for i in 0..=repeat {
+                let a = time_strategy(t, &s, src, plan, 1, "off")?;
+                let b = time_strategy(&on_t, &s, src, plan, 1, "on")?;
+                if i > 0 {
+                    off.push(a.median_seconds);
+                    on.push(b.median_seconds);
+                    off_calls = a.driver_calls;
+                    on_calls = b.driver_calls;
+                }
+            }
+            let off = Measurement::new(format!("{} ring off", kind.name()), bytes, off, off_calls);
+            let on = Measurement::new(format!("{} ring on", kind.name()), bytes, on, on_calls);
+            let overhead = on.median_seconds / off.median_seconds - 1.0;
+            ring_costs.push(RingCost {
+                strategy: kind.name().into(),
+                off,
+                on,
+                overhead,
+            });
+        }
+    }
+    Ok(CompareReport {
+        backend: t.backend().into(),
+        tensors: plan.placements.len(),
+        bytes,
+        chunks: plan.chunks.len(),
+        repeat,
+        ceiling_pinned,
+        ceiling_pageable,
+        strategies,
+        skipped,
+        ratios,
+        ring: ring_costs,
+    })
+}
