@@ -12,10 +12,32 @@ pub enum Error {
     /// The process (not one of its threads) does not exist under the proc root.
     #[error("no such process: {pid} (under {root})")]
     NoSuchProcess { pid: i32, root: PathBuf },
+    /// The task vanished while it was being read (ENOENT/ESRCH): a marker, not a failure.
+    #[error("{path}: gone (the task exited while it was read)")]
+    Gone { path: PathBuf },
+    /// EACCES/EPERM; `needs` names the missing privilege.
+    #[error("{path}: permission denied (needs {needs})")]
+    PermissionDenied { path: PathBuf, needs: &'static str },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+    /// A file larger than any real /proc file of its kind (a hostile fake tree).
+    #[error("{path}: larger than {limit} bytes")]
+    TooLarge { path: PathBuf, limit: usize },
+    /// Setting up a test fixture (frozen filesystem) failed.
+    #[error("{0}")]
+    Fixture(String),
+}
+
+impl Error {
+    pub fn is_gone(&self) -> bool {
+        matches!(self, Error::Gone { .. })
+    }
+
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Error::PermissionDenied { .. })
+    }
 }

@@ -1,15 +1,34 @@
 //! capture — everything wedge-capture reads from the kernel, and how it is decoded.
 //!
 //! Map:
-//! - [`snapshot`]: the thread-snapshot JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
-//! - (to come) `parse`: pure parsers `fn(&[u8]) -> Result<T>` for stat, status, wchan, syscall, stack, cgroup.
-//! - (to come) `proc_root`: the one place that opens files under a proc root (default `/proc`).
-//! - (to come) `syscalls`, `ioctl`: decode tables as data; `site`: stack → one-line classification.
+//! - [`parse`]: pure parsers `fn(&[u8]) -> Result<T>` for stat, status, wchan, syscall, stack, cgroup,
+//!   fd links and ns inodes.
+//! - [`proc_root`]: [`ProcRoot`], the one place that opens files under a proc root (default `/proc`, or a
+//!   fake/recorded tree); classifies vanished tasks and refused reads.
+//! - [`process`]: [`snapshot_process`] — stat of every thread, then wchan/syscall/stack/fd for D threads.
+//! - [`scan`]: [`scan::Scanner`], the watch loop's hot path (kept-open stat fds re-read with pread).
+//! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
+//! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
+//! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
+//! - [`frozen_fs`]: a real D-state fixture (frozen loop-mounted ext4) for tests and `selftest`.
 //!
 //! Never read `cmdline`, `environ`, `maps`, `smaps` or `mem` here: they take the target's mmap lock.
 
+pub mod arch;
 pub mod error;
+pub mod frozen_fs;
+pub mod ioctl;
+pub mod parse;
+pub mod proc_root;
+pub mod process;
+pub mod render;
+pub mod scan;
+pub mod site;
 pub mod snapshot;
+pub mod syscalls;
 
+pub use arch::Arch;
 pub use error::{Error, Result};
+pub use proc_root::ProcRoot;
+pub use process::{snapshot_process, SnapshotOptions};
 pub use snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};

@@ -92,6 +92,9 @@ pub struct IoctlInfo {
     pub name: Option<String>,
     /// Which driver/table named it: `nvidia-rm`, `nvidia-uvm`, `nvidia-modeset`, `linux-fs`, `tty`, `drm`, …
     pub driver: Option<String>,
+    /// What the name alone does not say: an indirection (NV_ESC_IOCTL_XFER_CMD), a size mismatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

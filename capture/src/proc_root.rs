@@ -1,0 +1,337 @@
+//! `ProcRoot`: the one place that opens files under a proc root. The default is the live `/proc`; any
+//! directory laid out the same way (a recorded or hand-built fake tree) works through [`ProcRoot::new`].
+//!
+//! Only files that cannot block on the target are read: stat, status, wchan, syscall, stack, fd links,
+//! cgroup, ns links. Never cmdline, environ, maps, smaps or mem: they take the target's mmap_lock, which
+//! a wedged driver call may hold forever (procfs-facts.md §6).
+//!
+//! Errors are classified: ENOENT/ESRCH → [`Error::Gone`] (the task exited; a marker, not a failure);
+//! EACCES/EPERM → [`Error::PermissionDenied`] naming the privilege the file needs.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::parse::{self, cgroup::CgroupLine, fd::FdTarget, stat::Stat, status::Status};
+use crate::snapshot::StackFrame;
+
+/// The only place the string "/proc" appears in the workspace.
+const DEFAULT_ROOT: &str = "/proc";
+
+/// Per-file read limits: far above what the kernel prints, small enough to bound a hostile tree.
+const SMALL: usize = 4096;
+const STATUS_LIMIT: usize = 16 * 1024;
+const STACK_LIMIT: usize = 64 * 1024;
+
+/// A per-task file and what reading it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskFile {
+    Stat,
+    Status,
+    Wchan,
+    Syscall,
+    Stack,
+}
+
+impl TaskFile {
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskFile::Stat => "stat",
+            TaskFile::Status => "status",
+            TaskFile::Wchan => "wchan",
+            TaskFile::Syscall => "syscall",
+            TaskFile::Stack => "stack",
+        }
+    }
+
+    /// The privilege named when the read is refused (procfs-facts.md §2).
+    pub fn needs(self) -> &'static str {
+        match self {
+            TaskFile::Stack => "CAP_SYS_ADMIN and ptrace attach access (same user or CAP_SYS_PTRACE; Yama ptrace_scope applies)",
+            TaskFile::Syscall => "ptrace attach access (same user or CAP_SYS_PTRACE; Yama ptrace_scope applies)",
+            TaskFile::Wchan | TaskFile::Stat | TaskFile::Status => "ptrace read access (same user or CAP_SYS_PTRACE)",
+        }
+    }
+
+    fn limit(self) -> usize {
+        match self {
+            TaskFile::Stat | TaskFile::Wchan | TaskFile::Syscall => SMALL,
+            TaskFile::Status => STATUS_LIMIT,
+            TaskFile::Stack => STACK_LIMIT,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcRoot {
+    root: PathBuf,
+}
+
+impl Default for ProcRoot {
+    fn default() -> Self {
+        ProcRoot {
+            root: PathBuf::from(DEFAULT_ROOT),
+        }
+    }
+}
+
+pub(crate) fn classify_io(path: &Path, e: std::io::Error, needs: &'static str) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ESRCH) => Error::Gone {
+            path: path.to_path_buf(),
+        },
+        Some(libc::EACCES) | Some(libc::EPERM) => Error::PermissionDenied {
+            path: path.to_path_buf(),
+            needs,
+        },
+        _ if e.kind() == ErrorKind::NotFound => Error::Gone {
+            path: path.to_path_buf(),
+        },
+        _ if e.kind() == ErrorKind::PermissionDenied => Error::PermissionDenied {
+            path: path.to_path_buf(),
+            needs,
+        },
+        _ => Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+/// Reads at most `limit` bytes; more is an error (no real /proc file of these kinds is that large).
+fn read_bounded(path: &Path, limit: usize, needs: &'static str) -> Result<Vec<u8>> {
+    let file = File::open(path).map_err(|e| classify_io(path, e, needs))?;
+    let mut buf = Vec::with_capacity(limit.min(4096));
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| classify_io(path, e, needs))?;
+    if buf.len() > limit {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(buf)
+}
+
+fn parse_id(name: &std::ffi::OsStr) -> Option<i32> {
+    let s = name.to_str()?;
+    if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok().filter(|&n: &i32| n > 0)
+}
+
+impl ProcRoot {
+    /// A proc tree rooted at `dir` (a fake or recorded tree laid out like `/proc`).
+    pub fn new(dir: impl Into<PathBuf>) -> ProcRoot {
+        ProcRoot { root: dir.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.root == Path::new(DEFAULT_ROOT)
+    }
+
+    pub fn pid_dir(&self, pid: i32) -> PathBuf {
+        self.root.join(pid.to_string())
+    }
+
+    pub fn task_dir(&self, pid: i32) -> PathBuf {
+        self.pid_dir(pid).join("task")
+    }
+
+    pub fn task_path(&self, pid: i32, tid: i32, file: TaskFile) -> PathBuf {
+        self.task_dir(pid).join(tid.to_string()).join(file.name())
+    }
+
+    /// Whether `/proc/<pid>` exists (the process has not been reaped).
+    pub fn exists(&self, pid: i32) -> bool {
+        pid > 0 && self.pid_dir(pid).join("stat").exists()
+    }
+
+    /// Thread ids of `pid`, sorted. The process gone → [`Error::NoSuchProcess`].
+    pub fn tasks(&self, pid: i32) -> Result<Vec<i32>> {
+        let dir = self.task_dir(pid);
+        let entries = std::fs::read_dir(&dir).map_err(|e| {
+            match classify_io(&dir, e, "ptrace read access") {
+                Error::Gone { .. } => Error::NoSuchProcess {
+                    pid,
+                    root: self.root.clone(),
+                },
+                other => other,
+            }
+        })?;
+        let mut tids: Vec<i32> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| parse_id(&e.file_name()))
+            .collect();
+        tids.sort_unstable();
+        Ok(tids)
+    }
+
+    /// Process ids under the root, sorted (for host-wide censuses).
+    pub fn pids(&self) -> Result<Vec<i32>> {
+        let entries = std::fs::read_dir(&self.root).map_err(|e| Error::Io {
+            path: self.root.clone(),
+            source: e,
+        })?;
+        let mut pids: Vec<i32> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| parse_id(&e.file_name()))
+            .collect();
+        pids.sort_unstable();
+        Ok(pids)
+    }
+
+    pub fn read_task_file(&self, pid: i32, tid: i32, file: TaskFile) -> Result<Vec<u8>> {
+        read_bounded(&self.task_path(pid, tid, file), file.limit(), file.needs())
+    }
+
+    /// Opens a task's stat file to keep (the hot scan re-reads it with pread).
+    pub fn open_task_stat(&self, pid: i32, tid: i32) -> Result<File> {
+        let path = self.task_path(pid, tid, TaskFile::Stat);
+        File::open(&path).map_err(|e| classify_io(&path, e, TaskFile::Stat.needs()))
+    }
+
+    pub fn read_task_stat(&self, pid: i32, tid: i32) -> Result<Stat> {
+        parse::stat::parse(&self.read_task_file(pid, tid, TaskFile::Stat)?)
+    }
+
+    pub fn read_task_status(&self, pid: i32, tid: i32) -> Result<Status> {
+        parse::status::parse(&self.read_task_file(pid, tid, TaskFile::Status)?)
+    }
+
+    pub fn read_wchan(&self, pid: i32, tid: i32) -> Result<Option<String>> {
+        parse::wchan::parse(&self.read_task_file(pid, tid, TaskFile::Wchan)?)
+    }
+
+    pub fn read_syscall(&self, pid: i32, tid: i32) -> Result<parse::syscall::Syscall> {
+        parse::syscall::parse(&self.read_task_file(pid, tid, TaskFile::Syscall)?)
+    }
+
+    pub fn read_stack(&self, pid: i32, tid: i32) -> Result<Vec<StackFrame>> {
+        parse::stack::parse(&self.read_task_file(pid, tid, TaskFile::Stack)?)
+    }
+
+    /// Process-level stat (`/proc/<pid>/stat`): a missing file means no such process.
+    pub fn read_stat(&self, pid: i32) -> Result<Stat> {
+        let path = self.pid_dir(pid).join("stat");
+        let b = read_bounded(&path, SMALL, TaskFile::Stat.needs()).map_err(|e| match e {
+            Error::Gone { .. } => Error::NoSuchProcess {
+                pid,
+                root: self.root.clone(),
+            },
+            other => other,
+        })?;
+        parse::stat::parse(&b)
+    }
+
+    /// The link target of fd `fd`, read through the thread (`task/<tid>/fd`, the thread's own fd
+    /// table) and, failing that, the process.
+    pub fn fd_target(&self, pid: i32, tid: Option<i32>, fd: i64) -> Result<FdTarget> {
+        if fd < 0 {
+            return Err(Error::Parse {
+                what: "fd",
+                why: format!("negative fd {fd}"),
+            });
+        }
+        let mut paths = Vec::with_capacity(2);
+        if let Some(tid) = tid {
+            paths.push(
+                self.task_dir(pid)
+                    .join(tid.to_string())
+                    .join("fd")
+                    .join(fd.to_string()),
+            );
+        }
+        paths.push(self.pid_dir(pid).join("fd").join(fd.to_string()));
+        let mut last = None;
+        for path in paths {
+            match std::fs::read_link(&path) {
+                Ok(target) => {
+                    return parse::fd::parse_link(target.as_os_str().as_encoded_bytes());
+                }
+                Err(e) => {
+                    last = Some(classify_io(
+                        &path,
+                        e,
+                        "ptrace read access (same user or CAP_SYS_PTRACE)",
+                    ))
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Gone {
+            path: self.pid_dir(pid),
+        }))
+    }
+
+    pub fn cgroup(&self, pid: i32) -> Result<Vec<CgroupLine>> {
+        let path = self.pid_dir(pid).join("cgroup");
+        parse::cgroup::parse(&read_bounded(&path, 64 * 1024, "nothing (world-readable)")?)
+    }
+
+    /// The pid namespace inode (`ns/pid` → `pid:[4026531836]`).
+    pub fn pid_ns(&self, pid: i32) -> Result<u64> {
+        let path = self.pid_dir(pid).join("ns").join("pid");
+        let target = std::fs::read_link(&path).map_err(|e| {
+            classify_io(&path, e, "ptrace read access (same user or CAP_SYS_PTRACE)")
+        })?;
+        parse::fd::parse_ns_inode(target.as_os_str().as_encoded_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_process() {
+        let root = ProcRoot::default();
+        let me = std::process::id() as i32;
+        assert!(root.exists(me));
+        let tids = root.tasks(me).unwrap();
+        assert!(tids.contains(&me));
+        // The test runs on a non-main thread: that one is running.
+        let tid = nix::unistd::gettid().as_raw();
+        assert!(tids.contains(&tid));
+        let stat = root.read_task_stat(me, tid).unwrap();
+        assert_eq!(stat.pid, tid);
+        assert_eq!(stat.state, 'R');
+        let status = root.read_task_status(me, me).unwrap();
+        assert!(status.ctxt_switches().is_some());
+        assert!(root.pid_ns(me).unwrap() > 0);
+        assert!(!root.cgroup(me).unwrap().is_empty());
+        assert!(root.pids().unwrap().contains(&me));
+    }
+
+    #[test]
+    fn missing_process_and_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ProcRoot::new(dir.path());
+        assert!(!root.exists(42));
+        assert!(matches!(
+            root.tasks(42),
+            Err(Error::NoSuchProcess { pid: 42, .. })
+        ));
+        assert!(root.read_task_stat(42, 43).unwrap_err().is_gone());
+        assert!(matches!(
+            root.read_stat(42),
+            Err(Error::NoSuchProcess { .. })
+        ));
+    }
+
+    #[test]
+    fn oversized_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("7/task/7");
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("wchan"), vec![b'a'; SMALL + 1]).unwrap();
+        let root = ProcRoot::new(dir.path());
+        assert!(matches!(root.read_wchan(7, 7), Err(Error::TooLarge { .. })));
+    }
+}

@@ -1,0 +1,220 @@
+//! `snapshot_process`: every thread of one process, read at one moment from outside.
+//!
+//! Cheap first: `stat` of every task. Then, only for threads in `D` (or all threads on request, or the
+//! one `only_tid`): `wchan`, `syscall`, `stack`, `status` (context-switch counters), and for ioctl the fd
+//! link, decoded against the device's table. A thread that vanishes mid-read is marked `gone`; a refused
+//! read leaves the field empty with a note naming the missing privilege.
+
+use crate::arch::Arch;
+use crate::error::{Error, Result};
+use crate::ioctl;
+use crate::parse::syscall::Syscall;
+use crate::proc_root::{ProcRoot, TaskFile};
+use crate::site;
+use crate::snapshot::{ProcessSnapshot, SyscallInfo, ThreadSnapshot};
+use crate::syscalls;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotOptions {
+    /// Read wchan/syscall/stack for every thread, not only those in D.
+    pub all_threads: bool,
+    /// Only this thread (read in full whatever its state).
+    pub only_tid: Option<i32>,
+    /// Syscall ABI of the target (the host's unless the snapshot comes from another machine).
+    pub arch: Arch,
+}
+
+impl Default for SnapshotOptions {
+    fn default() -> Self {
+        SnapshotOptions {
+            all_threads: false,
+            only_tid: None,
+            arch: Arch::host(),
+        }
+    }
+}
+
+pub(crate) fn clock_ns(id: nix::time::ClockId) -> u64 {
+    nix::time::clock_gettime(id)
+        .map(|t| {
+            (t.tv_sec() as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(t.tv_nsec() as u64)
+        })
+        .unwrap_or(0)
+}
+
+/// A note for a refused or failed read; `None` when the task is simply gone.
+fn note_for(file: TaskFile, e: &Error) -> Option<String> {
+    match e {
+        Error::Gone { .. } => None,
+        Error::PermissionDenied { needs, .. } => {
+            Some(format!("{} unreadable: needs {needs}", file.name()))
+        }
+        other => Some(format!("{} unreadable: {other}", file.name())),
+    }
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+/// Fills wchan, syscall (+ioctl), stack, counters and site for one thread. Returns false when the
+/// thread vanished.
+fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> bool {
+    let tid = t.tid;
+    match root.read_wchan(pid, tid) {
+        Ok(w) => t.wchan = w,
+        Err(e) if e.is_gone() => return false,
+        Err(e) => t.notes.extend(note_for(TaskFile::Wchan, &e)),
+    }
+    let mut syscall_name: Option<&'static str> = None;
+    match root.read_syscall(pid, tid) {
+        Ok(Syscall::Running) => t.syscall = Some(SyscallInfo::Running { running: true }),
+        Ok(Syscall::NotInSyscall { nr, sp, pc }) => {
+            t.syscall = Some(SyscallInfo::Blocked {
+                nr,
+                name: None,
+                args: Vec::new(),
+                sp: hex(sp),
+                pc: hex(pc),
+            })
+        }
+        Ok(Syscall::InSyscall { nr, args, sp, pc }) => {
+            syscall_name = syscalls::name(arch, nr);
+            if syscall_name == Some("ioctl") {
+                // sys_ioctl(unsigned int fd, unsigned int cmd, …): only the low 32 bits count.
+                let fd = i64::from(args[0] as u32 as i32);
+                let request = args[1] as u32;
+                let (fd_target, note) = match root.fd_target(pid, Some(tid), fd) {
+                    Ok(target) => (
+                        Some(match &target {
+                            crate::parse::fd::FdTarget::Path { path, .. } => path.clone(),
+                            crate::parse::fd::FdTarget::Special { kind, detail } => {
+                                format!("{kind}:{detail}")
+                            }
+                        }),
+                        None,
+                    ),
+                    Err(Error::Gone { .. }) => (
+                        None,
+                        Some(format!("fd {fd} is closed or the thread exited")),
+                    ),
+                    Err(e) => (None, Some(format!("fd {fd} link unreadable: {e}"))),
+                };
+                t.notes.extend(note);
+                let decoded = ioctl::decode(request, fd_target.as_deref());
+                t.ioctl = Some(decoded.into_info(fd, fd_target));
+            }
+            t.syscall = Some(SyscallInfo::Blocked {
+                nr,
+                name: syscall_name.map(str::to_string),
+                args: args.iter().map(|&a| hex(a)).collect(),
+                sp: hex(sp),
+                pc: hex(pc),
+            });
+        }
+        Err(e) if e.is_gone() => return false,
+        Err(e) => t.notes.extend(note_for(TaskFile::Syscall, &e)),
+    }
+    match root.read_stack(pid, tid) {
+        Ok(frames) => t.stack = frames,
+        Err(e) if e.is_gone() => return false,
+        Err(e) => t.notes.extend(note_for(TaskFile::Stack, &e)),
+    }
+    match root.read_task_status(pid, tid) {
+        Ok(s) => {
+            t.voluntary_ctxt_switches = s.voluntary_ctxt_switches;
+            t.nonvoluntary_ctxt_switches = s.nonvoluntary_ctxt_switches;
+        }
+        Err(e) if e.is_gone() => return false,
+        Err(e) => t.notes.extend(note_for(TaskFile::Status, &e)),
+    }
+    t.site = site::classify(&t.stack, t.wchan.as_deref(), syscall_name);
+    if let (Some(site), Some(name)) = (&t.site, syscall_name) {
+        if site.starts_with("process exit") && name != "exit" && name != "exit_group" {
+            t.notes.push(format!(
+                "/proc/<tid>/syscall says {name}, but the stack is on the exit path: the syscall number is stale"
+            ));
+        }
+    }
+    true
+}
+
+/// Snapshot of every thread of `pid` under `root`.
+pub fn snapshot_process(
+    root: &ProcRoot,
+    pid: i32,
+    opts: &SnapshotOptions,
+) -> Result<ProcessSnapshot> {
+    use nix::time::ClockId;
+    let monotonic_ns = clock_ns(ClockId::CLOCK_MONOTONIC);
+    let boottime_ns = clock_ns(ClockId::CLOCK_BOOTTIME);
+    if pid <= 0 {
+        return Err(Error::NoSuchProcess {
+            pid,
+            root: root.path().to_path_buf(),
+        });
+    }
+    let tids = match opts.only_tid {
+        Some(tid) => {
+            // Make sure the process exists, then take the one thread (it may not be listed yet).
+            root.tasks(pid)?;
+            vec![tid]
+        }
+        None => root.tasks(pid)?,
+    };
+    let mut threads = Vec::with_capacity(tids.len());
+    for tid in tids {
+        let mut t = ThreadSnapshot {
+            tid,
+            ..ThreadSnapshot::default()
+        };
+        match root.read_task_stat(pid, tid) {
+            Ok(stat) => {
+                t.comm = stat.comm.clone();
+                t.state = stat.state.to_string();
+                t.cpu_ticks = Some(stat.cpu_ticks());
+                t.processor = stat.processor;
+            }
+            Err(e) if e.is_gone() => {
+                t.gone = true;
+                threads.push(t);
+                continue;
+            }
+            Err(e) => {
+                t.notes.extend(note_for(TaskFile::Stat, &e));
+                threads.push(t);
+                continue;
+            }
+        }
+        let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D";
+        if deep && !read_deep(root, pid, &mut t, opts.arch) {
+            t.gone = true;
+        }
+        threads.push(t);
+    }
+    if threads.iter().all(|t| t.gone) && !root.exists(pid) {
+        return Err(Error::NoSuchProcess {
+            pid,
+            root: root.path().to_path_buf(),
+        });
+    }
+    // One process-level note per missing privilege, so a reader sees it without scanning threads.
+    let mut notes: Vec<String> = Vec::new();
+    for t in &threads {
+        for n in &t.notes {
+            if n.contains("needs ") && !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+    }
+    Ok(ProcessSnapshot {
+        pid,
+        arch: opts.arch.as_str().to_string(),
+        monotonic_ns,
+        boottime_ns,
+        threads,
+        notes,
+    })
+}
