@@ -130,6 +130,13 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
         Err(e) if e.is_gone() => return false,
         Err(e) => t.notes.extend(note_for(TaskFile::Status, &e)),
     }
+    // Right after a task goes to sleep it is still on the runqueue for a moment and wchan reads 0;
+    // by now (after syscall and stack) it has settled.
+    if t.wchan.is_none() && t.state == "D" {
+        if let Ok(w) = root.read_wchan(pid, tid) {
+            t.wchan = w;
+        }
+    }
     t.site = site::classify(&t.stack, t.wchan.as_deref(), syscall_name);
     if let (Some(site), Some(name)) = (&t.site, syscall_name) {
         if site.starts_with("process exit") && name != "exit" && name != "exit_group" {
