@@ -74,13 +74,26 @@ struct FailRule {
     code: i32,
 }
 
+/// Called at the start of every call with the call and its 1-based count (tests use it to look
+/// at the breadcrumb ring while a call is "in the driver").
+pub type CallHook = Box<dyn Fn(CallKind, u64) + Send + Sync>;
+
 /// The host-memory driver. See the module docs.
-#[derive(Debug)]
 pub struct HostDriver {
     config: HostConfig,
     state: Mutex<State>,
     calls: [AtomicU64; CallKind::ALL.len()],
     failures: Mutex<Vec<FailRule>>,
+    hook: Mutex<Option<CallHook>>,
+}
+
+impl std::fmt::Debug for HostDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostDriver")
+            .field("config", &self.config)
+            .field("total_calls", &self.total_calls())
+            .finish_non_exhaustive()
+    }
 }
 
 fn err(call: CallKind, code: i32) -> Error {
@@ -107,7 +120,13 @@ impl HostDriver {
             }),
             calls: std::array::from_fn(|_| AtomicU64::new(0)),
             failures: Mutex::new(Vec::new()),
+            hook: Mutex::new(None),
         }
+    }
+
+    /// Installs a hook run at the start of every call (before the call does anything).
+    pub fn set_hook(&self, hook: Option<CallHook>) {
+        *self.hook.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
     /// Makes the `nth` call (1-based, counted from the driver's creation) of `call` fail with
@@ -156,6 +175,9 @@ impl HostDriver {
         needs_context: bool,
     ) -> Result<std::sync::MutexGuard<'_, State>> {
         let n = self.calls[call as usize].fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(hook) = self.hook.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            hook(call, n);
+        }
         let planned = self
             .failures
             .lock()

@@ -1,8 +1,490 @@
+//! `wedge-capture upload`: the instrumented chunked bulk uploader (uploader crate) on the
+//! command line. By default it reproduces the wedged job's upload: 213,304 sample tensors of
+//! shape [1,193] f32 plus 50 parameters of 256×1024 f32, chunked as ztensor does.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use uploader::bench::{self, CompareReport, Measurement};
+use uploader::cuda::CudaDriver;
+use uploader::host::{HostConfig, HostDriver};
+use uploader::plan::{plan, PlanOptions, Planned};
+use uploader::strategy::{upload, ManagedOptions, PinnedOptions, Progress, Strategy, StrategyKind};
+use uploader::verify::{verify, VerifyReport};
+use uploader::workload::{Workload, WorkloadSpec};
+use uploader::{Driver, Traced};
+use wedge_breadcrumb::Writer;
+
 use crate::exit::{ExitCode, Failure};
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The NVIDIA driver (libcuda), through cudarc's low-level calls.
+    Cuda,
+    /// Device memory simulated in host memory (no GPU needed; same driver-call sequence).
+    Host,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(Failure::new(ExitCode::ERROR, "not built yet").into())
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StrategyArg {
+    /// ztensor's path: per chunk cuMemAlloc, pageable staging, synchronous cuMemcpyHtoD.
+    Ztensor,
+    /// cuMemAllocManaged per chunk, packed by the host, prefetched to the device.
+    Managed,
+    /// Pinned staging buffers packed by threads, overlapped with async copies on a stream.
+    Pinned,
+}
+
+impl From<StrategyArg> for StrategyKind {
+    fn from(s: StrategyArg) -> StrategyKind {
+        match s {
+            StrategyArg::Ztensor => StrategyKind::Ztensor,
+            StrategyArg::Managed => StrategyKind::Managed,
+            StrategyArg::Pinned => StrategyKind::Pinned,
+        }
+    }
+}
+
+/// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512KiB` (binary units).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a byte count: {s:?}"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" | "kb" => 10,
+        "m" | "mib" | "mb" => 20,
+        "g" | "gib" | "gb" => 30,
+        other => return Err(format!("unknown unit {other:?} (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("byte count too large: {s:?}"))
+}
+
+/// Upload f32 tensors to a GPU in chunks, with a breadcrumb around every driver call.
+///
+/// The defaults reproduce the wedged job's upload (ztensor bulkUploadF32): 213,304 tensors of
+/// [1,193] f32 then 50 parameters of 256×1024 f32, chunks of at most 64 MiB and 4096 tensors.
+/// With --ring (or WEDGE_CAPTURE_RING set) every driver call writes an enter record before and
+/// an exit record after it, so `wedge-capture` names the exact call and chunk of a wedge.
+///
+/// Exit codes: 0 uploaded (and verified), 1 error (including a verify mismatch), 2 usage,
+/// 6 no usable CUDA driver (use --backend host to run without a GPU).
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  wedge-capture upload --backend host --verify\n  wedge-capture upload --strategy pinned --verify --ring /tmp/upload.ring\n  wedge-capture upload --compare --ring /tmp/cmp.ring --json"
+)]
+pub struct Args {
+    /// Driver backend.
+    #[arg(long, value_enum, default_value_t = Backend::Cuda)]
+    pub backend: Backend,
+    /// Upload strategy (ignored by --compare, which runs them all).
+    #[arg(long, value_enum, default_value_t = StrategyArg::Ztensor)]
+    pub strategy: StrategyArg,
+    /// Sample tensors.
+    #[arg(long, default_value_t = 213_304, value_name = "N")]
+    pub tensors: usize,
+    /// f32 elements per sample tensor ([1,193] → 193, 772 bytes).
+    #[arg(long, default_value_t = 193, value_name = "F")]
+    pub floats: usize,
+    /// Parameter tensors, uploaded after the samples.
+    #[arg(long, default_value_t = 50, value_name = "P")]
+    pub params: usize,
+    /// f32 elements per parameter tensor (256×1024).
+    #[arg(long, default_value_t = 256 * 1024, value_name = "F")]
+    pub param_floats: usize,
+    /// Byte cap per chunk (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, value_name = "B")]
+    pub chunk_bytes: u64,
+    /// Tensor cap per chunk.
+    #[arg(long, default_value_t = 4096, value_name = "T")]
+    pub chunk_tensors: u32,
+    /// Align each tensor's offset in its chunk to this many bytes (default: no padding, as ztensor).
+    #[arg(long, value_parser = parse_bytes, value_name = "A")]
+    pub align: Option<u64>,
+    /// Breadcrumb ring file to create (default: $WEDGE_CAPTURE_RING / $WEDGE_CAPTURE_RING_DIR, else none).
+    #[arg(long, value_name = "PATH")]
+    pub ring: Option<PathBuf>,
+    /// Slots in a ring created by --ring (a power of two).
+    #[arg(long, default_value_t = 1 << 16, value_name = "N")]
+    pub ring_slots: u32,
+    /// Read every tensor back from the device and compare.
+    #[arg(long)]
+    pub verify: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Run every strategy and the single-copy ceilings (pinned, pageable) on the same bytes and
+    /// print GB/s and ratios; with --ring, also breadcrumb cost (ring on against off).
+    #[arg(long)]
+    pub compare: bool,
+    /// Timed runs per contender in --compare (median reported, after one warm-up).
+    #[arg(long, default_value_t = 5, value_name = "R")]
+    pub repeat: usize,
+    /// pinned: staging buffers.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub staging_buffers: usize,
+    /// pinned: bytes per staging buffer (one async copy each).
+    #[arg(long, default_value = "16MiB", value_parser = parse_bytes, value_name = "B")]
+    pub staging_bytes: u64,
+    /// pinned: packing threads (default: CPUs, at most 16).
+    #[arg(long, value_name = "N")]
+    pub pack_threads: Option<usize>,
+    /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
+    #[arg(long)]
+    pub no_prefetch: bool,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub device: i32,
+    /// host backend: simulated device memory.
+    #[arg(long, default_value = "16GiB", value_parser = parse_bytes, value_name = "B")]
+    pub host_memory: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct UploadSummary {
+    backend: &'static str,
+    strategy: &'static str,
+    tensors: usize,
+    skipped: usize,
+    bytes: u64,
+    chunks: usize,
+    driver_calls: u64,
+    seconds: f64,
+    gbps: f64,
+    ring: Option<PathBuf>,
+    verify: Option<VerifyReport>,
+}
+
+/// A `\r` progress line on stderr, at most every 100 ms, only on a terminal.
+struct ProgressLine {
+    enabled: bool,
+    last: Option<Instant>,
+}
+
+impl ProgressLine {
+    fn new(enabled: bool) -> ProgressLine {
+        ProgressLine {
+            enabled: enabled && std::io::stderr().is_terminal(),
+            last: None,
+        }
+    }
+
+    fn update(&mut self, p: &Progress) {
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        let finished = p.done == p.count;
+        if !finished
+            && self
+                .last
+                .is_some_and(|t| now - t < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last = Some(now);
+        let pct = if p.bytes_total == 0 {
+            100.0
+        } else {
+            p.bytes_done as f64 * 100.0 / p.bytes_total as f64
+        };
+        let width = 30;
+        let filled = ((pct / 100.0) * width as f64) as usize;
+        eprint!(
+            "\r[{}{}] {:5.1}%  {} {}/{}  {:.1}/{:.1} MB",
+            "#".repeat(filled.min(width)),
+            " ".repeat(width - filled.min(width)),
+            pct,
+            p.unit,
+            p.done,
+            p.count,
+            p.bytes_done as f64 / 1e6,
+            p.bytes_total as f64 / 1e6
+        );
+        if finished {
+            eprintln!();
+        }
+    }
+
+    fn note(&self, what: &str) {
+        if self.enabled {
+            eprintln!("{what}");
+        }
+    }
+}
+
+fn map_err(e: uploader::Error) -> anyhow::Error {
+    if e.is_no_driver() {
+        Failure::new(ExitCode::NO_DRIVER, e.to_string()).into()
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.tensors + args.params == 0 {
+        return Err(Failure::new(
+            ExitCode::USAGE,
+            "nothing to upload: --tensors and --params are both 0",
+        )
+        .into());
+    }
+    let options = PlanOptions {
+        chunk_bytes: args.chunk_bytes,
+        chunk_tensors: args.chunk_tensors,
+        alignment: args.align,
+        ..PlanOptions::default()
+    };
+    options
+        .validate()
+        .map_err(|e| Failure::new(ExitCode::USAGE, e.to_string()))?;
+    let mut strategy = Strategy::new(args.strategy.into());
+    strategy.pinned = PinnedOptions {
+        buffers: args.staging_buffers,
+        buffer_bytes: args.staging_bytes,
+        threads: args
+            .pack_threads
+            .unwrap_or(PinnedOptions::default().threads),
+    };
+    strategy.managed = ManagedOptions {
+        prefetch: !args.no_prefetch,
+        ..ManagedOptions::default()
+    };
+    if strategy.pinned.buffers == 0
+        || strategy.pinned.buffer_bytes == 0
+        || strategy.pinned.threads == 0
+    {
+        return Err(Failure::new(
+            ExitCode::USAGE,
+            "--staging-buffers, --staging-bytes and --pack-threads must be > 0",
+        )
+        .into());
+    }
+
+    // The driver first: a machine without one fails fast, before generating data.
+    let cuda;
+    let host;
+    let driver: &dyn Driver = match args.backend {
+        Backend::Cuda => {
+            cuda = CudaDriver::load().map_err(map_err)?;
+            &cuda
+        }
+        Backend::Host => {
+            host = HostDriver::new(HostConfig {
+                memory_bytes: args.host_memory,
+                ..HostConfig::default()
+            });
+            &host
+        }
+    };
+    let ring = match &args.ring {
+        Some(path) => Some(
+            Writer::create(path, args.ring_slots)
+                .with_context(|| format!("cannot create ring {}", path.display()))?,
+        ),
+        None => Writer::from_env()
+            .context("cannot create the ring named by WEDGE_CAPTURE_RING(_DIR)")?,
+    };
+    let ring_path = ring.as_ref().map(|r| r.path().to_path_buf());
+    let t = Traced::open(
+        driver,
+        if args.compare { None } else { ring.as_ref() },
+        args.device,
+    )
+    .map_err(map_err)?;
+
+    let mut progress = ProgressLine::new(!args.json);
+    let spec = WorkloadSpec {
+        samples: args.tensors,
+        sample_floats: args.floats,
+        params: args.params,
+        param_floats: args.param_floats,
+        ..WorkloadSpec::default()
+    };
+    progress.note(&format!(
+        "generating {} tensors ({:.1} MB) …",
+        spec.tensors(),
+        spec.bytes() as f64 / 1e6
+    ));
+    let workload = Workload::synthetic(&spec);
+    let plan = match plan(workload.infos(), &options).map_err(map_err)? {
+        Planned::Bulk(p) => p,
+        Planned::TooFew {
+            eligible,
+            min_eligible,
+        } => {
+            let msg = format!("{eligible} eligible tensors, fewer than {min_eligible}: ztensor does no bulk upload");
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "bulk": false, "eligible": eligible, "min_eligible": min_eligible })
+                );
+            } else {
+                println!("{msg}");
+            }
+            t.close().map_err(map_err)?;
+            return Ok(ExitCode::OK);
+        }
+    };
+
+    if args.compare {
+        let report = bench::compare(
+            &t,
+            &strategy,
+            &workload,
+            &plan,
+            args.repeat,
+            ring.as_ref(),
+            &mut |what| progress.note(&format!("measuring {what} …")),
+        )
+        .map_err(map_err)?;
+        t.close().map_err(map_err)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print_compare(&report, &args);
+        }
+        return Ok(ExitCode::OK);
+    }
+
+    let calls_before = t.calls();
+    let start = Instant::now();
+    let uploaded =
+        upload(&t, &strategy, &workload, &plan, &mut |p| progress.update(p)).map_err(map_err)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let driver_calls = t.calls() - calls_before;
+    let verified = if args.verify {
+        match verify(&t, &uploaded, &workload) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                let _ = uploaded.free(&t);
+                return Err(map_err(e));
+            }
+        }
+    } else {
+        None
+    };
+    uploaded.free(&t).map_err(map_err)?;
+    t.close().map_err(map_err)?;
+
+    let summary = UploadSummary {
+        backend: t.backend(),
+        strategy: strategy.kind.name(),
+        tensors: plan.placements.len(),
+        skipped: plan.skipped,
+        bytes: plan.tensor_bytes,
+        chunks: plan.chunks.len(),
+        driver_calls,
+        seconds,
+        gbps: plan.tensor_bytes as f64 / seconds / 1e9,
+        ring: ring_path,
+        verify: verified,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "uploaded {} tensors ({:.1} MB) in {} chunks with {} on {}: {:.4} s, {:.2} GB/s, {} driver calls",
+            summary.tensors,
+            summary.bytes as f64 / 1e6,
+            summary.chunks,
+            summary.strategy,
+            summary.backend,
+            summary.seconds,
+            summary.gbps,
+            summary.driver_calls
+        );
+        if let Some(v) = &summary.verify {
+            println!(
+                "verified: {} tensors, {:.1} MB read back in {} copies, all equal",
+                v.tensors,
+                v.bytes as f64 / 1e6,
+                v.reads
+            );
+        }
+        if let Some(p) = &summary.ring {
+            println!("breadcrumbs: {}", p.display());
+        }
+    }
+    Ok(ExitCode::OK)
+}
+
+fn print_compare(r: &CompareReport, args: &Args) {
+    println!(
+        "workload: {} tensors, {:.1} MB, {} chunks; backend {}; median of {} runs after a warm-up",
+        r.tensors,
+        r.bytes as f64 / 1e6,
+        r.chunks,
+        r.backend,
+        r.repeat
+    );
+    println!(
+        "pinned staging: {} buffers × {} B, {} packing threads",
+        args.staging_buffers,
+        args.staging_bytes,
+        args.pack_threads
+            .unwrap_or(PinnedOptions::default().threads)
+    );
+    println!(
+        "{:<32} {:>10} {:>8} {:>11} {:>11} {:>7}",
+        "contender", "median s", "GB/s", "of ceiling", "vs ztensor", "calls"
+    );
+    let ceiling = r.ceiling_pinned.gbps;
+    let ztensor = r
+        .strategies
+        .iter()
+        .find(|m| m.name == "ztensor")
+        .map(|m| m.median_seconds);
+    let row = |m: &Measurement| {
+        println!(
+            "{:<32} {:>10.4} {:>8.2} {:>10.1}% {:>10.2}x {:>7}",
+            m.name,
+            m.median_seconds,
+            m.gbps,
+            m.gbps / ceiling * 100.0,
+            ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
+            m.driver_calls
+        )
+    };
+    row(&r.ceiling_pinned);
+    row(&r.ceiling_pageable);
+    for m in &r.strategies {
+        row(m);
+    }
+    for s in &r.skipped {
+        println!("{:<32} skipped: {}", s.name, s.reason);
+    }
+    for c in &r.ring {
+        println!(
+            "breadcrumbs, {}: ring off {:.4} s, on {:.4} s, overhead {:+.2}% ({} calls per run)",
+            c.strategy,
+            c.off.median_seconds,
+            c.on.median_seconds,
+            c.overhead * 100.0,
+            c.on.driver_calls
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("67108864"), Ok(64 << 20));
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("4G"), Ok(4 << 30));
+        assert_eq!(parse_bytes("512 KiB"), Ok(512 << 10));
+        assert!(parse_bytes("12XB").is_err());
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("99999999999999GiB").is_err());
+    }
 }
