@@ -197,6 +197,34 @@ pub fn time_pinned_reused(
     Ok(m)
 }
 
+/// Contenders `--compare` can leave out (the pinned ceiling always runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contender {
+    Pageable,
+    Ztensor,
+    Managed,
+    Pinned,
+    Reused,
+}
+
+impl std::str::FromStr for Contender {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "pageable" => Contender::Pageable,
+            "ztensor" => Contender::Ztensor,
+            "managed" => Contender::Managed,
+            "pinned" => Contender::Pinned,
+            "reused" => Contender::Reused,
+            other => {
+                return Err(Error::InvalidOptions(format!(
+                    "unknown contender {other:?} (pageable, ztensor, managed, pinned, reused)"
+                )))
+            }
+        })
+    }
+}
+
 /// A strategy that could not run (for example managed memory unsupported), with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Skipped {
@@ -223,7 +251,7 @@ pub struct CompareReport {
     pub chunks: usize,
     pub repeat: usize,
     pub ceiling_pinned: Measurement,
-    pub ceiling_pageable: Measurement,
+    pub ceiling_pageable: Option<Measurement>,
     pub strategies: Vec<Measurement>,
     pub skipped: Vec<Skipped>,
     /// Ratios: strategy median GB/s over the pinned ceiling's, and speedup over ztensor.
@@ -238,25 +266,48 @@ pub struct Ratio {
     pub speedup_over_ztensor: f64,
 }
 
+/// What `--compare` runs.
+#[derive(Debug, Clone, Default)]
+pub struct CompareOptions<'a> {
+    /// Timed runs per contender (after one warm-up); the median is reported.
+    pub repeat: usize,
+    /// With a ring: also measure ring on against ring off.
+    pub ring: Option<&'a Writer>,
+    pub skip: Vec<Contender>,
+}
+
 /// Runs the ceilings, every strategy, and (with a ring) ring on against off.
 pub fn compare(
     t: &Traced,
     strategy: &Strategy,
     src: &dyn TensorSource,
     plan: &Plan,
-    repeat: usize,
-    ring: Option<&Writer>,
+    options: &CompareOptions<'_>,
     log: &mut dyn FnMut(&str),
 ) -> Result<CompareReport> {
-    let repeat = repeat.max(1);
+    let repeat = options.repeat.max(1);
+    let ring = options.ring;
+    let skip = options.skip.as_slice();
     let bytes = plan.tensor_bytes;
     log("ceiling: pinned single copy");
     let ceiling_pinned = ceiling_pinned(t, bytes, repeat)?;
-    log("ceiling: pageable single copy");
-    let ceiling_pageable = ceiling_pageable(t, bytes, repeat)?;
+    let ceiling_pageable = if skip.contains(&Contender::Pageable) {
+        None
+    } else {
+        log("ceiling: pageable single copy");
+        Some(ceiling_pageable(t, bytes, repeat)?)
+    };
     let mut strategies = Vec::new();
     let mut skipped = Vec::new();
     for kind in StrategyKind::ALL {
+        let contender = match kind {
+            StrategyKind::Ztensor => Contender::Ztensor,
+            StrategyKind::Managed => Contender::Managed,
+            StrategyKind::Pinned => Contender::Pinned,
+        };
+        if skip.contains(&contender) {
+            continue;
+        }
         log(kind.name());
         let s = Strategy { kind, ..*strategy };
         match time_strategy(t, &s, src, plan, repeat, kind.name()) {
@@ -270,17 +321,19 @@ pub fn compare(
             Err(e) => return Err(e),
         }
     }
-    log("pinned, staging reused");
-    strategies.push(time_pinned_reused(
-        t,
-        &Strategy {
-            kind: StrategyKind::Pinned,
-            ..*strategy
-        },
-        src,
-        plan,
-        repeat,
-    )?);
+    if !skip.contains(&Contender::Reused) {
+        log("pinned, staging reused");
+        strategies.push(time_pinned_reused(
+            t,
+            &Strategy {
+                kind: StrategyKind::Pinned,
+                ..*strategy
+            },
+            src,
+            plan,
+            repeat,
+        )?);
+    }
 
     let ztensor = strategies
         .iter()
@@ -299,6 +352,9 @@ pub fn compare(
     if let Some(ring) = ring {
         let on_t = t.with_ring(Some(ring));
         for kind in [StrategyKind::Ztensor, StrategyKind::Pinned] {
+            if kind == StrategyKind::Ztensor && skip.contains(&Contender::Ztensor) {
+                continue;
+            }
             log(&format!("ring on/off: {}", kind.name()));
             let s = Strategy { kind, ..*strategy };
             let mut off = Vec::new();

@@ -48,6 +48,10 @@ impl From<StrategyArg> for StrategyKind {
     }
 }
 
+fn parse_contender(s: &str) -> Result<bench::Contender, String> {
+    s.parse().map_err(|e: uploader::Error| e.to_string())
+}
+
 /// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512KiB` (binary units).
 fn parse_bytes(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -124,6 +128,9 @@ pub struct Args {
     /// print GB/s and ratios; with --ring, also breadcrumb cost (ring on against off).
     #[arg(long)]
     pub compare: bool,
+    /// --compare: leave these contenders out (comma list of pageable, ztensor, managed, pinned, reused).
+    #[arg(long, value_delimiter = ',', value_parser = parse_contender, value_name = "LIST")]
+    pub skip: Vec<bench::Contender>,
     /// Timed runs per contender in --compare (median reported, after one warm-up).
     #[arg(long, default_value_t = 5, value_name = "R")]
     pub repeat: usize,
@@ -335,15 +342,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
 
     if args.compare {
-        let report = bench::compare(
-            &t,
-            &strategy,
-            &workload,
-            &plan,
-            args.repeat,
-            ring.as_ref(),
-            &mut |what| progress.note(&format!("measuring {what} …")),
-        )
+        let options = bench::CompareOptions {
+            repeat: args.repeat,
+            ring: ring.as_ref(),
+            skip: args.skip.clone(),
+        };
+        let report = bench::compare(&t, &strategy, &workload, &plan, &options, &mut |what| {
+            progress.note(&format!("measuring {what} …"))
+        })
         .map_err(map_err)?;
         t.close().map_err(map_err)?;
         if args.json {
@@ -454,7 +460,9 @@ fn print_compare(r: &CompareReport, args: &Args) {
         )
     };
     row(&r.ceiling_pinned);
-    row(&r.ceiling_pageable);
+    if let Some(m) = &r.ceiling_pageable {
+        row(m);
+    }
     for m in &r.strategies {
         row(m);
     }
