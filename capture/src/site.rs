@@ -106,23 +106,22 @@ fn driver_entry(frames: &[StackFrame]) -> Option<(&str, &str, Option<&str>)> {
 fn is_fs_freeze(frames: &[StackFrame], wchan: Option<&str>) -> bool {
     let percpu = wchan == Some("percpu_rwsem_wait")
         || has(frames, &["percpu_rwsem_wait", "__percpu_down_read"]).is_some();
-    let sb_write = has(
-        frames,
-        &[
-            "mnt_want_write_file",
-            "mnt_want_write",
-            "__sb_start_write",
-            "sb_start_write",
-            "sb_start_pagefault",
-            "sb_start_intwrite",
-            "file_start_write",
-        ],
-    )
-    .is_some()
-        || frames.iter().any(|f| f.function.starts_with("__sb_start"));
-    // percpu_rwsem_wait is also used by cgroup and other users; require the superblock write path
+    // percpu_rwsem_wait also serves cgroup_threadgroup_rwsem and others; require the superblock
+    // write-protection path (sb_start_write / mnt_want_write, often inlined into a vfs_* caller)
     // when there is a stack to look at.
-    percpu && (sb_write || frames.is_empty())
+    let fs_path = frames.iter().any(|f| {
+        let n = base_name(&f.function);
+        n.starts_with("mnt_want_write")
+            || n.starts_with("__sb_start")
+            || n.starts_with("sb_start")
+            || n == "file_start_write"
+            || n.starts_with("vfs_")
+            || n == "do_truncate"
+            || n == "do_sys_ftruncate"
+            || n.starts_with("ioctl_")
+            || n == "do_vfs_ioctl"
+    });
+    percpu && (fs_path || frames.is_empty())
 }
 
 /// One-line classification. `syscall` is the name decoded from `/proc/<tid>/syscall`, used only when
@@ -273,6 +272,18 @@ mod tests {
         assert_eq!(
             classify(&[], Some("percpu_rwsem_wait"), Some("write")).unwrap(),
             "write → filesystem freeze (percpu_rwsem_wait)"
+        );
+        // write(2) on this kernel: sb_start_write is inlined into vfs_write.
+        let f = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] vfs_write+0x458/0x4c0\n[<0>] ksys_write+0x6f/0xf0\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+        assert_eq!(
+            classify(&f, Some("percpu_rwsem_wait"), Some("write")).unwrap(),
+            "write → filesystem freeze (percpu_rwsem_wait)"
+        );
+        // The same wait under cgroup_threadgroup_rwsem (fork) is not a frozen filesystem.
+        let f = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] __percpu_down_read+0x5e/0x70\n[<0>] cgroup_can_fork+0x3a/0x60\n[<0>] copy_process+0x1/0x2\n[<0>] kernel_clone+0x1/0x2\n[<0>] __x64_sys_clone3+0x1/0x2\n");
+        assert_eq!(
+            classify(&f, Some("percpu_rwsem_wait"), Some("clone3")).unwrap(),
+            "clone3 … percpu rwsem wait"
         );
         let f = frames("[<0>] folio_wait_bit_common+0x13d/0x350\n[<0>] filemap_fault+0x5e1/0x9c0\n[<0>] __do_fault+0x36/0x130\n[<0>] do_fault+0x1b5/0x410\n[<0>] __handle_mm_fault+0x632/0xc70\n[<0>] handle_mm_fault+0xd8/0x2c0\n[<0>] do_user_addr_fault+0x1c1/0x690\n[<0>] exc_page_fault+0x77/0x170\n[<0>] asm_exc_page_fault+0x26/0x30\n");
         assert_eq!(
