@@ -16,7 +16,6 @@ pub mod model;
 pub mod redact;
 pub mod render;
 pub mod retention;
-mod ring_compat;
 pub mod store;
 
 pub use error::{Error, Result};

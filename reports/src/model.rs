@@ -13,7 +13,7 @@ use capture::ProcessSnapshot;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use crate::ring_compat::{Args, InFlight, Record, RecordKind, RingHeader};
+pub use wedge_breadcrumb::{Args, InFlight, Record, RecordKind, RingHeader, RingSnapshot};
 
 /// The value of [`Incident::schema`].
 pub const SCHEMA_NAME: &str = "wedge-capture.incident";
@@ -187,7 +187,7 @@ pub struct Episode {
 #[serde(default)]
 pub struct HostInfo {
     pub hostname: String,
-    /// /proc/sys/kernel/random/boot_id: tells whether two incidents come from the same boot.
+    /// The kernel's random `boot_id`: tells whether two incidents come from the same boot.
     pub boot_id: String,
     /// `uname -r`.
     pub kernel_release: String,
@@ -275,8 +275,49 @@ pub struct RingExcerpt {
     pub in_flight: Vec<InFlight>,
     /// Slots being rewritten while read (skipped).
     pub torn_slots: u64,
+    /// Slots whose content failed validation (skipped).
+    pub invalid_slots: u64,
+    /// Whether the ring was written on this boot (then its monotonic times compare with ours).
+    pub same_boot: Option<bool>,
+    /// Records in the ring that are not in `records` (the excerpt keeps the newest).
+    pub records_omitted: u64,
     /// Why the ring could not be read, when it could not.
     pub error: Option<String>,
+}
+
+impl RingExcerpt {
+    /// The excerpt of a ring read: header, in-flight calls and the newest `max_records` records.
+    pub fn from_snapshot(
+        path: Option<String>,
+        snapshot: &RingSnapshot,
+        max_records: usize,
+    ) -> RingExcerpt {
+        let keep = snapshot.records.len().min(max_records);
+        let omitted = snapshot.records.len() - keep;
+        RingExcerpt {
+            path,
+            copy: None,
+            read_at: Timestamp::now(),
+            header: Some(snapshot.header.clone()),
+            records: snapshot.records[omitted..].to_vec(),
+            in_flight: snapshot.in_flight.clone(),
+            torn_slots: snapshot.torn_slots,
+            invalid_slots: snapshot.invalid_slots,
+            same_boot: snapshot.same_boot,
+            records_omitted: omitted as u64,
+            error: None,
+        }
+    }
+
+    /// The ring could not be read.
+    pub fn unreadable(path: Option<String>, error: impl Into<String>) -> RingExcerpt {
+        RingExcerpt {
+            path,
+            read_at: Timestamp::now(),
+            error: Some(error.into()),
+            ..RingExcerpt::default()
+        }
+    }
 }
 
 /// One /dev/kmsg record.
@@ -350,7 +391,7 @@ pub struct HostContext {
     pub psi: Vec<PsiLine>,
     /// A subset of meminfo, in kB (MemTotal, MemAvailable, Dirty, Writeback, …).
     pub meminfo_kb: BTreeMap<String, u64>,
-    /// /proc/loadavg as read.
+    /// The `loadavg` line as read.
     pub loadavg: Option<String>,
     /// Every task of the host in D at capture time (other processes stuck on the same lock tell a lot).
     pub d_state_tasks: Vec<DStateTask>,
@@ -388,7 +429,7 @@ pub enum ProbeOutcome {
     Unknown,
 }
 
-/// A risky read (cmdline, /proc/driver/nvidia, nvidia-smi …) done in a sacrificial child with a deadline.
+/// A risky read (cmdline, the NVIDIA driver's proc files, nvidia-smi …) done in a sacrificial child with a deadline.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Probe {

@@ -113,7 +113,10 @@ fn where_blocked(t: &ThreadSnapshot) -> String {
 
 fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Option<String> {
     let ring = incident.ring.as_ref()?;
-    let own = ring.in_flight.iter().find(|f| f.tid == tid);
+    let own = ring
+        .in_flight
+        .iter()
+        .find(|f| i64::from(f.tid) == i64::from(tid));
     if let Some(f) = own.or_else(|| {
         ring.in_flight
             .iter()
@@ -122,7 +125,7 @@ fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Opti
         let age = in_flight_age(f, now_ns)
             .map(|ns| format!(" {} ago", duration(ns)))
             .unwrap_or_default();
-        let other = if f.tid == tid {
+        let other = if i64::from(f.tid) == i64::from(tid) {
             String::new()
         } else {
             format!(" on thread {}", f.tid)
@@ -136,7 +139,7 @@ fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Opti
         .records
         .iter()
         .rev()
-        .find(|r| r.tid == tid)
+        .find(|r| i64::from(r.tid) == i64::from(tid))
         .or(ring.records.last())?;
     let age = now_ns
         .and_then(|now| now.checked_sub(last.monotonic_ns))
@@ -260,7 +263,7 @@ fn plural(n: usize) -> &'static str {
 
 /// Text that goes inside single backticks: no backticks, no newlines, bounded.
 fn tick_safe(s: &str) -> String {
-    clip(&s.replace('`', "'").replace(['\n', '\r'], " "), 300)
+    clip(s, 300).replace('`', "'").replace(['\n', '\r'], " ")
 }
 
 /// Text for a Markdown table cell or HTML summary: HTML-escaped, pipes escaped, one line.
@@ -279,6 +282,10 @@ fn code_cell(s: &str) -> String {
 }
 
 fn clip(s: &str, max_chars: usize) -> String {
+    if s.len() <= max_chars {
+        // Fast path: no more bytes than allowed characters.
+        return s.to_string();
+    }
     match s.char_indices().nth(max_chars) {
         None => s.to_string(),
         Some((idx, _)) => format!("{}…", &s[..idx]),
@@ -287,8 +294,12 @@ fn clip(s: &str, max_chars: usize) -> String {
 
 /// One line inside a fenced block: bounded, and unable to close the fence.
 fn fenced_line(s: &str) -> String {
-    let s = clip(&s.replace(['\n', '\r'], " "), MAX_LINE);
-    if s.contains("```") {
+    // Clip first: lines can be megabytes long. Byte searches (memchr) keep this cheap for the common clean line.
+    let mut s = clip(s, MAX_LINE);
+    if s.as_bytes().contains(&b'\n') || s.as_bytes().contains(&b'\r') {
+        s = s.replace(['\n', '\r'], " ");
+    }
+    if s.as_bytes().contains(&b'`') && s.contains("```") {
         s.replace('`', "'")
     } else {
         s
@@ -354,36 +365,25 @@ impl Section {
         }
     }
 
-    fn full_len(&self) -> usize {
-        self.open().len()
-            + Self::CLOSE.len()
-            + self.lines.iter().map(|l| l.len() + 1).sum::<usize>()
-    }
-
-    /// How many lines fit in `cap` bytes (all of them if the whole fits).
-    fn lines_within(&self, cap: usize) -> usize {
-        if self.full_len() <= cap {
-            return self.lines.len();
-        }
-        let fixed = self.open().len()
-            + Self::CLOSE.len()
-            + Self::cut_note(self.lines.len(), self.keep).len();
-        let mut used = fixed;
-        let mut n = 0;
+    /// Byte sizes for every possible number of shown lines, computed once.
+    fn measure(&self) -> Measured {
         let ordered: Box<dyn Iterator<Item = &String>> = match self.keep {
             Keep::Head => Box::new(self.lines.iter()),
             Keep::Tail => Box::new(self.lines.iter().rev()),
         };
+        let mut prefix = Vec::with_capacity(self.lines.len() + 1);
+        let mut sum = 0;
+        prefix.push(0);
         for line in ordered {
-            if used + line.len() + 1 > cap {
-                break;
-            }
-            used += line.len() + 1;
-            n += 1;
+            sum += line.len() + 1;
+            prefix.push(sum);
         }
-        n
+        Measured {
+            fixed: self.open().len() + Self::CLOSE.len(),
+            prefix,
+            keep: self.keep,
+        }
     }
-
     fn render(&self, shown: usize, out: &mut String) {
         out.push_str(&self.open());
         let dropped = self.lines.len() - shown;
@@ -451,33 +451,66 @@ pub fn markdown(incident: &Incident) -> String {
 /// Lines to show per section so that the sections together take at most `budget` bytes: every section gets up to a
 /// common cap, found by bisection, so the longest sections are cut first.
 fn fit(sections: &[Section], budget: usize) -> Vec<usize> {
-    let total = |cap: usize| -> (usize, Vec<usize>) {
-        let mut used = 0;
-        let mut shown = Vec::with_capacity(sections.len());
-        for s in sections {
-            let n = s.lines_within(cap);
-            let mut text = String::new();
-            s.render(n, &mut text);
-            used += text.len();
-            shown.push(n);
-        }
-        (used, shown)
-    };
-    let full: Vec<usize> = sections.iter().map(|s| s.lines.len()).collect();
-    let max_cap = sections.iter().map(Section::full_len).max().unwrap_or(0);
-    if total(max_cap).0 <= budget {
-        return full;
-    }
+    let measured: Vec<Measured> = sections.iter().map(Section::measure).collect();
+    let total =
+        |cap: usize| -> usize { measured.iter().map(|m| m.size(m.lines_within(cap))).sum() };
+    let max_cap = measured
+        .iter()
+        .map(|m| m.size(m.lines()))
+        .max()
+        .unwrap_or(0);
     let (mut lo, mut hi) = (0usize, max_cap);
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
-        if total(mid).0 <= budget {
+        if total(mid) <= budget {
             lo = mid;
         } else {
             hi = mid - 1;
         }
     }
-    total(lo).1
+    measured.iter().map(|m| m.lines_within(lo)).collect()
+}
+
+/// Sizes of one section for each number of shown lines.
+struct Measured {
+    fixed: usize,
+    /// `prefix[n]`: bytes of the first n lines in keep order, newlines included.
+    prefix: Vec<usize>,
+    keep: Keep,
+}
+
+impl Measured {
+    fn lines(&self) -> usize {
+        self.prefix.len() - 1
+    }
+
+    /// Rendered bytes with `n` lines shown (the cut note included when n is short of all).
+    fn size(&self, n: usize) -> usize {
+        let note = if n < self.lines() {
+            Section::cut_note(self.lines() - n, self.keep).len()
+        } else {
+            0
+        };
+        self.fixed + self.prefix[n] + note
+    }
+
+    /// The most lines whose rendering fits in `cap` bytes (0 if even the bare section does not fit).
+    fn lines_within(&self, cap: usize) -> usize {
+        if self.size(self.lines()) <= cap {
+            return self.lines();
+        }
+        // size(n) grows with n (the note's length changes by a few bytes at most, less than a line).
+        let (mut lo, mut hi) = (0usize, self.lines());
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.size(mid) <= cap {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
 }
 
 /// Last resort, should the head alone be huge: cut at a character boundary and say so.
@@ -844,11 +877,22 @@ fn sections(incident: &Incident) -> Vec<Section> {
                 label(&f.label)
             ));
         }
+        if ring.records_omitted > 0 {
+            crumbs.push(format!(
+                "({} older records not kept in the excerpt)",
+                ring.records_omitted
+            ));
+        }
         if !ring.records.is_empty() {
-            crumbs.push("seq tid t(monotonic s) kind call result label");
+            let clock = if now_ns.is_some() {
+                "s before the latest sample"
+            } else {
+                "CLOCK_MONOTONIC s"
+            };
+            crumbs.push(format!("seq tid time ({clock}) kind call result label"));
         }
         for r in &ring.records {
-            crumbs.push(record_line(r));
+            crumbs.push(record_line(r, now_ns));
         }
     }
 
@@ -927,7 +971,7 @@ fn sections(incident: &Incident) -> Vec<Section> {
     vec![stacks, history, crumbs, kmsg, host, probes, missing]
 }
 
-fn record_line(r: &Record) -> String {
+fn record_line(r: &Record, now_ns: Option<u64>) -> String {
     let kind = match r.kind {
         RecordKind::Enter => "enter",
         RecordKind::Exit => "exit ",
@@ -936,11 +980,14 @@ fn record_line(r: &Record) -> String {
         .result
         .map(|v| v.to_string())
         .unwrap_or_else(|| "-".into());
+    let time = match now_ns {
+        Some(now) => format!("T-{:.3}", (now as f64 - r.monotonic_ns as f64) / 1e9),
+        None => format!("{:.6}", r.monotonic_ns as f64 / 1e9),
+    };
     format!(
-        "{} {} {:.6} {kind} {} {result} {}",
+        "{} {} {time} {kind} {} {result} {}",
         r.seq,
         r.tid,
-        r.monotonic_ns as f64 / 1e9,
         call_text(&r.call, &r.args),
         label(&r.label)
     )

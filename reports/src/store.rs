@@ -188,6 +188,7 @@ impl Store {
         let handle = IncidentHandle {
             path: self.dir.join(&id),
             id,
+            store: self.clone(),
             modes: self.modes,
             finished: false,
             lock: Some(lock),
@@ -453,6 +454,7 @@ impl Store {
 #[derive(Debug)]
 pub struct IncidentHandle {
     id: String,
+    store: Store,
     path: PathBuf,
     modes: Modes,
     finished: bool,
@@ -502,10 +504,13 @@ impl IncidentHandle {
     }
 
     /// Write report.md, then incident.json with complete=true (last, so complete=true implies every part is there).
+    /// Retention then runs again, now that the incident's size is known (this incident stays protected while the
+    /// handle lives).
     pub fn finish(&mut self, incident: &Incident) -> Result<()> {
         self.write_report(incident)?;
         write_incident_json(&self.path, &self.id, incident, true, self.modes.file)?;
         self.finished = true;
+        let _ = self.store.enforce_retention();
         Ok(())
     }
 

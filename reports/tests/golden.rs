@@ -1,0 +1,225 @@
+//! Golden tests of the Markdown rendering, and the size cap on a huge incident.
+//!
+//! `tests/data/incident-v1.json` is an incident as written by schema version 1; it must keep parsing and keep
+//! rendering to `tests/data/report.golden.md`. Regenerate both after an intended change with
+//! `WEDGE_UPDATE_GOLDEN=1 cargo test -p reports --test golden`, and review the diff.
+
+mod common;
+
+use std::path::PathBuf;
+
+use capture::{StackFrame, ThreadSnapshot};
+use reports::model::*;
+use reports::render::{markdown, verdict, MAX_MARKDOWN_CHARS};
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn update() -> bool {
+    std::env::var_os("WEDGE_UPDATE_GOLDEN").is_some()
+}
+
+#[test]
+fn schema_v1_file_still_parses_to_the_same_incident() {
+    let path = data("incident-v1.json");
+    let fixture = common::incident();
+    if update() {
+        std::fs::write(&path, serde_json::to_string_pretty(&fixture).unwrap()).unwrap();
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    let parsed: Incident = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        parsed, fixture,
+        "incident-v1.json no longer parses to the fixture: a field was renamed or changed"
+    );
+}
+
+#[test]
+fn markdown_matches_golden() {
+    let incident: Incident =
+        serde_json::from_str(&std::fs::read_to_string(data("incident-v1.json")).unwrap()).unwrap();
+    let md = markdown(&incident);
+    let path = data("report.golden.md");
+    if update() {
+        std::fs::write(&path, &md).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path).unwrap();
+    if md != golden {
+        let actual = path.with_extension("actual.md");
+        std::fs::write(&actual, &md).unwrap();
+        panic!(
+            "rendering differs from {} (actual output in {}); if intended, rerun with WEDGE_UPDATE_GOLDEN=1",
+            path.display(),
+            actual.display()
+        );
+    }
+}
+
+#[test]
+fn verdict_names_thread_call_device_duration_and_breadcrumb() {
+    let v = verdict(&common::incident());
+    assert_eq!(
+        v,
+        "thread 4242 `python3` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; \
+         last breadcrumb `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned; 1 more thread in D"
+    );
+    let md = markdown(&common::incident());
+    assert!(
+        md.starts_with(&format!("**Verdict:** {v}\n")),
+        "the verdict must come first"
+    );
+    // The secret in the command line never reaches the report.
+    assert!(!md.contains("hf_SECRETSECRET") && !md.contains("alice:pw"));
+    assert!(md.contains("--hf-token [REDACTED]"));
+}
+
+#[test]
+fn verdict_without_ioctl_ring_or_d_threads() {
+    let mut inc = common::incident();
+    inc.ring = None;
+    inc.samples.truncate(1);
+    let t = &mut inc.samples[0].snapshot.threads[0];
+    t.ioctl = None;
+    t.syscall = None;
+    inc.samples[0].snapshot.threads.remove(2);
+    assert_eq!(
+        verdict(&inc),
+        "thread 4242 `python3` has been in D for 302 s at `os_acquire_mutex`; no breadcrumb ring"
+    );
+    for t in &mut inc.samples[0].snapshot.threads {
+        t.state = "S".into();
+    }
+    inc.episode.status = EpisodeStatus::Resolved;
+    inc.episode.resolved_after_s = Some(330.0);
+    assert_eq!(
+        verdict(&inc),
+        "pid 4242: no thread in D any more; the episode resolved after 330 s"
+    );
+}
+
+fn huge_incident() -> Incident {
+    let mut inc = common::incident();
+    let frame = |i: usize| StackFrame {
+        function: format!(
+            "very_long_kernel_function_name_number_{i}_{}",
+            "x".repeat(80)
+        ),
+        offset: 0x1234,
+        size: 0x5678,
+        module: Some("nvidia".into()),
+    };
+    let threads: Vec<ThreadSnapshot> = (0..3000)
+        .map(|i| ThreadSnapshot {
+            tid: 10_000 + i,
+            comm: format!("worker-{i}"),
+            state: if i % 2 == 0 { "D".into() } else { "S".into() },
+            wchan: Some("os_acquire_mutex".into()),
+            stack: (0..30).map(|j| frame(j as usize)).collect(),
+            ..ThreadSnapshot::default()
+        })
+        .collect();
+    let latest = inc.samples.len() - 1;
+    inc.samples[latest].snapshot.threads.extend(threads);
+    for k in 0..20_000u64 {
+        inc.kernel_log.push(KernelLogLine::new(
+            Some(k),
+            Some(4),
+            Some(k * 1000),
+            format!("NVRM: Xid line {k} {}", "y".repeat(k as usize % 3000)),
+        ));
+    }
+    let ring = inc.ring.as_mut().unwrap();
+    let r = ring.records[4].clone();
+    for k in 0..20_000u64 {
+        let mut r = r.clone();
+        r.seq = 10 + k;
+        ring.records.push(r);
+    }
+    for k in 0..5000 {
+        inc.host_context.d_state_tasks.push(DStateTask {
+            pid: k,
+            tid: k,
+            comm: "stuck".into(),
+            wchan: Some("w".into()),
+            cgroup: Some("/".repeat(500)),
+        });
+        inc.timeline.push(TimelineEvent {
+            at: Timestamp::monotonic(k as u64),
+            event: "e".repeat(2000),
+        });
+        inc.not_captured.push(NotCaptured {
+            what: format!("thing {k}"),
+            why: "z".repeat(100),
+        });
+    }
+    inc.verdict = "v".repeat(100_000);
+    inc
+}
+
+#[test]
+fn huge_incident_stays_under_the_limit_and_says_it_truncated() {
+    let inc = huge_incident();
+    let md = markdown(&inc);
+    let chars = md.chars().count();
+    assert!(chars <= MAX_MARKDOWN_CHARS, "{chars} characters");
+    // The cap is used, not wasted: the report stays informative.
+    assert!(
+        chars > MAX_MARKDOWN_CHARS * 3 / 4,
+        "only {chars} characters"
+    );
+    assert!(
+        md.contains("this report was truncated"),
+        "no truncation note"
+    );
+    assert!(md.contains("lines cut to fit the size limit"));
+    assert_eq!(
+        md.matches("<details>").count(),
+        md.matches("</details>").count()
+    );
+    assert_eq!(md.matches("```").count() % 2, 0, "unbalanced code fences");
+    // Each section got a share: the kernel log's newest line is kept, and stacks still show the first thread.
+    assert!(md.contains("NVRM: Xid line 19999"));
+    assert!(md.contains("thread 4242 python3 state D"));
+}
+
+#[test]
+fn a_small_incident_is_not_truncated() {
+    let md = markdown(&common::incident());
+    assert!(!md.contains("truncated"));
+    assert!(md.len() < 20_000);
+}
+
+#[test]
+fn hostile_strings_do_not_break_the_markdown() {
+    let mut inc = common::incident();
+    let t = &mut inc.samples[1].snapshot.threads[0];
+    t.comm = "a`b|</details>```".into();
+    t.stack[0].function = "```\n</details><script>".into();
+    inc.kernel_log
+        .push(KernelLogLine::new(None, None, None, "```\n</details>"));
+    let md = markdown(&inc);
+    // Structure lines are whole lines; hostile text never forms one.
+    let opens = md.lines().filter(|l| l.starts_with("<details>")).count();
+    let closes = md.lines().filter(|l| *l == "</details>").count();
+    assert_eq!((opens, closes), (7, 7));
+    let fences = md.lines().filter(|l| l.starts_with("```")).count();
+    assert_eq!(fences, 14, "only our own fences start a line");
+    assert!(
+        md.lines()
+            .all(|l| !l.contains("```") || l.starts_with("```")),
+        "a fence inside a line"
+    );
+    // Before the first section, hostile markup only appears inside code spans or escaped.
+    let head = &md[..md.find("<details>").unwrap()];
+    let outside_code_spans = |l: &str| -> String { l.split('`').step_by(2).collect() };
+    for line in head.lines() {
+        let visible = outside_code_spans(line);
+        assert!(
+            !visible.contains("<script>") && !visible.contains("</details>"),
+            "unescaped: {line}"
+        );
+    }
+}
