@@ -232,7 +232,7 @@ fn writer_killed_at_random_points_never_leaves_a_torn_file() {
             .unwrap();
         // Microsecond resolution so kills land anywhere inside a write, fsync or rename; one kill in five waits
         // longer so that some writers get to finish incidents (and die between or inside later ones).
-        let range_us = if rng.next() % 5 == 0 {
+        let range_us = if rng.next() % 5 == 4 {
             max_delay_ms * 5000
         } else {
             max_delay_ms * 1000
