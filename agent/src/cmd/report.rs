@@ -1,11 +1,254 @@
+//! `wedge-capture report list|show|bundle`: read the incident store that the watchdog writes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use reports::store::{IncidentSummary, Store, DEFAULT_DIR, INCIDENT_FILE};
+
 use crate::exit::{ExitCode, Failure};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ReportCommand {
-    /// List incidents in the output directory, newest first.
-    List,
+    /// List incidents, newest first: id, state (complete, partial, in progress), pid, size and verdict.
+    #[command(after_help = "\
+Examples:
+  wedge-capture report list
+  wedge-capture report list --dir ./incidents --json
+
+A partial incident is one whose writer was interrupted (or is still writing: `in progress`);
+everything it holds is valid and readable.")]
+    List(ListArgs),
+    /// Print one incident: Markdown to paste into a bug thread, or its JSON.
+    #[command(after_help = "\
+ID is a directory name from `report list` (e.g. 20261202T113400Z-gpu01-4242) or `latest`.
+
+Examples:
+  wedge-capture report show latest
+  wedge-capture report show 20261202T113400Z-gpu01-4242 --format json | jq .verdict
+
+The Markdown never exceeds 65,536 characters (a GitHub comment's limit); when sections
+were shortened it says so, and the full data stays in incident.json.")]
+    Show(ShowArgs),
+    /// Write a .tar.gz of one incident (incident.json, report.md, ring.bin, samples) to attach to a bug.
+    #[command(after_help = "\
+Examples:
+  wedge-capture report bundle latest
+  wedge-capture report bundle 20261202T113400Z-gpu01-4242 -o /tmp/wedge.tar.gz")]
+    Bundle(BundleArgs),
 }
 
-pub fn run(_cmd: ReportCommand) -> anyhow::Result<ExitCode> {
-    Err(Failure::new(ExitCode::ERROR, "not built yet").into())
+/// The incident directory, shared by every `report` subcommand.
+#[derive(Debug, clap::Args)]
+pub struct DirArg {
+    /// Incident directory (where `wedge-capture agent` / `run` write).
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub dir: DirArg,
+    /// One JSON array of summaries instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShowFormat {
+    /// Markdown for a GitHub bug thread: verdict, per-thread tables, timeline, details.
+    Md,
+    /// incident.json exactly as stored.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Incident id (directory name) or `latest`.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    #[command(flatten)]
+    pub dir: DirArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ShowFormat::Md)]
+    pub format: ShowFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BundleArgs {
+    /// Incident id (directory name) or `latest`.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    #[command(flatten)]
+    pub dir: DirArg,
+    /// Output file [default: ./<ID>.tar.gz].
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ReportCommand::List(args) => list(args),
+        ReportCommand::Show(args) => show(args),
+        ReportCommand::Bundle(args) => bundle(args),
+    }
+}
+
+fn open(dir: &Path) -> anyhow::Result<Store> {
+    Store::open_read_only(dir).map_err(|err| Failure::new(ExitCode::ERROR, err.to_string()).into())
+}
+
+/// `latest` → the newest incident's id; anything else unchanged.
+fn resolve_id(store: &Store, id: &str) -> anyhow::Result<String> {
+    if id != "latest" {
+        return Ok(id.to_string());
+    }
+    let newest = store.list()?.into_iter().next();
+    match newest {
+        Some(summary) => Ok(summary.id),
+        None => Err(Failure::new(
+            ExitCode::ERROR,
+            format!("no incidents in {}", store.dir().display()),
+        )
+        .into()),
+    }
+}
+
+fn not_found_hint(err: reports::Error, dir: &Path) -> anyhow::Error {
+    match err {
+        reports::Error::NotFound { .. } | reports::Error::InvalidId(_) => Failure::new(
+            ExitCode::ERROR,
+            format!(
+                "{err}; `wedge-capture report list --dir {}` shows the ids",
+                dir.display()
+            ),
+        )
+        .into(),
+        other => other.into(),
+    }
+}
+
+fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.dir.dir;
+    let summaries = match Store::open_read_only(dir) {
+        Ok(store) => store.list()?,
+        // A host that never had a wedge has no directory yet: that is an empty list, not an error.
+        Err(reports::Error::NoStore { .. }) => {
+            if !args.json {
+                eprintln!("no incidents: {} does not exist yet", dir.display());
+            }
+            Vec::new()
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let mut out = String::new();
+    if args.json {
+        out = serde_json::to_string_pretty(&summaries)?;
+        out.push('\n');
+    } else if summaries.is_empty() {
+        if dir.exists() {
+            eprintln!("no incidents in {}", dir.display());
+        }
+    } else {
+        out = table(&summaries, dir);
+    }
+    write_stdout(out.as_bytes())?;
+    Ok(ExitCode::OK)
+}
+
+fn state(s: &IncidentSummary) -> &'static str {
+    if s.error.is_some() {
+        "unreadable"
+    } else if s.in_progress {
+        "in progress"
+    } else if s.complete {
+        "complete"
+    } else {
+        "partial"
+    }
+}
+
+fn table(summaries: &[IncidentSummary], dir: &Path) -> String {
+    let id_width = summaries
+        .iter()
+        .map(|s| s.id.len())
+        .max()
+        .unwrap_or(2)
+        .max(2);
+    let mut out = format!(
+        "{} incident{} in {}\n{:<id_width$}  {:<11}  {:>8}  {:>9}  VERDICT\n",
+        summaries.len(),
+        if summaries.len() == 1 { "" } else { "s" },
+        dir.display(),
+        "ID",
+        "STATE",
+        "PID",
+        "SIZE"
+    );
+    for s in summaries {
+        let verdict = match &s.error {
+            Some(err) => err.clone(),
+            None => s.verdict.clone(),
+        };
+        let verdict: String = verdict
+            .replace(['\n', '\r'], " ")
+            .chars()
+            .take(140)
+            .collect();
+        out.push_str(&format!(
+            "{:<id_width$}  {:<11}  {:>8}  {:>9}  {}\n",
+            s.id,
+            state(s),
+            s.pid,
+            reports::render::bytes(s.bytes),
+            verdict
+        ));
+    }
+    out
+}
+
+fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.dir.dir;
+    let store = open(dir)?;
+    let id = resolve_id(&store, &args.id)?;
+    let incident = store.load(&id).map_err(|err| not_found_hint(err, dir))?;
+    match args.format {
+        ShowFormat::Md => write_stdout(reports::render::markdown(&incident).as_bytes())?,
+        ShowFormat::Json => {
+            // The stored bytes, so that fields from a newer writer are not dropped; `load` above proved they parse.
+            let path = store.path_of(&id)?.join(INCIDENT_FILE);
+            let mut bytes =
+                std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+            if !bytes.ends_with(b"\n") {
+                bytes.push(b'\n');
+            }
+            write_stdout(&bytes)?;
+        }
+    }
+    Ok(ExitCode::OK)
+}
+
+fn bundle(args: BundleArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.dir.dir;
+    let store = open(dir)?;
+    let id = resolve_id(&store, &args.id)?;
+    store.path_of(&id).map_err(|err| not_found_hint(err, dir))?;
+    let output = args
+        .output
+        .unwrap_or_else(|| PathBuf::from(format!("{id}.tar.gz")));
+    let size = store
+        .bundle(&id, &output)
+        .with_context(|| format!("bundle incident {id} into {}", output.display()))?;
+    write_stdout(format!("{} ({})\n", output.display(), reports::render::bytes(size)).as_bytes())?;
+    Ok(ExitCode::OK)
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("write to stdout"),
+    }
 }
