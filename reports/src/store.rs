@@ -250,15 +250,15 @@ impl Store {
             let path = self.dir.join(&id);
             let bytes = dir_size(&path);
             let in_progress = marker_state(&path) == Marker::Live;
-            let summary = match read_incident(&path.join(INCIDENT_FILE)) {
-                Ok(inc) => IncidentSummary {
+            let summary = match read_json::<SummaryFields>(&path.join(INCIDENT_FILE)) {
+                Ok(head) => IncidentSummary {
                     id: id.clone(),
                     path,
-                    detected_at: inc.detected_at.wall,
-                    pid: inc.process.pid,
-                    hostname: inc.host.hostname,
-                    verdict: inc.verdict,
-                    complete: inc.complete,
+                    detected_at: head.detected_at.wall,
+                    pid: head.process.pid,
+                    hostname: head.host.hostname,
+                    verdict: head.verdict,
+                    complete: head.complete,
                     in_progress,
                     bytes,
                     error: None,
@@ -561,6 +561,33 @@ fn write_incident_json(
 
 /// Read and parse one incident.json, bounded in size.
 pub fn read_incident(path: &Path) -> Result<Incident> {
+    read_json(path)
+}
+
+/// The few fields `list` shows: parsing only these skips building samples and stacks.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SummaryFields {
+    complete: bool,
+    verdict: String,
+    detected_at: Timestamp,
+    process: SummaryProcess,
+    host: SummaryHost,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SummaryProcess {
+    pid: i32,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SummaryHost {
+    hostname: String,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let file = File::open(path).map_err(Error::io("open", path))?;
     let size = file.metadata().map_err(Error::io("stat", path))?.len();
     if size > MAX_INCIDENT_JSON_BYTES {
