@@ -205,6 +205,9 @@ pub enum Contender {
     Managed,
     Pinned,
     Reused,
+    /// The ring on/off measurement of ztensor (or pinned).
+    RingZtensor,
+    RingPinned,
 }
 
 impl std::str::FromStr for Contender {
@@ -216,9 +219,11 @@ impl std::str::FromStr for Contender {
             "managed" => Contender::Managed,
             "pinned" => Contender::Pinned,
             "reused" => Contender::Reused,
+            "ring-ztensor" => Contender::RingZtensor,
+            "ring-pinned" => Contender::RingPinned,
             other => {
                 return Err(Error::InvalidOptions(format!(
-                    "unknown contender {other:?} (pageable, ztensor, managed, pinned, reused)"
+                    "unknown contender {other:?} (pageable, ztensor, managed, pinned, reused, ring-ztensor, ring-pinned)"
                 )))
             }
         })
@@ -240,6 +245,8 @@ pub struct RingCost {
     pub on: Measurement,
     /// on / off − 1 (medians); the goal is ≤ 0.02.
     pub overhead: f64,
+    /// Median over the runs of on_i / off_i − 1 (each pair run back to back).
+    pub paired_overhead: f64,
 }
 
 /// Everything `--compare` measured.
@@ -352,7 +359,11 @@ pub fn compare(
     if let Some(ring) = ring {
         let on_t = t.with_ring(Some(ring));
         for kind in [StrategyKind::Ztensor, StrategyKind::Pinned] {
-            if kind == StrategyKind::Ztensor && skip.contains(&Contender::Ztensor) {
+            let (plain, ring_only) = match kind {
+                StrategyKind::Ztensor => (Contender::Ztensor, Contender::RingZtensor),
+                _ => (Contender::Pinned, Contender::RingPinned),
+            };
+            if skip.contains(&plain) || skip.contains(&ring_only) {
                 continue;
             }
             log(&format!("ring on/off: {}", kind.name()));
@@ -371,6 +382,9 @@ pub fn compare(
                     on_calls = b.driver_calls;
                 }
             }
+            let mut ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
+            ratios.sort_by(f64::total_cmp);
+            let paired_overhead = ratios.get(ratios.len() / 2).map_or(f64::NAN, |r| r - 1.0);
             let off = Measurement::new(format!("{} ring off", kind.name()), bytes, off, off_calls);
             let on = Measurement::new(format!("{} ring on", kind.name()), bytes, on, on_calls);
             let overhead = on.median_seconds / off.median_seconds - 1.0;
@@ -379,6 +393,7 @@ pub fn compare(
                 off,
                 on,
                 overhead,
+                paired_overhead,
             });
         }
     }

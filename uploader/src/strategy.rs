@@ -14,7 +14,8 @@
 //! for and every device allocation this upload made is freed before the error
 //! ([`Error::ChunkFailed`]) is returned. (ztensor itself leaves chunks 0..k uploaded.)
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use serde::Serialize;
 
@@ -78,7 +79,7 @@ impl Default for PinnedOptions {
     fn default() -> Self {
         PinnedOptions {
             buffers: 4,
-            buffer_bytes: 16 << 20,
+            buffer_bytes: 2 << 20,
             threads: std::thread::available_parallelism()
                 .map_or(1, |p| p.get())
                 .clamp(1, 16),
@@ -492,7 +493,7 @@ fn pack_range(
         // buffer that holds the whole job range (`to - from` ≤ buffer size); `lo..hi` lies in
         // the job range, so the write stays inside the buffer. Jobs of one slice cover disjoint
         // ranges, and the buffer's previous copy completed (its event was synchronized) before
-        // the jobs were sent, so nothing else reads or writes these bytes meanwhile.
+        // the slice was published, so nothing else reads or writes these bytes meanwhile.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 piece.as_ptr(),
@@ -502,6 +503,126 @@ fn pack_range(
         }
     }
     Ok(())
+}
+
+/// The packing threads' shared state for one upload: the current slice (published by bumping
+/// `generation`), a completion count and the first error.
+#[derive(Default)]
+struct PackShared {
+    generation: AtomicU64,
+    dst: AtomicUsize,
+    from: AtomicU64,
+    to: AtomicU64,
+    part: AtomicU64,
+    done: AtomicUsize,
+    stop: AtomicBool,
+    error: Mutex<Option<Error>>,
+}
+
+/// Sets the flag when dropped (also on unwinding), so spinning workers always exit.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+impl PackShared {
+    fn record(&self, result: Result<()>) {
+        if let Err(e) = result {
+            self.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
+        }
+    }
+
+    /// Packs part `index` of the published slice.
+    fn pack_part(&self, index: usize, src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) {
+        let (dst, from, to, part) = (
+            self.dst.load(Ordering::Relaxed),
+            self.from.load(Ordering::Relaxed),
+            self.to.load(Ordering::Relaxed),
+            self.part.load(Ordering::Relaxed),
+        );
+        let a = from + index as u64 * part;
+        if a >= to {
+            return;
+        }
+        let job = PackJob {
+            dst: dst + (a - from) as usize,
+            from: a,
+            to: (a + part).min(to),
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pack_range(src, plan, layout, job)
+        }))
+        .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
+        self.record(result);
+    }
+
+    fn worker(&self, index: usize, src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) {
+        let mut seen = 0u64;
+        loop {
+            let mut spins = 0u32;
+            let generation = loop {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                let g = self.generation.load(Ordering::Acquire);
+                if g != seen {
+                    break g;
+                }
+                spins = spins.saturating_add(1);
+                if spins < 4096 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            };
+            seen = generation;
+            self.pack_part(index, src, plan, layout);
+            self.done.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Publishes slice `[from, to)` → staging buffer `dst`, packs part 0 here, waits for the rest.
+    #[allow(clippy::too_many_arguments)]
+    fn pack_slice(
+        &self,
+        threads: usize,
+        dst: usize,
+        from: u64,
+        to: u64,
+        src: &dyn TensorSource,
+        plan: &Plan,
+        layout: &ArenaLayout,
+    ) -> Result<()> {
+        let part = (to - from).div_ceil(threads as u64).div_ceil(64) * 64;
+        self.dst.store(dst, Ordering::Relaxed);
+        self.from.store(from, Ordering::Relaxed);
+        self.to.store(to, Ordering::Relaxed);
+        self.part.store(part, Ordering::Relaxed);
+        // Every worker finished the previous slice (we waited), so resetting is race-free.
+        self.done.store(0, Ordering::Relaxed);
+        // Release: the job fields above are visible to a worker that sees the new generation.
+        self.generation.fetch_add(1, Ordering::Release);
+        self.pack_part(0, src, plan, layout);
+        let mut spins = 0u32;
+        while self.done.load(Ordering::Acquire) < threads - 1 {
+            spins = spins.saturating_add(1);
+            if spins < 4096 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 impl PinnedStager {
@@ -526,11 +647,6 @@ impl PinnedStager {
                     .buffers
                     .push(t.host_alloc_pinned(&site, options.buffer_bytes)?);
                 stager.events.push(t.event_create(&site)?);
-            }
-            // Touch every page now so first-use faults stay out of the upload.
-            for &b in &stager.buffers {
-                // SAFETY: a live pinned buffer of `buffer_bytes` bytes, not yet used by any copy.
-                unsafe { std::ptr::write_bytes(b, 0, options.buffer_bytes as usize) };
             }
             Ok(())
         })();
@@ -606,27 +722,16 @@ impl PinnedStager {
         };
 
         let threads = self.options.threads;
+        let shared = PackShared::default();
         let outcome = std::thread::scope(|scope| -> Result<()> {
-            let (done_tx, done_rx) = mpsc::channel::<Result<()>>();
-            let mut job_txs = Vec::with_capacity(threads);
-            for _ in 0..threads {
-                let (tx, rx) = mpsc::channel::<PackJob>();
-                job_txs.push(tx);
-                let done = done_tx.clone();
-                let layout = &layout;
-                scope.spawn(move || {
-                    for job in rx {
-                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            pack_range(src, plan, layout, job)
-                        }))
-                        .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
-                        if done.send(r).is_err() {
-                            break;
-                        }
-                    }
-                });
+            // Workers 1..threads spin on `shared.generation`; this thread packs part 0 itself.
+            // Spinning instead of sleeping on a channel: a wake-up costs tens of microseconds
+            // (more in a VM), which is the DMA time of a whole 2 MiB slice.
+            let _stop = StopOnDrop(&shared.stop);
+            for worker in 1..threads {
+                let (shared, layout) = (&shared, &layout);
+                scope.spawn(move || shared.worker(worker, src, plan, layout));
             }
-            drop(done_tx);
 
             let mut in_use = vec![false; self.buffers.len()];
             let mut done_bytes = 0;
@@ -656,41 +761,7 @@ impl PinnedStager {
                     }
                     let buffer = self.buffers[b] as usize;
                     let len = to - from;
-                    // Split the slice among the threads, in 64-byte-aligned parts of ≥ 256 KiB.
-                    let parts = (len.div_ceil(256 << 10) as usize).clamp(1, threads);
-                    let part = (len.div_ceil(parts as u64)).div_ceil(64) * 64;
-                    let mut sent = 0;
-                    for (i, tx) in job_txs.iter().enumerate().take(parts) {
-                        let a = from + i as u64 * part;
-                        if a >= to {
-                            break;
-                        }
-                        let job = PackJob {
-                            dst: buffer + (a - from) as usize,
-                            from: a,
-                            to: (a + part).min(to),
-                        };
-                        tx.send(job)
-                            .map_err(|_| Error::Worker("packing thread exited".into()))?;
-                        sent += 1;
-                    }
-                    let mut first_err = None;
-                    for _ in 0..sent {
-                        match done_rx.recv() {
-                            Ok(Ok(())) => {}
-                            Ok(Err(e)) => {
-                                first_err.get_or_insert(e);
-                            }
-                            Err(_) => {
-                                first_err
-                                    .get_or_insert(Error::Worker("packing threads exited".into()));
-                                break;
-                            }
-                        }
-                    }
-                    if let Some(e) = first_err {
-                        return Err(e);
-                    }
+                    shared.pack_slice(threads, buffer, from, to, src, plan, &layout)?;
                     // SAFETY: destination `arena+from .. arena+to` lies in the arena; the source
                     // is staging buffer b, which is not written again until `events[b]`
                     // (recorded right after) has been synchronized.

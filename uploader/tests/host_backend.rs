@@ -399,3 +399,46 @@ fn fewer_than_64_tensors_are_not_bulk_uploaded() {
         Planned::TooFew { eligible: 63, .. }
     ));
 }
+
+/// A source whose tensor 500 has fewer host bytes than its info says: packing fails on a
+/// worker thread, and the upload still rolls back cleanly.
+struct Lying(Workload);
+
+impl TensorSource for Lying {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn info(&self, index: usize) -> uploader::TensorInfo {
+        self.0.info(index)
+    }
+    fn bytes(&self, index: usize) -> &[u8] {
+        let b = self.0.bytes(index);
+        if index == 500 {
+            &b[..b.len() - 4]
+        } else {
+            b
+        }
+    }
+}
+
+#[test]
+fn a_packing_error_on_any_thread_rolls_back() {
+    let w = small_workload();
+    let p = small_plan(&w);
+    let lying = Lying(small_workload());
+    for kind in StrategyKind::ALL {
+        let d = HostDriver::default();
+        let t = Traced::open(&d, None, 0).unwrap();
+        let err = upload(&t, &strategy(kind), &lying, &p, &mut |_| {}).unwrap_err();
+        match &err {
+            Error::ChunkFailed { source, .. } => {
+                assert!(
+                    matches!(**source, Error::InvalidOptions(_)),
+                    "{kind:?}: {err}"
+                )
+            }
+            other => panic!("{kind:?}: {other:?}"),
+        }
+        assert_all_released(&d);
+    }
+}

@@ -128,7 +128,7 @@ pub struct Args {
     /// print GB/s and ratios; with --ring, also breadcrumb cost (ring on against off).
     #[arg(long)]
     pub compare: bool,
-    /// --compare: leave these contenders out (comma list of pageable, ztensor, managed, pinned, reused).
+    /// --compare: leave these contenders out (comma list of pageable, ztensor, managed, pinned, reused, ring-ztensor, ring-pinned).
     #[arg(long, value_delimiter = ',', value_parser = parse_contender, value_name = "LIST")]
     pub skip: Vec<bench::Contender>,
     /// Timed runs per contender in --compare (median reported, after one warm-up).
@@ -138,7 +138,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub staging_buffers: usize,
     /// pinned: bytes per staging buffer (one async copy each).
-    #[arg(long, default_value = "16MiB", value_parser = parse_bytes, value_name = "B")]
+    #[arg(long, default_value = "2MiB", value_parser = parse_bytes, value_name = "B")]
     pub staging_bytes: u64,
     /// pinned: packing threads (default: CPUs, at most 16).
     #[arg(long, value_name = "N")]
@@ -471,11 +471,12 @@ fn print_compare(r: &CompareReport, args: &Args) {
     }
     for c in &r.ring {
         println!(
-            "breadcrumbs, {}: ring off {:.4} s, on {:.4} s, overhead {:+.2}% ({} calls per run)",
+            "breadcrumbs, {}: ring off {:.4} s, on {:.4} s, overhead {:+.2}% (paired {:+.2}%, {} calls per run)",
             c.strategy,
             c.off.median_seconds,
             c.on.median_seconds,
             c.overhead * 100.0,
+            c.paired_overhead * 100.0,
             c.on.driver_calls
         );
     }
