@@ -32,6 +32,8 @@ pub enum TaskFile {
     Wchan,
     Syscall,
     Stack,
+    /// `sum_exec_runtime run_delay pcount`: changes whenever the task runs.
+    Schedstat,
 }
 
 impl TaskFile {
@@ -42,6 +44,7 @@ impl TaskFile {
             TaskFile::Wchan => "wchan",
             TaskFile::Syscall => "syscall",
             TaskFile::Stack => "stack",
+            TaskFile::Schedstat => "schedstat",
         }
     }
 
@@ -50,13 +53,15 @@ impl TaskFile {
         match self {
             TaskFile::Stack => "CAP_SYS_ADMIN and ptrace attach access (same user or CAP_SYS_PTRACE; Yama ptrace_scope applies)",
             TaskFile::Syscall => "ptrace attach access (same user or CAP_SYS_PTRACE; Yama ptrace_scope applies)",
-            TaskFile::Wchan | TaskFile::Stat | TaskFile::Status => "ptrace read access (same user or CAP_SYS_PTRACE)",
+            TaskFile::Wchan | TaskFile::Stat | TaskFile::Status | TaskFile::Schedstat => {
+                "ptrace read access (same user or CAP_SYS_PTRACE)"
+            }
         }
     }
 
     fn limit(self) -> usize {
         match self {
-            TaskFile::Stat | TaskFile::Wchan | TaskFile::Syscall => SMALL,
+            TaskFile::Stat | TaskFile::Wchan | TaskFile::Syscall | TaskFile::Schedstat => SMALL,
             TaskFile::Status => STATUS_LIMIT,
             TaskFile::Stack => STACK_LIMIT,
         }
@@ -194,8 +199,13 @@ impl ProcRoot {
 
     /// Opens a task's stat file to keep (the hot scan re-reads it with pread).
     pub fn open_task_stat(&self, pid: i32, tid: i32) -> Result<File> {
-        let path = self.task_path(pid, tid, TaskFile::Stat);
-        File::open(&path).map_err(|e| classify_io(&path, e, TaskFile::Stat.needs()))
+        self.open_task_file(pid, tid, TaskFile::Stat)
+    }
+
+    /// Opens a per-task file to keep and re-read with pread.
+    pub fn open_task_file(&self, pid: i32, tid: i32, file: TaskFile) -> Result<File> {
+        let path = self.task_path(pid, tid, file);
+        File::open(&path).map_err(|e| classify_io(&path, e, file.needs()))
     }
 
     pub fn read_task_stat(&self, pid: i32, tid: i32) -> Result<Stat> {

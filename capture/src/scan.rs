@@ -1,9 +1,22 @@
 //! The watch loop's hot path: the state of every thread of a process, every interval, cheaply.
 //!
 //! Each task's `stat` file is opened once and kept; every scan re-reads it with `pread` at offset 0
-//! (no open/close, no path walk, no dentry lookup). New tasks are found by re-reading the task
-//! directory (kept open, rewound). A kept fd also pins the task: a reused tid can never be mistaken
-//! for the old thread (the old fd reads ESRCH and is dropped, the new task is opened afresh).
+//! (no open/close, no path walk, no dentry lookup). A kept fd also pins the task: a reused tid can never
+//! be mistaken for the old thread (the old fd reads ESRCH and is dropped, the new task is opened afresh).
+//!
+//! New tasks are found by re-listing the task directory (kept open, rewound), but only when needed:
+//! the process's own `stat` (also kept open) gives `num_threads`, and the directory is re-listed when
+//! that differs from the threads we hold, when a thread vanished, and every [`RELIST_EVERY`] scans
+//! as a safety net. A thread created while a scan runs is picked up by the next scan.
+//!
+//! Sleeping threads cost less: before re-reading the `stat` of a thread last seen sleeping (`S`/`I`),
+//! the scanner reads its `schedstat` (`sum_exec_runtime run_delay pcount`, ~4× cheaper to generate).
+//! If those bytes are unchanged the thread has not run since, and since a thread can only enter `D`
+//! (or exit, or stop) by running, its state is still what we saw; `stat` is skipped. Threads last seen
+//! in any other state (R, D, T…) always get `stat`. The one staleness this allows is a sleeper woken
+//! but not yet run (`S`→`R` on a runqueue), which is harmless for finding D threads. Every
+//! [`RELIST_EVERY`] scans each thread's `stat` is read anyway (staggered by tid), which also refreshes
+//! a comm renamed from outside.
 //!
 //! `stat` has no context-switch counters; those are in `status`, which costs ~10× more to generate.
 //! The watchdog therefore reads `status` ([`Scanner::ctxt_switches`]) only for threads already seen
@@ -12,6 +25,8 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use nix::dir::Dir;
 use nix::fcntl::OFlag;
@@ -30,7 +45,6 @@ pub struct TaskSample {
     pub comm: String,
     /// utime + stime in clock ticks.
     pub cpu_ticks: u64,
-    pub processor: Option<i32>,
 }
 
 /// What changed in one scan.
@@ -41,38 +55,110 @@ pub struct ScanSummary {
     pub gone: usize,
     /// Threads read through open/read/close because no fd could be kept (RLIMIT_NOFILE).
     pub unkept: usize,
+    /// Sleeping threads whose `stat` was skipped because `schedstat` showed they had not run.
+    pub unchanged: usize,
 }
 
 struct Slot {
     /// None when the fd limit was reached: read by path instead.
     file: Option<File>,
-    seen: u64,
+    /// None when schedstat is unavailable (no CONFIG_SCHED_INFO, fd limit): stat every scan.
+    schedstat: Option<File>,
+    /// schedstat bytes read just before the latest `stat` of a sleeping thread; len 0 = none.
+    sched: [u8; 64],
+    sched_len: u8,
     sample: TaskSample,
 }
+
+/// Fds kept by all scanners of this process, against the RLIMIT_NOFILE soft limit: fds are kept while
+/// under 90% of it, stat fds first (for every thread), schedstat fds (an optimisation) from what is
+/// left, so scanners never take the last descriptors the rest of the program needs.
+static KEPT_FDS: AtomicUsize = AtomicUsize::new(0);
+
+fn fd_limit() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        usize::try_from(raise_nofile_limit())
+            .unwrap_or(1024)
+            .max(64)
+    })
+}
+
+/// Opens a per-task file to keep if the budget allows (`share` = fraction of the limit, in percent).
+fn open_kept(
+    root: &ProcRoot,
+    pid: i32,
+    tid: i32,
+    file: TaskFile,
+    share: usize,
+) -> Result<Option<File>> {
+    if KEPT_FDS.load(Ordering::Relaxed) >= fd_limit() * share / 100 {
+        return Ok(None);
+    }
+    match root.open_task_file(pid, tid, file) {
+        Ok(f) => {
+            KEPT_FDS.fetch_add(1, Ordering::Relaxed);
+            Ok(Some(f))
+        }
+        Err(Error::Io { source, .. })
+            if matches!(
+                source.raw_os_error(),
+                Some(libc::EMFILE) | Some(libc::ENFILE)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let kept = usize::from(self.file.is_some()) + usize::from(self.schedstat.is_some());
+        KEPT_FDS.fetch_sub(kept, Ordering::Relaxed);
+    }
+}
+
+/// Outcome of refreshing one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refresh {
+    Read,
+    Unchanged,
+    Gone,
+}
+
+/// Scans between unconditional re-listings of the task directory.
+pub const RELIST_EVERY: u64 = 16;
 
 pub struct Scanner {
     root: ProcRoot,
     pid: i32,
     task_dir: Dir,
+    /// `/proc/<pid>/stat`, for `num_threads`.
+    process_stat: Option<File>,
     slots: Vec<Slot>,
     index: HashMap<i32, usize>,
     generation: u64,
     buf: Vec<u8>,
     listed: Vec<i32>,
+    skip_unchanged_sleepers: bool,
 }
 
-/// Raises the soft RLIMIT_NOFILE to the hard limit (best effort): a scanner keeps one fd per thread.
+/// Raises RLIMIT_NOFILE (best effort): a scanner keeps two fds per thread. Root (CAP_SYS_RESOURCE)
+/// may raise the hard limit up to fs.nr_open; others get the soft limit raised to the hard one.
 pub fn raise_nofile_limit() -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    const WANT: u64 = 1 << 20;
     match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => {
-            if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-                hard
-            } else {
-                soft
+        Ok((soft, hard)) => {
+            if hard < WANT && setrlimit(Resource::RLIMIT_NOFILE, WANT, WANT).is_ok() {
+                return WANT;
             }
+            if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                return hard;
+            }
+            soft
         }
-        Ok((soft, _)) => soft,
         Err(_) => 0,
     }
 }
@@ -84,7 +170,7 @@ fn is_gone_errno(e: &std::io::Error) -> bool {
 impl Scanner {
     /// Starts watching `pid`; no such process → [`Error::NoSuchProcess`].
     pub fn new(root: &ProcRoot, pid: i32) -> Result<Scanner> {
-        raise_nofile_limit();
+        fd_limit();
         let path = root.task_dir(pid);
         let task_dir = Dir::open(
             &path,
@@ -98,20 +184,29 @@ impl Scanner {
             },
             other => classify_io(&path, std::io::Error::from(other), TaskFile::Stat.needs()),
         })?;
+        let process_stat = File::open(root.pid_dir(pid).join("stat")).ok();
         Ok(Scanner {
             root: root.clone(),
             pid,
             task_dir,
+            process_stat,
             slots: Vec::new(),
             index: HashMap::new(),
             generation: 0,
             buf: vec![0; 1024],
             listed: Vec::new(),
+            skip_unchanged_sleepers: true,
         })
     }
 
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Turns the schedstat shortcut for sleeping threads off (stat for every thread every scan) or
+    /// back on (the default). For benchmarks and for doubting users.
+    pub fn set_skip_unchanged_sleepers(&mut self, on: bool) {
+        self.skip_unchanged_sleepers = on;
     }
 
     fn list_tasks(&mut self) -> Result<()> {
@@ -146,13 +241,58 @@ impl Scanner {
         Ok(())
     }
 
-    fn read_slot(root: &ProcRoot, pid: i32, slot: &mut Slot, buf: &mut Vec<u8>) -> Result<bool> {
+    /// Reads `schedstat` into `slot.sched` when the thread was last seen sleeping; Some(true) when
+    /// it is unchanged (the thread has not run), None when the thread is gone.
+    fn sched_unchanged(slot: &mut Slot, force: bool, enabled: bool) -> Option<bool> {
+        let sleeping = matches!(slot.sample.state, 'S' | 'I');
+        // Disabled: keep the baseline. It was taken before an earlier stat read, so if schedstat is
+        // still equal to it later, the thread has not run since before the latest stat either.
+        if !enabled {
+            return Some(false);
+        }
+        let Some(f) = slot.schedstat.as_ref().filter(|_| sleeping) else {
+            slot.sched_len = 0;
+            return Some(false);
+        };
+        let mut now = [0u8; 64];
+        let n = match f.read_at(&mut now, 0) {
+            Ok(0) => return None,
+            Ok(n) if n < now.len() => n,
+            Err(e) if is_gone_errno(&e) => return None,
+            // Longer than any real schedstat line, or unreadable: do not rely on it.
+            _ => {
+                if slot.schedstat.take().is_some() {
+                    KEPT_FDS.fetch_sub(1, Ordering::Relaxed);
+                }
+                slot.sched_len = 0;
+                return Some(false);
+            }
+        };
+        let same = !force && usize::from(slot.sched_len) == n && slot.sched[..n] == now[..n];
+        slot.sched[..n].copy_from_slice(&now[..n]);
+        slot.sched_len = n as u8;
+        Some(same)
+    }
+
+    fn refresh(
+        root: &ProcRoot,
+        pid: i32,
+        slot: &mut Slot,
+        buf: &mut Vec<u8>,
+        force: bool,
+        shortcut: bool,
+    ) -> Result<Refresh> {
+        match Self::sched_unchanged(slot, force, shortcut) {
+            None => return Ok(Refresh::Gone),
+            Some(true) => return Ok(Refresh::Unchanged),
+            Some(false) => {}
+        }
         let tid = slot.sample.tid;
         loop {
             let n = match &slot.file {
                 Some(f) => match f.read_at(buf, 0) {
                     Ok(n) => n,
-                    Err(e) if is_gone_errno(&e) => return Ok(false),
+                    Err(e) if is_gone_errno(&e) => return Ok(Refresh::Gone),
                     Err(e) => {
                         return Err(classify_io(
                             &root.task_path(pid, tid, TaskFile::Stat),
@@ -169,12 +309,21 @@ impl Scanner {
                         buf[..b.len()].copy_from_slice(&b);
                         b.len()
                     }
-                    Err(e) if e.is_gone() => return Ok(false),
+                    Err(e) if e.is_gone() => return Ok(Refresh::Gone),
+                    // Out of descriptors: keep the previous sample rather than fail the scan.
+                    Err(Error::Io { ref source, .. })
+                        if matches!(
+                            source.raw_os_error(),
+                            Some(libc::EMFILE) | Some(libc::ENFILE)
+                        ) =>
+                    {
+                        return Ok(Refresh::Unchanged)
+                    }
                     Err(e) => return Err(e),
                 },
             };
             if n == 0 {
-                return Ok(false);
+                return Ok(Refresh::Gone);
             }
             if n == buf.len() && buf.len() < 64 * 1024 {
                 // A stat line longer than the buffer (very long comm in a fake tree): grow, retry.
@@ -186,56 +335,66 @@ impl Scanner {
             let s = &mut slot.sample;
             s.state = char::from(lite.state);
             s.cpu_ticks = lite.cpu_ticks;
-            s.processor = lite.processor;
             if s.comm.as_bytes() != lite.comm {
                 s.comm.clear();
                 s.comm.push_str(&String::from_utf8_lossy(lite.comm));
             }
-            return Ok(true);
+            if !matches!(s.state, 'S' | 'I') {
+                slot.sched_len = 0;
+            }
+            return Ok(Refresh::Read);
         }
+    }
+
+    fn no_such_process(&self) -> Error {
+        Error::NoSuchProcess {
+            pid: self.pid,
+            root: self.root.path().to_path_buf(),
+        }
+    }
+
+    /// `num_threads` from the process's stat; None when it cannot be read or parsed (then the task
+    /// directory is always re-listed).
+    fn num_threads(&mut self) -> Result<Option<usize>> {
+        let Some(f) = &self.process_stat else {
+            return Ok(None);
+        };
+        let n = match f.read_at(&mut self.buf, 0) {
+            Ok(n) => n,
+            Err(e) if is_gone_errno(&e) => return Err(self.no_such_process()),
+            Err(_) => return Ok(None),
+        };
+        if n == 0 {
+            return Err(self.no_such_process());
+        }
+        Ok(crate::parse::stat::parse(&self.buf[..n])
+            .ok()
+            .and_then(|s| usize::try_from(s.num_threads).ok()))
     }
 
     /// Re-reads every thread. The process gone → [`Error::NoSuchProcess`].
     pub fn scan(&mut self) -> Result<ScanSummary> {
         self.generation += 1;
         let gen = self.generation;
-        self.list_tasks()?;
+        let expected = self.num_threads()?;
         let mut summary = ScanSummary::default();
-        for i in 0..self.listed.len() {
-            let tid = self.listed[i];
-            if let Some(&idx) = self.index.get(&tid) {
-                self.slots[idx].seen = gen;
-                continue;
-            }
-            let file = match self.root.open_task_stat(self.pid, tid) {
-                Ok(f) => Some(f),
-                Err(Error::Gone { .. }) => continue,
-                Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EMFILE) => {
-                    None
-                }
-                Err(e) => return Err(e),
-            };
-            self.index.insert(tid, self.slots.len());
-            self.slots.push(Slot {
-                file,
-                seen: gen,
-                sample: TaskSample {
-                    tid,
-                    state: '?',
-                    comm: String::new(),
-                    cpu_ticks: 0,
-                    processor: None,
-                },
-            });
-            summary.new += 1;
-        }
+
+        // 1. Re-read the threads we hold; drop the ones that vanished.
         let mut i = 0;
         while i < self.slots.len() {
-            let alive = self.slots[i].seen == gen
-                && Self::read_slot(&self.root, self.pid, &mut self.slots[i], &mut self.buf)?;
-            if alive {
-                if self.slots[i].file.is_none() {
-                    summary.unkept += 1;
+            let tid = self.slots[i].sample.tid as u64;
+            let force = (gen.wrapping_add(tid)).checked_rem(RELIST_EVERY) == Some(0);
+            let r = Self::refresh(
+                &self.root,
+                self.pid,
+                &mut self.slots[i],
+                &mut self.buf,
+                force,
+                self.skip_unchanged_sleepers,
+            )?;
+            if r != Refresh::Gone {
+                if r == Refresh::Unchanged {
+                    summary.unchanged += 1;
                 }
                 i += 1;
             } else {
@@ -247,6 +406,62 @@ impl Scanner {
                 summary.gone += 1;
             }
         }
+
+        // 2. Look for new threads only when something changed (or periodically).
+        let relist = gen == 1
+            || summary.gone > 0
+            || expected != Some(self.slots.len())
+            || gen.checked_rem(RELIST_EVERY) == Some(0);
+        if relist {
+            self.list_tasks()?;
+            for j in 0..self.listed.len() {
+                let tid = self.listed[j];
+                if self.index.contains_key(&tid) {
+                    continue;
+                }
+                let file = match open_kept(&self.root, self.pid, tid, TaskFile::Stat, 90) {
+                    Ok(f) => f,
+                    Err(Error::Gone { .. }) => continue,
+                    Err(e) => return Err(e),
+                };
+                let mut slot = Slot {
+                    file,
+                    schedstat: None,
+                    sched: [0; 64],
+                    sched_len: 0,
+                    sample: TaskSample {
+                        tid,
+                        state: '?',
+                        comm: String::new(),
+                        cpu_ticks: 0,
+                    },
+                };
+                if Self::refresh(&self.root, self.pid, &mut slot, &mut self.buf, true, false)?
+                    == Refresh::Gone
+                {
+                    continue;
+                }
+                self.index.insert(tid, self.slots.len());
+                self.slots.push(slot);
+                summary.new += 1;
+            }
+            // Second pass, after every thread has its stat fd: schedstat fds (the shortcut for
+            // sleepers) from what is left of the budget. Without one, stat is read every scan.
+            for slot in self.slots.iter_mut().filter(|s| s.schedstat.is_none()) {
+                match open_kept(
+                    &self.root,
+                    self.pid,
+                    slot.sample.tid,
+                    TaskFile::Schedstat,
+                    90,
+                ) {
+                    Ok(Some(f)) => slot.schedstat = Some(f),
+                    Ok(None) => break,
+                    Err(_) => {}
+                }
+            }
+        }
+        summary.unkept = self.slots.iter().filter(|s| s.file.is_none()).count();
         summary.threads = self.slots.len();
         Ok(summary)
     }
@@ -276,6 +491,7 @@ impl Scanner {
 mod tests {
     use super::*;
     use std::sync::{Arc, Barrier};
+    use std::time::Duration;
 
     #[test]
     fn sees_new_and_gone_threads_of_this_process() {
@@ -308,7 +524,11 @@ mod tests {
             .filter(|t| t.comm == "scan-probe")
             .collect();
         assert_eq!(probes.len(), 3);
-        assert!(probes.iter().all(|t| t.state == 'S'), "{probes:?}");
+        // Just past the first barrier a probe may still be running on its way to the second.
+        assert!(
+            probes.iter().all(|t| matches!(t.state, 'S' | 'R')),
+            "{probes:?}"
+        );
         let probe = probes[0].tid;
         assert!(scanner.ctxt_switches(probe).unwrap().unwrap() >= 1);
         stop.wait();
@@ -319,6 +539,54 @@ mod tests {
         assert!(s.gone >= 3, "{s:?}");
         assert!(scanner.samples().all(|t| t.comm != "scan-probe"));
         assert_eq!(scanner.ctxt_switches(probe).unwrap(), None);
+    }
+
+    /// The schedstat shortcut must not hide a sleeper that wakes up and enters D.
+    #[test]
+    fn sleeper_that_enters_d_is_seen() {
+        use crate::frozen_fs::FrozenFs;
+        use std::io::Write;
+        if let Some(why) = FrozenFs::unavailable_reason() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but {why}"
+            );
+            eprintln!("skipping: {why}");
+            return;
+        }
+        let mut fs = FrozenFs::new().expect("frozen fs");
+        let path = fs.create_file("late", b"").unwrap();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let h = std::thread::Builder::new()
+            .name("late-writer".into())
+            .spawn(move || {
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+                go_rx.recv().unwrap();
+                f.write_all(b"x").unwrap();
+            })
+            .unwrap();
+        let tid = tid_rx.recv().unwrap();
+        let me = std::process::id() as i32;
+        let root = ProcRoot::default();
+        crate::frozen_fs::wait_for_state(&root, me, tid, 'S', Duration::from_secs(5)).unwrap();
+        let mut scanner = Scanner::new(&root, me).unwrap();
+        scanner.scan().unwrap();
+        scanner.scan().unwrap();
+        let s = scanner.scan().unwrap();
+        assert_eq!(scanner.sample(tid).unwrap().state, 'S');
+        assert!(s.unchanged >= 1, "sleepers skip stat: {s:?}");
+        fs.freeze().unwrap();
+        go_tx.send(()).unwrap();
+        crate::frozen_fs::wait_for_state(&root, me, tid, 'D', Duration::from_secs(10)).unwrap();
+        scanner.scan().unwrap();
+        assert_eq!(scanner.sample(tid).unwrap().state, 'D');
+        fs.thaw().unwrap();
+        h.join().unwrap();
     }
 
     #[test]

@@ -34,14 +34,14 @@ impl Stat {
     }
 }
 
-/// The fields the hot scan needs, borrowed from the buffer (no allocation).
+/// The fields the hot scan needs, borrowed from the buffer (no allocation). Parsing stops at `stime`
+/// (field 15): the rest of the line is never scanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatLite<'a> {
     pub pid: i32,
     pub comm: &'a [u8],
     pub state: u8,
     pub cpu_ticks: u64,
-    pub processor: Option<i32>,
 }
 
 /// Splits `pid (comm) rest` and returns (pid, comm, fields after the comm).
@@ -138,39 +138,43 @@ pub fn parse(b: &[u8]) -> Result<Stat> {
     })
 }
 
-/// The hot-path subset: state, comm, utime+stime, processor. Borrowed, no allocation.
+/// The hot-path subset: state, comm, utime+stime. Borrowed, no allocation, stops after stime.
 pub fn parse_lite(b: &[u8]) -> Result<StatLite<'_>> {
     let (pid, comm, rest) = split(b)?;
     let mut state = None;
     let mut utime = None;
-    let mut stime = None;
-    let mut processor = None;
-    for (i, f) in rest
-        .split(|c| c.is_ascii_whitespace())
-        .filter(|f| !f.is_empty())
-        .enumerate()
-    {
-        match i {
+    let mut i = 0;
+    let mut field = 0;
+    while i < rest.len() {
+        if rest[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < rest.len() && !rest[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let f = &rest[start..i];
+        match field {
             STATE => state = Some(state_of(f)?),
             UTIME => utime = Some(parse_u64("stat utime", f)?),
-            STIME => stime = Some(parse_u64("stat stime", f)?),
-            PROCESSOR => {
-                processor = Some(small_int("stat processor", f)?);
-                break;
+            STIME => {
+                let stime = parse_u64("stat stime", f)?;
+                return match (state, utime) {
+                    (Some(state), Some(u)) => Ok(StatLite {
+                        pid,
+                        comm,
+                        state,
+                        cpu_ticks: u.saturating_add(stime),
+                    }),
+                    _ => Err(err("stat", "truncated line")),
+                };
             }
             _ => {}
         }
+        field += 1;
     }
-    match (state, utime, stime) {
-        (Some(state), Some(u), Some(s)) => Ok(StatLite {
-            pid,
-            comm,
-            state,
-            cpu_ticks: u.saturating_add(s),
-            processor,
-        }),
-        _ => Err(err("stat", "truncated line")),
-    }
+    Err(err("stat", "truncated line"))
 }
 
 #[cfg(test)]
@@ -191,10 +195,7 @@ mod tests {
         assert_eq!(s.starttime, 1234567);
         assert_eq!(s.processor, Some(1));
         let l = parse_lite(SLEEP).unwrap();
-        assert_eq!(
-            (l.pid, l.comm, l.state, l.processor),
-            (4242, &b"sleep"[..], b'S', Some(1))
-        );
+        assert_eq!((l.pid, l.comm, l.state), (4242, &b"sleep"[..], b'S'));
     }
 
     #[test]
