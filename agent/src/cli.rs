@@ -42,4 +42,7 @@ pub enum Command {
     Selftest(cmd::selftest::Args),
     /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
     Doctor(cmd::doctor::Args),
+    /// Helpers run by selftest, tests and benchmarks (not a stable interface).
+    #[command(subcommand, hide = true)]
+    Internal(cmd::selftest::InternalCommand),
 }

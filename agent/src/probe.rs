@@ -162,6 +162,11 @@ impl ProbeRunner {
         self.stuck.iter().any(|child| child.pid == pid)
     }
 
+    /// Pids of the probe children that are still stuck.
+    pub fn stuck_pids(&self) -> Vec<i32> {
+        self.stuck.iter().map(|child| child.pid).collect()
+    }
+
     /// Names of the probes whose children are still stuck.
     pub fn stuck_names(&self) -> Vec<String> {
         self.stuck.iter().map(|child| child.name.clone()).collect()

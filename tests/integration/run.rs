@@ -1,1 +1,546 @@
-//! Integration tests: run.
+//! Integration tests: `run`, `selftest`, `doctor` — real D-state threads on a frozen loop-mounted ext4.
+//!
+//! Tests that need root and loop devices skip with a message, except with CI=true, where they must run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capture::frozen_fs::FrozenFs;
+use capture::ProcRoot;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_wedge-capture")
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A mounted (not yet frozen) ext4, or None (skip) when this machine cannot make one outside CI.
+fn frozen_fs_or_skip(test: &str) -> Option<FrozenFs> {
+    match FrozenFs::new() {
+        Ok(fs) => Some(fs),
+        Err(err) if in_ci() => {
+            panic!("{test}: CI=true but the frozen filesystem cannot be set up: {err}")
+        }
+        Err(err) => {
+            eprintln!("skipping {test}: {err}");
+            None
+        }
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "wedge-capture-it-{name}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Finished {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// A started `wedge-capture` whose stdout and stderr go to files: a pipe would stay open as long as the
+/// (unkillable) helper it passed them to.
+struct Started {
+    child: Child,
+    started: Instant,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn start(command: &mut Command) -> Started {
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = std::env::temp_dir().join(format!(
+        "wedge-capture-it-output-{}-{id}",
+        std::process::id()
+    ));
+    let stdout = base.with_extension("stdout");
+    let stderr = base.with_extension("stderr");
+    let started = Instant::now();
+    let child = command
+        .stdout(Stdio::from(std::fs::File::create(&stdout).unwrap()))
+        .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
+        .spawn()
+        .unwrap();
+    Started {
+        child,
+        started,
+        stdout,
+        stderr,
+    }
+}
+
+/// Wait for the command at most `limit`; kill it (and fail) past that.
+fn wait_limited(mut run: Started, limit: Duration) -> Finished {
+    loop {
+        if let Some(status) = run.child.try_wait().unwrap() {
+            let elapsed = run.started.elapsed();
+            let stdout = std::fs::read_to_string(&run.stdout).unwrap_or_default();
+            let stderr = std::fs::read_to_string(&run.stderr).unwrap_or_default();
+            let _ = std::fs::remove_file(&run.stdout);
+            let _ = std::fs::remove_file(&run.stderr);
+            return Finished {
+                code: status.code(),
+                stdout,
+                stderr,
+                elapsed,
+            };
+        }
+        if run.started.elapsed() > limit {
+            let _ = run.child.kill();
+            let _ = run.child.wait();
+            panic!(
+                "wedge-capture did not exit within {limit:?}; stderr: {}",
+                std::fs::read_to_string(&run.stderr).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn run_watch(args: &[&str], command: &[&str]) -> Started {
+    start(
+        Command::new(bin())
+            .arg("run")
+            .args(args)
+            .arg("--")
+            .args(command),
+    )
+}
+
+fn incidents(out: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("incident.json").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+fn load(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("incident.json")).unwrap()).unwrap()
+}
+
+/// Seconds from `started_wall` to an RFC 3339 time in the incident.
+fn seconds_since(started_wall: chrono::DateTime<chrono::Utc>, value: &serde_json::Value) -> f64 {
+    let at: chrono::DateTime<chrono::Utc> = value.as_str().unwrap().parse().unwrap();
+    (at - started_wall).num_milliseconds() as f64 / 1000.0
+}
+
+/// Wait until `pid` has exited (gone, or a zombie waiting for its new parent).
+fn wait_gone(pid: i32, limit: Duration) -> bool {
+    let root = ProcRoot::default();
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        match root.read_stat(pid) {
+            Err(_) => return true,
+            Ok(stat) if stat.state == 'Z' || stat.state == 'X' => return true,
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    false
+}
+
+fn thread_states(pid: i32) -> Vec<char> {
+    let root = ProcRoot::default();
+    root.tasks(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|tid| root.read_task_stat(pid, tid).ok().map(|s| s.state))
+        .collect()
+}
+
+#[test]
+fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
+    let Some(mut fs) = frozen_fs_or_skip("wedge_on_a_frozen_fs_is_captured_and_run_exits_3") else {
+        return;
+    };
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir("wedge");
+    let out_s = out.join("incidents");
+    let started_wall = chrono::Utc::now();
+    let child = run_watch(
+        &[
+            "--threshold",
+            "2",
+            "--interval",
+            "0.5",
+            "--exit-after",
+            "1",
+            "--no-nvidia-smi",
+            "--out",
+            out_s.to_str().unwrap(),
+        ],
+        &[
+            bin(),
+            "internal",
+            "wedge-helper",
+            "--path",
+            file.to_str().unwrap(),
+        ],
+    );
+    let done = wait_limited(child, Duration::from_secs(30));
+    assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
+    let found = incidents(&out_s);
+    assert_eq!(found.len(), 1, "{found:?}\n{}", done.stderr);
+    assert!(
+        done.stdout.contains(found[0].to_str().unwrap()),
+        "stdout: {}",
+        done.stdout
+    );
+    let incident = load(&found[0]);
+    assert_eq!(incident["complete"], true);
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(verdict.contains("FS_IOC_SETFLAGS"), "{verdict}");
+    // threshold 2 s + 2 intervals + 1 s, from the start of the helper.
+    let written = seconds_since(started_wall, &incident["updated_at"]["wall"]);
+    assert!(
+        written <= 2.0 + 2.0 * 0.5 + 1.0,
+        "incident complete {written:.2} s after start"
+    );
+    // The incident names the wedged thread and its ring's in-flight breadcrumb.
+    let pid = incident["process"]["pid"].as_i64().unwrap() as i32;
+    assert!(incident["wedged_threads"][0]["tid"].as_i64().unwrap() as i32 != pid);
+    let in_flight = &incident["ring"]["in_flight"];
+    assert!(
+        in_flight
+            .to_string()
+            .contains("selftest ioctl FS_IOC_SETFLAGS"),
+        "ring: {}",
+        incident["ring"]
+    );
+    // run exited while the helper was still stuck: it had to, the helper cannot be reaped.
+    assert!(
+        thread_states(pid).contains(&'D'),
+        "{:?}",
+        thread_states(pid)
+    );
+    fs.thaw().unwrap();
+    assert!(
+        wait_gone(pid, Duration::from_secs(10)),
+        "the helper did not exit after the thaw"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn helper_in_a_pid_namespace_shows_host_and_namespace_ids() {
+    if Command::new("unshare").arg("--version").output().is_err() {
+        assert!(!in_ci(), "CI=true but unshare (util-linux) is missing");
+        eprintln!("skipping: unshare is missing");
+        return;
+    }
+    let Some(mut fs) = frozen_fs_or_skip("helper_in_a_pid_namespace_shows_host_and_namespace_ids")
+    else {
+        return;
+    };
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir("pidns");
+    let out_s = out.join("incidents");
+    let child = run_watch(
+        &[
+            "--threshold",
+            "2",
+            "--interval",
+            "0.5",
+            "--exit-after",
+            "0.5",
+            "--no-nvidia-smi",
+            "--out",
+            out_s.to_str().unwrap(),
+        ],
+        &[
+            "unshare",
+            "--pid",
+            "--fork",
+            bin(),
+            "internal",
+            "wedge-helper",
+            "--path",
+            file.to_str().unwrap(),
+        ],
+    );
+    let done = wait_limited(child, Duration::from_secs(30));
+    assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
+    let found = incidents(&out_s);
+    assert_eq!(found.len(), 1, "{}", done.stderr);
+    let incident = load(&found[0]);
+    let pid = incident["process"]["pid"].as_i64().unwrap();
+    let nspid: Vec<i64> = incident["process"]["nspid"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(nspid, vec![pid, 1], "host and namespace pids");
+    let report = std::fs::read_to_string(found[0].join("report.md")).unwrap();
+    assert!(report.contains(&pid.to_string()));
+    fs.thaw().unwrap();
+    assert!(wait_gone(pid as i32, Duration::from_secs(10)));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_hanging_probe_times_out_is_recorded_and_the_incident_completes() {
+    let Some(mut fs) =
+        frozen_fs_or_skip("a_hanging_probe_times_out_is_recorded_and_the_incident_completes")
+    else {
+        return;
+    };
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir("probe");
+    let out_s = out.join("incidents");
+    // A FIFO with no writer stands in for a driver file whose read sleeps forever.
+    let fifo = out.join("driver-information");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let started_wall = chrono::Utc::now();
+    let child = run_watch(
+        &[
+            "--threshold",
+            "2",
+            "--interval",
+            "0.5",
+            "--exit-after",
+            "0.5",
+            "--probe-timeout",
+            "1",
+            "--no-nvidia-smi",
+            "--extra-probe",
+            fifo.to_str().unwrap(),
+            "--out",
+            out_s.to_str().unwrap(),
+        ],
+        &[
+            bin(),
+            "internal",
+            "wedge-helper",
+            "--path",
+            file.to_str().unwrap(),
+        ],
+    );
+    let done = wait_limited(child, Duration::from_secs(30));
+    assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
+    let found = incidents(&out_s);
+    let incident = load(&found[0]);
+    assert_eq!(incident["complete"], true);
+    let probes = incident["probes"].as_array().unwrap();
+    let extra = probes
+        .iter()
+        .find(|p| p["name"].as_str().unwrap().contains("driver-information"))
+        .unwrap_or_else(|| panic!("{probes:?}"));
+    assert_eq!(extra["outcome"], "timeout");
+    assert!(
+        extra["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("timed out after 1 s"),
+        "{extra}"
+    );
+    // threshold + 2 intervals + the probe deadline + 1 s.
+    let written = seconds_since(started_wall, &incident["updated_at"]["wall"]);
+    assert!(
+        written <= 2.0 + 1.0 + 1.0 + 1.0,
+        "complete {written:.2} s after start"
+    );
+    let pid = incident["process"]["pid"].as_i64().unwrap() as i32;
+    fs.thaw().unwrap();
+    assert!(wait_gone(pid, Duration::from_secs(10)));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn short_d_states_from_fsync_io_never_raise_an_incident() {
+    let Some(fs) = frozen_fs_or_skip("short_d_states_from_fsync_io_never_raise_an_incident") else {
+        return;
+    };
+    let out = temp_dir("fsync");
+    let out_s = out.join("incidents");
+    let child = run_watch(
+        &[
+            "--threshold",
+            "2",
+            "--interval",
+            "0.1",
+            "--samples",
+            "3",
+            "--json",
+            "--out",
+            out_s.to_str().unwrap(),
+        ],
+        &[
+            bin(),
+            "internal",
+            "io-load",
+            "--dir",
+            fs.mountpoint().to_str().unwrap(),
+            "--seconds",
+            "5",
+        ],
+    );
+    let done = wait_limited(child, Duration::from_secs(40));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    assert_eq!(
+        summary["incidents"].as_array().unwrap().len(),
+        0,
+        "{summary}"
+    );
+    assert!(incidents(&out_s).is_empty());
+    // The load really produced D states that the watch saw (else this test proves nothing).
+    assert!(
+        summary["d_state_samples"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sigterm_is_forwarded_and_run_exits_promptly() {
+    let out = temp_dir("sigterm");
+    let child = run_watch(
+        &["--out", out.join("incidents").to_str().unwrap()],
+        &["sleep", "100"],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = child.child.id() as i32;
+    // SAFETY: signalling the child we just spawned.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let done = wait_limited(child, Duration::from_secs(10));
+    assert_eq!(done.code, Some(128 + 15), "stderr: {}", done.stderr);
+    assert!(
+        done.elapsed < Duration::from_millis(2500),
+        "{:?}",
+        done.elapsed
+    );
+    assert!(
+        done.stderr.contains("SIGTERM: forwarding"),
+        "{}",
+        done.stderr
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn exit_statuses_follow_the_shell() {
+    let out = temp_dir("codes");
+    let out_s = out.join("incidents");
+    let out_a = out_s.to_str().unwrap();
+    let status = |command: &[&str]| {
+        let child = run_watch(&["--out", out_a], command);
+        wait_limited(child, Duration::from_secs(10))
+    };
+    assert_eq!(status(&["sh", "-c", "exit 7"]).code, Some(7));
+    assert_eq!(status(&["sh", "-c", "kill -9 $$"]).code, Some(128 + 9));
+    let missing = status(&["wedge-capture-no-such-command"]);
+    assert_eq!(missing.code, Some(127));
+    assert!(
+        missing.stderr.contains("command not found"),
+        "{}",
+        missing.stderr
+    );
+    let not_exec = out.join("not-executable");
+    std::fs::write(&not_exec, "data").unwrap();
+    let denied = status(&[not_exec.to_str().unwrap()]);
+    assert_eq!(denied.code, Some(126), "{}", denied.stderr);
+    // An output directory that cannot be written is a clear error before anything runs.
+    let blocker = out.join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let child = run_watch(&["--out", blocker.join("sub").to_str().unwrap()], &["true"]);
+    let bad = wait_limited(child, Duration::from_secs(10));
+    assert_eq!(bad.code, Some(1));
+    assert!(bad.stderr.contains("output directory"), "{}", bad.stderr);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn selftest_passes_as_root() {
+    let Some(fs) = frozen_fs_or_skip("selftest_passes_as_root") else {
+        return;
+    };
+    drop(fs);
+    let out = temp_dir("selftest");
+    let child =
+        start(Command::new(bin()).args(["selftest", "--json", "--out", out.to_str().unwrap()]));
+    let done = wait_limited(child, Duration::from_secs(60));
+    assert_eq!(
+        done.code,
+        Some(0),
+        "stderr: {}\nstdout: {}",
+        done.stderr,
+        done.stdout
+    );
+    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    assert_eq!(summary["passed"], true, "{summary}");
+    assert!(Path::new(summary["incident"].as_str().unwrap())
+        .join("report.md")
+        .exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn doctor_reports_every_check_as_json() {
+    let done = wait_limited(
+        start(Command::new(bin()).args(["doctor", "--json"])),
+        Duration::from_secs(30),
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(done.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", done.stdout));
+    let checks = report["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for expected in [
+        "CAP_SYS_ADMIN",
+        "CAP_SYS_PTRACE",
+        "kmsg",
+        "hung_task_timeout_secs",
+        "nvidia-driver",
+        "libcuda",
+    ] {
+        assert!(
+            names.iter().any(|n| n.contains(expected)),
+            "{expected} missing from {names:?}"
+        );
+    }
+    for check in checks {
+        let status = check["status"].as_str().unwrap();
+        assert!(["ok", "warn", "fail", "info"].contains(&status), "{check}");
+        if status != "ok" && status != "info" {
+            assert!(
+                !check["fix"].as_str().unwrap_or("").is_empty(),
+                "no fix for {check}"
+            );
+        }
+    }
+    // As root every privilege check passes.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let admin = checks
+            .iter()
+            .find(|c| c["name"] == "CAP_SYS_ADMIN")
+            .unwrap();
+        assert_eq!(admin["status"], "ok", "{admin}");
+    }
+}

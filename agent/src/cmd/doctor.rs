@@ -1,8 +1,367 @@
-use crate::exit::{ExitCode, Failure};
+//! `wedge-capture doctor`: what on this host limits what a capture can see, and how to fix it.
+//!
+//! Nothing here may hang: the NVIDIA driver file is read through the probe runner (a sacrificial child with a
+//! deadline), everything else is a sysctl, a capability mask or a statfs.
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capture::ProcRoot;
+use serde::Serialize;
+
+use crate::exit::ExitCode;
+use crate::probe::{self, Probe, ProbeRunner, ProbeStatus};
+
+/// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
+///
+/// Each check prints ok, warn, fail or info, what was found, and the fix. Exit status 0 when nothing failed,
+/// 1 otherwise.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The incident directory to check (durable filesystem, writable).
+    #[arg(long, default_value = reports::store::DEFAULT_DIR, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Print the checks as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(Failure::new(ExitCode::ERROR, "not built yet").into())
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+    Info,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+    /// Empty when there is nothing to fix.
+    pub fix: String,
+}
+
+fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check {
+        name: name.to_string(),
+        status,
+        detail: detail.into(),
+        fix: fix.into(),
+    }
+}
+
+fn read_sysctl(root: &ProcRoot, name: &str) -> Option<String> {
+    std::fs::read_to_string(root.path().join("sys").join(name.replace('.', "/")))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Run every check.
+pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
+    let mut out_checks = Vec::new();
+    let me = std::process::id() as i32;
+    let status = proc_root.read_task_status(me, me).ok();
+    let eff = status.as_ref().and_then(|s| s.cap_eff);
+    let cap = |bit: u32| eff.map(|e| e & (1u64 << bit) != 0);
+    let grant = "run as root, or grant it (systemd: AmbientCapabilities=…; shell: sudo setcap cap_sys_admin,cap_sys_ptrace,cap_syslog+ep $(command -v wedge-capture))";
+    match cap(crate::cmd::run::CAP_SYS_ADMIN) {
+        Some(true) => out_checks.push(check(
+            "CAP_SYS_ADMIN",
+            Status::Ok,
+            "in the effective set: kernel stacks are readable",
+            "",
+        )),
+        Some(false) => out_checks.push(check(
+            "CAP_SYS_ADMIN",
+            Status::Fail,
+            "missing: /proc/<tid>/stack cannot be read, so incidents lack kernel stacks",
+            grant,
+        )),
+        None => out_checks.push(check(
+            "CAP_SYS_ADMIN",
+            Status::Warn,
+            "cannot read our own status (CapEff)",
+            grant,
+        )),
+    }
+    match cap(crate::cmd::run::CAP_SYS_PTRACE) {
+        Some(true) => out_checks.push(check(
+            "CAP_SYS_PTRACE",
+            Status::Ok,
+            "in the effective set: other users' syscall/wchan/fd links are readable",
+            "",
+        )),
+        Some(false) => out_checks.push(check(
+            "CAP_SYS_PTRACE",
+            Status::Warn,
+            "missing: processes of other users show no syscall, wchan or fd links",
+            grant,
+        )),
+        None => {}
+    }
+    match read_sysctl(proc_root, "kernel.yama.ptrace_scope") {
+        None => out_checks.push(check("yama.ptrace_scope", Status::Info, "Yama is not built in: no extra ptrace restriction", "")),
+        Some(v) if v == "0" || v == "1" => out_checks.push(check("yama.ptrace_scope", Status::Ok, format!("ptrace_scope={v}: CAP_SYS_PTRACE (or root) reads any task"), "")),
+        Some(v) if v == "2" => out_checks.push(check(
+            "yama.ptrace_scope",
+            if cap(crate::cmd::run::CAP_SYS_PTRACE) == Some(true) { Status::Ok } else { Status::Fail },
+            "ptrace_scope=2: syscall and stack reads need CAP_SYS_PTRACE",
+            "grant CAP_SYS_PTRACE, or sysctl -w kernel.yama.ptrace_scope=1",
+        )),
+        Some(v) => out_checks.push(check(
+            "yama.ptrace_scope",
+            Status::Fail,
+            format!("ptrace_scope={v}: no process may read another's syscall or stack (cannot be lowered until reboot)"),
+            "boot with kernel.yama.ptrace_scope=1 (sysctl.d)",
+        )),
+    }
+    match read_sysctl(proc_root, "kernel.hung_task_timeout_secs") {
+        None => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Info, "not available (CONFIG_DETECT_HUNG_TASK off): no 'blocked for more than' lines in the kernel log", "")),
+        Some(v) if v == "0" => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Warn, "0: the kernel's hung-task detector is off, so the kernel log has no 'blocked for more than' lines", "sysctl -w kernel.hung_task_timeout_secs=120")),
+        Some(v) => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Ok, format!("{v} s: the kernel logs tasks blocked longer"), "")),
+    }
+    match read_sysctl(proc_root, "kernel.hung_task_panic") {
+        Some(v) if v != "0" => out_checks.push(check(
+            "kernel.hung_task_panic",
+            Status::Fail,
+            format!("{v}: a wedge panics the host before anything can be captured"),
+            "sysctl -w kernel.hung_task_panic=0",
+        )),
+        Some(v) => out_checks.push(check(
+            "kernel.hung_task_panic",
+            Status::Ok,
+            format!("{v}: a hung task does not panic the host"),
+            "",
+        )),
+        None => {}
+    }
+    let dmesg_restrict = read_sysctl(proc_root, "kernel.dmesg_restrict");
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags_nonblock()
+        .open(crate::host::kmsg::KMSG_PATH)
+    {
+        Ok(_) => out_checks.push(check(
+            "kmsg",
+            Status::Ok,
+            format!(
+                "{} is readable (kernel.dmesg_restrict={})",
+                crate::host::kmsg::KMSG_PATH,
+                dmesg_restrict.as_deref().unwrap_or("?")
+            ),
+            "",
+        )),
+        Err(err) => out_checks.push(check(
+            "kmsg",
+            Status::Warn,
+            format!(
+                "{}: {err} (kernel.dmesg_restrict={}): incidents will have no kernel log",
+                crate::host::kmsg::KMSG_PATH,
+                dmesg_restrict.as_deref().unwrap_or("?")
+            ),
+            "grant CAP_SYSLOG, or sysctl -w kernel.dmesg_restrict=0",
+        )),
+    }
+    let stack = proc_root.read_stack(me, me);
+    out_checks.push(match stack {
+        Ok(_) => check(
+            "kernel-stacks",
+            Status::Ok,
+            "/proc/<tid>/stack is readable",
+            "",
+        ),
+        Err(err) => check(
+            "kernel-stacks",
+            Status::Warn,
+            format!("cannot read a kernel stack: {err}"),
+            "run as root (CAP_SYS_ADMIN); the kernel needs CONFIG_STACKTRACE",
+        ),
+    });
+    let children = proc_root.task_dir(me).join(me.to_string()).join("children");
+    out_checks.push(if children.exists() {
+        check("proc-children", Status::Ok, "task/<tid>/children exists: run finds every descendant", "")
+    } else {
+        check("proc-children", Status::Warn, "task/<tid>/children is missing (CONFIG_PROC_CHILDREN off): run watches only its direct child", "use a kernel with CONFIG_PROC_CHILDREN=y")
+    });
+    out_checks.push(output_dir_check(out));
+    out_checks.extend(driver_checks(proc_root));
+    out_checks
+}
+
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+
+impl NonBlock for std::fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+    }
+}
+
+/// The output directory's filesystem must survive a reboot (not tmpfs/ramfs) and be writable.
+fn output_dir_check(out: &Path) -> Check {
+    let mut existing = out.to_path_buf();
+    while !existing.exists() {
+        match existing.parent() {
+            Some(parent) => existing = parent.to_path_buf(),
+            None => break,
+        }
+    }
+    let kind = match nix::sys::statfs::statfs(&existing) {
+        Ok(fs) => fs.filesystem_type(),
+        Err(err) => {
+            return check(
+                "output-dir",
+                Status::Warn,
+                format!("{}: statfs failed: {err}", existing.display()),
+                "create the directory on a disk filesystem",
+            )
+        }
+    };
+    let volatile = kind == nix::sys::statfs::TMPFS_MAGIC || kind.0 as i64 == 0x8584_58f6;
+    if volatile {
+        return check(
+            "output-dir",
+            Status::Warn,
+            format!(
+                "{} is on tmpfs/ramfs: incidents are lost at the reboot a wedge usually ends with",
+                out.display()
+            ),
+            "use --out on a disk filesystem (default /var/lib/wedge-capture/incidents)",
+        );
+    }
+    // SAFETY: access(2) with a NUL-terminated path; no memory is shared.
+    let writable = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes())
+        .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+        .unwrap_or(false);
+    if !writable {
+        return check(
+            "output-dir",
+            Status::Fail,
+            format!(
+                "{} is not writable (checked {})",
+                out.display(),
+                existing.display()
+            ),
+            "run as root or choose a writable --out",
+        );
+    }
+    check(
+        "output-dir",
+        Status::Ok,
+        format!(
+            "{} is on a disk filesystem (statfs type {:#x}) and writable",
+            out.display(),
+            kind.0
+        ),
+        "",
+    )
+}
+
+fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
+    let mut out = Vec::new();
+    let mut runner = ProbeRunner::new(Duration::from_secs(2), 2);
+    let version = runner.run_all(&[Probe::read_file(
+        "nvidia-version",
+        probe::paths::nvidia_version(proc_root.path()),
+        "the RM lock is probably held (the driver is wedged now)",
+    )]);
+    let outcome = &version[0];
+    out.push(match outcome.status {
+        ProbeStatus::Ok => check(
+            "nvidia-driver",
+            Status::Ok,
+            outcome.output.lines().next().unwrap_or("").trim().to_string(),
+            "",
+        ),
+        ProbeStatus::TimedOut => check(
+            "nvidia-driver",
+            Status::Fail,
+            format!("reading the driver version {}", outcome.detail),
+            "the driver is wedged now: run `wedge-capture run`/`agent` captures, then reset the GPU or reboot",
+        ),
+        _ => check(
+            "nvidia-driver",
+            Status::Info,
+            format!("no NVIDIA kernel driver loaded ({})", outcome.detail),
+            "",
+        ),
+    });
+    out.push(library_check("libcuda", &["libcuda.so.1", "libcuda.so"], "install the NVIDIA driver's user-space libraries (libcuda.so.1) to use `upload` and breadcrumbs from CUDA programs"));
+    out.push(library_check(
+        "libcupti",
+        &["libcupti.so", "libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8"],
+        "install CUPTI (cuda-cupti package) and add its lib directory to the loader path, for the injection library",
+    ));
+    out.push(match probe::find_in_path("nvidia-smi") {
+        Some(path) => check(
+            "nvidia-smi",
+            Status::Ok,
+            format!("{} (run as a probe with a deadline)", path.display()),
+            "",
+        ),
+        None => check(
+            "nvidia-smi",
+            Status::Info,
+            "not on PATH: incidents have no `nvidia-smi -q`",
+            "",
+        ),
+    });
+    out
+}
+
+/// Whether the dynamic loader finds one of `names` (dlopen, then dlclose).
+fn library_check(name: &str, names: &[&str], fix: &str) -> Check {
+    for candidate in names {
+        let Ok(c) = std::ffi::CString::new(*candidate) else {
+            continue;
+        };
+        // SAFETY: dlopen with a NUL-terminated name; the handle is closed right away and no symbol is used.
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        if !handle.is_null() {
+            // SAFETY: `handle` came from dlopen above.
+            unsafe { libc::dlclose(handle) };
+            return check(name, Status::Ok, format!("{candidate} loads"), "");
+        }
+    }
+    check(
+        name,
+        Status::Warn,
+        format!("none of {} could be loaded", names.join(", ")),
+        fix,
+    )
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let proc_root = ProcRoot::default();
+    let results = checks(&proc_root, &args.out);
+    let failed = results.iter().any(|c| c.status == Status::Fail);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "checks": results, "failed": failed })
+        );
+    } else {
+        for c in &results {
+            let tag = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "WARN",
+                Status::Fail => "FAIL",
+                Status::Info => "info",
+            };
+            println!("[{tag}] {:<32} {}", c.name, c.detail);
+            if !c.fix.is_empty() {
+                println!("       {:<32} fix: {}", "", c.fix);
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::ERROR
+    } else {
+        ExitCode::OK
+    })
 }

@@ -1,8 +1,514 @@
+//! `wedge-capture run -- CMD ARGS…`: run a command, watch every thread of it and its descendants, capture any
+//! wedge out of band. The supervision loop ([`supervise`]) is shared with `selftest`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use capture::ProcRoot;
+use reports::retention::Retention;
+use reports::store::Store;
+
 use crate::exit::{ExitCode, Failure};
+use crate::watch::launch::{self, LaunchError, SignalChannel};
+use crate::watch::targets::ChildTree;
+use crate::watch::tracker::TrackerConfig;
+use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
 
+/// Run a command and watch it for wedges.
+///
+/// CMD runs in its own process group with WEDGE_CAPTURE_RING_DIR set, so instrumented workers write their
+/// breadcrumb rings where wedge-capture reads them. wedge-capture becomes a child subreaper: every
+/// descendant stays watched, even one whose parent exits. Every --interval, each thread of each descendant is
+/// sampled; a thread in D whose wchan, kernel stack and context switches do not change for --threshold (and
+/// --samples samples) is wedged, and an incident is written under --out: first a minimal incident.json, then
+/// the ring, kernel log, host context and risky probes (in sacrificial children with --probe-timeout).
+///
+/// Exit status: CMD's own status when it exits (128+N when killed by signal N); 3 when a wedge was captured
+/// and CMD was still alive --exit-after seconds later; 127 command not found; 126 not executable; 1 error.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  wedge-capture run -- python train.py\n  \
+    wedge-capture run --threshold 60s --exit-after 10 --out /srv/incidents -- ./train-crossasset\n\n\
+    SIGINT, SIGTERM and SIGHUP are forwarded to CMD's process group. After a wedge was captured, the first \
+    SIGINT/SIGTERM makes wedge-capture exit with status 3 at once (the wedged command cannot be reaped).")]
+pub struct Args {
+    /// How often to sample every thread (e.g. 1s, 250ms, 0.5).
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub interval: Duration,
+    /// How long a thread must sit in D without progress to count as wedged.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub threshold: Duration,
+    /// Unchanged samples needed on top of --threshold (the no-progress proof).
+    #[arg(long = "samples", default_value_t = 3, value_name = "K")]
+    pub samples: u32,
+    /// Incident directory.
+    #[arg(long, default_value = reports::store::DEFAULT_DIR, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Where workers write breadcrumb rings (exported as WEDGE_CAPTURE_RING_DIR). Default: a per-run
+    /// directory `rings/<run-id>` next to --out, removed at exit unless a wedge was captured.
+    #[arg(long, value_name = "DIR")]
+    pub ring_dir: Option<PathBuf>,
+    /// After a captured wedge, exit with status 3 if CMD is still alive this long after the capture
+    /// (default: stay until CMD exits or a signal arrives).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub exit_after: Option<Duration>,
+    /// Send SIGKILL to the wedged process after the capture, and record whether it died.
+    #[arg(long)]
+    pub kill_on_wedge: bool,
+    /// Deadline for the risky reads (cmdline, NVIDIA driver files, nvidia-smi), done in sacrificial children.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub probe_timeout: Duration,
+    /// Do not run `nvidia-smi -q` as a probe.
+    #[arg(long)]
+    pub no_nvidia_smi: bool,
+    /// Print a JSON summary on stdout at exit (incidents, exit status).
+    #[arg(long)]
+    pub json: bool,
+    /// Test hook: read this file as an extra risky probe (a stand-in for a driver file that hangs).
+    #[arg(long, hide = true, value_name = "PATH")]
+    pub extra_probe: Vec<PathBuf>,
+    /// The command and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(Failure::new(ExitCode::ERROR, "not built yet").into())
+/// "1s", "250ms", "2m", "1.5" (seconds), "0.5s".
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = text.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 1s, 250ms, 2m, 0.5)"))?;
+    if !value.is_finite() || value < 0.0 || value * scale > 1e9 {
+        return Err(format!("`{text}` is out of range"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+/// Everything `supervise` needs.
+pub struct Supervise {
+    pub command: Vec<OsString>,
+    pub watch: WatchConfig,
+    pub capture: CaptureSettings,
+    pub out: PathBuf,
+    pub ring_dir: PathBuf,
+    pub remove_ring_dir: bool,
+    pub exit_after: Option<Duration>,
+    /// Print progress lines on stderr.
+    pub verbose: bool,
+}
+
+/// What happened.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub exit: u8,
+    /// CMD's status, when it exited (shell convention).
+    pub child_status: Option<u8>,
+    pub child_pid: i32,
+    /// Incident directories written, in order.
+    pub incidents: Vec<PathBuf>,
+    /// A wedge was captured and the wedged process was still alive at exit.
+    pub wedged: bool,
+    pub verdicts: Vec<String>,
+    pub killed: Option<bool>,
+    /// Detection to durable minimal incident, per incident.
+    pub durable_after: Vec<Duration>,
+    /// Signal that ended the supervision, if any.
+    pub signal: Option<i32>,
+    /// Thread observations in D over the whole run (most are short waits that never become incidents).
+    pub d_state_samples: u64,
+    /// Scans done.
+    pub scans: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.interval.is_zero() {
+        return Err(Failure::new(ExitCode::USAGE, "--interval must be more than 0").into());
+    }
+    let proc_root = ProcRoot::default();
+    let run_id = format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
+        std::process::id()
+    );
+    let (ring_dir, remove_ring_dir) = match &args.ring_dir {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            args.out
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join("rings")
+                .join(&run_id),
+            true,
+        ),
+    };
+    let mut capture = CaptureSettings::new(proc_root);
+    capture.ring_dirs = vec![ring_dir.clone()];
+    capture.probe_timeout = args.probe_timeout;
+    capture.nvidia_smi = !args.no_nvidia_smi;
+    capture.extra_probe_files = args.extra_probe.clone();
+    capture.kill_on_wedge = args.kill_on_wedge;
+    capture.resample_every = args.threshold.max(Duration::from_secs(10));
+    let outcome = supervise(Supervise {
+        command: args.command,
+        watch: WatchConfig {
+            interval: args.interval,
+            tracker: TrackerConfig {
+                threshold: args.threshold,
+                samples: args.samples.max(1),
+            },
+        },
+        capture,
+        out: args.out,
+        ring_dir,
+        remove_ring_dir,
+        exit_after: args.exit_after,
+        verbose: true,
+    })?;
+    if args.json {
+        let summary = serde_json::json!({
+            "exit_code": outcome.exit,
+            "child_pid": outcome.child_pid,
+            "child_status": outcome.child_status,
+            "wedged": outcome.wedged,
+            "incidents": outcome.incidents,
+            "verdicts": outcome.verdicts,
+            "killed": outcome.killed,
+            "signal": outcome.signal.map(launch::signal_name),
+            "d_state_samples": outcome.d_state_samples,
+            "scans": outcome.scans,
+            "durable_after_ms": outcome.durable_after.iter().map(|d| d.as_secs_f64() * 1e3).collect::<Vec<_>>(),
+        });
+        println!("{summary}");
+    } else if outcome.wedged {
+        if let Some(path) = outcome.incidents.last() {
+            println!("{}", path.display());
+        }
+    }
+    Ok(ExitCode(outcome.exit))
+}
+
+/// Check that `dir` can be written (create and remove a file), with a clear error.
+pub fn check_writable(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!(
+                "output directory {} cannot be created: {err}",
+                dir.display()
+            ),
+        )
+    })?;
+    let probe = dir.join(format!(".write-test-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|err| {
+            Failure::new(
+                ExitCode::ERROR,
+                format!("output directory {} is not writable: {err}", dir.display()),
+            )
+        })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Capability numbers (linux/capability.h).
+pub const CAP_SYS_PTRACE: u32 = 19;
+pub const CAP_SYS_ADMIN: u32 = 21;
+pub const CAP_SYSLOG: u32 = 34;
+
+/// Capabilities that limit capture and are missing from our effective set, with what each costs.
+pub fn missing_capabilities(proc_root: &ProcRoot) -> Vec<(&'static str, &'static str)> {
+    let me = std::process::id() as i32;
+    let Ok(status) = proc_root.read_task_status(me, me) else {
+        return Vec::new();
+    };
+    let eff = status.cap_eff.unwrap_or(0);
+    let mut missing = Vec::new();
+    if eff & (1u64 << CAP_SYS_ADMIN) == 0 {
+        missing.push((
+            "CAP_SYS_ADMIN",
+            "kernel stacks (/proc/<tid>/stack) will not be captured",
+        ));
+    }
+    if eff & (1u64 << CAP_SYS_PTRACE) == 0 {
+        missing.push((
+            "CAP_SYS_PTRACE",
+            "syscall, wchan and fd links of other users' processes will not be readable",
+        ));
+    }
+    if eff & (1u64 << CAP_SYSLOG) == 0 {
+        missing.push((
+            "CAP_SYSLOG",
+            "the kernel log cannot be read when kernel.dmesg_restrict=1",
+        ));
+    }
+    missing
+}
+
+fn say(verbose: bool, text: impl AsRef<str>) {
+    if verbose {
+        eprintln!("wedge-capture: {}", text.as_ref());
+    }
+}
+
+/// Launch the command, watch it and its descendants until it exits (or `exit_after` after a captured wedge,
+/// or a signal), capturing every wedge. Shared by `run` and `selftest`.
+pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
+    let Supervise {
+        command,
+        watch,
+        capture,
+        out,
+        ring_dir,
+        remove_ring_dir,
+        exit_after,
+        verbose,
+    } = options;
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| Failure::new(ExitCode::USAGE, "no command given"))?;
+    check_writable(&out)?;
+    let store = Store::open(&out, Retention::DEFAULT)
+        .with_context(|| format!("cannot open the incident store {}", out.display()))?;
+    std::fs::create_dir_all(&ring_dir).map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!(
+                "ring directory {} cannot be created: {err}",
+                ring_dir.display()
+            ),
+        )
+    })?;
+    for (cap, cost) in missing_capabilities(&capture.proc_root) {
+        say(verbose, format!("warning: missing {cap}: {cost}"));
+    }
+    let proc_root = capture.proc_root.clone();
+    // Catch signals before the child exists, so none is lost.
+    let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+        .context("cannot install signal handlers")?;
+    if let Err(err) = launch::become_subreaper() {
+        say(
+            verbose,
+            format!("warning: cannot become a child subreaper ({err}): orphaned descendants will not be watched"),
+        );
+    }
+    let child = launch::launch(
+        program,
+        args,
+        &[(
+            "WEDGE_CAPTURE_RING_DIR".to_string(),
+            ring_dir.clone().into_os_string(),
+        )],
+    )
+    .map_err(|err| {
+        let code = match err {
+            LaunchError::NotFound(_) => ExitCode::NOT_FOUND,
+            LaunchError::NotExecutable(..) => ExitCode::NOT_EXECUTABLE,
+            LaunchError::Other(..) => ExitCode::ERROR,
+        };
+        Failure::new(code, err.to_string())
+    })?;
+    let me = std::process::id() as i32;
+    let capturer = Capturer::new(capture, store);
+    let mut watcher = Watcher::new(watch, Box::new(ChildTree::new(me)), capturer, proc_root);
+    let mut outcome = Outcome {
+        child_pid: child.pid,
+        ..Outcome::default()
+    };
+    let mut captured_at: Option<Instant> = None;
+    let mut forwarded: Option<i32> = None;
+    let mut next_tick = Instant::now();
+    let result = loop {
+        // Reap: the command itself, then orphans reparented to us (never probe children: they reap themselves).
+        if let Some(status) = launch::try_wait(child.pid) {
+            let code = launch::shell_status(status);
+            outcome.child_status = Some(code);
+            say(verbose, format!("command exited with status {code}"));
+            outcome.wedged = false;
+            break code;
+        }
+        let probe_children = watcher.capturer().probe_children();
+        for target in watcher.targets() {
+            if target.parent == me
+                && target.pid != child.pid
+                && !probe_children.contains(&target.pid)
+            {
+                launch::try_wait(target.pid);
+            }
+        }
+        if Instant::now() >= next_tick {
+            let events = watcher.tick();
+            outcome.scans += 1;
+            outcome.d_state_samples += watcher.last_stats().in_d as u64;
+            for event in events {
+                report_event(verbose, &event, &mut outcome);
+                if matches!(event, CaptureEvent::Completed { .. }) {
+                    captured_at = Some(Instant::now());
+                    outcome.wedged = true;
+                }
+            }
+            next_tick += watch.interval;
+            if next_tick < Instant::now() {
+                // A capture took longer than an interval: don't burst scans to catch up.
+                next_tick = Instant::now() + watch.interval;
+            }
+        }
+        if let (Some(at), Some(limit)) = (captured_at, exit_after) {
+            if at.elapsed() >= limit {
+                say(
+                    verbose,
+                    format!(
+                        "the wedged command is still alive {:.1} s after the capture: exiting without it",
+                        at.elapsed().as_secs_f64()
+                    ),
+                );
+                break ExitCode::WEDGED.0;
+            }
+        }
+        let mut wait = next_tick.saturating_duration_since(Instant::now());
+        if let (Some(at), Some(limit)) = (captured_at, exit_after) {
+            wait = wait.min(limit.saturating_sub(at.elapsed()));
+        }
+        // Wake at least every 50 ms to notice the command's exit promptly.
+        if let Some(signal) = signals.wait(wait.min(Duration::from_millis(50))) {
+            outcome.signal = Some(signal);
+            let name = launch::signal_name(signal);
+            if forwarded.is_some() && signal != libc::SIGHUP {
+                say(
+                    verbose,
+                    format!("second {name}: sending SIGKILL to the command's process group"),
+                );
+                launch::signal_group(child.pgid, libc::SIGKILL);
+                std::thread::sleep(Duration::from_millis(100));
+                if let Some(status) = launch::try_wait(child.pid) {
+                    outcome.child_status = Some(launch::shell_status(status));
+                    break launch::shell_status(status);
+                }
+                break if outcome.wedged {
+                    ExitCode::WEDGED.0
+                } else {
+                    128 + signal as u8
+                };
+            }
+            say(
+                verbose,
+                format!("{name}: forwarding to the command's process group"),
+            );
+            launch::signal_group(child.pgid, signal);
+            if signal != libc::SIGHUP {
+                forwarded = Some(signal);
+                if outcome.wedged {
+                    // The wedged command cannot be reaped: don't wait for it.
+                    break ExitCode::WEDGED.0;
+                }
+            }
+        }
+    };
+    outcome.exit = result;
+    if outcome.exit != ExitCode::WEDGED.0 {
+        outcome.wedged = false;
+    }
+    if remove_ring_dir && !outcome.wedged && outcome.incidents.is_empty() {
+        let _ = std::fs::remove_dir_all(&ring_dir);
+    }
+    if outcome.wedged {
+        if let Some(path) = outcome.incidents.last() {
+            say(verbose, format!("incident: {}", path.display()));
+        }
+    }
+    Ok(outcome)
+}
+
+fn report_event(verbose: bool, event: &CaptureEvent, outcome: &mut Outcome) {
+    match event {
+        CaptureEvent::Opened {
+            pid,
+            tid,
+            path,
+            durable_after,
+        } => {
+            outcome.incidents.push(path.clone());
+            outcome.durable_after.push(*durable_after);
+            say(
+                verbose,
+                format!(
+                    "WEDGE: thread {tid} of pid {pid} is stuck in D; incident {} (durable {} ms after detection)",
+                    path.display(),
+                    durable_after.as_millis()
+                ),
+            );
+        }
+        CaptureEvent::Completed {
+            path,
+            verdict,
+            killed,
+            ..
+        } => {
+            outcome.verdicts.push(verdict.clone());
+            if killed.is_some() {
+                outcome.killed = *killed;
+            }
+            say(verbose, format!("capture complete: {verdict}"));
+            say(verbose, format!("incident: {}", path.display()));
+            if let Some(died) = killed {
+                say(
+                    verbose,
+                    if *died {
+                        "--kill-on-wedge: the process died after SIGKILL"
+                    } else {
+                        "--kill-on-wedge: the process survived SIGKILL (uninterruptible sleep)"
+                    },
+                );
+            }
+        }
+        CaptureEvent::Updated { .. } => {}
+        CaptureEvent::Resolved { pid, path, after } => say(
+            verbose,
+            format!(
+                "pid {pid} recovered: resolved after {} s ({})",
+                after.as_secs_f64().round() as u64,
+                path.display()
+            ),
+        ),
+        CaptureEvent::Failed { pid, message } => {
+            say(verbose, format!("capture of pid {pid} failed: {message}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        for bad in ["", "x", "-1", "1e30", "NaN", "s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 }

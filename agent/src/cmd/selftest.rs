@@ -1,8 +1,353 @@
+//! `wedge-capture selftest`: a real wedge, captured end to end, on a frozen loop-mounted ext4.
+//!
+//! Also the hidden `wedge-capture internal …` helpers the selftest and the integration tests run as workers:
+//! `wedge-helper` (breadcrumb, then a non-main thread blocked in `ioctl(FS_IOC_SETFLAGS)` on a file of a
+//! frozen filesystem), `io-load` (a thread doing heavy write+fsync: many short D states) and `bench-watch`
+//! (the watch-loop benchmark).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use capture::frozen_fs::FrozenFs;
+use capture::ProcRoot;
+
 use crate::exit::{ExitCode, Failure};
+use crate::watch::tracker::TrackerConfig;
+use crate::watch::{CaptureSettings, WatchConfig};
 
+/// Demonstrate a real capture end to end (the README's main command).
+///
+/// As root: make a 16 MiB ext4 image, loop-mount and freeze it, run a worker (this binary) that writes a
+/// breadcrumb and then blocks a non-main thread in ioctl(FS_IOC_SETFLAGS) on it, watch the worker with the
+/// same loop as `run` (threshold 2 s, interval 250 ms), write the incident, thaw, clean up, and print the
+/// Markdown report and its path. Without root, say what was skipped.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Where to write the incident (default: a temporary directory, removed at the end unless --keep).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Keep the temporary output directory.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print a JSON summary instead of the Markdown report.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(Failure::new(ExitCode::ERROR, "not built yet").into())
+/// Hidden helpers (not part of the documented interface).
+#[derive(Debug, clap::Subcommand)]
+pub enum InternalCommand {
+    /// Write a breadcrumb, then block a non-main thread in ioctl(FS_IOC_SETFLAGS) on PATH.
+    WedgeHelper {
+        #[arg(long)]
+        path: PathBuf,
+        /// Breadcrumb label of the blocking call.
+        #[arg(long, default_value = "selftest ioctl FS_IOC_SETFLAGS")]
+        label: String,
+    },
+    /// A thread writing and fsyncing files in DIR for SECONDS (many short D states).
+    IoLoad {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
+    /// Benchmark the watch loop (see BENCHMARKS.md).
+    BenchWatch(crate::watch::bench::BenchArgs),
+}
+
+nix::ioctl_read!(fs_ioc_getflags, b'f', 1, libc::c_long);
+nix::ioctl_write_ptr!(fs_ioc_setflags, b'f', 2, libc::c_long);
+
+pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        InternalCommand::WedgeHelper { path, label } => wedge_helper(&path, &label),
+        InternalCommand::IoLoad { dir, seconds } => {
+            io_load(&dir, Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)))
+        }
+        InternalCommand::BenchWatch(args) => crate::watch::bench::run(args),
+    }
+}
+
+fn wedge_helper(path: &Path, label: &str) -> anyhow::Result<ExitCode> {
+    let writer = match wedge_breadcrumb::Writer::from_env() {
+        Ok(writer) => writer.map(std::sync::Arc::new),
+        Err(err) => {
+            eprintln!("wedge-helper: no breadcrumb ring: {err}");
+            None
+        }
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|err| Failure::new(ExitCode::ERROR, format!("{}: {err}", path.display())))?;
+    let label = label.to_string();
+    let worker_writer = writer.clone();
+    let worker = std::thread::Builder::new()
+        .name("wedge-worker".into())
+        .spawn(move || -> std::io::Result<()> {
+            let token = worker_writer.as_ref().map(|w| {
+                w.enter(
+                    wedge_breadcrumb::Call::Custom,
+                    &wedge_breadcrumb::Args::default(),
+                    &label,
+                )
+            });
+            let mut flags: libc::c_long = 0;
+            let fd = file.as_raw_fd();
+            // SAFETY: `fd` stays open (owned by `file`) for the whole call and `flags` is a valid c_long,
+            // which is what FS_IOC_GETFLAGS writes and FS_IOC_SETFLAGS reads.
+            let result = unsafe {
+                fs_ioc_getflags(fd, &mut flags).and_then(|_| fs_ioc_setflags(fd, &flags))
+            };
+            if let (Some(w), Some(token)) = (worker_writer.as_ref(), token) {
+                w.exit(token, result.map(i64::from).unwrap_or_else(|e| -(e as i64)));
+            }
+            result.map(|_| ()).map_err(std::io::Error::from)
+        })?;
+    match worker.join() {
+        Ok(Ok(())) => Ok(ExitCode::OK),
+        Ok(Err(err)) => {
+            Err(Failure::new(ExitCode::ERROR, format!("ioctl FS_IOC_SETFLAGS: {err}")).into())
+        }
+        Err(_) => Err(Failure::new(ExitCode::ERROR, "worker thread panicked").into()),
+    }
+}
+
+fn io_load(dir: &Path, duration: Duration) -> anyhow::Result<ExitCode> {
+    let dir = dir.to_path_buf();
+    let worker = std::thread::Builder::new().name("io-load".into()).spawn(
+        move || -> std::io::Result<u64> {
+            let path = dir.join(format!("io-load-{}", std::process::id()));
+            let block = vec![0x5au8; 1 << 20];
+            let until = Instant::now() + duration;
+            let mut rounds = 0u64;
+            while Instant::now() < until {
+                let mut file = std::fs::File::create(&path)?;
+                for _ in 0..4 {
+                    file.write_all(&block)?;
+                }
+                file.sync_all()?;
+                rounds += 1;
+            }
+            let _ = std::fs::remove_file(&path);
+            Ok(rounds)
+        },
+    )?;
+    match worker.join() {
+        Ok(Ok(rounds)) => {
+            eprintln!("io-load: {rounds} rounds of 4 MiB + fsync");
+            Ok(ExitCode::OK)
+        }
+        Ok(Err(err)) => Err(Failure::new(ExitCode::ERROR, format!("io-load: {err}")).into()),
+        Err(_) => Err(Failure::new(ExitCode::ERROR, "io-load thread panicked").into()),
+    }
+}
+
+fn temp_out_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "wedge-capture-selftest-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+    ));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let temporary = args.out.is_none();
+    let base = match &args.out {
+        Some(dir) => dir.clone(),
+        None => temp_out_dir()?,
+    };
+    let result = selftest(&base, &args);
+    if temporary && !args.keep {
+        let _ = std::fs::remove_dir_all(&base);
+        eprintln!(
+            "selftest: removed the temporary directory {} (use --keep or --out to keep it)",
+            base.display()
+        );
+    }
+    result
+}
+
+fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
+    let proc_root = ProcRoot::default();
+    if let Some(reason) = FrozenFs::unavailable_reason() {
+        return selftest_unprivileged(base, &reason);
+    }
+    eprintln!("selftest: creating a 16 MiB ext4 image, loop-mounting it and freezing it");
+    let mut fs = FrozenFs::new().map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!("cannot set up the frozen filesystem: {err}"),
+        )
+    })?;
+    let file = fs
+        .create_file("wedge-target", b"selftest\n")
+        .map_err(|err| {
+            Failure::new(
+                ExitCode::ERROR,
+                format!("cannot create the target file: {err}"),
+            )
+        })?;
+    fs.freeze().map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!("cannot freeze {}: {err}", fs.mountpoint().display()),
+        )
+    })?;
+    let exe = crate::watch::launch::own_executable()?;
+    let out = base.join("incidents");
+    let ring_dir = base.join("rings");
+    let mut capture = CaptureSettings::new(proc_root);
+    capture.ring_dirs = vec![ring_dir.clone()];
+    capture.nvidia_smi = false;
+    eprintln!(
+        "selftest: running a worker that blocks a non-main thread in ioctl(FS_IOC_SETFLAGS) on {}",
+        file.display()
+    );
+    let started = Instant::now();
+    let outcome = crate::cmd::run::supervise(crate::cmd::run::Supervise {
+        command: vec![
+            exe.into_os_string(),
+            OsString::from("internal"),
+            OsString::from("wedge-helper"),
+            OsString::from("--path"),
+            file.clone().into_os_string(),
+        ],
+        watch: WatchConfig {
+            interval: Duration::from_millis(250),
+            tracker: TrackerConfig {
+                threshold: Duration::from_secs(2),
+                samples: 3,
+            },
+        },
+        capture,
+        out: out.clone(),
+        ring_dir,
+        remove_ring_dir: false,
+        exit_after: Some(Duration::from_millis(200)),
+        verbose: true,
+    });
+    // Thaw whatever happened, then let the worker finish and reap it.
+    let thawed = fs.thaw();
+    let outcome = outcome?;
+    thawed.map_err(|err| Failure::new(ExitCode::ERROR, format!("cannot thaw: {err}")))?;
+    let mut worker_status = None;
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if let Some(status) = crate::watch::launch::try_wait(outcome.child_pid) {
+            worker_status = Some(crate::watch::launch::shell_status(status));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(fs);
+
+    let Some(incident_dir) = outcome.incidents.last().cloned() else {
+        return Err(Failure::new(
+            ExitCode::ERROR,
+            format!(
+                "selftest FAILED: no incident was written within {:.1} s (worker exit status {:?})",
+                started.elapsed().as_secs_f64(),
+                outcome.child_status
+            ),
+        )
+        .into());
+    };
+    let incident =
+        reports::store::read_incident(&incident_dir.join(reports::store::INCIDENT_FILE))?;
+    let markdown =
+        std::fs::read_to_string(incident_dir.join(reports::store::REPORT_FILE)).unwrap_or_default();
+    let mut failures = Vec::new();
+    if !incident.complete {
+        failures.push("the incident is not complete".to_string());
+    }
+    if !incident.verdict.contains("FS_IOC_SETFLAGS") {
+        failures.push(format!(
+            "the verdict does not name the ioctl: {}",
+            incident.verdict
+        ));
+    }
+    let in_flight = incident.ring.as_ref().is_some_and(|r| {
+        r.in_flight
+            .iter()
+            .any(|f| f.label.contains("FS_IOC_SETFLAGS"))
+    });
+    if !in_flight {
+        failures.push("the ring's in-flight breadcrumb was not captured".to_string());
+    }
+    if outcome.exit != ExitCode::WEDGED.0 {
+        failures.push(format!(
+            "the watch exited with {} instead of 3",
+            outcome.exit
+        ));
+    }
+    if worker_status != Some(0) {
+        failures.push(format!(
+            "after the thaw the worker ended with {worker_status:?}, not 0"
+        ));
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "passed": failures.is_empty(),
+                "failures": failures,
+                "incident": incident_dir,
+                "verdict": incident.verdict,
+                "durable_after_ms": outcome.durable_after.iter().map(|d| d.as_secs_f64() * 1e3).collect::<Vec<_>>(),
+                "worker_exit_after_thaw": worker_status,
+                "elapsed_s": started.elapsed().as_secs_f64(),
+            })
+        );
+    } else {
+        println!("{markdown}");
+        println!("Incident: {}", incident_dir.display());
+    }
+    if failures.is_empty() {
+        eprintln!(
+            "selftest: PASSED in {:.1} s: wedge detected, incident written and complete, worker exited after the thaw",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(ExitCode::OK)
+    } else {
+        Err(Failure::new(
+            ExitCode::ERROR,
+            format!("selftest FAILED: {}", failures.join("; ")),
+        )
+        .into())
+    }
+}
+
+/// Without root: run the parts that need no privilege, say what was skipped.
+fn selftest_unprivileged(base: &Path, reason: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("selftest: SKIPPED the frozen-filesystem wedge: {reason}");
+    let proc_root = ProcRoot::default();
+    crate::cmd::run::check_writable(&base.join("incidents"))?;
+    eprintln!(
+        "selftest: output directory {} is writable",
+        base.join("incidents").display()
+    );
+    for (cap, cost) in crate::cmd::run::missing_capabilities(&proc_root) {
+        eprintln!("selftest: missing {cap}: {cost}");
+    }
+    let mut runner = crate::probe::ProbeRunner::new(Duration::from_secs(2), 4);
+    let probes = crate::probe::standard_probes(proc_root.path(), std::process::id() as i32, false);
+    for outcome in runner.run_all(&probes) {
+        eprintln!(
+            "selftest: probe {} ({}): {}",
+            outcome.name, outcome.target, outcome.detail
+        );
+    }
+    Err(Failure::new(
+        ExitCode::NO_PRIVILEGE,
+        "selftest incomplete: the wedge capture itself needs root (run `sudo wedge-capture selftest`)",
+    )
+    .into())
 }

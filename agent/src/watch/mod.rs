@@ -1,8 +1,151 @@
 //! The watch loop and capture path, independent of how targets are found.
 //!
 //! Map:
+//! - [`targets`]: the [`targets::TargetSource`] trait; [`targets::ChildTree`] for `run`.
+//! - [`scan`]: one scan of the targets' threads (stat for all, progress signature for threads in D).
 //! - [`tracker`]: pure per-thread D-state episodes and the no-progress (hung-task) test.
+//! - [`incident`]: capture on wedge, one incident per episode, resolution.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).
+//!
+//! One [`Watcher::tick`] = targets → scan → tracker → capture. `run`, `selftest` and the host daemon all drive
+//! the same `Watcher`; they differ only in their target source and in what they do between ticks.
 
+pub mod bench;
+pub mod incident;
 pub mod launch;
+pub mod scan;
+pub mod targets;
 pub mod tracker;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use capture::ProcRoot;
+
+pub use incident::{CaptureEvent, CaptureSettings, Capturer};
+use scan::{ScanStats, ThreadScanner};
+use targets::{Target, TargetSource};
+use tracker::{Observation, Tracker, TrackerConfig, TrackerEvent};
+
+/// Watch-loop settings shared by every front end.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchConfig {
+    pub interval: Duration,
+    pub tracker: TrackerConfig,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            interval: Duration::from_secs(1),
+            tracker: TrackerConfig::default(),
+        }
+    }
+}
+
+/// The watch loop's state. Not a thread: the front end calls [`Watcher::tick`] every interval.
+pub struct Watcher {
+    config: WatchConfig,
+    proc_root: ProcRoot,
+    source: Box<dyn TargetSource + Send>,
+    scanner: ThreadScanner,
+    tracker: Tracker,
+    capturer: Capturer,
+    targets: Vec<Target>,
+    pids: Vec<i32>,
+    observations: Vec<Observation>,
+    last_stats: ScanStats,
+}
+
+impl Watcher {
+    pub fn new(
+        config: WatchConfig,
+        source: Box<dyn TargetSource + Send>,
+        capturer: Capturer,
+        proc_root: ProcRoot,
+    ) -> Watcher {
+        Watcher {
+            config,
+            scanner: ThreadScanner::new(&proc_root),
+            proc_root,
+            source,
+            tracker: Tracker::new(config.tracker),
+            capturer,
+            targets: Vec::new(),
+            pids: Vec::new(),
+            observations: Vec::new(),
+            last_stats: ScanStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> WatchConfig {
+        self.config
+    }
+
+    /// The targets of the last scan.
+    pub fn targets(&self) -> &[Target] {
+        &self.targets
+    }
+
+    pub fn last_stats(&self) -> ScanStats {
+        self.last_stats
+    }
+
+    pub fn capturer(&mut self) -> &mut Capturer {
+        &mut self.capturer
+    }
+
+    /// One scan: find targets, read their threads, judge, capture. Returns what happened to incidents.
+    pub fn tick(&mut self) -> Vec<CaptureEvent> {
+        let probe_children: HashSet<i32> = self.capturer.probe_children().into_iter().collect();
+        self.source.exclude(&probe_children);
+        self.targets = self.source.targets(&self.proc_root);
+        self.pids.clear();
+        self.pids.extend(self.targets.iter().map(|t| t.pid));
+        self.last_stats = self
+            .scanner
+            .scan(&self.proc_root, &self.pids, &mut self.observations);
+        let detected = Instant::now();
+        let now_ns = capture_clock_ns();
+        let events = self.tracker.observe(now_ns, &self.observations);
+        let mut out = Vec::new();
+        for event in events {
+            match event {
+                TrackerEvent::Wedged {
+                    pid,
+                    tid,
+                    comm,
+                    d_since_ns,
+                    ..
+                } => self
+                    .capturer
+                    .on_wedged(pid, tid, &comm, d_since_ns, detected, &mut out),
+                TrackerEvent::Resolved { pid, tid, after } => self.capturer.on_thread_done(
+                    pid,
+                    tid,
+                    &format!("left D after {:.1} s", after.as_secs_f64()),
+                    &mut out,
+                ),
+                TrackerEvent::Vanished { pid, tid, after } => self.capturer.on_thread_done(
+                    pid,
+                    tid,
+                    &format!("exited after {:.1} s in D", after.as_secs_f64()),
+                    &mut out,
+                ),
+            }
+        }
+        self.capturer.tick(&mut out);
+        out
+    }
+}
+
+/// CLOCK_MONOTONIC in ns (the ring's clock, and the tracker's).
+pub fn capture_clock_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| {
+            (t.tv_sec() as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(t.tv_nsec() as u64)
+        })
+        .unwrap_or(0)
+}

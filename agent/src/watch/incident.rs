@@ -1,0 +1,813 @@
+//! The capture path: what happens when the tracker declares a wedge, and how an episode's incident evolves.
+//!
+//! Order matters for "nothing lost": the thread snapshot (reads that cannot hang) goes into a minimal
+//! `incident.json` that is durable before anything slower runs; then the ring, the kernel log and the host
+//! context are added; then the risky probes run in sacrificial children with one deadline; then the incident
+//! is finished (`complete=true`, report.md). One incident per episode: later wedged threads of the same
+//! process and periodic re-samples update it; when every wedged thread left D it is closed as resolved.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use capture::{ProcRoot, SnapshotOptions};
+use reports::model::{
+    DStateTask, EpisodeStatus, HostContext, HostInfo, Incident, KernelLogLine, NotCaptured,
+    PsiLine as ReportPsiLine, RingExcerpt, Sample, TimelineEvent, Timestamp, WedgedThread,
+};
+use reports::store::{IncidentHandle, Store};
+
+use crate::host::identity::HostIdentity;
+use crate::host::kmsg::{self, KmsgWindow};
+use crate::host::pressure;
+use crate::probe::{self, Probe, ProbeOutcome, ProbeRunner, ProbeStatus};
+
+/// How to capture.
+#[derive(Debug, Clone)]
+pub struct CaptureSettings {
+    pub proc_root: ProcRoot,
+    /// Directories holding ring files (`*.ring`), searched for the wedged process's ring.
+    pub ring_dirs: Vec<PathBuf>,
+    pub probe_timeout: Duration,
+    pub max_stuck_probes: usize,
+    /// Run `nvidia-smi -q` as a probe when it is installed.
+    pub nvidia_smi: bool,
+    /// Extra files to read as probes (a test stand-in for a driver file that hangs).
+    pub extra_probe_files: Vec<PathBuf>,
+    pub kmsg_path: PathBuf,
+    /// Kernel log kept from this long before the wedge began.
+    pub kmsg_before: Duration,
+    /// While an episode is open, add a new thread snapshot this often.
+    pub resample_every: Duration,
+    /// Samples kept per incident (the first and the latest ones).
+    pub max_samples: usize,
+    /// Send SIGKILL to the wedged process after the capture, and record whether it died.
+    pub kill_on_wedge: bool,
+    /// Most D-state tasks listed in the host census.
+    pub max_census: usize,
+}
+
+impl CaptureSettings {
+    pub fn new(proc_root: ProcRoot) -> CaptureSettings {
+        CaptureSettings {
+            proc_root,
+            ring_dirs: Vec::new(),
+            probe_timeout: probe::DEFAULT_PROBE_TIMEOUT,
+            max_stuck_probes: probe::DEFAULT_MAX_STUCK,
+            nvidia_smi: true,
+            extra_probe_files: Vec::new(),
+            kmsg_path: PathBuf::from(kmsg::KMSG_PATH),
+            kmsg_before: Duration::from_secs(600),
+            resample_every: Duration::from_secs(30),
+            max_samples: 8,
+            kill_on_wedge: false,
+            max_census: 256,
+        }
+    }
+}
+
+/// What happened to an incident (printed by `run`, logged by the daemon).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaptureEvent {
+    /// The minimal incident is durable.
+    Opened {
+        pid: i32,
+        tid: i32,
+        path: PathBuf,
+        /// From the scan that detected the wedge to the durable minimal incident.
+        durable_after: Duration,
+    },
+    /// Every part of the capture is written (complete=true).
+    Completed {
+        pid: i32,
+        path: PathBuf,
+        verdict: String,
+        /// With --kill-on-wedge: whether the process died.
+        killed: Option<bool>,
+    },
+    /// A new sample or a newly wedged thread was added.
+    Updated { pid: i32, path: PathBuf },
+    /// Every wedged thread left D (or exited).
+    Resolved {
+        pid: i32,
+        path: PathBuf,
+        after: Duration,
+    },
+    /// Something could not be written; the message says what.
+    Failed { pid: i32, message: String },
+}
+
+/// One open wedge episode of one process.
+struct Episode {
+    handle: IncidentHandle,
+    incident: Incident,
+    /// tid → first scan that saw it in D (monotonic ns).
+    wedged: BTreeMap<i32, u64>,
+    started_ns: u64,
+    last_sample: Instant,
+}
+
+/// Turns wedges into incidents.
+pub struct Capturer {
+    settings: CaptureSettings,
+    store: Store,
+    probes: ProbeRunner,
+    host: HostIdentity,
+    episodes: BTreeMap<i32, Episode>,
+}
+
+fn now_mono_ns() -> u64 {
+    Timestamp::now().monotonic_ns.unwrap_or(0)
+}
+
+fn timeline(incident: &mut Incident, event: impl Into<String>) {
+    incident.timeline.push(TimelineEvent {
+        at: Timestamp::now(),
+        event: event.into(),
+    });
+}
+
+fn not_captured(incident: &mut Incident, what: impl Into<String>, why: impl Into<String>) {
+    incident.not_captured.push(NotCaptured {
+        what: what.into(),
+        why: why.into(),
+    });
+}
+
+impl Capturer {
+    pub fn new(settings: CaptureSettings, store: Store) -> Capturer {
+        let probes = ProbeRunner::new(settings.probe_timeout, settings.max_stuck_probes);
+        let host = HostIdentity::read(settings.proc_root.path());
+        Capturer {
+            settings,
+            store,
+            probes,
+            host,
+            episodes: BTreeMap::new(),
+        }
+    }
+
+    pub fn store_dir(&self) -> &Path {
+        self.store.dir()
+    }
+
+    /// Pids of our probe children that are still stuck (never watch or reap them elsewhere).
+    pub fn probe_children(&self) -> Vec<i32> {
+        self.probes.stuck_pids()
+    }
+
+    /// The runner, so a caller that reaps children can leave ours alone.
+    pub fn probe_runner(&mut self) -> &mut ProbeRunner {
+        &mut self.probes
+    }
+
+    /// Whether an episode is open for `pid`.
+    pub fn is_open(&self, pid: i32) -> bool {
+        self.episodes.contains_key(&pid)
+    }
+
+    /// Paths of the incidents of open episodes.
+    pub fn open_incidents(&self) -> Vec<(i32, PathBuf)> {
+        self.episodes
+            .iter()
+            .map(|(&pid, e)| (pid, e.handle.path().to_path_buf()))
+            .collect()
+    }
+
+    /// A thread of `pid` was judged wedged at the scan taken at `detected`.
+    pub fn on_wedged(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        comm: &str,
+        d_since_ns: u64,
+        detected: Instant,
+        out: &mut Vec<CaptureEvent>,
+    ) {
+        if let Some(episode) = self.episodes.get_mut(&pid) {
+            episode.wedged.insert(tid, d_since_ns);
+            episode.incident.wedged_threads.push(WedgedThread {
+                tid,
+                comm: comm.to_string(),
+                d_since: Timestamp::monotonic(d_since_ns),
+            });
+            timeline(
+                &mut episode.incident,
+                format!("thread {tid} `{comm}` also wedged"),
+            );
+            Self::resample(&self.settings, episode);
+            match episode.handle.update(&episode.incident) {
+                Ok(()) => out.push(CaptureEvent::Updated {
+                    pid,
+                    path: episode.handle.path().to_path_buf(),
+                }),
+                Err(err) => out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!("cannot update the incident: {err}"),
+                }),
+            }
+            return;
+        }
+        self.open(pid, tid, comm, d_since_ns, detected, out);
+    }
+
+    fn open(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        comm: &str,
+        d_since_ns: u64,
+        detected: Instant,
+        out: &mut Vec<CaptureEvent>,
+    ) {
+        let settings = &self.settings;
+        let root = &settings.proc_root;
+        let mut incident = Incident::new(pid);
+        incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
+        incident.episode.started_at = Timestamp::monotonic(d_since_ns);
+        incident.host = HostInfo {
+            hostname: self.host.hostname.clone(),
+            boot_id: self.host.boot_id.clone().unwrap_or_default(),
+            kernel_release: self.host.kernel.clone(),
+            arch: self.host.arch.clone(),
+            nvidia_driver_version: None,
+        };
+        incident.wedged_threads.push(WedgedThread {
+            tid,
+            comm: comm.to_string(),
+            d_since: Timestamp::monotonic(d_since_ns),
+        });
+        timeline(
+            &mut incident,
+            format!(
+                "thread {tid} `{comm}` judged wedged: in D without progress for {:.1} s",
+                now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
+            ),
+        );
+        fill_process_info(root, pid, &mut incident);
+        match capture::snapshot_process(
+            root,
+            pid,
+            &SnapshotOptions {
+                all_threads: true,
+                ..SnapshotOptions::default()
+            },
+        ) {
+            Ok(snapshot) => incident.samples.push(Sample {
+                taken_at: Timestamp::now(),
+                snapshot,
+            }),
+            Err(err) => not_captured(&mut incident, "thread snapshot", err.to_string()),
+        }
+        incident.verdict = reports::render::verdict(&incident);
+
+        // 1. Durable minimal incident.
+        let handle = match self.store.create(&incident) {
+            Ok(handle) => handle,
+            Err(err) => {
+                out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!(
+                        "cannot write the incident under {}: {err}",
+                        self.store.dir().display()
+                    ),
+                });
+                return;
+            }
+        };
+        let durable_after = detected.elapsed();
+        let path = handle.path().to_path_buf();
+        incident.id = handle.id().to_string();
+        timeline(
+            &mut incident,
+            format!(
+                "minimal incident durable {} ms after detection",
+                durable_after.as_millis()
+            ),
+        );
+        out.push(CaptureEvent::Opened {
+            pid,
+            tid,
+            path: path.clone(),
+            durable_after,
+        });
+
+        // 2. Ring, kernel log, host context: safe reads.
+        capture_ring(settings, pid, &mut incident, &handle);
+        capture_kernel_log(settings, d_since_ns, &mut incident);
+        incident.host_context = host_context(settings, &mut incident);
+        incident.verdict = reports::render::verdict(&incident);
+        if let Err(err) = handle.update(&incident) {
+            out.push(CaptureEvent::Failed {
+                pid,
+                message: format!("cannot update the incident: {err}"),
+            });
+        }
+
+        // 3. Risky probes, in sacrificial children with one deadline.
+        let mut probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
+        for (i, file) in settings.extra_probe_files.iter().enumerate() {
+            probes.push(Probe::read_file(
+                &format!("extra-{}", i + 1),
+                file.clone(),
+                "the file's driver is probably blocked",
+            ));
+        }
+        let started_at = Timestamp::now();
+        let outcomes = self.probes.run_all(&probes);
+        apply_probes(&outcomes, &started_at, &mut incident);
+
+        // 4. Optional kill, then finish.
+        let mut killed = None;
+        if settings.kill_on_wedge {
+            let died = kill_and_check(root, pid);
+            killed = Some(died);
+            timeline(
+                &mut incident,
+                if died {
+                    "SIGKILL sent (--kill-on-wedge): the process died".to_string()
+                } else {
+                    "SIGKILL sent (--kill-on-wedge): the process is still there after 1 s (unkillable: \
+                     uninterruptible sleep)"
+                        .to_string()
+                },
+            );
+        }
+        incident.verdict = reports::render::verdict(&incident);
+        timeline(&mut incident, "capture complete");
+        incident.complete = true;
+        let mut handle = handle;
+        match handle.finish(&incident) {
+            Ok(()) => out.push(CaptureEvent::Completed {
+                pid,
+                path: path.clone(),
+                verdict: incident.verdict.clone(),
+                killed,
+            }),
+            Err(err) => out.push(CaptureEvent::Failed {
+                pid,
+                message: format!("cannot finish the incident: {err}"),
+            }),
+        }
+        let mut wedged = BTreeMap::new();
+        wedged.insert(tid, d_since_ns);
+        self.episodes.insert(
+            pid,
+            Episode {
+                handle,
+                incident,
+                wedged,
+                started_ns: d_since_ns,
+                last_sample: Instant::now(),
+            },
+        );
+    }
+
+    /// A wedged thread left D (`resolved`) or vanished.
+    pub fn on_thread_done(&mut self, pid: i32, tid: i32, how: &str, out: &mut Vec<CaptureEvent>) {
+        let Some(episode) = self.episodes.get_mut(&pid) else {
+            return;
+        };
+        episode.wedged.remove(&tid);
+        timeline(&mut episode.incident, format!("thread {tid} {how}"));
+        if !episode.wedged.is_empty() {
+            let _ = episode.handle.update(&episode.incident);
+            return;
+        }
+        let Some(mut episode) = self.episodes.remove(&pid) else {
+            return;
+        };
+        let after = Duration::from_nanos(now_mono_ns().saturating_sub(episode.started_ns));
+        if self.settings.proc_root.exists(pid) {
+            Self::resample(&self.settings, &mut episode);
+        }
+        let incident = &mut episode.incident;
+        incident.episode.status = EpisodeStatus::Resolved;
+        incident.episode.resolved_at = Some(Timestamp::now());
+        incident.episode.resolved_after_s = Some(after.as_secs_f64());
+        timeline(
+            incident,
+            format!("resolved after {} s", after.as_secs_f64().round() as u64),
+        );
+        match episode.handle.update(incident) {
+            Ok(()) => out.push(CaptureEvent::Resolved {
+                pid,
+                path: episode.handle.path().to_path_buf(),
+                after,
+            }),
+            Err(err) => out.push(CaptureEvent::Failed {
+                pid,
+                message: format!("cannot update the incident: {err}"),
+            }),
+        }
+    }
+
+    /// Periodic work for open episodes: a new sample every `resample_every`; reap probe children.
+    pub fn tick(&mut self, out: &mut Vec<CaptureEvent>) {
+        self.probes.reap_stuck();
+        for (&pid, episode) in self.episodes.iter_mut() {
+            if episode.last_sample.elapsed() < self.settings.resample_every {
+                continue;
+            }
+            Self::resample(&self.settings, episode);
+            match episode.handle.update(&episode.incident) {
+                Ok(()) => out.push(CaptureEvent::Updated {
+                    pid,
+                    path: episode.handle.path().to_path_buf(),
+                }),
+                Err(err) => out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!("cannot update the incident: {err}"),
+                }),
+            }
+        }
+    }
+
+    fn resample(settings: &CaptureSettings, episode: &mut Episode) {
+        episode.last_sample = Instant::now();
+        let pid = episode.incident.process.pid;
+        match capture::snapshot_process(
+            &settings.proc_root,
+            pid,
+            &SnapshotOptions {
+                all_threads: true,
+                ..SnapshotOptions::default()
+            },
+        ) {
+            Ok(snapshot) => {
+                let samples = &mut episode.incident.samples;
+                samples.push(Sample {
+                    taken_at: Timestamp::now(),
+                    snapshot,
+                });
+                // Keep the first sample and the latest ones.
+                let max = settings.max_samples.max(2);
+                if samples.len() > max {
+                    samples.remove(1);
+                }
+                episode.incident.verdict = reports::render::verdict(&episode.incident);
+            }
+            Err(err) => timeline(&mut episode.incident, format!("new sample failed: {err}")),
+        }
+    }
+}
+
+/// NSpid, comm, cgroup and container of the process (reads that cannot hang).
+fn fill_process_info(root: &ProcRoot, pid: i32, incident: &mut Incident) {
+    match root.read_task_status(pid, pid) {
+        Ok(status) => {
+            incident.process.nspid = status.nspid.clone();
+            incident.process.comm = status.name.clone().unwrap_or_default();
+        }
+        Err(err) => not_captured(incident, "process status (NSpid)", err.to_string()),
+    }
+    match root.cgroup(pid) {
+        Ok(lines) => {
+            let line = lines
+                .iter()
+                .find(|l| l.is_v2())
+                .or_else(|| lines.first())
+                .map(|l| l.path.clone());
+            incident.process.container_id = line
+                .as_deref()
+                .and_then(capture::parse::cgroup::container_id)
+                .map(|c| format!("{}:{}", c.runtime, c.id));
+            incident.process.cgroup = line;
+        }
+        Err(err) => not_captured(incident, "cgroup", err.to_string()),
+    }
+}
+
+/// Ring files that belong to `pid`: open fds of the process ending in `.ring`, and ring files in the ring
+/// directories whose header names this process (host pid or innermost namespace pid, same start time).
+fn find_rings(settings: &CaptureSettings, pid: i32, nspid: &[i32]) -> Vec<PathBuf> {
+    let root = &settings.proc_root;
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(root.pid_dir(pid).join("fd")) {
+        for entry in entries.flatten().take(65_536) {
+            if let Ok(target) = std::fs::read_link(entry.path()) {
+                if target.extension().is_some_and(|e| e == "ring") && !found.contains(&target) {
+                    found.push(target);
+                }
+            }
+        }
+    }
+    let start_time = root.read_stat(pid).ok().map(|s| s.starttime);
+    let inner = nspid.last().copied().unwrap_or(pid);
+    for dir in &settings.ring_dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten().take(100_000) {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "ring") || found.contains(&path) {
+                continue;
+            }
+            let Ok(bytes) = read_prefix(&path, 4096) else {
+                continue;
+            };
+            let Ok(header) = wedge_breadcrumb::reader::parse_header(&bytes) else {
+                continue;
+            };
+            let writer = header.writer_pid as i32;
+            let same_start = start_time
+                .is_none_or(|s| header.start_time_ticks == 0 || header.start_time_ticks == s);
+            if (writer == pid || writer == inner) && same_start {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+fn read_prefix(path: &Path, limit: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(limit);
+    std::fs::File::open(path)?
+        .take(limit as u64)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn capture_ring(
+    settings: &CaptureSettings,
+    pid: i32,
+    incident: &mut Incident,
+    handle: &IncidentHandle,
+) {
+    let rings = find_rings(settings, pid, &incident.process.nspid.clone());
+    let Some(path) = rings.first() else {
+        not_captured(
+            incident,
+            "breadcrumb ring",
+            "no ring file found (the process holds no *.ring file open and none in the ring directory names it)",
+        );
+        return;
+    };
+    if rings.len() > 1 {
+        timeline(
+            incident,
+            format!(
+                "{} ring files belong to the process; the first is in the report",
+                rings.len()
+            ),
+        );
+    }
+    let read_at = Timestamp::now();
+    match wedge_breadcrumb::reader::read_ring_with_bytes(
+        path,
+        &wedge_breadcrumb::reader::ReadOptions::default(),
+    ) {
+        Ok((snapshot, bytes)) => {
+            let copy = match handle.write_file(reports::store::RING_FILE, &bytes) {
+                Ok(()) => Some(reports::store::RING_FILE.to_string()),
+                Err(err) => {
+                    not_captured(incident, "ring copy (ring.bin)", err.to_string());
+                    None
+                }
+            };
+            let mut excerpt =
+                RingExcerpt::from_snapshot(Some(path.display().to_string()), &snapshot, 256);
+            excerpt.copy = copy;
+            excerpt.read_at = read_at;
+            incident.ring = Some(excerpt);
+        }
+        Err(err) => {
+            let mut excerpt =
+                RingExcerpt::unreadable(Some(path.display().to_string()), err.to_string());
+            excerpt.read_at = read_at;
+            incident.ring = Some(excerpt);
+        }
+    }
+}
+
+fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mut Incident) {
+    let since_us = (d_since_ns / 1000).saturating_sub(settings.kmsg_before.as_micros() as u64);
+    let window = KmsgWindow {
+        since_usec: since_us,
+        max_recent: 400,
+        max_flagged_before: 100,
+    };
+    match kmsg::read_around(&settings.kmsg_path, &window) {
+        Ok(capture) => {
+            incident.kernel_log = capture
+                .records
+                .into_iter()
+                .map(|r| KernelLogLine::new(Some(r.seq), Some(r.level), Some(r.usec), r.message))
+                .collect();
+            if capture.lost > 0 {
+                timeline(
+                    incident,
+                    format!(
+                        "{} kernel log records were overwritten while being read",
+                        capture.lost
+                    ),
+                );
+            }
+        }
+        Err(err) => not_captured(
+            incident,
+            "kernel log",
+            format!(
+                "{}: {err}{}",
+                settings.kmsg_path.display(),
+                if err.kind() == std::io::ErrorKind::PermissionDenied {
+                    " (needs CAP_SYSLOG when kernel.dmesg_restrict=1)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+    }
+}
+
+/// PSI, meminfo, loadavg and the census of D-state tasks.
+pub fn host_context(settings: &CaptureSettings, incident: &mut Incident) -> HostContext {
+    let root = settings.proc_root.path();
+    let mut context = HostContext {
+        captured_at: Timestamp::now(),
+        ..HostContext::default()
+    };
+    for resource in ["cpu", "memory", "io", "irq"] {
+        let path = root.join("pressure").join(resource);
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if pressure::parse_psi(&bytes).is_err() {
+            continue;
+        }
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            context.psi.push(ReportPsiLine {
+                resource: resource.to_string(),
+                line: line.to_string(),
+            });
+        }
+    }
+    match std::fs::read(root.join("meminfo"))
+        .map_err(|e| e.to_string())
+        .and_then(|b| pressure::parse_meminfo(&b).map_err(|e| e.to_string()))
+    {
+        Ok(all) => {
+            context.meminfo_kb = pressure::MEMINFO_HIGHLIGHTS
+                .iter()
+                .filter_map(|&k| all.get(k).map(|&v| (k.to_string(), v)))
+                .collect();
+        }
+        Err(err) => not_captured(incident, "meminfo", err),
+    }
+    context.loadavg = std::fs::read_to_string(root.join("loadavg"))
+        .ok()
+        .map(|s| s.trim().to_string());
+    let (tasks, total) = d_state_census(&settings.proc_root, settings.max_census);
+    if total as usize > tasks.len() {
+        context.d_state_total = Some(total);
+    }
+    context.d_state_tasks = tasks;
+    context
+}
+
+/// Every task of the host in D (pid, tid, comm, wchan, cgroup), at most `max` listed; and the total.
+pub fn d_state_census(root: &ProcRoot, max: usize) -> (Vec<DStateTask>, u64) {
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    let Ok(pids) = root.pids() else {
+        return (out, 0);
+    };
+    for pid in pids {
+        let Ok(tids) = root.tasks(pid) else {
+            continue;
+        };
+        let mut cgroup: Option<Option<String>> = None;
+        for tid in tids {
+            let Ok(stat) = root.read_task_stat(pid, tid) else {
+                continue;
+            };
+            if stat.state != 'D' {
+                continue;
+            }
+            total += 1;
+            if out.len() >= max {
+                continue;
+            }
+            let cgroup = cgroup
+                .get_or_insert_with(|| {
+                    root.cgroup(pid)
+                        .ok()
+                        .and_then(|lines| lines.into_iter().find(|l| l.is_v2()).map(|l| l.path))
+                })
+                .clone();
+            out.push(DStateTask {
+                pid,
+                tid,
+                comm: stat.comm.clone(),
+                wchan: root.read_wchan(pid, tid).ok().flatten(),
+                cgroup,
+            });
+        }
+    }
+    (out, total)
+}
+
+fn apply_probes(outcomes: &[ProbeOutcome], started_at: &Timestamp, incident: &mut Incident) {
+    for outcome in outcomes {
+        let report_outcome = match outcome.status {
+            ProbeStatus::Ok => reports::model::ProbeOutcome::Ok,
+            ProbeStatus::TimedOut => reports::model::ProbeOutcome::Timeout,
+            ProbeStatus::Failed | ProbeStatus::Skipped => reports::model::ProbeOutcome::Error,
+        };
+        if outcome.status == ProbeStatus::TimedOut {
+            timeline(
+                incident,
+                format!(
+                    "probe {} ({}) {}",
+                    outcome.name, outcome.target, outcome.detail
+                ),
+            );
+        }
+        match (outcome.name.as_str(), &outcome.status) {
+            ("cmdline", ProbeStatus::Ok) => {
+                let args: Vec<String> = outcome
+                    .output
+                    .split('\0')
+                    .filter(|a| !a.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if !args.is_empty() {
+                    incident.process.cmdline = Some(args);
+                }
+            }
+            ("nvidia-version", ProbeStatus::Ok) => {
+                incident.host.nvidia_driver_version = parse_nvidia_version(&outcome.output);
+            }
+            _ => {}
+        }
+        // The command line goes into `process.cmdline` (redacted), never raw into an excerpt.
+        let excerpt = if outcome.name == "cmdline" {
+            String::new()
+        } else {
+            outcome.output.chars().take(4096).collect()
+        };
+        incident.probes.push(reports::model::Probe {
+            name: format!("{} ({})", outcome.name, outcome.target),
+            outcome: report_outcome,
+            started_at: started_at.clone(),
+            duration_ms: outcome.elapsed_ms as f64,
+            output_excerpt: excerpt,
+            error: (outcome.status != ProbeStatus::Ok).then(|| outcome.detail.clone()),
+        });
+    }
+}
+
+/// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build …` → `580.95.05`.
+pub fn parse_nvidia_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    line.split_whitespace()
+        .find(|w| {
+            w.contains('.')
+                && w.split('.').count() >= 2
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
+/// SIGKILL `pid` and watch for 1 s whether it dies (gone, or a zombie waiting to be reaped).
+fn kill_and_check(root: &ProcRoot, pid: i32) -> bool {
+    crate::watch::launch::signal_process(pid, libc::SIGKILL);
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        match root.read_stat(pid) {
+            Err(_) => return true,
+            Ok(stat) if stat.state == 'Z' || stat.state == 'X' => return true,
+            Ok(_) => {}
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_version_lines() {
+        assert_eq!(
+            parse_nvidia_version(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:47:54 UTC 2025\nGCC version:  gcc version 13.3.0\n"
+            )
+            .as_deref(),
+            Some("580.95.05")
+        );
+        assert_eq!(parse_nvidia_version("garbage"), None);
+    }
+
+    #[test]
+    fn census_sees_no_impossible_tasks() {
+        let (tasks, total) = d_state_census(&ProcRoot::default(), 3);
+        assert!(tasks.len() <= 3);
+        assert!(total >= tasks.len() as u64);
+    }
+}

@@ -1,0 +1,122 @@
+//! One scan of the targets' threads: the cheap `stat` state of every thread, and the progress signature
+//! (wchan, stack hash, context switches) of the threads in D only.
+
+use std::collections::HashMap;
+
+use capture::scan::Scanner;
+use capture::ProcRoot;
+
+use super::tracker::{stack_hash, Observation, Progress};
+
+/// Counters of one scan, for the benchmark and `--json` progress.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    pub processes: usize,
+    pub threads: usize,
+    pub in_d: usize,
+}
+
+/// Reads the threads of the target processes: one capture [`Scanner`] per process keeps its threads' stat
+/// files open between scans.
+#[derive(Default)]
+pub struct ThreadScanner {
+    scanners: HashMap<i32, Scanner>,
+    /// Stacks are unreadable (no CAP_SYS_ADMIN): don't retry at every scan.
+    stack_denied: bool,
+}
+
+impl ThreadScanner {
+    pub fn new(_proc_root: &ProcRoot) -> ThreadScanner {
+        ThreadScanner::default()
+    }
+
+    /// Processes with an open scanner.
+    pub fn processes(&self) -> usize {
+        self.scanners.len()
+    }
+
+    /// Scan the threads of `pids` into `out` (cleared first). Processes not in `pids` are forgotten.
+    pub fn scan(
+        &mut self,
+        proc_root: &ProcRoot,
+        pids: &[i32],
+        out: &mut Vec<Observation>,
+    ) -> ScanStats {
+        out.clear();
+        let mut stats = ScanStats::default();
+        if !self.scanners.is_empty() {
+            let wanted: std::collections::HashSet<i32> = pids.iter().copied().collect();
+            self.scanners.retain(|pid, _| wanted.contains(pid));
+        }
+        for &pid in pids {
+            let scanner = match self.scanners.entry(pid) {
+                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    match Scanner::new(proc_root, pid) {
+                        Ok(scanner) => entry.insert(scanner),
+                        Err(_) => continue,
+                    }
+                }
+            };
+            if scanner.scan().is_err() {
+                // Gone (or unreadable): its threads are absent from this scan, which the tracker reads as gone.
+                self.scanners.remove(&pid);
+                continue;
+            }
+            stats.processes += 1;
+            for sample in scanner.samples() {
+                stats.threads += 1;
+                let state = u8::try_from(sample.state).unwrap_or(b'?');
+                let progress = if state == b'D' {
+                    stats.in_d += 1;
+                    Some(progress_of(
+                        proc_root,
+                        scanner,
+                        pid,
+                        sample.tid,
+                        &mut self.stack_denied,
+                    ))
+                } else {
+                    None
+                };
+                out.push(Observation {
+                    pid,
+                    tid: sample.tid,
+                    comm: sample.comm.clone(),
+                    state,
+                    progress,
+                });
+            }
+        }
+        stats
+    }
+}
+
+/// wchan, stack hash and switch counters of one thread in D (reads that cannot hang).
+fn progress_of(
+    proc_root: &ProcRoot,
+    scanner: &Scanner,
+    pid: i32,
+    tid: i32,
+    stack_denied: &mut bool,
+) -> Progress {
+    let wchan = proc_root.read_wchan(pid, tid).ok().flatten();
+    let stack_hash = if *stack_denied {
+        None
+    } else {
+        match proc_root.read_stack(pid, tid) {
+            Ok(frames) => Some(stack_hash(frames.iter().map(|f| f.function.as_str()))),
+            Err(err) => {
+                if err.is_permission_denied() {
+                    *stack_denied = true;
+                }
+                None
+            }
+        }
+    };
+    Progress {
+        wchan,
+        stack_hash,
+        ctxt_switches: scanner.ctxt_switches(tid).ok().flatten(),
+    }
+}

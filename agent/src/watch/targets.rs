@@ -1,0 +1,187 @@
+//! Which processes to watch. The watch loop asks its [`TargetSource`] once per scan; `run` uses
+//! [`ChildTree`] (every descendant of ours), the host daemon adds sources that match by comm, cgroup,
+//! open GPU fds or ring files.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use capture::ProcRoot;
+
+/// A process to watch and why it is watched (shown in the incident's timeline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub pid: i32,
+    /// The parent it was found under (0 when unknown).
+    pub parent: i32,
+    pub why: String,
+}
+
+/// Finds the processes to watch. Called once per scan; must be cheap and must not block on a target
+/// (read only files that cannot hang: stat, status, task/*/children, fd links, cgroup).
+pub trait TargetSource {
+    /// The processes to watch now.
+    fn targets(&mut self, proc_root: &ProcRoot) -> Vec<Target>;
+
+    /// Pids that must never be watched even if the source finds them (our probe children).
+    fn exclude(&mut self, pids: &HashSet<i32>) {
+        let _ = pids;
+    }
+}
+
+/// Every descendant of `root` (for `run`: our own pid — we are the subreaper, so orphans come back to us).
+///
+/// Children are found through `task/<tid>/children` (CONFIG_PROC_CHILDREN). A process's main thread is read
+/// at every scan; every thread (a child can be forked from any thread) at every `full_every`-th scan, which
+/// bounds the cost for processes with thousands of threads.
+#[derive(Debug)]
+pub struct ChildTree {
+    root: i32,
+    excluded: HashSet<i32>,
+    scan: u64,
+    full_every: u64,
+    /// pid → children found at the last full read of all its threads.
+    known: BTreeMap<i32, BTreeSet<i32>>,
+}
+
+impl ChildTree {
+    pub fn new(root: i32) -> ChildTree {
+        ChildTree {
+            root,
+            excluded: HashSet::new(),
+            scan: 0,
+            full_every: 4,
+            known: BTreeMap::new(),
+        }
+    }
+
+    fn children_of(&self, proc_root: &ProcRoot, pid: i32, all_threads: bool) -> BTreeSet<i32> {
+        let tids = if all_threads {
+            proc_root.tasks(pid).unwrap_or_default()
+        } else {
+            vec![pid]
+        };
+        let mut out = BTreeSet::new();
+        let task_dir = proc_root.task_dir(pid);
+        for tid in tids {
+            if let Ok(bytes) = std::fs::read(task_dir.join(tid.to_string()).join("children")) {
+                out.extend(parse_children(&bytes));
+            }
+        }
+        out
+    }
+}
+
+/// `task/<tid>/children`: space-separated pids (pure).
+pub fn parse_children(bytes: &[u8]) -> impl Iterator<Item = i32> + '_ {
+    bytes
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|word| !word.is_empty() && word.len() <= 10)
+        .filter_map(|word| std::str::from_utf8(word).ok()?.parse::<i32>().ok())
+        .filter(|&pid| pid > 0)
+}
+
+impl TargetSource for ChildTree {
+    fn targets(&mut self, proc_root: &ProcRoot) -> Vec<Target> {
+        self.scan += 1;
+        let full = self.scan % self.full_every == 1 || self.full_every <= 1;
+        let mut seen = BTreeSet::new();
+        let mut frontier = vec![self.root];
+        let mut out = Vec::new();
+        while let Some(pid) = frontier.pop() {
+            if !seen.insert(pid) || seen.len() > 100_000 {
+                continue;
+            }
+            let mut children = self.children_of(proc_root, pid, full || pid == self.root);
+            if full {
+                self.known.insert(pid, children.clone());
+            } else if let Some(known) = self.known.get(&pid) {
+                // Between full reads, children forked by other threads are remembered while they live.
+                children.extend(known.iter().copied().filter(|&c| proc_root.exists(c)));
+            }
+            for child in children {
+                if self.excluded.contains(&child) {
+                    continue;
+                }
+                out.push(Target {
+                    pid: child,
+                    parent: pid,
+                    why: if pid == self.root {
+                        "child of wedge-capture run".to_string()
+                    } else {
+                        format!("descendant (parent {pid})")
+                    },
+                });
+                frontier.push(child);
+            }
+        }
+        self.known.retain(|pid, _| seen.contains(pid));
+        out.sort_by_key(|t| t.pid);
+        out.dedup_by_key(|t| t.pid);
+        out
+    }
+
+    fn exclude(&mut self, pids: &HashSet<i32>) {
+        self.excluded.clone_from(pids);
+    }
+}
+
+/// A fixed list of pids (tests, `capture`-like one-shot watches).
+#[derive(Debug, Clone)]
+pub struct FixedPids(pub Vec<i32>);
+
+impl TargetSource for FixedPids {
+    fn targets(&mut self, proc_root: &ProcRoot) -> Vec<Target> {
+        self.0
+            .iter()
+            .filter(|&&pid| proc_root.exists(pid))
+            .map(|&pid| Target {
+                pid,
+                parent: 0,
+                why: "named on the command line".to_string(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_children_files() {
+        let pids: Vec<i32> = parse_children(b"12 345 6789 \n").collect();
+        assert_eq!(pids, vec![12, 345, 6789]);
+        assert_eq!(parse_children(b"").count(), 0);
+        assert_eq!(
+            parse_children(b"x -1 0 99999999999 7").collect::<Vec<_>>(),
+            vec![7]
+        );
+    }
+
+    #[test]
+    fn finds_grandchildren() {
+        // sh → sleep (grandchild of this test process).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & wait"])
+            .spawn()
+            .unwrap();
+        let me = std::process::id() as i32;
+        let proc_root = ProcRoot::default();
+        let mut tree = ChildTree::new(me);
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            found = tree.targets(&proc_root);
+            if found.len() >= 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let pids: Vec<i32> = found.iter().map(|t| t.pid).collect();
+        assert!(pids.contains(&(child.id() as i32)), "{found:?}");
+        assert!(
+            found.iter().any(|t| t.why.starts_with("descendant")),
+            "{found:?}"
+        );
+    }
+}
