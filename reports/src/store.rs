@@ -221,8 +221,12 @@ impl Store {
             } else {
                 format!("{base_id}-{attempt}")
             };
-            write_incident_json(temp_dir, &id, incident, false, self.modes.file)?;
             let target = self.dir.join(&id);
+            // Skip taken names cheaply; RENAME_NOREPLACE below settles a race with another writer.
+            if fs::symlink_metadata(&target).is_ok() {
+                continue;
+            }
+            write_incident_json(temp_dir, &id, incident, false, self.modes.file)?;
             match nix::fcntl::renameat2(
                 nix::fcntl::AT_FDCWD,
                 temp_dir,
@@ -342,6 +346,9 @@ impl Store {
     /// Remove the oldest incidents that exceed the limits; never one in progress.
     pub fn enforce_retention(&self) -> Result<Cleanup> {
         self.require_writable()?;
+        if self.retention == Retention::UNLIMITED {
+            return Ok(Cleanup::default());
+        }
         let mut candidates = Vec::new();
         for id in self.incident_ids()? {
             let path = self.dir.join(&id);
