@@ -1,1 +1,237 @@
-//! Integration tests: capture.
+//! Integration tests: `wedge-capture capture` and `decode-ioctl`, through the built binary.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use capture::frozen_fs::{self, FrozenFs};
+use capture::ProcRoot;
+
+fn wedge(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wedge-capture"))
+        .args(args)
+        .output()
+        .expect("run wedge-capture")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{o:?}");
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+#[test]
+fn decode_ioctl_names_rm_uvm_and_linux_requests() {
+    let o = wedge(&["decode-ioctl", "0xc020462a", "--device", "/dev/nvidiactl"]);
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    assert!(out.contains("NV_ESC_RM_CONTROL"), "{out}");
+    assert!(out.contains("nr 0x2a"), "{out}");
+
+    let v = json(&wedge(&[
+        "decode-ioctl",
+        "0x30000001",
+        "--device",
+        "/dev/nvidia-uvm",
+        "--json",
+    ]));
+    assert_eq!(v["name"], "UVM_INITIALIZE");
+    assert_eq!(v["dir"], "raw");
+
+    let v = json(&wedge(&["decode-ioctl", "0x40086602", "--json"]));
+    assert_eq!(v["name"], "FS_IOC_SETFLAGS");
+    assert_eq!(v["type"], 0x66);
+    assert_eq!(v["size"], 8);
+
+    let v = json(&wedge(&["decode-ioctl", "0x12345678", "--json"]));
+    assert!(v["name"].is_null());
+    assert_eq!(v["nr"], 0x78);
+
+    let o = wedge(&["decode-ioctl", "nonsense"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}
+
+#[test]
+fn capture_of_a_missing_process_exits_4() {
+    // Pids above pid_max (4194304 at most) never exist.
+    let o = wedge(&["capture", "--pid", "2147483600"]);
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no such process"));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let o = wedge(&["capture", "--pid", "12", "--proc-root", root]);
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+}
+
+#[test]
+fn capture_of_a_live_process_all_threads() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id().to_string();
+    // Let it reach clock_nanosleep.
+    let root = ProcRoot::default();
+    frozen_fs::wait_for_state(
+        &root,
+        child.id() as i32,
+        child.id() as i32,
+        'S',
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let v = json(&wedge(&[
+        "capture",
+        "--pid",
+        &pid,
+        "--all-threads",
+        "--format",
+        "json",
+    ]));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(v["pid"].as_i64(), Some(i64::from(child.id() as i32)));
+    let t = &v["threads"][0];
+    assert_eq!(t["comm"], "sleep");
+    assert_eq!(t["state"], "S");
+    assert_eq!(t["syscall"]["name"], "clock_nanosleep");
+    assert_eq!(t["syscall"]["args"].as_array().unwrap().len(), 6);
+    assert!(t["wchan"].is_string());
+}
+
+fn fake_gb10_tree(dir: &Path) {
+    let t = dir.join("4100/task/4107");
+    std::fs::create_dir_all(&t).unwrap();
+    let stat = "4107 (pt_main) D 1 4100 4100 0 -1 4194560 0 0 0 0 5 6 0 0 20 0 2 0 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 2 0 0\n";
+    std::fs::write(t.join("stat"), stat).unwrap();
+    std::fs::write(t.join("wchan"), "os_acquire_rwlock_write").unwrap();
+    std::fs::write(
+        t.join("syscall"),
+        "29 0x5 0xc020462a 0xffffd1e0c0a8 0x0 0x0 0x0 0xffffd1e0c050 0xffff8a3e1c2c\n",
+    )
+    .unwrap();
+    std::fs::write(t.join("stack"), "[<0>] os_acquire_rwlock_write+0x38/0x60 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] __arm64_sys_ioctl+0xb4/0x100\n").unwrap();
+    std::fs::write(t.join("status"), "Name:\tpt_main\nState:\tD (disk sleep)\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t1\n").unwrap();
+    let m = dir.join("4100/task/4100");
+    std::fs::create_dir_all(&m).unwrap();
+    let main = "4100 (python3) S 1 4100 4100 0 -1 4194560 0 0 0 0 5 6 0 0 20 0 2 0 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0\n";
+    std::fs::write(m.join("stat"), main).unwrap();
+    std::fs::write(dir.join("4100/stat"), main).unwrap();
+    std::fs::create_dir_all(dir.join("4100/fd")).unwrap();
+    std::os::unix::fs::symlink("/dev/nvidiactl", dir.join("4100/fd/5")).unwrap();
+}
+
+#[test]
+fn capture_from_a_recorded_aarch64_tree_in_markdown_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_gb10_tree(dir.path());
+    let root = dir.path().to_str().unwrap();
+    let base = [
+        "capture",
+        "--pid",
+        "4100",
+        "--proc-root",
+        root,
+        "--arch",
+        "aarch64",
+    ];
+
+    let o = wedge(&[&base[..], &["--format", "markdown"]].concat());
+    assert!(o.status.success(), "{o:?}");
+    let md = stdout(&o);
+    assert!(
+        md.starts_with("# Process 4100 — 1 of 2 threads in D"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- **tid 4107 `pt_main` — D · ioctl → nvidia: nvidia_ioctl → rm_ioctl"),
+        "{md}"
+    );
+    assert!(md.contains("NV_ESC_RM_CONTROL"), "{md}");
+    assert!(md.contains("| 4100 | python3 | S |"), "{md}");
+    assert!(
+        md.contains("```\nos_acquire_rwlock_write+0x38/0x60 [nvidia]\n"),
+        "{md}"
+    );
+
+    let v = json(&wedge(&[&base[..], &["--format", "json"]].concat()));
+    assert_eq!(v["arch"], "aarch64");
+    let t = &v["threads"][1];
+    assert_eq!(t["tid"], 4107);
+    assert_eq!(t["syscall"]["nr"], 29);
+    assert_eq!(t["syscall"]["name"], "ioctl");
+    assert_eq!(t["ioctl"]["fd"], 5);
+    assert_eq!(t["ioctl"]["fd_target"], "/dev/nvidiactl");
+    assert_eq!(t["ioctl"]["request"], "0xc020462a");
+    assert_eq!(t["ioctl"]["name"], "NV_ESC_RM_CONTROL");
+    assert_eq!(t["ioctl"]["driver"], "nvidia-rm");
+    assert_eq!(t["stack"][0]["module"], "nvidia");
+    assert!(t["site"].as_str().unwrap().starts_with("ioctl → nvidia:"));
+
+    let o = wedge(&[&base[..], &["--format", "text", "--tid", "4107"]].concat());
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&o).contains("NV_ESC_RM_CONTROL"));
+    let o = wedge(&[&base[..], &["--tid", "4999"]].concat());
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+}
+
+/// A real wedge: a shell appending to a file on a frozen ext4 sits in D; the binary shows it.
+#[test]
+fn capture_of_a_real_wedged_process() {
+    let must = std::env::var("CI").as_deref() == Ok("true");
+    if let Some(why) = FrozenFs::unavailable_reason() {
+        assert!(!must, "CI=true but cannot run: {why}");
+        eprintln!("skipping capture_of_a_real_wedged_process: {why}");
+        return;
+    }
+    let mut fs = match FrozenFs::new() {
+        Ok(fs) => fs,
+        Err(e) if !must => {
+            eprintln!("skipping capture_of_a_real_wedged_process: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let file = fs.create_file("log", b"").unwrap();
+    fs.freeze().unwrap();
+    let child = Command::new("sh")
+        .args(["-c", "echo wedged >> \"$0\"", file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    struct Cleanup(Option<FrozenFs>, std::process::Child);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(fs) = self.0.as_mut() {
+                let _ = fs.thaw();
+            }
+            let _ = self.1.kill();
+            let _ = self.1.wait();
+        }
+    }
+    let pid = child.id() as i32;
+    let _cleanup = Cleanup(Some(fs), child);
+    frozen_fs::wait_for_state(&ProcRoot::default(), pid, pid, 'D', Duration::from_secs(10))
+        .unwrap();
+
+    let o = wedge(&["capture", "--pid", &pid.to_string()]);
+    assert!(o.status.success(), "{o:?}");
+    let md = stdout(&o);
+    assert!(
+        md.starts_with(&format!("# Process {pid} — 1 of 1 threads in D")),
+        "{md}"
+    );
+    assert!(md.contains("filesystem freeze (percpu_rwsem_wait)"), "{md}");
+    assert!(md.contains("percpu_rwsem_wait+0x"), "{md}");
+
+    let v = json(&wedge(&[
+        "capture",
+        "--pid",
+        &pid.to_string(),
+        "--format",
+        "json",
+    ]));
+    let t = &v["threads"][0];
+    assert_eq!(t["state"], "D");
+    assert_eq!(t["wchan"], "percpu_rwsem_wait");
+    assert!(t["stack"].as_array().unwrap().len() > 2);
+}
