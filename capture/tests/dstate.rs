@@ -163,6 +163,10 @@ fn captures_a_real_d_state_thread() {
     assert_eq!(ioctl.request, "0x40086602");
     assert_eq!(ioctl.driver.as_deref(), Some("linux-fs"));
     assert_eq!(ioctl.fd_target.as_deref(), Some(victim.to_str().unwrap()));
+    eprintln!(
+        "blocked thread's stack:\n{}",
+        capture::render::stack_text(&t.stack)
+    );
     let functions: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
     assert!(functions.contains(&"percpu_rwsem_wait"), "{functions:?}");
     assert!(
