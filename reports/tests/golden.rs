@@ -2,7 +2,8 @@
 //!
 //! `tests/data/incident-v1.json` is an incident as written by schema version 1; it must keep parsing and keep
 //! rendering to `tests/data/report.golden.md`. Regenerate both after an intended change with
-//! `WEDGE_UPDATE_GOLDEN=1 cargo test -p reports --test golden`, and review the diff.
+//! `WEDGE_UPDATE_GOLDEN=1 cargo test -p reports --test golden`, and review the diff. `WEDGE_DUMP_HUGE=FILE` writes
+//! the huge incident's rendering to FILE for a look.
 
 mod common;
 
@@ -167,6 +168,9 @@ fn huge_incident() -> Incident {
 fn huge_incident_stays_under_the_limit_and_says_it_truncated() {
     let inc = huge_incident();
     let md = markdown(&inc);
+    if let Some(path) = std::env::var_os("WEDGE_DUMP_HUGE") {
+        std::fs::write(path, &md).unwrap();
+    }
     let chars = md.chars().count();
     assert!(chars <= MAX_MARKDOWN_CHARS, "{chars} characters");
     // The cap is used, not wasted: the report stays informative.
