@@ -1,3 +1,12 @@
+//! `wedge-capture ring`: read breadcrumb ring files (format: docs/breadcrumb-ring.md).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use wedge_breadcrumb::{
+    read_ring, Args as CallArgs, ReadOptions, Record, RecordKind, RingSnapshot,
+};
+
 use crate::exit::{ExitCode, Failure};
 
 #[derive(Debug, clap::Subcommand)]
@@ -6,9 +15,252 @@ pub enum RingCommand {
     Dump(DumpArgs),
 }
 
-#[derive(Debug, clap::Args)]
-pub struct DumpArgs {}
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Plain text for a terminal: header, calls in flight, then the last records.
+    Text,
+    /// One JSON object: `header`, `in_flight[]`, `records[]` (the last N), counters.
+    Json,
+}
 
-pub fn run(_cmd: RingCommand) -> anyhow::Result<ExitCode> {
-    Err(Failure::new(ExitCode::ERROR, "not built yet").into())
+/// Flags of `wedge-capture ring dump`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Reads the ring from outside the worker (two pread copies, every slot validated), so it works
+on a ring whose writer is wedged in D, stopped or dead. A call 'in flight' was entered and
+never exited: for a wedged worker, that is the driver call it is stuck in. Ages are shown
+only when the ring was written on this boot (same boot id).
+
+Examples:
+  wedge-capture ring dump /run/wedge-capture/rings/81234-5501234.ring
+  wedge-capture ring dump worker.ring --format json --last 200
+  wedge-capture ring dump ring.bin --strict --owner 1000
+
+Exit codes: 0 read, 1 missing, unreadable, corrupt or hostile file (the message says which).")]
+pub struct DumpArgs {
+    /// The ring file.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// How many of the newest records to print (0: only the header and calls in flight).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub last: usize,
+    /// Print every record in the ring (overrides --last).
+    #[arg(long)]
+    pub all: bool,
+    /// Refuse a symlink and a file not owned by --owner (default: our effective uid).
+    #[arg(long)]
+    pub strict: bool,
+    /// Owner uid required with --strict.
+    #[arg(long, value_name = "UID", requires = "strict")]
+    pub owner: Option<u32>,
+}
+
+pub fn run(cmd: RingCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        RingCommand::Dump(args) => dump(args),
+    }
+}
+
+fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
+    let options = if args.strict {
+        ReadOptions::strict(args.owner)
+    } else {
+        ReadOptions::default()
+    };
+    let snapshot = read_ring(&args.path, &options).map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!("cannot read ring {}: {err}", args.path.display()),
+        )
+    })?;
+    let count = if args.all {
+        snapshot.records.len()
+    } else {
+        args.last
+    };
+    let output = match args.format {
+        Format::Json => render_json(&args.path, &snapshot, count)?,
+        Format::Text => render_text(&args.path, &snapshot, count),
+    };
+    print!("{output}");
+    Ok(ExitCode::OK)
+}
+
+fn render_json(
+    path: &std::path::Path,
+    snapshot: &RingSnapshot,
+    count: usize,
+) -> anyhow::Result<String> {
+    let value = serde_json::json!({
+        "path": path,
+        "header": snapshot.header,
+        "same_boot": snapshot.same_boot,
+        "reader_monotonic_ns": snapshot.reader_monotonic_ns,
+        "records_in_ring": snapshot.records.len(),
+        "torn_slots": snapshot.torn_slots,
+        "invalid_slots": snapshot.invalid_slots,
+        "in_flight": snapshot.in_flight,
+        "records": snapshot.last(count),
+    });
+    let mut text = serde_json::to_string_pretty(&value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Text view: what a person looks at first (the call in flight) comes first.
+pub fn render_text(path: &std::path::Path, snapshot: &RingSnapshot, count: usize) -> String {
+    let header = &snapshot.header;
+    let mut out = String::new();
+    let created = i64::try_from(header.created_realtime_ns)
+        .ok()
+        .map(chrono::DateTime::from_timestamp_nanos)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| "?".into());
+    let boot = match snapshot.same_boot {
+        Some(true) => "this boot",
+        Some(false) => "ANOTHER boot: ages unknown",
+        None => "boot unknown: ages not computed",
+    };
+    let _ = writeln!(out, "ring {}", path.display());
+    let _ = writeln!(
+        out,
+        "  writer pid {} (start {} ticks, pid ns inode {}), created {created}",
+        header.writer_pid, header.start_time_ticks, header.pidns_inode
+    );
+    let _ = writeln!(out, "  boot id {} ({boot})", header.boot_id);
+    let _ = writeln!(
+        out,
+        "  format v{}: {} slots x {} B; head {}; {} records, {} torn, {} invalid, {} dropped",
+        header.version,
+        header.slot_count,
+        header.slot_size,
+        header.head,
+        snapshot.records.len(),
+        snapshot.torn_slots,
+        snapshot.invalid_slots,
+        header.dropped
+    );
+    if let Some(status) = &header.status {
+        let _ = writeln!(
+            out,
+            "  writer status (code {}): {status}",
+            header.status_code
+        );
+    }
+    out.push('\n');
+    if snapshot.in_flight.is_empty() {
+        out.push_str("IN FLIGHT: none (every call recorded in the ring returned)\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "IN FLIGHT ({} entered, never exited):",
+            snapshot.in_flight.len()
+        );
+        for call in &snapshot.in_flight {
+            let age = call
+                .age_ns
+                .map(|ns| format!(" for {}", human_duration(ns)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  tid {:<7} {}{age}  seq {}  {}{}",
+                call.tid,
+                call.call,
+                call.seq,
+                quoted_label(&call.label),
+                format_args(&call.args)
+            );
+        }
+    }
+    let shown = snapshot.last(count);
+    if !shown.is_empty() {
+        let newest = snapshot.records.last().map(|r| r.monotonic_ns).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "\nLAST {} RECORDS (oldest first; time relative to the newest record):",
+            shown.len()
+        );
+        for record in shown {
+            out.push_str(&record_line(record, newest));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn record_line(record: &Record, newest_ns: u64) -> String {
+    let before = newest_ns.saturating_sub(record.monotonic_ns);
+    let when = format!("-{:.3} ms", before as f64 / 1e6);
+    match record.kind {
+        RecordKind::Enter => format!(
+            "  {:>10} {:>14}  tid {:<7} enter {}  {}{}",
+            record.seq,
+            when,
+            record.tid,
+            record.call,
+            quoted_label(&record.label),
+            format_args(&record.args)
+        ),
+        RecordKind::Exit => format!(
+            "  {:>10} {:>14}  tid {:<7} exit  {} -> {} (enter seq {})",
+            record.seq,
+            when,
+            record.tid,
+            record.call,
+            record.result.unwrap_or_default(),
+            record
+                .enter_seq
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "?".into())
+        ),
+    }
+}
+
+fn quoted_label(label: &str) -> String {
+    if label.is_empty() {
+        String::new()
+    } else {
+        format!("{label:?} ")
+    }
+}
+
+fn format_args(args: &CallArgs) -> String {
+    let mut parts = Vec::new();
+    if args.bytes != 0 {
+        parts.push(format!("bytes={}", args.bytes));
+    }
+    if args.ptr != 0 {
+        parts.push(format!("ptr={:#x}", args.ptr));
+    }
+    if args.ptr2 != 0 {
+        parts.push(format!("ptr2={:#x}", args.ptr2));
+    }
+    if args.stream != 0 {
+        parts.push(format!("stream={:#x}", args.stream));
+    }
+    if args.chunk_count != 0 || args.chunk != 0 {
+        parts.push(format!("chunk={}/{}", args.chunk, args.chunk_count));
+    }
+    if args.tensor_count != 0 || args.tensor_first != 0 {
+        parts.push(format!(
+            "tensors={}..{}",
+            args.tensor_first,
+            u64::from(args.tensor_first) + u64::from(args.tensor_count)
+        ));
+    }
+    parts.join(" ")
+}
+
+fn human_duration(ns: u64) -> String {
+    let secs = ns as f64 / 1e9;
+    if secs >= 120.0 {
+        format!("{:.1} min", secs / 60.0)
+    } else if secs >= 1.0 {
+        format!("{secs:.2} s")
+    } else {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    }
 }
