@@ -584,7 +584,59 @@ fn head(incident: &Incident) -> String {
     thread_tables(incident, &mut out);
     process_table(incident, &mut out);
     timeline(incident, &mut out);
+    kernel_log_highlights(incident, &mut out);
     out
+}
+
+/// Flagged kernel log lines (Xid, NVRM, hung task, off the bus) in the head, so that cutting the full log to size
+/// never hides them: the first ones (where it started) and the last ones.
+fn kernel_log_highlights(incident: &Incident, out: &mut String) {
+    const FIRST: usize = 4;
+    const LAST: usize = 4;
+    let flagged: Vec<_> = incident
+        .kernel_log
+        .iter()
+        .filter(|l| l.flags.any())
+        .collect();
+    if flagged.is_empty() {
+        return;
+    }
+    let shown: Vec<_> = if flagged.len() <= FIRST + LAST {
+        flagged.clone()
+    } else {
+        flagged[..FIRST]
+            .iter()
+            .chain(&flagged[flagged.len() - LAST..])
+            .copied()
+            .collect()
+    };
+    writeln!(
+        out,
+        "### Kernel log highlights ({} of {} flagged lines)\n\n```text",
+        shown.len(),
+        flagged.len()
+    )
+    .unwrap();
+    for (i, l) in shown.iter().enumerate() {
+        if i == FIRST && flagged.len() > FIRST + LAST {
+            writeln!(
+                out,
+                "… {} more flagged lines in between (see the kernel log below and incident.json)",
+                flagged.len() - FIRST - LAST
+            )
+            .unwrap();
+        }
+        writeln!(out, "{}", clip(&kmsg_line(l), 300)).unwrap();
+    }
+    out.push_str("```\n\n");
+}
+
+fn kmsg_line(l: &crate::model::KernelLogLine) -> String {
+    let t = l
+        .kernel_time_us
+        .map(|us| format!("[{:>6}.{:06}]", us / 1_000_000, us % 1_000_000))
+        .unwrap_or_else(|| "[      ?      ]".into());
+    fenced_line(&format!("{t}{} {}", flag_text(&l.flags), l.text))
 }
 
 fn thread_tables(incident: &Incident, out: &mut String) {
@@ -905,11 +957,7 @@ fn sections(incident: &Incident) -> Vec<Section> {
         Keep::Tail,
     );
     for l in &incident.kernel_log {
-        let t = l
-            .kernel_time_us
-            .map(|us| format!("[{:>6}.{:06}]", us / 1_000_000, us % 1_000_000))
-            .unwrap_or_else(|| "[      ?      ]".into());
-        kmsg.push(format!("{t}{} {}", flag_text(&l.flags), l.text));
+        kmsg.lines.push(kmsg_line(l));
     }
 
     let mut host = Section::new("Host context", Keep::Head);
