@@ -28,13 +28,18 @@ Examples:
   wedge-capture report show 20261202T113400Z-gpu01-4242 --format json | jq .verdict
 
 The Markdown never exceeds 65,536 characters (a GitHub comment's limit); when sections
-were shortened it says so, and the full data stays in incident.json.")]
+were shortened it says so, and the full data stays in incident.json.
+
+Exit codes: 0 printed, 1 unknown id, missing directory or unreadable incident.")]
     Show(ShowArgs),
     /// Write a .tar.gz of one incident (incident.json, report.md, ring.bin, samples) to attach to a bug.
     #[command(after_help = "\
 Examples:
   wedge-capture report bundle latest
-  wedge-capture report bundle 20261202T113400Z-gpu01-4242 -o /tmp/wedge.tar.gz")]
+  wedge-capture report bundle 20261202T113400Z-gpu01-4242 -o /tmp/wedge.tar.gz
+
+The archive is written atomically (mode 0600) and holds the incident directory without
+temp files, markers or symlinks. Exit codes: 0 written, 1 unknown id or I/O error.")]
     Bundle(BundleArgs),
 }
 
