@@ -141,7 +141,7 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
     if let (Some(site), Some(name)) = (&t.site, syscall_name) {
         if site.starts_with("process exit") && name != "exit" && name != "exit_group" {
             t.notes.push(format!(
-                "/proc/<tid>/syscall says {name}, but the stack is on the exit path: the syscall number is stale"
+                "task/<tid>/syscall says {name}, but the stack is on the exit path: the syscall number is stale"
             ));
         }
     }

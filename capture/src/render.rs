@@ -25,8 +25,7 @@ pub fn code(s: &str) -> String {
 pub fn syscall_line(s: &SyscallInfo) -> String {
     match s {
         SyscallInfo::Running { .. } => "running".into(),
-        SyscallInfo::Blocked { nr, name, args, .. } if *nr < 0 => {
-            let _ = (name, args);
+        SyscallInfo::Blocked { nr, .. } if *nr < 0 => {
             format!("{nr} (not in a syscall: fault, interrupt or exiting)")
         }
         SyscallInfo::Blocked { nr, name, args, .. } => {

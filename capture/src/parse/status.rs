@@ -91,10 +91,15 @@ pub fn parse(b: &[u8]) -> Result<Status> {
             b"CapBnd" => s.cap_bnd = Some(caps("status CapBnd", v)?),
             b"CapAmb" => s.cap_amb = Some(caps("status CapAmb", v)?),
             b"Uid" => {
-                s.uid = ids("status Uid", v)?
-                    .into_iter()
-                    .map(|u| u as u32)
-                    .collect()
+                s.uid = v
+                    .split(|c| c.is_ascii_whitespace())
+                    .filter(|f| !f.is_empty())
+                    .take(4)
+                    .map(|f| {
+                        u32::try_from(parse_u64("status Uid", f)?)
+                            .map_err(|_| err("status Uid", "uid out of range"))
+                    })
+                    .collect::<Result<_>>()?
             }
             _ => {}
         }
@@ -128,6 +133,9 @@ mod tests {
         assert_eq!(s.cap_inh, Some(0));
         assert_eq!(s.uid, vec![0, 0, 0, 0]);
         assert_eq!(s.threads, Some(57));
+        // uids above i32::MAX (user namespaces) are fine.
+        let s = parse(b"Name:\tx\nUid:\t4294967294\t4294967294\t0\t0\n").unwrap();
+        assert_eq!(s.uid[0], 4294967294);
     }
 
     #[test]
