@@ -1,0 +1,1 @@
+//! inject — a CUPTI injection library that writes breadcrumbs for unmodified CUDA programs (being built).
