@@ -260,7 +260,8 @@ fn first_clause(notes: &str) -> &str {
     notes.split(" | ").next().unwrap_or("").trim()
 }
 
-fn decode_rm(request: u32, f: IocFields, device_known: bool) -> Option<Decoded> {
+fn decode_rm(request: u32, f: IocFields, device: Option<&str>) -> Option<Decoded> {
+    let device_known = device.is_some();
     let rows = tables().rm_by_nr.get(&f.nr)?;
     // Prefer a row whose listed size matches; else the first (current before historical).
     let row = rows
@@ -283,6 +284,19 @@ fn decode_rm(request: u32, f: IocFields, device_known: bool) -> Option<Decoded> 
     }
     if row.historical {
         notes.push(format!("historical escape: {}", row.notes));
+    }
+    // The validator tables accept some escapes only on the control node, others only on a GPU node.
+    if let Some(dev) = device {
+        let on_ctl = dev == "/dev/nvidiactl";
+        if on_ctl && row.device.starts_with("/dev/nvidiaN") {
+            notes.push(
+                "the driver accepts this escape only on /dev/nvidiaN, not /dev/nvidiactl".into(),
+            );
+        } else if !on_ctl && row.device.starts_with("/dev/nvidiactl (") {
+            notes.push(format!(
+                "the driver accepts this escape only on /dev/nvidiactl, not {dev}"
+            ));
+        }
     }
     if f.ioctl_type != u32::from(b'F') {
         notes.push(format!(
@@ -403,7 +417,7 @@ pub fn decode(request: u32, device: Option<&str>) -> Decoded {
     let f = IocFields::of(request);
     let kind = device.map_or(DeviceKind::Other, DeviceKind::of);
     let named = match kind {
-        DeviceKind::NvidiaRm => decode_rm(request, f, true),
+        DeviceKind::NvidiaRm => decode_rm(request, f, device),
         DeviceKind::NvidiaUvm | DeviceKind::NvidiaUvmTools => decode_uvm(request, kind),
         DeviceKind::NvidiaModeset => decode_modeset(request, f),
         DeviceKind::Drm | DeviceKind::Tty => decode_linux(request, f, kind),
@@ -413,7 +427,7 @@ pub fn decode(request: u32, device: Option<&str>) -> Decoded {
             }
             // Device unknown (decode-ioctl without --device): try NVIDIA where it is unambiguous.
             let rm = (f.ioctl_type == u32::from(b'F'))
-                .then(|| decode_rm(request, f, false))
+                .then(|| decode_rm(request, f, None))
                 .flatten()
                 .filter(|d| !d.note.as_deref().unwrap_or("").contains("differs"));
             rm.or_else(|| decode_modeset(request, f)).or_else(|| {

@@ -1,0 +1,51 @@
+//! Parsers and decoders never panic, whatever the bytes (corrupt or hostile /proc trees, recordings).
+
+use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan};
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let _ = stat::parse(&bytes);
+        let _ = stat::parse_lite(&bytes);
+        let _ = status::parse(&bytes);
+        let _ = wchan::parse(&bytes);
+        let _ = syscall::parse(&bytes);
+        let _ = stack::parse(&bytes);
+        let _ = cgroup::parse(&bytes);
+        let _ = fd::parse_link(&bytes);
+        let _ = fd::parse_ns_inode(&bytes);
+        if let Ok(s) = std::str::from_utf8(&bytes) {
+            let _ = cgroup::container_id(s);
+            let frames = stack::parse(&bytes).unwrap_or_default();
+            let _ = capture::site::classify(&frames, Some(s), Some(s));
+        }
+    }
+
+    /// Plausible-looking lines with random fields: still no panic, and well-formed ones parse.
+    #[test]
+    fn stat_lines_with_random_comm(comm in "[ -~]{0,40}", state in "[RSDTtZXIP]", nums in proptest::collection::vec(0u64..1_000_000, 50)) {
+        let rest: Vec<String> = nums.iter().map(|n| n.to_string()).collect();
+        let line = format!("123 ({comm}) {state} {}\n", rest.join(" "));
+        let s = stat::parse(line.as_bytes()).unwrap();
+        prop_assert_eq!(s.comm, comm);
+        prop_assert_eq!(s.utime, nums[10]);
+        prop_assert_eq!(s.stime, nums[11]);
+        let l = stat::parse_lite(line.as_bytes()).unwrap();
+        prop_assert_eq!(l.cpu_ticks, nums[10] + nums[11]);
+    }
+
+    #[test]
+    fn every_request_word_decodes(request in any::<u32>(), dev in prop_oneof![
+        Just(None), Just(Some("/dev/nvidiactl")), Just(Some("/dev/nvidia0")), Just(Some("/dev/nvidia-uvm")),
+        Just(Some("/dev/nvidia-uvm-tools")), Just(Some("/dev/nvidia-modeset")), Just(Some("/dev/dri/card0")),
+        Just(Some("/dev/pts/1")), Just(Some("/tmp/file")),
+    ]) {
+        let d = capture::ioctl::decode(request, dev);
+        prop_assert_eq!(d.request, request);
+        let info = d.into_info(3, dev.map(str::to_string));
+        prop_assert_eq!(info.request, format!("{request:#010x}"));
+    }
+}
