@@ -13,7 +13,7 @@ use wedge_breadcrumb::Writer;
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
-use crate::strategy::{upload, PinnedStager, Strategy, StrategyKind};
+use crate::strategy::{upload, PinnedOptions, PinnedStager, Strategy, StrategyKind};
 use crate::trace::{Site, Traced};
 use crate::workload::TensorSource;
 
@@ -264,6 +264,7 @@ pub struct CompareReport {
     /// Ratios: strategy median GB/s over the pinned ceiling's, and speedup over ztensor.
     pub ratios: Vec<Ratio>,
     pub ring: Vec<RingCost>,
+    pub sweep: Vec<SweepRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -271,6 +272,61 @@ pub struct Ratio {
     pub name: String,
     pub of_pinned_ceiling: f64,
     pub speedup_over_ztensor: f64,
+}
+
+/// One pinned configuration of a sweep: cold (staging allocated per upload) and reused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepRow {
+    pub options: PinnedOptions,
+    pub cold: Measurement,
+    pub reused: Measurement,
+}
+
+/// Parses `BUFFERSxBYTESxTHREADS[:spin|:park]`, e.g. `4x8MiBx8:spin` (bytes take KiB/MiB/GiB).
+pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
+    let bad = || {
+        Error::InvalidOptions(format!(
+            "pinned config {text:?}: want BUFFERSxBYTESxTHREADS[:spin|:park], e.g. 4x8MiBx8:spin"
+        ))
+    };
+    let (shape, wait) = match text.split_once(':') {
+        Some((shape, wait)) => (shape, Some(wait)),
+        None => (text, None),
+    };
+    let parts: Vec<&str> = shape.split('x').collect();
+    let [buffers, bytes, threads] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let bytes = bytes.trim();
+    let split = bytes
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(bytes.len());
+    let (num, unit) = bytes.split_at(split);
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return Err(bad()),
+    };
+    let options = PinnedOptions {
+        buffers: buffers.trim().parse().map_err(|_| bad())?,
+        buffer_bytes: num
+            .parse::<u64>()
+            .map_err(|_| bad())?
+            .checked_mul(1 << shift)
+            .ok_or_else(bad)?,
+        threads: threads.trim().parse().map_err(|_| bad())?,
+        spin: match wait {
+            None | Some("spin") => true,
+            Some("park") => false,
+            Some(_) => return Err(bad()),
+        },
+    };
+    if options.buffers == 0 || options.buffer_bytes == 0 || options.threads == 0 {
+        return Err(bad());
+    }
+    Ok(options)
 }
 
 /// What `--compare` runs.
@@ -281,6 +337,8 @@ pub struct CompareOptions<'a> {
     /// With a ring: also measure ring on against ring off.
     pub ring: Option<&'a Writer>,
     pub skip: Vec<Contender>,
+    /// Extra pinned configurations to time (cold and reused), same bytes, same process.
+    pub sweep: Vec<PinnedOptions>,
 }
 
 /// Runs the ceilings, every strategy, and (with a ring) ring on against off.
@@ -397,6 +455,22 @@ pub fn compare(
             });
         }
     }
+    let mut sweep = Vec::new();
+    for config in &options.sweep {
+        log(&format!("sweep {config:?}"));
+        let s = Strategy {
+            kind: StrategyKind::Pinned,
+            pinned: *config,
+            ..*strategy
+        };
+        let cold = time_strategy(t, &s, src, plan, repeat, "pinned")?;
+        let reused = time_pinned_reused(t, &s, src, plan, repeat)?;
+        sweep.push(SweepRow {
+            options: *config,
+            cold,
+            reused,
+        });
+    }
     Ok(CompareReport {
         backend: t.backend().into(),
         tensors: plan.placements.len(),
@@ -409,5 +483,28 @@ pub fn compare(
         skipped,
         ratios,
         ring: ring_costs,
+        sweep,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_pinned_config;
+
+    #[test]
+    fn pinned_configs() {
+        let o = parse_pinned_config("4x8MiBx8").unwrap();
+        assert_eq!(
+            (o.buffers, o.buffer_bytes, o.threads, o.spin),
+            (4, 8 << 20, 8, true)
+        );
+        let o = parse_pinned_config("2x512KiBx3:park").unwrap();
+        assert_eq!(
+            (o.buffers, o.buffer_bytes, o.threads, o.spin),
+            (2, 512 << 10, 3, false)
+        );
+        for bad in ["", "4x8MiB", "0x8MiBx8", "4x8XBx8", "4x8MiBx8:nap", "axbxc"] {
+            assert!(parse_pinned_config(bad).is_err(), "{bad}");
+        }
+    }
 }

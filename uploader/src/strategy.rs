@@ -71,18 +71,21 @@ pub struct PinnedOptions {
     pub buffers: usize,
     /// Bytes per staging buffer (one asynchronous copy each).
     pub buffer_bytes: u64,
-    /// Packing threads.
+    /// Packing threads (this thread included).
     pub threads: usize,
+    /// Idle packing threads spin (true) or sleep (false) between slices. Spinning avoids a
+    /// wake-up per thread per slice (tens of microseconds each in a VM) at the cost of CPU.
+    pub spin: bool,
 }
 
 impl Default for PinnedOptions {
     fn default() -> Self {
         PinnedOptions {
             buffers: 4,
-            buffer_bytes: 2 << 20,
-            threads: std::thread::available_parallelism()
-                .map_or(1, |p| p.get())
-                .clamp(1, 16),
+            buffer_bytes: 8 << 20,
+            // Half the CPUs, at most 8: the driver's own threads need CPUs too.
+            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
+            spin: true,
         }
     }
 }
@@ -517,14 +520,40 @@ struct PackShared {
     done: AtomicUsize,
     stop: AtomicBool,
     error: Mutex<Option<Error>>,
+    /// Sleep instead of spinning when idle (see [`PinnedOptions::spin`]).
+    park: bool,
+    /// The thread that publishes slices (woken by the last worker to finish, in park mode).
+    main: Option<std::thread::Thread>,
 }
 
-/// Sets the flag when dropped (also on unwinding), so spinning workers always exit.
-struct StopOnDrop<'a>(&'a AtomicBool);
+/// Sets the stop flag and wakes every worker when dropped (also on unwinding), so the scope's
+/// join never waits on a sleeping worker.
+struct StopOnDrop<'a> {
+    stop: &'a AtomicBool,
+    workers: Vec<std::thread::Thread>,
+}
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
+        self.stop.store(true, Ordering::Release);
+        for w in &self.workers {
+            w.unpark();
+        }
+    }
+}
+
+impl PackShared {
+    fn idle(&self, spins: &mut u32) {
+        *spins = spins.saturating_add(1);
+        let limit = if self.park { 256 } else { 4096 };
+        if *spins < limit {
+            std::hint::spin_loop();
+        } else if self.park {
+            // Spurious or early returns are fine: every caller re-checks its condition.
+            std::thread::park_timeout(std::time::Duration::from_millis(10));
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -562,7 +591,14 @@ impl PackShared {
         self.record(result);
     }
 
-    fn worker(&self, index: usize, src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) {
+    fn worker(
+        &self,
+        index: usize,
+        threads: usize,
+        src: &dyn TensorSource,
+        plan: &Plan,
+        layout: &ArenaLayout,
+    ) {
         let mut seen = 0u64;
         loop {
             let mut spins = 0u32;
@@ -574,16 +610,16 @@ impl PackShared {
                 if g != seen {
                     break g;
                 }
-                spins = spins.saturating_add(1);
-                if spins < 4096 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
+                self.idle(&mut spins);
             };
             seen = generation;
             self.pack_part(index, src, plan, layout);
-            self.done.fetch_add(1, Ordering::AcqRel);
+            let finished = self.done.fetch_add(1, Ordering::AcqRel) + 1;
+            if self.park && finished == threads - 1 {
+                if let Some(main) = &self.main {
+                    main.unpark();
+                }
+            }
         }
     }
 
@@ -591,6 +627,7 @@ impl PackShared {
     #[allow(clippy::too_many_arguments)]
     fn pack_slice(
         &self,
+        workers: &[std::thread::Thread],
         threads: usize,
         dst: usize,
         from: u64,
@@ -608,15 +645,15 @@ impl PackShared {
         self.done.store(0, Ordering::Relaxed);
         // Release: the job fields above are visible to a worker that sees the new generation.
         self.generation.fetch_add(1, Ordering::Release);
+        if self.park {
+            for w in workers {
+                w.unpark();
+            }
+        }
         self.pack_part(0, src, plan, layout);
         let mut spins = 0u32;
         while self.done.load(Ordering::Acquire) < threads - 1 {
-            spins = spins.saturating_add(1);
-            if spins < 4096 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            self.idle(&mut spins);
         }
         match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
             Some(e) => Err(e),
@@ -722,15 +759,21 @@ impl PinnedStager {
         };
 
         let threads = self.options.threads;
-        let shared = PackShared::default();
+        let shared = PackShared {
+            park: !self.options.spin,
+            main: Some(std::thread::current()),
+            ..PackShared::default()
+        };
         let outcome = std::thread::scope(|scope| -> Result<()> {
-            // Workers 1..threads spin on `shared.generation`; this thread packs part 0 itself.
-            // Spinning instead of sleeping on a channel: a wake-up costs tens of microseconds
-            // (more in a VM), which is the DMA time of a whole 2 MiB slice.
-            let _stop = StopOnDrop(&shared.stop);
+            // Workers 1..threads wait on `shared.generation`; this thread packs part 0 itself.
+            let mut stop = StopOnDrop {
+                stop: &shared.stop,
+                workers: Vec::with_capacity(threads),
+            };
             for worker in 1..threads {
                 let (shared, layout) = (&shared, &layout);
-                scope.spawn(move || shared.worker(worker, src, plan, layout));
+                let handle = scope.spawn(move || shared.worker(worker, threads, src, plan, layout));
+                stop.workers.push(handle.thread().clone());
             }
 
             let mut in_use = vec![false; self.buffers.len()];
@@ -761,7 +804,16 @@ impl PinnedStager {
                     }
                     let buffer = self.buffers[b] as usize;
                     let len = to - from;
-                    shared.pack_slice(threads, buffer, from, to, src, plan, &layout)?;
+                    shared.pack_slice(
+                        &stop.workers,
+                        threads,
+                        buffer,
+                        from,
+                        to,
+                        src,
+                        plan,
+                        &layout,
+                    )?;
                     // SAFETY: destination `arena+from .. arena+to` lies in the arena; the source
                     // is staging buffer b, which is not written again until `events[b]`
                     // (recorded right after) has been synchronized.

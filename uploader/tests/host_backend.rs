@@ -44,6 +44,7 @@ fn strategy(kind: StrategyKind) -> Strategy {
         buffers: 2,
         buffer_bytes: 5_000,
         threads: 3,
+        spin: false,
     };
     s
 }
@@ -439,6 +440,23 @@ fn a_packing_error_on_any_thread_rolls_back() {
             }
             other => panic!("{kind:?}: {other:?}"),
         }
+        assert_all_released(&d);
+    }
+}
+
+#[test]
+fn pinned_verifies_with_spinning_and_sleeping_packers_and_odd_thread_counts() {
+    let w = small_workload();
+    let p = small_plan(&w);
+    for (threads, spin) in [(1, false), (1, true), (2, true), (5, false), (4, true)] {
+        let d = HostDriver::default();
+        let t = Traced::open(&d, None, 0).unwrap();
+        let mut s = strategy(StrategyKind::Pinned);
+        s.pinned.threads = threads;
+        s.pinned.spin = spin;
+        let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+        verify(&t, &up, &w).unwrap();
+        up.free(&t).unwrap();
         assert_all_released(&d);
     }
 }

@@ -48,6 +48,18 @@ impl From<StrategyArg> for StrategyKind {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PackWait {
+    /// Spin (with a yield now and then): no wake-up latency, burns the packing threads' CPUs.
+    Spin,
+    /// Sleep; the publisher wakes each thread per slice.
+    Park,
+}
+
+fn parse_pinned(s: &str) -> Result<PinnedOptions, String> {
+    bench::parse_pinned_config(s).map_err(|e| e.to_string())
+}
+
 fn parse_contender(s: &str) -> Result<bench::Contender, String> {
     s.parse().map_err(|e: uploader::Error| e.to_string())
 }
@@ -138,11 +150,18 @@ pub struct Args {
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub staging_buffers: usize,
     /// pinned: bytes per staging buffer (one async copy each).
-    #[arg(long, default_value = "2MiB", value_parser = parse_bytes, value_name = "B")]
+    #[arg(long, default_value = "8MiB", value_parser = parse_bytes, value_name = "B")]
     pub staging_bytes: u64,
-    /// pinned: packing threads (default: CPUs, at most 16).
+    /// pinned: packing threads, this one included (default: half the CPUs, at most 8).
     #[arg(long, value_name = "N")]
     pub pack_threads: Option<usize>,
+    /// pinned: idle packing threads spin (fast hand-off) or sleep between slices.
+    #[arg(long, value_enum, default_value_t = PackWait::Spin)]
+    pub pack_wait: PackWait,
+    /// --compare: also time these pinned configurations, cold and with staging reused
+    /// (comma list of BUFFERSxBYTESxTHREADS[:spin|:park], e.g. 4x8MiBx8,4x16MiBx8:park).
+    #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
+    pub sweep: Vec<PinnedOptions>,
     /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
     #[arg(long)]
     pub no_prefetch: bool,
@@ -259,6 +278,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         threads: args
             .pack_threads
             .unwrap_or(PinnedOptions::default().threads),
+        spin: args.pack_wait == PackWait::Spin,
     };
     strategy.managed = ManagedOptions {
         prefetch: !args.no_prefetch,
@@ -346,6 +366,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             repeat: args.repeat,
             ring: ring.as_ref(),
             skip: args.skip.clone(),
+            sweep: args.sweep.clone(),
         };
         let report = bench::compare(&t, &strategy, &workload, &plan, &options, &mut |what| {
             progress.note(&format!("measuring {what} …"))
@@ -479,6 +500,27 @@ fn print_compare(r: &CompareReport, args: &Args) {
             c.paired_overhead * 100.0,
             c.on.driver_calls
         );
+    }
+    if !r.sweep.is_empty() {
+        println!(
+            "pinned sweep (buffers x bytes x threads, wait): cold = staging allocated per upload"
+        );
+        for row in &r.sweep {
+            let o = &row.options;
+            println!(
+                "  {}x{}MiBx{} {:<5} cold {:.4} s {:6.2} GB/s {:5.1}%   reused {:.4} s {:6.2} GB/s {:5.1}%",
+                o.buffers,
+                o.buffer_bytes >> 20,
+                o.threads,
+                if o.spin { "spin" } else { "park" },
+                row.cold.median_seconds,
+                row.cold.gbps,
+                row.cold.gbps / ceiling * 100.0,
+                row.reused.median_seconds,
+                row.reused.gbps,
+                row.reused.gbps / ceiling * 100.0
+            );
+        }
     }
 }
 
