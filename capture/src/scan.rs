@@ -144,21 +144,20 @@ pub struct Scanner {
     skip_unchanged_sleepers: bool,
 }
 
-/// Raises RLIMIT_NOFILE (best effort): a scanner keeps two fds per thread. Root (CAP_SYS_RESOURCE)
-/// may raise the hard limit up to fs.nr_open; others get the soft limit raised to the hard one.
+/// Raises the soft RLIMIT_NOFILE to the hard limit (best effort) and returns the soft limit now in
+/// force: a scanner keeps up to two fds per thread. The hard limit is left alone (set it with the
+/// service's LimitNOFILE=). Note that children started afterwards inherit the raised soft limit.
 pub fn raise_nofile_limit() -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    const WANT: u64 = 1 << 20;
     match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) => {
-            if hard < WANT && setrlimit(Resource::RLIMIT_NOFILE, WANT, WANT).is_ok() {
-                return WANT;
+        Ok((soft, hard)) if soft < hard => {
+            if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
             }
-            if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-                return hard;
-            }
-            soft
         }
+        Ok((soft, _)) => soft,
         Err(_) => 0,
     }
 }
