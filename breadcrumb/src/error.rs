@@ -38,7 +38,7 @@ pub enum Error {
     BadSlotSize { size: u32 },
     #[error("bad slot count {count} (must be a power of two between 1 and 1048576)")]
     BadSlotCount { count: u32 },
-    #[error("unsupported clock id {clock} (version 1 rings use CLOCK_MONOTONIC = 1)")]
+    #[error("unsupported clock id {clock} (version 1 rings use CLOCK_MONOTONIC = 1 or CLOCK_MONOTONIC_COARSE = 6)")]
     BadClock { clock: u32 },
     #[error("cannot create a ring: {0}")]
     Create(String),

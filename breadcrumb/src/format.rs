@@ -11,8 +11,48 @@ pub const VERSION: u32 = 1;
 pub const HEADER_SIZE: u32 = 512;
 /// Slot size written by this crate (a multiple of 64).
 pub const SLOT_SIZE: u32 = 128;
-/// Linux `CLOCK_MONOTONIC`: the clock of every slot timestamp.
+/// Linux `CLOCK_MONOTONIC`: the default clock of slot timestamps.
 pub const CLOCK_MONOTONIC_ID: u32 = 1;
+/// Linux `CLOCK_MONOTONIC_COARSE`: the same clock at tick resolution (1–4 ms), read without
+/// touching the hardware counter; a writer may choose it for cheaper records.
+pub const CLOCK_MONOTONIC_COARSE_ID: u32 = 6;
+
+/// The clock a ring's timestamps come from (the header's `clock_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum RingClock {
+    /// `CLOCK_MONOTONIC` (id 1): nanosecond resolution.
+    #[default]
+    Monotonic,
+    /// `CLOCK_MONOTONIC_COARSE` (id 6): same timebase, tick resolution, cheaper to read.
+    MonotonicCoarse,
+}
+
+impl RingClock {
+    /// The Linux clock id stored in the header.
+    pub const fn id(self) -> u32 {
+        match self {
+            RingClock::Monotonic => CLOCK_MONOTONIC_ID,
+            RingClock::MonotonicCoarse => CLOCK_MONOTONIC_COARSE_ID,
+        }
+    }
+
+    /// The clock with this header id, if version 1 allows it.
+    pub const fn from_id(id: u32) -> Option<RingClock> {
+        match id {
+            CLOCK_MONOTONIC_ID => Some(RingClock::Monotonic),
+            CLOCK_MONOTONIC_COARSE_ID => Some(RingClock::MonotonicCoarse),
+            _ => None,
+        }
+    }
+
+    /// The Linux name, e.g. `CLOCK_MONOTONIC`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RingClock::Monotonic => "CLOCK_MONOTONIC",
+            RingClock::MonotonicCoarse => "CLOCK_MONOTONIC_COARSE",
+        }
+    }
+}
 /// Default number of slots (512 KiB file with the 128-byte slots).
 pub const DEFAULT_SLOT_COUNT: u32 = 4096;
 /// Largest slot count a ring may declare (readers reject more).

@@ -111,8 +111,9 @@ pub fn realtime_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// A `CLOCK_*` clock now, in nanoseconds.
 #[inline]
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

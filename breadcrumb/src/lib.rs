@@ -18,9 +18,9 @@ pub mod reader;
 pub mod writer;
 
 pub use error::{Error, Result};
-pub use format::{Args, Call};
+pub use format::{Args, Call, RingClock};
 pub use reader::{
     in_flight_calls, parse_header, parse_ring, read_ring, read_ring_with_bytes, InFlight,
     ReadOptions, Record, RecordKind, RingHeader, RingSnapshot,
 };
-pub use writer::{Token, Writer};
+pub use writer::{Token, Writer, WriterOptions};

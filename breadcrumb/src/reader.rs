@@ -70,7 +70,7 @@ pub struct RingHeader {
     /// Kernel boot id of the writer's boot, text form (all zeros if the writer could not read it).
     pub boot_id: String,
     pub clock_id: u32,
-    /// "CLOCK_MONOTONIC" for version 1.
+    /// "CLOCK_MONOTONIC" or "CLOCK_MONOTONIC_COARSE" (same timebase).
     pub clock: String,
     pub created_realtime_ns: u64,
     pub created_monotonic_ns: u64,
@@ -312,9 +312,9 @@ fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingHeader> {
         return Err(Error::BadSlotCount { count: slot_count });
     }
     let clock_id = le_u32(bytes, header::CLOCK_ID);
-    if clock_id != format::CLOCK_MONOTONIC_ID {
+    let Some(clock) = format::RingClock::from_id(clock_id) else {
         return Err(Error::BadClock { clock: clock_id });
-    }
+    };
     let mut boot_id = [0u8; 16];
     boot_id.copy_from_slice(&bytes[header::BOOT_ID..header::BOOT_ID + 16]);
     let status_len = le_u32(bytes, header::STATUS_LEN) as usize;
@@ -332,7 +332,7 @@ fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingHeader> {
         start_time_ticks: le_u64(bytes, header::START_TIME_TICKS),
         boot_id: identity::format_boot_id(&boot_id),
         clock_id,
-        clock: "CLOCK_MONOTONIC".to_string(),
+        clock: clock.name().to_string(),
         created_realtime_ns: le_u64(bytes, header::CREATED_REALTIME_NS),
         created_monotonic_ns: le_u64(bytes, header::CREATED_MONOTONIC_NS),
         ticks_per_second: le_u32(bytes, header::TICKS_PER_SECOND),
@@ -504,7 +504,11 @@ fn build_snapshot(
 }
 
 /// Calls entered and not exited. An exit closes the enter whose index it names, whatever thread
-/// it came from; enters without an exit in the window are in flight (nesting allowed).
+/// it came from. An open enter is in flight if it is its thread's latest record, or if every
+/// index between it and its thread's next record was read (a nested call). If a later record of
+/// the same thread exists and some index in between could not be read (torn, busy, skipped), the
+/// exit may be hiding there, so the enter is not reported: a reader copying a live ring must not
+/// call a completed call in flight.
 pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec<InFlight> {
     let mut open: HashMap<u64, usize> = HashMap::new();
     for (position, record) in records.iter().enumerate() {
@@ -519,9 +523,22 @@ pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec
             }
         }
     }
+    // next_of_thread[i] = position of the next record of records[i]'s thread.
+    let mut next_of_thread = vec![None; records.len()];
+    let mut later: HashMap<u32, usize> = HashMap::new();
+    for (position, record) in records.iter().enumerate().rev() {
+        next_of_thread[position] = later.insert(record.tid, position);
+    }
     let mut by_thread: BTreeMap<(u32, u64), &Record> = BTreeMap::new();
     for position in open.into_values() {
         let record = &records[position];
+        if let Some(next) = next_of_thread[position] {
+            let indices_between = records[next].seq.saturating_sub(record.seq);
+            let records_between = (next - position) as u64;
+            if indices_between != records_between {
+                continue;
+            }
+        }
         by_thread.insert((record.tid, record.seq), record);
     }
     by_thread

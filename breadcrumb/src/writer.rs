@@ -17,7 +17,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
 use crate::error::{Error, Result};
-use crate::format::{self, header, slot, Args, Call};
+use crate::format::{self, header, slot, Args, Call, RingClock};
 use crate::identity::{self, ProcessIdentity};
 
 /// Environment variable: create the ring at exactly this path.
@@ -26,6 +26,26 @@ pub const ENV_RING: &str = "WEDGE_CAPTURE_RING";
 pub const ENV_RING_DIR: &str = "WEDGE_CAPTURE_RING_DIR";
 /// Environment variable: slot count (a power of two) for rings made from the environment.
 pub const ENV_RING_SLOTS: &str = "WEDGE_CAPTURE_RING_SLOTS";
+/// Environment variable: `coarse` for `CLOCK_MONOTONIC_COARSE` timestamps (cheaper records).
+pub const ENV_RING_CLOCK: &str = "WEDGE_CAPTURE_RING_CLOCK";
+
+/// How to create a ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// A power of two, 1..=2^20.
+    pub slot_count: u32,
+    /// Clock of the slot timestamps.
+    pub clock: RingClock,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            slot_count: format::DEFAULT_SLOT_COUNT,
+            clock: RingClock::Monotonic,
+        }
+    }
+}
 
 /// How many global indices a record tries before it is counted as dropped.
 const MAX_CLAIM_ATTEMPTS: u32 = 64;
@@ -71,6 +91,7 @@ pub struct Writer {
     base: NonNull<u8>,
     map_len: usize,
     slot_mask: u64,
+    clock: libc::clockid_t,
     path: PathBuf,
     status_lock: Mutex<()>,
     /// Kept open for the writer's life so the agent finds the ring through the fd table.
@@ -96,15 +117,20 @@ impl Writer {
     /// Creates a fresh ring of `slot_count` slots (a power of two, 1..=2^20) at `path`, replacing
     /// any file there atomically (built under a temporary name, then renamed), and maps it.
     pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Writer> {
-        Self::create_with_identity(path.as_ref(), slot_count, &ProcessIdentity::current())
+        let options = WriterOptions {
+            slot_count,
+            ..WriterOptions::default()
+        };
+        Self::create_with(path.as_ref(), &options, &ProcessIdentity::current())
     }
 
-    /// [`Writer::create`] with an explicit identity for the header (tests, foreign embedders).
-    pub fn create_with_identity(
+    /// [`Writer::create`] with explicit options and identity for the header.
+    pub fn create_with(
         path: &Path,
-        slot_count: u32,
+        options: &WriterOptions,
         identity: &ProcessIdentity,
     ) -> Result<Writer> {
+        let slot_count = options.slot_count;
         if !slot_count.is_power_of_two() || slot_count > format::MAX_SLOT_COUNT {
             return Err(Error::BadSlotCount { count: slot_count });
         }
@@ -129,7 +155,7 @@ impl Writer {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&temp)
             .map_err(|e| Error::io(&temp, "create", e))?;
-        let result = Self::init_and_publish(file, &temp, path, map_len, slot_count, identity);
+        let result = Self::init_and_publish(file, &temp, path, map_len, options, identity);
         if result.is_err() {
             let _ = std::fs::remove_file(&temp);
         }
@@ -141,9 +167,10 @@ impl Writer {
         temp: &Path,
         path: &Path,
         map_len: usize,
-        slot_count: u32,
+        options: &WriterOptions,
         identity: &ProcessIdentity,
     ) -> Result<Writer> {
+        let slot_count = options.slot_count;
         file.set_len(map_len as u64)
             .map_err(|e| Error::io(temp, "size", e))?;
         // SAFETY: mapping a file we just sized to `map_len` bytes; the result is checked.
@@ -166,18 +193,23 @@ impl Writer {
             base,
             map_len,
             slot_mask: u64::from(slot_count) - 1,
+            clock: match options.clock {
+                RingClock::Monotonic => libc::CLOCK_MONOTONIC,
+                RingClock::MonotonicCoarse => libc::CLOCK_MONOTONIC_COARSE,
+            },
             path: path.to_path_buf(),
             status_lock: Mutex::new(()),
             _file: file,
         };
-        writer.write_header(slot_count, identity);
+        writer.write_header(options, identity);
         std::fs::rename(temp, path).map_err(|e| Error::io(path, "rename into place", e))?;
         Ok(writer)
     }
 
     /// A ring configured by the environment: `WEDGE_CAPTURE_RING` (a path) wins over
     /// `WEDGE_CAPTURE_RING_DIR` (a directory; file `<pid>-<starttime>.ring`); `Ok(None)` when
-    /// neither is set. `WEDGE_CAPTURE_RING_SLOTS` overrides the slot count.
+    /// neither is set. `WEDGE_CAPTURE_RING_SLOTS` overrides the slot count and
+    /// `WEDGE_CAPTURE_RING_CLOCK=coarse` selects `CLOCK_MONOTONIC_COARSE` timestamps.
     pub fn from_env() -> Result<Option<Writer>> {
         let slots = match std::env::var(ENV_RING_SLOTS) {
             Ok(text) => text
@@ -186,14 +218,27 @@ impl Writer {
                 .map_err(|_| Error::Create(format!("{ENV_RING_SLOTS}={text:?} is not a number")))?,
             Err(_) => format::DEFAULT_SLOT_COUNT,
         };
+        let clock = match std::env::var(ENV_RING_CLOCK).as_deref() {
+            Ok("coarse") => RingClock::MonotonicCoarse,
+            Ok("monotonic") | Ok("") | Err(_) => RingClock::Monotonic,
+            Ok(other) => {
+                return Err(Error::Create(format!(
+                    "{ENV_RING_CLOCK}={other:?}: expected \"monotonic\" or \"coarse\""
+                )))
+            }
+        };
+        let options = WriterOptions {
+            slot_count: slots,
+            clock,
+        };
+        let identity = ProcessIdentity::current();
         if let Some(path) = std::env::var_os(ENV_RING).filter(|p| !p.is_empty()) {
-            return Writer::create(PathBuf::from(path), slots).map(Some);
+            return Writer::create_with(Path::new(&path), &options, &identity).map(Some);
         }
         if let Some(dir) = std::env::var_os(ENV_RING_DIR).filter(|p| !p.is_empty()) {
-            let identity = ProcessIdentity::current();
             let path =
                 PathBuf::from(dir).join(ring_file_name(identity.pid, identity.start_time_ticks));
-            return Writer::create_with_identity(&path, slots, &identity).map(Some);
+            return Writer::create_with(&path, &options, &identity).map(Some);
         }
         Ok(None)
     }
@@ -267,7 +312,8 @@ impl Writer {
         len_word.store(text.len() as u32, Ordering::Release);
     }
 
-    fn write_header(&self, slot_count: u32, identity: &ProcessIdentity) {
+    fn write_header(&self, options: &WriterOptions, identity: &ProcessIdentity) {
+        let slot_count = options.slot_count;
         let put64 = |at: usize, v: u64| self.word(at).store(v.to_le(), Ordering::Relaxed);
         let put32 = |at: usize, v: u32| self.u32_word(at).store(v.to_le(), Ordering::Relaxed);
         put64(header::MAGIC, u64::from_le_bytes(format::MAGIC));
@@ -276,7 +322,7 @@ impl Writer {
         put32(header::SLOT_SIZE, format::SLOT_SIZE);
         put32(header::SLOT_COUNT, slot_count);
         put32(header::WRITER_PID, identity.pid);
-        put32(header::CLOCK_ID, format::CLOCK_MONOTONIC_ID);
+        put32(header::CLOCK_ID, options.clock.id());
         put64(header::PIDNS_INODE, identity.pidns_inode);
         put64(header::START_TIME_TICKS, identity.start_time_ticks);
         let mut boot = [0u8; 8];
@@ -285,7 +331,7 @@ impl Writer {
         boot.copy_from_slice(&identity.boot_id[8..]);
         put64(header::BOOT_ID + 8, u64::from_le_bytes(boot));
         put64(header::CREATED_REALTIME_NS, identity::realtime_ns());
-        put64(header::CREATED_MONOTONIC_NS, identity::monotonic_ns());
+        put64(header::CREATED_MONOTONIC_NS, identity::clock_ns(self.clock));
         put32(header::TICKS_PER_SECOND, identity.ticks_per_second);
         put32(header::FLAGS, 0);
         fence(Ordering::Release);
@@ -318,7 +364,7 @@ impl Writer {
         ref_index: Option<u64>,
         result: i64,
     ) -> Option<u64> {
-        let now = identity::monotonic_ns();
+        let now = identity::clock_ns(self.clock);
         let tid = current_tid();
         let head = self.word(header::HEAD);
         for _ in 0..MAX_CLAIM_ATTEMPTS {

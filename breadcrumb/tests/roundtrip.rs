@@ -181,3 +181,45 @@ fn from_env_uses_the_directory_and_names_the_file_by_pid_and_start_time() {
     std::env::remove_var("WEDGE_CAPTURE_RING_SLOTS");
     assert!(Writer::from_env().unwrap().is_none());
 }
+
+#[test]
+fn coarse_clock_rings_say_so_and_still_age_their_calls() {
+    use wedge_breadcrumb::identity::ProcessIdentity;
+    use wedge_breadcrumb::{RingClock, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("coarse.ring");
+    let options = WriterOptions {
+        slot_count: 8,
+        clock: RingClock::MonotonicCoarse,
+    };
+    let writer = Writer::create_with(&path, &options, &ProcessIdentity::current()).unwrap();
+    writer.enter(Call::CuCtxSynchronize, &Args::default(), "");
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.header.clock, "CLOCK_MONOTONIC_COARSE");
+    assert_eq!(snapshot.header.clock_id, 6);
+    assert_eq!(snapshot.in_flight[0].call, "cuCtxSynchronize");
+    assert!(snapshot.in_flight[0].age_ns.is_some());
+}
+
+#[test]
+fn nested_calls_are_in_flight_but_a_gap_hides_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nest.ring");
+    let writer = Writer::create(&path, 16).unwrap();
+    writer.enter(Call::Custom, &Args::default(), "bulkUpload");
+    writer.enter(Call::CuMemcpyHtoD_v2, &Args::default(), "chunk 0/1");
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    let calls: Vec<&str> = snapshot.in_flight.iter().map(|c| c.call.as_str()).collect();
+    assert_eq!(
+        calls,
+        ["custom", "cuMemcpyHtoD_v2"],
+        "nested: both in flight"
+    );
+
+    // Same thread: enter A, (exit A unreadable), enter B. A must not be called in flight.
+    let mut records = snapshot.records.clone();
+    records[1].seq = 2; // leave index 1 missing between the two enters
+    let in_flight = wedge_breadcrumb::in_flight_calls(&records, None);
+    assert_eq!(in_flight.len(), 1);
+    assert_eq!(in_flight[0].call, "cuMemcpyHtoD_v2");
+}
