@@ -416,43 +416,88 @@ pub fn compare(
     let mut ring_costs = Vec::new();
     if let Some(ring) = ring {
         let on_t = t.with_ring(Some(ring));
-        for kind in [StrategyKind::Ztensor, StrategyKind::Pinned] {
-            let (plain, ring_only) = match kind {
-                StrategyKind::Ztensor => (Contender::Ztensor, Contender::RingZtensor),
-                _ => (Contender::Pinned, Contender::RingPinned),
-            };
+        let pinned = Strategy {
+            kind: StrategyKind::Pinned,
+            ..*strategy
+        };
+        let variants: [(&str, Contender, Contender); 3] = [
+            ("ztensor", Contender::Ztensor, Contender::RingZtensor),
+            ("pinned", Contender::Pinned, Contender::RingPinned),
+            (
+                "pinned, staging reused",
+                Contender::Reused,
+                Contender::RingPinned,
+            ),
+        ];
+        for (name, plain, ring_only) in variants {
             if skip.contains(&plain) || skip.contains(&ring_only) {
                 continue;
             }
-            log(&format!("ring on/off: {}", kind.name()));
-            let s = Strategy { kind, ..*strategy };
-            let mut off = Vec::new();
-            let mut on = Vec::new();
-            let (mut off_calls, mut on_calls) = (0, 0);
-            // Interleave so drift affects both sides alike; the first pair warms up.
-            for i in 0..=repeat {
-                let a = time_strategy(t, &s, src, plan, 1, "off")?;
-                let b = time_strategy(&on_t, &s, src, plan, 1, "on")?;
-                if i > 0 {
-                    off.push(a.median_seconds);
-                    on.push(b.median_seconds);
-                    off_calls = a.driver_calls;
-                    on_calls = b.driver_calls;
+            log(&format!("ring on/off: {name}"));
+            let reuse = name.ends_with("reused");
+            let (stager_off, stager_on) = if reuse {
+                (
+                    Some(PinnedStager::create(t, &pinned.pinned)?),
+                    Some(PinnedStager::create(&on_t, &pinned.pinned)?),
+                )
+            } else {
+                (None, None)
+            };
+            let s = Strategy {
+                kind: if name == "ztensor" {
+                    StrategyKind::Ztensor
+                } else {
+                    StrategyKind::Pinned
+                },
+                ..*strategy
+            };
+            // One upload, timed, then freed; returns (seconds, driver calls of the upload).
+            let once = |tr: &Traced, stager: Option<&PinnedStager>| -> Result<(f64, u64)> {
+                let before = tr.calls();
+                let start = Instant::now();
+                let up = match stager {
+                    Some(st) => st.upload(tr, src, plan, &mut |_| {})?,
+                    None => upload(tr, &s, src, plan, &mut |_| {})?,
+                };
+                let elapsed = start.elapsed().as_secs_f64();
+                let calls = tr.calls() - before;
+                up.free(tr)?;
+                Ok((elapsed, calls))
+            };
+            let measured = (|| -> Result<RingCost> {
+                let (mut off, mut on) = (Vec::new(), Vec::new());
+                let (mut off_calls, mut on_calls) = (0, 0);
+                // Interleave so drift affects both sides alike; the first pair warms up.
+                for i in 0..=repeat {
+                    let a = once(t, stager_off.as_ref())?;
+                    let b = once(&on_t, stager_on.as_ref())?;
+                    if i > 0 {
+                        off.push(a.0);
+                        on.push(b.0);
+                        (off_calls, on_calls) = (a.1, b.1);
+                    }
                 }
+                let mut ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
+                ratios.sort_by(f64::total_cmp);
+                let paired_overhead = ratios.get(ratios.len() / 2).map_or(f64::NAN, |r| r - 1.0);
+                let off = Measurement::new(format!("{name} ring off"), bytes, off, off_calls);
+                let on = Measurement::new(format!("{name} ring on"), bytes, on, on_calls);
+                let overhead = on.median_seconds / off.median_seconds - 1.0;
+                Ok(RingCost {
+                    strategy: name.into(),
+                    off,
+                    on,
+                    overhead,
+                    paired_overhead,
+                })
+            })();
+            if let Some(st) = stager_off {
+                st.destroy(t)?;
             }
-            let mut ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
-            ratios.sort_by(f64::total_cmp);
-            let paired_overhead = ratios.get(ratios.len() / 2).map_or(f64::NAN, |r| r - 1.0);
-            let off = Measurement::new(format!("{} ring off", kind.name()), bytes, off, off_calls);
-            let on = Measurement::new(format!("{} ring on", kind.name()), bytes, on, on_calls);
-            let overhead = on.median_seconds / off.median_seconds - 1.0;
-            ring_costs.push(RingCost {
-                strategy: kind.name().into(),
-                off,
-                on,
-                overhead,
-                paired_overhead,
-            });
+            if let Some(st) = stager_on {
+                st.destroy(&on_t)?;
+            }
+            ring_costs.push(measured?);
         }
     }
     let mut sweep = Vec::new();
