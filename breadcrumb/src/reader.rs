@@ -275,7 +275,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<RingHeader> {
     parse_header_with_len(bytes, bytes.len() as u64)
 }
 
-fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingHeader> {
+pub(crate) fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingHeader> {
     if bytes.len() < format::MAGIC.len() {
         return Err(Error::Truncated {
             len: bytes.len() as u64,

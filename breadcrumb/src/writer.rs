@@ -206,6 +206,75 @@ impl Writer {
         Ok(writer)
     }
 
+    /// Opens an existing ring (made by another process, e.g. a launcher) to append to it. The
+    /// claim protocol works across processes sharing the file; the header keeps its creator's
+    /// identity. The file must be a valid version-1 ring with the default header and slot sizes.
+    pub fn open(path: impl AsRef<Path>) -> Result<Writer> {
+        let path = path.as_ref();
+        register_fork_handler();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::NotRegular { path: path.into() });
+        }
+        let header_len = meta.len().min(u64::from(format::HEADER_SIZE)) as usize;
+        let mut head_bytes = vec![0u8; header_len];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut head_bytes, 0)
+            .map_err(|e| Error::io(path, "read", e))?;
+        let header = crate::reader::parse_header_with_len(&head_bytes, meta.len())?;
+        if header.header_size != format::HEADER_SIZE || header.slot_size != format::SLOT_SIZE {
+            return Err(Error::Create(format!(
+                "{}: header size {} / slot size {} differ from this writer's {} / {}",
+                path.display(),
+                header.header_size,
+                header.slot_size,
+                format::HEADER_SIZE,
+                format::SLOT_SIZE
+            )));
+        }
+        let map_len = header.needed_len() as usize;
+        if meta.len() < map_len as u64 {
+            return Err(Error::Truncated {
+                len: meta.len(),
+                needed: map_len as u64,
+            });
+        }
+        // SAFETY: mapping `map_len` bytes of a regular file at least that long; result checked.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(Error::io(path, "mmap", std::io::Error::last_os_error()));
+        }
+        let base = NonNull::new(raw.cast::<u8>())
+            .ok_or_else(|| Error::Create("mmap returned null".into()))?;
+        let clock = match format::RingClock::from_id(header.clock_id) {
+            Some(RingClock::MonotonicCoarse) => libc::CLOCK_MONOTONIC_COARSE,
+            _ => libc::CLOCK_MONOTONIC,
+        };
+        Ok(Writer {
+            base,
+            map_len,
+            slot_mask: u64::from(header.slot_count) - 1,
+            clock,
+            path: path.to_path_buf(),
+            status_lock: Mutex::new(()),
+            _file: file,
+        })
+    }
+
     /// A ring configured by the environment: `WEDGE_CAPTURE_RING` (a path) wins over
     /// `WEDGE_CAPTURE_RING_DIR` (a directory; file `<pid>-<starttime>.ring`); `Ok(None)` when
     /// neither is set. `WEDGE_CAPTURE_RING_SLOTS` overrides the slot count and

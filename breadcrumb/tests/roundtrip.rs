@@ -223,3 +223,28 @@ fn nested_calls_are_in_flight_but_a_gap_hides_nothing() {
     assert_eq!(in_flight.len(), 1);
     assert_eq!(in_flight[0].call, "cuMemcpyHtoD_v2");
 }
+
+#[test]
+fn a_second_writer_can_append_to_an_existing_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.ring");
+    let first = Writer::create(&path, 32).unwrap();
+    let token = first.enter(Call::CuInit, &Args::default(), "launcher");
+    first.exit(token, 0);
+    let second = Writer::open(&path).unwrap();
+    assert_eq!(second.slot_count(), 32);
+    let open = second.enter(Call::CuCtxSynchronize, &Args::default(), "worker");
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.records.len(), 3);
+    assert_eq!(snapshot.records[2].label, "worker");
+    assert_eq!(snapshot.in_flight[0].seq, open.index().unwrap());
+
+    let junk = dir.path().join("junk.ring");
+    std::fs::write(&junk, b"not a ring").unwrap();
+    assert!(matches!(Writer::open(&junk), Err(Error::BadMagic { .. })));
+    let mut short = std::fs::read(&path).unwrap();
+    short.truncate(600);
+    let cut = dir.path().join("cut.ring");
+    std::fs::write(&cut, &short).unwrap();
+    assert!(matches!(Writer::open(&cut), Err(Error::Truncated { .. })));
+}
