@@ -248,3 +248,34 @@ fn a_second_writer_can_append_to_an_existing_ring() {
     std::fs::write(&cut, &short).unwrap();
     assert!(matches!(Writer::open(&cut), Err(Error::Truncated { .. })));
 }
+
+#[test]
+fn a_forked_child_records_under_its_own_thread_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fork.ring");
+    let writer = Writer::create(&path, 16).unwrap();
+    writer.enter(Call::CuInit, &Args::default(), "parent"); // caches the parent's tid
+                                                            // SAFETY: the child only records (no allocation, no locks: an atomic fetch_add, a CAS, stores,
+                                                            // the gettid syscall) and leaves with _exit.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    if child == 0 {
+        writer.enter(Call::CuInit, &Args::default(), "child");
+        // SAFETY: _exit is async-signal-safe and never returns.
+        unsafe { libc::_exit(0) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    let by_label: std::collections::HashMap<&str, u32> = snapshot
+        .records
+        .iter()
+        .map(|r| (r.label.as_str(), r.tid))
+        .collect();
+    assert_eq!(
+        by_label["child"], child as u32,
+        "the child's records carry its own tid"
+    );
+    assert_ne!(by_label["parent"], by_label["child"]);
+}
