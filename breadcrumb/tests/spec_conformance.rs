@@ -1,0 +1,196 @@
+//! docs/breadcrumb-ring.md is enough to interoperate: a writer written here from the document's
+//! numbers alone (no crate constants) produces a ring the crate reads, and a crate-written ring
+//! decodes with the document's offsets alone.
+
+use wedge_breadcrumb::{parse_ring, Args, Call, ReadOptions, RecordKind, Writer};
+
+fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    buf[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+/// A foreign writer, straight from the spec's tables.
+struct SpecWriter {
+    file: Vec<u8>,
+    slot_count: u64,
+}
+
+impl SpecWriter {
+    fn new(slot_count: u32, pid: u32) -> SpecWriter {
+        let mut file = vec![0u8; 512 + 128 * slot_count as usize];
+        put(&mut file, 0, b"WEDGERNG");
+        put(&mut file, 8, &1u32.to_le_bytes());
+        put(&mut file, 12, &512u32.to_le_bytes());
+        put(&mut file, 16, &128u32.to_le_bytes());
+        put(&mut file, 20, &slot_count.to_le_bytes());
+        put(&mut file, 24, &pid.to_le_bytes());
+        put(&mut file, 28, &1u32.to_le_bytes()); // CLOCK_MONOTONIC
+        put(&mut file, 80, &100u32.to_le_bytes());
+        let status = b"written by the spec test";
+        put(&mut file, 256, &(status.len() as u32).to_le_bytes());
+        put(&mut file, 264, status);
+        SpecWriter {
+            file,
+            slot_count: u64::from(slot_count),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        tid: u32,
+        kind: u8,
+        call: u16,
+        args: [u64; 4],
+        small: [u32; 4],
+        reference: Option<u64>,
+        result: i64,
+        label: &str,
+        time: u64,
+    ) -> u64 {
+        let g = u64::from_le_bytes(self.file[128..136].try_into().unwrap());
+        put(&mut self.file, 128, &(g + 1).to_le_bytes());
+        let o = 512 + 128 * (g % self.slot_count) as usize;
+        put(&mut self.file, o, &(2 * g + 2).to_le_bytes());
+        put(&mut self.file, o + 8, &time.to_le_bytes());
+        put(&mut self.file, o + 16, &tid.to_le_bytes());
+        self.file[o + 20] = kind;
+        self.file[o + 21] = label.len() as u8;
+        put(&mut self.file, o + 22, &call.to_le_bytes());
+        for (i, v) in args.iter().enumerate() {
+            put(&mut self.file, o + 24 + 8 * i, &v.to_le_bytes());
+        }
+        for (i, v) in small.iter().enumerate() {
+            put(&mut self.file, o + 56 + 4 * i, &v.to_le_bytes());
+        }
+        put(
+            &mut self.file,
+            o + 72,
+            &reference.unwrap_or(g).to_le_bytes(),
+        );
+        put(&mut self.file, o + 80, &result.to_le_bytes());
+        put(&mut self.file, o + 88, &[0u8; 40]);
+        put(&mut self.file, o + 88, label.as_bytes());
+        g
+    }
+}
+
+#[test]
+fn a_writer_built_from_the_spec_is_read_by_the_crate() {
+    let mut w = SpecWriter::new(8, 777);
+    // 12 calls wrap the 8-slot ring; the last one (cuMemcpyHtoD_v2 = 17) never exits.
+    for i in 0..11u64 {
+        let g = w.record(
+            4242,
+            1,
+            20,
+            [4 << 20, 0x7f00 + i, 0x5500, 9],
+            [i as u32, 53, 0, 0],
+            None,
+            0,
+            "bulkUpload",
+            1000 + i,
+        );
+        w.record(4242, 2, 20, [0; 4], [0; 4], Some(g), 0, "", 1000 + i);
+    }
+    w.record(
+        4243,
+        1,
+        17,
+        [1 << 20, 0xdead, 0xbeef, 0],
+        [12, 53, 40, 3],
+        None,
+        0,
+        "bulkUpload chunk 12/53",
+        5000,
+    );
+
+    let snapshot = parse_ring(
+        &w.file,
+        &ReadOptions {
+            compute_age: false,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(snapshot.header.writer_pid, 777);
+    assert_eq!(
+        snapshot.header.status.as_deref(),
+        Some("written by the spec test")
+    );
+    assert_eq!(snapshot.records.len(), 8);
+    assert_eq!(snapshot.records.first().unwrap().seq, 23 - 8);
+    assert_eq!(snapshot.torn_slots + snapshot.invalid_slots, 0);
+    assert_eq!(snapshot.in_flight.len(), 1);
+    let stuck = &snapshot.in_flight[0];
+    assert_eq!((stuck.tid, stuck.call.as_str()), (4243, "cuMemcpyHtoD_v2"));
+    assert_eq!(
+        stuck.args,
+        Args {
+            bytes: 1 << 20,
+            ptr: 0xdead,
+            ptr2: 0xbeef,
+            stream: 0,
+            chunk: 12,
+            chunk_count: 53,
+            tensor_first: 40,
+            tensor_count: 3
+        }
+    );
+    assert_eq!(stuck.label, "bulkUpload chunk 12/53");
+    assert_eq!(stuck.age_ns, None);
+}
+
+#[test]
+fn a_crate_written_ring_decodes_with_the_spec_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.ring");
+    let writer = Writer::create(&path, 64).unwrap();
+    let args = Args {
+        bytes: 4 << 20,
+        chunk: 12,
+        chunk_count: 53,
+        ..Args::default()
+    };
+    let token = writer.enter(Call::CuMemcpyHtoD_v2, &args, "bulkUpload chunk 12/53");
+    writer.exit(token, 0);
+    let b = std::fs::read(&path).unwrap();
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    assert_eq!(&b[0..8], b"WEDGERNG");
+    assert_eq!(
+        (u32_at(8), u32_at(12), u32_at(16), u32_at(20)),
+        (1, 512, 128, 64)
+    );
+    assert_eq!(u32_at(24), std::process::id());
+    assert_eq!(u32_at(28), 1);
+    assert_eq!(u64_at(128), 2, "head");
+    // Slot 0: the enter, as in the spec's example.
+    let o = 512;
+    assert_eq!(u64_at(o), 2, "seq = 2g+2 with g = 0");
+    assert_eq!(
+        (
+            b[o + 20],
+            b[o + 21],
+            u16::from_le_bytes([b[o + 22], b[o + 23]])
+        ),
+        (1, 22, 17)
+    );
+    assert_eq!(u64_at(o + 24), 4 << 20);
+    assert_eq!((u32_at(o + 56), u32_at(o + 60)), (12, 53));
+    assert_eq!(u64_at(o + 72), 0, "enter references itself");
+    assert_eq!(&b[o + 88..o + 88 + 22], b"bulkUpload chunk 12/53");
+    // Slot 1: the exit.
+    let o = 512 + 128;
+    assert_eq!(u64_at(o), 4);
+    assert_eq!(
+        (
+            b[o + 20],
+            b[o + 21],
+            u16::from_le_bytes([b[o + 22], b[o + 23]])
+        ),
+        (2, 0, 17)
+    );
+    assert_eq!(u64_at(o + 72), 0, "exit references its enter");
+    let parsed = parse_ring(&b, &ReadOptions::default()).unwrap();
+    assert_eq!(parsed.records[1].kind, RecordKind::Exit);
+}
