@@ -3,7 +3,7 @@
 //! run again. The byte-exact format is docs/breadcrumb-ring.md.
 //!
 //! Map:
-//! - [`format`]: header and slot layout constants, [`Call`] ids, [`Args`] (pure).
+//! - [`format`](mod@format): header and slot layout constants, [`Call`] ids, [`Args`] (pure).
 //! - [`writer`]: [`Writer`] — lock-free `enter`/`exit`, no syscall or allocation per record.
 //! - [`reader`]: [`read_ring`] / [`parse_ring`] — validating copy-out reader, in-flight calls.
 //! - [`identity`]: the writer's pid, start time, pid namespace, boot id; clocks.
