@@ -164,6 +164,10 @@ impl RingSnapshot {
 }
 
 /// Reads a ring file from outside the writer (see the module docs).
+///
+/// A ring whose path was unlinked can still be read through the writer's fd link
+/// (`<proc>/<pid>/fd/<n>`) with non-strict options; strict mode refuses every symlink, including
+/// those magic links.
 pub fn read_ring(path: impl AsRef<Path>, options: &ReadOptions) -> Result<RingSnapshot> {
     read_ring_with_bytes(path, options).map(|(snapshot, _)| snapshot)
 }

@@ -279,3 +279,31 @@ fn a_forked_child_records_under_its_own_thread_id() {
     );
     assert_ne!(by_label["parent"], by_label["child"]);
 }
+
+#[test]
+fn an_unlinked_ring_is_still_readable_through_the_writers_fd() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gone.ring");
+    let writer = Writer::create(&path, 16).unwrap();
+    writer.enter(Call::CuLaunchKernel, &Args::default(), "still here");
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    std::fs::remove_file(&path).unwrap();
+    // Find the fd the writer keeps open, as the agent does for a worker.
+    let fd_dir = std::path::Path::new(wedge_breadcrumb::identity::SELF_PROC).join("self/fd");
+    let link = std::fs::read_dir(&fd_dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|link| {
+            std::fs::metadata(link)
+                .map(|m| m.ino() == inode)
+                .unwrap_or(false)
+        })
+        .expect("the writer keeps its ring fd open");
+    let snapshot = read_ring(&link, &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.in_flight[0].label, "still here");
+    assert!(matches!(
+        read_ring(&link, &ReadOptions::strict(None)),
+        Err(Error::Symlink { .. })
+    ));
+}
