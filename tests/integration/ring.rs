@@ -162,3 +162,58 @@ fn corrupt_and_missing_files_fail_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
 }
+
+const CHILD_RING: &str = "WEDGE_CAPTURE_TEST_RING_CHILD";
+
+/// Body of the re-executed child for `dump_reads_the_ring_of_a_killed_worker`; a no-op otherwise.
+#[test]
+fn ring_child_entry() {
+    let Some(path) = std::env::var_os(CHILD_RING) else {
+        return;
+    };
+    let writer = write_wedged_ring(Path::new(&path));
+    println!("\nWEDGE_RING_CHILD_READY");
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let _ = &writer;
+    }
+}
+
+#[test]
+fn dump_reads_the_ring_of_a_killed_worker() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.ring");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "ring::ring_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_RING, &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let ready = std::io::BufReader::new(stdout).lines().any(|line| {
+        line.map(|l| l.contains("WEDGE_RING_CHILD_READY"))
+            .unwrap_or(false)
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ready, "child never got ready");
+
+    let out = dump(&path, &["--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["header"]["writer_pid"], child.id());
+    assert_eq!(value["in_flight"][0]["call"], "cuMemcpyHtoD_v2");
+    assert_eq!(value["in_flight"][0]["label"], "bulkUpload chunk 12/53");
+    assert_eq!(value["in_flight"][0]["args"]["chunk"], 12);
+}
