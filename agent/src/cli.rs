@@ -42,6 +42,8 @@ pub enum Command {
     Selftest(cmd::selftest::Args),
     /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
     Doctor(cmd::doctor::Args),
+    /// The host daemon: find GPU workers by comm, cgroup, /dev/nvidia* fds or ring files; capture wedges.
+    Agent(cmd::agent::Args),
     /// Helpers run by selftest, tests and benchmarks (not a stable interface).
     #[command(subcommand, hide = true)]
     Internal(cmd::selftest::InternalCommand),

@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod daemon;
 pub mod exit;
 pub mod host;
 pub mod probe;

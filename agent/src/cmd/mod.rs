@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod capture;
 pub mod decode_ioctl;
 pub mod doctor;

@@ -174,6 +174,98 @@ impl Capturer {
             .collect()
     }
 
+    /// Ring directories searched for a process's ring (the daemon's reload).
+    pub fn set_ring_dirs(&mut self, dirs: Vec<PathBuf>) {
+        self.settings.ring_dirs = dirs;
+    }
+
+    /// An on-demand incident for `pid` (the daemon's SIGUSR1), whether or not it is wedged: every thread,
+    /// the ring, the kernel log, host context and the risky probes, like a wedge capture, but outside any
+    /// episode. The verdict and the timeline say it was asked for (`reason`).
+    pub fn capture_on_demand(&mut self, pid: i32, reason: &str, out: &mut Vec<CaptureEvent>) {
+        let detected = Instant::now();
+        let settings = &self.settings;
+        let root = &settings.proc_root;
+        let mut incident = Incident::new(pid);
+        incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
+        incident.host = HostInfo {
+            hostname: self.host.hostname.clone(),
+            boot_id: self.host.boot_id.clone().unwrap_or_default(),
+            kernel_release: self.host.kernel.clone(),
+            arch: self.host.arch.clone(),
+            nvidia_driver_version: None,
+        };
+        timeline(
+            &mut incident,
+            format!("on-demand capture ({reason}): not a detected wedge"),
+        );
+        fill_process_info(root, pid, &mut incident);
+        match capture::snapshot_process(
+            root,
+            pid,
+            &SnapshotOptions {
+                all_threads: true,
+                ..SnapshotOptions::default()
+            },
+        ) {
+            Ok(snapshot) => incident.samples.push(Sample {
+                taken_at: Timestamp::now(),
+                snapshot,
+            }),
+            Err(err) => not_captured(&mut incident, "thread snapshot", err.to_string()),
+        }
+        let on_demand = |incident: &Incident| {
+            format!(
+                "on-demand capture ({reason}): {}",
+                reports::render::verdict(incident)
+            )
+        };
+        incident.verdict = on_demand(&incident);
+        let mut handle = match self.store.create(&incident) {
+            Ok(handle) => handle,
+            Err(err) => {
+                out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!(
+                        "cannot write the incident under {}: {err}",
+                        self.store.dir().display()
+                    ),
+                });
+                return;
+            }
+        };
+        let path = handle.path().to_path_buf();
+        incident.id = handle.id().to_string();
+        out.push(CaptureEvent::Opened {
+            pid,
+            tid: pid,
+            path: path.clone(),
+            durable_after: detected.elapsed(),
+        });
+        capture_ring(settings, pid, &mut incident, &handle);
+        capture_kernel_log(settings, now_mono_ns(), &mut incident);
+        incident.host_context = host_context(settings, &mut incident);
+        let probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
+        let started_at = Timestamp::now();
+        let outcomes = self.probes.run_all(&probes);
+        apply_probes(&outcomes, &started_at, &mut incident);
+        incident.verdict = on_demand(&incident);
+        timeline(&mut incident, "capture complete");
+        incident.complete = true;
+        match handle.finish(&incident) {
+            Ok(()) => out.push(CaptureEvent::Completed {
+                pid,
+                path,
+                verdict: incident.verdict.clone(),
+                killed: None,
+            }),
+            Err(err) => out.push(CaptureEvent::Failed {
+                pid,
+                message: format!("cannot finish the incident: {err}"),
+            }),
+        }
+    }
+
     /// A thread of `pid` was judged wedged at the scan taken at `detected`.
     pub fn on_wedged(
         &mut self,

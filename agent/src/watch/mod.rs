@@ -14,6 +14,7 @@ pub mod bench;
 pub mod incident;
 pub mod launch;
 pub mod scan;
+pub mod sources;
 pub mod targets;
 pub mod tracker;
 
@@ -93,6 +94,12 @@ impl Watcher {
 
     pub fn capturer(&mut self) -> &mut Capturer {
         &mut self.capturer
+    }
+
+    /// New interval and wedge test (the daemon's reload); threads already in D keep their history.
+    pub fn set_config(&mut self, config: WatchConfig) {
+        self.config = config;
+        self.tracker.set_config(config.tracker);
     }
 
     /// One scan: find targets, read their threads, judge, capture. Returns what happened to incidents.

@@ -105,6 +105,11 @@ impl Tracker {
         self.config
     }
 
+    /// Change the threshold and K for the next scans (tracked threads keep their history).
+    pub fn set_config(&mut self, config: TrackerConfig) {
+        self.config = config;
+    }
+
     /// Threads currently tracked in D.
     pub fn in_d(&self) -> usize {
         self.threads.len()

@@ -1,0 +1,117 @@
+//! `wedge-capture agent`: the host daemon (see [`crate::daemon`] and docs/agent.md).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cmd::run::parse_duration;
+use crate::daemon::config::{self, LogFormat, Overrides};
+use crate::exit::{ExitCode, Failure};
+
+/// Watch the host's GPU workers and capture every wedge (the systemd service).
+///
+/// Targets are found by any of: --match-comm REGEX (process comm, unanchored, like pgrep), --match-cgroup
+/// SUBSTR (a podman `libpod-<id>` scope, a Kubernetes pod uid…), --gpu (every process holding an open
+/// /dev/nvidia* fd) and --ring-dir DIR (the writer of every breadcrumb ring created there). Processes that
+/// start or exit are picked up without a restart. Each target's threads are sampled every --interval; a
+/// thread in D without progress for --threshold is wedged and an incident is written under --out (at most
+/// one new incident per process per --rate-limit).
+///
+/// Settings come from --config FILE (JSON, see docs/agent.md); flags given here win over the file.
+/// Signals: SIGTERM/SIGINT stop (after an incident being written is finished); SIGHUP re-reads the config
+/// (a bad one keeps the old); SIGUSR1 writes an on-demand incident for every current target. Under
+/// systemd (Type=notify) the agent sends READY, RELOADING, STOPPING and WATCHDOG notifications.
+///
+/// Exit status: 0 after SIGTERM/SIGINT; 2 bad configuration; 1 other errors (output not writable…).
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  wedge-capture agent --match-comm '^python' --gpu\n  \
+    wedge-capture agent --match-cgroup libpod- --ring-dir /var/lib/wedge-capture/rings\n  \
+    wedge-capture agent --config /etc/wedge-capture/agent.json --check-config\n  \
+    systemctl reload wedge-capture    # SIGHUP: re-read the config\n  \
+    systemctl kill -s USR1 wedge-capture    # capture every target now"
+)]
+pub struct Args {
+    /// JSON config file (re-read on SIGHUP).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Incident directory [default: /var/lib/wedge-capture/incidents].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Watch processes whose comm matches REGEX (repeatable).
+    #[arg(long = "match-comm", value_name = "REGEX")]
+    pub match_comm: Vec<String>,
+    /// Watch processes whose cgroup path contains SUBSTR (repeatable).
+    #[arg(long = "match-cgroup", value_name = "SUBSTR")]
+    pub match_cgroup: Vec<String>,
+    /// Watch every process holding an open /dev/nvidia* fd.
+    #[arg(long)]
+    pub gpu: bool,
+    /// Watch the writer of every breadcrumb ring (*.ring) created in DIR (repeatable).
+    #[arg(long = "ring-dir", value_name = "DIR")]
+    pub ring_dir: Vec<PathBuf>,
+    /// How often to sample every watched thread [default: 1s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+    /// How long a thread must sit in D without progress to count as wedged [default: 30s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub threshold: Option<Duration>,
+    /// Unchanged samples needed on top of --threshold [default: 3].
+    #[arg(long, value_name = "K")]
+    pub samples: Option<u32>,
+    /// At most one new incident per process in this window [default: 10m].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub rate_limit: Option<Duration>,
+    /// Shortest time between two reads of one process's fd links for --gpu [default: 5s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub gpu_rescan: Option<Duration>,
+    /// Deadline of the risky reads done in sacrificial children [default: 2s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub probe_timeout: Option<Duration>,
+    /// Do not run `nvidia-smi -q` as a probe.
+    #[arg(long)]
+    pub no_nvidia_smi: bool,
+    /// Most processes watched at once [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub max_targets: Option<usize>,
+    /// Log line format on stderr [default: auto: journal under systemd, else plain].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Print the effective settings as JSON and exit (0 when valid, 2 when not).
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+impl Args {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            out: self.out.clone(),
+            match_comm: self.match_comm.clone(),
+            match_cgroup: self.match_cgroup.clone(),
+            gpu: self.gpu,
+            ring_dir: self.ring_dir.clone(),
+            interval: self.interval,
+            threshold: self.threshold,
+            samples: self.samples,
+            rate_limit: self.rate_limit,
+            gpu_rescan: self.gpu_rescan,
+            probe_timeout: self.probe_timeout,
+            no_nvidia_smi: self.no_nvidia_smi,
+            max_targets: self.max_targets,
+            log_format: self.log_format,
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let overrides = args.overrides();
+    if args.check_config {
+        let settings = config::resolve(args.config.as_deref(), &overrides)
+            .map_err(|e| Failure::new(ExitCode::USAGE, format!("bad configuration: {e}")))?;
+        println!("{}", serde_json::to_string_pretty(&settings)?);
+        return Ok(ExitCode::OK);
+    }
+    crate::daemon::run(crate::daemon::Origin {
+        config: args.config,
+        overrides,
+    })
+}

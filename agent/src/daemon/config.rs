@@ -1,0 +1,408 @@
+//! The agent's settings: a JSON config file (documented in docs/agent.md, example in
+//! systemd/agent.example.json) with command-line flags on top. Parsing is pure ([`parse_config`]); the
+//! file is read again on SIGHUP, and a config that does not parse or validate keeps the old one.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::cmd::run::parse_duration;
+use crate::watch::sources::{Selection, SourceSettings};
+
+/// Largest config file read (a config is a few hundred bytes).
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// How log lines look on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `journal` when stderr is connected to the journal (JOURNAL_STREAM is set), else `plain`.
+    #[default]
+    Auto,
+    /// `wedge-capture agent: warning: …`
+    Plain,
+    /// `<4>warning: …`: the syslog priority prefix journald understands.
+    Journal,
+    /// One JSON object per line: ts, level, msg and event fields.
+    Json,
+}
+
+/// A duration in the config file: seconds as a number, or text such as "30s", "250ms", "10m".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum DurationValue {
+    Seconds(f64),
+    Text(String),
+}
+
+impl DurationValue {
+    fn get(&self, field: &str) -> Result<Duration, String> {
+        match self {
+            DurationValue::Seconds(s) => parse_duration(&s.to_string()),
+            DurationValue::Text(t) => parse_duration(t),
+        }
+        .map_err(|e| format!("{field}: {e}"))
+    }
+}
+
+/// One path or a list of paths.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(PathBuf),
+    Many(Vec<PathBuf>),
+}
+
+/// The config file, as written. Unknown keys are errors (a typo must not silently watch nothing).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    out: Option<PathBuf>,
+    #[serde(default)]
+    match_comm: Vec<String>,
+    #[serde(default)]
+    match_cgroup: Vec<String>,
+    gpu: Option<bool>,
+    ring_dir: Option<OneOrMany>,
+    interval: Option<DurationValue>,
+    threshold: Option<DurationValue>,
+    samples: Option<u32>,
+    rate_limit: Option<DurationValue>,
+    gpu_rescan: Option<DurationValue>,
+    probe_timeout: Option<DurationValue>,
+    resample_every: Option<DurationValue>,
+    nvidia_smi: Option<bool>,
+    max_targets: Option<usize>,
+    log_format: Option<LogFormat>,
+}
+
+/// Settings given on the command line; each one present wins over the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub out: Option<PathBuf>,
+    pub match_comm: Vec<String>,
+    pub match_cgroup: Vec<String>,
+    pub gpu: bool,
+    pub ring_dir: Vec<PathBuf>,
+    pub interval: Option<Duration>,
+    pub threshold: Option<Duration>,
+    pub samples: Option<u32>,
+    pub rate_limit: Option<Duration>,
+    pub gpu_rescan: Option<Duration>,
+    pub probe_timeout: Option<Duration>,
+    pub no_nvidia_smi: bool,
+    pub max_targets: Option<usize>,
+    pub log_format: Option<LogFormat>,
+}
+
+/// The effective settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    pub out: PathBuf,
+    pub match_comm: Vec<String>,
+    pub match_cgroup: Vec<String>,
+    pub gpu: bool,
+    pub ring_dirs: Vec<PathBuf>,
+    #[serde(serialize_with = "seconds")]
+    pub interval: Duration,
+    #[serde(serialize_with = "seconds")]
+    pub threshold: Duration,
+    pub samples: u32,
+    /// At most one new incident per process in this window.
+    #[serde(serialize_with = "seconds")]
+    pub rate_limit: Duration,
+    #[serde(serialize_with = "seconds")]
+    pub gpu_rescan: Duration,
+    #[serde(serialize_with = "seconds")]
+    pub probe_timeout: Duration,
+    #[serde(serialize_with = "seconds")]
+    pub resample_every: Duration,
+    pub nvidia_smi: bool,
+    pub max_targets: usize,
+    pub log_format: LogFormat,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl Settings {
+    /// The target selection (regexes compiled; validated before, so this cannot fail).
+    pub fn selection(&self) -> Selection {
+        Selection {
+            comm: self
+                .match_comm
+                .iter()
+                .filter_map(|p| Regex::new(p).ok())
+                .collect(),
+            cgroup: self.match_cgroup.clone(),
+            gpu: self.gpu,
+            ring_dirs: self.ring_dirs.clone(),
+        }
+    }
+
+    pub fn source_settings(&self) -> SourceSettings {
+        SourceSettings {
+            gpu_rescan: self.gpu_rescan,
+            max_targets: self.max_targets,
+        }
+    }
+
+    /// Settings a reload cannot change (they shape the capture path, built once): their names.
+    pub fn needs_restart(&self, new: &Settings) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.out != new.out {
+            out.push("out");
+        }
+        if self.probe_timeout != new.probe_timeout {
+            out.push("probe_timeout");
+        }
+        if self.nvidia_smi != new.nvidia_smi {
+            out.push("nvidia_smi");
+        }
+        if self.resample_every != new.resample_every {
+            out.push("resample_every");
+        }
+        out
+    }
+
+    /// One line for the log.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for p in &self.match_comm {
+            parts.push(format!("comm /{p}/"));
+        }
+        for c in &self.match_cgroup {
+            parts.push(format!("cgroup *{c}*"));
+        }
+        if self.gpu {
+            parts.push("/dev/nvidia* holders".to_string());
+        }
+        for d in &self.ring_dirs {
+            parts.push(format!("ring writers in {}", d.display()));
+        }
+        format!(
+            "watching {}; interval {:?}, threshold {:?}, K={}, rate limit {:?}; incidents under {}",
+            parts.join(", "),
+            self.interval,
+            self.threshold,
+            self.samples,
+            self.rate_limit,
+            self.out.display()
+        )
+    }
+}
+
+/// Parse a config file's text (JSON).
+fn parse_config(text: &[u8]) -> Result<ConfigFile, String> {
+    serde_json::from_slice(text).map_err(|e| e.to_string())
+}
+
+/// Read `file` (if any), apply `cli` on top, validate.
+pub fn resolve(file: Option<&Path>, cli: &Overrides) -> Result<Settings, String> {
+    let config = match file {
+        Some(path) => {
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            std::fs::File::open(path)
+                .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if bytes.len() as u64 > MAX_CONFIG_BYTES {
+                return Err(format!("{}: larger than 1 MiB", path.display()));
+            }
+            parse_config(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => ConfigFile::default(),
+    };
+    merge(config, cli)
+}
+
+fn merge(config: ConfigFile, cli: &Overrides) -> Result<Settings, String> {
+    let duration = |value: &Option<DurationValue>, field: &str, default: Duration| {
+        value
+            .as_ref()
+            .map(|v| v.get(field))
+            .transpose()
+            .map(|d| d.unwrap_or(default))
+    };
+    let file_ring_dirs = match config.ring_dir {
+        None => Vec::new(),
+        Some(OneOrMany::One(p)) => vec![p],
+        Some(OneOrMany::Many(v)) => v,
+    };
+    let settings = Settings {
+        out: cli
+            .out
+            .clone()
+            .or(config.out)
+            .unwrap_or_else(|| PathBuf::from(reports::store::DEFAULT_DIR)),
+        match_comm: pick(&cli.match_comm, config.match_comm),
+        match_cgroup: pick(&cli.match_cgroup, config.match_cgroup),
+        gpu: cli.gpu || config.gpu.unwrap_or(false),
+        ring_dirs: pick(&cli.ring_dir, file_ring_dirs),
+        interval: match cli.interval {
+            Some(d) => d,
+            None => duration(&config.interval, "interval", Duration::from_secs(1))?,
+        },
+        threshold: match cli.threshold {
+            Some(d) => d,
+            None => duration(&config.threshold, "threshold", Duration::from_secs(30))?,
+        },
+        samples: cli.samples.or(config.samples).unwrap_or(3),
+        rate_limit: match cli.rate_limit {
+            Some(d) => d,
+            None => duration(&config.rate_limit, "rate_limit", Duration::from_secs(600))?,
+        },
+        gpu_rescan: match cli.gpu_rescan {
+            Some(d) => d,
+            None => duration(&config.gpu_rescan, "gpu_rescan", Duration::from_secs(5))?,
+        },
+        probe_timeout: match cli.probe_timeout {
+            Some(d) => d,
+            None => duration(
+                &config.probe_timeout,
+                "probe_timeout",
+                crate::probe::DEFAULT_PROBE_TIMEOUT,
+            )?,
+        },
+        resample_every: duration(
+            &config.resample_every,
+            "resample_every",
+            Duration::from_secs(30),
+        )?,
+        nvidia_smi: !cli.no_nvidia_smi && config.nvidia_smi.unwrap_or(true),
+        max_targets: cli.max_targets.or(config.max_targets).unwrap_or(4096),
+        log_format: cli.log_format.or(config.log_format).unwrap_or_default(),
+    };
+    validate(&settings)?;
+    Ok(settings)
+}
+
+fn pick<T: Clone>(cli: &[T], file: Vec<T>) -> Vec<T> {
+    if cli.is_empty() {
+        file
+    } else {
+        cli.to_vec()
+    }
+}
+
+fn validate(s: &Settings) -> Result<(), String> {
+    for pattern in &s.match_comm {
+        Regex::new(pattern).map_err(|e| format!("match_comm /{pattern}/: {e}"))?;
+    }
+    if s.match_cgroup.iter().any(|c| c.is_empty()) {
+        return Err("match_cgroup: an empty substring would match every process".into());
+    }
+    if s.match_comm.is_empty() && s.match_cgroup.is_empty() && !s.gpu && s.ring_dirs.is_empty() {
+        return Err(
+            "nothing to watch: give match_comm, match_cgroup, gpu or ring_dir (--match-comm, --match-cgroup, --gpu, --ring-dir)"
+                .into(),
+        );
+    }
+    if s.interval.is_zero() {
+        return Err("interval must be more than 0".into());
+    }
+    if s.samples == 0 {
+        return Err("samples must be at least 1".into());
+    }
+    if s.max_targets == 0 {
+        return Err("max_targets must be at least 1".into());
+    }
+    if s.ring_dirs.iter().any(|d| d.as_os_str().is_empty()) {
+        return Err("ring_dir: empty path".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from_text(text: &str, cli: &Overrides) -> Result<Settings, String> {
+        merge(parse_config(text.as_bytes())?, cli)
+    }
+
+    #[test]
+    fn a_full_config_parses() {
+        let s = from_text(
+            r#"{"out": "/srv/inc", "match_comm": ["^python", "train"], "match_cgroup": ["libpod-"],
+                "gpu": true, "ring_dir": "/run/rings", "interval": "500ms", "threshold": 20,
+                "samples": 4, "rate_limit": "5m", "gpu_rescan": 2.5, "probe_timeout": "3s",
+                "nvidia_smi": false, "max_targets": 100, "log_format": "json"}"#,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(s.out, PathBuf::from("/srv/inc"));
+        assert_eq!(s.match_comm, vec!["^python", "train"]);
+        assert_eq!(s.ring_dirs, vec![PathBuf::from("/run/rings")]);
+        assert_eq!(s.interval, Duration::from_millis(500));
+        assert_eq!(s.threshold, Duration::from_secs(20));
+        assert_eq!(s.rate_limit, Duration::from_secs(300));
+        assert_eq!(s.gpu_rescan, Duration::from_millis(2500));
+        assert!(!s.nvidia_smi);
+        assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!(s.selection().comm.len(), 2);
+    }
+
+    #[test]
+    fn the_example_config_is_valid() {
+        let text = include_str!("../../../systemd/agent.example.json");
+        let s = from_text(text, &Overrides::default()).unwrap();
+        assert!(!s.selection().is_empty());
+    }
+
+    #[test]
+    fn command_line_wins() {
+        let cli = Overrides {
+            match_comm: vec!["^worker$".into()],
+            interval: Some(Duration::from_millis(250)),
+            out: Some("/tmp/x".into()),
+            no_nvidia_smi: true,
+            ..Overrides::default()
+        };
+        let s = from_text(
+            r#"{"match_comm": ["python"], "interval": 2, "gpu": true}"#,
+            &cli,
+        )
+        .unwrap();
+        assert_eq!(s.match_comm, vec!["^worker$"]);
+        assert_eq!(s.interval, Duration::from_millis(250));
+        assert_eq!(s.out, PathBuf::from("/tmp/x"));
+        assert!(s.gpu && !s.nvidia_smi);
+        // Defaults.
+        assert_eq!(s.threshold, Duration::from_secs(30));
+        assert_eq!(s.samples, 3);
+    }
+
+    #[test]
+    fn bad_configs_are_refused_with_a_reason() {
+        let none = Overrides::default();
+        for (text, needle) in [
+            (r#"{"match_comm": ["("]}"#, "match_comm"),
+            (r#"{"match_comm": ["x"], "intervall": 1}"#, "unknown field"),
+            (r#"{}"#, "nothing to watch"),
+            (r#"{"gpu": true, "interval": 0}"#, "interval"),
+            (r#"{"gpu": true, "threshold": "soon"}"#, "threshold"),
+            (r#"{"match_cgroup": [""]}"#, "empty substring"),
+            (r#"{"gpu": "yes"}"#, "invalid type"),
+            ("not json", "expected"),
+            (r#"{"gpu": true, "samples": 0}"#, "samples"),
+        ] {
+            let err = from_text(text, &none).unwrap_err();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn reload_reports_what_needs_a_restart() {
+        let a = from_text(r#"{"gpu": true}"#, &Overrides::default()).unwrap();
+        let b = from_text(
+            r#"{"gpu": true, "out": "/elsewhere", "interval": 3}"#,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(a.needs_restart(&b), vec!["out"]);
+    }
+}

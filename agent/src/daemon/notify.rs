@@ -1,0 +1,150 @@
+//! systemd's notification protocol (sd_notify(3)), by hand: one datagram per state change to the unix
+//! socket named by `NOTIFY_SOCKET` (a path, or `@name` for the abstract namespace). Without the
+//! variable (not started by systemd with Type=notify) every call is a no-op.
+
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::time::Duration;
+
+/// Talks to the service manager.
+pub struct Notifier {
+    socket: Option<(UnixDatagram, SocketAddr)>,
+    watchdog: Option<Duration>,
+}
+
+impl Notifier {
+    /// From `NOTIFY_SOCKET` and `WATCHDOG_USEC`/`WATCHDOG_PID`.
+    pub fn from_env() -> Notifier {
+        let socket = std::env::var_os("NOTIFY_SOCKET").and_then(|name| {
+            let addr = socket_addr(name.as_encoded_bytes()).ok()?;
+            Some((UnixDatagram::unbound().ok()?, addr))
+        });
+        let for_us = std::env::var("WATCHDOG_PID")
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok())
+            .is_none_or(|pid| pid == std::process::id());
+        let watchdog = std::env::var("WATCHDOG_USEC")
+            .ok()
+            .and_then(|u| u.trim().parse::<u64>().ok())
+            .filter(|&u| u > 0 && for_us)
+            .map(Duration::from_micros);
+        Notifier { socket, watchdog }
+    }
+
+    /// A notifier sending to `addr` (tests).
+    pub fn to_address(addr: SocketAddr, watchdog: Option<Duration>) -> std::io::Result<Notifier> {
+        Ok(Notifier {
+            socket: Some((UnixDatagram::unbound()?, addr)),
+            watchdog,
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.socket.is_some()
+    }
+
+    /// The service's watchdog timeout (WatchdogSec=), when one is set for us.
+    pub fn watchdog(&self) -> Option<Duration> {
+        self.watchdog
+    }
+
+    /// Send one notification (`KEY=value` lines); errors are returned but harmless to ignore.
+    pub fn send(&self, state: &str) -> std::io::Result<()> {
+        match &self.socket {
+            Some((socket, addr)) => socket.send_to_addr(state.as_bytes(), addr).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    pub fn ready(&self, status: &str) {
+        let _ = self.send(&format!("READY=1\nSTATUS={}", one_line(status)));
+    }
+
+    /// Reload begins; [`Notifier::ready`] ends it.
+    pub fn reloading(&self) {
+        let usec = crate::watch::capture_clock_ns() / 1000;
+        let _ = self.send(&format!("RELOADING=1\nMONOTONIC_USEC={usec}"));
+    }
+
+    pub fn stopping(&self) {
+        let _ = self.send("STOPPING=1");
+    }
+
+    pub fn watchdog_ping(&self) {
+        if self.watchdog.is_some() {
+            let _ = self.send("WATCHDOG=1");
+        }
+    }
+
+    pub fn status(&self, status: &str) {
+        let _ = self.send(&format!("STATUS={}", one_line(status)));
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.replace('\n', " ")
+}
+
+/// `NOTIFY_SOCKET`'s value → an address: `@name` is abstract, anything else a path.
+pub fn socket_addr(name: &[u8]) -> std::io::Result<SocketAddr> {
+    match name.strip_prefix(b"@") {
+        Some(abstract_name) => {
+            use std::os::linux::net::SocketAddrExt;
+            SocketAddr::from_abstract_name(abstract_name)
+        }
+        None => {
+            use std::os::unix::ffi::OsStrExt;
+            SocketAddr::from_pathname(std::path::Path::new(std::ffi::OsStr::from_bytes(name)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receive(socket: &UnixDatagram) -> String {
+        socket
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = socket.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[test]
+    fn sends_to_a_path_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let server = UnixDatagram::bind(&path).unwrap();
+        let addr = socket_addr(path.as_os_str().as_encoded_bytes()).unwrap();
+        let notifier = Notifier::to_address(addr, Some(Duration::from_secs(30))).unwrap();
+        notifier.ready("watching 3 processes\nsecond line");
+        assert_eq!(
+            receive(&server),
+            "READY=1\nSTATUS=watching 3 processes second line"
+        );
+        notifier.watchdog_ping();
+        assert_eq!(receive(&server), "WATCHDOG=1");
+        notifier.reloading();
+        assert!(receive(&server).starts_with("RELOADING=1\nMONOTONIC_USEC="));
+        notifier.stopping();
+        assert_eq!(receive(&server), "STOPPING=1");
+    }
+
+    #[test]
+    fn sends_to_an_abstract_socket() {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("wedge-capture-test-{}", std::process::id());
+        let server =
+            UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap())
+                .unwrap();
+        let addr = socket_addr(format!("@{name}").as_bytes()).unwrap();
+        let notifier = Notifier::to_address(addr, None).unwrap();
+        notifier.status("ok");
+        assert_eq!(receive(&server), "STATUS=ok");
+        // Without a watchdog, pings are not sent: the next datagram is the next real message.
+        notifier.watchdog_ping();
+        notifier.stopping();
+        assert_eq!(receive(&server), "STOPPING=1");
+    }
+}

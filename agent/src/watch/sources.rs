@@ -1,0 +1,870 @@
+//! Target sources of the host daemon (`wedge-capture agent`): processes chosen by comm regex, by cgroup
+//! substring, by an open `/dev/nvidia*` fd, or by a breadcrumb ring file in a watched directory.
+//!
+//! One [`HostSource`] holds every selector and one table of the host's processes, so the host's pid
+//! directories are listed once per scan whatever the number of selectors. Everything read is a file that
+//! cannot block on the target (procfs-facts.md §6): `stat`, `cgroup` (an RCU/spinlock read on current
+//! kernels), `fd/` links, `ns/pid`, `status`, and ring headers.
+//!
+//! Costs are bounded, whatever comes and goes:
+//! - `stat` is read for a new pid at once and then every [`REFRESH_EVERY`] scans (staggered by pid), which
+//!   catches a comm changed by exec or `prctl(PR_SET_NAME)` within a few intervals;
+//! - `cgroup` is read on the same schedule, and only when a cgroup selector is set;
+//! - fd links are read for a new pid at once, then again only when the fd count changed (the size the
+//!   kernel reports for `fd/` since Linux 6.2; unknown → assumed changed) and at most every
+//!   `gpu_rescan`, stopping at the first `/dev/nvidia*` link and after [`MAX_FDS_READ`] links;
+//! - ring files are read when inotify reports them (and once at start), header only.
+//!
+//! Every cache is keyed by a live pid and pruned when the pid leaves the listing: memory and fds stay
+//! bounded by the host's process count, not by how many processes ever existed.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use capture::ProcRoot;
+use regex::Regex;
+
+use super::targets::{Target, TargetSource};
+
+/// Full `stat` (and `cgroup`) refresh period of a known pid, in scans.
+pub const REFRESH_EVERY: u64 = 4;
+/// Most fd links read per process per fd scan.
+pub const MAX_FDS_READ: usize = 65_536;
+/// Most ring files examined per directory listing.
+pub const MAX_RING_FILES: usize = 10_000;
+/// Scans a ring file whose header is not readable yet is retried (a writer still initialising it).
+const RING_RETRIES: u8 = 5;
+/// `PF_KTHREAD` in stat's flags: kernel threads are never targets.
+const PF_KTHREAD: u32 = 0x0020_0000;
+/// Largest ring file accepted (2^20 slots of 128 bytes plus the header, with room).
+const MAX_RING_LEN: u64 = 256 << 20;
+
+/// What to watch.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Unanchored regexes matched against the process comm (stat field 2, at most 15 bytes), like pgrep.
+    pub comm: Vec<Regex>,
+    /// Substrings matched against every line of the process's cgroup file.
+    pub cgroup: Vec<String>,
+    /// Every process holding an open `/dev/nvidia*` fd.
+    pub gpu: bool,
+    /// Directories of breadcrumb rings: the writer of every `*.ring` file there is a target.
+    pub ring_dirs: Vec<PathBuf>,
+}
+
+impl Selection {
+    pub fn is_empty(&self) -> bool {
+        self.comm.is_empty() && self.cgroup.is_empty() && !self.gpu && self.ring_dirs.is_empty()
+    }
+
+    fn needs_host_table(&self) -> bool {
+        !self.comm.is_empty() || !self.cgroup.is_empty() || self.gpu
+    }
+}
+
+/// Source settings besides the selection.
+#[derive(Debug, Clone)]
+pub struct SourceSettings {
+    /// Shortest time between two fd scans of one process.
+    pub gpu_rescan: Duration,
+    /// Most targets returned (the lowest pids win); the excess is reported once per change.
+    pub max_targets: usize,
+}
+
+impl Default for SourceSettings {
+    fn default() -> Self {
+        SourceSettings {
+            gpu_rescan: Duration::from_secs(5),
+            max_targets: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct GpuState {
+    checked: Option<Instant>,
+    /// `fd/` size at the last fd scan (the fd count on Linux ≥ 6.2; 0 = unknown).
+    fd_count: u64,
+    holds: Option<String>,
+}
+
+#[derive(Debug)]
+struct ProcEntry {
+    start: u64,
+    comm: String,
+    kernel_thread: bool,
+    /// cgroup paths, all hierarchies (None until read or when unreadable).
+    cgroups: Option<Vec<String>>,
+    gpu: GpuState,
+    /// Listing generation that last saw this pid.
+    seen: u64,
+}
+
+/// A ring file whose writer is alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RingWriter {
+    pid: i32,
+    start: u64,
+}
+
+/// The ring-directory selector: inotify on each directory, ring headers read once per file.
+struct RingWatch {
+    dirs: Vec<PathBuf>,
+    inotify: Option<inotify::Inotify>,
+    watching: HashSet<PathBuf>,
+    last_attempt: Option<Instant>,
+    /// Files to examine, with the retries left.
+    pending: HashMap<PathBuf, u8>,
+    writers: HashMap<PathBuf, RingWriter>,
+    full_rescan: bool,
+    buffer: Vec<u8>,
+}
+
+impl RingWatch {
+    fn new(dirs: Vec<PathBuf>) -> RingWatch {
+        RingWatch {
+            dirs,
+            inotify: None,
+            watching: HashSet::new(),
+            last_attempt: None,
+            pending: HashMap::new(),
+            writers: HashMap::new(),
+            full_rescan: true,
+            buffer: vec![0; 16 * 1024],
+        }
+    }
+
+    /// Watch every directory not watched yet (retried every 10 s while one is missing).
+    fn ensure_watches(&mut self, notes: &mut Vec<String>) {
+        if self.watching.len() == self.dirs.len() {
+            return;
+        }
+        if self
+            .last_attempt
+            .is_some_and(|at| at.elapsed() < Duration::from_secs(10))
+        {
+            return;
+        }
+        self.last_attempt = Some(Instant::now());
+        if self.inotify.is_none() {
+            match inotify::Inotify::init() {
+                Ok(inotify) => self.inotify = Some(inotify),
+                Err(err) => {
+                    notes.push(format!(
+                        "warning: inotify unavailable ({err}): ring directories are re-listed every 10 s instead"
+                    ));
+                    // Without inotify, a periodic full listing does the same job.
+                    self.full_rescan = true;
+                    return;
+                }
+            }
+        }
+        let Some(inotify) = self.inotify.as_mut() else {
+            return;
+        };
+        for dir in &self.dirs {
+            if self.watching.contains(dir) {
+                continue;
+            }
+            if !dir.is_dir() {
+                if let Err(err) = std::fs::create_dir_all(dir) {
+                    notes.push(format!(
+                        "warning: ring directory {} does not exist and cannot be created: {err} (retrying every 10 s)",
+                        dir.display()
+                    ));
+                    continue;
+                }
+                notes.push(format!("created ring directory {}", dir.display()));
+            }
+            use inotify::WatchMask;
+            let mask = WatchMask::MOVED_TO
+                | WatchMask::CREATE
+                | WatchMask::CLOSE_WRITE
+                | WatchMask::DELETE
+                | WatchMask::MOVED_FROM
+                | WatchMask::ONLYDIR;
+            match inotify.watches().add(dir, mask) {
+                Ok(_) => {
+                    self.watching.insert(dir.clone());
+                    // Files that appeared before the watch existed.
+                    self.full_rescan = true;
+                    notes.push(format!("watching ring directory {}", dir.display()));
+                }
+                Err(err) => notes.push(format!(
+                    "warning: cannot watch ring directory {}: {err} (retrying every 10 s)",
+                    dir.display()
+                )),
+            }
+        }
+    }
+
+    /// Collect new and removed files from inotify (never blocks).
+    fn drain_events(&mut self) {
+        let Some(inotify) = self.inotify.as_mut() else {
+            if self
+                .last_attempt
+                .is_none_or(|at| at.elapsed() >= Duration::from_secs(10))
+            {
+                self.full_rescan = true;
+            }
+            return;
+        };
+        // Bounded: at most 64 buffers of events per scan; the rest waits for the next scan.
+        for _ in 0..64 {
+            let events = match inotify.read_events(&mut self.buffer) {
+                Ok(events) => events,
+                Err(_) => break, // WouldBlock: nothing more now.
+            };
+            let mut any = false;
+            for event in events {
+                any = true;
+                if event.mask.contains(inotify::EventMask::Q_OVERFLOW) {
+                    self.full_rescan = true;
+                    continue;
+                }
+                let Some(name) = event.name else { continue };
+                if !is_ring_name(name) {
+                    continue;
+                }
+                // The watch descriptor maps to one of few directories: find the file in them.
+                for dir in &self.watching {
+                    let path = dir.join(name);
+                    if event
+                        .mask
+                        .intersects(inotify::EventMask::DELETE | inotify::EventMask::MOVED_FROM)
+                    {
+                        self.writers.remove(&path);
+                        self.pending.remove(&path);
+                    } else if path.exists() {
+                        self.pending.insert(path, RING_RETRIES);
+                    }
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    fn list_dirs(&mut self, notes: &mut Vec<String>) {
+        self.full_rescan = false;
+        self.last_attempt = self.last_attempt.or(Some(Instant::now()));
+        for dir in &self.dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut n = 0;
+            for entry in entries.flatten() {
+                if !is_ring_name(&entry.file_name()) {
+                    continue;
+                }
+                n += 1;
+                if n > MAX_RING_FILES {
+                    notes.push(format!(
+                        "warning: more than {MAX_RING_FILES} ring files in {}: the rest are ignored until they change",
+                        dir.display()
+                    ));
+                    break;
+                }
+                let path = entry.path();
+                if !self.writers.contains_key(&path) {
+                    self.pending.insert(path, 1);
+                }
+            }
+        }
+    }
+
+    /// Resolve pending files to live writers; forget writers that exited.
+    fn refresh(&mut self, root: &ProcRoot, own_pidns: Option<u64>, notes: &mut Vec<String>) {
+        self.ensure_watches(notes);
+        self.drain_events();
+        if self.full_rescan {
+            self.list_dirs(notes);
+        }
+        let pending: Vec<(PathBuf, u8)> = self.pending.drain().collect();
+        for (path, tries) in pending {
+            match ring_writer(root, &path, own_pidns) {
+                Ok(Some(writer)) => {
+                    notes.push(format!(
+                        "ring {}: writer is pid {} (a target while it lives)",
+                        path.display(),
+                        writer.pid
+                    ));
+                    self.writers.insert(path, writer);
+                }
+                // A writer that already exited: an old ring, not a target.
+                Ok(None) => {}
+                Err(err) => {
+                    if tries > 1 {
+                        self.pending.insert(path, tries - 1);
+                    } else {
+                        notes.push(format!("ring {} ignored: {err}", path.display()));
+                    }
+                }
+            }
+        }
+        self.writers
+            .retain(|_, w| process_start(root, w.pid) == Some(w.start));
+    }
+}
+
+fn is_ring_name(name: &OsStr) -> bool {
+    let bytes = name.as_encoded_bytes();
+    bytes.ends_with(b".ring") && !bytes.starts_with(b".")
+}
+
+fn process_start(root: &ProcRoot, pid: i32) -> Option<u64> {
+    root.read_stat(pid).ok().map(|s| s.starttime)
+}
+
+/// The host pid of a ring file's writer, from its header; Ok(None) when that writer is gone.
+fn ring_writer(
+    root: &ProcRoot,
+    path: &Path,
+    own_pidns: Option<u64>,
+) -> Result<Option<RingWriter>, String> {
+    let header = read_ring_header(path)?;
+    let writer = i32::try_from(header.writer_pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| format!("writer pid {} out of range", header.writer_pid))?;
+    let start = header.start_time_ticks;
+    let same_ns = header.pidns_inode == 0 || Some(header.pidns_inode) == own_pidns;
+    if same_ns {
+        return Ok(match process_start(root, writer) {
+            Some(s) if start == 0 || s == start => Some(RingWriter {
+                pid: writer,
+                start: s,
+            }),
+            _ => None,
+        });
+    }
+    // A writer in another pid namespace (a container): find the host pid with the same start time, pid
+    // namespace and innermost namespace pid.
+    let pids = root.pids().map_err(|e| e.to_string())?;
+    for pid in pids {
+        let Some(s) = process_start(root, pid) else {
+            continue;
+        };
+        if start != 0 && s != start {
+            continue;
+        }
+        if root.pid_ns(pid).ok() != Some(header.pidns_inode) {
+            continue;
+        }
+        let inner = root
+            .read_task_status(pid, pid)
+            .ok()
+            .and_then(|st| st.nspid.last().copied());
+        if inner == Some(writer) {
+            return Ok(Some(RingWriter { pid, start: s }));
+        }
+    }
+    Ok(None)
+}
+
+/// Reads and validates a ring header without reading the slots.
+fn read_ring_header(path: &Path) -> Result<wedge_breadcrumb::reader::RingHeader, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    if len > MAX_RING_LEN {
+        return Err(format!("{len} bytes: larger than any ring"));
+    }
+    // The header parser checks the header against the whole file's length, so it is given a buffer of
+    // the file's length whose tail is left zeroed: a zeroed allocation is not touched (no memory used)
+    // and only the header bytes are read from the file.
+    let mut bytes = vec![0u8; len as usize];
+    let prefix = (len as usize).min(4096);
+    file.take(prefix as u64)
+        .read_exact(&mut bytes[..prefix])
+        .map_err(|e| e.to_string())?;
+    wedge_breadcrumb::reader::parse_header(&bytes).map_err(|e| e.to_string())
+}
+
+/// Whether an fd link target is an NVIDIA device node (`/dev/nvidia0`, `/dev/nvidiactl`,
+/// `/dev/nvidia-uvm`, `/dev/nvidia-caps/…`). A container's private `/dev` seen from the host may lose
+/// its `/dev` prefix, so a top-level `/nvidia*` counts too.
+pub fn is_nvidia_device(path: &str) -> bool {
+    path.strip_prefix("/dev/")
+        .or_else(|| path.strip_prefix('/').filter(|rest| !rest.contains('/')))
+        .is_some_and(|rest| rest.starts_with("nvidia"))
+}
+
+/// The host daemon's target source. Shared with the daemon loop through [`SharedSource`].
+pub struct HostSource {
+    selection: Selection,
+    settings: SourceSettings,
+    procs: HashMap<i32, ProcEntry>,
+    rings: RingWatch,
+    generation: u64,
+    scan: u64,
+    me: i32,
+    own_pidns: Option<u64>,
+    excluded: HashSet<i32>,
+    suppressed: HashSet<i32>,
+    healthy: bool,
+    notes: Vec<String>,
+    over_limit: usize,
+}
+
+impl HostSource {
+    pub fn new(selection: Selection, settings: SourceSettings) -> HostSource {
+        let rings = RingWatch::new(selection.ring_dirs.clone());
+        HostSource {
+            selection,
+            settings,
+            procs: HashMap::new(),
+            rings,
+            generation: 0,
+            scan: 0,
+            me: std::process::id() as i32,
+            own_pidns: None,
+            excluded: HashSet::new(),
+            suppressed: HashSet::new(),
+            healthy: true,
+            notes: Vec::new(),
+            over_limit: 0,
+        }
+    }
+
+    /// Replace the selection (a reload). Caches stay valid; ring directories are re-listed.
+    pub fn reconfigure(&mut self, selection: Selection, settings: SourceSettings) {
+        if selection.ring_dirs != self.selection.ring_dirs {
+            self.rings = RingWatch::new(selection.ring_dirs.clone());
+        }
+        if selection.cgroup.is_empty() {
+            for entry in self.procs.values_mut() {
+                entry.cgroups = None;
+            }
+        }
+        self.selection = selection;
+        self.settings = settings;
+        self.over_limit = 0;
+    }
+
+    /// Pids left out of the next scans (rate-limited targets).
+    pub fn set_suppressed(&mut self, pids: HashSet<i32>) {
+        self.suppressed = pids;
+    }
+
+    /// False when the last scan could not list the host's processes.
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// Messages for the log since the last call.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Processes in the host table, ring files with a live writer (for resource checks).
+    pub fn cache_sizes(&self) -> (usize, usize) {
+        (self.procs.len(), self.rings.writers.len())
+    }
+
+    fn refresh_table(&mut self, root: &ProcRoot) {
+        let pids = match root.pids() {
+            Ok(pids) => pids,
+            Err(err) => {
+                if self.healthy {
+                    self.notes
+                        .push(format!("error: cannot list processes: {err}"));
+                }
+                self.healthy = false;
+                return;
+            }
+        };
+        self.healthy = true;
+        self.generation += 1;
+        let generation = self.generation;
+        let scan = self.scan;
+        for pid in pids {
+            if pid == self.me {
+                continue;
+            }
+            let due = scan.wrapping_add(pid as u64).checked_rem(REFRESH_EVERY) == Some(0);
+            match self.procs.get_mut(&pid) {
+                Some(entry) if !due => entry.seen = generation,
+                known => {
+                    let Ok(stat) = root.read_stat(pid) else {
+                        continue; // Gone since the listing.
+                    };
+                    let fresh = ProcEntry {
+                        start: stat.starttime,
+                        comm: stat.comm,
+                        kernel_thread: stat.flags & PF_KTHREAD != 0,
+                        cgroups: None,
+                        gpu: GpuState::default(),
+                        seen: generation,
+                    };
+                    match known {
+                        // Same process: keep its cgroup and fd knowledge.
+                        Some(entry) if entry.start == fresh.start => {
+                            entry.comm = fresh.comm;
+                            entry.seen = generation;
+                            if self.selection.cgroup.is_empty() {
+                                entry.cgroups = None;
+                            } else if let Ok(lines) = root.cgroup(pid) {
+                                entry.cgroups = Some(lines.into_iter().map(|l| l.path).collect());
+                            }
+                        }
+                        // New, or the pid was reused by another process.
+                        _ => {
+                            self.procs.insert(pid, fresh);
+                        }
+                    }
+                }
+            }
+        }
+        self.procs.retain(|_, entry| entry.seen == generation);
+    }
+
+    fn matches(&mut self, root: &ProcRoot, out: &mut Vec<Target>) {
+        let now = Instant::now();
+        let gpu_rescan = self.settings.gpu_rescan;
+        for (&pid, entry) in self.procs.iter_mut() {
+            if entry.kernel_thread || self.excluded.contains(&pid) {
+                continue;
+            }
+            if let Some(re) = self
+                .selection
+                .comm
+                .iter()
+                .find(|re| re.is_match(&entry.comm))
+            {
+                out.push(Target {
+                    pid,
+                    parent: 0,
+                    why: format!("comm `{}` matches /{}/", entry.comm, re.as_str()),
+                });
+                continue;
+            }
+            if !self.selection.cgroup.is_empty() {
+                if entry.cgroups.is_none() {
+                    entry.cgroups = root
+                        .cgroup(pid)
+                        .ok()
+                        .map(|lines| lines.into_iter().map(|l| l.path).collect());
+                }
+                let hit = entry.cgroups.as_ref().and_then(|paths| {
+                    self.selection
+                        .cgroup
+                        .iter()
+                        .find_map(|s| paths.iter().find(|p| p.contains(s.as_str())))
+                });
+                if let Some(path) = hit {
+                    out.push(Target {
+                        pid,
+                        parent: 0,
+                        why: format!("cgroup {path}"),
+                    });
+                    continue;
+                }
+            }
+            if self.selection.gpu {
+                let fd_dir = root.pid_dir(pid).join("fd");
+                let count = std::fs::metadata(&fd_dir).map(|m| m.len()).unwrap_or(0);
+                let due = match entry.gpu.checked {
+                    None => true,
+                    Some(at) => {
+                        (count == 0 || count != entry.gpu.fd_count)
+                            && now.duration_since(at) >= gpu_rescan
+                    }
+                };
+                if due {
+                    entry.gpu.checked = Some(now);
+                    entry.gpu.fd_count = count;
+                    entry.gpu.holds = nvidia_fd(&fd_dir);
+                }
+                if let Some(device) = &entry.gpu.holds {
+                    out.push(Target {
+                        pid,
+                        parent: 0,
+                        why: format!("holds {device} open"),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The first NVIDIA device among a process's fd links (at most [`MAX_FDS_READ`] read).
+fn nvidia_fd(fd_dir: &Path) -> Option<String> {
+    let entries = std::fs::read_dir(fd_dir).ok()?;
+    for entry in entries.flatten().take(MAX_FDS_READ) {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if let Ok(capture::parse::fd::FdTarget::Path { path, .. }) =
+            capture::parse::fd::parse_link(target.as_os_str().as_encoded_bytes())
+        {
+            if is_nvidia_device(&path) {
+                return Some(path);
+            }
+        }
+    }
+    None
+}
+
+impl TargetSource for HostSource {
+    fn targets(&mut self, proc_root: &ProcRoot) -> Vec<Target> {
+        self.scan += 1;
+        let mut out = Vec::new();
+        if self.selection.needs_host_table() {
+            self.refresh_table(proc_root);
+            self.matches(proc_root, &mut out);
+        } else {
+            self.procs.clear();
+            self.healthy = true;
+        }
+        if !self.selection.ring_dirs.is_empty() {
+            if self.own_pidns.is_none() {
+                self.own_pidns = proc_root.pid_ns(self.me).ok();
+            }
+            self.rings
+                .refresh(proc_root, self.own_pidns, &mut self.notes);
+            for (path, writer) in &self.rings.writers {
+                if writer.pid == self.me || self.excluded.contains(&writer.pid) {
+                    continue;
+                }
+                out.push(Target {
+                    pid: writer.pid,
+                    parent: 0,
+                    why: format!("writes ring {}", path.display()),
+                });
+            }
+        }
+        out.retain(|t| !self.suppressed.contains(&t.pid));
+        out.sort_by_key(|t| t.pid);
+        out.dedup_by_key(|t| t.pid);
+        if out.len() > self.settings.max_targets {
+            if out.len() != self.over_limit {
+                self.notes.push(format!(
+                    "warning: {} processes match; watching the first {} (raise max_targets)",
+                    out.len(),
+                    self.settings.max_targets
+                ));
+            }
+            self.over_limit = out.len();
+            out.truncate(self.settings.max_targets);
+        }
+        out
+    }
+
+    fn exclude(&mut self, pids: &HashSet<i32>) {
+        self.excluded.clone_from(pids);
+    }
+}
+
+/// A [`HostSource`] the watch loop owns and the daemon reconfigures between scans.
+#[derive(Clone)]
+pub struct SharedSource(Arc<Mutex<HostSource>>);
+
+impl SharedSource {
+    pub fn new(source: HostSource) -> SharedSource {
+        SharedSource(Arc::new(Mutex::new(source)))
+    }
+
+    /// The source (never poisoned in practice: a panic in it would end the agent).
+    pub fn lock(&self) -> MutexGuard<'_, HostSource> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl TargetSource for SharedSource {
+    fn targets(&mut self, proc_root: &ProcRoot) -> Vec<Target> {
+        self.lock().targets(proc_root)
+    }
+
+    fn exclude(&mut self, pids: &HashSet<i32>) {
+        self.lock().exclude(pids);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_process(root: &Path, pid: i32, comm: &str, start: u64, cgroup: &str, fds: &[&str]) {
+        let dir = root.join(pid.to_string());
+        std::fs::create_dir_all(dir.join("fd")).unwrap();
+        std::fs::write(
+            dir.join("stat"),
+            format!("{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0 0\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("cgroup"), format!("0::{cgroup}\n")).unwrap();
+        for (i, target) in fds.iter().enumerate() {
+            std::os::unix::fs::symlink(target, dir.join("fd").join(i.to_string())).unwrap();
+        }
+    }
+
+    fn pids(targets: &[Target]) -> Vec<i32> {
+        targets.iter().map(|t| t.pid).collect()
+    }
+
+    #[test]
+    fn nvidia_device_names() {
+        for yes in [
+            "/dev/nvidia0",
+            "/dev/nvidiactl",
+            "/dev/nvidia-uvm",
+            "/nvidia1",
+        ] {
+            assert!(is_nvidia_device(yes), "{yes}");
+        }
+        assert!(is_nvidia_device("/dev/nvidia-caps/nvidia-cap1"));
+        for no in [
+            "/tmp/nvidia0",
+            "/dev/null",
+            "/home/x/nvidia/log",
+            "socket:[1]",
+            "",
+        ] {
+            assert!(!is_nvidia_device(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn selects_by_comm_cgroup_and_gpu_in_a_fake_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fake_process(root, 10, "python3", 100, "/user.slice", &["/dev/null"]);
+        fake_process(
+            root,
+            11,
+            "bash",
+            101,
+            "/machine.slice/libpod-abc.scope",
+            &[],
+        );
+        fake_process(
+            root,
+            12,
+            "worker",
+            102,
+            "/",
+            &["/dev/nvidiactl", "/dev/nvidia0"],
+        );
+        fake_process(root, 13, "sshd", 103, "/system.slice", &["socket:[5]"]);
+        let proc_root = ProcRoot::new(root);
+        let selection = Selection {
+            comm: vec![Regex::new("^pyth").unwrap()],
+            cgroup: vec!["libpod-abc".into()],
+            gpu: true,
+            ring_dirs: Vec::new(),
+        };
+        let mut source = HostSource::new(selection, SourceSettings::default());
+        let targets = source.targets(&proc_root);
+        assert_eq!(pids(&targets), vec![10, 11, 12], "{targets:?}");
+        assert!(targets[0].why.contains("python3"), "{targets:?}");
+        assert!(targets[1].why.contains("libpod-abc"), "{targets:?}");
+        assert!(targets[2].why.contains("/dev/nvidiactl"), "{targets:?}");
+
+        // An exited process leaves the targets and the cache; a new one joins.
+        std::fs::remove_dir_all(root.join("10")).unwrap();
+        fake_process(root, 14, "python3.11", 104, "/", &[]);
+        let targets = source.targets(&proc_root);
+        assert_eq!(pids(&targets), vec![11, 12, 14], "{targets:?}");
+        assert_eq!(source.cache_sizes().0, 4);
+
+        // Suppressed and excluded pids are left out.
+        source.set_suppressed([11].into_iter().collect());
+        source.exclude(&[12].into_iter().collect());
+        assert_eq!(pids(&source.targets(&proc_root)), vec![14]);
+
+        // A reload to another selection applies at the next scan.
+        source.reconfigure(
+            Selection {
+                comm: vec![Regex::new("ssh").unwrap()],
+                ..Selection::default()
+            },
+            SourceSettings::default(),
+        );
+        source.set_suppressed(HashSet::new());
+        assert_eq!(pids(&source.targets(&proc_root)), vec![13]);
+    }
+
+    #[test]
+    fn a_reused_pid_is_a_new_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fake_process(root, 20, "python", 100, "/", &[]);
+        let proc_root = ProcRoot::new(root);
+        let mut source = HostSource::new(
+            Selection {
+                comm: vec![Regex::new("^bash$").unwrap()],
+                ..Selection::default()
+            },
+            SourceSettings::default(),
+        );
+        assert!(source.targets(&proc_root).is_empty());
+        std::fs::remove_dir_all(root.join("20")).unwrap();
+        fake_process(root, 20, "bash", 200, "/", &[]);
+        // Within REFRESH_EVERY scans the new process is read afresh.
+        let found = (0..REFRESH_EVERY).any(|_| !source.targets(&proc_root).is_empty());
+        assert!(found);
+    }
+
+    #[test]
+    fn max_targets_bounds_the_list() {
+        let dir = tempfile::tempdir().unwrap();
+        for pid in 30..40 {
+            fake_process(dir.path(), pid, "many", pid as u64, "/", &[]);
+        }
+        let mut source = HostSource::new(
+            Selection {
+                comm: vec![Regex::new("many").unwrap()],
+                ..Selection::default()
+            },
+            SourceSettings {
+                max_targets: 3,
+                ..SourceSettings::default()
+            },
+        );
+        let targets = source.targets(&ProcRoot::new(dir.path()));
+        assert_eq!(pids(&targets), vec![30, 31, 32]);
+        assert!(source
+            .take_notes()
+            .iter()
+            .any(|n| n.contains("10 processes match")));
+    }
+
+    #[test]
+    fn a_ring_file_makes_its_writer_a_target() {
+        let rings = tempfile::tempdir().unwrap();
+        // A ring written by this very process: the source must see a live writer, then forget it when the
+        // file is removed. (Our own pid is never a target, so a child writes it.)
+        let me = std::process::id() as i32;
+        let proc_root = ProcRoot::default();
+        let mut source = HostSource::new(
+            Selection {
+                ring_dirs: vec![rings.path().to_path_buf()],
+                ..Selection::default()
+            },
+            SourceSettings::default(),
+        );
+        assert!(source.targets(&proc_root).is_empty());
+        let writer = wedge_breadcrumb::Writer::create(rings.path().join("x.ring"), 64).unwrap();
+        let header = read_ring_header(writer.path()).unwrap();
+        assert_eq!(header.writer_pid as i32, me);
+        // Our own pid is excluded, but the ring was resolved to it.
+        assert!(source.targets(&proc_root).is_empty());
+        assert_eq!(source.cache_sizes().1, 1, "{:?}", source.take_notes());
+        std::fs::remove_file(writer.path()).unwrap();
+        source.targets(&proc_root);
+        assert_eq!(source.cache_sizes().1, 0);
+        // Garbage is ignored, not fatal.
+        std::fs::write(rings.path().join("junk.ring"), b"not a ring").unwrap();
+        for _ in 0..=RING_RETRIES {
+            assert!(source.targets(&proc_root).is_empty());
+        }
+        assert!(read_ring_header(&rings.path().join("junk.ring")).is_err());
+    }
+}
