@@ -1,6 +1,6 @@
 //! Risky reads in a sacrificial child process with a deadline.
 //!
-//! Some evidence can only be read through a path that may sleep forever: `/proc/<pid>/cmdline` takes the
+//! Some evidence can only be read through a path that may sleep forever: `<proc root>/<pid>/cmdline` takes the
 //! target's mmap lock, files under the NVIDIA driver's proc directory and `nvidia-smi` take the RM API lock.
 //! None of those reads ever happens in a thread of wedge-capture. Each one runs in a child process (a `fork`
 //! whose child only makes raw system calls, or a spawned program); its output comes back through a pipe that

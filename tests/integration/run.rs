@@ -544,3 +544,56 @@ fn doctor_reports_every_check_as_json() {
         assert_eq!(admin["status"], "ok", "{admin}");
     }
 }
+
+#[test]
+fn kill_on_wedge_records_that_sigkill_did_not_work() {
+    let Some(mut fs) = frozen_fs_or_skip("kill_on_wedge_records_that_sigkill_did_not_work") else {
+        return;
+    };
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir("kill");
+    let out_s = out.join("incidents");
+    let done = wait_limited(
+        run_watch(
+            &[
+                "--threshold",
+                "1",
+                "--interval",
+                "0.25",
+                "--exit-after",
+                "0.5",
+                "--kill-on-wedge",
+                "--no-nvidia-smi",
+                "--json",
+                "--out",
+                out_s.to_str().unwrap(),
+            ],
+            &[
+                bin(),
+                "internal",
+                "wedge-helper",
+                "--path",
+                file.to_str().unwrap(),
+            ],
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
+    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    // A thread in uninterruptible sleep survives SIGKILL: the process cannot exit until it returns.
+    assert_eq!(summary["killed"], false, "{summary}");
+    let incident = load(&incidents(&out_s)[0]);
+    assert!(
+        incident["timeline"]
+            .to_string()
+            .contains("SIGKILL sent (--kill-on-wedge): the process is still there"),
+        "{}",
+        incident["timeline"]
+    );
+    let pid = incident["process"]["pid"].as_i64().unwrap() as i32;
+    fs.thaw().unwrap();
+    // Once thawed, the pending SIGKILL takes effect.
+    assert!(wait_gone(pid, Duration::from_secs(10)));
+    let _ = std::fs::remove_dir_all(&out);
+}

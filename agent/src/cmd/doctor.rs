@@ -77,7 +77,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         Some(false) => out_checks.push(check(
             "CAP_SYS_ADMIN",
             Status::Fail,
-            "missing: /proc/<tid>/stack cannot be read, so incidents lack kernel stacks",
+            "missing: task stack files cannot be read, so incidents lack kernel stacks",
             grant,
         )),
         None => out_checks.push(check(
@@ -170,7 +170,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         Ok(_) => check(
             "kernel-stacks",
             Status::Ok,
-            "/proc/<tid>/stack is readable",
+            "task stack files are readable",
             "",
         ),
         Err(err) => check(

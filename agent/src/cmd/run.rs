@@ -247,7 +247,7 @@ pub fn missing_capabilities(proc_root: &ProcRoot) -> Vec<(&'static str, &'static
     if eff & (1u64 << CAP_SYS_ADMIN) == 0 {
         missing.push((
             "CAP_SYS_ADMIN",
-            "kernel stacks (/proc/<tid>/stack) will not be captured",
+            "kernel stacks (task stack files) will not be captured",
         ));
     }
     if eff & (1u64 << CAP_SYS_PTRACE) == 0 {

@@ -863,15 +863,21 @@ pub fn parse_nvidia_version(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// SIGKILL `pid` and watch for 1 s whether it dies (gone, or a zombie waiting to be reaped).
+/// SIGKILL `pid` and watch for 1 s whether it dies: gone, or every thread a zombie. (A killed group leader
+/// shows `Z` while a sibling thread is still stuck in D: that process has not died.)
 fn kill_and_check(root: &ProcRoot, pid: i32) -> bool {
     crate::watch::launch::signal_process(pid, libc::SIGKILL);
     let until = Instant::now() + Duration::from_secs(1);
     loop {
-        match root.read_stat(pid) {
-            Err(_) => return true,
-            Ok(stat) if stat.state == 'Z' || stat.state == 'X' => return true,
-            Ok(_) => {}
+        let alive = match root.tasks(pid) {
+            Err(_) => false,
+            Ok(tids) => tids.iter().any(|&tid| {
+                root.read_task_stat(pid, tid)
+                    .is_ok_and(|stat| stat.state != 'Z' && stat.state != 'X')
+            }),
+        };
+        if !alive {
+            return true;
         }
         if Instant::now() >= until {
             return false;

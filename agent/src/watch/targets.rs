@@ -29,9 +29,10 @@ pub trait TargetSource {
 
 /// Every descendant of `root` (for `run`: our own pid — we are the subreaper, so orphans come back to us).
 ///
-/// Children are found through `task/<tid>/children` (CONFIG_PROC_CHILDREN). A process's main thread is read
-/// at every scan; every thread (a child can be forked from any thread) at every `full_every`-th scan, which
-/// bounds the cost for processes with thousands of threads.
+/// Children are found through `task/<tid>/children` (CONFIG_PROC_CHILDREN); a child can be forked from any
+/// thread. Processes with few threads are read whole at every scan; for a process with thousands of threads,
+/// the main thread is read at every scan and every thread at every 10th scan (a child forked by a side thread
+/// is found within 10 intervals, well inside the default 30 s threshold), which bounds the cost.
 #[derive(Debug)]
 pub struct ChildTree {
     root: i32,
@@ -40,6 +41,8 @@ pub struct ChildTree {
     full_every: u64,
     /// pid → children found at the last full read of all its threads.
     known: BTreeMap<i32, BTreeSet<i32>>,
+    /// Processes with more than [`SMALL_PROCESS_THREADS`] threads at their last listing.
+    big: HashSet<i32>,
 }
 
 impl ChildTree {
@@ -48,14 +51,28 @@ impl ChildTree {
             root,
             excluded: HashSet::new(),
             scan: 0,
-            full_every: 4,
+            full_every: 10,
             known: BTreeMap::new(),
+            big: HashSet::new(),
         }
     }
 
-    fn children_of(&self, proc_root: &ProcRoot, pid: i32, all_threads: bool) -> BTreeSet<i32> {
-        let tids = if all_threads {
-            proc_root.tasks(pid).unwrap_or_default()
+    fn children_of(&mut self, proc_root: &ProcRoot, pid: i32, all_threads: bool) -> BTreeSet<i32> {
+        // Small processes are read whole at every scan; big ones (as of their last full read) only every
+        // `full_every`-th scan, without even listing their threads in between.
+        let tids = if all_threads || !self.big.contains(&pid) {
+            let tids = proc_root.tasks(pid).unwrap_or_default();
+            if tids.len() > SMALL_PROCESS_THREADS {
+                self.big.insert(pid);
+                if !all_threads {
+                    vec![pid]
+                } else {
+                    tids
+                }
+            } else {
+                self.big.remove(&pid);
+                tids
+            }
         } else {
             vec![pid]
         };
@@ -69,6 +86,9 @@ impl ChildTree {
         out
     }
 }
+
+/// Processes with at most this many threads have every thread's children read at every scan.
+const SMALL_PROCESS_THREADS: usize = 64;
 
 /// `task/<tid>/children`: space-separated pids (pure).
 pub fn parse_children(bytes: &[u8]) -> impl Iterator<Item = i32> + '_ {
@@ -114,6 +134,7 @@ impl TargetSource for ChildTree {
             }
         }
         self.known.retain(|pid, _| seen.contains(pid));
+        self.big.retain(|pid| seen.contains(pid));
         out.sort_by_key(|t| t.pid);
         out.dedup_by_key(|t| t.pid);
         out
