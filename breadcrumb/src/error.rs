@@ -28,7 +28,7 @@ pub enum Error {
     TooLarge { len: u64, cap: u64 },
     #[error("ring file is truncated: {len} bytes, the header needs {needed}")]
     Truncated { len: u64, needed: u64 },
-    #[error("not a breadcrumb ring: bad magic {found:02x?} (expected \"WEDGERNG\")")]
+    #[error("not a breadcrumb ring: bad magic \"{}\" (expected \"WEDGERNG\")", .found.escape_ascii())]
     BadMagic { found: [u8; 8] },
     #[error("unsupported ring format version {version} (this reader knows version 1)")]
     UnsupportedVersion { version: u32 },

@@ -71,10 +71,14 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
         ReadOptions::default()
     };
     let snapshot = read_ring(&args.path, &options).map_err(|err| {
-        Failure::new(
-            ExitCode::ERROR,
-            format!("cannot read ring {}: {err}", args.path.display()),
-        )
+        let shown = args.path.display().to_string();
+        let message = err.to_string();
+        let message = if message.contains(&shown) {
+            format!("cannot read ring: {message}")
+        } else {
+            format!("cannot read ring {shown}: {message}")
+        };
+        Failure::new(ExitCode::ERROR, message)
     })?;
     let count = if args.all {
         snapshot.records.len()
