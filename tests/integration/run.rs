@@ -292,6 +292,15 @@ fn helper_in_a_pid_namespace_shows_host_and_namespace_ids() {
         .map(|v| v.as_i64().unwrap())
         .collect();
     assert_eq!(nspid, vec![pid, 1], "host and namespace pids");
+    // The ring was written with namespace thread ids; the incident shows them as host ids.
+    let wedged_tid = incident["wedged_threads"][0]["tid"].as_i64().unwrap();
+    let in_flight = incident["ring"]["in_flight"].as_array().unwrap();
+    assert!(
+        in_flight
+            .iter()
+            .any(|f| f["tid"].as_i64() == Some(wedged_tid)),
+        "in flight {in_flight:?}, wedged tid {wedged_tid}"
+    );
     let report = std::fs::read_to_string(found[0].join("report.md")).unwrap();
     assert!(report.contains(&pid.to_string()));
     fs.thaw().unwrap();
@@ -595,5 +604,62 @@ fn kill_on_wedge_records_that_sigkill_did_not_work() {
     fs.thaw().unwrap();
     // Once thawed, the pending SIGKILL takes effect.
     assert!(wait_gone(pid, Duration::from_secs(10)));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_wedge_that_ends_is_closed_as_resolved() {
+    let Some(mut fs) = frozen_fs_or_skip("a_wedge_that_ends_is_closed_as_resolved") else {
+        return;
+    };
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir("resolved");
+    let out_s = out.join("incidents");
+    let run = run_watch(
+        &[
+            "--threshold",
+            "1",
+            "--interval",
+            "0.25",
+            "--no-nvidia-smi",
+            "--out",
+            out_s.to_str().unwrap(),
+        ],
+        &[
+            bin(),
+            "internal",
+            "wedge-helper",
+            "--path",
+            file.to_str().unwrap(),
+        ],
+    );
+    // Wait for the complete incident, then end the wedge.
+    let until = Instant::now() + Duration::from_secs(20);
+    let dir = loop {
+        if let Some(dir) = incidents(&out_s).into_iter().next() {
+            if load(&dir)["complete"] == true {
+                break dir;
+            }
+        }
+        assert!(Instant::now() < until, "no complete incident");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    fs.thaw().unwrap();
+    let done = wait_limited(run, Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let incident = load(&dir);
+    assert_eq!(
+        incident["episode"]["status"], "resolved",
+        "{}",
+        incident["episode"]
+    );
+    assert!(incident["episode"]["resolved_after_s"].as_f64().unwrap() >= 1.0);
+    assert!(
+        incident["timeline"].to_string().contains("resolved after"),
+        "{}",
+        incident["timeline"]
+    );
+    assert_eq!(incidents(&out_s).len(), 1, "one incident per episode");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -344,6 +344,10 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             let code = launch::shell_status(status);
             outcome.child_status = Some(code);
             say(verbose, format!("command exited with status {code}"));
+            // One last scan: wedged threads of the command are gone now, which closes their episodes.
+            for event in watcher.tick() {
+                report_event(verbose, &event, &mut outcome);
+            }
             outcome.wedged = false;
             break code;
         }

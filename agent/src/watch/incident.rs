@@ -662,6 +662,18 @@ fn capture_ring(
                 RingExcerpt::from_snapshot(Some(path.display().to_string()), &snapshot, 256);
             excerpt.copy = copy;
             excerpt.read_at = read_at;
+            if incident.process.nspid.len() > 1 {
+                let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
+                if translated > 0 {
+                    timeline(
+                        incident,
+                        format!(
+                            "ring thread ids translated from the process's PID namespace to host ids \
+                             ({translated} records; ring.bin keeps the original)"
+                        ),
+                    );
+                }
+            }
             incident.ring = Some(excerpt);
         }
         Err(err) => {
@@ -671,6 +683,35 @@ fn capture_ring(
             incident.ring = Some(excerpt);
         }
     }
+}
+
+/// A worker in a PID namespace writes its own (namespace) thread ids into the ring; the snapshot has host
+/// ids. Map them through each thread's NSpid (innermost id → host id). Returns how many ids were changed.
+fn namespace_tids_to_host(root: &ProcRoot, pid: i32, excerpt: &mut RingExcerpt) -> usize {
+    let mut map = std::collections::HashMap::new();
+    for tid in root.tasks(pid).unwrap_or_default() {
+        if let Ok(status) = root.read_task_status(pid, tid) {
+            if let Some(&inner) = status.nspid.last() {
+                if let Ok(inner) = u32::try_from(inner) {
+                    map.insert(inner, tid as u32);
+                }
+            }
+        }
+    }
+    let mut changed = 0;
+    for record in &mut excerpt.records {
+        if let Some(&host) = map.get(&record.tid) {
+            changed += usize::from(host != record.tid);
+            record.tid = host;
+        }
+    }
+    for call in &mut excerpt.in_flight {
+        if let Some(&host) = map.get(&call.tid) {
+            changed += usize::from(host != call.tid);
+            call.tid = host;
+        }
+    }
+    changed
 }
 
 fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mut Incident) {
