@@ -366,9 +366,19 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             outcome.d_state_samples += watcher.last_stats().in_d as u64;
             for event in events {
                 report_event(verbose, &event, &mut outcome);
-                if matches!(event, CaptureEvent::Completed { .. }) {
-                    captured_at = Some(Instant::now());
-                    outcome.wedged = true;
+                match event {
+                    CaptureEvent::Completed { .. } => {
+                        captured_at = Some(Instant::now());
+                        outcome.wedged = true;
+                    }
+                    // The wedge ended while the command lives on: back to watching, no exit 3.
+                    CaptureEvent::Resolved { .. }
+                        if watcher.capturer().open_incidents().is_empty() =>
+                    {
+                        captured_at = None;
+                        outcome.wedged = false;
+                    }
+                    _ => {}
                 }
             }
             next_tick += watch.interval;
