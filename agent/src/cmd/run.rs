@@ -287,9 +287,14 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| Failure::new(ExitCode::USAGE, "no command given"))?;
+    // The store creates the directory with its own restrictive mode; then prove it can be written.
+    let store = Store::open(&out, Retention::DEFAULT).map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!("output directory {} cannot be used: {err}", out.display()),
+        )
+    })?;
     check_writable(&out)?;
-    let store = Store::open(&out, Retention::DEFAULT)
-        .with_context(|| format!("cannot open the incident store {}", out.display()))?;
     std::fs::create_dir_all(&ring_dir).map_err(|err| {
         Failure::new(
             ExitCode::ERROR,
