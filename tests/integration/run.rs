@@ -663,3 +663,69 @@ fn a_wedge_that_ends_is_closed_as_resolved() {
     assert_eq!(incidents(&out_s).len(), 1, "one incident per episode");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
+    let Some(mut fs) =
+        frozen_fs_or_skip("sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command")
+    else {
+        return;
+    };
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir("sigint");
+    let out_s = out.join("incidents");
+    // No --exit-after: run stays while the command lives, until a signal.
+    let run = run_watch(
+        &[
+            "--threshold",
+            "1",
+            "--interval",
+            "0.25",
+            "--no-nvidia-smi",
+            "--out",
+            out_s.to_str().unwrap(),
+        ],
+        &[
+            bin(),
+            "internal",
+            "wedge-helper",
+            "--path",
+            file.to_str().unwrap(),
+        ],
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    let dir = loop {
+        if let Some(dir) = incidents(&out_s).into_iter().next() {
+            if load(&dir)["complete"] == true {
+                break dir;
+            }
+        }
+        assert!(Instant::now() < until, "no complete incident");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(run.child.id() > 0);
+    let signalled = Instant::now();
+    // SAFETY: signalling the child we spawned.
+    assert_eq!(
+        unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) },
+        0
+    );
+    let done = wait_limited(run, Duration::from_secs(10));
+    assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
+    assert!(
+        signalled.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert!(
+        done.stdout.contains(dir.to_str().unwrap()),
+        "{}",
+        done.stdout
+    );
+    let pid = load(&dir)["process"]["pid"].as_i64().unwrap() as i32;
+    fs.thaw().unwrap();
+    assert!(wait_gone(pid, Duration::from_secs(10)));
+    let _ = std::fs::remove_dir_all(&out);
+}
