@@ -513,11 +513,59 @@ fn ring_dir_makes_the_ring_writer_a_target() {
         "the in-flight breadcrumb is missing: {}",
         incident["ring"]
     );
+
+    // A writer in its own pid namespace (a container): its ring header names pid 1 of that namespace;
+    // the agent finds the host pid (same namespace inode, start time and innermost NSpid).
+    let ns_label = "namespaced ring call";
+    let mut ns_helper = Helper {
+        child: Command::new("unshare")
+            .args([
+                "--pid",
+                "--fork",
+                bin(),
+                "internal",
+                "wedge-helper",
+                "--label",
+                ns_label,
+                "--path",
+            ])
+            .arg(&file)
+            .env("WEDGE_CAPTURE_RING_DIR", &rings)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    };
+    let log = agent.wait_log("writer is pid", 2, Duration::from_secs(10));
+    let ns_pid: i32 = log
+        .lines()
+        .filter_map(|l| l.split("writer is pid ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .find(|&pid| pid != helper.pid())
+        .unwrap_or_else(|| panic!("no second ring writer:\n{log}"));
+    assert_ne!(
+        ns_pid, 1,
+        "the namespace pid was not mapped to the host pid:\n{log}"
+    );
+    let ns_incident = wait_incident(&mut agent, &out, ns_pid, Duration::from_secs(20));
+    let nspid = ns_incident["process"]["nspid"].as_array().unwrap();
+    assert_eq!(nspid.len(), 2, "{}", ns_incident["process"]);
+    assert_eq!(nspid[1], 1, "{}", ns_incident["process"]);
+    assert!(
+        ns_incident["ring"]["in_flight"]
+            .as_array()
+            .is_some_and(|calls| calls.iter().any(|c| c["label"] == ns_label)),
+        "the namespaced writer's in-flight breadcrumb is missing: {}",
+        ns_incident["ring"]
+    );
+
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{log}");
     assert!(took < Duration::from_secs(1), "SIGTERM took {took:?}");
     fs.thaw().unwrap();
     assert!(helper.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(ns_helper.wait_exit(Duration::from_secs(10)).is_some());
 }
 
 /// Receives sd_notify datagrams.
