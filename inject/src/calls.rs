@@ -125,6 +125,9 @@ pub const QUIET_PREFIXES: &[&str] = &[
     "cuCtxGetId",
     "cuCtxGetApiVersion",
     "cuCtxGetStreamPriorityRange",
+    "cuCtxGetLimit",
+    "cuModuleGetLoadingMode",
+    "cuOccupancy",
     "cuDeviceGet",
     "cuDevicePrimaryCtxGetState",
     "cuStreamGetCaptureInfo",
@@ -144,7 +147,16 @@ pub fn classify(name: &str, record_all: bool) -> Class {
         .strip_suffix("_ptsz")
         .or_else(|| name.strip_suffix("_ptds"))
         .unwrap_or(name);
-    let call = Call::from_name(base).filter(|call| *call != Call::Custom);
+    // CUDA 13 renamed some calls with a version suffix (cuCtxSynchronize_v2): they keep the ring
+    // id of the unsuffixed call, with the real name in the label.
+    let call = Call::from_name(base)
+        .or_else(|| {
+            ["_v2", "_v3", "_v4"]
+                .iter()
+                .find_map(|suffix| base.strip_suffix(suffix))
+                .and_then(Call::from_name)
+        })
+        .filter(|call| *call != Call::Custom);
     let decoder = match base {
         "cuMemAlloc_v2" | "cuMemAllocManaged" | "cuMemHostAlloc" | "cuMemAllocHost_v2" => {
             Decoder::Alloc
@@ -184,7 +196,7 @@ pub fn classify(name: &str, record_all: bool) -> Class {
         call_id: call.map_or(Call::Custom.id(), Call::id),
         decoder,
         record: record_all || !quiet,
-        name_in_label: call.is_none() || base.len() != name.len(),
+        name_in_label: call.is_none_or(|call| call.name() != name),
     }
 }
 
@@ -541,6 +553,19 @@ mod tests {
         assert!(classify("cuCtxGetCurrent", true).record);
         assert!(classify("cuCtxSynchronize", false).record);
         assert!(classify("cuStreamSynchronize_ptsz", false).record);
+        // cuBLAS asks this dozens of times per GEMM set-up (seen on the H200 with PyTorch).
+        assert!(!classify("cuOccupancyMaxActiveClusters", false).record);
+    }
+
+    #[test]
+    fn cuda_13_suffixed_names_keep_the_ring_id() {
+        let class = classify("cuCtxSynchronize_v2", false);
+        assert_eq!(class.call_id, Call::CuCtxSynchronize.id());
+        assert!(class.name_in_label && class.record);
+        // A known _v2 name is itself, with no label.
+        let class = classify("cuMemFree_v2", false);
+        assert_eq!(class.call_id, Call::CuMemFree_v2.id());
+        assert!(!class.name_in_label);
     }
 
     #[test]
