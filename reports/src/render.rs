@@ -132,7 +132,7 @@ fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Opti
         };
         return Some(format!(
             "last breadcrumb `{}`{other} entered{age} and never returned",
-            tick_safe(&call_text(&f.call, &f.args))
+            tick_safe(&call_text(&f.call, &f.args, &f.label))
         ));
     }
     let last = ring
@@ -151,7 +151,7 @@ fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Opti
     };
     Some(format!(
         "no call in flight; last breadcrumb `{}` {what}{age}",
-        tick_safe(&call_text(&last.call, &last.args))
+        tick_safe(&call_text(&last.call, &last.args, &last.label))
     ))
 }
 
@@ -193,7 +193,8 @@ fn sample_monotonic(sample: &Sample) -> Option<u64> {
 }
 
 /// `cuMemAlloc_v2(48 B)`, `cuMemcpyHtoD_v2(64 MiB, chunk 3/10)`.
-pub fn call_text(call: &str, args: &Args) -> String {
+/// A custom call (id 0) has no name of its own: its label names it (`selftest ioctl FS_IOC_SETFLAGS(…)`).
+pub fn call_text(call: &str, args: &Args, label: &str) -> String {
     let mut parts = Vec::new();
     if args.bytes > 0 {
         parts.push(bytes(args.bytes));
@@ -212,7 +213,11 @@ pub fn call_text(call: &str, args: &Args) -> String {
             args.tensor_first.saturating_add(args.tensor_count)
         ));
     }
-    let name = if call.is_empty() { "?" } else { call };
+    let name = match (call, label.trim()) {
+        ("" | "custom", label) if !label.is_empty() => label,
+        ("", _) => "?",
+        (call, _) => call,
+    };
     format!("{name}({})", parts.join(", "))
 }
 
@@ -925,7 +930,7 @@ fn sections(incident: &Incident) -> Vec<Section> {
             crumbs.push(format!(
                 "IN FLIGHT tid {} {} {} entered {age}",
                 f.tid,
-                call_text(&f.call, &f.args),
+                call_text(&f.call, &f.args, &f.label),
                 label(&f.label)
             ));
         }
@@ -1036,7 +1041,7 @@ fn record_line(r: &Record, now_ns: Option<u64>) -> String {
         "{} {} {time} {kind} {} {result} {}",
         r.seq,
         r.tid,
-        call_text(&r.call, &r.args),
+        call_text(&r.call, &r.args, &r.label),
         label(&r.label)
     )
 }

@@ -514,7 +514,10 @@ impl IncidentHandle {
     /// Retention then runs again, now that the incident's size is known (this incident stays protected while the
     /// handle lives).
     pub fn finish(&mut self, incident: &Incident) -> Result<()> {
-        self.write_report(incident)?;
+        // report.md must say "capture complete" like the incident.json written after it.
+        let mut finished = incident.clone();
+        finished.complete = true;
+        self.write_report(&finished)?;
         write_incident_json(&self.path, &self.id, incident, true, self.modes.file)?;
         self.finished = true;
         let _ = self.store.enforce_retention();
