@@ -82,7 +82,7 @@ impl Default for PinnedOptions {
     fn default() -> Self {
         PinnedOptions {
             buffers: 4,
-            buffer_bytes: 8 << 20,
+            buffer_bytes: 4 << 20,
             // Half the CPUs, at most 8: the driver's own threads need CPUs too.
             threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
             spin: true,

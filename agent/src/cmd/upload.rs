@@ -150,7 +150,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub staging_buffers: usize,
     /// pinned: bytes per staging buffer (one async copy each).
-    #[arg(long, default_value = "8MiB", value_parser = parse_bytes, value_name = "B")]
+    #[arg(long, default_value = "4MiB", value_parser = parse_bytes, value_name = "B")]
     pub staging_bytes: u64,
     /// pinned: packing threads, this one included (default: half the CPUs, at most 8).
     #[arg(long, value_name = "N")]
