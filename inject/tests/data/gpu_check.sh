@@ -19,9 +19,7 @@ python3 -c 'import nvidia, os; print("python nvidia dir:", list(nvidia.__path__)
 ls "$(python3 -c 'import nvidia,sys; print(list(nvidia.__path__)[0])' 2>/dev/null)" 2>&1 | tr '\n' ' '; echo
 
 nvcc -O2 -o "$WORK/probe" "$HERE/inject_probe.cu" -lcuda || exit 1
-# A subshell that execs: run in the background, $! is the CUDA program itself (the first version of
-# this script killed only a wrapping subshell, so the "killed" program was still alive).
-inject() { ( exec env CUDA_INJECTION64_PATH="$BIN/libwedge_inject.so" WEDGE_CAPTURE_CUPTI="$CUPTI" "$@" ); }
+inject() { env CUDA_INJECTION64_PATH="$BIN/libwedge_inject.so" WEDGE_CAPTURE_CUPTI="$CUPTI" "$@"; }
 dump() { "$BIN/wedge-capture" ring dump --format json --all "$1" > "$OUT/$2.json"; echo "dump $2: rc=$?"; }
 summary() { "$BIN/wedge-capture" ring dump --last "${2:-40}" "$1"; }
 
@@ -34,8 +32,12 @@ inject WEDGE_CAPTURE_RING="$WORK/torch.ring" python3 "$HERE/inject_torch.py"; ec
 dump "$WORK/torch.ring" torch; summary "$WORK/torch.ring" 40
 
 echo "== SIGKILL inside a long synchronize"
-inject WEDGE_CAPTURE_RING="$WORK/kill.ring" "$WORK/probe" spin 4 & victim=$!
-sleep 1.5; echo "victim $victim: $(cat /proc/$victim/comm) state $(awk '{print $3}' /proc/$victim/stat)"
+# Started directly (env execs the probe), so $! is the CUDA program itself: a shell function in the
+# background would be a bash subshell, and SIGKILL would hit that subshell, not the program.
+env CUDA_INJECTION64_PATH="$BIN/libwedge_inject.so" WEDGE_CAPTURE_CUPTI="$CUPTI" \
+  WEDGE_CAPTURE_RING="$WORK/kill.ring" "$WORK/probe" spin 4 & victim=$!
+sleep 1.5; echo "victim $victim: $(ps -o comm=,stat= -p $victim)"
+[ "$(ps -o comm= -p $victim)" = probe ] || { echo "victim is not the probe: not killing"; exit 1; }
 kill -9 $victim; wait $victim; echo "killed rc=$?"
 if kill -0 $victim 2>/dev/null; then echo "victim still alive"; else echo "victim $victim is gone"; fi
 dump "$WORK/kill.ring" kill; summary "$WORK/kill.ring" 12
