@@ -514,23 +514,24 @@ fn ring_dir_makes_the_ring_writer_a_target() {
         incident["ring"]
     );
 
-    // A writer in its own pid namespace (a container): its ring header names pid 1 of that namespace;
-    // the agent finds the host pid (same namespace inode, start time and innermost NSpid).
+    // A writer in its own pid and mount namespaces (a container) that sees the ring directory under
+    // another path (a bind mount): its ring header names pid 1 of its namespace and its fd link a path
+    // that means nothing on the host. The agent maps the header to the host pid (namespace inode, start
+    // time, innermost NSpid) and the capture finds the ring in the ring directory.
     let ns_label = "namespaced ring call";
+    let inner = dir.path().join("container-view");
+    std::fs::create_dir_all(&inner).unwrap();
+    let script = format!(
+        "mount --bind '{}' '{}' && WEDGE_CAPTURE_RING_DIR='{}' exec '{}' internal wedge-helper --label '{ns_label}' --path '{}'",
+        rings.display(),
+        inner.display(),
+        inner.display(),
+        bin(),
+        file.display()
+    );
     let mut ns_helper = Helper {
         child: Command::new("unshare")
-            .args([
-                "--pid",
-                "--fork",
-                bin(),
-                "internal",
-                "wedge-helper",
-                "--label",
-                ns_label,
-                "--path",
-            ])
-            .arg(&file)
-            .env("WEDGE_CAPTURE_RING_DIR", &rings)
+            .args(["--mount", "--pid", "--fork", "sh", "-c", &script])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -73,6 +73,8 @@ struct Daemon {
     incidents_written: u64,
     /// Episodes open after the last scan.
     open_count: usize,
+    /// The last STATUS= sent to the service manager.
+    last_status: String,
 }
 
 /// Run the agent until SIGTERM or SIGINT.
@@ -117,6 +119,7 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         healthy: true,
         incidents_written: 0,
         open_count: 0,
+        last_status: String::new(),
         settings,
     };
     daemon.logger.notice(&format!(
@@ -266,6 +269,11 @@ impl Daemon {
         }
         self.healthy = healthy;
         self.log_target_changes();
+        let status = self.status();
+        if status != self.last_status {
+            self.notifier.status(&status);
+            self.last_status = status;
+        }
     }
 
     fn log_target_changes(&mut self) {

@@ -578,7 +578,12 @@ fn find_rings(settings: &CaptureSettings, pid: i32, nspid: &[i32]) -> Vec<PathBu
     if let Ok(entries) = std::fs::read_dir(root.pid_dir(pid).join("fd")) {
         for entry in entries.flatten().take(65_536) {
             if let Ok(target) = std::fs::read_link(entry.path()) {
-                if target.extension().is_some_and(|e| e == "ring") && !found.contains(&target) {
+                // A worker in a container may see the ring under another path than the host does:
+                // a link that does not resolve here is left to the ring-directory search below.
+                if target.extension().is_some_and(|e| e == "ring")
+                    && !found.contains(&target)
+                    && target.is_file()
+                {
                     found.push(target);
                 }
             }
@@ -595,10 +600,7 @@ fn find_rings(settings: &CaptureSettings, pid: i32, nspid: &[i32]) -> Vec<PathBu
             if path.extension().is_none_or(|e| e != "ring") || found.contains(&path) {
                 continue;
             }
-            let Ok(bytes) = read_prefix(&path, 4096) else {
-                continue;
-            };
-            let Ok(header) = wedge_breadcrumb::reader::parse_header(&bytes) else {
+            let Ok(header) = crate::watch::sources::read_ring_header(&path) else {
                 continue;
             };
             let writer = header.writer_pid as i32;
@@ -610,15 +612,6 @@ fn find_rings(settings: &CaptureSettings, pid: i32, nspid: &[i32]) -> Vec<PathBu
         }
     }
     found
-}
-
-fn read_prefix(path: &Path, limit: usize) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::with_capacity(limit);
-    std::fs::File::open(path)?
-        .take(limit as u64)
-        .read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 fn capture_ring(

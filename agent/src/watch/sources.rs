@@ -368,7 +368,7 @@ fn ring_writer(
 }
 
 /// Reads and validates a ring header without reading the slots.
-fn read_ring_header(path: &Path) -> Result<wedge_breadcrumb::reader::RingHeader, String> {
+pub fn read_ring_header(path: &Path) -> Result<wedge_breadcrumb::reader::RingHeader, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let len = file.metadata().map_err(|e| e.to_string())?.len();
     if len > MAX_RING_LEN {
