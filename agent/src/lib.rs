@@ -10,5 +10,6 @@ pub mod cmd;
 pub mod daemon;
 pub mod exit;
 pub mod host;
+pub mod inject_env;
 pub mod probe;
 pub mod watch;

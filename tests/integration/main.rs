@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod inject;
 mod report;
 mod ring;
 mod run;
