@@ -58,8 +58,21 @@ fn fake_cupti(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Runs this test binary again as a child in `role`, with `env` set (and the ring variables
-/// cleared unless given).
+/// cleared unless given); it must exit with success.
 fn child(role: &str, env: &[(&str, &Path)]) -> Output {
+    let output = child_any(role, env);
+    assert!(
+        output.status.success(),
+        "child failed: {:?}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// [`child`] without the success check.
+fn child_any(role: &str, env: &[(&str, &Path)]) -> Output {
     let exe = std::env::current_exe().unwrap();
     let mut command = Command::new(exe);
     command
@@ -78,15 +91,7 @@ fn child(role: &str, env: &[(&str, &Path)]) -> Output {
     for (key, value) in env {
         command.env(key, value);
     }
-    let output = command.output().expect("run the child");
-    assert!(
-        output.status.success(),
-        "child failed: {:?}\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    command.output().expect("run the child")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -113,8 +118,12 @@ fn child_process() {
     println!("init={}", initialize());
     println!("again={}", initialize());
     println!("state={}", state());
-    if role == "fake-calls" {
+    if role == "fake-calls" || role == "fake-calls-then-sigkill" {
         play_driver_calls();
+    }
+    if role == "fake-calls-then-sigkill" {
+        // SAFETY: raising SIGKILL on ourselves; nothing runs after it.
+        unsafe { libc::raise(libc::SIGKILL) };
     }
 }
 
@@ -455,4 +464,31 @@ fn a_ring_dir_gets_a_cupti_ring_per_process() {
         names[0].starts_with(&format!("{}-", header.writer_pid)),
         "{names:?}"
     );
+}
+
+#[test]
+fn the_call_in_flight_survives_a_sigkill() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(cupti) = fake_cupti(dir.path()) else {
+        return;
+    };
+    let ring_path = dir.path().join("app.ring");
+    let output = child_any(
+        "fake-calls-then-sigkill",
+        &[
+            ("WEDGE_CAPTURE_RING", &ring_path),
+            ("WEDGE_CAPTURE_CUPTI", &cupti),
+        ],
+    );
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGKILL),
+        "{:?}",
+        output.status
+    );
+    let snapshot = ring(&ring_path);
+    assert_eq!(snapshot.in_flight.len(), 1, "{:?}", snapshot.in_flight);
+    assert_eq!(snapshot.in_flight[0].label, "cuCtxSynchronize_v2");
+    assert_eq!(snapshot.records.len(), 11);
 }
