@@ -9,10 +9,16 @@ use wedge_breadcrumb::{read_ring, Call, ReadOptions, RecordKind};
 
 const CRATE_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
-/// target/<profile>: this binary is target/<profile>/deps/c_abi-<hash>, wherever CARGO_TARGET_DIR is.
-fn profile_dir() -> PathBuf {
+/// Where the cdylib and staticlib are: this binary is target/<profile>/deps/c_abi-<hash>, wherever
+/// CARGO_TARGET_DIR is. `cargo test` leaves them in deps/ (fresh); only `cargo build` copies them up to
+/// target/<profile>/, where a copy can be stale, so deps/ wins.
+fn lib_dir(file: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+    let deps = exe.parent().unwrap().to_path_buf();
+    if deps.join(file).exists() {
+        return deps;
+    }
+    deps.parent().unwrap_or(&deps).to_path_buf()
 }
 
 fn compiler() -> Option<String> {
@@ -37,7 +43,11 @@ fn build(out: &Path, link_static: bool) -> Option<PathBuf> {
         eprintln!("skipping: no C compiler found (install gcc)");
         return None;
     };
-    let lib_dir = profile_dir();
+    let lib_dir = lib_dir(if link_static {
+        "libwedge_breadcrumb.a"
+    } else {
+        "libwedge_breadcrumb.so"
+    });
     let exe = out.join(if link_static {
         "writer-static"
     } else {
