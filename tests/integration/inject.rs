@@ -126,3 +126,69 @@ fn ring_dump_shows_an_injected_ring() {
         .unwrap()
         .contains("MULTIPLE_SUBSCRIBERS"));
 }
+
+#[test]
+fn run_inject_finds_the_libraries_and_exports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let cupti = dir.path().join("libcupti.so");
+    let inject_lib = dir.path().join("libwedge_inject.so");
+    std::fs::write(&cupti, b"").unwrap();
+    std::fs::write(&inject_lib, b"").unwrap();
+    let out = dir.path().join("incidents");
+    let script = format!(
+        "printf '%s\\n%s\\n' \"$CUDA_INJECTION64_PATH\" \"$WEDGE_CAPTURE_CUPTI\" > '{}'",
+        seen.display()
+    );
+    let output = wedge_capture(
+        &[
+            "run".as_ref(),
+            "--no-nvidia-smi".as_ref(),
+            "--inject".as_ref(),
+            "--cupti".as_ref(),
+            cupti.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            "sh".as_ref(),
+            "-c".as_ref(),
+            script.as_ref(),
+        ],
+        &[("WEDGE_CAPTURE_INJECT_LIB", inject_lib.as_path())],
+    );
+    assert!(
+        output.status.success(),
+        "{:?}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines, [inject_lib.to_str().unwrap(), cupti.to_str().unwrap()]);
+}
+
+#[test]
+fn run_inject_with_a_missing_cupti_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-libcupti.so");
+    let out = dir.path().join("incidents");
+    let output = wedge_capture(
+        &[
+            "run".as_ref(),
+            "--inject".as_ref(),
+            "--cupti".as_ref(),
+            missing.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            "true".as_ref(),
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--inject") && stderr.contains("no-such-libcupti.so"),
+        "{stderr}"
+    );
+}

@@ -65,6 +65,15 @@ pub struct Args {
     /// Print a JSON summary on stdout at exit (incidents, exit status).
     #[arg(long)]
     pub json: bool,
+    /// Give CMD breadcrumbs without changing it: load the CUPTI injection library (libwedge_inject.so)
+    /// into every CUDA program CMD starts (CUDA_INJECTION64_PATH), so each driver API call gets an
+    /// enter/exit record in a ring the incident includes.
+    #[arg(long)]
+    pub inject: bool,
+    /// libcupti to use with --inject (default: CUDA_HOME, common toolkit paths, the nvidia-cuda-cupti
+    /// Python package).
+    #[arg(long, value_name = "PATH", requires = "inject")]
+    pub cupti: Option<PathBuf>,
     /// Test hook: read this file as an extra risky probe (a stand-in for a driver file that hangs).
     #[arg(long, hide = true, value_name = "PATH")]
     pub extra_probe: Vec<PathBuf>,
@@ -111,6 +120,8 @@ pub struct Supervise {
     pub ring_dir: PathBuf,
     pub remove_ring_dir: bool,
     pub exit_after: Option<Duration>,
+    /// Variables exported to CMD besides WEDGE_CAPTURE_RING_DIR (e.g. the injection library's).
+    pub extra_env: Vec<(String, OsString)>,
     /// Print progress lines on stderr.
     pub verbose: bool,
 }
@@ -166,6 +177,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     capture.extra_probe_files = args.extra_probe.clone();
     capture.kill_on_wedge = args.kill_on_wedge;
     capture.resample_every = args.threshold.max(Duration::from_secs(10));
+    let extra_env = if args.inject {
+        crate::inject_env::injection_env(args.cupti.as_deref())
+            .map_err(|err| Failure::new(ExitCode::ERROR, format!("--inject: {err}")))?
+    } else {
+        Vec::new()
+    };
     let outcome = supervise(Supervise {
         command: args.command,
         watch: WatchConfig {
@@ -180,6 +197,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ring_dir,
         remove_ring_dir,
         exit_after: args.exit_after,
+        extra_env,
         verbose: true,
     })?;
     if args.json {
@@ -282,6 +300,7 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
         ring_dir,
         remove_ring_dir,
         exit_after,
+        extra_env,
         verbose,
     } = options;
     let (program, args) = command
@@ -317,15 +336,12 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             format!("warning: cannot become a child subreaper ({err}): orphaned descendants will not be watched"),
         );
     }
-    let child = launch::launch(
-        program,
-        args,
-        &[(
-            "WEDGE_CAPTURE_RING_DIR".to_string(),
-            ring_dir.clone().into_os_string(),
-        )],
-    )
-    .map_err(|err| {
+    let mut env = vec![(
+        "WEDGE_CAPTURE_RING_DIR".to_string(),
+        ring_dir.clone().into_os_string(),
+    )];
+    env.extend(extra_env);
+    let child = launch::launch(program, args, &env).map_err(|err| {
         let code = match err {
             LaunchError::NotFound(_) => ExitCode::NOT_FOUND,
             LaunchError::NotExecutable(..) => ExitCode::NOT_EXECUTABLE,

@@ -232,6 +232,7 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         ring_dir,
         remove_ring_dir: false,
         exit_after: Some(Duration::from_millis(200)),
+        extra_env: Vec::new(),
         verbose: true,
     });
     // Thaw whatever happened, then let the worker finish and reap it.
