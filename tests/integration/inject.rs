@@ -164,7 +164,10 @@ fn run_inject_finds_the_libraries_and_exports_them() {
     );
     let seen = std::fs::read_to_string(&seen).unwrap();
     let lines: Vec<&str> = seen.lines().collect();
-    assert_eq!(lines, [inject_lib.to_str().unwrap(), cupti.to_str().unwrap()]);
+    assert_eq!(
+        lines,
+        [inject_lib.to_str().unwrap(), cupti.to_str().unwrap()]
+    );
 }
 
 #[test]
