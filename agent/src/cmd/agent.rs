@@ -79,6 +79,9 @@ pub struct Args {
     /// Print the effective settings as JSON and exit (0 when valid, 2 when not).
     #[arg(long)]
     pub check_config: bool,
+    /// Benchmark: time N scans of the target sources against the naive way, print JSON, exit.
+    #[arg(long, hide = true, value_name = "N")]
+    pub bench_scans: Option<u32>,
 }
 
 impl Args {
@@ -104,10 +107,13 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let overrides = args.overrides();
-    if args.check_config {
+    if args.check_config || args.bench_scans.is_some() {
         let settings = config::resolve(args.config.as_deref(), &overrides)
             .map_err(|e| Failure::new(ExitCode::USAGE, format!("bad configuration: {e}")))?;
-        println!("{}", serde_json::to_string_pretty(&settings)?);
+        match args.bench_scans {
+            Some(scans) => crate::daemon::bench::run(&settings, scans),
+            None => println!("{}", serde_json::to_string_pretty(&settings)?),
+        }
         return Ok(ExitCode::OK);
     }
     crate::daemon::run(crate::daemon::Origin {

@@ -6,6 +6,7 @@
 //! - [`log`]: one line per event on stderr (journald priority prefixes, plain or JSON).
 //! - [`notify`]: sd_notify (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`ratelimit`]: at most one new incident per process per window.
+//! - [`bench`]: the cost of finding targets (`agent --bench-scans N`).
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
 //! next scan, so SIGTERM/SIGINT end the agent at once, after the scan or capture in progress (an incident
@@ -13,6 +14,7 @@
 //! SIGUSR1 writes an on-demand incident for every current target. WATCHDOG=1 is sent by this loop, after
 //! scans that could list the host's processes, so a stuck or blind agent is restarted by systemd.
 
+pub mod bench;
 pub mod config;
 pub mod log;
 pub mod notify;

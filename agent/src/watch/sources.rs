@@ -9,10 +9,11 @@
 //! Costs are bounded, whatever comes and goes:
 //! - `stat` is read for a new pid at once and then every [`REFRESH_EVERY`] scans (staggered by pid), which
 //!   catches a comm changed by exec or `prctl(PR_SET_NAME)` within a few intervals;
-//! - `cgroup` is read on the same schedule, and only when a cgroup selector is set;
-//! - fd links are read for a new pid at once, then again only when the fd count changed (the size the
-//!   kernel reports for `fd/` since Linux 6.2; unknown → assumed changed) and at most every
-//!   `gpu_rescan`, stopping at the first `/dev/nvidia*` link and after [`MAX_FDS_READ`] links;
+//! - `cgroup` (only with a cgroup selector) for a new pid, when its comm changed, and every
+//!   [`CGROUP_REFRESH_EVERY`] scans;
+//! - the fd directory is looked at once per `gpu_rescan` per process (only with `--gpu`): its size (the
+//!   fd count since Linux 6.2), and the links only for a new pid or when the count changed or is
+//!   unknown, stopping at the first `/dev/nvidia*` link and after [`MAX_FDS_READ`] links;
 //! - ring files are read when inotify reports them (and once at start), header only.
 //!
 //! Every cache is keyed by a live pid and pruned when the pid leaves the listing: memory and fds stay
@@ -30,8 +31,11 @@ use regex::Regex;
 
 use super::targets::{Target, TargetSource};
 
-/// Full `stat` (and `cgroup`) refresh period of a known pid, in scans.
+/// `stat` refresh period of a known pid, in scans.
 pub const REFRESH_EVERY: u64 = 4;
+/// `cgroup` refresh period of a known pid whose comm did not change, in scans (a multiple of
+/// [`REFRESH_EVERY`]: checked when `stat` is).
+pub const CGROUP_REFRESH_EVERY: u64 = 16;
 /// Most fd links read per process per fd scan.
 pub const MAX_FDS_READ: usize = 65_536;
 /// Most ring files examined per directory listing.
@@ -504,12 +508,19 @@ impl HostSource {
                     match known {
                         // Same process: keep its cgroup and fd knowledge.
                         Some(entry) if entry.start == fresh.start => {
+                            // cgroup membership changes rarely, and mostly just before an exec
+                            // (a runtime moves the process, then execs the workload): re-read it
+                            // when the comm changed, else every CGROUP_REFRESH_EVERY scans.
+                            let cgroup_due = entry.comm != fresh.comm
+                                || scan
+                                    .wrapping_add(pid as u64)
+                                    .checked_rem(CGROUP_REFRESH_EVERY)
+                                    == Some(0);
                             entry.comm = fresh.comm;
                             entry.seen = generation;
-                            if self.selection.cgroup.is_empty() {
+                            if cgroup_due || self.selection.cgroup.is_empty() {
+                                // Read again (lazily, by the cgroup selector) at this scan.
                                 entry.cgroups = None;
-                            } else if let Ok(lines) = root.cgroup(pid) {
-                                entry.cgroups = Some(lines.into_iter().map(|l| l.path).collect());
                             }
                         }
                         // New, or the pid was reused by another process.
@@ -566,19 +577,22 @@ impl HostSource {
                 }
             }
             if self.selection.gpu {
-                let fd_dir = root.pid_dir(pid).join("fd");
-                let count = std::fs::metadata(&fd_dir).map(|m| m.len()).unwrap_or(0);
-                let due = match entry.gpu.checked {
-                    None => true,
-                    Some(at) => {
-                        (count == 0 || count != entry.gpu.fd_count)
-                            && now.duration_since(at) >= gpu_rescan
-                    }
-                };
+                // At most one look at the fd directory per process per gpu_rescan: its size (the
+                // fd count) first, the links only when that changed or is unknown.
+                let due = entry
+                    .gpu
+                    .checked
+                    .is_none_or(|at| now.duration_since(at) >= gpu_rescan);
                 if due {
+                    let fd_dir = root.pid_dir(pid).join("fd");
+                    let count = std::fs::metadata(&fd_dir).map(|m| m.len()).unwrap_or(0);
+                    let changed =
+                        entry.gpu.checked.is_none() || count == 0 || count != entry.gpu.fd_count;
                     entry.gpu.checked = Some(now);
                     entry.gpu.fd_count = count;
-                    entry.gpu.holds = nvidia_fd(&fd_dir);
+                    if changed {
+                        entry.gpu.holds = nvidia_fd(&fd_dir);
+                    }
                 }
                 if let Some(device) = &entry.gpu.holds {
                     out.push(Target {
