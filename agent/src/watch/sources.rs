@@ -120,6 +120,13 @@ struct RingWatch {
     dirs: Vec<PathBuf>,
     inotify: Option<inotify::Inotify>,
     watching: HashSet<PathBuf>,
+    /// Watch descriptor → directory.
+    wds: HashMap<inotify::WatchDescriptor, PathBuf>,
+    /// Directory → (device, inode) of what is watched: a directory removed and made again is another
+    /// inode, which the old watch never reports on.
+    inodes: HashMap<PathBuf, (u64, u64)>,
+    /// Directories whose problem was already logged (logged again only after it was fixed).
+    warned: HashSet<PathBuf>,
     last_attempt: Option<Instant>,
     /// Files to examine, with the retries left.
     pending: HashMap<PathBuf, u8>,
@@ -134,6 +141,9 @@ impl RingWatch {
             dirs,
             inotify: None,
             watching: HashSet::new(),
+            wds: HashMap::new(),
+            inodes: HashMap::new(),
+            warned: HashSet::new(),
             last_attempt: None,
             pending: HashMap::new(),
             writers: HashMap::new(),
@@ -142,8 +152,40 @@ impl RingWatch {
         }
     }
 
+    /// Forget watches whose directory is gone or was replaced (one stat per directory per scan).
+    fn check_watched(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let stale: Vec<PathBuf> = self
+            .watching
+            .iter()
+            .filter(|dir| {
+                let now = std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()));
+                now.is_none() || now != self.inodes.get(*dir).copied()
+            })
+            .cloned()
+            .collect();
+        for dir in stale {
+            self.watching.remove(&dir);
+            self.inodes.remove(&dir);
+            let wds: Vec<inotify::WatchDescriptor> = self
+                .wds
+                .iter()
+                .filter(|(_, d)| **d == dir)
+                .map(|(wd, _)| wd.clone())
+                .collect();
+            for wd in wds {
+                self.wds.remove(&wd);
+                if let Some(inotify) = self.inotify.as_mut() {
+                    let _ = inotify.watches().remove(wd);
+                }
+            }
+            self.last_attempt = None;
+        }
+    }
+
     /// Watch every directory not watched yet (retried every 10 s while one is missing).
     fn ensure_watches(&mut self, notes: &mut Vec<String>) {
+        self.check_watched();
         if self.watching.len() == self.dirs.len() {
             return;
         }
@@ -176,10 +218,12 @@ impl RingWatch {
             }
             if !dir.is_dir() {
                 if let Err(err) = std::fs::create_dir_all(dir) {
-                    notes.push(format!(
-                        "warning: ring directory {} does not exist and cannot be created: {err} (retrying every 10 s)",
-                        dir.display()
-                    ));
+                    if self.warned.insert(dir.clone()) {
+                        notes.push(format!(
+                            "warning: ring directory {} does not exist and cannot be created: {err} (retrying every 10 s)",
+                            dir.display()
+                        ));
+                    }
                     continue;
                 }
                 notes.push(format!("created ring directory {}", dir.display()));
@@ -192,16 +236,26 @@ impl RingWatch {
                 | WatchMask::MOVED_FROM
                 | WatchMask::ONLYDIR;
             match inotify.watches().add(dir, mask) {
-                Ok(_) => {
+                Ok(wd) => {
+                    use std::os::unix::fs::MetadataExt;
+                    if let Ok(meta) = std::fs::metadata(dir) {
+                        self.inodes.insert(dir.clone(), (meta.dev(), meta.ino()));
+                    }
+                    self.warned.remove(dir);
+                    self.wds.insert(wd, dir.clone());
                     self.watching.insert(dir.clone());
                     // Files that appeared before the watch existed.
                     self.full_rescan = true;
                     notes.push(format!("watching ring directory {}", dir.display()));
                 }
-                Err(err) => notes.push(format!(
-                    "warning: cannot watch ring directory {}: {err} (retrying every 10 s)",
-                    dir.display()
-                )),
+                Err(err) => {
+                    if self.warned.insert(dir.clone()) {
+                        notes.push(format!(
+                            "warning: cannot watch ring directory {}: {err} (retrying every 10 s)",
+                            dir.display()
+                        ));
+                    }
+                }
             }
         }
     }
@@ -230,22 +284,30 @@ impl RingWatch {
                     self.full_rescan = true;
                     continue;
                 }
-                let Some(name) = event.name else { continue };
+                if event.mask.contains(inotify::EventMask::IGNORED) {
+                    // The directory was removed or unmounted: watch it again when it is back.
+                    if let Some(dir) = self.wds.remove(&event.wd) {
+                        self.watching.remove(&dir);
+                        self.inodes.remove(&dir);
+                        self.last_attempt = None;
+                    }
+                    continue;
+                }
+                let (Some(name), Some(dir)) = (event.name, self.wds.get(&event.wd)) else {
+                    continue;
+                };
                 if !is_ring_name(name) {
                     continue;
                 }
-                // The watch descriptor maps to one of few directories: find the file in them.
-                for dir in &self.watching {
-                    let path = dir.join(name);
-                    if event
-                        .mask
-                        .intersects(inotify::EventMask::DELETE | inotify::EventMask::MOVED_FROM)
-                    {
-                        self.writers.remove(&path);
-                        self.pending.remove(&path);
-                    } else if path.exists() {
-                        self.pending.insert(path, RING_RETRIES);
-                    }
+                let path = dir.join(name);
+                if event
+                    .mask
+                    .intersects(inotify::EventMask::DELETE | inotify::EventMask::MOVED_FROM)
+                {
+                    self.writers.remove(&path);
+                    self.pending.remove(&path);
+                } else {
+                    self.pending.insert(path, RING_RETRIES);
                 }
             }
             if !any {
@@ -655,8 +717,10 @@ impl TargetSource for HostSource {
         out.retain(|t| !self.suppressed.contains(&t.pid));
         out.sort_by_key(|t| t.pid);
         out.dedup_by_key(|t| t.pid);
-        if out.len() > self.settings.max_targets {
-            if out.len() != self.over_limit {
+        if out.len() <= self.settings.max_targets {
+            self.over_limit = 0;
+        } else {
+            if self.over_limit == 0 {
                 self.notes.push(format!(
                     "warning: {} processes match; watching the first {} (raise max_targets)",
                     out.len(),
@@ -880,5 +944,15 @@ mod tests {
             assert!(source.targets(&proc_root).is_empty());
         }
         assert!(read_ring_header(&rings.path().join("junk.ring")).is_err());
+
+        // The directory removed and made again (a tmpfiles run, a remount): watched again.
+        std::fs::remove_dir_all(rings.path()).unwrap();
+        source.targets(&proc_root);
+        source.targets(&proc_root);
+        assert!(rings.path().is_dir(), "{:?}", source.take_notes());
+        let writer = wedge_breadcrumb::Writer::create(rings.path().join("y.ring"), 64).unwrap();
+        source.targets(&proc_root);
+        assert_eq!(source.cache_sizes().1, 1, "{:?}", source.take_notes());
+        drop(writer);
     }
 }
