@@ -437,21 +437,50 @@ fn match_cgroup_captures_a_wedged_helper() {
     };
     let file = fs.create_file("target", b"x").unwrap();
     fs.freeze().unwrap();
-    // The helper moves itself into the cgroup, then becomes the wedge helper (same pid).
-    let script = format!(
-        "echo $$ > '{}' && exec '{}' internal wedge-helper --label 'cgroup test' --path '{}'",
-        cgroup.path.join("cgroup.procs").display(),
-        bin(),
-        file.display()
-    );
+    // The helper moves itself into the cgroup between fork and exec (writing "0" to cgroup.procs moves
+    // the writer), so it runs in the cgroup from its first instruction; a failed move fails the spawn.
+    let procs = std::ffi::CString::new(
+        cgroup
+            .path
+            .join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    let mut command = Command::new(bin());
+    command
+        .args([
+            "internal",
+            "wedge-helper",
+            "--label",
+            "cgroup test",
+            "--path",
+        ])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls (open, write, close) on memory prepared before the fork.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if written != 1 {
+                return Err(err);
+            }
+            Ok(())
+        });
+    }
     let mut helper = Helper {
-        child: Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+        child: command
             .spawn()
-            .unwrap(),
+            .expect("moving the helper into the test cgroup"),
     };
     wait_in_d(helper.pid(), Duration::from_secs(5));
     let membership =
