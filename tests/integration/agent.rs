@@ -969,3 +969,64 @@ fn systemd_unit_verifies() {
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{output:?}");
 }
+
+/// A process that wedges, recovers and wedges again gets one incident per --rate-limit window: after its
+/// first incident closed, it is left out of the watch.
+#[test]
+fn rate_limit_allows_one_incident_per_process_per_window() {
+    let Some(mut fs) = frozen_fs_or_skip("agent rate_limit") else {
+        return;
+    };
+    let dir = TempDir::new("rate");
+    let file = fs.create_file("target", b"x").unwrap();
+    let comm = unique_comm("r");
+    let shell = link_as(dir.path(), &comm, Path::new("/bin/sh"));
+    // Writes the file every 50 ms: in D (waiting for the thaw) whenever the filesystem is frozen.
+    let mut writer = Helper {
+        child: Command::new(&shell)
+            .args([
+                "-c",
+                &format!(
+                    "while :; do echo x > '{}'; sleep 0.05; done",
+                    file.display()
+                ),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    };
+    let pid = writer.pid();
+    let out = dir.path().join("incidents");
+    let pattern = format!("^{comm}$");
+    let mut args: Vec<&str> = vec!["--out", out.to_str().unwrap(), "--match-comm", &pattern];
+    args.extend_from_slice(FAST);
+    args.extend_from_slice(&["--rate-limit", "1h"]);
+    let mut agent = Agent::start(dir.path(), &args, &[]);
+    agent.wait_log(&format!("watching pid {pid}"), 1, Duration::from_secs(5));
+    fs.freeze().unwrap();
+    wait_incident(&mut agent, &out, pid, Duration::from_secs(20));
+    fs.thaw().unwrap();
+    agent.wait_log("recovered after", 1, Duration::from_secs(10));
+    // Closed and within the window: no longer watched, though alive.
+    agent.wait_log(
+        &format!("pid {pid} no longer watched"),
+        1,
+        Duration::from_secs(5),
+    );
+    assert!(
+        writer.child.try_wait().unwrap().is_none(),
+        "the writer died"
+    );
+    fs.freeze().unwrap();
+    wait_in_d(pid, Duration::from_secs(5));
+    // Longer than threshold + K samples: a watched process would have a second incident by now.
+    std::thread::sleep(Duration::from_millis(2500));
+    let count = incidents_for(&out, pid).len();
+    fs.thaw().unwrap();
+    let (code, _, log) = agent.terminate();
+    assert_eq!(count, 1, "rate limit broken:\n{log}");
+    assert_eq!(code, Some(0), "{log}");
+    drop(writer);
+}
