@@ -1030,3 +1030,71 @@ fn rate_limit_allows_one_incident_per_process_per_window() {
     assert_eq!(code, Some(0), "{log}");
     drop(writer);
 }
+
+/// `--gpu` on a host without an NVIDIA driver: a file named like an NVIDIA device node under /dev (root
+/// only) stands in for it. A process that opens it after the agent started is found once its fd count
+/// changes (at most --gpu-rescan later).
+#[test]
+fn gpu_selects_processes_holding_an_nvidia_device_open() {
+    let device = PathBuf::from(format!(
+        "/dev/nvidia-wedge-capture-test-{}",
+        std::process::id()
+    ));
+    if let Err(err) = std::fs::write(&device, b"") {
+        if in_ci() {
+            panic!(
+                "agent gpu: CI=true but {} cannot be created: {err}",
+                device.display()
+            );
+        }
+        eprintln!("skipping agent gpu: {}: {err}", device.display());
+        return;
+    }
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _remove = Remove(device.clone());
+    let dir = TempDir::new("gpu");
+    let out = dir.path().join("incidents");
+    let mut agent = Agent::start(
+        dir.path(),
+        &[
+            "--out",
+            out.to_str().unwrap(),
+            "--gpu",
+            "--interval",
+            "100ms",
+            "--gpu-rescan",
+            "200ms",
+        ],
+        &[],
+    );
+    agent.wait_log("started", 1, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(300));
+    // Opens the "device" a while after it started (the agent has seen it without one by then).
+    let mut holder = Command::new("sh")
+        .args([
+            "-c",
+            &format!("sleep 0.5; exec 3<'{}'; exec sleep 30", device.display()),
+        ])
+        .spawn()
+        .unwrap();
+    let pid = holder.id();
+    let log = agent.wait_log(
+        &format!("watching pid {pid}: holds {} open", device.display()),
+        1,
+        Duration::from_secs(5),
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    agent.wait_log(
+        &format!("pid {pid} no longer watched"),
+        1,
+        Duration::from_secs(5),
+    );
+    let (code, _, _) = agent.terminate();
+    assert_eq!(code, Some(0), "{log}");
+}
