@@ -174,6 +174,9 @@ fn run_inject_finds_the_libraries_and_exports_them() {
 fn run_inject_with_a_missing_cupti_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-libcupti.so");
+    // A clean `cargo test` leaves no libwedge_inject.so next to the binary: name a stand-in.
+    let inject_lib = dir.path().join("libwedge_inject.so");
+    std::fs::write(&inject_lib, b"").unwrap();
     let out = dir.path().join("incidents");
     let output = wedge_capture(
         &[
@@ -186,7 +189,7 @@ fn run_inject_with_a_missing_cupti_is_a_clear_error() {
             "--".as_ref(),
             "true".as_ref(),
         ],
-        &[],
+        &[("WEDGE_CAPTURE_INJECT_LIB", inject_lib.as_path())],
     );
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
