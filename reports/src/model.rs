@@ -40,6 +40,8 @@ pub struct Incident {
     pub updated_at: Timestamp,
     /// `wedge-capture <version>` of the writer.
     pub written_by: String,
+    /// Why this incident exists: a detected wedge, or a capture someone asked for (the agent's SIGUSR1).
+    pub trigger: Trigger,
     pub episode: Episode,
     pub host: HostInfo,
     pub process: ProcessInfo,
@@ -71,6 +73,7 @@ impl Default for Incident {
             detected_at: Timestamp::default(),
             updated_at: Timestamp::default(),
             written_by: String::new(),
+            trigger: Trigger::default(),
             episode: Episode::default(),
             host: HostInfo::default(),
             process: ProcessInfo::default(),
@@ -155,6 +158,20 @@ fn clock_ns(clock: nix::time::ClockId) -> Option<u64> {
     let secs = u64::try_from(ts.tv_sec()).ok()?;
     let nanos = u64::try_from(ts.tv_nsec()).ok()?;
     secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// What made the watchdog write the incident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// A thread sat in D without progress for the threshold.
+    #[default]
+    Wedge,
+    /// Asked for (SIGUSR1 to the agent), whether or not anything is wedged: no episode to follow.
+    OnDemand,
+    /// Written by a newer version with a trigger this one does not know.
+    #[serde(other)]
+    Unknown,
 }
 
 /// Whether the wedge is still going on.

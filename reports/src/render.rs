@@ -571,6 +571,9 @@ fn head(incident: &Incident) -> String {
         facts.push(h);
     }
     let episode = match (incident.episode.status, incident.episode.resolved_after_s) {
+        _ if incident.trigger == crate::model::Trigger::OnDemand => {
+            "on-demand capture (not a detected wedge)".to_string()
+        }
         (crate::model::EpisodeStatus::Resolved, Some(s)) => {
             format!("episode resolved after {}", secs(s))
         }

@@ -727,6 +727,7 @@ fn reload_capture_now_notify_and_stop() {
         verdict.starts_with("on-demand capture (SIGUSR1)"),
         "{verdict}"
     );
+    assert_eq!(incident["trigger"], "on_demand", "{incident}");
     assert!(
         incident["timeline"]
             .as_array()

@@ -187,6 +187,7 @@ impl Capturer {
         let settings = &self.settings;
         let root = &settings.proc_root;
         let mut incident = Incident::new(pid);
+        incident.trigger = reports::model::Trigger::OnDemand;
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
         incident.host = HostInfo {
             hostname: self.host.hostname.clone(),
