@@ -51,6 +51,10 @@ pub struct Incident {
     pub samples: Vec<Sample>,
     /// The breadcrumb ring as read at capture time; None when the process has no ring.
     pub ring: Option<RingExcerpt>,
+    /// Other rings of the same process (e.g. the CUPTI injection's beside the worker's own), same shape.
+    /// `ring` is the one with the oldest in-flight call; these follow in the same order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_rings: Vec<RingExcerpt>,
     /// Kernel log lines around the wedge (from /dev/kmsg), oldest first.
     pub kernel_log: Vec<KernelLogLine>,
     pub host_context: HostContext,
@@ -80,6 +84,7 @@ impl Default for Incident {
             wedged_threads: Vec::new(),
             samples: Vec::new(),
             ring: None,
+            extra_rings: Vec::new(),
             kernel_log: Vec::new(),
             host_context: HostContext::default(),
             probes: Vec::new(),

@@ -116,6 +116,7 @@ fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Opti
     let own = ring
         .in_flight
         .iter()
+        .chain(incident.extra_rings.iter().flat_map(|r| &r.in_flight))
         .find(|f| i64::from(f.tid) == i64::from(tid));
     if let Some(f) = own.or_else(|| {
         ring.in_flight
@@ -909,17 +910,27 @@ fn sections(incident: &Incident) -> Vec<Section> {
     }
 
     let mut crumbs = Section::new("Breadcrumbs", Keep::Tail);
-    if let Some(ring) = &incident.ring {
+    let rings: Vec<&crate::model::RingExcerpt> =
+        incident.ring.iter().chain(&incident.extra_rings).collect();
+    if !rings.is_empty() {
+        let torn: u64 = rings.iter().map(|r| r.torn_slots).sum();
         crumbs.title = format!(
-            "Breadcrumbs ({} in flight, {} records{})",
-            ring.in_flight.len(),
-            ring.records.len(),
-            if ring.torn_slots > 0 {
-                format!(", {} torn slots skipped", ring.torn_slots)
+            "Breadcrumbs ({} in flight, {} records{}{})",
+            rings.iter().map(|r| r.in_flight.len()).sum::<usize>(),
+            rings.iter().map(|r| r.records.len()).sum::<usize>(),
+            if rings.len() > 1 {
+                format!(", {} rings", rings.len())
+            } else {
+                String::new()
+            },
+            if torn > 0 {
+                format!(", {torn} torn slots skipped")
             } else {
                 String::new()
             }
         );
+    }
+    for ring in rings {
         if let Some(p) = &ring.path {
             crumbs.push(format!("ring {p}"));
         }

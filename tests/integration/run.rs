@@ -729,3 +729,68 @@ fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
     assert!(wait_gone(pid, Duration::from_secs(10)));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn every_ring_of_the_process_is_captured_the_one_in_flight_first() {
+    let Some(mut fs) =
+        frozen_fs_or_skip("every_ring_of_the_process_is_captured_the_one_in_flight_first")
+    else {
+        return;
+    };
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir("two-rings");
+    let out_s = out.join("incidents");
+    // Outside the ring directory: found only through the helper's open fd.
+    let second = out.join("second.ring");
+    let child = run_watch(
+        &[
+            "--threshold",
+            "1",
+            "--interval",
+            "0.25",
+            "--exit-after",
+            "0.5",
+            "--no-nvidia-smi",
+            "--out",
+            out_s.to_str().unwrap(),
+        ],
+        &[
+            bin(),
+            "internal",
+            "wedge-helper",
+            "--path",
+            file.to_str().unwrap(),
+            "--second-ring",
+            second.to_str().unwrap(),
+        ],
+    );
+    let done = wait_limited(child, Duration::from_secs(30));
+    assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
+    let found = incidents(&out_s);
+    assert_eq!(found.len(), 1, "{found:?}\n{}", done.stderr);
+    let incident = load(&found[0]);
+    let pid = incident["process"]["pid"].as_i64().unwrap() as i32;
+    fs.thaw().unwrap();
+    assert!(wait_gone(pid, Duration::from_secs(10)));
+
+    // The ring with the call in flight comes first, whatever order the files were found in.
+    assert!(
+        incident["ring"]["in_flight"]
+            .to_string()
+            .contains("selftest ioctl FS_IOC_SETFLAGS"),
+        "ring: {}",
+        incident["ring"]
+    );
+    assert_eq!(incident["ring"]["copy"], "ring.bin");
+    let extra = incident["extra_rings"].as_array().expect("extra_rings");
+    assert_eq!(extra.len(), 1, "{extra:?}");
+    assert_eq!(extra[0]["path"], second.to_str().unwrap());
+    assert_eq!(extra[0]["in_flight"].as_array().unwrap().len(), 0);
+    assert_eq!(extra[0]["records"].as_array().unwrap().len(), 2);
+    assert_eq!(extra[0]["copy"], "ring-2.bin");
+    assert!(found[0].join("ring.bin").exists() && found[0].join("ring-2.bin").exists());
+    let report = std::fs::read_to_string(found[0].join("report.md")).unwrap();
+    assert!(report.contains("2 rings") && report.contains("second ring: completed"));
+    let _ = std::fs::remove_dir_all(&out);
+}

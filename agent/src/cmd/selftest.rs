@@ -47,6 +47,10 @@ pub enum InternalCommand {
         /// Breadcrumb label of the blocking call.
         #[arg(long, default_value = "selftest ioctl FS_IOC_SETFLAGS")]
         label: String,
+        /// Also hold a second ring open here, with one completed call (like a CUPTI injection ring beside
+        /// the worker's own), made before the ring with the call in flight.
+        #[arg(long)]
+        second_ring: Option<PathBuf>,
     },
     /// A thread writing and fsyncing files in DIR for SECONDS (many short D states).
     IoLoad {
@@ -64,7 +68,11 @@ nix::ioctl_write_ptr!(fs_ioc_setflags, b'f', 2, libc::c_long);
 
 pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
     match command {
-        InternalCommand::WedgeHelper { path, label } => wedge_helper(&path, &label),
+        InternalCommand::WedgeHelper {
+            path,
+            label,
+            second_ring,
+        } => wedge_helper(&path, &label, second_ring.as_deref()),
         InternalCommand::IoLoad { dir, seconds } => {
             io_load(&dir, Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)))
         }
@@ -72,7 +80,23 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn wedge_helper(path: &Path, label: &str) -> anyhow::Result<ExitCode> {
+fn wedge_helper(path: &Path, label: &str, second_ring: Option<&Path>) -> anyhow::Result<ExitCode> {
+    // Kept alive (and its fd open) until the helper exits, so the watchdog finds it through fd links.
+    let _second = match second_ring {
+        Some(ring) => {
+            let writer = wedge_breadcrumb::Writer::create(ring, 64).map_err(|err| {
+                Failure::new(ExitCode::ERROR, format!("{}: {err}", ring.display()))
+            })?;
+            let token = writer.enter(
+                wedge_breadcrumb::Call::CuCtxSynchronize,
+                &wedge_breadcrumb::Args::default(),
+                "second ring: completed",
+            );
+            writer.exit(token, 0);
+            Some(writer)
+        }
+        None => None,
+    };
     let writer = match wedge_breadcrumb::Writer::from_env() {
         Ok(writer) => writer.map(std::sync::Arc::new),
         Err(err) => {

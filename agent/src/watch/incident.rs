@@ -621,40 +621,80 @@ fn capture_ring(
     incident: &mut Incident,
     handle: &IncidentHandle,
 ) {
-    let rings = find_rings(settings, pid, &incident.process.nspid.clone());
-    let Some(path) = rings.first() else {
+    let mut rings = find_rings(settings, pid, &incident.process.nspid.clone());
+    if rings.is_empty() {
         not_captured(
             incident,
             "breadcrumb ring",
             "no ring file found (the process holds no *.ring file open and none in the ring directory names it)",
         );
         return;
-    };
-    if rings.len() > 1 {
+    }
+    if rings.len() > MAX_RINGS_PER_INCIDENT {
         timeline(
             incident,
             format!(
-                "{} ring files belong to the process; the first is in the report",
+                "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
                 rings.len()
             ),
         );
+        rings.truncate(MAX_RINGS_PER_INCIDENT);
     }
+    // A process can hold several rings (its own breadcrumbs and the CUPTI injection's): read them all,
+    // then put first the one that explains the wedge — an in-flight call, the oldest one first.
+    let mut excerpts: Vec<(RingExcerpt, Vec<u8>)> = rings
+        .iter()
+        .map(|path| read_ring_excerpt(settings, pid, path, incident))
+        .collect();
+    excerpts.sort_by_key(|(excerpt, _)| {
+        let oldest_in_flight = excerpt
+            .in_flight
+            .iter()
+            .map(|f| f.entered_monotonic_ns)
+            .min();
+        (
+            oldest_in_flight.is_none(),
+            oldest_in_flight.unwrap_or(u64::MAX),
+        )
+    });
+    for (n, (mut excerpt, bytes)) in excerpts.into_iter().enumerate() {
+        if !bytes.is_empty() {
+            let name = if n == 0 {
+                reports::store::RING_FILE.to_string()
+            } else {
+                format!("ring-{}.bin", n + 1)
+            };
+            match handle.write_file(&name, &bytes) {
+                Ok(()) => excerpt.copy = Some(name),
+                Err(err) => not_captured(incident, "ring copy", format!("{name}: {err}")),
+            }
+        }
+        if n == 0 {
+            incident.ring = Some(excerpt);
+        } else {
+            incident.extra_rings.push(excerpt);
+        }
+    }
+}
+
+/// At most this many rings of one process are read into an incident.
+const MAX_RINGS_PER_INCIDENT: usize = 4;
+
+/// One ring, read from outside; the bytes are empty when it could not be read.
+fn read_ring_excerpt(
+    settings: &CaptureSettings,
+    pid: i32,
+    path: &std::path::Path,
+    incident: &mut Incident,
+) -> (RingExcerpt, Vec<u8>) {
     let read_at = Timestamp::now();
     match wedge_breadcrumb::reader::read_ring_with_bytes(
         path,
         &wedge_breadcrumb::reader::ReadOptions::default(),
     ) {
         Ok((snapshot, bytes)) => {
-            let copy = match handle.write_file(reports::store::RING_FILE, &bytes) {
-                Ok(()) => Some(reports::store::RING_FILE.to_string()),
-                Err(err) => {
-                    not_captured(incident, "ring copy (ring.bin)", err.to_string());
-                    None
-                }
-            };
             let mut excerpt =
                 RingExcerpt::from_snapshot(Some(path.display().to_string()), &snapshot, 256);
-            excerpt.copy = copy;
             excerpt.read_at = read_at;
             if incident.process.nspid.len() > 1 {
                 let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
@@ -662,19 +702,20 @@ fn capture_ring(
                     timeline(
                         incident,
                         format!(
-                            "ring thread ids translated from the process's PID namespace to host ids \
-                             ({translated} records; ring.bin keeps the original)"
+                            "ring {} thread ids translated from the process's PID namespace to host ids \
+                             ({translated} records; the ring copy keeps the original)",
+                            path.display()
                         ),
                     );
                 }
             }
-            incident.ring = Some(excerpt);
+            (excerpt, bytes)
         }
         Err(err) => {
             let mut excerpt =
                 RingExcerpt::unreadable(Some(path.display().to_string()), err.to_string());
             excerpt.read_at = read_at;
-            incident.ring = Some(excerpt);
+            (excerpt, Vec::new())
         }
     }
 }
