@@ -8,3 +8,4 @@ mod report;
 mod ring;
 mod run;
 mod upload;
+mod util;

@@ -6,30 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capture::frozen_fs::FrozenFs;
 use capture::ProcRoot;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_wedge-capture")
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// A mounted (not yet frozen) ext4, or None (skip) when this machine cannot make one outside CI.
-fn frozen_fs_or_skip(test: &str) -> Option<FrozenFs> {
-    match FrozenFs::new() {
-        Ok(fs) => Some(fs),
-        Err(err) if in_ci() => {
-            panic!("{test}: CI=true but the frozen filesystem cannot be set up: {err}")
-        }
-        Err(err) => {
-            eprintln!("skipping {test}: {err}");
-            None
-        }
-    }
-}
+use crate::util::{bin, frozen_fs_or_skip, in_ci};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
