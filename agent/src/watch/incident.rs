@@ -201,20 +201,7 @@ impl Capturer {
             format!("on-demand capture ({reason}): not a detected wedge"),
         );
         fill_process_info(root, pid, &mut incident);
-        match capture::snapshot_process(
-            root,
-            pid,
-            &SnapshotOptions {
-                all_threads: true,
-                ..SnapshotOptions::default()
-            },
-        ) {
-            Ok(snapshot) => incident.samples.push(Sample {
-                taken_at: Timestamp::now(),
-                snapshot,
-            }),
-            Err(err) => not_captured(&mut incident, "thread snapshot", err.to_string()),
-        }
+        push_all_threads_sample(root, pid, &mut incident);
         let on_demand = |incident: &Incident| {
             format!(
                 "on-demand capture ({reason}): {}",
@@ -338,20 +325,7 @@ impl Capturer {
             ),
         );
         fill_process_info(root, pid, &mut incident);
-        match capture::snapshot_process(
-            root,
-            pid,
-            &SnapshotOptions {
-                all_threads: true,
-                ..SnapshotOptions::default()
-            },
-        ) {
-            Ok(snapshot) => incident.samples.push(Sample {
-                taken_at: Timestamp::now(),
-                snapshot,
-            }),
-            Err(err) => not_captured(&mut incident, "thread snapshot", err.to_string()),
-        }
+        push_all_threads_sample(root, pid, &mut incident);
         incident.verdict = reports::render::verdict(&incident);
 
         // 1. Durable minimal incident.
@@ -613,6 +587,22 @@ fn find_rings(settings: &CaptureSettings, pid: i32, nspid: &[i32]) -> Vec<PathBu
         }
     }
     found
+}
+
+/// A snapshot of every thread of `pid` (not only the wedged one: siblings in page faults matter), or a
+/// note saying why there is none.
+fn push_all_threads_sample(root: &ProcRoot, pid: i32, incident: &mut Incident) {
+    let options = SnapshotOptions {
+        all_threads: true,
+        ..SnapshotOptions::default()
+    };
+    match capture::snapshot_process(root, pid, &options) {
+        Ok(snapshot) => incident.samples.push(Sample {
+            taken_at: Timestamp::now(),
+            snapshot,
+        }),
+        Err(err) => not_captured(incident, "thread snapshot", err.to_string()),
+    }
 }
 
 fn capture_ring(
