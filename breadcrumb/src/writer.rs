@@ -173,22 +173,7 @@ impl Writer {
         let slot_count = options.slot_count;
         file.set_len(map_len as u64)
             .map_err(|e| Error::io(temp, "size", e))?;
-        // SAFETY: mapping a file we just sized to `map_len` bytes; the result is checked.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(Error::io(temp, "mmap", std::io::Error::last_os_error()));
-        }
-        let base = NonNull::new(raw.cast::<u8>())
-            .ok_or_else(|| Error::Create("mmap returned null".into()))?;
+        let base = map_shared(&file, map_len, temp)?;
         let writer = Writer {
             base,
             map_len,
@@ -244,22 +229,7 @@ impl Writer {
                 needed: map_len as u64,
             });
         }
-        // SAFETY: mapping `map_len` bytes of a regular file at least that long; result checked.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(Error::io(path, "mmap", std::io::Error::last_os_error()));
-        }
-        let base = NonNull::new(raw.cast::<u8>())
-            .ok_or_else(|| Error::Create("mmap returned null".into()))?;
+        let base = map_shared(&file, map_len, path)?;
         let clock = match format::RingClock::from_id(header.clock_id) {
             Some(RingClock::MonotonicCoarse) => libc::CLOCK_MONOTONIC_COARSE,
             _ => libc::CLOCK_MONOTONIC,
@@ -503,6 +473,27 @@ impl Drop for Writer {
         // outlives `&self` borrows, which end before drop.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.map_len) };
     }
+}
+
+/// Maps the first `map_len` bytes of `file` (already at least that long) read-write and shared, so
+/// records land in the page cache where the agent reads them.
+fn map_shared(file: &File, map_len: usize, path: &Path) -> Result<NonNull<u8>> {
+    // SAFETY: a fresh shared mapping of a regular file the caller sized to at least `map_len` bytes;
+    // the result is checked before use and unmapped in `Writer::drop`.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(Error::io(path, "mmap", std::io::Error::last_os_error()));
+    }
+    NonNull::new(raw.cast::<u8>()).ok_or_else(|| Error::Create("mmap returned null".into()))
 }
 
 /// The file name of a ring in a ring directory: `<pid>-<starttime>.ring`.
