@@ -179,6 +179,28 @@ impl Capturer {
         self.settings.ring_dirs = dirs;
     }
 
+    /// The first durable write of an incident; on failure the event says where it could not be written.
+    fn create_or_report(
+        &self,
+        pid: i32,
+        incident: &Incident,
+        out: &mut Vec<CaptureEvent>,
+    ) -> Option<IncidentHandle> {
+        match self.store.create(incident) {
+            Ok(handle) => Some(handle),
+            Err(err) => {
+                out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!(
+                        "cannot write the incident under {}: {err}",
+                        self.store.dir().display()
+                    ),
+                });
+                None
+            }
+        }
+    }
+
     /// An on-demand incident for `pid` (the daemon's SIGUSR1), whether or not it is wedged: every thread,
     /// the ring, the kernel log, host context and the risky probes, like a wedge capture, but outside any
     /// episode. The verdict and the timeline say it was asked for (`reason`).
@@ -209,18 +231,8 @@ impl Capturer {
             )
         };
         incident.verdict = on_demand(&incident);
-        let mut handle = match self.store.create(&incident) {
-            Ok(handle) => handle,
-            Err(err) => {
-                out.push(CaptureEvent::Failed {
-                    pid,
-                    message: format!(
-                        "cannot write the incident under {}: {err}",
-                        self.store.dir().display()
-                    ),
-                });
-                return;
-            }
+        let Some(mut handle) = self.create_or_report(pid, &incident, out) else {
+            return;
         };
         let path = handle.path().to_path_buf();
         incident.id = handle.id().to_string();
@@ -329,18 +341,8 @@ impl Capturer {
         incident.verdict = reports::render::verdict(&incident);
 
         // 1. Durable minimal incident.
-        let handle = match self.store.create(&incident) {
-            Ok(handle) => handle,
-            Err(err) => {
-                out.push(CaptureEvent::Failed {
-                    pid,
-                    message: format!(
-                        "cannot write the incident under {}: {err}",
-                        self.store.dir().display()
-                    ),
-                });
-                return;
-            }
+        let Some(handle) = self.create_or_report(pid, &incident, out) else {
+            return;
         };
         let durable_after = detected.elapsed();
         let path = handle.path().to_path_buf();
