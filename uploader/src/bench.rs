@@ -11,11 +11,53 @@ use std::time::Instant;
 use serde::Serialize;
 use wedge_breadcrumb::Writer;
 
+use crate::driver::{DevicePtr, Stream};
 use crate::error::{Error, Result};
+use crate::pack::PackStore;
 use crate::plan::Plan;
-use crate::strategy::{upload, PinnedOptions, PinnedStager, Strategy, StrategyKind};
+use crate::strategy::{
+    upload, PinnedOptions, PinnedStager, PinnedStats, StagingMemory, Strategy, StrategyKind,
+};
 use crate::trace::{Site, Traced};
 use crate::workload::TensorSource;
+
+/// Median milliseconds of where a pinned upload's time went (see [`PinnedStats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PinnedBreakdown {
+    pub staging_ms: f64,
+    pub arena_ms: f64,
+    pub pack_wait_ms: f64,
+    pub copy_wait_ms: f64,
+    pub teardown_ms: f64,
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+impl PinnedBreakdown {
+    fn of(stats: &[PinnedStats]) -> Option<PinnedBreakdown> {
+        if stats.is_empty() {
+            return None;
+        }
+        let ms = |f: fn(&PinnedStats) -> u64| {
+            let mut v: Vec<f64> = stats.iter().map(|s| f(s) as f64 / 1e6).collect();
+            median(&mut v)
+        };
+        Some(PinnedBreakdown {
+            staging_ms: ms(|s| s.staging_ns),
+            arena_ms: ms(|s| s.arena_ns),
+            pack_wait_ms: ms(|s| s.pack_wait_ns),
+            copy_wait_ms: ms(|s| s.copy_wait_ns),
+            teardown_ms: ms(|s| s.teardown_ns),
+        })
+    }
+}
 
 /// Timings of one contender.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,25 +69,22 @@ pub struct Measurement {
     pub gbps: f64,
     /// Driver calls per run.
     pub driver_calls: u64,
+    /// With runs interleaved with ceiling copies: the median over runs of
+    /// ceiling_i / run_i (each pair back to back, so drift in the machine cancels).
+    pub paired_of_ceiling: Option<f64>,
+    /// Pinned uploads: median time per phase.
+    pub pinned: Option<PinnedBreakdown>,
 }
 
 impl Measurement {
     fn new(
         name: impl Into<String>,
         bytes: u64,
-        mut seconds: Vec<f64>,
+        seconds: Vec<f64>,
         driver_calls: u64,
     ) -> Measurement {
         let mut sorted = seconds.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = if sorted.is_empty() {
-            f64::NAN
-        } else if sorted.len() % 2 == 1 {
-            sorted[sorted.len() / 2]
-        } else {
-            (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-        };
-        seconds.shrink_to_fit();
+        let median = median(&mut sorted);
         Measurement {
             name: name.into(),
             bytes,
@@ -53,57 +92,106 @@ impl Measurement {
             median_seconds: median,
             gbps: bytes as f64 / median / 1e9,
             driver_calls,
+            paired_of_ceiling: None,
+            pinned: None,
         }
+    }
+}
+
+/// One pinned host-to-device copy of `bytes`, set up once and repeatable: the hardware
+/// ceiling for an upload of that many bytes.
+pub struct CeilingCopy {
+    stream: Stream,
+    host: *mut u8,
+    dev: DevicePtr,
+    bytes: u64,
+}
+
+impl CeilingCopy {
+    pub fn create(t: &Traced, bytes: u64) -> Result<CeilingCopy> {
+        let site = Site::plain("ceiling pinned");
+        let stream = t.stream_create(&site)?;
+        let host = match t.host_alloc_pinned(&site, bytes.max(1)) {
+            Ok(h) => h,
+            Err(e) => {
+                // SAFETY: our live stream, destroyed once.
+                let _ = unsafe { t.stream_destroy(&site, stream) };
+                return Err(e);
+            }
+        };
+        // SAFETY: a live pinned buffer of `bytes` bytes, no copy in flight yet.
+        unsafe { std::ptr::write_bytes(host, 0x5a, bytes as usize) };
+        match t.mem_alloc(&site, bytes.max(1)) {
+            Ok(dev) => Ok(CeilingCopy {
+                stream,
+                host,
+                dev,
+                bytes,
+            }),
+            Err(e) => {
+                // SAFETY: our pinned buffer and stream, freed once, nothing in flight.
+                let _ = unsafe { t.host_free_pinned(&site, host, bytes.max(1)) };
+                // SAFETY: as above.
+                let _ = unsafe { t.stream_destroy(&site, stream) };
+                Err(e)
+            }
+        }
+    }
+
+    /// One timed copy (seconds), synchronized.
+    pub fn once(&self, t: &Traced) -> Result<f64> {
+        let site = Site::plain("ceiling pinned");
+        let start = Instant::now();
+        // SAFETY: `dev` holds `bytes` bytes; `host` is not touched until the stream sync.
+        unsafe {
+            t.memcpy_htod_async(&site, self.dev, self.host, self.bytes as usize, self.stream)
+        }?;
+        // SAFETY: our live stream.
+        unsafe { t.stream_synchronize(&site, self.stream) }?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    pub fn destroy(self, t: &Traced) -> Result<()> {
+        let site = Site::plain("ceiling pinned");
+        // SAFETY: our live stream.
+        let synced = unsafe { t.stream_synchronize(&site, self.stream) };
+        // SAFETY: our allocation, buffer and stream, each freed once, nothing in flight.
+        let freed = unsafe { t.mem_free(&site, self.dev, self.bytes.max(1)) };
+        // SAFETY: as above.
+        let host = unsafe { t.host_free_pinned(&site, self.host, self.bytes.max(1)) };
+        // SAFETY: as above.
+        let stream = unsafe { t.stream_destroy(&site, self.stream) };
+        synced.and(freed).and(host).and(stream)
     }
 }
 
 /// One pinned host-to-device copy of `bytes` (the hardware ceiling for the upload).
 pub fn ceiling_pinned(t: &Traced, bytes: u64, repeat: usize) -> Result<Measurement> {
-    let site = Site::plain("ceiling pinned");
-    let stream = t.stream_create(&site)?;
-    let host = match t.host_alloc_pinned(&site, bytes) {
-        Ok(h) => h,
-        Err(e) => {
-            // SAFETY: our live stream, destroyed once.
-            let _ = unsafe { t.stream_destroy(&site, stream) };
-            return Err(e);
+    let copy = CeilingCopy::create(t, bytes)?;
+    let timed = time_ceiling(t, &copy, repeat);
+    let destroyed = copy.destroy(t);
+    let m = timed?;
+    destroyed?;
+    Ok(m)
+}
+
+fn time_ceiling(t: &Traced, copy: &CeilingCopy, repeat: usize) -> Result<Measurement> {
+    let mut seconds = Vec::with_capacity(repeat);
+    let mut calls = 0;
+    for i in 0..=repeat {
+        let before = t.calls();
+        let s = copy.once(t)?;
+        if i > 0 {
+            seconds.push(s);
+            calls = t.calls() - before;
         }
-    };
-    let result = (|| -> Result<Measurement> {
-        // SAFETY: a live pinned buffer of `bytes` bytes, no copy in flight yet.
-        unsafe { std::ptr::write_bytes(host, 0x5a, bytes as usize) };
-        let dev = t.mem_alloc(&site, bytes)?;
-        let timed = (|| -> Result<Measurement> {
-            let mut seconds = Vec::with_capacity(repeat);
-            let mut calls = 0;
-            for i in 0..=repeat {
-                let before = t.calls();
-                let start = Instant::now();
-                // SAFETY: `dev` holds `bytes` bytes; `host` is not touched until the stream sync.
-                unsafe { t.memcpy_htod_async(&site, dev, host, bytes as usize, stream) }?;
-                // SAFETY: our live stream.
-                unsafe { t.stream_synchronize(&site, stream) }?;
-                if i > 0 {
-                    seconds.push(start.elapsed().as_secs_f64());
-                    calls = t.calls() - before;
-                }
-            }
-            Ok(Measurement::new(
-                "pinned single copy (ceiling)",
-                bytes,
-                seconds,
-                calls,
-            ))
-        })();
-        // SAFETY: our allocation; the stream was synchronized after the last copy.
-        let _ = unsafe { t.mem_free(&site, dev, bytes) };
-        timed
-    })();
-    // SAFETY: our pinned buffer and stream, freed once, nothing in flight.
-    let _ = unsafe { t.host_free_pinned(&site, host, bytes) };
-    // SAFETY: as above.
-    let _ = unsafe { t.stream_destroy(&site, stream) };
-    result
+    }
+    Ok(Measurement::new(
+        "pinned single copy (ceiling)",
+        copy.bytes,
+        seconds,
+        calls,
+    ))
 }
 
 /// One pageable synchronous host-to-device copy of `bytes` (the reference for pageable paths).
@@ -136,6 +224,44 @@ pub fn ceiling_pageable(t: &Traced, bytes: u64, repeat: usize) -> Result<Measure
     timed
 }
 
+/// Times `repeat` uploads (after one warm-up), freeing after each; with `ceiling`, each run
+/// is preceded by one ceiling copy and the paired ratio is reported.
+fn time_runs(
+    t: &Traced,
+    name: &str,
+    plan: &Plan,
+    repeat: usize,
+    ceiling: Option<&CeilingCopy>,
+    run: &mut dyn FnMut() -> Result<crate::strategy::Uploaded>,
+) -> Result<Measurement> {
+    let mut seconds = Vec::with_capacity(repeat);
+    let mut ratios = Vec::with_capacity(repeat);
+    let mut stats = Vec::with_capacity(repeat);
+    let mut calls = 0;
+    for i in 0..=repeat {
+        let reference = ceiling.map(|c| c.once(t)).transpose()?;
+        let before = t.calls();
+        let start = Instant::now();
+        let uploaded = run()?;
+        let elapsed = start.elapsed().as_secs_f64();
+        if i > 0 {
+            seconds.push(elapsed);
+            calls = t.calls() - before;
+            if let Some(r) = reference {
+                ratios.push(r / elapsed);
+            }
+            stats.extend(uploaded.pinned);
+        }
+        uploaded.free(t)?;
+    }
+    let mut m = Measurement::new(name, plan.tensor_bytes, seconds, calls);
+    if !ratios.is_empty() {
+        m.paired_of_ceiling = Some(median(&mut ratios));
+    }
+    m.pinned = PinnedBreakdown::of(&stats);
+    Ok(m)
+}
+
 /// Times `repeat` uploads with `strategy` (after one warm-up), freeing after each.
 pub fn time_strategy(
     t: &Traced,
@@ -144,21 +270,11 @@ pub fn time_strategy(
     plan: &Plan,
     repeat: usize,
     name: &str,
+    ceiling: Option<&CeilingCopy>,
 ) -> Result<Measurement> {
-    let mut seconds = Vec::with_capacity(repeat);
-    let mut calls = 0;
-    for i in 0..=repeat {
-        let before = t.calls();
-        let start = Instant::now();
-        let uploaded = upload(t, strategy, src, plan, &mut |_| {})?;
-        let elapsed = start.elapsed().as_secs_f64();
-        if i > 0 {
-            seconds.push(elapsed);
-            calls = t.calls() - before;
-        }
-        uploaded.free(t)?;
-    }
-    Ok(Measurement::new(name, plan.tensor_bytes, seconds, calls))
+    time_runs(t, name, plan, repeat, ceiling, &mut || {
+        upload(t, strategy, src, plan, &mut |_| {})
+    })
 }
 
 /// Times `repeat` pinned uploads through one stager kept across runs (staging allocated once).
@@ -168,29 +284,17 @@ pub fn time_pinned_reused(
     src: &dyn TensorSource,
     plan: &Plan,
     repeat: usize,
+    ceiling: Option<&CeilingCopy>,
 ) -> Result<Measurement> {
     let stager = PinnedStager::create(t, &strategy.pinned)?;
-    let run = (|| -> Result<Measurement> {
-        let mut seconds = Vec::with_capacity(repeat);
-        let mut calls = 0;
-        for i in 0..=repeat {
-            let before = t.calls();
-            let start = Instant::now();
-            let uploaded = stager.upload(t, src, plan, &mut |_| {})?;
-            let elapsed = start.elapsed().as_secs_f64();
-            if i > 0 {
-                seconds.push(elapsed);
-                calls = t.calls() - before;
-            }
-            uploaded.free(t)?;
-        }
-        Ok(Measurement::new(
-            "pinned, staging reused",
-            plan.tensor_bytes,
-            seconds,
-            calls,
-        ))
-    })();
+    let run = time_runs(
+        t,
+        "pinned, staging reused",
+        plan,
+        repeat,
+        ceiling,
+        &mut || stager.upload(t, src, plan, &mut |_| {}),
+    );
     let destroyed = stager.destroy(t);
     let m = run?;
     destroyed?;
@@ -271,6 +375,8 @@ pub struct CompareReport {
 pub struct Ratio {
     pub name: String,
     pub of_pinned_ceiling: f64,
+    /// Median of per-run ratios against a ceiling copy run just before (pinned contenders).
+    pub paired_of_ceiling: Option<f64>,
     pub speedup_over_ztensor: f64,
 }
 
@@ -282,50 +388,61 @@ pub struct SweepRow {
     pub reused: Measurement,
 }
 
-/// Parses `BUFFERSxBYTESxTHREADS[:spin|:park]`, e.g. `4x8MiBx8:spin` (bytes take KiB/MiB/GiB).
-pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
-    let bad = || {
-        Error::InvalidOptions(format!(
-            "pinned config {text:?}: want BUFFERSxBYTESxTHREADS[:spin|:park], e.g. 4x8MiBx8:spin"
-        ))
-    };
-    let (shape, wait) = match text.split_once(':') {
-        Some((shape, wait)) => (shape, Some(wait)),
-        None => (text, None),
-    };
-    let parts: Vec<&str> = shape.split('x').collect();
-    let [buffers, bytes, threads] = parts.as_slice() else {
-        return Err(bad());
-    };
-    let bytes = bytes.trim();
-    let split = bytes
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
         .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(bytes.len());
-    let (num, unit) = bytes.split_at(split);
+        .unwrap_or(text.len());
+    let (num, unit) = text.split_at(split);
     let shift = match unit.to_ascii_lowercase().as_str() {
         "" => 0,
         "k" | "kib" => 10,
         "m" | "mib" => 20,
         "g" | "gib" => 30,
-        _ => return Err(bad()),
+        _ => return None,
     };
-    let options = PinnedOptions {
-        buffers: buffers.trim().parse().map_err(|_| bad())?,
-        buffer_bytes: num
-            .parse::<u64>()
-            .map_err(|_| bad())?
-            .checked_mul(1 << shift)
-            .ok_or_else(bad)?,
-        threads: threads.trim().parse().map_err(|_| bad())?,
-        spin: match wait {
-            None | Some("spin") => true,
-            Some("park") => false,
-            Some(_) => return Err(bad()),
-        },
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// The pinned configuration syntax, for messages and `--help`.
+pub const PINNED_CONFIG_SYNTAX: &str = "BUFFERSxBYTESxTHREADS[:spin|:park][:plain|:streaming]\
+     [:hostalloc|:register][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
+
+/// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
+/// defaults. Bytes take KiB/MiB/GiB.
+pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
+    let bad = || {
+        Error::InvalidOptions(format!(
+            "pinned config {text:?}: want {PINNED_CONFIG_SYNTAX}"
+        ))
     };
-    if options.buffers == 0 || options.buffer_bytes == 0 || options.threads == 0 {
+    let mut fields = text.split(':');
+    let shape = fields.next().unwrap_or_default();
+    let parts: Vec<&str> = shape.split('x').collect();
+    let [buffers, bytes, threads] = parts.as_slice() else {
         return Err(bad());
+    };
+    let mut options = PinnedOptions {
+        buffers: buffers.trim().parse().map_err(|_| bad())?,
+        buffer_bytes: parse_size(bytes).ok_or_else(bad)?,
+        threads: threads.trim().parse().map_err(|_| bad())?,
+        ..PinnedOptions::default()
+    };
+    for field in fields {
+        match field.trim() {
+            "spin" => options.spin = true,
+            "park" => options.spin = false,
+            "plain" => options.store = PackStore::Plain,
+            "streaming" | "nt" => options.store = PackStore::Streaming,
+            "hostalloc" => options.staging = StagingMemory::HostAlloc,
+            "register" => options.staging = StagingMemory::Register,
+            other => match other.strip_prefix("piece=") {
+                Some(size) => options.piece_bytes = parse_size(size).ok_or_else(bad)?,
+                None => return Err(bad()),
+            },
+        }
     }
+    options.validate().map_err(|_| bad())?;
     Ok(options)
 }
 
@@ -350,12 +467,29 @@ pub fn compare(
     options: &CompareOptions<'_>,
     log: &mut dyn FnMut(&str),
 ) -> Result<CompareReport> {
+    log("ceiling: pinned single copy");
+    let ceiling = CeilingCopy::create(t, plan.tensor_bytes)?;
+    let result = compare_with(t, strategy, src, plan, options, log, &ceiling);
+    let destroyed = ceiling.destroy(t);
+    let report = result?;
+    destroyed?;
+    Ok(report)
+}
+
+fn compare_with(
+    t: &Traced,
+    strategy: &Strategy,
+    src: &dyn TensorSource,
+    plan: &Plan,
+    options: &CompareOptions<'_>,
+    log: &mut dyn FnMut(&str),
+    ceiling: &CeilingCopy,
+) -> Result<CompareReport> {
     let repeat = options.repeat.max(1);
     let ring = options.ring;
     let skip = options.skip.as_slice();
     let bytes = plan.tensor_bytes;
-    log("ceiling: pinned single copy");
-    let ceiling_pinned = ceiling_pinned(t, bytes, repeat)?;
+    let ceiling_pinned = time_ceiling(t, ceiling, repeat)?;
     let ceiling_pageable = if skip.contains(&Contender::Pageable) {
         None
     } else {
@@ -375,7 +509,9 @@ pub fn compare(
         }
         log(kind.name());
         let s = Strategy { kind, ..*strategy };
-        match time_strategy(t, &s, src, plan, repeat, kind.name()) {
+        // Pinned runs are paired with ceiling copies (a drift-free ratio).
+        let paired = (kind == StrategyKind::Pinned).then_some(ceiling);
+        match time_strategy(t, &s, src, plan, repeat, kind.name(), paired) {
             Ok(m) => strategies.push(m),
             Err(e @ (Error::Unsupported(_) | Error::InsufficientMemory { .. })) => {
                 skipped.push(Skipped {
@@ -397,6 +533,7 @@ pub fn compare(
             src,
             plan,
             repeat,
+            Some(ceiling),
         )?);
     }
 
@@ -409,6 +546,7 @@ pub fn compare(
         .map(|m| Ratio {
             name: m.name.clone(),
             of_pinned_ceiling: m.gbps / ceiling_pinned.gbps,
+            paired_of_ceiling: m.paired_of_ceiling,
             speedup_over_ztensor: ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
         })
         .collect();
@@ -508,8 +646,8 @@ pub fn compare(
             pinned: *config,
             ..*strategy
         };
-        let cold = time_strategy(t, &s, src, plan, repeat, "pinned")?;
-        let reused = time_pinned_reused(t, &s, src, plan, repeat)?;
+        let cold = time_strategy(t, &s, src, plan, repeat, "pinned", Some(ceiling))?;
+        let reused = time_pinned_reused(t, &s, src, plan, repeat, Some(ceiling))?;
         sweep.push(SweepRow {
             options: *config,
             cold,
@@ -535,6 +673,8 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::parse_pinned_config;
+    use crate::pack::PackStore;
+    use crate::strategy::{PinnedOptions, StagingMemory};
 
     #[test]
     fn pinned_configs() {
@@ -543,12 +683,27 @@ mod tests {
             (o.buffers, o.buffer_bytes, o.threads, o.spin),
             (4, 8 << 20, 8, true)
         );
-        let o = parse_pinned_config("2x512KiBx3:park").unwrap();
+        assert_eq!(o.piece_bytes, PinnedOptions::default().piece_bytes);
+        let o = parse_pinned_config("2x512KiBx3:park:plain:register:piece=64KiB").unwrap();
         assert_eq!(
             (o.buffers, o.buffer_bytes, o.threads, o.spin),
             (2, 512 << 10, 3, false)
         );
-        for bad in ["", "4x8MiB", "0x8MiBx8", "4x8XBx8", "4x8MiBx8:nap", "axbxc"] {
+        assert_eq!(
+            (o.store, o.staging, o.piece_bytes),
+            (PackStore::Plain, StagingMemory::Register, 64 << 10)
+        );
+        assert_eq!(parse_pinned_config(&o.describe()).unwrap(), o);
+        for bad in [
+            "",
+            "4x8MiB",
+            "0x8MiBx8",
+            "4x8XBx8",
+            "4x8MiBx8:nap",
+            "axbxc",
+            "4x8MiBx8:piece=0",
+            "4x8MiBx8:piece=",
+        ] {
             assert!(parse_pinned_config(bad).is_err(), "{bad}");
         }
     }

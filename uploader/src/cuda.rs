@@ -33,7 +33,7 @@ fn fail(call: CallKind, e: DriverError) -> Error {
 }
 
 /// Symbols the backend needs; checked before cudarc can panic on a missing one.
-const REQUIRED: [&str; 25] = [
+const REQUIRED: [&str; 28] = [
     "cuGetErrorName",
     "cuInit",
     "cuDeviceGet",
@@ -49,6 +49,8 @@ const REQUIRED: [&str; 25] = [
     "cuMemPrefetchAsync_v2",
     "cuMemHostAlloc",
     "cuMemFreeHost",
+    "cuMemHostRegister_v2",
+    "cuMemHostUnregister",
     "cuMemcpyHtoD_v2",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoH_v2",
@@ -58,6 +60,7 @@ const REQUIRED: [&str; 25] = [
     "cuEventCreate",
     "cuEventRecord",
     "cuEventSynchronize",
+    "cuEventQuery",
     "cuEventDestroy_v2",
 ];
 
@@ -219,6 +222,21 @@ impl Driver for CudaDriver {
         unsafe { result::free_host(ptr.cast()) }.map_err(|e| fail(CallKind::MemFreeHost, e))
     }
 
+    unsafe fn host_register(&self, ptr: *mut u8, bytes: u64) -> Result<()> {
+        // SAFETY: the caller's contract: a mapped range of its own that outlives the
+        // registration; flags 0 (portable/device-mapped not needed for copies).
+        unsafe { sys::cuMemHostRegister_v2(ptr.cast(), bytes as usize, 0) }
+            .result()
+            .map_err(|e| fail(CallKind::MemHostRegister, e))
+    }
+
+    unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()> {
+        // SAFETY: the caller's contract: `ptr` was registered once and nothing copies from it.
+        unsafe { sys::cuMemHostUnregister(ptr.cast()) }
+            .result()
+            .map_err(|e| fail(CallKind::MemHostUnregister, e))
+    }
+
     unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
         // SAFETY: the caller's contract: the destination range is inside a live allocation.
         unsafe { result::memcpy_htod_sync(dst, src) }.map_err(|e| fail(CallKind::MemcpyHtoD, e))
@@ -277,6 +295,15 @@ impl Driver for CudaDriver {
         // SAFETY: the caller's contract: a live event.
         unsafe { result::event::synchronize(Self::event(event)) }
             .map_err(|e| fail(CallKind::EventSynchronize, e))
+    }
+
+    unsafe fn event_query(&self, event: Event) -> Result<bool> {
+        // SAFETY: the caller's contract: a live event.
+        match unsafe { sys::cuEventQuery(Self::event(event)) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => Err(fail(CallKind::EventQuery, DriverError(other))),
+        }
     }
 
     unsafe fn event_destroy(&self, event: Event) -> Result<()> {

@@ -47,6 +47,8 @@ pub enum CallKind {
     MemPrefetchAsync,
     MemHostAlloc,
     MemFreeHost,
+    MemHostRegister,
+    MemHostUnregister,
     MemcpyHtoD,
     MemcpyHtoDAsync,
     MemcpyDtoH,
@@ -56,11 +58,12 @@ pub enum CallKind {
     EventCreate,
     EventRecord,
     EventSynchronize,
+    EventQuery,
     EventDestroy,
 }
 
 impl CallKind {
-    pub const ALL: [CallKind; 24] = [
+    pub const ALL: [CallKind; 27] = [
         CallKind::Init,
         CallKind::DeviceGet,
         CallKind::PrimaryCtxRetain,
@@ -75,6 +78,8 @@ impl CallKind {
         CallKind::MemPrefetchAsync,
         CallKind::MemHostAlloc,
         CallKind::MemFreeHost,
+        CallKind::MemHostRegister,
+        CallKind::MemHostUnregister,
         CallKind::MemcpyHtoD,
         CallKind::MemcpyHtoDAsync,
         CallKind::MemcpyDtoH,
@@ -84,6 +89,7 @@ impl CallKind {
         CallKind::EventCreate,
         CallKind::EventRecord,
         CallKind::EventSynchronize,
+        CallKind::EventQuery,
         CallKind::EventDestroy,
     ];
 
@@ -104,6 +110,8 @@ impl CallKind {
             CallKind::MemPrefetchAsync => "cuMemPrefetchAsync_v2",
             CallKind::MemHostAlloc => "cuMemHostAlloc",
             CallKind::MemFreeHost => "cuMemFreeHost",
+            CallKind::MemHostRegister => "cuMemHostRegister_v2",
+            CallKind::MemHostUnregister => "cuMemHostUnregister",
             CallKind::MemcpyHtoD => "cuMemcpyHtoD_v2",
             CallKind::MemcpyHtoDAsync => "cuMemcpyHtoDAsync_v2",
             CallKind::MemcpyDtoH => "cuMemcpyDtoH_v2",
@@ -113,6 +121,7 @@ impl CallKind {
             CallKind::EventCreate => "cuEventCreate",
             CallKind::EventRecord => "cuEventRecord",
             CallKind::EventSynchronize => "cuEventSynchronize",
+            CallKind::EventQuery => "cuEventQuery",
             CallKind::EventDestroy => "cuEventDestroy_v2",
         }
     }
@@ -165,6 +174,14 @@ pub trait Driver {
     /// # Safety
     /// `ptr` came from [`Driver::host_alloc_pinned`], is freed once, with no copy in flight.
     unsafe fn host_free_pinned(&self, ptr: *mut u8) -> Result<()>;
+    /// Page-locks existing host memory (`cuMemHostRegister_v2`, flags 0).
+    /// # Safety
+    /// `ptr..ptr+bytes` is mapped, page-aligned memory of the caller's that stays mapped until
+    /// [`Driver::host_unregister`].
+    unsafe fn host_register(&self, ptr: *mut u8, bytes: u64) -> Result<()>;
+    /// # Safety
+    /// `ptr` was registered with [`Driver::host_register`], once, with no copy in flight.
+    unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()>;
 
     /// Synchronous host-to-device copy (pageable or pinned source).
     /// # Safety
@@ -201,6 +218,10 @@ pub trait Driver {
     /// # Safety
     /// `event` is live.
     unsafe fn event_synchronize(&self, event: Event) -> Result<()>;
+    /// `cuEventQuery`: true when the event's work is complete, false for `CUDA_ERROR_NOT_READY`.
+    /// # Safety
+    /// `event` is live.
+    unsafe fn event_query(&self, event: Event) -> Result<bool>;
     /// # Safety
     /// `event` is live and destroyed once.
     unsafe fn event_destroy(&self, event: Event) -> Result<()>;
@@ -217,6 +238,8 @@ pub fn error_name(code: i32) -> &'static str {
         201 => "CUDA_ERROR_INVALID_CONTEXT",
         400 => "CUDA_ERROR_INVALID_HANDLE",
         700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+        712 => "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+        713 => "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
         801 => "CUDA_ERROR_NOT_SUPPORTED",
         999 => "CUDA_ERROR_UNKNOWN",
         _ => "CUDA_ERROR_?",

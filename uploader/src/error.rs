@@ -49,6 +49,14 @@ pub enum Error {
         bytes: u64,
     },
 
+    /// An operating-system call failed (for example mapping staging memory).
+    #[error("{what}: {source}")]
+    Os {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A packing worker thread panicked or vanished.
     #[error("packing worker failed: {0}")]
     Worker(String),

@@ -8,6 +8,8 @@
 //! - [`trace`]: [`Traced`], the layer that writes a breadcrumb enter/exit around each call.
 //! - [`workload`]: tensors to upload ([`TensorSource`]) and the synthetic real-world workload.
 //! - [`strategy`]: `ztensor`, `managed` and `pinned` uploads, all-or-nothing on failure.
+//! - [`pinned`]: the pinned pipeline (staging ring, piece-claiming packers, async copies).
+//! - [`pack`]: plain or non-temporal copies into staging memory.
 //! - [`verify`]: read everything back and compare.
 //! - [`bench`]: the single-copy ceilings and the `--compare` run.
 
@@ -16,6 +18,8 @@ pub mod cuda;
 pub mod driver;
 pub mod error;
 pub mod host;
+pub mod pack;
+pub mod pinned;
 pub mod plan;
 pub mod strategy;
 pub mod trace;

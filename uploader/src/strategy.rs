@@ -6,24 +6,23 @@
 //! - `managed`: per chunk one `cuMemAllocManaged`, packed by the host directly into it, then
 //!   prefetched to the device. Runs only where the device reports concurrent managed access,
 //!   and only if the whole upload fits in the memory the device reports free (minus headroom).
-//! - `pinned`: one device allocation for all chunks, a few pinned staging buffers filled by
+//! - `pinned`: one device allocation for all chunks, a ring of pinned staging buffers filled by
 //!   packing threads while earlier buffers are copied asynchronously on a stream; an event per
-//!   buffer says when it may be refilled.
+//!   buffer says when it may be refilled ([`crate::pinned`]).
 //!
 //! Failure is all-or-nothing for every strategy: if chunk k fails, work in flight is waited
 //! for and every device allocation this upload made is freed before the error
 //! ([`Error::ChunkFailed`]) is returned. (ztensor itself leaves chunks 0..k uploaded.)
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
-
 use serde::Serialize;
 
-use crate::driver::{DeviceAttribute, DevicePtr, Event, Stream};
+use crate::driver::{DeviceAttribute, DevicePtr};
 use crate::error::{Error, Result};
 use crate::plan::{Placement, Plan};
 use crate::trace::{sat_u32, Site, Traced};
 use crate::workload::TensorSource;
+
+pub use crate::pinned::{PinnedOptions, PinnedStager, PinnedStats, StagingMemory};
 
 /// Which strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,32 +59,6 @@ impl std::str::FromStr for StrategyKind {
             other => Err(Error::InvalidOptions(format!(
                 "unknown strategy {other:?} (ztensor, managed, pinned)"
             ))),
-        }
-    }
-}
-
-/// Settings of the `pinned` strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct PinnedOptions {
-    /// Pinned staging buffers (≥ 2 for overlap).
-    pub buffers: usize,
-    /// Bytes per staging buffer (one asynchronous copy each).
-    pub buffer_bytes: u64,
-    /// Packing threads (this thread included).
-    pub threads: usize,
-    /// Idle packing threads spin (true) or sleep (false) between slices. Spinning avoids a
-    /// wake-up per thread per slice (tens of microseconds each in a VM) at the cost of CPU.
-    pub spin: bool,
-}
-
-impl Default for PinnedOptions {
-    fn default() -> Self {
-        PinnedOptions {
-            buffers: 4,
-            buffer_bytes: 4 << 20,
-            // Half the CPUs, at most 8: the driver's own threads need CPUs too.
-            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
-            spin: true,
         }
     }
 }
@@ -155,6 +128,8 @@ pub struct Uploaded {
     pub views: Vec<View>,
     pub chunks: usize,
     pub bytes: u64,
+    /// `pinned` only: where the time went.
+    pub pinned: Option<PinnedStats>,
 }
 
 impl Uploaded {
@@ -164,7 +139,7 @@ impl Uploaded {
     }
 }
 
-fn free_all(t: &Traced, allocations: &[Allocation], site: &Site) -> Result<()> {
+pub(crate) fn free_all(t: &Traced, allocations: &[Allocation], site: &Site) -> Result<()> {
     let mut first_err = None;
     for a in allocations.iter().rev() {
         // SAFETY: each allocation was made by this upload, is freed once (the list is consumed
@@ -199,12 +174,19 @@ pub fn upload(
         StrategyKind::Managed => upload_managed(t, &strategy.managed, src, plan, progress),
         StrategyKind::Pinned => {
             let stager = PinnedStager::create(t, &strategy.pinned)?;
+            let created_ns = stager.created_ns();
             let result = stager.upload(t, src, plan, progress);
+            let teardown = std::time::Instant::now();
             let destroyed = stager.destroy(t);
-            let uploaded = result?;
+            let teardown_ns = crate::pinned::elapsed_ns(teardown);
+            let mut uploaded = result?;
             if let Err(e) = destroyed {
                 let _ = uploaded.free(t);
                 return Err(e);
+            }
+            if let Some(stats) = uploaded.pinned.as_mut() {
+                stats.staging_ns = created_ns;
+                stats.teardown_ns = teardown_ns;
             }
             Ok(uploaded)
         }
@@ -229,7 +211,13 @@ fn pack_chunk(src: &dyn TensorSource, placements: &[Placement], dst: &mut [u8]) 
     Ok(())
 }
 
-fn views_for(plan: &Plan, chunk: usize, base: DevicePtr, allocation: usize, views: &mut Vec<View>) {
+pub(crate) fn views_for(
+    plan: &Plan,
+    chunk: usize,
+    base: DevicePtr,
+    allocation: usize,
+    views: &mut Vec<View>,
+) {
     let c = &plan.chunks[chunk];
     views.extend(plan.placements[c.placements()].iter().map(|p| View {
         tensor: p.tensor,
@@ -241,7 +229,7 @@ fn views_for(plan: &Plan, chunk: usize, base: DevicePtr, allocation: usize, view
     }));
 }
 
-fn chunk_failed(unit: &'static str, index: usize, count: usize, source: Error) -> Error {
+pub(crate) fn chunk_failed(unit: &'static str, index: usize, count: usize, source: Error) -> Error {
     Error::ChunkFailed {
         unit,
         chunk: sat_u32(index),
@@ -297,6 +285,7 @@ fn upload_ztensor(
         views,
         chunks: count,
         bytes: plan.tensor_bytes,
+        pinned: None,
     })
 }
 
@@ -399,478 +388,6 @@ fn upload_managed(
         views,
         chunks: count,
         bytes: plan.tensor_bytes,
+        pinned: None,
     })
-}
-
-/// Pinned staging buffers, their events and the copy stream. Create once and reuse across
-/// uploads to keep page-locking out of the hot path; [`upload`] makes a fresh one per call.
-#[derive(Debug)]
-pub struct PinnedStager {
-    options: PinnedOptions,
-    buffers: Vec<*mut u8>,
-    events: Vec<Event>,
-    stream: Option<Stream>,
-}
-
-/// Arena alignment of each chunk inside the pinned strategy's single device allocation.
-const CHUNK_ALIGN: u64 = 256;
-
-/// A contiguous range of the arena image for one packing thread.
-#[derive(Debug, Clone, Copy)]
-struct PackJob {
-    /// Destination address in a staging buffer for arena offset `from`.
-    dst: usize,
-    from: u64,
-    to: u64,
-}
-
-/// Arena offsets of each placement (ascending: chunks are laid out in order).
-struct ArenaLayout {
-    chunk_base: Vec<u64>,
-    starts: Vec<u64>,
-    bytes: u64,
-}
-
-impl ArenaLayout {
-    fn new(plan: &Plan) -> ArenaLayout {
-        let mut chunk_base = Vec::with_capacity(plan.chunks.len());
-        let mut end = 0u64;
-        for c in &plan.chunks {
-            let base = end.div_ceil(CHUNK_ALIGN) * CHUNK_ALIGN;
-            chunk_base.push(base);
-            end = base + c.bytes;
-        }
-        let starts = plan
-            .placements
-            .iter()
-            .map(|p| chunk_base[p.chunk as usize] + p.offset)
-            .collect();
-        ArenaLayout {
-            chunk_base,
-            starts,
-            bytes: end,
-        }
-    }
-
-    /// Placements overlapping arena range `[from, to)`.
-    fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
-        let first = self.starts.partition_point(|&s| s < from);
-        // The tensor before `first` may straddle `from`.
-        let first = if first > 0 && self.starts[first - 1] + plan.placements[first - 1].bytes > from
-        {
-            first - 1
-        } else {
-            first
-        };
-        let last = self.starts.partition_point(|&s| s < to);
-        first..last.max(first)
-    }
-}
-
-/// Copies arena bytes `[job.from, job.to)` of the tensors into the staging buffer.
-fn pack_range(
-    src: &dyn TensorSource,
-    plan: &Plan,
-    layout: &ArenaLayout,
-    job: PackJob,
-) -> Result<()> {
-    for i in layout.overlapping(plan, job.from, job.to) {
-        let p = &plan.placements[i];
-        let bytes = src.bytes(p.tensor);
-        if bytes.len() as u64 != p.bytes {
-            return Err(Error::InvalidOptions(format!(
-                "tensor {} has {} bytes of host data, planned {}",
-                p.tensor,
-                bytes.len(),
-                p.bytes
-            )));
-        }
-        let start = layout.starts[i];
-        let lo = start.max(job.from);
-        let hi = (start + p.bytes).min(job.to);
-        if lo >= hi {
-            continue;
-        }
-        let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
-        // SAFETY: `job.dst` addresses arena offset `job.from` inside a live pinned staging
-        // buffer that holds the whole job range (`to - from` ≤ buffer size); `lo..hi` lies in
-        // the job range, so the write stays inside the buffer. Jobs of one slice cover disjoint
-        // ranges, and the buffer's previous copy completed (its event was synchronized) before
-        // the slice was published, so nothing else reads or writes these bytes meanwhile.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                piece.as_ptr(),
-                (job.dst + (lo - job.from) as usize) as *mut u8,
-                piece.len(),
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The packing threads' shared state for one upload: the current slice (published by bumping
-/// `generation`), a completion count and the first error.
-#[derive(Default)]
-struct PackShared {
-    generation: AtomicU64,
-    dst: AtomicUsize,
-    from: AtomicU64,
-    to: AtomicU64,
-    part: AtomicU64,
-    done: AtomicUsize,
-    stop: AtomicBool,
-    error: Mutex<Option<Error>>,
-    /// Sleep instead of spinning when idle (see [`PinnedOptions::spin`]).
-    park: bool,
-    /// The thread that publishes slices (woken by the last worker to finish, in park mode).
-    main: Option<std::thread::Thread>,
-}
-
-/// Sets the stop flag and wakes every worker when dropped (also on unwinding), so the scope's
-/// join never waits on a sleeping worker.
-struct StopOnDrop<'a> {
-    stop: &'a AtomicBool,
-    workers: Vec<std::thread::Thread>,
-}
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        for w in &self.workers {
-            w.unpark();
-        }
-    }
-}
-
-impl PackShared {
-    fn idle(&self, spins: &mut u32) {
-        *spins = spins.saturating_add(1);
-        let limit = if self.park { 256 } else { 4096 };
-        if *spins < limit {
-            std::hint::spin_loop();
-        } else if self.park {
-            // Spurious or early returns are fine: every caller re-checks its condition.
-            std::thread::park_timeout(std::time::Duration::from_millis(10));
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-impl PackShared {
-    fn record(&self, result: Result<()>) {
-        if let Err(e) = result {
-            self.error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(e);
-        }
-    }
-
-    /// Packs part `index` of the published slice.
-    fn pack_part(&self, index: usize, src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) {
-        let (dst, from, to, part) = (
-            self.dst.load(Ordering::Relaxed),
-            self.from.load(Ordering::Relaxed),
-            self.to.load(Ordering::Relaxed),
-            self.part.load(Ordering::Relaxed),
-        );
-        let a = from + index as u64 * part;
-        if a >= to {
-            return;
-        }
-        let job = PackJob {
-            dst: dst + (a - from) as usize,
-            from: a,
-            to: (a + part).min(to),
-        };
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            pack_range(src, plan, layout, job)
-        }))
-        .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
-        self.record(result);
-    }
-
-    fn worker(
-        &self,
-        index: usize,
-        threads: usize,
-        src: &dyn TensorSource,
-        plan: &Plan,
-        layout: &ArenaLayout,
-    ) {
-        let mut seen = 0u64;
-        loop {
-            let mut spins = 0u32;
-            let generation = loop {
-                if self.stop.load(Ordering::Acquire) {
-                    return;
-                }
-                let g = self.generation.load(Ordering::Acquire);
-                if g != seen {
-                    break g;
-                }
-                self.idle(&mut spins);
-            };
-            seen = generation;
-            self.pack_part(index, src, plan, layout);
-            let finished = self.done.fetch_add(1, Ordering::AcqRel) + 1;
-            if self.park && finished == threads - 1 {
-                if let Some(main) = &self.main {
-                    main.unpark();
-                }
-            }
-        }
-    }
-
-    /// Publishes slice `[from, to)` → staging buffer `dst`, packs part 0 here, waits for the rest.
-    #[allow(clippy::too_many_arguments)]
-    fn pack_slice(
-        &self,
-        workers: &[std::thread::Thread],
-        threads: usize,
-        dst: usize,
-        from: u64,
-        to: u64,
-        src: &dyn TensorSource,
-        plan: &Plan,
-        layout: &ArenaLayout,
-    ) -> Result<()> {
-        let part = (to - from).div_ceil(threads as u64).div_ceil(64) * 64;
-        self.dst.store(dst, Ordering::Relaxed);
-        self.from.store(from, Ordering::Relaxed);
-        self.to.store(to, Ordering::Relaxed);
-        self.part.store(part, Ordering::Relaxed);
-        // Every worker finished the previous slice (we waited), so resetting is race-free.
-        self.done.store(0, Ordering::Relaxed);
-        // Release: the job fields above are visible to a worker that sees the new generation.
-        self.generation.fetch_add(1, Ordering::Release);
-        if self.park {
-            for w in workers {
-                w.unpark();
-            }
-        }
-        self.pack_part(0, src, plan, layout);
-        let mut spins = 0u32;
-        while self.done.load(Ordering::Acquire) < threads - 1 {
-            self.idle(&mut spins);
-        }
-        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
-
-impl PinnedStager {
-    /// Allocates the staging buffers, one event per buffer and the copy stream.
-    pub fn create(t: &Traced, options: &PinnedOptions) -> Result<PinnedStager> {
-        if options.buffers == 0 || options.buffer_bytes == 0 || options.threads == 0 {
-            return Err(Error::InvalidOptions(
-                "pinned: buffers, buffer size and threads must be > 0".into(),
-            ));
-        }
-        let mut stager = PinnedStager {
-            options: *options,
-            buffers: Vec::new(),
-            events: Vec::new(),
-            stream: None,
-        };
-        let site = Site::plain("pinned setup");
-        let made = (|| -> Result<()> {
-            stager.stream = Some(t.stream_create(&site)?);
-            for _ in 0..options.buffers {
-                stager
-                    .buffers
-                    .push(t.host_alloc_pinned(&site, options.buffer_bytes)?);
-                stager.events.push(t.event_create(&site)?);
-            }
-            Ok(())
-        })();
-        match made {
-            Ok(()) => Ok(stager),
-            Err(e) => {
-                let _ = stager.destroy(t);
-                Err(e)
-            }
-        }
-    }
-
-    /// Frees buffers, events and stream (after waiting for the stream).
-    pub fn destroy(self, t: &Traced) -> Result<()> {
-        let site = Site::plain("pinned teardown");
-        let mut first_err: Option<Error> = None;
-        if let Some(stream) = self.stream {
-            // SAFETY: our live stream; synchronized before anything it uses is freed.
-            if let Err(e) = unsafe { t.stream_synchronize(&site, stream) } {
-                first_err.get_or_insert(e);
-            }
-        }
-        for &e in &self.events {
-            // SAFETY: our live events, destroyed once.
-            if let Err(err) = unsafe { t.event_destroy(&site, e) } {
-                first_err.get_or_insert(err);
-            }
-        }
-        for &b in &self.buffers {
-            // SAFETY: our pinned buffers, freed once, no copy in flight (stream synchronized).
-            if let Err(err) = unsafe { t.host_free_pinned(&site, b, self.options.buffer_bytes) } {
-                first_err.get_or_insert(err);
-            }
-        }
-        if let Some(stream) = self.stream {
-            // SAFETY: our live stream, destroyed once.
-            if let Err(e) = unsafe { t.stream_destroy(&site, stream) } {
-                first_err.get_or_insert(e);
-            }
-        }
-        first_err.map_or(Ok(()), Err)
-    }
-
-    /// Uploads `plan` into one device allocation through the staging buffers.
-    pub fn upload(
-        &self,
-        t: &Traced,
-        src: &dyn TensorSource,
-        plan: &Plan,
-        progress: &mut dyn FnMut(&Progress),
-    ) -> Result<Uploaded> {
-        let stream = self
-            .stream
-            .ok_or_else(|| Error::InvalidOptions("pinned stager has no stream".into()))?;
-        let layout = ArenaLayout::new(plan);
-        let slice = self.options.buffer_bytes;
-        let slices = layout.bytes.div_ceil(slice) as usize;
-        let chunk_count = plan.chunks.len();
-        let arena_site = Site {
-            unit: "arena",
-            index: 0,
-            count: 0,
-            chunk: 0,
-            chunk_count: sat_u32(chunk_count),
-            tensor_first: plan.placements.first().map_or(0, |p| sat_u32(p.tensor)),
-            tensor_count: sat_u32(plan.placements.last().map_or(0, |p| p.tensor + 1)),
-        };
-        let arena = t.mem_alloc(&arena_site, layout.bytes.max(1))?;
-        let allocation = Allocation {
-            ptr: arena,
-            bytes: layout.bytes.max(1),
-            managed: false,
-        };
-
-        let threads = self.options.threads;
-        let shared = PackShared {
-            park: !self.options.spin,
-            main: Some(std::thread::current()),
-            ..PackShared::default()
-        };
-        let outcome = std::thread::scope(|scope| -> Result<()> {
-            // Workers 1..threads wait on `shared.generation`; this thread packs part 0 itself.
-            let mut stop = StopOnDrop {
-                stop: &shared.stop,
-                workers: Vec::with_capacity(threads),
-            };
-            for worker in 1..threads {
-                let (shared, layout) = (&shared, &layout);
-                let handle = scope.spawn(move || shared.worker(worker, threads, src, plan, layout));
-                stop.workers.push(handle.thread().clone());
-            }
-
-            let mut in_use = vec![false; self.buffers.len()];
-            let mut done_bytes = 0;
-            for s in 0..slices {
-                let from = s as u64 * slice;
-                let to = (from + slice).min(layout.bytes);
-                let range = layout.overlapping(plan, from, to);
-                let chunk = plan.placements.get(range.start).map_or(0, |p| p.chunk);
-                let site = Site {
-                    unit: "slice",
-                    index: s as u32,
-                    count: sat_u32(slices),
-                    chunk,
-                    chunk_count: sat_u32(chunk_count),
-                    tensor_first: plan
-                        .placements
-                        .get(range.start)
-                        .map_or(0, |p| sat_u32(p.tensor)),
-                    tensor_count: sat_u32(range.len()),
-                };
-                let step = (|| -> Result<()> {
-                    let b = s % self.buffers.len();
-                    if in_use[b] {
-                        // SAFETY: our live event, recorded after the last copy out of buffer b.
-                        unsafe { t.event_synchronize(&site, self.events[b]) }?;
-                        in_use[b] = false;
-                    }
-                    let buffer = self.buffers[b] as usize;
-                    let len = to - from;
-                    shared.pack_slice(
-                        &stop.workers,
-                        threads,
-                        buffer,
-                        from,
-                        to,
-                        src,
-                        plan,
-                        &layout,
-                    )?;
-                    // SAFETY: destination `arena+from .. arena+to` lies in the arena; the source
-                    // is staging buffer b, which is not written again until `events[b]`
-                    // (recorded right after) has been synchronized.
-                    unsafe {
-                        t.memcpy_htod_async(
-                            &site,
-                            arena + from,
-                            buffer as *const u8,
-                            len as usize,
-                            stream,
-                        )
-                    }?;
-                    // SAFETY: live event and stream.
-                    unsafe { t.event_record(&site, self.events[b], stream) }?;
-                    in_use[b] = true;
-                    Ok(())
-                })();
-                step.map_err(|e| chunk_failed("slice", s, slices, e))?;
-                done_bytes += to - from;
-                progress(&Progress {
-                    unit: "slice",
-                    done: s as u32 + 1,
-                    count: slices as u32,
-                    bytes_done: done_bytes,
-                    bytes_total: layout.bytes,
-                });
-            }
-            let end = Site {
-                unit: "slice",
-                index: sat_u32(slices.saturating_sub(1)),
-                count: sat_u32(slices),
-                chunk: sat_u32(chunk_count.saturating_sub(1)),
-                chunk_count: sat_u32(chunk_count),
-                tensor_first: 0,
-                tensor_count: 0,
-            };
-            // SAFETY: our live stream.
-            unsafe { t.stream_synchronize(&end, stream) }
-                .map_err(|e| chunk_failed("slice", slices.saturating_sub(1), slices, e))
-        });
-        if let Err(e) = outcome {
-            let site = Site::plain("pinned rollback");
-            // SAFETY: our live stream; wait for copies into the arena before freeing it.
-            let _ = unsafe { t.stream_synchronize(&site, stream) };
-            let _ = free_all(t, &[allocation], &site);
-            return Err(e);
-        }
-        let mut views = Vec::with_capacity(plan.placements.len());
-        for (k, base) in layout.chunk_base.iter().enumerate() {
-            views_for(plan, k, arena + base, 0, &mut views);
-        }
-        Ok(Uploaded {
-            strategy: StrategyKind::Pinned,
-            allocations: vec![allocation],
-            views,
-            chunks: chunk_count,
-            bytes: plan.tensor_bytes,
-        })
-    }
 }

@@ -115,6 +115,8 @@ pub fn breadcrumb_call(kind: CallKind) -> Call {
         CallKind::MemPrefetchAsync => Call::CuMemPrefetchAsync,
         CallKind::MemHostAlloc => Call::CuMemHostAlloc,
         CallKind::MemFreeHost => Call::CuMemFreeHost,
+        CallKind::MemHostRegister => Call::CuMemHostRegister_v2,
+        CallKind::MemHostUnregister => Call::CuMemHostUnregister,
         CallKind::MemcpyHtoD => Call::CuMemcpyHtoD_v2,
         CallKind::MemcpyHtoDAsync => Call::CuMemcpyHtoDAsync_v2,
         CallKind::MemcpyDtoH => Call::CuMemcpyDtoH_v2,
@@ -124,6 +126,7 @@ pub fn breadcrumb_call(kind: CallKind) -> Call {
         CallKind::EventCreate => Call::CuEventCreate,
         CallKind::EventRecord => Call::CuEventRecord,
         CallKind::EventSynchronize => Call::CuEventSynchronize,
+        CallKind::EventQuery => Call::CuEventQuery,
         CallKind::EventDestroy => Call::CuEventDestroy_v2,
     }
 }
@@ -362,6 +365,34 @@ impl<'a> Traced<'a> {
     }
 
     /// # Safety
+    /// See [`Driver::host_register`].
+    pub unsafe fn host_register(&self, site: &Site, ptr: *mut u8, bytes: u64) -> Result<()> {
+        let a = CallArgs {
+            bytes,
+            ptr: ptr as u64,
+            ..CallArgs::default()
+        };
+        // SAFETY: forwarded caller contract.
+        self.around(CallKind::MemHostRegister, site, a, || unsafe {
+            self.driver.host_register(ptr, bytes)
+        })
+    }
+
+    /// # Safety
+    /// See [`Driver::host_unregister`].
+    pub unsafe fn host_unregister(&self, site: &Site, ptr: *mut u8, bytes: u64) -> Result<()> {
+        let a = CallArgs {
+            bytes,
+            ptr: ptr as u64,
+            ..CallArgs::default()
+        };
+        // SAFETY: forwarded caller contract.
+        self.around(CallKind::MemHostUnregister, site, a, || unsafe {
+            self.driver.host_unregister(ptr)
+        })
+    }
+
+    /// # Safety
     /// See [`Driver::memcpy_htod`].
     pub unsafe fn memcpy_htod(&self, site: &Site, dst: DevicePtr, src: &[u8]) -> Result<()> {
         let a = CallArgs {
@@ -475,6 +506,19 @@ impl<'a> Traced<'a> {
         // SAFETY: forwarded caller contract.
         self.around(CallKind::EventSynchronize, site, a, || unsafe {
             self.driver.event_synchronize(event)
+        })
+    }
+
+    /// # Safety
+    /// See [`Driver::event_query`].
+    pub unsafe fn event_query(&self, site: &Site, event: Event) -> Result<bool> {
+        let a = CallArgs {
+            ptr: event.0,
+            ..CallArgs::default()
+        };
+        // SAFETY: forwarded caller contract.
+        self.around(CallKind::EventQuery, site, a, || unsafe {
+            self.driver.event_query(event)
         })
     }
 

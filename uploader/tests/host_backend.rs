@@ -45,6 +45,9 @@ fn strategy(kind: StrategyKind) -> Strategy {
         buffer_bytes: 5_000,
         threads: 3,
         spin: false,
+        // Pieces that do not divide a buffer: the last piece of each slice is short.
+        piece_bytes: 1_500,
+        ..PinnedOptions::default()
     };
     s
 }
@@ -97,7 +100,8 @@ fn every_strategy_uploads_and_verifies() {
             }
             StrategyKind::Pinned => {
                 assert_eq!(d.calls(CallKind::MemAlloc), 1);
-                assert_eq!(d.calls(CallKind::MemHostAlloc), 2);
+                // One page-locked allocation holds every staging buffer.
+                assert_eq!(d.calls(CallKind::MemHostAlloc), 1);
                 assert!(d.calls(CallKind::EventSynchronize) > 10);
             }
         }
@@ -182,13 +186,17 @@ fn failure_at_chunk_k_frees_everything() {
             "slice",
             9,
         ),
+        // With 2 buffers: after each submission the oldest copy is queried (the host driver
+        // answers "not ready" to every other query) and waited for only when both buffers hold
+        // copies. That makes the 4th wait the one for slice 8 and the 3rd query slice 3's.
         (
             StrategyKind::Pinned,
             CallKind::EventSynchronize,
             4,
             "slice",
-            5,
+            7,
         ),
+        (StrategyKind::Pinned, CallKind::EventQuery, 3, "slice", 2),
         (StrategyKind::Pinned, CallKind::EventRecord, 1, "slice", 0),
     ];
     for &(kind, call, nth, unit, chunk) in cases {
@@ -221,14 +229,14 @@ fn pinned_setup_failure_releases_what_was_made() {
     let w = small_workload();
     let p = small_plan(&w);
     let d = HostDriver::default();
-    d.fail_on(CallKind::MemHostAlloc, 2, 2);
+    d.fail_on(CallKind::EventCreate, 2, 2);
     let t = Traced::open(&d, None, 0).unwrap();
     let err = upload(&t, &strategy(StrategyKind::Pinned), &w, &p, &mut |_| {}).unwrap_err();
     assert!(
         matches!(
             err,
             Error::Driver {
-                call: CallKind::MemHostAlloc,
+                call: CallKind::EventCreate,
                 ..
             }
         ),
@@ -459,4 +467,92 @@ fn pinned_verifies_with_spinning_and_sleeping_packers_and_odd_thread_counts() {
         up.free(&t).unwrap();
         assert_all_released(&d);
     }
+}
+
+/// Every pipeline shape uploads the right bytes: one buffer (no overlap at all) to many,
+/// pieces smaller than, equal to and larger than a buffer, plain and streaming stores,
+/// driver-allocated and registered staging. The host driver performs a copy only when it is
+/// waited for, so a buffer refilled too early shows up as wrong bytes.
+#[test]
+fn pinned_verifies_in_every_pipeline_shape() {
+    use uploader::pack::PackStore;
+    use uploader::strategy::StagingMemory;
+    let w = small_workload();
+    let p = small_plan(&w);
+    for buffers in [1, 2, 3, 7] {
+        for (buffer_bytes, piece_bytes) in [
+            (5_000, 64),
+            (5_000, 5_000),
+            (4096, 1 << 20),
+            (65_536, 4_000),
+        ] {
+            for store in [PackStore::Plain, PackStore::Streaming] {
+                for staging in [StagingMemory::HostAlloc, StagingMemory::Register] {
+                    let d = HostDriver::default();
+                    let t = Traced::open(&d, None, 0).unwrap();
+                    let mut s = strategy(StrategyKind::Pinned);
+                    s.pinned = PinnedOptions {
+                        buffers,
+                        buffer_bytes,
+                        piece_bytes,
+                        store,
+                        staging,
+                        threads: 3,
+                        spin: true,
+                    };
+                    let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+                    let stats = up.pinned.expect("pinned uploads report their phases");
+                    assert!(stats.staging_ns > 0 && stats.arena_ns > 0, "{stats:?}");
+                    verify(&t, &up, &w).unwrap_or_else(|e| panic!("{:?}: {e}", s.pinned));
+                    up.free(&t).unwrap();
+                    t.close().unwrap();
+                    assert_all_released(&d);
+                    let (alloc, register) = (
+                        d.calls(CallKind::MemHostAlloc),
+                        d.calls(CallKind::MemHostRegister),
+                    );
+                    match staging {
+                        StagingMemory::HostAlloc => assert_eq!((alloc, register), (1, 0)),
+                        StagingMemory::Register => {
+                            assert_eq!((alloc, register), (0, 1));
+                            assert_eq!(d.calls(CallKind::MemHostUnregister), 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn pinned_options_out_of_range_are_errors_not_panics() {
+    let w = small_workload();
+    let p = small_plan(&w);
+    let d = HostDriver::default();
+    let t = Traced::open(&d, None, 0).unwrap();
+    for bad in [
+        PinnedOptions {
+            buffers: 0,
+            ..PinnedOptions::default()
+        },
+        PinnedOptions {
+            piece_bytes: 0,
+            ..PinnedOptions::default()
+        },
+        PinnedOptions {
+            threads: 0,
+            ..PinnedOptions::default()
+        },
+        PinnedOptions {
+            buffer_bytes: 1 << 50,
+            ..PinnedOptions::default()
+        },
+    ] {
+        let mut s = strategy(StrategyKind::Pinned);
+        s.pinned = bad;
+        let err = upload(&t, &s, &w, &p, &mut |_| {}).unwrap_err();
+        assert!(matches!(err, Error::InvalidOptions(_)), "{bad:?}: {err:?}");
+    }
+    t.close().unwrap();
+    assert_all_released(&d);
 }

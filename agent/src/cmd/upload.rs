@@ -11,8 +11,11 @@ use serde::Serialize;
 use uploader::bench::{self, CompareReport, Measurement};
 use uploader::cuda::CudaDriver;
 use uploader::host::{HostConfig, HostDriver};
+use uploader::pack::PackStore;
 use uploader::plan::{plan, PlanOptions, Planned};
-use uploader::strategy::{upload, ManagedOptions, PinnedOptions, Progress, Strategy, StrategyKind};
+use uploader::strategy::{
+    upload, ManagedOptions, PinnedOptions, Progress, StagingMemory, Strategy, StrategyKind,
+};
 use uploader::verify::{verify, VerifyReport};
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{Driver, Traced};
@@ -54,6 +57,22 @@ pub enum PackWait {
     Spin,
     /// Sleep; the publisher wakes each thread per slice.
     Park,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StagingArg {
+    /// cuMemHostAlloc.
+    Hostalloc,
+    /// An anonymous mapping advised for huge pages, page-locked with cuMemHostRegister.
+    Register,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreArg {
+    /// memcpy.
+    Plain,
+    /// Non-temporal stores (x86_64; plain elsewhere): no read-for-ownership of staging lines.
+    Streaming,
 }
 
 fn parse_pinned(s: &str) -> Result<PinnedOptions, String> {
@@ -146,20 +165,31 @@ pub struct Args {
     /// Timed runs per contender in --compare (median reported, after one warm-up).
     #[arg(long, default_value_t = 5, value_name = "R")]
     pub repeat: usize,
-    /// pinned: staging buffers.
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub staging_buffers: usize,
-    /// pinned: bytes per staging buffer (one async copy each).
-    #[arg(long, default_value = "4MiB", value_parser = parse_bytes, value_name = "B")]
-    pub staging_bytes: u64,
-    /// pinned: packing threads, this one included (default: half the CPUs, at most 8).
+    /// pinned: staging buffers, a ring the packers fill while earlier ones are copied (default 8).
+    #[arg(long, value_name = "N")]
+    pub staging_buffers: Option<usize>,
+    /// pinned: bytes per staging buffer, one async copy each (default 2MiB).
+    #[arg(long, value_parser = parse_bytes, value_name = "B")]
+    pub staging_bytes: Option<u64>,
+    /// pinned: how staging memory is page-locked (default hostalloc).
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub staging_memory: Option<StagingArg>,
+    /// pinned: packing threads; the submitting thread does not pack (default: half the CPUs, at most 8).
     #[arg(long, value_name = "N")]
     pub pack_threads: Option<usize>,
-    /// pinned: idle packing threads spin (fast hand-off) or sleep between slices.
+    /// pinned: bytes a packing thread claims at a time (default 256KiB).
+    #[arg(long, value_parser = parse_bytes, value_name = "B")]
+    pub pack_piece: Option<u64>,
+    /// pinned: plain or non-temporal (streaming) stores into staging memory (default streaming).
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub pack_store: Option<StoreArg>,
+    /// pinned: idle packing threads spin (fast hand-off) or sleep.
     #[arg(long, value_enum, default_value_t = PackWait::Spin)]
     pub pack_wait: PackWait,
-    /// --compare: also time these pinned configurations, cold and with staging reused
-    /// (comma list of BUFFERSxBYTESxTHREADS[:spin|:park], e.g. 4x8MiBx8,4x16MiBx8:park).
+    /// --compare: also time these pinned configurations, cold and with staging reused, each run
+    /// paired with a ceiling copy (comma list of
+    /// BUFFERSxBYTESxTHREADS[:spin|:park][:plain|:streaming][:hostalloc|:register][:piece=BYTES],
+    /// e.g. 8x2MiBx8,4x4MiBx8:plain:register).
     #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
     pub sweep: Vec<PinnedOptions>,
     /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
@@ -254,6 +284,28 @@ fn map_err(e: uploader::Error) -> anyhow::Error {
     }
 }
 
+/// The pinned settings: each flag given, the library default otherwise.
+fn pinned_options(args: &Args) -> PinnedOptions {
+    let d = PinnedOptions::default();
+    PinnedOptions {
+        buffers: args.staging_buffers.unwrap_or(d.buffers),
+        buffer_bytes: args.staging_bytes.unwrap_or(d.buffer_bytes),
+        threads: args.pack_threads.unwrap_or(d.threads),
+        spin: args.pack_wait == PackWait::Spin,
+        piece_bytes: args.pack_piece.unwrap_or(d.piece_bytes),
+        store: match args.pack_store {
+            None => d.store,
+            Some(StoreArg::Plain) => PackStore::Plain,
+            Some(StoreArg::Streaming) => PackStore::Streaming,
+        },
+        staging: match args.staging_memory {
+            None => d.staging,
+            Some(StagingArg::Hostalloc) => StagingMemory::HostAlloc,
+            Some(StagingArg::Register) => StagingMemory::Register,
+        },
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.tensors + args.params == 0 {
         return Err(Failure::new(
@@ -272,25 +324,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .validate()
         .map_err(|e| Failure::new(ExitCode::USAGE, e.to_string()))?;
     let mut strategy = Strategy::new(args.strategy.into());
-    strategy.pinned = PinnedOptions {
-        buffers: args.staging_buffers,
-        buffer_bytes: args.staging_bytes,
-        threads: args
-            .pack_threads
-            .unwrap_or(PinnedOptions::default().threads),
-        spin: args.pack_wait == PackWait::Spin,
-    };
+    strategy.pinned = pinned_options(&args);
     strategy.managed = ManagedOptions {
         prefetch: !args.no_prefetch,
         ..ManagedOptions::default()
     };
-    if strategy.pinned.buffers == 0
-        || strategy.pinned.buffer_bytes == 0
-        || strategy.pinned.threads == 0
-    {
+    if strategy.pinned.validate().is_err() {
         return Err(Failure::new(
             ExitCode::USAGE,
-            "--staging-buffers, --staging-bytes and --pack-threads must be > 0",
+            "--staging-buffers (≤ 4096), --staging-bytes, --pack-threads and --pack-piece must be > 0",
         )
         .into());
     }
@@ -452,16 +494,10 @@ fn print_compare(r: &CompareReport, args: &Args) {
         r.backend,
         r.repeat
     );
+    println!("pinned: {}", pinned_options(args).describe());
     println!(
-        "pinned staging: {} buffers × {} B, {} packing threads",
-        args.staging_buffers,
-        args.staging_bytes,
-        args.pack_threads
-            .unwrap_or(PinnedOptions::default().threads)
-    );
-    println!(
-        "{:<32} {:>10} {:>8} {:>11} {:>11} {:>7}",
-        "contender", "median s", "GB/s", "of ceiling", "vs ztensor", "calls"
+        "{:<32} {:>10} {:>8} {:>11} {:>8} {:>11} {:>7}",
+        "contender", "median s", "GB/s", "of ceiling", "paired", "vs ztensor", "calls"
     );
     let ceiling = r.ceiling_pinned.gbps;
     let ztensor = r
@@ -469,16 +505,27 @@ fn print_compare(r: &CompareReport, args: &Args) {
         .iter()
         .find(|m| m.name == "ztensor")
         .map(|m| m.median_seconds);
+    let paired = |m: &Measurement| {
+        m.paired_of_ceiling
+            .map_or("".to_string(), |p| format!("{:.1}%", p * 100.0))
+    };
     let row = |m: &Measurement| {
         println!(
-            "{:<32} {:>10.4} {:>8.2} {:>10.1}% {:>10.2}x {:>7}",
+            "{:<32} {:>10.4} {:>8.2} {:>10.1}% {:>8} {:>10.2}x {:>7}",
             m.name,
             m.median_seconds,
             m.gbps,
             m.gbps / ceiling * 100.0,
+            paired(m),
             ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
             m.driver_calls
-        )
+        );
+        if let Some(b) = &m.pinned {
+            println!(
+                "{:<32} staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms, teardown {:.2} ms",
+                "", b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms, b.teardown_ms
+            );
+        }
     };
     row(&r.ceiling_pinned);
     if let Some(m) = &r.ceiling_pageable {
@@ -502,24 +549,25 @@ fn print_compare(r: &CompareReport, args: &Args) {
         );
     }
     if !r.sweep.is_empty() {
-        println!(
-            "pinned sweep (buffers x bytes x threads, wait): cold = staging allocated per upload"
-        );
+        println!("pinned sweep: cold = staging allocated per upload; paired = against a ceiling copy run just before");
         for row in &r.sweep {
-            let o = &row.options;
-            println!(
-                "  {}x{}MiBx{} {:<5} cold {:.4} s {:6.2} GB/s {:5.1}%   reused {:.4} s {:6.2} GB/s {:5.1}%",
-                o.buffers,
-                o.buffer_bytes >> 20,
-                o.threads,
-                if o.spin { "spin" } else { "park" },
-                row.cold.median_seconds,
-                row.cold.gbps,
-                row.cold.gbps / ceiling * 100.0,
-                row.reused.median_seconds,
-                row.reused.gbps,
-                row.reused.gbps / ceiling * 100.0
-            );
+            println!("  {}", row.options.describe());
+            for m in [&row.cold, &row.reused] {
+                println!(
+                    "    {:<24} {:.4} s {:6.2} GB/s {:5.1}% of ceiling, paired {}",
+                    m.name,
+                    m.median_seconds,
+                    m.gbps,
+                    m.gbps / ceiling * 100.0,
+                    paired(m)
+                );
+                if let Some(b) = &m.pinned {
+                    println!(
+                        "      staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms",
+                        b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms
+                    );
+                }
+            }
         }
     }
 }

@@ -1,0 +1,745 @@
+//! The `pinned` strategy's pipeline: packing threads fill a ring of pinned staging buffers
+//! while the submitting thread copies full buffers to the device asynchronously.
+//!
+//! - The arena: every chunk laid out (256-byte aligned) in one device allocation; the arena
+//!   image is cut into *slices* of one staging buffer each, and each slice into *pieces*.
+//! - Packing threads claim pieces from one atomic counter, in arena order, with no barrier per
+//!   slice: a thread that is descheduled delays only its own piece, and threads run ahead into
+//!   the next free buffers. A piece of slice `s` may be written once slice `s - buffers` was
+//!   copied out (`released`).
+//! - The submitting thread (the one whose context is current; it never packs) waits for a
+//!   slice's pieces, issues `cuMemcpyHtoDAsync` and `cuEventRecord`, then hands back every
+//!   buffer whose copy has finished (`cuEventQuery`), so packers run up to `buffers - 1` slices
+//!   ahead when packing is the bottleneck. Only when every buffer holds a submitted copy does it
+//!   block (`cuEventSynchronize` on the oldest): then copying is the bottleneck, and the copy
+//!   queue holds `buffers - 1` slices while the packers refill the released buffer.
+//! - Staging memory comes from `cuMemHostAlloc`, or from an anonymous mapping advised for
+//!   transparent huge pages and registered with `cuMemHostRegister` ([`StagingMemory`]).
+//!
+//! [`PinnedStats`] says where an upload's time went (staging, arena, waiting for packers,
+//! waiting for copies), so a slow run explains itself.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::driver::{Event, Stream};
+use crate::error::{Error, Result};
+use crate::pack::{self, PackStore};
+use crate::plan::Plan;
+use crate::strategy::Uploaded;
+use crate::strategy::{chunk_failed, free_all, views_for, Allocation, Progress, StrategyKind};
+use crate::trace::{sat_u32, Site, Traced};
+use crate::workload::TensorSource;
+
+/// Where pinned staging memory comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StagingMemory {
+    /// `cuMemHostAlloc`: the driver allocates and page-locks.
+    HostAlloc,
+    /// An anonymous mapping (2 MiB aligned, `MADV_HUGEPAGE`) page-locked with
+    /// `cuMemHostRegister`: fewer, larger pages to pin where transparent huge pages are on.
+    Register,
+}
+
+impl StagingMemory {
+    pub fn name(self) -> &'static str {
+        match self {
+            StagingMemory::HostAlloc => "hostalloc",
+            StagingMemory::Register => "register",
+        }
+    }
+}
+
+/// Settings of the `pinned` strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PinnedOptions {
+    /// Pinned staging buffers (≥ 2 to overlap packing with copying).
+    pub buffers: usize,
+    /// Bytes per staging buffer (one asynchronous copy each).
+    pub buffer_bytes: u64,
+    /// Packing threads (the submitting thread does not pack).
+    pub threads: usize,
+    /// Idle threads spin (true) or sleep (false). Spinning avoids a wake-up per hand-off (tens
+    /// of microseconds in a VM) at the cost of CPU while an upload runs.
+    pub spin: bool,
+    /// Bytes a packing thread claims at a time (rounded up to 64).
+    pub piece_bytes: u64,
+    /// Plain or non-temporal stores into staging memory.
+    pub store: PackStore,
+    /// How staging memory is allocated and page-locked.
+    pub staging: StagingMemory,
+}
+
+impl Default for PinnedOptions {
+    fn default() -> Self {
+        PinnedOptions {
+            buffers: 8,
+            buffer_bytes: 2 << 20,
+            // Half the CPUs, at most 8: the driver's own threads and the submitting thread
+            // need CPUs too.
+            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
+            spin: true,
+            piece_bytes: 256 << 10,
+            store: PackStore::Streaming,
+            staging: StagingMemory::HostAlloc,
+        }
+    }
+}
+
+impl PinnedOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.buffers == 0 || self.buffer_bytes == 0 || self.threads == 0 || self.piece_bytes == 0
+        {
+            return Err(Error::InvalidOptions(
+                "pinned: buffers, buffer size, threads and piece size must be > 0".into(),
+            ));
+        }
+        if self.buffer_bytes > 1 << 40 || self.buffers > 4096 {
+            return Err(Error::InvalidOptions(
+                "pinned: at most 4096 staging buffers of at most 1 TiB".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:piece=256KiB`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}x{}x{}:{}:{}:{}:piece={}",
+            self.buffers,
+            human_bytes(self.buffer_bytes),
+            self.threads,
+            if self.spin { "spin" } else { "park" },
+            self.store.name(),
+            self.staging.name(),
+            human_bytes(self.piece_bytes)
+        )
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    b.to_string()
+}
+
+/// Where one pinned upload's time went, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PinnedStats {
+    /// Allocating and page-locking staging memory (0 when the stager was reused).
+    pub staging_ns: u64,
+    /// The arena's `cuMemAlloc`.
+    pub arena_ns: u64,
+    /// The submitting thread waiting for packers (pack-bound time).
+    pub pack_wait_ns: u64,
+    /// The submitting thread waiting for copies to finish (copy-bound time).
+    pub copy_wait_ns: u64,
+    /// Staging teardown (0 when the stager was reused).
+    pub teardown_ns: u64,
+}
+
+/// Arena alignment of each chunk inside the pinned strategy's single device allocation.
+const CHUNK_ALIGN: u64 = 256;
+
+/// Transparent huge page size the registered mapping is aligned to.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Arena offsets of each placement (ascending: chunks are laid out in order).
+pub(crate) struct ArenaLayout {
+    pub(crate) chunk_base: Vec<u64>,
+    starts: Vec<u64>,
+    pub(crate) bytes: u64,
+}
+
+impl ArenaLayout {
+    pub(crate) fn new(plan: &Plan) -> ArenaLayout {
+        let mut chunk_base = Vec::with_capacity(plan.chunks.len());
+        let mut end = 0u64;
+        for c in &plan.chunks {
+            let base = end.div_ceil(CHUNK_ALIGN) * CHUNK_ALIGN;
+            chunk_base.push(base);
+            end = base + c.bytes;
+        }
+        let starts = plan
+            .placements
+            .iter()
+            .map(|p| chunk_base[p.chunk as usize] + p.offset)
+            .collect();
+        ArenaLayout {
+            chunk_base,
+            starts,
+            bytes: end,
+        }
+    }
+
+    /// Placements overlapping arena range `[from, to)`.
+    fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
+        let first = self.starts.partition_point(|&s| s < from);
+        // The tensor before `first` may straddle `from`.
+        let first = if first > 0 && self.starts[first - 1] + plan.placements[first - 1].bytes > from
+        {
+            first - 1
+        } else {
+            first
+        };
+        let last = self.starts.partition_point(|&s| s < to);
+        first..last.max(first)
+    }
+}
+
+/// Pinned staging memory: one allocation holding every buffer.
+#[derive(Debug)]
+struct Staging {
+    base: *mut u8,
+    /// Bytes allocated (and registered).
+    len: usize,
+    /// Distance between buffers (the buffer size rounded up to a page).
+    stride: usize,
+    memory: StagingMemory,
+}
+
+/// Pinned staging buffers, their events and the copy stream. Create once and reuse across
+/// uploads to keep page-locking out of the hot path; [`crate::strategy::upload`] makes a
+/// fresh one per call.
+#[derive(Debug)]
+pub struct PinnedStager {
+    options: PinnedOptions,
+    staging: Option<Staging>,
+    events: Vec<Event>,
+    stream: Option<Stream>,
+    /// Time `create` took (reported in the first upload's stats by `upload`).
+    created_ns: u64,
+}
+
+/// An anonymous private mapping of `len` bytes (a multiple of [`HUGE_PAGE`]) aligned to
+/// [`HUGE_PAGE`], advised for transparent huge pages.
+fn map_huge_aligned(len: usize) -> Result<*mut u8> {
+    let span = len
+        .checked_add(HUGE_PAGE)
+        .ok_or_else(|| Error::InvalidOptions("staging size overflows".into()))?;
+    // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(Error::Os {
+            what: "mmap of pinned staging memory",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    let raw = raw.cast::<u8>();
+    let lead = raw.align_offset(HUGE_PAGE);
+    let trail = span - lead - len;
+    // SAFETY: `raw..raw+span` is our mapping; we unmap its unaligned head and tail, keeping
+    // `raw+lead .. raw+lead+len` (page-aligned: mmap returns pages and HUGE_PAGE is a multiple).
+    unsafe {
+        if lead > 0 {
+            libc::munmap(raw.cast(), lead);
+        }
+        if trail > 0 {
+            libc::munmap(raw.add(lead + len).cast(), trail);
+        }
+    }
+    // SAFETY: inside the mapping just created (the kept part).
+    let base = unsafe { raw.add(lead) };
+    // Best effort: without transparent huge pages the registration still works, on 4 KiB pages.
+    // SAFETY: advice on our own mapping.
+    unsafe { libc::madvise(base.cast(), len, libc::MADV_HUGEPAGE) };
+    Ok(base)
+}
+
+impl PinnedStager {
+    /// Allocates the staging memory, one event per buffer and the copy stream.
+    pub fn create(t: &Traced, options: &PinnedOptions) -> Result<PinnedStager> {
+        options.validate()?;
+        let started = Instant::now();
+        let mut stager = PinnedStager {
+            options: *options,
+            staging: None,
+            events: Vec::new(),
+            stream: None,
+            created_ns: 0,
+        };
+        let site = Site::plain("pinned setup");
+        let made = (|| -> Result<()> {
+            stager.stream = Some(t.stream_create(&site)?);
+            let stride = usize::try_from(options.buffer_bytes)
+                .ok()
+                .and_then(|b| b.checked_next_multiple_of(4096))
+                .ok_or_else(|| Error::InvalidOptions("staging buffer too large".into()))?;
+            let total = stride
+                .checked_mul(options.buffers)
+                .ok_or_else(|| Error::InvalidOptions("staging memory too large".into()))?;
+            stager.staging = Some(match options.staging {
+                StagingMemory::HostAlloc => Staging {
+                    base: t.host_alloc_pinned(&site, total as u64)?,
+                    len: total,
+                    stride,
+                    memory: StagingMemory::HostAlloc,
+                },
+                StagingMemory::Register => {
+                    let len = total.next_multiple_of(HUGE_PAGE);
+                    let base = map_huge_aligned(len)?;
+                    // SAFETY: our own fresh mapping of `len` bytes, page-aligned, unmapped only
+                    // after unregistering (destroy).
+                    if let Err(e) = unsafe { t.host_register(&site, base, len as u64) } {
+                        // SAFETY: our mapping, never registered, nothing refers to it.
+                        unsafe { libc::munmap(base.cast(), len) };
+                        return Err(e);
+                    }
+                    Staging {
+                        base,
+                        len,
+                        stride,
+                        memory: StagingMemory::Register,
+                    }
+                }
+            });
+            for _ in 0..options.buffers {
+                stager.events.push(t.event_create(&site)?);
+            }
+            Ok(())
+        })();
+        match made {
+            Ok(()) => {
+                stager.created_ns = elapsed_ns(started);
+                Ok(stager)
+            }
+            Err(e) => {
+                let _ = stager.destroy(t);
+                Err(e)
+            }
+        }
+    }
+
+    /// Frees staging memory, events and stream (after waiting for the stream).
+    pub fn destroy(self, t: &Traced) -> Result<()> {
+        let site = Site::plain("pinned teardown");
+        let mut first_err: Option<Error> = None;
+        if let Some(stream) = self.stream {
+            // SAFETY: our live stream; synchronized before anything it uses is freed.
+            if let Err(e) = unsafe { t.stream_synchronize(&site, stream) } {
+                first_err.get_or_insert(e);
+            }
+        }
+        for &e in &self.events {
+            // SAFETY: our live events, destroyed once.
+            if let Err(err) = unsafe { t.event_destroy(&site, e) } {
+                first_err.get_or_insert(err);
+            }
+        }
+        if let Some(s) = &self.staging {
+            match s.memory {
+                StagingMemory::HostAlloc => {
+                    // SAFETY: our pinned allocation, freed once, no copy in flight (stream
+                    // synchronized above).
+                    if let Err(err) = unsafe { t.host_free_pinned(&site, s.base, s.len as u64) } {
+                        first_err.get_or_insert(err);
+                    }
+                }
+                StagingMemory::Register => {
+                    // SAFETY: registered once in `create`, no copy in flight.
+                    let unregistered = unsafe { t.host_unregister(&site, s.base, s.len as u64) };
+                    match unregistered {
+                        // SAFETY: our mapping, no longer registered; nothing refers to it.
+                        Ok(()) => unsafe {
+                            libc::munmap(s.base.cast(), s.len);
+                        },
+                        // Still registered as far as we know: leak the mapping rather than
+                        // unmap memory the driver may still have pinned.
+                        Err(err) => {
+                            first_err.get_or_insert(err);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(stream) = self.stream {
+            // SAFETY: our live stream, destroyed once.
+            if let Err(e) = unsafe { t.stream_destroy(&site, stream) } {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Nanoseconds `create` took.
+    pub fn created_ns(&self) -> u64 {
+        self.created_ns
+    }
+
+    /// Uploads `plan` into one device allocation through the staging buffers.
+    pub fn upload(
+        &self,
+        t: &Traced,
+        src: &dyn TensorSource,
+        plan: &Plan,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Uploaded> {
+        let (Some(stream), Some(staging)) = (self.stream, self.staging.as_ref()) else {
+            return Err(Error::InvalidOptions("pinned stager is not set up".into()));
+        };
+        let layout = ArenaLayout::new(plan);
+        let slice = self.options.buffer_bytes;
+        let slices = layout.bytes.div_ceil(slice);
+        let chunk_count = plan.chunks.len();
+        let mut stats = PinnedStats::default();
+        let arena_site = Site {
+            unit: "arena",
+            index: 0,
+            count: 0,
+            chunk: 0,
+            chunk_count: sat_u32(chunk_count),
+            tensor_first: plan.placements.first().map_or(0, |p| sat_u32(p.tensor)),
+            tensor_count: sat_u32(plan.placements.last().map_or(0, |p| p.tensor + 1)),
+        };
+        let started = Instant::now();
+        let arena = t.mem_alloc(&arena_site, layout.bytes.max(1))?;
+        stats.arena_ns = elapsed_ns(started);
+        let allocation = Allocation {
+            ptr: arena,
+            bytes: layout.bytes.max(1),
+            managed: false,
+        };
+
+        let piece = self
+            .options
+            .piece_bytes
+            .min(slice)
+            .next_multiple_of(64)
+            .min(slice.next_multiple_of(64));
+        let pipeline = Pipeline {
+            src,
+            plan,
+            layout: &layout,
+            store: self.options.store,
+            staging_base: staging.base as usize,
+            stride: staging.stride as u64,
+            buffers: self.options.buffers as u64,
+            slice,
+            piece,
+            pieces_per_slice: slice.div_ceil(piece),
+            next_piece: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            filled: (0..slices).map(|_| AtomicU32::new(0)).collect(),
+            stop: AtomicBool::new(false),
+            error: Mutex::new(None),
+            park: !self.options.spin,
+            submitter: std::thread::current(),
+        };
+        let site_of = |s: u64| -> Site {
+            let from = s * slice;
+            let to = (from + slice).min(layout.bytes);
+            let range = layout.overlapping(plan, from, to);
+            Site {
+                unit: "slice",
+                index: sat_u32(s as usize),
+                count: sat_u32(slices as usize),
+                chunk: plan.placements.get(range.start).map_or(0, |p| p.chunk),
+                chunk_count: sat_u32(chunk_count),
+                tensor_first: plan
+                    .placements
+                    .get(range.start)
+                    .map_or(0, |p| sat_u32(p.tensor)),
+                tensor_count: sat_u32(range.len()),
+            }
+        };
+
+        let outcome = std::thread::scope(|scope| -> Result<()> {
+            let mut stop = StopOnDrop {
+                stop: &pipeline.stop,
+                workers: Vec::with_capacity(self.options.threads),
+            };
+            for _ in 0..self.options.threads {
+                let pipeline = &pipeline;
+                let handle = scope.spawn(move || pipeline.worker());
+                stop.workers.push(handle.thread().clone());
+            }
+            let mut in_flight = std::collections::VecDeque::with_capacity(self.options.buffers);
+            let mut done_bytes = 0;
+            for s in 0..slices {
+                let from = s * slice;
+                let to = (from + slice).min(layout.bytes);
+                let waited = Instant::now();
+                pipeline.wait_filled(s)?;
+                stats.pack_wait_ns += elapsed_ns(waited);
+                let site = site_of(s);
+                let buffer = pipeline.buffer(s);
+                let step = (|| -> Result<()> {
+                    let b = (s % pipeline.buffers) as usize;
+                    // SAFETY: destination `arena+from .. arena+to` lies in the arena; the source
+                    // is staging buffer b, fully packed (every piece published), and not
+                    // written again until `events[b]` (recorded right after) was waited for.
+                    unsafe {
+                        t.memcpy_htod_async(
+                            &site,
+                            arena + from,
+                            buffer as *const u8,
+                            (to - from) as usize,
+                            stream,
+                        )
+                    }?;
+                    // SAFETY: live event and stream.
+                    unsafe { t.event_record(&site, self.events[b], stream) }
+                })();
+                step.map_err(|e| chunk_failed("slice", s as usize, slices as usize, e))?;
+                in_flight.push_back(s);
+                // Hand back every buffer whose copy has finished, so packers can run ahead;
+                // block only when every buffer holds a submitted copy.
+                while let Some(&oldest) = in_flight.front() {
+                    let b = (oldest % pipeline.buffers) as usize;
+                    let oldest_site = site_of(oldest);
+                    let failed = |e| chunk_failed("slice", oldest as usize, slices as usize, e);
+                    if in_flight.len() == self.options.buffers {
+                        let waited = Instant::now();
+                        // SAFETY: our live event, recorded after the copy out of buffer b.
+                        unsafe { t.event_synchronize(&oldest_site, self.events[b]) }
+                            .map_err(failed)?;
+                        stats.copy_wait_ns += elapsed_ns(waited);
+                    } else {
+                        // SAFETY: as above.
+                        let done = unsafe { t.event_query(&oldest_site, self.events[b]) }
+                            .map_err(failed)?;
+                        if !done {
+                            break;
+                        }
+                    }
+                    in_flight.pop_front();
+                    pipeline.release(oldest + 1, &stop.workers);
+                }
+                done_bytes += to - from;
+                progress(&Progress {
+                    unit: "slice",
+                    done: sat_u32(s as usize + 1),
+                    count: sat_u32(slices as usize),
+                    bytes_done: done_bytes,
+                    bytes_total: layout.bytes,
+                });
+            }
+            let last = slices.saturating_sub(1);
+            let waited = Instant::now();
+            // SAFETY: our live stream.
+            unsafe { t.stream_synchronize(&site_of(last), stream) }
+                .map_err(|e| chunk_failed("slice", last as usize, slices as usize, e))?;
+            stats.copy_wait_ns += elapsed_ns(waited);
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            let site = Site::plain("pinned rollback");
+            // SAFETY: our live stream; wait for copies into the arena before freeing it.
+            let _ = unsafe { t.stream_synchronize(&site, stream) };
+            let _ = free_all(t, &[allocation], &site);
+            return Err(e);
+        }
+        let mut views = Vec::with_capacity(plan.placements.len());
+        for (k, base) in layout.chunk_base.iter().enumerate() {
+            views_for(plan, k, arena + base, 0, &mut views);
+        }
+        Ok(Uploaded {
+            strategy: StrategyKind::Pinned,
+            allocations: vec![allocation],
+            views,
+            chunks: chunk_count,
+            bytes: plan.tensor_bytes,
+            pinned: Some(stats),
+        })
+    }
+}
+
+pub(crate) fn elapsed_ns(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One upload's shared packing state.
+struct Pipeline<'a> {
+    src: &'a dyn TensorSource,
+    plan: &'a Plan,
+    layout: &'a ArenaLayout,
+    store: PackStore,
+    staging_base: usize,
+    stride: u64,
+    buffers: u64,
+    slice: u64,
+    piece: u64,
+    pieces_per_slice: u64,
+    /// Next piece to claim (slice = piece / pieces_per_slice).
+    next_piece: AtomicU64,
+    /// Slices `0..released` were copied out: slice `s` may be packed iff `s < released + buffers`.
+    released: AtomicU64,
+    /// Pieces packed, per slice.
+    filled: Vec<AtomicU32>,
+    stop: AtomicBool,
+    /// The first packing error and its slice.
+    error: Mutex<Option<(u64, Error)>>,
+    park: bool,
+    submitter: std::thread::Thread,
+}
+
+/// Sets the stop flag and wakes every worker when dropped (also on an early return or
+/// unwinding), so the scope's join never waits on a sleeping or blocked worker.
+struct StopOnDrop<'a> {
+    stop: &'a AtomicBool,
+    workers: Vec<std::thread::Thread>,
+}
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for w in &self.workers {
+            w.unpark();
+        }
+    }
+}
+
+impl Pipeline<'_> {
+    fn buffer(&self, slice: u64) -> usize {
+        self.staging_base + ((slice % self.buffers) * self.stride) as usize
+    }
+
+    fn idle(&self, spins: &mut u32) {
+        *spins = spins.saturating_add(1);
+        let limit = if self.park { 256 } else { 4096 };
+        if *spins < limit {
+            std::hint::spin_loop();
+        } else if self.park {
+            // Spurious or early returns are fine: every caller re-checks its condition.
+            std::thread::park_timeout(std::time::Duration::from_millis(10));
+        } else {
+            std::thread::yield_now();
+        }
+    }
+
+    fn fail(&self, slice: u64, e: Error) {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert((slice, e));
+        self.stop.store(true, Ordering::Release);
+        self.submitter.unpark();
+    }
+
+    /// Packing thread: claim pieces in order until none are left or the upload stops.
+    fn worker(&self) {
+        let total = self.filled.len() as u64 * self.pieces_per_slice;
+        loop {
+            let k = self.next_piece.fetch_add(1, Ordering::Relaxed);
+            if k >= total {
+                return;
+            }
+            let s = k / self.pieces_per_slice;
+            let mut spins = 0u32;
+            while s >= self.released.load(Ordering::Acquire) + self.buffers {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                self.idle(&mut spins);
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let from = s * self.slice + (k % self.pieces_per_slice) * self.piece;
+            let to = (from + self.piece)
+                .min((s + 1) * self.slice)
+                .min(self.layout.bytes);
+            if from < to {
+                let dst = self.buffer(s) + (from - s * self.slice) as usize;
+                let packed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.pack(dst, from, to)
+                }))
+                .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
+                if let Err(e) = packed {
+                    self.fail(s, e);
+                    return;
+                }
+                pack::publish_fence(self.store);
+            }
+            // Release: the piece's bytes are visible to the submitter that sees the count.
+            let n = self.filled[s as usize].fetch_add(1, Ordering::Release) + 1;
+            if self.park && u64::from(n) == self.pieces_per_slice {
+                self.submitter.unpark();
+            }
+        }
+    }
+
+    /// Copies arena bytes `[from, to)` of the tensors to staging address `dst`.
+    fn pack(&self, dst: usize, from: u64, to: u64) -> Result<()> {
+        for i in self.layout.overlapping(self.plan, from, to) {
+            let p = &self.plan.placements[i];
+            let bytes = self.src.bytes(p.tensor);
+            if bytes.len() as u64 != p.bytes {
+                return Err(Error::InvalidOptions(format!(
+                    "tensor {} has {} bytes of host data, planned {}",
+                    p.tensor,
+                    bytes.len(),
+                    p.bytes
+                )));
+            }
+            let start = self.layout.starts[i];
+            let lo = start.max(from);
+            let hi = (start + p.bytes).min(to);
+            if lo >= hi {
+                continue;
+            }
+            let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
+            // SAFETY: `dst` addresses arena offset `from` inside a live staging buffer that
+            // holds the whole slice; `lo..hi` lies in `from..to`, inside that slice, so the
+            // write stays inside the buffer. Pieces are disjoint, and the buffer's previous
+            // copy completed (its event was waited for before `released` passed this slice),
+            // so nothing else reads or writes these bytes meanwhile.
+            unsafe {
+                pack::copy(
+                    self.store,
+                    piece.as_ptr(),
+                    (dst + (lo - from) as usize) as *mut u8,
+                    piece.len(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed.
+    fn wait_filled(&self, slice: u64) -> Result<()> {
+        let mut spins = 0u32;
+        loop {
+            // Acquire: pairs with the packers' release, so their bytes are visible.
+            if u64::from(self.filled[slice as usize].load(Ordering::Acquire))
+                == self.pieces_per_slice
+            {
+                return Ok(());
+            }
+            if self.stop.load(Ordering::Acquire) {
+                let failed = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+                return Err(match failed {
+                    Some((s, e)) => chunk_failed("slice", s as usize, self.filled.len(), e),
+                    None => Error::Worker("packing stopped".into()),
+                });
+            }
+            self.idle(&mut spins);
+        }
+    }
+
+    /// Submitter: slices below `upto` were copied out; their buffers may be refilled.
+    fn release(&self, upto: u64, workers: &[std::thread::Thread]) {
+        self.released.store(upto, Ordering::Release);
+        if self.park {
+            for w in workers {
+                w.unpark();
+            }
+        }
+    }
+}
