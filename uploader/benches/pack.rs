@@ -109,8 +109,8 @@ fn main() {
     let per_tensor: Vec<&[u8]> = per_tensor.iter().map(|v| v.as_slice()).collect();
     let one_mapping = mapping(tensors * TENSOR, true);
     let one_mapping: Vec<&[u8]> = one_mapping.chunks(TENSOR).collect();
-    let mut ring_4k = mapping(RING, false);
-    let mut ring_huge = mapping(RING, true);
+    let ring_4k = mapping(RING, false);
+    let ring_huge = mapping(RING, true);
 
     let mut baseline = None;
     println!(
@@ -129,7 +129,7 @@ fn main() {
     ] {
         for store in [PackStore::Plain, PackStore::Streaming] {
             for (ring_name, huge) in [("4 KiB", false), ("huge", true)] {
-                let ring: &mut [u8] = if huge { &mut ring_huge } else { &mut ring_4k };
+                let ring: &mut [u8] = if huge { ring_huge } else { ring_4k };
                 let mut line = format!("{source_name:<28} {:<10} {ring_name:<10}", store.name());
                 for &t in &threads {
                     let gbps = median(
