@@ -573,13 +573,12 @@ fn compare_with(
             }
             log(&format!("ring on/off: {name}"));
             let reuse = name.ends_with("reused");
-            let (stager_off, stager_on) = if reuse {
-                (
-                    Some(PinnedStager::create(t, &pinned.pinned)?),
-                    Some(PinnedStager::create(&on_t, &pinned.pinned)?),
-                )
+            // One stager for both sides: the same pinned buffers, so placement of the staging
+            // memory cannot masquerade as the cost of the ring.
+            let stager = if reuse {
+                Some(PinnedStager::create(t, &pinned.pinned)?)
             } else {
-                (None, None)
+                None
             };
             let s = Strategy {
                 kind: if name == "ztensor" {
@@ -605,10 +604,16 @@ fn compare_with(
             let measured = (|| -> Result<RingCost> {
                 let (mut off, mut on) = (Vec::new(), Vec::new());
                 let (mut off_calls, mut on_calls) = (0, 0);
-                // Interleave so drift affects both sides alike; the first pair warms up.
+                // Interleave so drift affects both sides alike, alternating which side goes
+                // first; the first pair warms up.
                 for i in 0..=repeat {
-                    let a = once(t, stager_off.as_ref())?;
-                    let b = once(&on_t, stager_on.as_ref())?;
+                    let (a, b) = if i % 2 == 0 {
+                        let a = once(t, stager.as_ref())?;
+                        (a, once(&on_t, stager.as_ref())?)
+                    } else {
+                        let b = once(&on_t, stager.as_ref())?;
+                        (once(t, stager.as_ref())?, b)
+                    };
                     if i > 0 {
                         off.push(a.0);
                         on.push(b.0);
@@ -629,11 +634,8 @@ fn compare_with(
                     paired_overhead,
                 })
             })();
-            if let Some(st) = stager_off {
+            if let Some(st) = stager {
                 st.destroy(t)?;
-            }
-            if let Some(st) = stager_on {
-                st.destroy(&on_t)?;
             }
             ring_costs.push(measured?);
         }
