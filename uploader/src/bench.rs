@@ -22,13 +22,18 @@ use crate::trace::{Site, Traced};
 use crate::workload::TensorSource;
 
 /// Median milliseconds of where a pinned upload's time went (see [`PinnedStats`]).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PinnedBreakdown {
     pub staging_ms: f64,
     pub arena_ms: f64,
     pub pack_wait_ms: f64,
     pub copy_wait_ms: f64,
     pub teardown_ms: f64,
+    /// Which store the runs packed with, e.g. "plain ×10, streaming ×1" (`Auto` decides per run).
+    pub stores: String,
+    /// `Auto`: median per-thread packing speed of the calibration pieces, MB/s (0 if none).
+    pub calibration_plain_mbps: f64,
+    pub calibration_streaming_mbps: f64,
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -45,16 +50,27 @@ impl PinnedBreakdown {
         if stats.is_empty() {
             return None;
         }
-        let ms = |f: fn(&PinnedStats) -> u64| {
-            let mut v: Vec<f64> = stats.iter().map(|s| f(s) as f64 / 1e6).collect();
+        let med = |f: fn(&PinnedStats) -> u64| {
+            let mut v: Vec<f64> = stats.iter().map(|s| f(s) as f64).collect();
             median(&mut v)
         };
+        let ms = |f: fn(&PinnedStats) -> u64| med(f) / 1e6;
+        let mut stores = Vec::new();
+        for store in [PackStore::Plain, PackStore::Streaming, PackStore::Auto] {
+            let n = stats.iter().filter(|s| s.store == store).count();
+            if n > 0 {
+                stores.push(format!("{} ×{n}", store.name()));
+            }
+        }
         Some(PinnedBreakdown {
             staging_ms: ms(|s| s.staging_ns),
             arena_ms: ms(|s| s.arena_ns),
             pack_wait_ms: ms(|s| s.pack_wait_ns),
             copy_wait_ms: ms(|s| s.copy_wait_ns),
             teardown_ms: ms(|s| s.teardown_ns),
+            stores: stores.join(", "),
+            calibration_plain_mbps: med(|s| s.calibration_plain_mbps),
+            calibration_streaming_mbps: med(|s| s.calibration_streaming_mbps),
         })
     }
 }
@@ -69,9 +85,6 @@ pub struct Measurement {
     pub gbps: f64,
     /// Driver calls per run.
     pub driver_calls: u64,
-    /// With runs interleaved with ceiling copies: the median over runs of
-    /// ceiling_i / run_i (each pair back to back, so drift in the machine cancels).
-    pub paired_of_ceiling: Option<f64>,
     /// Pinned uploads: median time per phase.
     pub pinned: Option<PinnedBreakdown>,
 }
@@ -92,7 +105,6 @@ impl Measurement {
             median_seconds: median,
             gbps: bytes as f64 / median / 1e9,
             driver_calls,
-            paired_of_ceiling: None,
             pinned: None,
         }
     }
@@ -224,22 +236,18 @@ pub fn ceiling_pageable(t: &Traced, bytes: u64, repeat: usize) -> Result<Measure
     timed
 }
 
-/// Times `repeat` uploads (after one warm-up), freeing after each; with `ceiling`, each run
-/// is preceded by one ceiling copy and the paired ratio is reported.
+/// Times `repeat` uploads (after one warm-up), freeing after each.
 fn time_runs(
     t: &Traced,
     name: &str,
     plan: &Plan,
     repeat: usize,
-    ceiling: Option<&CeilingCopy>,
     run: &mut dyn FnMut() -> Result<crate::strategy::Uploaded>,
 ) -> Result<Measurement> {
     let mut seconds = Vec::with_capacity(repeat);
-    let mut ratios = Vec::with_capacity(repeat);
     let mut stats = Vec::with_capacity(repeat);
     let mut calls = 0;
     for i in 0..=repeat {
-        let reference = ceiling.map(|c| c.once(t)).transpose()?;
         let before = t.calls();
         let start = Instant::now();
         let uploaded = run()?;
@@ -247,17 +255,11 @@ fn time_runs(
         if i > 0 {
             seconds.push(elapsed);
             calls = t.calls() - before;
-            if let Some(r) = reference {
-                ratios.push(r / elapsed);
-            }
             stats.extend(uploaded.pinned);
         }
         uploaded.free(t)?;
     }
     let mut m = Measurement::new(name, plan.tensor_bytes, seconds, calls);
-    if !ratios.is_empty() {
-        m.paired_of_ceiling = Some(median(&mut ratios));
-    }
     m.pinned = PinnedBreakdown::of(&stats);
     Ok(m)
 }
@@ -270,9 +272,8 @@ pub fn time_strategy(
     plan: &Plan,
     repeat: usize,
     name: &str,
-    ceiling: Option<&CeilingCopy>,
 ) -> Result<Measurement> {
-    time_runs(t, name, plan, repeat, ceiling, &mut || {
+    time_runs(t, name, plan, repeat, &mut || {
         upload(t, strategy, src, plan, &mut |_| {})
     })
 }
@@ -284,17 +285,11 @@ pub fn time_pinned_reused(
     src: &dyn TensorSource,
     plan: &Plan,
     repeat: usize,
-    ceiling: Option<&CeilingCopy>,
 ) -> Result<Measurement> {
     let stager = PinnedStager::create(t, &strategy.pinned)?;
-    let run = time_runs(
-        t,
-        "pinned, staging reused",
-        plan,
-        repeat,
-        ceiling,
-        &mut || stager.upload(t, src, plan, &mut |_| {}),
-    );
+    let run = time_runs(t, "pinned, staging reused", plan, repeat, &mut || {
+        stager.upload(t, src, plan, &mut |_| {})
+    });
     let destroyed = stager.destroy(t);
     let m = run?;
     destroyed?;
@@ -375,8 +370,6 @@ pub struct CompareReport {
 pub struct Ratio {
     pub name: String,
     pub of_pinned_ceiling: f64,
-    /// Median of per-run ratios against a ceiling copy run just before (pinned contenders).
-    pub paired_of_ceiling: Option<f64>,
     pub speedup_over_ztensor: f64,
 }
 
@@ -405,7 +398,8 @@ fn parse_size(text: &str) -> Option<u64> {
 }
 
 /// The pinned configuration syntax, for messages and `--help`.
-pub const PINNED_CONFIG_SYNTAX: &str = "BUFFERSxBYTESxTHREADS[:spin|:park][:plain|:streaming]\
+pub const PINNED_CONFIG_SYNTAX: &str =
+    "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
      [:hostalloc|:register][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
@@ -434,6 +428,7 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "park" => options.spin = false,
             "plain" => options.store = PackStore::Plain,
             "streaming" | "nt" => options.store = PackStore::Streaming,
+            "auto" => options.store = PackStore::Auto,
             "hostalloc" => options.staging = StagingMemory::HostAlloc,
             "register" => options.staging = StagingMemory::Register,
             other => match other.strip_prefix("piece=") {
@@ -509,9 +504,7 @@ fn compare_with(
         }
         log(kind.name());
         let s = Strategy { kind, ..*strategy };
-        // Pinned runs are paired with ceiling copies (a drift-free ratio).
-        let paired = (kind == StrategyKind::Pinned).then_some(ceiling);
-        match time_strategy(t, &s, src, plan, repeat, kind.name(), paired) {
+        match time_strategy(t, &s, src, plan, repeat, kind.name()) {
             Ok(m) => strategies.push(m),
             Err(e @ (Error::Unsupported(_) | Error::InsufficientMemory { .. })) => {
                 skipped.push(Skipped {
@@ -533,7 +526,6 @@ fn compare_with(
             src,
             plan,
             repeat,
-            Some(ceiling),
         )?);
     }
 
@@ -546,7 +538,6 @@ fn compare_with(
         .map(|m| Ratio {
             name: m.name.clone(),
             of_pinned_ceiling: m.gbps / ceiling_pinned.gbps,
-            paired_of_ceiling: m.paired_of_ceiling,
             speedup_over_ztensor: ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
         })
         .collect();
@@ -648,8 +639,8 @@ fn compare_with(
             pinned: *config,
             ..*strategy
         };
-        let cold = time_strategy(t, &s, src, plan, repeat, "pinned", Some(ceiling))?;
-        let reused = time_pinned_reused(t, &s, src, plan, repeat, Some(ceiling))?;
+        let cold = time_strategy(t, &s, src, plan, repeat, "pinned")?;
+        let reused = time_pinned_reused(t, &s, src, plan, repeat)?;
         sweep.push(SweepRow {
             options: *config,
             cold,

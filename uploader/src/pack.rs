@@ -6,8 +6,10 @@
 //! cache (read-for-ownership) and later write it back, so packing moves 3 bytes of memory
 //! traffic per byte packed; streaming stores move 2. While the copy engine itself reads host
 //! memory at ~55 GB/s, that difference is memory bandwidth the pipeline needs. Whether it wins
-//! on a given host (a cache-resident staging ring can also win) is measured, not assumed:
-//! `upload --compare --sweep` times both.
+//! on a given host is measured, not assumed, and it differs between hosts of one type: on one
+//! H200 VM streaming stores packed twice as fast as plain ones, on another plain stores into a
+//! 16 MiB ring that stays in the 300 MiB L3 cache were 1.5× faster (BENCHMARKS.md). Hence
+//! [`PackStore::Auto`], which the pipeline resolves per upload by timing both.
 
 use serde::Serialize;
 
@@ -20,6 +22,10 @@ pub enum PackStore {
     /// Non-temporal 16-byte stores on x86_64 (SSE2, part of the x86_64 baseline, so no runtime
     /// detection is needed); elsewhere the same as `Plain`.
     Streaming,
+    /// Measure both at the start of each upload and use the faster: the pipeline packs pieces
+    /// alternately plain and streaming until it has enough samples of each. (`copy` itself
+    /// treats it as `Plain`.)
+    Auto,
 }
 
 impl PackStore {
@@ -27,6 +33,7 @@ impl PackStore {
         match self {
             PackStore::Plain => "plain",
             PackStore::Streaming => "streaming",
+            PackStore::Auto => "auto",
         }
     }
 }
@@ -37,7 +44,10 @@ impl std::str::FromStr for PackStore {
         match s {
             "plain" => Ok(PackStore::Plain),
             "streaming" | "nt" => Ok(PackStore::Streaming),
-            other => Err(format!("unknown pack store {other:?} (plain, streaming)")),
+            "auto" => Ok(PackStore::Auto),
+            other => Err(format!(
+                "unknown pack store {other:?} (auto, plain, streaming)"
+            )),
         }
     }
 }
@@ -114,7 +124,7 @@ mod tests {
     #[test]
     fn every_alignment_and_length_copies_exactly() {
         let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
-        for store in [PackStore::Plain, PackStore::Streaming] {
+        for store in [PackStore::Plain, PackStore::Streaming, PackStore::Auto] {
             for src_off in [0usize, 1, 15, 16, 63] {
                 for dst_off in [0usize, 1, 8, 31, 64] {
                     for len in [0usize, 1, 63, 64, 255, 256, 257, 1000, 3000] {
@@ -149,6 +159,7 @@ mod tests {
     fn names_parse() {
         assert_eq!("plain".parse::<PackStore>(), Ok(PackStore::Plain));
         assert_eq!("nt".parse::<PackStore>(), Ok(PackStore::Streaming));
+        assert_eq!("auto".parse::<PackStore>(), Ok(PackStore::Auto));
         assert!("fast".parse::<PackStore>().is_err());
     }
 }

@@ -19,7 +19,7 @@
 //! [`PinnedStats`] says where an upload's time went (staging, arena, waiting for packers,
 //! waiting for copies), so a slow run explains itself.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -68,7 +68,7 @@ pub struct PinnedOptions {
     pub spin: bool,
     /// Bytes a packing thread claims at a time (rounded up to 64).
     pub piece_bytes: u64,
-    /// Plain or non-temporal stores into staging memory.
+    /// Plain or non-temporal stores into staging memory, or `Auto`: time both per upload.
     pub store: PackStore,
     /// How staging memory is allocated and page-locked.
     pub staging: StagingMemory,
@@ -84,8 +84,8 @@ impl Default for PinnedOptions {
             threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
             spin: true,
             piece_bytes: 256 << 10,
-            store: PackStore::Streaming,
-            staging: StagingMemory::HostAlloc,
+            store: PackStore::Auto,
+            staging: StagingMemory::Register,
         }
     }
 }
@@ -131,7 +131,7 @@ fn human_bytes(b: u64) -> String {
 }
 
 /// Where one pinned upload's time went, in nanoseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PinnedStats {
     /// Allocating and page-locking staging memory (0 when the stager was reused).
     pub staging_ns: u64,
@@ -143,6 +143,12 @@ pub struct PinnedStats {
     pub copy_wait_ns: u64,
     /// Staging teardown (0 when the stager was reused).
     pub teardown_ns: u64,
+    /// The store most pieces were packed with (`Auto` resolved; `Auto` only if the upload was
+    /// too small to decide).
+    pub store: PackStore,
+    /// `Auto`: median per-thread packing speed of the calibration pieces, MB/s (0 if none).
+    pub calibration_plain_mbps: u64,
+    pub calibration_streaming_mbps: u64,
 }
 
 /// Arena alignment of each chunk inside the pinned strategy's single device allocation.
@@ -397,7 +403,16 @@ impl PinnedStager {
         let slice = self.options.buffer_bytes;
         let slices = layout.bytes.div_ceil(slice);
         let chunk_count = plan.chunks.len();
-        let mut stats = PinnedStats::default();
+        let mut stats = PinnedStats {
+            staging_ns: 0,
+            arena_ns: 0,
+            pack_wait_ns: 0,
+            copy_wait_ns: 0,
+            teardown_ns: 0,
+            store: self.options.store,
+            calibration_plain_mbps: 0,
+            calibration_streaming_mbps: 0,
+        };
         let arena_site = Site {
             unit: "arena",
             index: 0,
@@ -426,7 +441,6 @@ impl PinnedStager {
             src,
             plan,
             layout: &layout,
-            store: self.options.store,
             staging_base: staging.base as usize,
             stride: staging.stride as u64,
             buffers: self.options.buffers as u64,
@@ -438,6 +452,12 @@ impl PinnedStager {
             filled: (0..slices).map(|_| AtomicU32::new(0)).collect(),
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
+            decided: AtomicU8::new(match self.options.store {
+                PackStore::Plain => DECIDED_PLAIN,
+                PackStore::Streaming => DECIDED_STREAMING,
+                PackStore::Auto => UNDECIDED,
+            }),
+            calibration: Mutex::new(Calibration::default()),
             park: !self.options.spin,
             submitter: std::thread::current(),
         };
@@ -538,6 +558,15 @@ impl PinnedStager {
             stats.copy_wait_ns += elapsed_ns(waited);
             Ok(())
         });
+        stats.store = pipeline.store_used();
+        {
+            let c = pipeline
+                .calibration
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            stats.calibration_plain_mbps = Calibration::median_mbps(&c.plain);
+            stats.calibration_streaming_mbps = Calibration::median_mbps(&c.streaming);
+        }
         if let Err(e) = outcome {
             let site = Site::plain("pinned rollback");
             // SAFETY: our live stream; wait for copies into the arena before freeing it.
@@ -569,7 +598,6 @@ struct Pipeline<'a> {
     src: &'a dyn TensorSource,
     plan: &'a Plan,
     layout: &'a ArenaLayout,
-    store: PackStore,
     staging_base: usize,
     stride: u64,
     buffers: u64,
@@ -585,8 +613,51 @@ struct Pipeline<'a> {
     stop: AtomicBool,
     /// The first packing error and its slice.
     error: Mutex<Option<(u64, Error)>>,
+    /// The store in use: [`UNDECIDED`] while `Auto` calibrates.
+    decided: AtomicU8,
+    calibration: Mutex<Calibration>,
     park: bool,
     submitter: std::thread::Thread,
+}
+
+const UNDECIDED: u8 = 0;
+const DECIDED_PLAIN: u8 = 1;
+const DECIDED_STREAMING: u8 = 2;
+
+/// Calibration samples of `PackStore::Auto` per side before deciding.
+const CALIBRATION_SAMPLES: usize = 16;
+
+/// `PackStore::Auto`'s samples: nanoseconds per byte of whole calibration pieces, per store.
+/// Medians, not sums, decide: one descheduled thread must not flip the choice.
+#[derive(Default)]
+struct Calibration {
+    plain: Vec<f64>,
+    streaming: Vec<f64>,
+}
+
+impl Calibration {
+    fn median(samples: &[f64]) -> Option<f64> {
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    }
+
+    fn median_mbps(samples: &[f64]) -> u64 {
+        Self::median(samples).map_or(0, |ns_per_byte| (1e3 / ns_per_byte) as u64)
+    }
+
+    /// The faster store once both sides have enough samples.
+    fn decision(&self) -> Option<u8> {
+        if self.plain.len() < CALIBRATION_SAMPLES || self.streaming.len() < CALIBRATION_SAMPLES {
+            return None;
+        }
+        let (plain, streaming) = (Self::median(&self.plain)?, Self::median(&self.streaming)?);
+        Some(if streaming < plain {
+            DECIDED_STREAMING
+        } else {
+            DECIDED_PLAIN
+        })
+    }
 }
 
 /// Sets the stop flag and wakes every worker when dropped (also on an early return or
@@ -657,15 +728,21 @@ impl Pipeline<'_> {
                 .min(self.layout.bytes);
             if from < to {
                 let dst = self.buffer(s) + (from - s * self.slice) as usize;
+                let (store, calibrating) = self.store_for(k);
+                let started = calibrating.then(Instant::now);
                 let packed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    self.pack(dst, from, to)
+                    self.pack(store, dst, from, to)
                 }))
                 .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
                 if let Err(e) = packed {
                     self.fail(s, e);
                     return;
                 }
-                pack::publish_fence(self.store);
+                pack::publish_fence(store);
+                // Only whole pieces are comparable samples.
+                if let (Some(started), true) = (started, to - from == self.piece) {
+                    self.calibrate(store, started, to - from);
+                }
             }
             // Release: the piece's bytes are visible to the submitter that sees the count.
             let n = self.filled[s as usize].fetch_add(1, Ordering::Release) + 1;
@@ -675,8 +752,47 @@ impl Pipeline<'_> {
         }
     }
 
+    /// The store for piece `k`, and whether the piece is a calibration sample (`Auto`,
+    /// undecided: even pieces plain, odd pieces streaming, under the same conditions).
+    fn store_for(&self, k: u64) -> (PackStore, bool) {
+        match self.decided.load(Ordering::Relaxed) {
+            DECIDED_PLAIN => (PackStore::Plain, false),
+            DECIDED_STREAMING => (PackStore::Streaming, false),
+            _ if k % 2 == 0 => (PackStore::Plain, true),
+            _ => (PackStore::Streaming, true),
+        }
+    }
+
+    fn calibrate(&self, store: PackStore, started: Instant, bytes: u64) {
+        let ns_per_byte = started.elapsed().as_nanos() as f64 / bytes as f64;
+        let mut c = self.calibration.lock().unwrap_or_else(|p| p.into_inner());
+        match store {
+            PackStore::Streaming => c.streaming.push(ns_per_byte),
+            _ => c.plain.push(ns_per_byte),
+        }
+        if let Some(choice) = c.decision() {
+            // The first decision stands; later samples (pieces already under way) only add to
+            // the record.
+            let _ = self.decided.compare_exchange(
+                UNDECIDED,
+                choice,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// The store that packed (or will pack) the rest of the upload.
+    fn store_used(&self) -> PackStore {
+        match self.decided.load(Ordering::Relaxed) {
+            DECIDED_PLAIN => PackStore::Plain,
+            DECIDED_STREAMING => PackStore::Streaming,
+            _ => PackStore::Auto,
+        }
+    }
+
     /// Copies arena bytes `[from, to)` of the tensors to staging address `dst`.
-    fn pack(&self, dst: usize, from: u64, to: u64) -> Result<()> {
+    fn pack(&self, store: PackStore, dst: usize, from: u64, to: u64) -> Result<()> {
         for i in self.layout.overlapping(self.plan, from, to) {
             let p = &self.plan.placements[i];
             let bytes = self.src.bytes(p.tensor);
@@ -702,7 +818,7 @@ impl Pipeline<'_> {
             // so nothing else reads or writes these bytes meanwhile.
             unsafe {
                 pack::copy(
-                    self.store,
+                    store,
                     piece.as_ptr(),
                     (dst + (lo - from) as usize) as *mut u8,
                     piece.len(),

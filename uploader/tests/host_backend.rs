@@ -100,8 +100,10 @@ fn every_strategy_uploads_and_verifies() {
             }
             StrategyKind::Pinned => {
                 assert_eq!(d.calls(CallKind::MemAlloc), 1);
-                // One page-locked allocation holds every staging buffer.
-                assert_eq!(d.calls(CallKind::MemHostAlloc), 1);
+                // One page-locked range (registered, the default) holds every staging buffer.
+                assert_eq!(d.calls(CallKind::MemHostRegister), 1);
+                assert_eq!(d.calls(CallKind::MemHostUnregister), 1);
+                assert_eq!(d.calls(CallKind::MemHostAlloc), 0);
                 assert!(d.calls(CallKind::EventSynchronize) > 10);
             }
         }
@@ -486,7 +488,7 @@ fn pinned_verifies_in_every_pipeline_shape() {
             (4096, 1 << 20),
             (65_536, 4_000),
         ] {
-            for store in [PackStore::Plain, PackStore::Streaming] {
+            for store in [PackStore::Plain, PackStore::Streaming, PackStore::Auto] {
                 for staging in [StagingMemory::HostAlloc, StagingMemory::Register] {
                     let d = HostDriver::default();
                     let t = Traced::open(&d, None, 0).unwrap();
@@ -522,6 +524,41 @@ fn pinned_verifies_in_every_pipeline_shape() {
             }
         }
     }
+}
+
+/// `Auto` times plain and streaming stores on the first pieces, settles on one, and says which
+/// and how fast each was; a fixed store is used as given, with no calibration.
+#[test]
+fn auto_store_calibrates_then_decides() {
+    use uploader::pack::PackStore;
+    let w = small_workload();
+    let p = small_plan(&w);
+    let d = HostDriver::default();
+    let t = Traced::open(&d, None, 0).unwrap();
+    let mut s = strategy(StrategyKind::Pinned);
+    s.pinned.piece_bytes = 1024;
+    s.pinned.store = PackStore::Auto;
+    let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+    let stats = up.pinned.unwrap();
+    assert_ne!(stats.store, PackStore::Auto, "{stats:?}");
+    assert!(stats.calibration_plain_mbps > 0 && stats.calibration_streaming_mbps > 0);
+    verify(&t, &up, &w).unwrap();
+    up.free(&t).unwrap();
+    s.pinned.store = PackStore::Streaming;
+    let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+    let stats = up.pinned.unwrap();
+    assert_eq!(stats.store, PackStore::Streaming);
+    assert_eq!(
+        (
+            stats.calibration_plain_mbps,
+            stats.calibration_streaming_mbps
+        ),
+        (0, 0)
+    );
+    verify(&t, &up, &w).unwrap();
+    up.free(&t).unwrap();
+    t.close().unwrap();
+    assert_all_released(&d);
 }
 
 #[test]

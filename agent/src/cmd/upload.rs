@@ -69,6 +69,8 @@ pub enum StagingArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StoreArg {
+    /// Time both on the first pieces of each upload, then use the faster.
+    Auto,
     /// memcpy.
     Plain,
     /// Non-temporal stores (x86_64; plain elsewhere): no read-for-ownership of staging lines.
@@ -171,7 +173,7 @@ pub struct Args {
     /// pinned: bytes per staging buffer, one async copy each (default 2MiB).
     #[arg(long, value_parser = parse_bytes, value_name = "B")]
     pub staging_bytes: Option<u64>,
-    /// pinned: how staging memory is page-locked (default hostalloc).
+    /// pinned: how staging memory is page-locked (default register).
     #[arg(long, value_enum, value_name = "HOW")]
     pub staging_memory: Option<StagingArg>,
     /// pinned: packing threads; the submitting thread does not pack (default: half the CPUs, at most 8).
@@ -180,15 +182,15 @@ pub struct Args {
     /// pinned: bytes a packing thread claims at a time (default 256KiB).
     #[arg(long, value_parser = parse_bytes, value_name = "B")]
     pub pack_piece: Option<u64>,
-    /// pinned: plain or non-temporal (streaming) stores into staging memory (default streaming).
+    /// pinned: plain or non-temporal (streaming) stores into staging memory, or auto: time both
+    /// on the first pieces of each upload and keep the faster (default auto).
     #[arg(long, value_enum, value_name = "HOW")]
     pub pack_store: Option<StoreArg>,
     /// pinned: idle packing threads spin (fast hand-off) or sleep.
     #[arg(long, value_enum, default_value_t = PackWait::Spin)]
     pub pack_wait: PackWait,
-    /// --compare: also time these pinned configurations, cold and with staging reused, each run
-    /// paired with a ceiling copy (comma list of
-    /// BUFFERSxBYTESxTHREADS[:spin|:park][:plain|:streaming][:hostalloc|:register][:piece=BYTES],
+    /// --compare: also time these pinned configurations, cold and with staging reused (comma list of
+    /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register][:piece=BYTES],
     /// e.g. 8x2MiBx8,4x4MiBx8:plain:register).
     #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
     pub sweep: Vec<PinnedOptions>,
@@ -295,6 +297,7 @@ fn pinned_options(args: &Args) -> PinnedOptions {
         piece_bytes: args.pack_piece.unwrap_or(d.piece_bytes),
         store: match args.pack_store {
             None => d.store,
+            Some(StoreArg::Auto) => PackStore::Auto,
             Some(StoreArg::Plain) => PackStore::Plain,
             Some(StoreArg::Streaming) => PackStore::Streaming,
         },
@@ -496,8 +499,8 @@ fn print_compare(r: &CompareReport, args: &Args) {
     );
     println!("pinned: {}", pinned_options(args).describe());
     println!(
-        "{:<32} {:>10} {:>8} {:>11} {:>8} {:>11} {:>7}",
-        "contender", "median s", "GB/s", "of ceiling", "paired", "vs ztensor", "calls"
+        "{:<32} {:>10} {:>8} {:>11} {:>11} {:>7}",
+        "contender", "median s", "GB/s", "of ceiling", "vs ztensor", "calls"
     );
     let ceiling = r.ceiling_pinned.gbps;
     let ztensor = r
@@ -505,25 +508,20 @@ fn print_compare(r: &CompareReport, args: &Args) {
         .iter()
         .find(|m| m.name == "ztensor")
         .map(|m| m.median_seconds);
-    let paired = |m: &Measurement| {
-        m.paired_of_ceiling
-            .map_or("".to_string(), |p| format!("{:.1}%", p * 100.0))
-    };
     let row = |m: &Measurement| {
         println!(
-            "{:<32} {:>10.4} {:>8.2} {:>10.1}% {:>8} {:>10.2}x {:>7}",
+            "{:<32} {:>10.4} {:>8.2} {:>10.1}% {:>10.2}x {:>7}",
             m.name,
             m.median_seconds,
             m.gbps,
             m.gbps / ceiling * 100.0,
-            paired(m),
             ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
             m.driver_calls
         );
         if let Some(b) = &m.pinned {
             println!(
-                "{:<32} staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms, teardown {:.2} ms",
-                "", b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms, b.teardown_ms
+                "{:<32} staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
+                "", b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms, b.teardown_ms, b.stores
             );
         }
     };
@@ -549,22 +547,21 @@ fn print_compare(r: &CompareReport, args: &Args) {
         );
     }
     if !r.sweep.is_empty() {
-        println!("pinned sweep: cold = staging allocated per upload; paired = against a ceiling copy run just before");
+        println!("pinned sweep: cold = staging allocated per upload");
         for row in &r.sweep {
             println!("  {}", row.options.describe());
             for m in [&row.cold, &row.reused] {
                 println!(
-                    "    {:<24} {:.4} s {:6.2} GB/s {:5.1}% of ceiling, paired {}",
+                    "    {:<24} {:.4} s {:6.2} GB/s {:5.1}% of ceiling",
                     m.name,
                     m.median_seconds,
                     m.gbps,
-                    m.gbps / ceiling * 100.0,
-                    paired(m)
+                    m.gbps / ceiling * 100.0
                 );
                 if let Some(b) = &m.pinned {
                     println!(
-                        "      staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms",
-                        b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms
+                        "      staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms; stores {}",
+                        b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms, b.stores
                     );
                 }
             }
