@@ -758,7 +758,7 @@ impl Pipeline<'_> {
         match self.decided.load(Ordering::Relaxed) {
             DECIDED_PLAIN => (PackStore::Plain, false),
             DECIDED_STREAMING => (PackStore::Streaming, false),
-            _ if k % 2 == 0 => (PackStore::Plain, true),
+            _ if k.is_multiple_of(2) => (PackStore::Plain, true),
             _ => (PackStore::Streaming, true),
         }
     }
