@@ -78,7 +78,7 @@ impl Default for PinnedOptions {
     fn default() -> Self {
         PinnedOptions {
             buffers: 8,
-            buffer_bytes: 2 << 20,
+            buffer_bytes: 4 << 20,
             // Half the CPUs, at most 8: the driver's own threads and the submitting thread
             // need CPUs too.
             threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),

@@ -561,6 +561,26 @@ fn auto_store_calibrates_then_decides() {
     assert_all_released(&d);
 }
 
+/// An upload smaller than the staging ring page-locks only the buffers it can use.
+#[test]
+fn a_small_upload_gets_a_small_ring() {
+    let w = small_workload();
+    let p = small_plan(&w);
+    assert!(p.tensor_bytes < 1 << 20);
+    let d = HostDriver::default();
+    let t = Traced::open(&d, None, 0).unwrap();
+    let mut s = strategy(StrategyKind::Pinned);
+    s.pinned.buffers = 8;
+    s.pinned.buffer_bytes = 1 << 20;
+    let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+    verify(&t, &up, &w).unwrap();
+    up.free(&t).unwrap();
+    // One buffer, so one event.
+    assert_eq!(d.calls(CallKind::EventCreate), 1);
+    t.close().unwrap();
+    assert_all_released(&d);
+}
+
 #[test]
 fn pinned_options_out_of_range_are_errors_not_panics() {
     let w = small_workload();

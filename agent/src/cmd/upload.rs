@@ -170,7 +170,7 @@ pub struct Args {
     /// pinned: staging buffers, a ring the packers fill while earlier ones are copied (default 8).
     #[arg(long, value_name = "N")]
     pub staging_buffers: Option<usize>,
-    /// pinned: bytes per staging buffer, one async copy each (default 2MiB).
+    /// pinned: bytes per staging buffer, one async copy each (default 4MiB).
     #[arg(long, value_parser = parse_bytes, value_name = "B")]
     pub staging_bytes: Option<u64>,
     /// pinned: how staging memory is page-locked (default register).
