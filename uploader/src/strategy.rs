@@ -175,8 +175,13 @@ pub fn upload(
         StrategyKind::Pinned => {
             // A ring larger than the upload would only cost page-locking.
             let mut options = strategy.pinned;
-            let slices = plan.tensor_bytes.div_ceil(options.buffer_bytes.max(1)).max(1);
-            options.buffers = options.buffers.min(usize::try_from(slices).unwrap_or(usize::MAX));
+            let slices = plan
+                .tensor_bytes
+                .div_ceil(options.buffer_bytes.max(1))
+                .max(1);
+            options.buffers = options
+                .buffers
+                .min(usize::try_from(slices).unwrap_or(usize::MAX));
             let stager = PinnedStager::create(t, &options)?;
             let created_ns = stager.created_ns();
             let result = stager.upload(t, src, plan, progress);
