@@ -296,6 +296,86 @@ pub fn time_pinned_reused(
     Ok(m)
 }
 
+/// One contender of a round-robin: how to run it once, and what it measured.
+struct Entrant<'a> {
+    name: String,
+    run: Box<dyn FnMut() -> Result<crate::strategy::Uploaded> + 'a>,
+    seconds: Vec<f64>,
+    stats: Vec<PinnedStats>,
+    calls: u64,
+    /// Why it cannot run here (set by the warm-up round).
+    skipped: Option<String>,
+}
+
+impl<'a> Entrant<'a> {
+    fn new(
+        name: impl Into<String>,
+        run: impl FnMut() -> Result<crate::strategy::Uploaded> + 'a,
+    ) -> Entrant<'a> {
+        Entrant {
+            name: name.into(),
+            run: Box::new(run),
+            seconds: Vec::new(),
+            stats: Vec::new(),
+            calls: 0,
+            skipped: None,
+        }
+    }
+
+    fn measurement(&self, bytes: u64) -> Measurement {
+        let mut m = Measurement::new(self.name.clone(), bytes, self.seconds.clone(), self.calls);
+        m.pinned = PinnedBreakdown::of(&self.stats);
+        m
+    }
+}
+
+/// Times every entrant `repeat` times in rounds — one run of each per round, the order rotating
+/// from round to round — after one untimed warm-up round. A machine that drifts (a neighbour
+/// starting, the page cache settling after the workload was generated) then affects every
+/// entrant alike instead of whichever ran first. An entrant that is unsupported here
+/// (`Unsupported`, `InsufficientMemory`) is skipped with its reason.
+fn time_round_robin(
+    t: &Traced,
+    entrants: &mut [Entrant<'_>],
+    repeat: usize,
+    log: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let n = entrants.len();
+    for round in 0..=repeat {
+        if round == 0 {
+            log("warm-up round");
+        } else if round == 1 || round % 5 == 0 || round == repeat {
+            log(&format!("round {round}/{repeat}"));
+        }
+        for j in 0..n {
+            let e = &mut entrants[(round + j) % n];
+            if e.skipped.is_some() {
+                continue;
+            }
+            let before = t.calls();
+            let start = Instant::now();
+            let uploaded = match (e.run)() {
+                Ok(u) => u,
+                Err(err @ (Error::Unsupported(_) | Error::InsufficientMemory { .. }))
+                    if round == 0 =>
+                {
+                    e.skipped = Some(err.to_string());
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let elapsed = start.elapsed().as_secs_f64();
+            if round > 0 {
+                e.seconds.push(elapsed);
+                e.calls = t.calls() - before;
+                e.stats.extend(uploaded.pinned);
+            }
+            uploaded.free(t)?;
+        }
+    }
+    Ok(())
+}
+
 /// Contenders `--compare` can leave out (the pinned ceiling always runs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contender {
@@ -491,43 +571,106 @@ fn compare_with(
         log("ceiling: pageable single copy");
         Some(ceiling_pageable(t, bytes, repeat)?)
     };
-    let mut strategies = Vec::new();
-    let mut skipped = Vec::new();
-    for kind in StrategyKind::ALL {
-        let contender = match kind {
-            StrategyKind::Ztensor => Contender::Ztensor,
-            StrategyKind::Managed => Contender::Managed,
-            StrategyKind::Pinned => Contender::Pinned,
-        };
-        if skip.contains(&contender) {
-            continue;
+    // Reused stagers live across the rounds; made first, destroyed after (also on error).
+    let pinned_strategy = Strategy {
+        kind: StrategyKind::Pinned,
+        ..*strategy
+    };
+    let mut stagers: Vec<PinnedStager> = Vec::new();
+    let timed = (|| -> Result<(Vec<Measurement>, Vec<Skipped>, Vec<SweepRow>)> {
+        if !skip.contains(&Contender::Reused) {
+            stagers.push(PinnedStager::create(t, &pinned_strategy.pinned)?);
         }
-        log(kind.name());
-        let s = Strategy { kind, ..*strategy };
-        match time_strategy(t, &s, src, plan, repeat, kind.name()) {
-            Ok(m) => strategies.push(m),
-            Err(e @ (Error::Unsupported(_) | Error::InsufficientMemory { .. })) => {
-                skipped.push(Skipped {
-                    name: kind.name().into(),
-                    reason: e.to_string(),
-                })
-            }
-            Err(e) => return Err(e),
+        for config in &options.sweep {
+            stagers.push(PinnedStager::create(t, config)?);
         }
-    }
-    if !skip.contains(&Contender::Reused) {
-        log("pinned, staging reused");
-        strategies.push(time_pinned_reused(
-            t,
-            &Strategy {
+        let sweep_strategies: Vec<Strategy> = options
+            .sweep
+            .iter()
+            .map(|config| Strategy {
                 kind: StrategyKind::Pinned,
+                pinned: *config,
                 ..*strategy
-            },
-            src,
-            plan,
-            repeat,
-        )?);
+            })
+            .collect();
+        let kinds: Vec<(StrategyKind, Strategy)> = StrategyKind::ALL
+            .into_iter()
+            .filter(|kind| {
+                !skip.contains(&match kind {
+                    StrategyKind::Ztensor => Contender::Ztensor,
+                    StrategyKind::Managed => Contender::Managed,
+                    StrategyKind::Pinned => Contender::Pinned,
+                })
+            })
+            .map(|kind| (kind, Strategy { kind, ..*strategy }))
+            .collect();
+        let mut entrants = Vec::new();
+        for (kind, s) in &kinds {
+            entrants.push(Entrant::new(kind.name(), move || {
+                upload(t, s, src, plan, &mut |_| {})
+            }));
+        }
+        let mut next_stager = stagers.iter();
+        if !skip.contains(&Contender::Reused) {
+            let stager = next_stager.next().expect("made above");
+            entrants.push(Entrant::new("pinned, staging reused", move || {
+                stager.upload(t, src, plan, &mut |_| {})
+            }));
+        }
+        let main_entrants = entrants.len();
+        for s in &sweep_strategies {
+            let label = s.pinned.describe();
+            entrants.push(Entrant::new(format!("pinned {label}"), move || {
+                upload(t, s, src, plan, &mut |_| {})
+            }));
+            let stager = next_stager.next().expect("made above");
+            entrants.push(Entrant::new(
+                format!("pinned, staging reused {label}"),
+                move || stager.upload(t, src, plan, &mut |_| {}),
+            ));
+        }
+        log(&format!(
+            "{} contenders, {repeat} rounds after a warm-up round",
+            entrants.len()
+        ));
+        time_round_robin(t, &mut entrants, repeat, log)?;
+        let mut strategies = Vec::new();
+        let mut skipped = Vec::new();
+        for e in &entrants[..main_entrants] {
+            match &e.skipped {
+                Some(reason) => skipped.push(Skipped {
+                    name: e.name.clone(),
+                    reason: reason.clone(),
+                }),
+                None => strategies.push(e.measurement(bytes)),
+            }
+        }
+        let sweep = options
+            .sweep
+            .iter()
+            .zip(entrants[main_entrants..].chunks(2))
+            .map(|(config, pair)| {
+                let mut cold = pair[0].measurement(bytes);
+                let mut reused = pair[1].measurement(bytes);
+                cold.name = "pinned".into();
+                reused.name = "pinned, staging reused".into();
+                SweepRow {
+                    options: *config,
+                    cold,
+                    reused,
+                }
+            })
+            .collect();
+        Ok((strategies, skipped, sweep))
+    })();
+    let mut destroyed = Ok(());
+    for stager in stagers {
+        if let Err(e) = stager.destroy(t) {
+            destroyed = destroyed.and(Err(e));
+        }
     }
+    let (strategies, skipped, sweep) = timed?;
+    destroyed?;
 
     let ztensor = strategies
         .iter()
@@ -630,22 +773,6 @@ fn compare_with(
             }
             ring_costs.push(measured?);
         }
-    }
-    let mut sweep = Vec::new();
-    for config in &options.sweep {
-        log(&format!("sweep {config:?}"));
-        let s = Strategy {
-            kind: StrategyKind::Pinned,
-            pinned: *config,
-            ..*strategy
-        };
-        let cold = time_strategy(t, &s, src, plan, repeat, "pinned")?;
-        let reused = time_pinned_reused(t, &s, src, plan, repeat)?;
-        sweep.push(SweepRow {
-            options: *config,
-            cold,
-            reused,
-        });
     }
     Ok(CompareReport {
         backend: t.backend().into(),
