@@ -84,7 +84,9 @@ impl Default for PinnedOptions {
             threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
             spin: true,
             piece_bytes: 256 << 10,
-            store: PackStore::Auto,
+            // Plain won end to end in every 4 GiB run of the current pipeline (BENCHMARKS.md);
+            // `Auto`'s per-piece timing could not tell the two apart on a busy host.
+            store: PackStore::Plain,
             staging: StagingMemory::Register,
         }
     }

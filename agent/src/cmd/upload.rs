@@ -183,7 +183,7 @@ pub struct Args {
     #[arg(long, value_parser = parse_bytes, value_name = "B")]
     pub pack_piece: Option<u64>,
     /// pinned: plain or non-temporal (streaming) stores into staging memory, or auto: time both
-    /// on the first pieces of each upload and keep the faster (default auto).
+    /// on the first pieces of each upload and keep the faster (default plain).
     #[arg(long, value_enum, value_name = "HOW")]
     pub pack_store: Option<StoreArg>,
     /// pinned: idle packing threads spin (fast hand-off) or sleep.
