@@ -8,8 +8,9 @@
 //! memory at ~55 GB/s, that difference is memory bandwidth the pipeline needs. Whether it wins
 //! on a given host is measured, not assumed, and it differs between hosts of one type: on one
 //! H200 VM streaming stores packed twice as fast as plain ones, on another plain stores into a
-//! 16 MiB ring that stays in the 300 MiB L3 cache were 1.5× faster (BENCHMARKS.md). Hence
-//! [`PackStore::Auto`], which the pipeline resolves per upload by timing both.
+//! 16 MiB ring that stays in the 300 MiB L3 cache were 1.25–1.4× faster end to end
+//! (BENCHMARKS.md). The pipeline defaults to plain; [`PackStore::Auto`] times both per upload,
+//! but per-piece times miss what a store costs the rest of the system, so it is opt-in.
 
 use serde::Serialize;
 
