@@ -3,8 +3,9 @@
 //! breadcrumbs (ring on against ring off), all in one process.
 //!
 //! Each timed strategy run covers the whole upload (allocations, packing, copies, the final
-//! synchronize) and excludes freeing. Ceilings time the copy alone. Runs are repeated and the
-//! median is reported; one untimed warm-up run of each comes first.
+//! synchronize) and excludes freeing. Ceilings time the copy alone, back to back, first. The
+//! strategies then run in rounds (one run of each per round, the order rotating), after one
+//! untimed warm-up round; the median of the rounds is reported.
 
 use std::time::Instant;
 
@@ -177,16 +178,6 @@ impl CeilingCopy {
     }
 }
 
-/// One pinned host-to-device copy of `bytes` (the hardware ceiling for the upload).
-pub fn ceiling_pinned(t: &Traced, bytes: u64, repeat: usize) -> Result<Measurement> {
-    let copy = CeilingCopy::create(t, bytes)?;
-    let timed = time_ceiling(t, &copy, repeat);
-    let destroyed = copy.destroy(t);
-    let m = timed?;
-    destroyed?;
-    Ok(m)
-}
-
 fn time_ceiling(t: &Traced, copy: &CeilingCopy, repeat: usize) -> Result<Measurement> {
     let mut seconds = Vec::with_capacity(repeat);
     let mut calls = 0;
@@ -234,66 +225,6 @@ pub fn ceiling_pageable(t: &Traced, bytes: u64, repeat: usize) -> Result<Measure
     // SAFETY: our allocation, synchronous copies only.
     let _ = unsafe { t.mem_free(&site, dev, bytes) };
     timed
-}
-
-/// Times `repeat` uploads (after one warm-up), freeing after each.
-fn time_runs(
-    t: &Traced,
-    name: &str,
-    plan: &Plan,
-    repeat: usize,
-    run: &mut dyn FnMut() -> Result<crate::strategy::Uploaded>,
-) -> Result<Measurement> {
-    let mut seconds = Vec::with_capacity(repeat);
-    let mut stats = Vec::with_capacity(repeat);
-    let mut calls = 0;
-    for i in 0..=repeat {
-        let before = t.calls();
-        let start = Instant::now();
-        let uploaded = run()?;
-        let elapsed = start.elapsed().as_secs_f64();
-        if i > 0 {
-            seconds.push(elapsed);
-            calls = t.calls() - before;
-            stats.extend(uploaded.pinned);
-        }
-        uploaded.free(t)?;
-    }
-    let mut m = Measurement::new(name, plan.tensor_bytes, seconds, calls);
-    m.pinned = PinnedBreakdown::of(&stats);
-    Ok(m)
-}
-
-/// Times `repeat` uploads with `strategy` (after one warm-up), freeing after each.
-pub fn time_strategy(
-    t: &Traced,
-    strategy: &Strategy,
-    src: &dyn TensorSource,
-    plan: &Plan,
-    repeat: usize,
-    name: &str,
-) -> Result<Measurement> {
-    time_runs(t, name, plan, repeat, &mut || {
-        upload(t, strategy, src, plan, &mut |_| {})
-    })
-}
-
-/// Times `repeat` pinned uploads through one stager kept across runs (staging allocated once).
-pub fn time_pinned_reused(
-    t: &Traced,
-    strategy: &Strategy,
-    src: &dyn TensorSource,
-    plan: &Plan,
-    repeat: usize,
-) -> Result<Measurement> {
-    let stager = PinnedStager::create(t, &strategy.pinned)?;
-    let run = time_runs(t, "pinned, staging reused", plan, repeat, &mut || {
-        stager.upload(t, src, plan, &mut |_| {})
-    });
-    let destroyed = stager.destroy(t);
-    let m = run?;
-    destroyed?;
-    Ok(m)
 }
 
 /// One contender of a round-robin: how to run it once, and what it measured.
