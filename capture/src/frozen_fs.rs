@@ -55,6 +55,22 @@ impl FrozenFs {
         None
     }
 
+    /// For tests: a mounted (not yet frozen) ext4, or None (skip, with a line on stderr) when
+    /// this machine cannot make one. Under `CI=true` (or `CI=1`) such tests must run, so a
+    /// failure to set up panics instead.
+    pub fn for_test(test: &str) -> Option<FrozenFs> {
+        match FrozenFs::new() {
+            Ok(fs) => Some(fs),
+            Err(err) if matches!(std::env::var("CI").as_deref(), Ok("true" | "1")) => {
+                panic!("{test}: CI=true but the frozen filesystem cannot be set up: {err}")
+            }
+            Err(err) => {
+                eprintln!("skipping {test}: {err}");
+                None
+            }
+        }
+    }
+
     /// Makes the image, attaches a loop device and mounts it (not yet frozen).
     pub fn new() -> Result<FrozenFs> {
         if let Some(why) = Self::unavailable_reason() {
@@ -268,15 +284,9 @@ mod tests {
     /// completes after thaw. (The cross-process capture test is in tests/dstate.rs.)
     #[test]
     fn setflags_blocks_in_d_until_thaw() {
-        if let Some(why) = FrozenFs::unavailable_reason() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI=true but {why}"
-            );
-            eprintln!("skipping: {why}");
+        let Some(mut fs) = FrozenFs::for_test("setflags_blocks_in_d_until_thaw") else {
             return;
-        }
-        let mut fs = FrozenFs::new().expect("frozen fs setup");
+        };
         let path = fs.create_file("victim", b"hello").unwrap();
         fs.freeze().unwrap();
         let t = spawn_blocked_thread(&path, BlockingCall::SetFlags, "setflags-victim").unwrap();

@@ -81,27 +81,10 @@ impl Drop for Cleanup {
     }
 }
 
-fn must_run() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
 #[test]
 fn captures_a_real_d_state_thread() {
-    if let Some(why) = FrozenFs::unavailable_reason() {
-        assert!(
-            !must_run(),
-            "CI=true but the real D-state test cannot run: {why}"
-        );
-        eprintln!("skipping captures_a_real_d_state_thread: {why}");
+    let Some(mut fs) = FrozenFs::for_test("captures_a_real_d_state_thread") else {
         return;
-    }
-    let mut fs = match FrozenFs::new() {
-        Ok(fs) => fs,
-        Err(e) if !must_run() => {
-            eprintln!("skipping captures_a_real_d_state_thread: {e}");
-            return;
-        }
-        Err(e) => panic!("frozen fs setup failed: {e}"),
     };
     let victim = fs.create_file("victim", b"wedge").unwrap();
     let victim = std::fs::canonicalize(&victim).unwrap();

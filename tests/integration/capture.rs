@@ -178,19 +178,8 @@ fn capture_from_a_recorded_aarch64_tree_in_markdown_and_json() {
 /// A real wedge: a shell appending to a file on a frozen ext4 sits in D; the binary shows it.
 #[test]
 fn capture_of_a_real_wedged_process() {
-    let must = std::env::var("CI").as_deref() == Ok("true");
-    if let Some(why) = FrozenFs::unavailable_reason() {
-        assert!(!must, "CI=true but cannot run: {why}");
-        eprintln!("skipping capture_of_a_real_wedged_process: {why}");
+    let Some(mut fs) = FrozenFs::for_test("capture_of_a_real_wedged_process") else {
         return;
-    }
-    let mut fs = match FrozenFs::new() {
-        Ok(fs) => fs,
-        Err(e) if !must => {
-            eprintln!("skipping capture_of_a_real_wedged_process: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
     };
     let file = fs.create_file("log", b"").unwrap();
     fs.freeze().unwrap();

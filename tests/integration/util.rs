@@ -14,14 +14,5 @@ pub fn in_ci() -> bool {
 
 /// A mounted (not yet frozen) ext4, or None (skip) when this machine cannot make one outside CI.
 pub fn frozen_fs_or_skip(test: &str) -> Option<FrozenFs> {
-    match FrozenFs::new() {
-        Ok(fs) => Some(fs),
-        Err(err) if in_ci() => {
-            panic!("{test}: CI=true but the frozen filesystem cannot be set up: {err}")
-        }
-        Err(err) => {
-            eprintln!("skipping {test}: {err}");
-            None
-        }
-    }
+    FrozenFs::for_test(test)
 }
