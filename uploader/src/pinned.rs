@@ -30,7 +30,9 @@ use crate::error::{Error, Result};
 use crate::pack::{self, PackStore};
 use crate::plan::Plan;
 use crate::strategy::Uploaded;
-use crate::strategy::{chunk_failed, free_all, views_for, Allocation, Progress, StrategyKind};
+use crate::strategy::{
+    chunk_failed, free_all, placed_bytes, views_for, Allocation, Progress, StrategyKind,
+};
 use crate::trace::{sat_u32, Site, Traced};
 use crate::workload::TensorSource;
 
@@ -797,15 +799,7 @@ impl Pipeline<'_> {
     fn pack(&self, store: PackStore, dst: usize, from: u64, to: u64) -> Result<()> {
         for i in self.layout.overlapping(self.plan, from, to) {
             let p = &self.plan.placements[i];
-            let bytes = self.src.bytes(p.tensor);
-            if bytes.len() as u64 != p.bytes {
-                return Err(Error::InvalidOptions(format!(
-                    "tensor {} has {} bytes of host data, planned {}",
-                    p.tensor,
-                    bytes.len(),
-                    p.bytes
-                )));
-            }
+            let bytes = placed_bytes(self.src, p)?;
             let start = self.layout.starts[i];
             let lo = start.max(from);
             let hi = (start + p.bytes).min(to);

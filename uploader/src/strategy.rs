@@ -202,18 +202,25 @@ pub fn upload(
     }
 }
 
+/// The host bytes of a placed tensor, checked against the plan (a source whose data does not
+/// match its info must fail the upload, not write past the tensor's place).
+pub(crate) fn placed_bytes<'s>(src: &'s dyn TensorSource, p: &Placement) -> Result<&'s [u8]> {
+    let bytes = src.bytes(p.tensor);
+    if bytes.len() as u64 != p.bytes {
+        return Err(Error::InvalidOptions(format!(
+            "tensor {} has {} bytes of host data, planned {}",
+            p.tensor,
+            bytes.len(),
+            p.bytes
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Copies the bytes of the chunk's tensors to their offsets in `dst` (the chunk's image).
 fn pack_chunk(src: &dyn TensorSource, placements: &[Placement], dst: &mut [u8]) -> Result<()> {
     for p in placements {
-        let bytes = src.bytes(p.tensor);
-        if bytes.len() as u64 != p.bytes {
-            return Err(Error::InvalidOptions(format!(
-                "tensor {} has {} bytes of host data, planned {}",
-                p.tensor,
-                bytes.len(),
-                p.bytes
-            )));
-        }
+        let bytes = placed_bytes(src, p)?;
         let at = p.offset as usize;
         dst[at..at + bytes.len()].copy_from_slice(bytes);
     }
