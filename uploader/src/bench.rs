@@ -392,20 +392,23 @@ pub struct SweepRow {
     pub reused: Measurement,
 }
 
-fn parse_size(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (num, unit) = text.split_at(split);
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        _ => return None,
+/// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512 KiB` (binary units).
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a byte count: {s:?}"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" | "kb" => 10,
+        "m" | "mib" | "mb" => 20,
+        "g" | "gib" | "gb" => 30,
+        other => return Err(format!("unknown unit {other:?} (use KiB, MiB or GiB)")),
     };
-    num.parse::<u64>().ok()?.checked_mul(1 << shift)
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("byte count too large: {s:?}"))
 }
 
 /// The pinned configuration syntax, for messages and `--help`.
@@ -429,7 +432,7 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
     };
     let mut options = PinnedOptions {
         buffers: buffers.trim().parse().map_err(|_| bad())?,
-        buffer_bytes: parse_size(bytes).ok_or_else(bad)?,
+        buffer_bytes: parse_bytes(bytes).map_err(|_| bad())?,
         threads: threads.trim().parse().map_err(|_| bad())?,
         ..PinnedOptions::default()
     };
@@ -443,7 +446,7 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "hostalloc" => options.staging = StagingMemory::HostAlloc,
             "register" => options.staging = StagingMemory::Register,
             other => match other.strip_prefix("piece=") {
-                Some(size) => options.piece_bytes = parse_size(size).ok_or_else(bad)?,
+                Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
                 None => return Err(bad()),
             },
         }

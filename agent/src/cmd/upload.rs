@@ -87,21 +87,7 @@ fn parse_contender(s: &str) -> Result<bench::Contender, String> {
 
 /// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512KiB` (binary units).
 fn parse_bytes(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("not a byte count: {s:?}"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" | "kb" => 10,
-        "m" | "mib" | "mb" => 20,
-        "g" | "gib" | "gb" => 30,
-        other => return Err(format!("unknown unit {other:?} (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("byte count too large: {s:?}"))
+    bench::parse_bytes(s)
 }
 
 /// Upload f32 tensors to a GPU in chunks, with a breadcrumb around every driver call.
