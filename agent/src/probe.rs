@@ -234,62 +234,50 @@ impl ProbeRunner {
             let probe = &probes[run.index];
             let elapsed_ms = started.elapsed().as_millis() as u64;
             let output = String::from_utf8_lossy(&run.output).into_owned();
-            let outcome = if run.eof {
-                // The child closed its end: it is exiting. Its status says whether the read worked.
-                match wait_briefly(run.pid, Duration::from_millis(200)) {
-                    Some(status) => {
-                        finished_outcome(probe, status, output, run.truncated, elapsed_ms)
-                    }
-                    None => {
-                        // Closed the pipe but did not exit: treat like a timeout.
-                        let killed = kill_and_try_reap(run.pid);
-                        if !killed {
-                            self.stuck.push(StuckChild {
-                                pid: run.pid,
-                                name: probe.name.clone(),
-                            });
-                        }
-                        ProbeOutcome {
-                            name: probe.name.clone(),
-                            target: probe.target(),
-                            status: ProbeStatus::TimedOut,
-                            detail: format!(
-                                "closed its output but did not exit within the deadline: {}",
-                                probe.timeout_meaning
-                            ),
-                            output,
-                            output_truncated: run.truncated,
-                            elapsed_ms,
-                            killed: Some(killed),
-                        }
-                    }
-                }
+            // The child closed its end: it is exiting. Its status says whether the read worked.
+            let status = if run.eof {
+                wait_briefly(run.pid, Duration::from_millis(200))
             } else {
-                let killed = kill_and_try_reap(run.pid);
-                if !killed {
-                    self.stuck.push(StuckChild {
-                        pid: run.pid,
+                None
+            };
+            let outcome = match status {
+                Some(status) => finished_outcome(probe, status, output, run.truncated, elapsed_ms),
+                None => {
+                    // Past the deadline, or closed the pipe but did not exit: kill it.
+                    let killed = kill_and_try_reap(run.pid);
+                    if !killed {
+                        self.stuck.push(StuckChild {
+                            pid: run.pid,
+                            name: probe.name.clone(),
+                        });
+                    }
+                    let detail = if run.eof {
+                        format!(
+                            "closed its output but did not exit within the deadline: {}",
+                            probe.timeout_meaning
+                        )
+                    } else {
+                        format!(
+                            "timed out after {}: {}{}",
+                            human_duration(self.timeout),
+                            probe.timeout_meaning,
+                            if killed {
+                                ""
+                            } else {
+                                " (the probe child did not die on SIGKILL: it sleeps uninterruptibly)"
+                            }
+                        )
+                    };
+                    ProbeOutcome {
                         name: probe.name.clone(),
-                    });
-                }
-                ProbeOutcome {
-                    name: probe.name.clone(),
-                    target: probe.target(),
-                    status: ProbeStatus::TimedOut,
-                    detail: format!(
-                        "timed out after {}: {}{}",
-                        human_duration(self.timeout),
-                        probe.timeout_meaning,
-                        if killed {
-                            ""
-                        } else {
-                            " (the probe child did not die on SIGKILL: it sleeps uninterruptibly)"
-                        }
-                    ),
-                    output,
-                    output_truncated: run.truncated,
-                    elapsed_ms,
-                    killed: Some(killed),
+                        target: probe.target(),
+                        status: ProbeStatus::TimedOut,
+                        detail,
+                        output,
+                        output_truncated: run.truncated,
+                        elapsed_ms,
+                        killed: Some(killed),
+                    }
                 }
             };
             outcomes[run.index] = Some(outcome);
