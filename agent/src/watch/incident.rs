@@ -287,17 +287,7 @@ impl Capturer {
                 &mut episode.incident,
                 format!("thread {tid} `{comm}` also wedged"),
             );
-            Self::resample(&self.settings, episode);
-            match episode.handle.update(&episode.incident) {
-                Ok(()) => out.push(CaptureEvent::Updated {
-                    pid,
-                    path: episode.handle.path().to_path_buf(),
-                }),
-                Err(err) => out.push(CaptureEvent::Failed {
-                    pid,
-                    message: format!("cannot update the incident: {err}"),
-                }),
-            }
+            Self::resample_and_update(&self.settings, pid, episode, out);
             return;
         }
         self.open(pid, tid, comm, d_since_ns, detected, out);
@@ -478,17 +468,27 @@ impl Capturer {
             if episode.last_sample.elapsed() < self.settings.resample_every {
                 continue;
             }
-            Self::resample(&self.settings, episode);
-            match episode.handle.update(&episode.incident) {
-                Ok(()) => out.push(CaptureEvent::Updated {
-                    pid,
-                    path: episode.handle.path().to_path_buf(),
-                }),
-                Err(err) => out.push(CaptureEvent::Failed {
-                    pid,
-                    message: format!("cannot update the incident: {err}"),
-                }),
-            }
+            Self::resample_and_update(&self.settings, pid, episode, out);
+        }
+    }
+
+    /// A new sample written durably into the open incident, reported as `Updated` (or `Failed`).
+    fn resample_and_update(
+        settings: &CaptureSettings,
+        pid: i32,
+        episode: &mut Episode,
+        out: &mut Vec<CaptureEvent>,
+    ) {
+        Self::resample(settings, episode);
+        match episode.handle.update(&episode.incident) {
+            Ok(()) => out.push(CaptureEvent::Updated {
+                pid,
+                path: episode.handle.path().to_path_buf(),
+            }),
+            Err(err) => out.push(CaptureEvent::Failed {
+                pid,
+                message: format!("cannot update the incident: {err}"),
+            }),
         }
     }
 
