@@ -117,6 +117,31 @@ fn load(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("incident.json")).unwrap()).unwrap()
 }
 
+/// The command `run` watches in the wedge tests: the helper that wedges writing to `file`.
+fn wedge_helper(file: &Path) -> [&str; 5] {
+    [
+        bin(),
+        "internal",
+        "wedge-helper",
+        "--path",
+        file.to_str().unwrap(),
+    ]
+}
+
+/// The first incident under `out` once it is complete (within 20 s).
+fn wait_complete_incident(out: &Path) -> PathBuf {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(dir) = incidents(out).into_iter().next() {
+            if load(&dir)["complete"] == true {
+                return dir;
+            }
+        }
+        assert!(Instant::now() < until, "no complete incident");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Seconds from `started_wall` to an RFC 3339 time in the incident.
 fn seconds_since(started_wall: chrono::DateTime<chrono::Utc>, value: &serde_json::Value) -> f64 {
     let at: chrono::DateTime<chrono::Utc> = value.as_str().unwrap().parse().unwrap();
@@ -168,13 +193,7 @@ fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
             "--out",
             out_s.to_str().unwrap(),
         ],
-        &[
-            bin(),
-            "internal",
-            "wedge-helper",
-            "--path",
-            file.to_str().unwrap(),
-        ],
+        &wedge_helper(&file),
     );
     let done = wait_limited(child, Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
@@ -322,13 +341,7 @@ fn a_hanging_probe_times_out_is_recorded_and_the_incident_completes() {
             "--out",
             out_s.to_str().unwrap(),
         ],
-        &[
-            bin(),
-            "internal",
-            "wedge-helper",
-            "--path",
-            file.to_str().unwrap(),
-        ],
+        &wedge_helper(&file),
     );
     let done = wait_limited(child, Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
@@ -557,13 +570,7 @@ fn kill_on_wedge_records_that_sigkill_did_not_work() {
                 "--out",
                 out_s.to_str().unwrap(),
             ],
-            &[
-                bin(),
-                "internal",
-                "wedge-helper",
-                "--path",
-                file.to_str().unwrap(),
-            ],
+            &wedge_helper(&file),
         ),
         Duration::from_secs(30),
     );
@@ -605,25 +612,10 @@ fn a_wedge_that_ends_is_closed_as_resolved() {
             "--out",
             out_s.to_str().unwrap(),
         ],
-        &[
-            bin(),
-            "internal",
-            "wedge-helper",
-            "--path",
-            file.to_str().unwrap(),
-        ],
+        &wedge_helper(&file),
     );
     // Wait for the complete incident, then end the wedge.
-    let until = Instant::now() + Duration::from_secs(20);
-    let dir = loop {
-        if let Some(dir) = incidents(&out_s).into_iter().next() {
-            if load(&dir)["complete"] == true {
-                break dir;
-            }
-        }
-        assert!(Instant::now() < until, "no complete incident");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let dir = wait_complete_incident(&out_s);
     fs.thaw().unwrap();
     let done = wait_limited(run, Duration::from_secs(20));
     assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
@@ -665,24 +657,9 @@ fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
             "--out",
             out_s.to_str().unwrap(),
         ],
-        &[
-            bin(),
-            "internal",
-            "wedge-helper",
-            "--path",
-            file.to_str().unwrap(),
-        ],
+        &wedge_helper(&file),
     );
-    let until = Instant::now() + Duration::from_secs(20);
-    let dir = loop {
-        if let Some(dir) = incidents(&out_s).into_iter().next() {
-            if load(&dir)["complete"] == true {
-                break dir;
-            }
-        }
-        assert!(Instant::now() < until, "no complete incident");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let dir = wait_complete_incident(&out_s);
     std::thread::sleep(Duration::from_millis(500));
     assert!(run.child.id() > 0);
     let signalled = Instant::now();
