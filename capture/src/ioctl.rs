@@ -108,6 +108,26 @@ pub struct Decoded {
 }
 
 impl Decoded {
+    /// A request named from a table, its `_IOC` fields as encoded.
+    fn named(
+        request: u32,
+        f: IocFields,
+        name: &str,
+        driver: &str,
+        note: Option<String>,
+    ) -> Decoded {
+        Decoded {
+            request,
+            dir: f.dir_name().into(),
+            ioctl_type: f.ioctl_type,
+            nr: f.nr,
+            size: f.size,
+            name: Some(name.to_string()),
+            driver: Some(driver.to_string()),
+            note,
+        }
+    }
+
     pub fn into_info(self, fd: i64, fd_target: Option<String>) -> IoctlInfo {
         IoctlInfo {
             fd,
@@ -307,16 +327,13 @@ fn decode_rm(request: u32, f: IocFields, device: Option<&str>) -> Option<Decoded
     if !device_known {
         notes.push("fd device unknown: named as an NVIDIA RM escape because type is 'F' and the size matches".into());
     }
-    Some(Decoded {
+    Some(Decoded::named(
         request,
-        dir: f.dir_name().into(),
-        ioctl_type: f.ioctl_type,
-        nr: f.nr,
-        size: f.size,
-        name: Some(row.name.to_string()),
-        driver: Some("nvidia-rm".into()),
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-    })
+        f,
+        row.name,
+        "nvidia-rm",
+        (!notes.is_empty()).then(|| notes.join("; ")),
+    ))
 }
 
 fn decode_uvm(request: u32, kind: DeviceKind) -> Option<Decoded> {
@@ -373,16 +390,13 @@ fn decode_modeset(request: u32, f: IocFields) -> Option<Decoded> {
         .modeset
         .iter()
         .find(|r| r.value == f.nr && f.ioctl_type == u32::from(b'm'))?;
-    Some(Decoded {
+    Some(Decoded::named(
         request,
-        dir: f.dir_name().into(),
-        ioctl_type: f.ioctl_type,
-        nr: f.nr,
-        size: f.size,
-        name: Some(row.name.to_string()),
-        driver: Some("nvidia-modeset".into()),
-        note: Some(NVKMS_NOTE.into()),
-    })
+        f,
+        row.name,
+        "nvidia-modeset",
+        Some(NVKMS_NOTE.into()),
+    ))
 }
 
 fn decode_linux(request: u32, f: IocFields, kind: DeviceKind) -> Option<Decoded> {
@@ -399,16 +413,13 @@ fn decode_linux(request: u32, f: IocFields, kind: DeviceKind) -> Option<Decoded>
         }
         None => return None,
     };
-    Some(Decoded {
+    Some(Decoded::named(
         request,
-        dir: f.dir_name().into(),
-        ioctl_type: f.ioctl_type,
-        nr: f.nr,
-        size: f.size,
-        name: Some(name.to_string()),
-        driver: Some(driver.to_string()),
-        note: (!note.is_empty()).then(|| note.to_string()),
-    })
+        f,
+        name,
+        driver,
+        (!note.is_empty()).then(|| note.to_string()),
+    ))
 }
 
 /// Decodes `request` (the low 32 bits of the ioctl's second argument) for the device at `device`
