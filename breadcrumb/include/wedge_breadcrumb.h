@@ -82,6 +82,10 @@ enum wb_call {
     WB_CALL_cuMemHostGetDevicePointer_v2 = 51,
     WB_CALL_cuPointerGetAttribute = 52,
     WB_CALL_cuDeviceTotalMem_v2 = 53,
+    WB_CALL_cuMemPoolCreate = 54,
+    WB_CALL_cuMemPoolDestroy = 55,
+    WB_CALL_cuMemPoolSetAttribute = 56,
+    WB_CALL_cuMemAllocFromPoolAsync = 57,
 };
 
 /* Arguments of a call; unused fields 0. Same layout as the Rust `Args` (48 bytes). */

@@ -255,6 +255,10 @@ calls! {
     CuMemHostGetDevicePointer_v2 = 51 => "cuMemHostGetDevicePointer_v2",
     CuPointerGetAttribute = 52 => "cuPointerGetAttribute",
     CuDeviceTotalMem_v2 = 53 => "cuDeviceTotalMem_v2",
+    CuMemPoolCreate = 54 => "cuMemPoolCreate",
+    CuMemPoolDestroy = 55 => "cuMemPoolDestroy",
+    CuMemPoolSetAttribute = 56 => "cuMemPoolSetAttribute",
+    CuMemAllocFromPoolAsync = 57 => "cuMemAllocFromPoolAsync",
 }
 
 impl Call {

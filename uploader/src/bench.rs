@@ -17,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::pack::PackStore;
 use crate::plan::Plan;
 use crate::strategy::{
-    upload, PinnedOptions, PinnedStager, PinnedStats, StagingMemory, Strategy, StrategyKind,
+    upload, ArenaMemory, DeviceMemory, PinnedOptions, PinnedStager, PinnedStats, StagingMemory,
+    Strategy, StrategyKind,
 };
 use crate::trace::{Site, Traced};
 use crate::workload::TensorSource;
@@ -27,6 +28,8 @@ use crate::workload::TensorSource;
 pub struct PinnedBreakdown {
     pub staging_ms: f64,
     pub arena_ms: f64,
+    /// What the arenas were, e.g. "pool ×21" (`device` is `cuMemAlloc`).
+    pub arenas: String,
     pub pack_wait_ms: f64,
     pub copy_wait_ms: f64,
     pub teardown_ms: f64,
@@ -63,9 +66,21 @@ impl PinnedBreakdown {
                 stores.push(format!("{} ×{n}", store.name()));
             }
         }
+        let mut arenas = Vec::new();
+        for memory in [DeviceMemory::Pool, DeviceMemory::Device] {
+            let n = stats.iter().filter(|s| s.arena_memory == memory).count();
+            if n > 0 {
+                let name = match memory {
+                    DeviceMemory::Pool => "pool",
+                    _ => "cuMemAlloc",
+                };
+                arenas.push(format!("{name} ×{n}"));
+            }
+        }
         Some(PinnedBreakdown {
             staging_ms: ms(|s| s.staging_ns),
             arena_ms: ms(|s| s.arena_ns),
+            arenas: arenas.join(", "),
             pack_wait_ms: ms(|s| s.pack_wait_ns),
             copy_wait_ms: ms(|s| s.copy_wait_ns),
             teardown_ms: ms(|s| s.teardown_ns),
@@ -414,7 +429,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
     "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
-     [:hostalloc|:register][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
+     [:hostalloc|:register][:pool|:alloc][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
 /// defaults. Bytes take KiB/MiB/GiB.
@@ -445,6 +460,8 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "auto" => options.store = PackStore::Auto,
             "hostalloc" => options.staging = StagingMemory::HostAlloc,
             "register" => options.staging = StagingMemory::Register,
+            "pool" => options.arena = ArenaMemory::Pool,
+            "alloc" => options.arena = ArenaMemory::Alloc,
             other => match other.strip_prefix("piece=") {
                 Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
                 None => return Err(bad()),

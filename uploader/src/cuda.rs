@@ -9,7 +9,7 @@ use std::cell::Cell;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 
-use crate::driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, Stream};
+use crate::driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
 use crate::error::{Error, Result};
 
 /// The CUDA driver on one device. Not `Send`: the context is current on the thread that
@@ -33,7 +33,7 @@ fn fail(call: CallKind, e: DriverError) -> Error {
 }
 
 /// Symbols the backend needs; checked before cudarc can panic on a missing one.
-const REQUIRED: [&str; 28] = [
+const REQUIRED: [&str; 33] = [
     "cuGetErrorName",
     "cuInit",
     "cuDeviceGet",
@@ -45,6 +45,11 @@ const REQUIRED: [&str; 28] = [
     "cuMemGetInfo_v2",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
+    "cuMemPoolCreate",
+    "cuMemPoolSetAttribute",
+    "cuMemPoolDestroy",
+    "cuMemAllocFromPoolAsync",
+    "cuMemFreeAsync",
     "cuMemAllocManaged",
     "cuMemPrefetchAsync_v2",
     "cuMemHostAlloc",
@@ -110,6 +115,10 @@ impl CudaDriver {
     fn event(e: Event) -> sys::CUevent {
         e.0 as usize as sys::CUevent
     }
+
+    fn pool(p: MemPool) -> sys::CUmemoryPool {
+        p.0 as usize as sys::CUmemoryPool
+    }
 }
 
 impl Driver for CudaDriver {
@@ -165,6 +174,9 @@ impl Driver for CudaDriver {
             DeviceAttribute::PageableMemoryAccess => {
                 sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
             }
+            DeviceAttribute::MemoryPoolsSupported => {
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+            }
         };
         // SAFETY: `dev` was returned by cuDeviceGet.
         unsafe { result::device::get_attribute(dev, attr) }
@@ -184,6 +196,67 @@ impl Driver for CudaDriver {
     unsafe fn mem_free(&self, ptr: DevicePtr) -> Result<()> {
         // SAFETY: the caller's contract: `ptr` is a live allocation of ours, freed once.
         unsafe { result::free_sync(ptr) }.map_err(|e| fail(CallKind::MemFree, e))
+    }
+
+    fn mem_pool_create(&self) -> Result<MemPool> {
+        let dev = self.device(CallKind::MemPoolCreate)?;
+        let props = sys::CUmemPoolProps {
+            allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+            handleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: dev,
+            },
+            win32SecurityAttributes: std::ptr::null_mut(),
+            maxSize: 0,
+            usage: 0,
+            reserved: [0; 54],
+        };
+        // SAFETY: `props` is a valid, fully initialised CUmemPoolProps for the current device.
+        unsafe { result::mem_pool::create(&props) }
+            .map(|p| MemPool(p as usize as u64))
+            .map_err(|e| fail(CallKind::MemPoolCreate, e))
+    }
+
+    unsafe fn mem_pool_set_release_threshold(&self, pool: MemPool, bytes: u64) -> Result<()> {
+        let mut value: u64 = bytes;
+        // SAFETY: the caller's contract: a live pool; the release threshold is a cuuint64_t,
+        // which `value` is, and the driver only reads it during the call.
+        unsafe {
+            result::mem_pool::set_attribute(
+                Self::pool(pool),
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&raw mut value).cast(),
+            )
+        }
+        .map_err(|e| fail(CallKind::MemPoolSetAttribute, e))
+    }
+
+    unsafe fn mem_pool_destroy(&self, pool: MemPool) -> Result<()> {
+        // SAFETY: the caller's contract: a live pool, destroyed once.
+        unsafe { result::mem_pool::destroy(Self::pool(pool)) }
+            .map_err(|e| fail(CallKind::MemPoolDestroy, e))
+    }
+
+    unsafe fn mem_alloc_from_pool_async(
+        &self,
+        bytes: u64,
+        pool: MemPool,
+        stream: Stream,
+    ) -> Result<DevicePtr> {
+        // SAFETY: the caller's contract: live pool and stream; the memory is uninitialised
+        // device memory we only copy into, after this call on the same stream.
+        unsafe {
+            result::mem_pool::alloc_async(Self::pool(pool), bytes as usize, Self::stream(stream))
+        }
+        .map_err(|e| fail(CallKind::MemAllocFromPoolAsync, e))
+    }
+
+    unsafe fn mem_free_async(&self, ptr: DevicePtr, stream: Stream) -> Result<()> {
+        // SAFETY: the caller's contract: a live pool allocation of ours, freed once, nothing
+        // in flight on another stream.
+        unsafe { result::free_async(ptr, Self::stream(stream)) }
+            .map_err(|e| fail(CallKind::MemFreeAsync, e))
     }
 
     fn mem_alloc_managed(&self, bytes: u64) -> Result<DevicePtr> {

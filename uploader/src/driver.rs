@@ -20,6 +20,15 @@ pub struct Stream(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event(pub u64);
 
+/// An opaque stream-ordered memory pool handle (`CUmemoryPool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemPool(pub u64);
+
+impl Stream {
+    /// The legacy default stream (`0`).
+    pub const LEGACY: Stream = Stream(0);
+}
+
 /// Device attributes the strategies ask about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceAttribute {
@@ -28,6 +37,8 @@ pub enum DeviceAttribute {
     ConcurrentManagedAccess,
     /// `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS` (reported, for the record).
     PageableMemoryAccess,
+    /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`: stream-ordered pools (`cuMemPoolCreate`).
+    MemoryPoolsSupported,
 }
 
 /// Every driver call the uploader can make. The breadcrumb records carry the CUDA name.
@@ -43,6 +54,11 @@ pub enum CallKind {
     MemGetInfo,
     MemAlloc,
     MemFree,
+    MemPoolCreate,
+    MemPoolSetAttribute,
+    MemPoolDestroy,
+    MemAllocFromPoolAsync,
+    MemFreeAsync,
     MemAllocManaged,
     MemPrefetchAsync,
     MemHostAlloc,
@@ -63,7 +79,7 @@ pub enum CallKind {
 }
 
 impl CallKind {
-    pub const ALL: [CallKind; 27] = [
+    pub const ALL: [CallKind; 32] = [
         CallKind::Init,
         CallKind::DeviceGet,
         CallKind::PrimaryCtxRetain,
@@ -74,6 +90,11 @@ impl CallKind {
         CallKind::MemGetInfo,
         CallKind::MemAlloc,
         CallKind::MemFree,
+        CallKind::MemPoolCreate,
+        CallKind::MemPoolSetAttribute,
+        CallKind::MemPoolDestroy,
+        CallKind::MemAllocFromPoolAsync,
+        CallKind::MemFreeAsync,
         CallKind::MemAllocManaged,
         CallKind::MemPrefetchAsync,
         CallKind::MemHostAlloc,
@@ -106,6 +127,11 @@ impl CallKind {
             CallKind::MemGetInfo => "cuMemGetInfo_v2",
             CallKind::MemAlloc => "cuMemAlloc_v2",
             CallKind::MemFree => "cuMemFree_v2",
+            CallKind::MemPoolCreate => "cuMemPoolCreate",
+            CallKind::MemPoolSetAttribute => "cuMemPoolSetAttribute",
+            CallKind::MemPoolDestroy => "cuMemPoolDestroy",
+            CallKind::MemAllocFromPoolAsync => "cuMemAllocFromPoolAsync",
+            CallKind::MemFreeAsync => "cuMemFreeAsync",
             CallKind::MemAllocManaged => "cuMemAllocManaged",
             CallKind::MemPrefetchAsync => "cuMemPrefetchAsync_v2",
             CallKind::MemHostAlloc => "cuMemHostAlloc",
@@ -158,6 +184,32 @@ pub trait Driver {
     /// `ptr` came from [`Driver::mem_alloc`] or [`Driver::mem_alloc_managed`], is freed once,
     /// and no copy into or out of it is still in flight.
     unsafe fn mem_free(&self, ptr: DevicePtr) -> Result<()>;
+    /// A stream-ordered pool of device memory on the remembered device (`cuMemPoolCreate`:
+    /// pinned allocations located on that device).
+    fn mem_pool_create(&self) -> Result<MemPool>;
+    /// `cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)`: bytes of freed memory the
+    /// pool keeps mapped instead of releasing at the next synchronization.
+    /// # Safety
+    /// `pool` is live.
+    unsafe fn mem_pool_set_release_threshold(&self, pool: MemPool, bytes: u64) -> Result<()>;
+    /// # Safety
+    /// `pool` is live and destroyed once (allocations still out are released when freed).
+    unsafe fn mem_pool_destroy(&self, pool: MemPool) -> Result<()>;
+    /// `cuMemAllocFromPoolAsync`: usable by work on `stream` issued after this call (and by
+    /// anything once `stream` was synchronized).
+    /// # Safety
+    /// `pool` and `stream` are live.
+    unsafe fn mem_alloc_from_pool_async(
+        &self,
+        bytes: u64,
+        pool: MemPool,
+        stream: Stream,
+    ) -> Result<DevicePtr>;
+    /// `cuMemFreeAsync`: back to its pool once `stream` reaches this point.
+    /// # Safety
+    /// `ptr` came from [`Driver::mem_alloc_from_pool_async`], is freed once, and no work
+    /// touching it is in flight on another stream.
+    unsafe fn mem_free_async(&self, ptr: DevicePtr, stream: Stream) -> Result<()>;
     /// Managed memory (`CU_MEM_ATTACH_GLOBAL`); the returned address is valid on the host too.
     fn mem_alloc_managed(&self, bytes: u64) -> Result<DevicePtr>;
     /// # Safety

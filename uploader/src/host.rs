@@ -7,11 +7,11 @@
 //! wrong bytes here, and `--verify` catches it.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, Stream};
+use crate::driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
 use crate::error::{Error, Result};
 
 const INVALID_VALUE: i32 = 1;
@@ -21,6 +21,7 @@ const INVALID_CONTEXT: i32 = 201;
 const INVALID_HANDLE: i32 = 400;
 const ALREADY_REGISTERED: i32 = 712;
 const NOT_REGISTERED: i32 = 713;
+const NOT_SUPPORTED: i32 = 801;
 
 /// Settings of the simulated device.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +30,8 @@ pub struct HostConfig {
     pub memory_bytes: u64,
     /// What `CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS` reports.
     pub concurrent_managed_access: bool,
+    /// What `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` reports.
+    pub memory_pools: bool,
 }
 
 impl Default for HostConfig {
@@ -36,6 +39,7 @@ impl Default for HostConfig {
         HostConfig {
             memory_bytes: 16 << 30,
             concurrent_managed_access: true,
+            memory_pools: true,
         }
     }
 }
@@ -45,6 +49,8 @@ struct Block {
     len: usize,
     layout: Layout,
     managed: bool,
+    /// The pool it came from (`cuMemAllocFromPoolAsync`), freed only by `cuMemFreeAsync`.
+    pool: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -64,6 +70,8 @@ struct State {
     pinned: BTreeMap<u64, Layout>,
     /// Registered host ranges (base → length); the memory is the caller's.
     registered: BTreeMap<u64, u64>,
+    /// Live memory pools.
+    pools: HashSet<u64>,
     used: u64,
     streams: HashMap<u64, VecDeque<Op>>,
     /// Event → the stream whose queue holds its latest pending record, if any.
@@ -163,10 +171,10 @@ impl HostDriver {
         s.pinned.len() + s.registered.len()
     }
 
-    /// Live streams plus live events.
+    /// Live streams, events and memory pools.
     pub fn live_handles(&self) -> usize {
         let s = self.lock();
-        s.streams.len() + s.events.len()
+        s.streams.len() + s.events.len() + s.pools.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -281,10 +289,21 @@ impl HostDriver {
 
     fn alloc_block(&self, call: CallKind, bytes: u64, managed: bool) -> Result<DevicePtr> {
         let mut state = self.begin(call, true)?;
+        Self::insert_block(&mut state, &self.config, call, bytes, managed, None)
+    }
+
+    fn insert_block(
+        state: &mut State,
+        config: &HostConfig,
+        call: CallKind,
+        bytes: u64,
+        managed: bool,
+        pool: Option<u64>,
+    ) -> Result<DevicePtr> {
         if bytes == 0 {
             return Err(err(call, INVALID_VALUE));
         }
-        if state.used.saturating_add(bytes) > self.config.memory_bytes {
+        if state.used.saturating_add(bytes) > config.memory_bytes {
             return Err(err(call, OUT_OF_MEMORY));
         }
         let len = usize::try_from(bytes).map_err(|_| err(call, OUT_OF_MEMORY))?;
@@ -301,9 +320,27 @@ impl HostDriver {
                 len,
                 layout,
                 managed,
+                pool,
             },
         );
         Ok(ptr as u64)
+    }
+
+    /// Frees block `ptr`, which must (`pooled`) or must not come from a pool: stricter than
+    /// CUDA, so a strategy that frees with the wrong call fails here.
+    fn free_block(s: &mut State, call: CallKind, ptr: DevicePtr, pooled: bool) -> Result<()> {
+        let right_kind = s
+            .blocks
+            .get(&ptr)
+            .is_some_and(|b| b.pool.is_some() == pooled);
+        let Some(block) = right_kind.then(|| s.blocks.remove(&ptr)).flatten() else {
+            return Err(err(call, INVALID_VALUE));
+        };
+        s.used -= block.len as u64;
+        // SAFETY: allocated in `insert_block` with this layout; removed from the map, so freed
+        // once.
+        unsafe { dealloc(ptr as *mut u8, block.layout) };
+        Ok(())
     }
 }
 
@@ -382,6 +419,7 @@ impl Driver for HostDriver {
                 i32::from(self.config.concurrent_managed_access)
             }
             DeviceAttribute::PageableMemoryAccess => 0,
+            DeviceAttribute::MemoryPoolsSupported => i32::from(self.config.memory_pools),
         })
     }
 
@@ -401,14 +439,59 @@ impl Driver for HostDriver {
         let mut s = self.begin(CallKind::MemFree, true)?;
         // cuMemFree waits for outstanding work; so do we.
         Self::drain_all(&mut s);
-        let block = s
-            .blocks
-            .remove(&ptr)
-            .ok_or_else(|| err(CallKind::MemFree, INVALID_VALUE))?;
-        s.used -= block.len as u64;
-        // SAFETY: allocated in `alloc_block` with this layout; removed from the map, so freed once.
-        unsafe { dealloc(ptr as *mut u8, block.layout) };
+        Self::free_block(&mut s, CallKind::MemFree, ptr, false)
+    }
+
+    fn mem_pool_create(&self) -> Result<MemPool> {
+        let mut s = self.begin(CallKind::MemPoolCreate, true)?;
+        if !self.config.memory_pools {
+            return Err(err(CallKind::MemPoolCreate, NOT_SUPPORTED));
+        }
+        let h = Self::handle(&mut s);
+        s.pools.insert(h);
+        Ok(MemPool(h))
+    }
+
+    unsafe fn mem_pool_set_release_threshold(&self, pool: MemPool, _bytes: u64) -> Result<()> {
+        let s = self.begin(CallKind::MemPoolSetAttribute, true)?;
+        if !s.pools.contains(&pool.0) {
+            return Err(err(CallKind::MemPoolSetAttribute, INVALID_HANDLE));
+        }
         Ok(())
+    }
+
+    unsafe fn mem_pool_destroy(&self, pool: MemPool) -> Result<()> {
+        let mut s = self.begin(CallKind::MemPoolDestroy, true)?;
+        // Allocations still out stay valid until freed, as with CUDA.
+        if !s.pools.remove(&pool.0) {
+            return Err(err(CallKind::MemPoolDestroy, INVALID_HANDLE));
+        }
+        Ok(())
+    }
+
+    unsafe fn mem_alloc_from_pool_async(
+        &self,
+        bytes: u64,
+        pool: MemPool,
+        stream: Stream,
+    ) -> Result<DevicePtr> {
+        let call = CallKind::MemAllocFromPoolAsync;
+        let mut s = self.begin(call, true)?;
+        if !s.pools.contains(&pool.0) || !s.streams.contains_key(&stream.0) {
+            return Err(err(call, INVALID_HANDLE));
+        }
+        Self::insert_block(&mut s, &self.config, call, bytes, false, Some(pool.0))
+    }
+
+    unsafe fn mem_free_async(&self, ptr: DevicePtr, stream: Stream) -> Result<()> {
+        let mut s = self.begin(CallKind::MemFreeAsync, true)?;
+        if stream != Stream::LEGACY && !s.streams.contains_key(&stream.0) {
+            return Err(err(CallKind::MemFreeAsync, INVALID_HANDLE));
+        }
+        // Simpler than stream order and never unsafe: every queued copy is done before the
+        // memory goes.
+        Self::drain_all(&mut s);
+        Self::free_block(&mut s, CallKind::MemFreeAsync, ptr, true)
     }
 
     fn mem_alloc_managed(&self, bytes: u64) -> Result<DevicePtr> {

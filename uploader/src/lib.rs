@@ -26,7 +26,7 @@ pub mod trace;
 pub mod verify;
 pub mod workload;
 
-pub use driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, Stream};
+pub use driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
 pub use error::{Error, Result};
 pub use plan::{plan, Plan, PlanOptions, Planned, TensorInfo};
 pub use strategy::{Strategy, StrategyKind, Uploaded};

@@ -31,7 +31,8 @@ use crate::pack::{self, PackStore};
 use crate::plan::Plan;
 use crate::strategy::Uploaded;
 use crate::strategy::{
-    chunk_failed, free_all, placed_bytes, views_for, Allocation, Progress, StrategyKind,
+    chunk_failed, free_all, placed_bytes, views_for, Allocation, DeviceMemory, Progress,
+    StrategyKind,
 };
 use crate::trace::{sat_u32, Site, Traced};
 use crate::workload::TensorSource;
@@ -56,6 +57,38 @@ impl StagingMemory {
     }
 }
 
+/// Where the `pinned` strategy's device arena comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArenaMemory {
+    /// The session's stream-ordered pool ([`Traced::arena_pool`]), which keeps freed arenas
+    /// mapped: from the second upload of a process on, copies land in memory the GPU has
+    /// already written. Falls back to `cuMemAlloc` where the device has no memory pools.
+    Pool,
+    /// A fresh `cuMemAlloc` per upload.
+    Alloc,
+}
+
+impl ArenaMemory {
+    pub fn name(self) -> &'static str {
+        match self {
+            ArenaMemory::Pool => "pool",
+            ArenaMemory::Alloc => "alloc",
+        }
+    }
+}
+
+impl std::str::FromStr for ArenaMemory {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "pool" => Ok(ArenaMemory::Pool),
+            "alloc" => Ok(ArenaMemory::Alloc),
+            other => Err(format!("unknown arena memory {other:?} (pool, alloc)")),
+        }
+    }
+}
+
 /// Settings of the `pinned` strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PinnedOptions {
@@ -74,6 +107,8 @@ pub struct PinnedOptions {
     pub store: PackStore,
     /// How staging memory is allocated and page-locked.
     pub staging: StagingMemory,
+    /// Where the device arena comes from.
+    pub arena: ArenaMemory,
 }
 
 impl Default for PinnedOptions {
@@ -90,6 +125,8 @@ impl Default for PinnedOptions {
             // `Auto`'s per-piece timing could not tell the two apart on a busy host.
             store: PackStore::Plain,
             staging: StagingMemory::Register,
+            // Fresh cuMemAlloc memory filled ~10 ms slower per 4 GiB (BENCHMARKS.md).
+            arena: ArenaMemory::Pool,
         }
     }
 }
@@ -110,16 +147,17 @@ impl PinnedOptions {
         Ok(())
     }
 
-    /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:piece=256KiB`.
+    /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
     pub fn describe(&self) -> String {
         format!(
-            "{}x{}x{}:{}:{}:{}:piece={}",
+            "{}x{}x{}:{}:{}:{}:{}:piece={}",
             self.buffers,
             human_bytes(self.buffer_bytes),
             self.threads,
             if self.spin { "spin" } else { "park" },
             self.store.name(),
             self.staging.name(),
+            self.arena.name(),
             human_bytes(self.piece_bytes)
         )
     }
@@ -139,8 +177,10 @@ fn human_bytes(b: u64) -> String {
 pub struct PinnedStats {
     /// Allocating and page-locking staging memory (0 when the stager was reused).
     pub staging_ns: u64,
-    /// The arena's `cuMemAlloc`.
+    /// The arena's allocation.
     pub arena_ns: u64,
+    /// What the arena was allocated as (`Pool`, or `Device` for `cuMemAlloc`).
+    pub arena_memory: DeviceMemory,
     /// The submitting thread waiting for packers (pack-bound time).
     pub pack_wait_ns: u64,
     /// The submitting thread waiting for copies to finish (copy-bound time).
@@ -272,6 +312,35 @@ fn map_huge_aligned(len: usize) -> Result<*mut u8> {
     Ok(base)
 }
 
+/// Faults in (and so zeroes) `base..base+len`, a fresh mapping of ours whose length is a
+/// multiple of [`HUGE_PAGE`], from up to `threads` threads. `cuMemHostRegister` would otherwise
+/// fault every page in itself, on one thread: on an H200 host, registering 32 MiB took 6.8 ms
+/// untouched against 1.0 ms touched, and one thread faults 32 MiB in 4.6 ms.
+fn prefault(base: *mut u8, len: usize, threads: usize) {
+    let huge_pages = len / HUGE_PAGE;
+    let per_thread = huge_pages.div_ceil(threads.clamp(1, huge_pages.max(1)));
+    let base = base as usize;
+    let touch = move |first: usize, last: usize| {
+        for page in (first * HUGE_PAGE..last * HUGE_PAGE).step_by(4096) {
+            // SAFETY: inside our fresh mapping of `len` bytes (page < huge_pages * HUGE_PAGE =
+            // len), readable and writable; nothing else uses it yet, and each caller touches
+            // its own disjoint range.
+            unsafe { std::ptr::write_volatile((base + page) as *mut u8, 0) };
+        }
+    };
+    std::thread::scope(|scope| {
+        for first in (0..huge_pages).step_by(per_thread.max(1)) {
+            let last = (first + per_thread).min(huge_pages);
+            let spawned =
+                std::thread::Builder::new().spawn_scoped(scope, move || touch(first, last));
+            if spawned.is_err() {
+                // No thread to spare: fault this part in here (registration would anyway).
+                touch(first, last);
+            }
+        }
+    });
+}
+
 impl PinnedStager {
     /// Allocates the staging memory, one event per buffer and the copy stream.
     pub fn create(t: &Traced, options: &PinnedOptions) -> Result<PinnedStager> {
@@ -304,6 +373,7 @@ impl PinnedStager {
                 StagingMemory::Register => {
                     let len = total.next_multiple_of(HUGE_PAGE);
                     let base = map_huge_aligned(len)?;
+                    prefault(base, len, options.threads);
                     // SAFETY: our own fresh mapping of `len` bytes, page-aligned, unmapped only
                     // after unregistering (destroy).
                     if let Err(e) = unsafe { t.host_register(&site, base, len as u64) } {
@@ -410,6 +480,7 @@ impl PinnedStager {
         let mut stats = PinnedStats {
             staging_ns: 0,
             arena_ns: 0,
+            arena_memory: DeviceMemory::Device,
             pack_wait_ns: 0,
             copy_wait_ns: 0,
             teardown_ns: 0,
@@ -427,12 +498,27 @@ impl PinnedStager {
             tensor_count: sat_u32(plan.placements.last().map_or(0, |p| p.tensor + 1)),
         };
         let started = Instant::now();
-        let arena = t.mem_alloc(&arena_site, layout.bytes.max(1))?;
+        let arena_bytes = layout.bytes.max(1);
+        let pool = match self.options.arena {
+            ArenaMemory::Pool => t.arena_pool(&arena_site)?,
+            ArenaMemory::Alloc => None,
+        };
+        let (arena, memory) = match pool {
+            // SAFETY: the session's live pool and our live stream; every copy into the arena is
+            // issued on that stream after this call, and it is synchronized before the arena is
+            // used or freed anywhere else.
+            Some(pool) => (
+                unsafe { t.mem_alloc_from_pool_async(&arena_site, arena_bytes, pool, stream) }?,
+                DeviceMemory::Pool,
+            ),
+            None => (t.mem_alloc(&arena_site, arena_bytes)?, DeviceMemory::Device),
+        };
         stats.arena_ns = elapsed_ns(started);
+        stats.arena_memory = memory;
         let allocation = Allocation {
             ptr: arena,
-            bytes: layout.bytes.max(1),
-            managed: false,
+            bytes: arena_bytes,
+            memory,
         };
 
         let piece = self
@@ -490,7 +576,11 @@ impl PinnedStager {
             };
             for _ in 0..self.options.threads {
                 let pipeline = &pipeline;
-                let handle = scope.spawn(move || pipeline.worker());
+                // Packers already started are stopped and joined by `stop` and the scope.
+                let handle = std::thread::Builder::new()
+                    .name("wedge-pack".into())
+                    .spawn_scoped(scope, move || pipeline.worker())
+                    .map_err(|e| Error::Worker(format!("cannot start a packing thread: {e}")))?;
                 stop.workers.push(handle.thread().clone());
             }
             let mut in_flight = std::collections::VecDeque::with_capacity(self.options.buffers);
@@ -852,6 +942,33 @@ impl Pipeline<'_> {
             for w in workers {
                 w.unpark();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pages of `base..base+len` that are resident (`mincore`).
+    fn resident_pages(base: *mut u8, len: usize) -> usize {
+        let mut vec = vec![0u8; len.div_ceil(4096)];
+        // SAFETY: `base..base+len` is a live mapping of ours; `vec` has one byte per page.
+        let rc = unsafe { libc::mincore(base.cast(), len, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    #[test]
+    fn prefault_makes_every_page_of_the_staging_mapping_resident() {
+        for (huge_pages, threads) in [(1, 1), (3, 2), (3, 8), (5, 3)] {
+            let len = huge_pages * HUGE_PAGE;
+            let base = map_huge_aligned(len).unwrap();
+            assert_eq!(resident_pages(base, len), 0, "fresh mapping");
+            prefault(base, len, threads);
+            assert_eq!(resident_pages(base, len), len / 4096, "{huge_pages} × 2 MiB, {threads}");
+            // SAFETY: our mapping, unused elsewhere.
+            unsafe { libc::munmap(base.cast(), len) };
         }
     }
 }

@@ -16,13 +16,13 @@
 
 use serde::Serialize;
 
-use crate::driver::{DeviceAttribute, DevicePtr};
+use crate::driver::{DeviceAttribute, DevicePtr, Stream};
 use crate::error::{Error, Result};
 use crate::plan::{Placement, Plan};
 use crate::trace::{sat_u32, Site, Traced};
 use crate::workload::TensorSource;
 
-pub use crate::pinned::{PinnedOptions, PinnedStager, PinnedStats, StagingMemory};
+pub use crate::pinned::{ArenaMemory, PinnedOptions, PinnedStager, PinnedStats, StagingMemory};
 
 /// Which strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -99,12 +99,25 @@ impl Strategy {
     }
 }
 
+/// What kind of device memory an allocation is, which decides how it is freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceMemory {
+    /// `cuMemAlloc`, freed with `cuMemFree`.
+    Device,
+    /// `cuMemAllocManaged`, freed with `cuMemFree`.
+    Managed,
+    /// `cuMemAllocFromPoolAsync` from the session's arena pool, freed with `cuMemFreeAsync`
+    /// (back to the pool, still mapped, for the next upload).
+    Pool,
+}
+
 /// One device allocation made by an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Allocation {
     pub ptr: DevicePtr,
     pub bytes: u64,
-    pub managed: bool,
+    pub memory: DeviceMemory,
 }
 
 /// Where one tensor lives on the device (ztensor's per-tensor view).
@@ -143,8 +156,15 @@ pub(crate) fn free_all(t: &Traced, allocations: &[Allocation], site: &Site) -> R
     let mut first_err = None;
     for a in allocations.iter().rev() {
         // SAFETY: each allocation was made by this upload, is freed once (the list is consumed
-        // or abandoned by the caller), and the caller synchronized any copy into it.
-        if let Err(e) = unsafe { t.mem_free(site, a.ptr, a.bytes) } {
+        // or abandoned by the caller), and the caller synchronized any copy into it (so the
+        // legacy stream may free a pool allocation at once).
+        let freed = unsafe {
+            match a.memory {
+                DeviceMemory::Device | DeviceMemory::Managed => t.mem_free(site, a.ptr, a.bytes),
+                DeviceMemory::Pool => t.mem_free_async(site, a.ptr, a.bytes, Stream::LEGACY),
+            }
+        };
+        if let Err(e) = freed {
             first_err.get_or_insert(e);
         }
     }
@@ -271,7 +291,7 @@ fn upload_ztensor(
             allocations.push(Allocation {
                 ptr,
                 bytes: chunk.bytes,
-                managed: false,
+                memory: DeviceMemory::Device,
             });
             // A fresh pageable staging buffer per chunk, as ztensor's make([]byte, n).
             let mut staging = vec![0u8; chunk.bytes as usize];
@@ -353,7 +373,7 @@ fn upload_managed(
             allocations.push(Allocation {
                 ptr,
                 bytes: chunk.bytes,
-                managed: true,
+                memory: DeviceMemory::Managed,
             });
             // SAFETY: managed memory is host-addressable; `ptr` is a fresh allocation of
             // `chunk.bytes` bytes that nothing else references, and no prefetch of it has been

@@ -99,7 +99,13 @@ fn every_strategy_uploads_and_verifies() {
                 assert_eq!(d.calls(CallKind::MemPrefetchAsync), p.chunks.len() as u64);
             }
             StrategyKind::Pinned => {
-                assert_eq!(d.calls(CallKind::MemAlloc), 1);
+                // One arena from the session's pool, handed back to it, the pool destroyed
+                // by close.
+                assert_eq!(d.calls(CallKind::MemAlloc), 0);
+                assert_eq!(d.calls(CallKind::MemAllocFromPoolAsync), 1);
+                assert_eq!(d.calls(CallKind::MemFreeAsync), 1);
+                assert_eq!(d.calls(CallKind::MemPoolCreate), 1);
+                assert_eq!(d.calls(CallKind::MemPoolDestroy), 1);
                 // One page-locked range (registered, the default) holds every staging buffer.
                 assert_eq!(d.calls(CallKind::MemHostRegister), 1);
                 assert_eq!(d.calls(CallKind::MemHostUnregister), 1);
@@ -450,6 +456,7 @@ fn a_packing_error_on_any_thread_rolls_back() {
             }
             other => panic!("{kind:?}: {other:?}"),
         }
+        t.close().unwrap();
         assert_all_released(&d);
     }
 }
@@ -467,6 +474,7 @@ fn pinned_verifies_with_spinning_and_sleeping_packers_and_odd_thread_counts() {
         let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
         verify(&t, &up, &w).unwrap();
         up.free(&t).unwrap();
+        t.close().unwrap();
         assert_all_released(&d);
     }
 }
@@ -478,7 +486,7 @@ fn pinned_verifies_with_spinning_and_sleeping_packers_and_odd_thread_counts() {
 #[test]
 fn pinned_verifies_in_every_pipeline_shape() {
     use uploader::pack::PackStore;
-    use uploader::strategy::StagingMemory;
+    use uploader::strategy::{ArenaMemory, StagingMemory};
     let w = small_workload();
     let p = small_plan(&w);
     for buffers in [1, 2, 3, 7] {
@@ -489,7 +497,10 @@ fn pinned_verifies_in_every_pipeline_shape() {
             (65_536, 4_000),
         ] {
             for store in [PackStore::Plain, PackStore::Streaming, PackStore::Auto] {
-                for staging in [StagingMemory::HostAlloc, StagingMemory::Register] {
+                for (staging, arena) in [
+                    (StagingMemory::HostAlloc, ArenaMemory::Alloc),
+                    (StagingMemory::Register, ArenaMemory::Pool),
+                ] {
                     let d = HostDriver::default();
                     let t = Traced::open(&d, None, 0).unwrap();
                     let mut s = strategy(StrategyKind::Pinned);
@@ -499,6 +510,7 @@ fn pinned_verifies_in_every_pipeline_shape() {
                         piece_bytes,
                         store,
                         staging,
+                        arena,
                         threads: 3,
                         spin: true,
                     };
@@ -609,6 +621,111 @@ fn pinned_options_out_of_range_are_errors_not_panics() {
         s.pinned = bad;
         let err = upload(&t, &s, &w, &p, &mut |_| {}).unwrap_err();
         assert!(matches!(err, Error::InvalidOptions(_)), "{bad:?}: {err:?}");
+    }
+    t.close().unwrap();
+    assert_all_released(&d);
+}
+
+/// Pinned arenas come from one pool per session: made by the first upload, reused by the next
+/// ones (a `with_ring` view shares it), destroyed by `close`. `--arena alloc` and a device
+/// without memory pools use `cuMemAlloc` instead.
+#[test]
+fn pinned_arenas_come_from_one_pool_per_session() {
+    use uploader::strategy::{ArenaMemory, DeviceMemory};
+    let w = small_workload();
+    let p = small_plan(&w);
+    let d = HostDriver::default();
+    let t = Traced::open(&d, None, 0).unwrap();
+    let s = strategy(StrategyKind::Pinned);
+    let view = t.with_ring(None);
+    for session in [&t, &t, &view] {
+        let up = upload(session, &s, &w, &p, &mut |_| {}).unwrap();
+        assert_eq!(up.allocations.len(), 1);
+        assert_eq!(up.allocations[0].memory, DeviceMemory::Pool);
+        assert_eq!(up.pinned.unwrap().arena_memory, DeviceMemory::Pool);
+        verify(session, &up, &w).unwrap();
+        up.free(session).unwrap();
+    }
+    assert_eq!(d.calls(CallKind::MemPoolCreate), 1, "one pool per session");
+    assert_eq!(d.calls(CallKind::MemPoolSetAttribute), 1);
+    assert_eq!(d.calls(CallKind::MemAllocFromPoolAsync), 3);
+    assert_eq!(d.calls(CallKind::MemFreeAsync), 3);
+    assert_eq!(d.calls(CallKind::MemAlloc), 0);
+    assert_eq!(d.calls(CallKind::MemPoolDestroy), 0, "kept until close");
+    t.close().unwrap();
+    assert_eq!(d.calls(CallKind::MemPoolDestroy), 1);
+    assert_all_released(&d);
+
+    for (config, arena) in [
+        (HostConfig::default(), ArenaMemory::Alloc),
+        (
+            HostConfig {
+                memory_pools: false,
+                ..HostConfig::default()
+            },
+            ArenaMemory::Pool,
+        ),
+    ] {
+        let d = HostDriver::new(config);
+        let t = Traced::open(&d, None, 0).unwrap();
+        let mut s = strategy(StrategyKind::Pinned);
+        s.pinned.arena = arena;
+        let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+        assert_eq!(up.allocations[0].memory, DeviceMemory::Device, "{arena:?}");
+        assert_eq!(up.pinned.unwrap().arena_memory, DeviceMemory::Device);
+        verify(&t, &up, &w).unwrap();
+        up.free(&t).unwrap();
+        t.close().unwrap();
+        assert_eq!(d.calls(CallKind::MemAlloc), 1);
+        assert_eq!(d.calls(CallKind::MemPoolCreate), 0);
+        assert_all_released(&d);
+    }
+}
+
+/// A failing pool call fails the upload with that call named, and nothing leaks.
+#[test]
+fn a_failing_pool_call_fails_the_upload_and_leaks_nothing() {
+    let w = small_workload();
+    let p = small_plan(&w);
+    for call in [
+        CallKind::MemPoolCreate,
+        CallKind::MemPoolSetAttribute,
+        CallKind::MemAllocFromPoolAsync,
+    ] {
+        let d = HostDriver::default();
+        d.fail_on(call, 1, 2);
+        let t = Traced::open(&d, None, 0).unwrap();
+        let err = upload(&t, &strategy(StrategyKind::Pinned), &w, &p, &mut |_| {}).unwrap_err();
+        assert!(
+            err.to_string().contains(call.cuda_name()),
+            "{call:?}: {err}"
+        );
+        t.close().unwrap();
+        assert_all_released(&d);
+    }
+}
+
+/// The host driver frees pool memory only with `cuMemFreeAsync` and other device memory only
+/// with `cuMemFree`, so a strategy that records the wrong kind fails its tests.
+#[test]
+fn host_driver_rejects_freeing_with_the_wrong_call() {
+    use uploader::Stream;
+    let d = HostDriver::default();
+    let t = Traced::open(&d, None, 0).unwrap();
+    let stream = d.stream_create().unwrap();
+    let pool = d.mem_pool_create().unwrap();
+    // SAFETY: live pool and stream of this driver; nothing is copied into the memory.
+    let pooled = unsafe { d.mem_alloc_from_pool_async(4096, pool, stream) }.unwrap();
+    let plain = d.mem_alloc(4096).unwrap();
+    // SAFETY: live allocations of this driver, nothing in flight; the wrong calls are refused
+    // without freeing anything.
+    unsafe {
+        assert!(d.mem_free(pooled).is_err());
+        assert!(d.mem_free_async(plain, Stream::LEGACY).is_err());
+        d.mem_free_async(pooled, Stream::LEGACY).unwrap();
+        d.mem_free(plain).unwrap();
+        d.mem_pool_destroy(pool).unwrap();
+        d.stream_destroy(stream).unwrap();
     }
     t.close().unwrap();
     assert_all_released(&d);

@@ -14,7 +14,8 @@ use uploader::host::{HostConfig, HostDriver};
 use uploader::pack::PackStore;
 use uploader::plan::{plan, PlanOptions, Planned};
 use uploader::strategy::{
-    upload, ManagedOptions, PinnedOptions, Progress, StagingMemory, Strategy, StrategyKind,
+    upload, ArenaMemory, ManagedOptions, PinnedOptions, Progress, StagingMemory, Strategy,
+    StrategyKind,
 };
 use uploader::verify::{verify, VerifyReport};
 use uploader::workload::{Workload, WorkloadSpec};
@@ -65,6 +66,15 @@ pub enum StagingArg {
     Hostalloc,
     /// An anonymous mapping advised for huge pages, page-locked with cuMemHostRegister.
     Register,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArenaArg {
+    /// A stream-ordered pool kept for the process: later uploads reuse memory the GPU has
+    /// already written (fresh memory fills slower).
+    Pool,
+    /// A fresh cuMemAlloc per upload.
+    Alloc,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -162,6 +172,9 @@ pub struct Args {
     /// pinned: how staging memory is page-locked (default register).
     #[arg(long, value_enum, value_name = "HOW")]
     pub staging_memory: Option<StagingArg>,
+    /// pinned: where the device arena comes from (default pool).
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub arena: Option<ArenaArg>,
     /// pinned: packing threads; the submitting thread does not pack (default: half the CPUs, at most 8).
     #[arg(long, value_name = "N")]
     pub pack_threads: Option<usize>,
@@ -176,8 +189,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PackWait::Spin)]
     pub pack_wait: PackWait,
     /// --compare: also time these pinned configurations, cold and with staging reused (comma list of
-    /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register][:piece=BYTES],
-    /// e.g. 8x2MiBx8,4x4MiBx8:plain:register).
+    /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register][:pool|:alloc]
+    /// [:piece=BYTES], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
     #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
     pub sweep: Vec<PinnedOptions>,
     /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
@@ -291,6 +304,11 @@ fn pinned_options(args: &Args) -> PinnedOptions {
             None => d.staging,
             Some(StagingArg::Hostalloc) => StagingMemory::HostAlloc,
             Some(StagingArg::Register) => StagingMemory::Register,
+        },
+        arena: match args.arena {
+            None => d.arena,
+            Some(ArenaArg::Pool) => ArenaMemory::Pool,
+            Some(ArenaArg::Alloc) => ArenaMemory::Alloc,
         },
     }
 }
@@ -506,8 +524,8 @@ fn print_compare(r: &CompareReport, args: &Args) {
         );
         if let Some(b) = &m.pinned {
             println!(
-                "{:<32} staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
-                "", b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms, b.teardown_ms, b.stores
+                "{:<32} staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
+                "", b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.copy_wait_ms, b.teardown_ms, b.stores
             );
         }
     };
@@ -546,8 +564,8 @@ fn print_compare(r: &CompareReport, args: &Args) {
                 );
                 if let Some(b) = &m.pinned {
                     println!(
-                        "      staging {:.2} ms, arena {:.2} ms, waiting for packers {:.2} ms, for copies {:.2} ms; stores {}",
-                        b.staging_ms, b.arena_ms, b.pack_wait_ms, b.copy_wait_ms, b.stores
+                        "      staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms, for copies {:.2} ms; stores {}",
+                        b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.copy_wait_ms, b.stores
                     );
                 }
             }
