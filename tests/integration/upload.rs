@@ -168,6 +168,13 @@ fn compare_on_the_host_backend_reports_every_contender() {
         ["ztensor", "managed", "pinned", "pinned, staging reused"]
     );
     assert!(v["ceiling_pinned"]["gbps"].as_f64().unwrap() > 0.0);
+    let in_rounds = &v["ceiling_pinned_in_rounds"];
+    assert_eq!(
+        in_rounds["seconds"].as_array().unwrap().len(),
+        1,
+        "one per round"
+    );
+    assert!(in_rounds["gbps"].as_f64().unwrap() > 0.0);
     assert!(v["ceiling_pageable"]["gbps"].as_f64().unwrap() > 0.0);
     assert_eq!(v["ratios"].as_array().unwrap().len(), 4);
 }

@@ -245,7 +245,8 @@ pub fn ceiling_pageable(t: &Traced, bytes: u64, repeat: usize) -> Result<Measure
 /// One contender of a round-robin: how to run it once, and what it measured.
 struct Entrant<'a> {
     name: String,
-    run: Box<dyn FnMut() -> Result<crate::strategy::Uploaded> + 'a>,
+    /// One run; `None` for a bare copy that allocates nothing.
+    run: Box<dyn FnMut() -> Result<Option<crate::strategy::Uploaded>> + 'a>,
     seconds: Vec<f64>,
     stats: Vec<PinnedStats>,
     calls: u64,
@@ -256,7 +257,7 @@ struct Entrant<'a> {
 impl<'a> Entrant<'a> {
     fn new(
         name: impl Into<String>,
-        run: impl FnMut() -> Result<crate::strategy::Uploaded> + 'a,
+        run: impl FnMut() -> Result<Option<crate::strategy::Uploaded>> + 'a,
     ) -> Entrant<'a> {
         Entrant {
             name: name.into(),
@@ -314,9 +315,11 @@ fn time_round_robin(
             if round > 0 {
                 e.seconds.push(elapsed);
                 e.calls = t.calls() - before;
-                e.stats.extend(uploaded.pinned);
+                e.stats.extend(uploaded.as_ref().and_then(|u| u.pinned));
             }
-            uploaded.free(t)?;
+            if let Some(uploaded) = uploaded {
+                uploaded.free(t)?;
+            }
         }
     }
     Ok(())
@@ -382,7 +385,11 @@ pub struct CompareReport {
     pub bytes: u64,
     pub chunks: usize,
     pub repeat: usize,
+    /// The ceiling timed in a block of its own before the rounds; ratios are against it.
     pub ceiling_pinned: Measurement,
+    /// The same copy timed once per round among the contenders (for drift: a host that got
+    /// slower during the rounds shows here).
+    pub ceiling_pinned_in_rounds: Measurement,
     pub ceiling_pageable: Option<Measurement>,
     pub strategies: Vec<Measurement>,
     pub skipped: Vec<Skipped>,
@@ -502,6 +509,14 @@ pub fn compare(
     Ok(report)
 }
 
+/// What the round-robin measured.
+struct Rounds {
+    strategies: Vec<Measurement>,
+    skipped: Vec<Skipped>,
+    sweep: Vec<SweepRow>,
+    ceiling_in_rounds: Measurement,
+}
+
 fn compare_with(
     t: &Traced,
     strategy: &Strategy,
@@ -528,7 +543,7 @@ fn compare_with(
         ..*strategy
     };
     let mut stagers: Vec<PinnedStager> = Vec::new();
-    let timed = (|| -> Result<(Vec<Measurement>, Vec<Skipped>, Vec<SweepRow>)> {
+    let timed = (|| -> Result<Rounds> {
         if !skip.contains(&Contender::Reused) {
             stagers.push(PinnedStager::create(t, &pinned_strategy.pinned)?);
         }
@@ -558,33 +573,40 @@ fn compare_with(
         let mut entrants = Vec::new();
         for (kind, s) in &kinds {
             entrants.push(Entrant::new(kind.name(), move || {
-                upload(t, s, src, plan, &mut |_| {})
+                upload(t, s, src, plan, &mut |_| {}).map(Some)
             }));
         }
         let mut next_stager = stagers.iter();
         if !skip.contains(&Contender::Reused) {
             let stager = next_stager.next().expect("made above");
             entrants.push(Entrant::new("pinned, staging reused", move || {
-                stager.upload(t, src, plan, &mut |_| {})
+                stager.upload(t, src, plan, &mut |_| {}).map(Some)
             }));
         }
         let main_entrants = entrants.len();
         for s in &sweep_strategies {
             let label = s.pinned.describe();
             entrants.push(Entrant::new(format!("pinned {label}"), move || {
-                upload(t, s, src, plan, &mut |_| {})
+                upload(t, s, src, plan, &mut |_| {}).map(Some)
             }));
             let stager = next_stager.next().expect("made above");
             entrants.push(Entrant::new(
                 format!("pinned, staging reused {label}"),
-                move || stager.upload(t, src, plan, &mut |_| {}),
+                move || stager.upload(t, src, plan, &mut |_| {}).map(Some),
             ));
         }
+        let sweep_end = entrants.len();
+        // The ceiling once more, as one of the rounds: the same machine drift as the uploads.
+        entrants.push(Entrant::new(
+            "pinned single copy, in the rounds",
+            move || ceiling.once(t).map(|_| None),
+        ));
         log(&format!(
             "{} contenders, {repeat} rounds after a warm-up round",
             entrants.len()
         ));
         time_round_robin(t, &mut entrants, repeat, log)?;
+        let ceiling_in_rounds = entrants[sweep_end].measurement(bytes);
         let mut strategies = Vec::new();
         let mut skipped = Vec::new();
         for e in &entrants[..main_entrants] {
@@ -599,7 +621,7 @@ fn compare_with(
         let sweep = options
             .sweep
             .iter()
-            .zip(entrants[main_entrants..].chunks(2))
+            .zip(entrants[main_entrants..sweep_end].chunks(2))
             .map(|(config, pair)| {
                 let mut cold = pair[0].measurement(bytes);
                 let mut reused = pair[1].measurement(bytes);
@@ -612,7 +634,12 @@ fn compare_with(
                 }
             })
             .collect();
-        Ok((strategies, skipped, sweep))
+        Ok(Rounds {
+            strategies,
+            skipped,
+            sweep,
+            ceiling_in_rounds,
+        })
     })();
     let mut destroyed = Ok(());
     for stager in stagers {
@@ -620,7 +647,12 @@ fn compare_with(
             destroyed = destroyed.and(Err(e));
         }
     }
-    let (strategies, skipped, sweep) = timed?;
+    let Rounds {
+        strategies,
+        skipped,
+        sweep,
+        ceiling_in_rounds: ceiling_pinned_in_rounds,
+    } = timed?;
     destroyed?;
 
     let ztensor = strategies
@@ -732,6 +764,7 @@ fn compare_with(
         chunks: plan.chunks.len(),
         repeat,
         ceiling_pinned,
+        ceiling_pinned_in_rounds,
         ceiling_pageable,
         strategies,
         skipped,

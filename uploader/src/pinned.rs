@@ -966,7 +966,11 @@ mod tests {
             let base = map_huge_aligned(len).unwrap();
             assert_eq!(resident_pages(base, len), 0, "fresh mapping");
             prefault(base, len, threads);
-            assert_eq!(resident_pages(base, len), len / 4096, "{huge_pages} × 2 MiB, {threads}");
+            assert_eq!(
+                resident_pages(base, len),
+                len / 4096,
+                "{huge_pages} × 2 MiB, {threads}"
+            );
             // SAFETY: our mapping, unused elsewhere.
             unsafe { libc::munmap(base.cast(), len) };
         }

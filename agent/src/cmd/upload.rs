@@ -530,6 +530,7 @@ fn print_compare(r: &CompareReport, args: &Args) {
         }
     };
     row(&r.ceiling_pinned);
+    row(&r.ceiling_pinned_in_rounds);
     if let Some(m) = &r.ceiling_pageable {
         row(m);
     }
