@@ -54,6 +54,7 @@ impl std::str::FromStr for PackStore {
 }
 
 /// Below this many bytes a streaming copy is not worth its alignment prologue.
+#[cfg(target_arch = "x86_64")]
 const STREAMING_MIN: usize = 256;
 
 /// Copies `len` bytes from `src` to `dst` with `store`. After streaming copies, call
