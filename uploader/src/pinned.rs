@@ -1,8 +1,10 @@
 //! The `pinned` strategy's pipeline: packing threads fill a ring of pinned staging buffers
 //! while the submitting thread copies full buffers to the device asynchronously.
 //!
-//! - The arena: every chunk laid out (256-byte aligned) in one device allocation; the arena
-//!   image is cut into *slices* of one staging buffer each, and each slice into *pieces*.
+//! - The arena: every chunk laid out (256-byte aligned) in one device allocation, by default
+//!   from the session's memory pool so later uploads write memory the GPU has already mapped
+//!   ([`ArenaMemory`]); the arena image is cut into *slices* of one staging buffer each, and
+//!   each slice into *pieces*.
 //! - Packing threads claim pieces from one atomic counter, in arena order, with no barrier per
 //!   slice: a thread that is descheduled delays only its own piece, and threads run ahead into
 //!   the next free buffers. A piece of slice `s` may be written once slice `s - buffers` was
@@ -14,7 +16,8 @@
 //!   block (`cuEventSynchronize` on the oldest): then copying is the bottleneck, and the copy
 //!   queue holds `buffers - 1` slices while the packers refill the released buffer.
 //! - Staging memory comes from `cuMemHostAlloc`, or from an anonymous mapping advised for
-//!   transparent huge pages and registered with `cuMemHostRegister` ([`StagingMemory`]).
+//!   transparent huge pages, faulted in by several threads and registered with
+//!   `cuMemHostRegister` ([`StagingMemory`]).
 //!
 //! [`PinnedStats`] says where an upload's time went (staging, arena, waiting for packers,
 //! waiting for copies), so a slow run explains itself.
