@@ -1,5 +1,5 @@
 //! What gets uploaded: [`TensorSource`] (any set of host tensors) and [`Workload`], the
-//! synthetic stand-in for the wedged job's upload (213,304 samples of shape [1,193] f32 plus
+//! synthetic stand-in for the wedged job's upload (213,304 samples of shape `[1,193]` f32 plus
 //! 50 parameters of 256×1024 f32).
 
 use serde::Serialize;
