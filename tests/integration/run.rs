@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use capture::frozen_fs::FrozenFs;
 use capture::ProcRoot;
 
 use crate::util::{bin, frozen_fs_or_skip, in_ci};
@@ -19,6 +20,18 @@ fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// A frozen filesystem holding a file `target` (a write to it blocks in D), that file, a fresh
+/// output directory and the `incidents` directory inside it that the tests hand to `--out`; or
+/// `None` (skipped, with a message) where test `test` cannot run.
+fn frozen_target(test: &str, dir: &str) -> Option<(FrozenFs, PathBuf, PathBuf, PathBuf)> {
+    let mut fs = frozen_fs_or_skip(test)?;
+    let file = fs.create_file("target", b"x").unwrap();
+    fs.freeze().unwrap();
+    let out = temp_dir(dir);
+    let incidents = out.join("incidents");
+    Some((fs, file, out, incidents))
 }
 
 struct Finished {
@@ -173,13 +186,11 @@ fn thread_states(pid: i32) -> Vec<char> {
 
 #[test]
 fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
-    let Some(mut fs) = frozen_fs_or_skip("wedge_on_a_frozen_fs_is_captured_and_run_exits_3") else {
+    let Some((mut fs, file, out, out_s)) =
+        frozen_target("wedge_on_a_frozen_fs_is_captured_and_run_exits_3", "wedge")
+    else {
         return;
     };
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir("wedge");
-    let out_s = out.join("incidents");
     let started_wall = chrono::Utc::now();
     let child = run_watch(
         &[
@@ -246,14 +257,12 @@ fn helper_in_a_pid_namespace_shows_host_and_namespace_ids() {
         eprintln!("skipping: unshare is missing");
         return;
     }
-    let Some(mut fs) = frozen_fs_or_skip("helper_in_a_pid_namespace_shows_host_and_namespace_ids")
-    else {
+    let Some((mut fs, file, out, out_s)) = frozen_target(
+        "helper_in_a_pid_namespace_shows_host_and_namespace_ids",
+        "pidns",
+    ) else {
         return;
     };
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir("pidns");
-    let out_s = out.join("incidents");
     let child = run_watch(
         &[
             "--threshold",
@@ -308,15 +317,12 @@ fn helper_in_a_pid_namespace_shows_host_and_namespace_ids() {
 
 #[test]
 fn a_hanging_probe_times_out_is_recorded_and_the_incident_completes() {
-    let Some(mut fs) =
-        frozen_fs_or_skip("a_hanging_probe_times_out_is_recorded_and_the_incident_completes")
-    else {
+    let Some((mut fs, file, out, out_s)) = frozen_target(
+        "a_hanging_probe_times_out_is_recorded_and_the_incident_completes",
+        "probe",
+    ) else {
         return;
     };
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir("probe");
-    let out_s = out.join("incidents");
     // A FIFO with no writer stands in for a driver file whose read sleeps forever.
     let fifo = out.join("driver-information");
     assert!(Command::new("mkfifo")
@@ -548,13 +554,11 @@ fn doctor_reports_every_check_as_json() {
 
 #[test]
 fn kill_on_wedge_records_that_sigkill_did_not_work() {
-    let Some(mut fs) = frozen_fs_or_skip("kill_on_wedge_records_that_sigkill_did_not_work") else {
+    let Some((mut fs, file, out, out_s)) =
+        frozen_target("kill_on_wedge_records_that_sigkill_did_not_work", "kill")
+    else {
         return;
     };
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir("kill");
-    let out_s = out.join("incidents");
     let done = wait_limited(
         run_watch(
             &[
@@ -595,13 +599,11 @@ fn kill_on_wedge_records_that_sigkill_did_not_work() {
 
 #[test]
 fn a_wedge_that_ends_is_closed_as_resolved() {
-    let Some(mut fs) = frozen_fs_or_skip("a_wedge_that_ends_is_closed_as_resolved") else {
+    let Some((mut fs, file, out, out_s)) =
+        frozen_target("a_wedge_that_ends_is_closed_as_resolved", "resolved")
+    else {
         return;
     };
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir("resolved");
-    let out_s = out.join("incidents");
     let run = run_watch(
         &[
             "--threshold",
@@ -637,15 +639,12 @@ fn a_wedge_that_ends_is_closed_as_resolved() {
 
 #[test]
 fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
-    let Some(mut fs) =
-        frozen_fs_or_skip("sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command")
-    else {
+    let Some((mut fs, file, out, out_s)) = frozen_target(
+        "sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command",
+        "sigint",
+    ) else {
         return;
     };
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir("sigint");
-    let out_s = out.join("incidents");
     // No --exit-after: run stays while the command lives, until a signal.
     let run = run_watch(
         &[
@@ -688,15 +687,12 @@ fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
 
 #[test]
 fn every_ring_of_the_process_is_captured_the_one_in_flight_first() {
-    let Some(mut fs) =
-        frozen_fs_or_skip("every_ring_of_the_process_is_captured_the_one_in_flight_first")
-    else {
+    let Some((mut fs, file, out, out_s)) = frozen_target(
+        "every_ring_of_the_process_is_captured_the_one_in_flight_first",
+        "two-rings",
+    ) else {
         return;
     };
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir("two-rings");
-    let out_s = out.join("incidents");
     // Outside the ring directory: found only through the helper's open fd.
     let second = out.join("second.ring");
     let child = run_watch(
