@@ -5,7 +5,8 @@
 //! - [`driver`]: the [`Driver`] trait (one method per driver call) and [`CallKind`].
 //! - [`cuda`]: the libcuda backend (cudarc `result`/`sys`), with a no-panic driver check.
 //! - [`host`]: the host-memory backend for tests and GPU-less machines (fails on demand).
-//! - [`trace`]: [`Traced`], the layer that writes a breadcrumb enter/exit around each call.
+//! - [`trace`]: [`Traced`], the layer that writes a breadcrumb enter/exit around each call and
+//!   owns the session's pool for pinned arenas.
 //! - [`workload`]: tensors to upload ([`TensorSource`]) and the synthetic real-world workload.
 //! - [`strategy`]: `ztensor`, `managed` and `pinned` uploads, all-or-nothing on failure.
 //! - [`pinned`]: the pinned pipeline (staging ring, piece-claiming packers, async copies).

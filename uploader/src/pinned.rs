@@ -81,17 +81,6 @@ impl ArenaMemory {
     }
 }
 
-impl std::str::FromStr for ArenaMemory {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "pool" => Ok(ArenaMemory::Pool),
-            "alloc" => Ok(ArenaMemory::Alloc),
-            other => Err(format!("unknown arena memory {other:?} (pool, alloc)")),
-        }
-    }
-}
-
 /// Settings of the `pinned` strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PinnedOptions {
