@@ -27,6 +27,13 @@ pub enum Error {
     /// A file larger than any real /proc file of its kind (a hostile fake tree).
     #[error("{path}: larger than {limit} bytes")]
     TooLarge { path: PathBuf, limit: usize },
+    /// A file from a directory others can write, refused before any of its bytes were read
+    /// ([`crate::untrusted`]); the message says what is wrong with it, never what it holds.
+    #[error("{path}: {why}")]
+    Untrusted {
+        path: PathBuf,
+        why: crate::untrusted::Rejection,
+    },
     /// Setting up a test fixture (frozen filesystem) failed.
     #[error("{0}")]
     Fixture(String),

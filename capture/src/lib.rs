@@ -10,6 +10,8 @@
 //! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
 //! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
+//! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
+//!   configs): no symlink followed, no FIFO or device opened, regular files only, bounded reads.
 //! - [`frozen_fs`]: a real D-state fixture (frozen loop-mounted ext4) for tests and `selftest`.
 //!
 //! Never read `cmdline`, `environ`, `maps`, `smaps` or `mem` here: they take the target's mmap lock.
@@ -26,6 +28,7 @@ pub mod scan;
 pub mod site;
 pub mod snapshot;
 pub mod syscalls;
+pub mod untrusted;
 
 pub use arch::Arch;
 pub use error::{Error, Result};

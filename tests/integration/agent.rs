@@ -19,10 +19,10 @@ use crate::util::{bin, frozen_fs_or_skip, in_ci};
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// A fresh directory for one test, removed on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!(
             "wedge-capture-agent-{name}-{}-{}",
             std::process::id(),
@@ -33,7 +33,7 @@ impl TempDir {
         TempDir(dir)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -46,7 +46,7 @@ impl Drop for TempDir {
 
 /// A unique process name (≤ 15 bytes, the comm limit): programs run through a symlink of this name get it
 /// as their comm, so each test matches only its own processes.
-fn unique_comm(tag: &str) -> String {
+pub(crate) fn unique_comm(tag: &str) -> String {
     let name = format!(
         "wc{tag}{}x{}",
         std::process::id() % 100_000,
@@ -57,20 +57,20 @@ fn unique_comm(tag: &str) -> String {
 }
 
 /// `dir/name` → `target`.
-fn link_as(dir: &Path, name: &str, target: &Path) -> PathBuf {
+pub(crate) fn link_as(dir: &Path, name: &str, target: &Path) -> PathBuf {
     let link = dir.join(name);
     std::os::unix::fs::symlink(target, &link).unwrap();
     link
 }
 
 /// A running agent; its stderr goes to a file (a pipe would outlive it in an unkillable helper).
-struct Agent {
-    child: Child,
-    log: PathBuf,
+pub(crate) struct Agent {
+    pub(crate) child: Child,
+    pub(crate) log: PathBuf,
 }
 
 impl Agent {
-    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
+    pub(crate) fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
         let log = dir.join(format!(
             "agent-{}.log",
             NEXT.fetch_add(1, Ordering::Relaxed)
@@ -92,16 +92,16 @@ impl Agent {
         }
     }
 
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Wait until the log holds `needle` (at least `count` times); panic with the log past `limit`.
-    fn wait_log(&mut self, needle: &str, count: usize, limit: Duration) -> String {
+    pub(crate) fn wait_log(&mut self, needle: &str, count: usize, limit: Duration) -> String {
         let until = Instant::now() + limit;
         loop {
             let log = self.log();
@@ -118,13 +118,13 @@ impl Agent {
         }
     }
 
-    fn signal(&self, signal: i32) {
+    pub(crate) fn signal(&self, signal: i32) {
         // SAFETY: kill(2) on our own child's pid; no memory involved.
         assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
     }
 
     /// SIGTERM, then the exit status and how long the exit took.
-    fn terminate(mut self) -> (Option<i32>, Duration, String) {
+    pub(crate) fn terminate(mut self) -> (Option<i32>, Duration, String) {
         let sent = Instant::now();
         self.signal(libc::SIGTERM);
         loop {
@@ -152,7 +152,7 @@ impl Drop for Agent {
 }
 
 /// Incident directories under `out` whose incident.json is for `pid`.
-fn incidents_for(out: &Path, pid: i32) -> Vec<serde_json::Value> {
+pub(crate) fn incidents_for(out: &Path, pid: i32) -> Vec<serde_json::Value> {
     let Ok(entries) = std::fs::read_dir(out) else {
         return Vec::new();
     };
@@ -172,7 +172,12 @@ fn incidents_for(out: &Path, pid: i32) -> Vec<serde_json::Value> {
 }
 
 /// Wait for a complete incident for `pid` under `out`.
-fn wait_incident(agent: &mut Agent, out: &Path, pid: i32, limit: Duration) -> serde_json::Value {
+pub(crate) fn wait_incident(
+    agent: &mut Agent,
+    out: &Path,
+    pid: i32,
+    limit: Duration,
+) -> serde_json::Value {
     let until = Instant::now() + limit;
     loop {
         if let Some(done) = incidents_for(out, pid)
@@ -196,17 +201,17 @@ fn wait_incident(agent: &mut Agent, out: &Path, pid: i32, limit: Duration) -> se
 
 /// A wedge helper (`internal wedge-helper`) whose thread blocks on `file`; killed and reaped on drop
 /// once the filesystem is thawed by its owner.
-struct Helper {
-    child: Child,
+pub(crate) struct Helper {
+    pub(crate) child: Child,
 }
 
 impl Helper {
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
     /// Wait (at most `limit`) for it to end after a thaw.
-    fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let until = Instant::now() + limit;
         while Instant::now() < until {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -227,7 +232,12 @@ impl Drop for Helper {
 }
 
 /// Start `program internal wedge-helper --path file` (program: the binary or a symlink to it).
-fn wedge_helper(program: &Path, file: &Path, env: &[(&str, &Path)], label: &str) -> Helper {
+pub(crate) fn wedge_helper(
+    program: &Path,
+    file: &Path,
+    env: &[(&str, &Path)],
+    label: &str,
+) -> Helper {
     let mut command = Command::new(program);
     command
         .args(["internal", "wedge-helper", "--label", label, "--path"])
@@ -244,7 +254,7 @@ fn wedge_helper(program: &Path, file: &Path, env: &[(&str, &Path)], label: &str)
 }
 
 /// Wait until some thread of `pid` is in D.
-fn wait_in_d(pid: i32, limit: Duration) {
+pub(crate) fn wait_in_d(pid: i32, limit: Duration) {
     let root = ProcRoot::default();
     let until = Instant::now() + limit;
     while Instant::now() < until {
@@ -260,10 +270,10 @@ fn wait_in_d(pid: i32, limit: Duration) {
     panic!("helper {pid} never entered D");
 }
 
-const FAST: &[&str] = &["--interval", "100ms", "--threshold", "1s", "--samples", "3"];
+pub(crate) const FAST: &[&str] = &["--interval", "100ms", "--threshold", "1s", "--samples", "3"];
 
 /// The agent run on a real wedge: start it with `args`, check the helper's incident, SIGTERM it.
-fn check_wedge_capture(
+pub(crate) fn check_wedge_capture(
     test: &str,
     dir: &TempDir,
     fs: &mut FrozenFs,
