@@ -4,6 +4,8 @@
 //! files live in the destination directory (so `rename` stays within one filesystem) under a name that starts
 //! with [`TEMP_PREFIX`]; they are never visible as a real file name. A writer killed mid-write leaves at most a
 //! temp file behind, removed by [`remove_stale_temps`] (the store calls it for incidents whose writer is dead).
+//! Files that must agree (an incident's `incident.json` and `report.md`) are staged first ([`stage_bytes`]: temp +
+//! fsync, where a full disk fails) and then renamed together ([`commit_together`]), rolled back as one.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -48,6 +50,14 @@ pub fn write_atomic_mode(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Res
     file.commit()
 }
 
+/// Write `bytes` to a durable temp file that [`commit_together`] will rename to `dir/name`.
+pub fn stage_bytes(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<Staged> {
+    let mut file = AtomicFile::create(dir, name, mode)?;
+    file.write_all(bytes)
+        .map_err(Error::io("write", file.temp_path.clone()))?;
+    file.stage()
+}
+
 /// A file being written under a temp name; [`AtomicFile::commit`] makes it appear under its real name.
 /// Dropped without commit, the temp file is removed.
 pub struct AtomicFile {
@@ -80,16 +90,115 @@ impl AtomicFile {
         })
     }
 
-    /// fsync the data, rename over the final name, fsync the directory.
-    pub fn commit(mut self) -> Result<()> {
+    /// fsync the data, rename over the final name, fsync the directory. On failure the temp file is removed.
+    pub fn commit(self) -> Result<()> {
+        let dir = self.dir.clone();
+        self.stage()?.rename_into_place()?;
+        fsync_dir(&dir)
+    }
+
+    /// fsync the data and close the file: what is left is a rename, which needs no data blocks, so a full disk
+    /// shows up here and not halfway through a [`commit_together`].
+    pub fn stage(mut self) -> Result<Staged> {
         let file = self.file.take().expect("AtomicFile used after commit");
+        let temp_path = std::mem::take(&mut self.temp_path);
+        let staged = Staged {
+            temp_path,
+            final_path: std::mem::take(&mut self.final_path),
+        };
         file.sync_all()
-            .map_err(Error::io("fsync", &self.temp_path))?;
-        drop(file);
+            .map_err(Error::io("fsync", &staged.temp_path))?;
+        Ok(staged)
+    }
+}
+
+/// A durable temp file waiting for its rename; dropped without [`Staged::rename_into_place`] it is removed.
+#[derive(Debug)]
+pub struct Staged {
+    temp_path: PathBuf,
+    final_path: PathBuf,
+}
+
+impl Staged {
+    fn rename_into_place(mut self) -> Result<()> {
         fs::rename(&self.temp_path, &self.final_path)
             .map_err(Error::io("rename", &self.final_path))?;
-        fsync_dir(&self.dir)
+        self.temp_path = PathBuf::new();
+        Ok(())
     }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.temp_path.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.temp_path);
+        }
+    }
+}
+
+/// Make several staged files of one directory appear as one change: each file is either all old or all new.
+/// Before the first rename every file that is replaced is hard-linked to a backup name, so that a rename failing
+/// halfway puts the earlier ones back; a file that did not exist before is unlinked on rollback. Then one directory
+/// fsync. On any failure, temps and backups are removed and the previous files are in place.
+pub fn commit_together(dir: &Path, staged: Vec<Staged>) -> Result<()> {
+    struct Backup {
+        backup: Option<PathBuf>,
+        final_path: PathBuf,
+    }
+    let mut backups: Vec<Backup> = Vec::with_capacity(staged.len());
+    let remove_backups = |backups: &[Backup]| {
+        for b in backups {
+            if let Some(path) = &b.backup {
+                let _ = fs::remove_file(path);
+            }
+        }
+    };
+    for file in &staged {
+        let final_name = file
+            .final_path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("file");
+        let backup = dir.join(temp_name(&format!("old-{final_name}")));
+        match fs::hard_link(&file.final_path, &backup) {
+            Ok(()) => backups.push(Backup {
+                backup: Some(backup),
+                final_path: file.final_path.clone(),
+            }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => backups.push(Backup {
+                backup: None,
+                final_path: file.final_path.clone(),
+            }),
+            Err(err) => {
+                remove_backups(&backups);
+                return Err(Error::io("link", &backup)(err));
+            }
+        }
+    }
+    let mut renamed = 0;
+    let mut failure = None;
+    for file in staged {
+        match file.rename_into_place() {
+            Ok(()) => renamed += 1,
+            Err(err) => {
+                failure = Some(err);
+                break;
+            }
+        }
+    }
+    if let Some(err) = failure {
+        for b in &backups[..renamed] {
+            let _ = match &b.backup {
+                Some(backup) => fs::rename(backup, &b.final_path),
+                None => fs::remove_file(&b.final_path),
+            };
+        }
+        remove_backups(&backups);
+        let _ = fsync_dir(dir);
+        return Err(err);
+    }
+    remove_backups(&backups);
+    fsync_dir(dir)
 }
 
 impl Write for AtomicFile {
@@ -110,7 +219,8 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.is_some() {
+        // After `stage` the temp path moved into the `Staged`, which owns its removal.
+        if !self.temp_path.as_os_str().is_empty() {
             let _ = fs::remove_file(&self.temp_path);
         }
     }

@@ -39,6 +39,13 @@ pub enum Error {
     /// A file name for `IncidentHandle::write_file` that is absolute, hidden, reserved or escapes the incident.
     #[error("invalid file name `{name}` inside an incident: {why}")]
     InvalidName { name: String, why: &'static str },
+    /// A file or directory of the store refused before anything of it was read (a symlink, a FIFO, a device …);
+    /// the message says what is wrong with it, never what it holds.
+    #[error("{}: {why}", path.display())]
+    Untrusted {
+        path: PathBuf,
+        why: capture::untrusted::Rejection,
+    },
     /// A file larger than the reader accepts.
     #[error("{}: {size} bytes is larger than the {limit}-byte limit", path.display())]
     TooLarge {
@@ -66,6 +73,23 @@ impl Error {
             op,
             path,
             source: std::io::Error::from(errno),
+        }
+    }
+
+    /// A read through [`capture::untrusted`], in this crate's terms.
+    pub(crate) fn from_untrusted(err: capture::Error, path: &std::path::Path) -> Error {
+        match err {
+            capture::Error::Untrusted { path, why } => Error::Untrusted { path, why },
+            capture::Error::Io { path, source } => Error::Io {
+                op: "read",
+                path,
+                source,
+            },
+            other => Error::Io {
+                op: "read",
+                path: path.to_path_buf(),
+                source: std::io::Error::other(other.to_string()),
+            },
         }
     }
 }

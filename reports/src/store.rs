@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! <dir>/20261202T113400Z-gpu01-4242/
-//!     incident.json   the model; complete=false until the capture finished (written last)
-//!     report.md       rendered Markdown (written by finish, before the final incident.json)
+//!     incident.json   the model; complete=false until the capture finished
+//!     report.md       rendered Markdown of the same state (written by finish, and by every update after it)
 //!     ring.bin        byte-exact copy of the breadcrumb ring (caller's bytes)
 //!     samples/…       raw files the caller keeps (stack, status …)
 //!     .in-progress    marker, flock-ed by the live writer; removed when the handle is dropped
@@ -14,12 +14,20 @@
 //! incident directory is never visible without a parseable `incident.json`. A writer killed at any instant leaves
 //! either no incident or a parseable partial one, plus temp files that [`Store::open`] removes once the flock shows
 //! the writer is dead.
+//!
+//! `incident.json` and `report.md` are one commit ([`durable::commit_together`]): both are staged (temp + fsync,
+//! where a full disk fails) before either is renamed, so they never disagree about completeness. Everything read
+//! back (listing, loading, bundling) goes through [`capture::untrusted`]: no FIFO, no symlink, bounded sizes; an
+//! incident directory that is itself a symlink is refused.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use capture::untrusted::{self, Limits, Rejection};
 
 use chrono::{DateTime, Utc};
 use nix::errno::Errno;
@@ -27,11 +35,12 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::durable::{
-    self, create_dir_mode, fsync_dir, is_temp_name, write_atomic_mode, TEMP_PREFIX,
+    self, commit_together, create_dir_mode, fsync_dir, is_temp_name, stage_bytes,
+    write_atomic_mode, TEMP_PREFIX,
 };
 use crate::error::{Error, Result};
-use crate::model::{incident_id, Incident, Timestamp};
-use crate::retention::{self, Candidate, Retention};
+use crate::model::{incident_id, Incident, Timestamp, Trigger};
+use crate::retention::{self, Candidate, Removal, Retention};
 
 /// The default output directory (the agent's `--dir` default).
 pub const DEFAULT_DIR: &str = "/var/lib/wedge-capture/incidents";
@@ -45,6 +54,8 @@ pub const RING_FILE: &str = "ring.bin";
 pub const MARKER_FILE: &str = ".in-progress";
 /// Largest incident.json a reader accepts.
 pub const MAX_INCIDENT_JSON_BYTES: u64 = 256 << 20;
+/// Largest single file a bundle takes (a ring copy, a sample); larger ones are an error, not a truncated archive.
+pub const MAX_BUNDLED_FILE_BYTES: u64 = 1 << 32;
 /// A temp directory without a marker older than this belongs to a writer that died while creating it.
 const ORPHAN_TEMP_DIR_AGE: Duration = Duration::from_secs(600);
 
@@ -71,6 +82,21 @@ pub struct Store {
     retention: Retention,
     modes: Modes,
     writable: bool,
+    removal_log: RemovalLog,
+}
+
+/// Where retention reports each removal (see [`Store::log_removals`]).
+#[derive(Clone, Default)]
+struct RemovalLog(Option<Arc<dyn Fn(&Removal) + Send + Sync>>);
+
+impl std::fmt::Debug for RemovalLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RemovalLog(set)"
+        } else {
+            "RemovalLog(none)"
+        })
+    }
 }
 
 /// One line of `store.list()`.
@@ -93,7 +119,8 @@ pub struct IncidentSummary {
 /// What `enforce_retention` and `open` cleaned up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cleanup {
-    pub removed_incidents: Vec<String>,
+    /// Incidents retention removed, oldest first, each with the limit that removed it.
+    pub removed: Vec<Removal>,
     pub removed_temp_files: usize,
 }
 
@@ -126,6 +153,7 @@ impl Store {
             retention,
             modes,
             writable: true,
+            removal_log: RemovalLog::default(),
         };
         store.clean_dead_writers()?;
         Ok(store)
@@ -151,7 +179,15 @@ impl Store {
             retention: Retention::UNLIMITED,
             modes: Modes::default(),
             writable: false,
+            removal_log: RemovalLog::default(),
         })
+    }
+
+    /// Call `log` with every incident retention removes (also those removed inside [`Store::create`] and
+    /// [`IncidentHandle::finish`], whose results are not returned): evidence is never deleted silently.
+    pub fn log_removals(mut self, log: impl Fn(&Removal) + Send + Sync + 'static) -> Store {
+        self.removal_log = RemovalLog(Some(Arc::new(log)));
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -287,11 +323,19 @@ impl Store {
     }
 
     /// The directory of incident `id` (which must exist).
+    /// An incident directory that is a symlink is refused (it could name any directory of the host).
     pub fn path_of(&self, id: &str) -> Result<PathBuf> {
         validate_id(id)?;
         let path = self.dir.join(id);
         let json = path.join(INCIDENT_FILE);
-        if !path.is_dir() {
+        let meta = fs::symlink_metadata(&path);
+        if meta.as_ref().is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::Untrusted {
+                path,
+                why: Rejection::Symlink,
+            });
+        }
+        if !meta.is_ok_and(|m| m.is_dir()) {
             return Err(Error::NotFound {
                 id: id.to_string(),
                 dir: self.dir.clone(),
@@ -331,42 +375,68 @@ impl Store {
                     name: out.display().to_string(),
                     why: "the bundle path needs a UTF-8 file name",
                 })?;
+        // Dropped on any error below, the temp file is removed.
         let file = durable::AtomicFile::create(&out_dir, out_name, self.modes.file)?;
         let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
         let mut tar = tar::Builder::new(gz);
         tar.follow_symlinks(false);
-        tar.mode(tar::HeaderMode::Deterministic);
-        append_dir(&mut tar, &src, Path::new(id)).map_err(Error::io("bundle", &src))?;
+        append_dir(&mut tar, &src, Path::new(id))?;
         let gz = tar.into_inner().map_err(Error::io("write", out))?;
         let file = gz.finish().map_err(Error::io("write", out))?;
         file.commit()?;
         Ok(fs::metadata(out).map(|m| m.len()).unwrap_or(0))
     }
 
-    /// Remove the oldest incidents that exceed the limits; never one in progress.
+    /// Remove incidents over the limits by the rules of [`crate::retention`] (never one in progress, never a
+    /// wedge under the floor, on-demand ones first); each removal is returned and passed to the removal log.
     pub fn enforce_retention(&self) -> Result<Cleanup> {
         self.require_writable()?;
         if self.retention == Retention::UNLIMITED {
             return Ok(Cleanup::default());
         }
+        let now = SystemTime::now();
         let mut candidates = Vec::new();
         for id in self.incident_ids()? {
             let path = self.dir.join(&id);
+            let head = read_json::<SummaryFields>(&path.join(INCIDENT_FILE)).ok();
+            let detected = head
+                .as_ref()
+                .and_then(|h| h.detected_at.wall)
+                .map(SystemTime::from)
+                .or_else(|| fs::symlink_metadata(&path).and_then(|m| m.modified()).ok());
             candidates.push(Candidate {
                 bytes: dir_size(&path),
                 in_progress: marker_state(&path) == Marker::Live,
+                // Unreadable or of an unknown trigger: kept like a wedge.
+                on_demand: head.is_some_and(|h| h.trigger == Trigger::OnDemand),
+                // A detection time in the future counts as now.
+                age: detected.map(|t| now.duration_since(t).unwrap_or(Duration::ZERO)),
                 id,
             });
         }
         candidates.sort_by(|a, b| a.id.cmp(&b.id));
         let free = free_bytes(&self.dir);
         let mut cleanup = Cleanup::default();
-        for id in retention::plan(&candidates, &self.retention, free) {
-            if self.remove_incident(&id)? {
-                cleanup.removed_incidents.push(id);
+        let mut first_error = None;
+        for removal in retention::plan(&candidates, &self.retention, free) {
+            match self.remove_incident(&removal.id) {
+                Ok(true) => {
+                    if let Some(log) = &self.removal_log.0 {
+                        log(&removal);
+                    }
+                    cleanup.removed.push(removal);
+                }
+                Ok(false) => {}
+                // One that cannot be removed must not keep the others (already planned) in place.
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
             }
         }
-        Ok(cleanup)
+        match first_error {
+            Some(err) if cleanup.removed.is_empty() => Err(err),
+            _ => Ok(cleanup),
+        }
     }
 
     /// Rename away, then delete. False if a writer took it meanwhile.
@@ -481,16 +551,7 @@ impl IncidentHandle {
     /// Replace incident.json with a richer version (still complete=false until [`IncidentHandle::finish`]; after
     /// finish, report.md is re-rendered first and the file stays complete=true).
     pub fn update(&self, incident: &Incident) -> Result<()> {
-        if self.finished {
-            self.write_report(incident)?;
-        }
-        write_incident_json(
-            &self.path,
-            &self.id,
-            incident,
-            self.finished,
-            self.modes.file,
-        )
+        self.commit(incident, self.finished)
     }
 
     /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically.
@@ -510,30 +571,36 @@ impl IncidentHandle {
         write_atomic_mode(&dir, file, bytes, self.modes.file)
     }
 
-    /// Write report.md, then incident.json with complete=true (last, so complete=true implies every part is there).
-    /// Retention then runs again, now that the incident's size is known (this incident stays protected while the
-    /// handle lives).
+    /// Write incident.json with complete=true and report.md of the same state, as one commit: on failure (a full
+    /// disk) the previous pair stays and no temp file is left. Call it again to retry. Retention then runs again,
+    /// now that the incident's size is known (this incident stays protected while the handle lives).
     pub fn finish(&mut self, incident: &Incident) -> Result<()> {
-        // report.md must say "capture complete" like the incident.json written after it.
-        let mut finished = incident.clone();
-        finished.complete = true;
-        self.write_report(&finished)?;
-        write_incident_json(&self.path, &self.id, incident, true, self.modes.file)?;
+        self.commit(incident, true)?;
         self.finished = true;
         let _ = self.store.enforce_retention();
         Ok(())
     }
 
-    fn write_report(&self, incident: &Incident) -> Result<()> {
-        let mut copy = incident.redacted();
-        copy.id = self.id.clone();
-        let markdown = crate::render::markdown(&copy);
-        write_atomic_mode(
+    /// incident.json, plus report.md once the capture is complete, rendered from one state and renamed together.
+    fn commit(&self, incident: &Incident, complete: bool) -> Result<()> {
+        let state = stored_state(&self.id, incident, complete);
+        let json = serde_json::to_vec_pretty(&state).map_err(Error::Serialize)?;
+        let mut staged = vec![stage_bytes(
             &self.path,
-            REPORT_FILE,
-            markdown.as_bytes(),
+            INCIDENT_FILE,
+            &json,
             self.modes.file,
-        )
+        )?];
+        if complete {
+            let markdown = crate::render::markdown(&state);
+            staged.push(stage_bytes(
+                &self.path,
+                REPORT_FILE,
+                markdown.as_bytes(),
+                self.modes.file,
+            )?);
+        }
+        commit_together(&self.path, staged)
     }
 }
 
@@ -555,6 +622,13 @@ fn write_incident_json(
     complete: bool,
     mode: u32,
 ) -> Result<()> {
+    let json = serde_json::to_vec_pretty(&stored_state(id, incident, complete))
+        .map_err(Error::Serialize)?;
+    write_atomic_mode(dir, INCIDENT_FILE, &json, mode)
+}
+
+/// The incident exactly as stored: redacted, with its id, completeness, write time, writer and verdict.
+fn stored_state(id: &str, incident: &Incident, complete: bool) -> Incident {
     let mut copy = incident.redacted();
     copy.id = id.to_string();
     copy.complete = complete;
@@ -565,11 +639,10 @@ fn write_incident_json(
     if copy.verdict.is_empty() {
         copy.verdict = crate::render::verdict(&copy);
     }
-    let json = serde_json::to_vec_pretty(&copy).map_err(Error::Serialize)?;
-    write_atomic_mode(dir, INCIDENT_FILE, &json, mode)
+    copy
 }
 
-/// Read and parse one incident.json, bounded in size.
+/// Read and parse one incident.json: a regular file (no FIFO, no symlink), bounded in size.
 pub fn read_incident(path: &Path) -> Result<Incident> {
     read_json(path)
 }
@@ -579,6 +652,7 @@ pub fn read_incident(path: &Path) -> Result<Incident> {
 #[serde(default)]
 struct SummaryFields {
     complete: bool,
+    trigger: Trigger,
     verdict: String,
     detected_at: Timestamp,
     process: SummaryProcess,
@@ -597,20 +671,27 @@ struct SummaryHost {
     hostname: String,
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let file = File::open(path).map_err(Error::io("open", path))?;
-    let size = file.metadata().map_err(Error::io("stat", path))?.len();
-    if size > MAX_INCIDENT_JSON_BYTES {
-        return Err(Error::TooLarge {
+/// The bytes of an incident.json: a regular file of at most [`MAX_INCIDENT_JSON_BYTES`], opened without following
+/// a symlink or blocking on a FIFO.
+pub fn read_incident_bytes(path: &Path) -> Result<Vec<u8>> {
+    let limits = Limits::max_len(MAX_INCIDENT_JSON_BYTES);
+    match untrusted::read(path, limits) {
+        Err(capture::Error::Untrusted {
+            why: Rejection::TooLarge { len, limit },
+            ..
+        }) => Err(Error::TooLarge {
             path: path.to_path_buf(),
-            size,
-            limit: MAX_INCIDENT_JSON_BYTES,
-        });
+            size: len,
+            limit,
+        }),
+        Err(capture::Error::Io { source, .. }) => Err(Error::io("open", path)(source)),
+        Err(err) => Err(Error::from_untrusted(err, path)),
+        Ok(bytes) => Ok(bytes),
     }
-    let mut bytes = Vec::with_capacity(size as usize);
-    file.take(MAX_INCIDENT_JSON_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(Error::io("read", path))?;
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let bytes = read_incident_bytes(path)?;
     serde_json::from_slice(&bytes).map_err(|source| Error::Parse {
         path: path.to_path_buf(),
         source,
@@ -697,11 +778,19 @@ enum MarkerLock {
 
 fn lock_marker(dir: &Path) -> MarkerLock {
     let path = dir.join(MARKER_FILE);
-    let file = match File::open(&path) {
+    // Never block on a FIFO planted under the marker's name, never follow a symlink.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(&path)
+    {
         Ok(f) => f,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return MarkerLock::Absent,
         Err(_) => return MarkerLock::Unknown,
     };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return MarkerLock::Unknown;
+    }
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => MarkerLock::Held(lock),
         Err((_, Errno::EWOULDBLOCK)) => MarkerLock::Live,
@@ -766,27 +855,63 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     Some(avail.saturating_mul(frsize))
 }
 
-fn append_dir<W: std::io::Write>(
-    tar: &mut tar::Builder<W>,
-    src: &Path,
-    name: &Path,
-) -> std::io::Result<()> {
-    tar.append_dir(name, src)?;
-    let mut entries: Vec<_> = fs::read_dir(src)?.flatten().collect();
+/// Append `src` (a real directory, not a symlink) as `name`, with the modes of the incident's own files and
+/// directories. Symlinks, FIFOs, devices and hidden names (temps, the marker) are left out; every file is opened
+/// through [`capture::untrusted`], so nothing outside the incident can be pulled in.
+fn append_dir<W: std::io::Write>(tar: &mut tar::Builder<W>, src: &Path, name: &Path) -> Result<()> {
+    let meta = fs::symlink_metadata(src).map_err(Error::io("stat", src))?;
+    if !meta.is_dir() {
+        return Err(Error::Untrusted {
+            path: src.to_path_buf(),
+            why: if meta.file_type().is_symlink() {
+                Rejection::Symlink
+            } else {
+                Rejection::NotRegular("not a directory")
+            },
+        });
+    }
+    let mut header = tar_header(&meta);
+    tar.append_data(&mut header, name, std::io::empty())
+        .map_err(Error::io("bundle", src))?;
+    let mut entries: Vec<_> = fs::read_dir(src)
+        .map_err(Error::io("read directory", src))?
+        .flatten()
+        .collect();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let file_name = entry.file_name();
-        if file_name.to_str().is_some_and(|n| n.starts_with('.')) {
+        if file_name.to_str().is_none_or(|n| n.starts_with('.')) {
             continue;
         }
-        let meta = entry.metadata()?;
+        // The entry's own type: a symlink is never followed.
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
         let path = entry.path();
-        if meta.is_dir() {
+        if kind.is_dir() {
             append_dir(tar, &path, &name.join(&file_name))?;
-        } else if meta.is_file() {
-            let mut file = File::open(&path)?;
-            tar.append_file(name.join(&file_name), &mut file)?;
+        } else if kind.is_file() {
+            let file = untrusted::open(&path, Limits::max_len(MAX_BUNDLED_FILE_BYTES))
+                .map_err(|err| Error::from_untrusted(err, &path))?;
+            let meta = file.file().metadata().map_err(Error::io("stat", &path))?;
+            let mut header = tar_header(&meta);
+            // Exactly the size in the header: store files are replaced by rename, never rewritten in place.
+            tar.append_data(
+                &mut header,
+                name.join(&file_name),
+                file.file().take(meta.len()),
+            )
+            .map_err(Error::io("bundle", &path))?;
         }
     }
     Ok(())
+}
+
+/// A header without owner names or times (reproducible bundles), but with the file's own permission bits: 0600
+/// files and 0700 directories stay so when unpacked.
+fn tar_header(meta: &fs::Metadata) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_metadata_in_mode(meta, tar::HeaderMode::Deterministic);
+    header.set_mode(meta.mode() & 0o7777);
+    header
 }
