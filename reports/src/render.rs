@@ -267,19 +267,47 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Text that goes inside single backticks: no backticks, no newlines, bounded.
+/// Text safe to print to a terminal: every control character but a tab (ESC, CSI, BEL, backspace, newline, …)
+/// becomes a visible escape (`\x1b`, `\n`, `\u{9b}`), so a comm or a hostname chosen by whoever runs the
+/// process cannot move the cursor, retitle the window or forge a line. Borrowed when there is nothing to escape.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    let is_unsafe = |c: char| c.is_control() && c != '\t';
+    if !s.chars().any(is_unsafe) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if is_unsafe(c) && (c as u32) < 0x80 => write!(out, "\\x{:02x}", c as u32).unwrap(),
+            c if is_unsafe(c) => write!(out, "\\u{{{:x}}}", c as u32).unwrap(),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// One line of inline Markdown: newlines become spaces (they would end a table row), other control characters
+/// are escaped ([`escape_controls`]).
+fn one_line(s: &str) -> String {
+    escape_controls(&s.replace(['\n', '\r'], " ")).into_owned()
+}
+
+/// Text that goes inside single backticks: no backticks, no newlines, no control characters, bounded.
 fn tick_safe(s: &str) -> String {
-    clip(s, 300).replace('`', "'").replace(['\n', '\r'], " ")
+    one_line(&clip(s, 300).replace('`', "'"))
 }
 
 /// Text for a Markdown table cell or HTML summary: HTML-escaped, pipes escaped, one line.
 fn cell(s: &str) -> String {
-    clip(s, 400)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+    one_line(
+        &clip(s, 400)
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('|', "\\|"),
+    )
 }
 
 /// A code span in a table cell.
@@ -304,6 +332,10 @@ fn fenced_line(s: &str) -> String {
     let mut s = clip(s, MAX_LINE);
     if s.as_bytes().contains(&b'\n') || s.as_bytes().contains(&b'\r') {
         s = s.replace(['\n', '\r'], " ");
+    }
+    // Only C0 bytes, DEL and the UTF-8 lead byte of C1 controls can start one: cheap to rule out.
+    if s.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2) {
+        s = escape_controls(&s).into_owned();
     }
     if s.as_bytes().contains(&b'`') && s.contains("```") {
         s.replace('`', "'")
@@ -547,7 +579,7 @@ fn head(incident: &Incident) -> String {
     writeln!(
         out,
         "**Verdict:** {}\n",
-        clip(&verdict_text.replace(['\n', '\r'], " "), 1000)
+        one_line(&clip(&verdict_text, 1000))
     )
     .unwrap();
 
@@ -1112,6 +1144,31 @@ mod tests {
         assert_eq!(fenced_line("a```b"), "a'''b");
         assert_eq!(cell("<b>|x"), "&lt;b&gt;\\|x");
         assert_eq!(tick_safe("a`b\nc"), "a'b c");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_everywhere_text_is_inlined() {
+        let comm = "x\x1b]0;pwned\x07y\u{9b}2J\nz";
+        assert_eq!(escape_controls(comm), "x\\x1b]0;pwned\\x07y\\u{9b}2J\\nz");
+        assert_eq!(escape_controls("tab\tok"), "tab\tok");
+        for rendered in [
+            tick_safe(comm),
+            cell(comm),
+            fenced_line(comm),
+            code_cell(comm),
+        ] {
+            assert!(!rendered.chars().any(|c| c.is_control()), "{rendered:?}");
+            assert!(rendered.contains("\\x1b"), "{rendered:?}");
+        }
+        let mut incident = Incident::default();
+        incident.verdict = format!("thread 1 `{comm}` is in D");
+        incident.process.comm = comm.into();
+        incident.host.hostname = comm.into();
+        let md = markdown(&incident);
+        assert!(
+            !md.chars().any(|c| c.is_control() && c != '\n'),
+            "a control character reached report.md"
+        );
     }
 
     #[test]

@@ -39,7 +39,9 @@ Examples:
   wedge-capture report bundle 20261202T113400Z-gpu01-4242 -o /tmp/wedge.tar.gz
 
 The archive is written atomically (mode 0600) and holds the incident directory without
-temp files, markers or symlinks. Exit codes: 0 written, 1 unknown id or I/O error.")]
+temp files, markers or symlinks; files and directories keep their own modes (0600/0700).
+An incident directory that is itself a symlink is refused, and a failed bundle leaves
+no file behind. Exit codes: 0 written, 1 unknown id, refused incident or I/O error.")]
     Bundle(BundleArgs),
 }
 
@@ -196,11 +198,13 @@ fn table(summaries: &[IncidentSummary], dir: &Path) -> String {
             Some(err) => err.clone(),
             None => s.verdict.clone(),
         };
+        // Clipped first, then made terminal-safe: a comm with ESC or a newline is shown escaped, never raw.
         let verdict: String = verdict
             .replace(['\n', '\r'], " ")
             .chars()
             .take(140)
             .collect();
+        let verdict = reports::render::escape_controls(&verdict);
         out.push_str(&format!(
             "{:<id_width$}  {:<11}  {:>8}  {:>9}  {}\n",
             s.id,
@@ -223,8 +227,8 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         ShowFormat::Json => {
             // The stored bytes, so that fields from a newer writer are not dropped; `load` above proved they parse.
             let path = store.path_of(&id)?.join(INCIDENT_FILE);
-            let mut bytes =
-                std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+            let mut bytes = reports::store::read_incident_bytes(&path)
+                .with_context(|| format!("read {}", path.display()))?;
             if !bytes.ends_with(b"\n") {
                 bytes.push(b'\n');
             }

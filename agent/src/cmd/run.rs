@@ -307,12 +307,14 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
         .split_first()
         .ok_or_else(|| Failure::new(ExitCode::USAGE, "no command given"))?;
     // The store creates the directory with its own restrictive mode; then prove it can be written.
-    let store = Store::open(&out, Retention::DEFAULT).map_err(|err| {
-        Failure::new(
-            ExitCode::ERROR,
-            format!("output directory {} cannot be used: {err}", out.display()),
-        )
-    })?;
+    let store = Store::open(&out, Retention::DEFAULT)
+        .map_err(|err| {
+            Failure::new(
+                ExitCode::ERROR,
+                format!("output directory {} cannot be used: {err}", out.display()),
+            )
+        })?
+        .log_removals(|removal| eprintln!("wedge-capture: {removal}"));
     check_writable(&out)?;
     std::fs::create_dir_all(&ring_dir).map_err(|err| {
         Failure::new(

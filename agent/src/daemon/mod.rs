@@ -86,7 +86,11 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     let logger = Logger::new(settings.log_format);
     crate::cmd::run::check_writable(&settings.out)?;
     let store = Store::open(&settings.out, Retention::DEFAULT)
-        .with_context(|| format!("cannot open the incident store {}", settings.out.display()))?;
+        .with_context(|| format!("cannot open the incident store {}", settings.out.display()))?
+        .log_removals(move |removal| {
+            let fields = serde_json::to_value(removal).unwrap_or_default();
+            logger.event(Level::Notice, &removal.to_string(), fields)
+        });
     // Before anything else can run: no signal may be lost.
     let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1])
         .context("cannot install signal handlers")?;
