@@ -302,6 +302,71 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn files_committed_together_all_change() {
+        let dir = tempfile::tempdir().unwrap();
+        write_atomic(dir.path(), "a", b"old-a").unwrap();
+        let staged = vec![
+            stage_bytes(dir.path(), "a", b"new-a", 0o600).unwrap(),
+            stage_bytes(dir.path(), "b", b"new-b", 0o600).unwrap(),
+        ];
+        commit_together(dir.path(), staged).unwrap();
+        assert_eq!(fs::read(dir.path().join("a")).unwrap(), b"new-a");
+        assert_eq!(fs::read(dir.path().join("b")).unwrap(), b"new-b");
+        assert_eq!(names(dir.path()), ["a", "b"]);
+    }
+
+    /// The third rename fails (its temp file vanished): the first file is put back, a file that did not exist
+    /// before is gone again, and no temp or backup is left.
+    #[test]
+    fn a_rename_failing_halfway_rolls_back_the_earlier_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        write_atomic(dir.path(), "a", b"old-a").unwrap();
+        let staged = vec![
+            stage_bytes(dir.path(), "a", b"new-a", 0o600).unwrap(),
+            stage_bytes(dir.path(), "b", b"new-b", 0o600).unwrap(),
+            stage_bytes(dir.path(), "c", b"new-c", 0o600).unwrap(),
+        ];
+        fs::remove_file(&staged[2].temp_path).unwrap();
+        let err = commit_together(dir.path(), staged).unwrap_err();
+        assert!(err.to_string().starts_with("rename"), "{err}");
+        assert_eq!(fs::read(dir.path().join("a")).unwrap(), b"old-a");
+        assert_eq!(names(dir.path()), ["a"]);
+    }
+
+    /// A file that cannot be backed up (its name is a directory) stops the commit before any rename.
+    #[test]
+    fn a_backup_failing_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        write_atomic(dir.path(), "a", b"old-a").unwrap();
+        fs::create_dir(dir.path().join("c")).unwrap();
+        let staged = vec![
+            stage_bytes(dir.path(), "a", b"new-a", 0o600).unwrap(),
+            stage_bytes(dir.path(), "c", b"new-c", 0o600).unwrap(),
+        ];
+        assert!(commit_together(dir.path(), staged).is_err());
+        assert_eq!(fs::read(dir.path().join("a")).unwrap(), b"old-a");
+        assert_eq!(names(dir.path()), ["a", "c"]);
+    }
+
+    #[test]
+    fn a_failed_commit_removes_its_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("taken")).unwrap();
+        fs::write(dir.path().join("taken/keep"), b"x").unwrap();
+        assert!(write_atomic(dir.path(), "taken", b"data").is_err());
+        assert_eq!(names(dir.path()), ["taken"]);
+    }
+
     #[test]
     fn stale_temps_are_removed_and_real_files_kept() {
         let dir = tempfile::tempdir().unwrap();
