@@ -20,6 +20,7 @@
 //! back (listing, loading, bundling) goes through [`capture::untrusted`]: no FIFO, no symlink, bounded sizes; an
 //! incident directory that is itself a symlink is refused.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -83,6 +84,15 @@ pub struct Store {
     modes: Modes,
     writable: bool,
     removal_log: RemovalLog,
+    /// What retention needs from each incident.json, which never changes over an incident's life: parsing every
+    /// file at every create and finish would cost a signal storm dearly.
+    retention_facts: Arc<std::sync::Mutex<HashMap<(String, u64), RetentionFacts>>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RetentionFacts {
+    on_demand: bool,
+    detected: Option<SystemTime>,
 }
 
 /// Where retention reports each removal (see [`Store::log_removals`]).
@@ -154,6 +164,7 @@ impl Store {
             modes,
             writable: true,
             removal_log: RemovalLog::default(),
+            retention_facts: Arc::default(),
         };
         store.clean_dead_writers()?;
         Ok(store)
@@ -180,6 +191,7 @@ impl Store {
             modes: Modes::default(),
             writable: false,
             removal_log: RemovalLog::default(),
+            retention_facts: Arc::default(),
         })
     }
 
@@ -396,24 +408,51 @@ impl Store {
         }
         let now = SystemTime::now();
         let mut candidates = Vec::new();
+        let mut facts = self
+            .retention_facts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut seen = std::collections::HashSet::new();
         for id in self.incident_ids()? {
             let path = self.dir.join(&id);
-            let head = read_json::<SummaryFields>(&path.join(INCIDENT_FILE)).ok();
-            let detected = head
-                .as_ref()
-                .and_then(|h| h.detected_at.wall)
-                .map(SystemTime::from)
-                .or_else(|| fs::symlink_metadata(&path).and_then(|m| m.modified()).ok());
+            let Ok(dir_meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let key = (id.clone(), dir_meta.ino());
+            let known = match facts.get(&key) {
+                Some(known) => *known,
+                None => {
+                    let head = read_json::<SummaryFields>(&path.join(INCIDENT_FILE)).ok();
+                    let known = RetentionFacts {
+                        // Unreadable or of an unknown trigger: kept like a wedge.
+                        on_demand: head
+                            .as_ref()
+                            .is_some_and(|h| h.trigger == Trigger::OnDemand),
+                        detected: head
+                            .as_ref()
+                            .and_then(|h| h.detected_at.wall)
+                            .map(SystemTime::from),
+                    };
+                    // An unreadable file may be one being replaced: asked again next time.
+                    if head.is_some() {
+                        facts.insert(key.clone(), known);
+                    }
+                    known
+                }
+            };
+            seen.insert(key);
+            let detected = known.detected.or_else(|| dir_meta.modified().ok());
             candidates.push(Candidate {
                 bytes: dir_size(&path),
                 in_progress: marker_state(&path) == Marker::Live,
-                // Unreadable or of an unknown trigger: kept like a wedge.
-                on_demand: head.is_some_and(|h| h.trigger == Trigger::OnDemand),
+                on_demand: known.on_demand,
                 // A detection time in the future counts as now.
                 age: detected.map(|t| now.duration_since(t).unwrap_or(Duration::ZERO)),
                 id,
             });
         }
+        facts.retain(|key, _| seen.contains(key));
+        drop(facts);
         candidates.sort_by(|a, b| a.id.cmp(&b.id));
         let free = free_bytes(&self.dir);
         let mut cleanup = Cleanup::default();
