@@ -2,11 +2,15 @@
 //!
 //! Map:
 //! - [`model`]: the schema-versioned [`Incident`] (serde; thread snapshots and ring records embedded unchanged).
-//! - [`durable`]: crash-safe writes (temp → fsync → rename → fsync dir) with exact file modes.
-//! - [`store`]: one directory per incident, in-progress markers held by flock, listing, loading, bundling.
-//! - [`retention`]: max incidents, max bytes, min free space; oldest first, never an incident in progress.
+//! - [`durable`]: crash-safe writes (temp → fsync → rename → fsync dir) with exact file modes; files staged and
+//!   renamed together, rolled back as one.
+//! - [`store`]: one directory per incident, in-progress markers held by flock, listing, loading, bundling; every
+//!   read through `capture::untrusted` (no FIFO, no symlink, bounded).
+//! - [`retention`]: wedge count, on-demand cap, max bytes, min free space; on-demand first, never an incident in
+//!   progress or a wedge under the 24 h floor; every removal returned with its reason.
 //! - [`redact`]: secrets in a captured command line.
-//! - [`render`]: Markdown for a bug thread (≤ 65,536 characters) and the one-line verdict.
+//! - [`render`]: Markdown for a bug thread (≤ 65,536 characters), the one-line verdict, and control characters
+//!   escaped for terminals ([`render::escape_controls`]).
 //!
 //! This crate reads nothing from the kernel: host facts and snapshots are passed in by the caller.
 
@@ -20,5 +24,5 @@ pub mod store;
 
 pub use error::{Error, Result};
 pub use model::Incident;
-pub use retention::Retention;
+pub use retention::{Removal, RemovalReason, Retention};
 pub use store::{IncidentHandle, IncidentSummary, Store};

@@ -1160,8 +1160,10 @@ mod tests {
             assert!(!rendered.chars().any(|c| c.is_control()), "{rendered:?}");
             assert!(rendered.contains("\\x1b"), "{rendered:?}");
         }
-        let mut incident = Incident::default();
-        incident.verdict = format!("thread 1 `{comm}` is in D");
+        let mut incident = Incident {
+            verdict: format!("thread 1 `{comm}` is in D"),
+            ..Incident::default()
+        };
         incident.process.comm = comm.into();
         incident.host.hostname = comm.into();
         let md = markdown(&incident);

@@ -97,7 +97,9 @@ struct RetentionFacts {
 
 /// Where retention reports each removal (see [`Store::log_removals`]).
 #[derive(Clone, Default)]
-struct RemovalLog(Option<Arc<dyn Fn(&Removal) + Send + Sync>>);
+struct RemovalLog(Option<Arc<RemovalFn>>);
+
+type RemovalFn = dyn Fn(&Removal) + Send + Sync;
 
 impl std::fmt::Debug for RemovalLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
