@@ -6,7 +6,8 @@
 //! 2. On-demand incidents (`trigger` = `on_demand`, the agent's SIGUSR1) beyond [`Retention::max_on_demand`] go
 //!    first, oldest first: a signal storm only ever displaces other on-demand captures.
 //! 3. While the store is over its byte limit or the filesystem under its free-space floor, on-demand incidents go
-//!    before any wedge incident, oldest first; then wedge incidents past the floor, oldest first.
+//!    before any wedge incident, oldest first; then wedge incidents past the floor, oldest first, but only for the
+//!    pressure wedges cause themselves (an on-demand capture still in progress is counted as gone).
 //! 4. [`Retention::max_incidents`] counts wedge incidents only (on-demand ones have their own cap).
 //!
 //! Every removal comes back as a [`Removal`] with the limit that caused it, for the caller's log. A removal first
@@ -214,6 +215,18 @@ pub(crate) fn plan(
         }
     };
     for on_demand_pass in [true, false] {
+        if !on_demand_pass {
+            // Wedges go only for pressure that wedges alone cause: the on-demand incidents still there (in
+            // progress) are counted as if they were gone, so no wedge ever makes room for one.
+            let on_demand_left: u64 = candidates
+                .iter()
+                .zip(&gone)
+                .filter(|(c, g)| c.on_demand && !**g)
+                .map(|(c, _)| c.bytes)
+                .sum();
+            total = total.saturating_sub(on_demand_left);
+            free = free.map(|f| f.saturating_add(on_demand_left));
+        }
         for (i, c) in candidates.iter().enumerate() {
             let Some(reason) = pressure(total, free) else {
                 break;
@@ -369,6 +382,30 @@ mod tests {
         let mut unknown = wedge("5-unknown-age", 100, false);
         unknown.age = None;
         assert!(plan(&[unknown], &limits, Some(u64::MAX)).is_empty());
+    }
+
+    /// An on-demand capture under way takes the space: no wedge, however old, is removed to make room for it.
+    #[test]
+    fn no_wedge_makes_room_for_an_on_demand_capture_in_progress() {
+        let mut live_on_demand = on_demand("2-od", 1000);
+        live_on_demand.in_progress = true;
+        let list = [wedge("1-old-wedge", 100, false), live_on_demand];
+        let bytes = Retention {
+            max_total_bytes: Some(500),
+            ..Retention::DEFAULT
+        };
+        assert!(plan(&list, &bytes, Some(u64::MAX)).is_empty());
+        let free = Retention {
+            min_free_bytes: Some(1000),
+            ..Retention::DEFAULT
+        };
+        assert!(plan(&list, &free, Some(500)).is_empty());
+        // Pressure the wedges cause themselves still removes the old one.
+        let strict = Retention {
+            min_free_bytes: Some(5000),
+            ..Retention::DEFAULT
+        };
+        assert_eq!(ids(&plan(&list, &strict, Some(500))), ["1-old-wedge"]);
     }
 
     #[test]
