@@ -139,11 +139,14 @@ impl Drop for Staged {
 /// Make several staged files of one directory appear as one change: each file is either all old or all new.
 /// Before the first rename every file that is replaced is hard-linked to a backup name, so that a rename failing
 /// halfway puts the earlier ones back; a file that did not exist before is unlinked on rollback. Then one directory
-/// fsync. On any failure, temps and backups are removed and the previous files are in place.
+/// fsync. On any failure, temps and backups are removed and the previous files are in place (on a filesystem
+/// without hard links, a rename failing halfway cannot be undone for the files it replaced).
 pub fn commit_together(dir: &Path, staged: Vec<Staged>) -> Result<()> {
     struct Backup {
         backup: Option<PathBuf>,
         final_path: PathBuf,
+        /// No earlier file: rolled back by unlinking the new one.
+        was_absent: bool,
     }
     let mut backups: Vec<Backup> = Vec::with_capacity(staged.len());
     let remove_backups = |backups: &[Backup]| {
@@ -164,15 +167,25 @@ pub fn commit_together(dir: &Path, staged: Vec<Staged>) -> Result<()> {
             Ok(()) => backups.push(Backup {
                 backup: Some(backup),
                 final_path: file.final_path.clone(),
+                was_absent: false,
             }),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => backups.push(Backup {
                 backup: None,
                 final_path: file.final_path.clone(),
+                was_absent: true,
             }),
-            Err(err) => {
+            // Out of space: nothing renamed yet, the caller can retry once space is back.
+            Err(err) if matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
                 remove_backups(&backups);
                 return Err(Error::io("link", &backup)(err));
             }
+            // A filesystem without hard links (vfat, some FUSE): still staged first, only without the rollback
+            // for this file should a later rename fail (renames over an existing name need no space).
+            Err(_) => backups.push(Backup {
+                backup: None,
+                final_path: file.final_path.clone(),
+                was_absent: false,
+            }),
         }
     }
     let mut renamed = 0;
@@ -190,7 +203,8 @@ pub fn commit_together(dir: &Path, staged: Vec<Staged>) -> Result<()> {
         for b in &backups[..renamed] {
             let _ = match &b.backup {
                 Some(backup) => fs::rename(backup, &b.final_path),
-                None => fs::remove_file(&b.final_path),
+                None if b.was_absent => fs::remove_file(&b.final_path),
+                None => Ok(()),
             };
         }
         remove_backups(&backups);
@@ -343,9 +357,10 @@ mod tests {
         assert_eq!(names(dir.path()), ["a"]);
     }
 
-    /// A file that cannot be backed up (its name is a directory) stops the commit before any rename.
+    /// A name that cannot be replaced (a directory: no hard link to it, no rename over it) leaves the earlier
+    /// files as they were.
     #[test]
-    fn a_backup_failing_changes_nothing() {
+    fn a_file_that_cannot_be_replaced_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         write_atomic(dir.path(), "a", b"old-a").unwrap();
         fs::create_dir(dir.path().join("c")).unwrap();
