@@ -262,3 +262,77 @@ fn control_characters_in_a_comm_never_reach_the_terminal_raw() {
         assert!(stdout.contains("evil"), "{stdout}");
     }
 }
+
+/// Retention used to delete evidence with no log line. Here the store already holds 22 on-demand incidents and a
+/// wedge from minutes ago; one SIGUSR1 adds a 23rd on-demand one, and the agent logs each of the 3 removals with its
+/// reason while the wedge stays.
+#[test]
+fn the_agent_logs_each_retention_removal_and_keeps_the_wedge() {
+    use crate::agent::{link_as, unique_comm, Agent, TempDir};
+    let dir = TempDir::new("retention-log");
+    let out = dir.path().join("incidents");
+    let store = Store::open(&out, Retention::UNLIMITED).unwrap();
+    let mut wedge: Incident = serde_json::from_str(FIXTURE).unwrap();
+    wedge.id = "20200101T000000Z-gpu01-1".into();
+    wedge.detected_at = reports::model::Timestamp::now();
+    let mut handle = store.create(&wedge).unwrap();
+    handle.finish(&wedge).unwrap();
+    drop(handle);
+    let mut old_on_demand = Vec::new();
+    for i in 0..22 {
+        let mut od: Incident = serde_json::from_str(FIXTURE).unwrap();
+        od.id = format!("20200102T0000{i:02}Z-gpu01-2");
+        od.trigger = reports::model::Trigger::OnDemand;
+        let mut handle = store.create(&od).unwrap();
+        handle.finish(&od).unwrap();
+        old_on_demand.push(od.id);
+    }
+
+    let comm = unique_comm("r");
+    let mut target = Command::new(link_as(dir.path(), &comm, Path::new("/bin/sleep")))
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let mut agent = Agent::start(
+        dir.path(),
+        &[
+            "--out",
+            out.to_str().unwrap(),
+            "--match-comm",
+            &format!("^{comm}$"),
+            "--interval",
+            "100ms",
+        ],
+        &[],
+    );
+    agent.wait_log(
+        &format!("watching pid {}", target.id()),
+        1,
+        Duration::from_secs(10),
+    );
+    agent.signal(libc::SIGUSR1);
+    let log = agent.wait_log(
+        "retention removed on-demand incident",
+        3,
+        Duration::from_secs(10),
+    );
+    for id in &old_on_demand[..3] {
+        let line = log
+            .lines()
+            .find(|l| l.contains(id.as_str()))
+            .unwrap_or_else(|| panic!("no log line for the removal of {id}:\n{log}"));
+        assert!(
+            line.contains("max_on_demand") || line.contains("min_free_bytes"),
+            "{line}"
+        );
+        assert!(!out.join(id).exists(), "{id} still there");
+    }
+    assert!(
+        out.join("20200101T000000Z-gpu01-1").is_dir(),
+        "the wedge was removed:\n{log}"
+    );
+    assert!(!log.contains("retention removed wedge"), "{log}");
+    let _ = agent.terminate();
+    let _ = target.kill();
+    let _ = target.wait();
+}
