@@ -78,12 +78,7 @@ pub struct Args {
     #[arg(long, hide = true, value_name = "PATH")]
     pub extra_probe: Vec<PathBuf>,
     /// The command and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
