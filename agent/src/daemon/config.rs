@@ -217,19 +217,25 @@ fn parse_config(text: &[u8]) -> Result<ConfigFile, String> {
     serde_json::from_slice(text).map_err(|e| e.to_string())
 }
 
+/// The config file's bytes. The admin names it, so a symlink to it is followed (configuration management
+/// and Kubernetes ConfigMaps install configs as symlinks), but what it resolves to must be a regular file
+/// of at most [`MAX_CONFIG_BYTES`], opened without blocking: a FIFO put there must not hang a SIGHUP.
+/// Errors say what is wrong with the file, never what it holds.
+fn read_config(path: &Path) -> Result<Vec<u8>, String> {
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    capture::untrusted::read(&real, capture::untrusted::Limits::max_len(MAX_CONFIG_BYTES)).map_err(
+        |e| match e {
+            capture::Error::Untrusted { why, .. } => format!("{}: {why}", path.display()),
+            other => format!("{}: {other}", path.display()),
+        },
+    )
+}
+
 /// Read `file` (if any), apply `cli` on top, validate.
 pub fn resolve(file: Option<&Path>, cli: &Overrides) -> Result<Settings, String> {
     let config = match file {
         Some(path) => {
-            use std::io::Read;
-            let mut bytes = Vec::new();
-            std::fs::File::open(path)
-                .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            if bytes.len() as u64 > MAX_CONFIG_BYTES {
-                return Err(format!("{}: larger than 1 MiB", path.display()));
-            }
-            parse_config(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+            parse_config(&read_config(path)?).map_err(|e| format!("{}: {e}", path.display()))?
         }
         None => ConfigFile::default(),
     };
@@ -487,6 +493,34 @@ mod tests {
         assert!(from_text(file, &cli)
             .unwrap_err()
             .contains("matches the empty string"));
+    }
+
+    #[test]
+    fn a_config_that_is_no_regular_file_or_too_large_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("agent.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // An ordinary open would block here forever (no writer).
+        let err = resolve(Some(&fifo), &Overrides::default()).unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; MAX_CONFIG_BYTES as usize + 1]).unwrap();
+        let err = resolve(Some(&big), &Overrides::default()).unwrap_err();
+        assert!(err.contains("larger than"), "{err}");
+        // A symlink to a good config (how ConfigMaps are mounted) is followed.
+        let good = dir.path().join("real.json");
+        std::fs::write(&good, r#"{"gpu": true}"#).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(resolve(Some(&link), &Overrides::default()).unwrap().gpu);
+        let err = resolve(
+            Some(&dir.path().join("missing.json")),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("missing.json"), "{err}");
     }
 
     #[test]
