@@ -5,7 +5,8 @@
 //! - [`config`]: the JSON config file, command-line overrides, validation (reloaded on SIGHUP).
 //! - [`log`]: one line per event on stderr (journald priority prefixes, plain or JSON).
 //! - [`notify`]: sd_notify (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
-//! - [`ratelimit`]: at most one new incident per process per window.
+//! - [`ratelimit`]: at most one new incident per process per window; one on-demand incident per process
+//!   per `on_demand_rate_limit`.
 //! - [`bench`]: the cost of finding targets (`agent --bench-scans N`).
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
