@@ -106,19 +106,30 @@ fn a_sigusr1_storm_neither_delays_sigterm_nor_hides_the_wedge() {
         on_demand.len(),
         log.lines().count()
     );
-    // The storm is one summary line, never one line per signal.
-    let bursts = log.matches("SIGUSR1 burst: ").count();
-    assert_eq!(bursts, 1, "{log}");
-    let summary = log.lines().find(|l| l.contains("SIGUSR1 burst: ")).unwrap();
-    // The kernel merges a SIGUSR1 sent while one is pending, so fewer may arrive than were sent.
-    let received: u64 = summary
-        .split("SIGUSR1 burst: ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no signal count in {summary}"));
-    assert!((2..=1000).contains(&received), "{summary}");
-    assert!(summary.contains("on_demand_rate_limit"), "{summary}");
+    // The storm is at most one summary line, never one line per signal. (Under a heavily loaded machine
+    // the kernel may merge the whole storm into one or two deliveries: then no summary is due.)
+    let bursts: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("SIGUSR1 burst: "))
+        .collect();
+    assert!(bursts.len() <= 1, "{log}");
+    if let Some(summary) = bursts.first() {
+        // The kernel merges a SIGUSR1 sent while one is pending, so fewer may arrive than were sent.
+        let received: u64 = summary
+            .split("SIGUSR1 burst: ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no signal count in {summary}"));
+        assert!((2..=1000).contains(&received), "{summary}");
+        assert!(summary.contains("on_demand_rate_limit"), "{summary}");
+    }
+    let sigusr1_lines = log
+        .lines()
+        .filter(|l| l.contains("SIGUSR1") || l.contains("on-demand incident"))
+        .count();
+    // The run that captured (its start, the incident, its completion) and the summary.
+    assert!(sigusr1_lines <= 4, "{log}");
     assert!(
         log.lines().count() < 40,
         "{} log lines:\n{log}",
@@ -370,18 +381,25 @@ fn a_storm_with_no_target_is_one_log_line() {
         &[],
     );
     agent.wait_log("started (pid", 1, Duration::from_secs(10));
-    let started = Instant::now();
     for _ in 0..200 {
         agent.signal(libc::SIGUSR1);
         std::thread::sleep(Duration::from_millis(2));
     }
-    // Let the burst end on its own (1 s of quiet): its summary is logged then, not at the stop.
-    agent.wait_log("SIGUSR1 burst: ", 1, Duration::from_secs(5));
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Let the burst end on its own (1 s of quiet): its summary, if any, is logged then, not at the stop.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before_stop = agent.log();
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{log}");
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert_eq!(log.matches("no process is watched now").count(), 1, "{log}");
-    assert_eq!(log.matches("SIGUSR1 burst: ").count(), 1, "{log}");
-    assert!(log.contains(" signals in "), "{log}");
+    // One line for the whole burst at most; it comes only when the kernel delivered more than one of
+    // the 200 (it merges a SIGUSR1 sent while one is pending).
+    let bursts = log.matches("SIGUSR1 burst: ").count();
+    assert!(bursts <= 1, "{log}");
+    assert_eq!(
+        before_stop.matches("SIGUSR1 burst: ").count(),
+        bursts,
+        "{log}"
+    );
+    assert!(log.lines().count() <= 5, "{log}");
 }
