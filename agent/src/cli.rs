@@ -48,3 +48,34 @@ pub enum Command {
     #[command(subcommand, hide = true)]
     Internal(cmd::selftest::InternalCommand),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_refuses_unknown_flags_before_the_command_and_passes_the_commands_own() {
+        let err =
+            Cli::try_parse_from(["wedge-capture", "run", "--bogus", "--", "true"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        let err = Cli::try_parse_from(["wedge-capture", "run", "--bogus", "true"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        for argv in [
+            &["wedge-capture", "run", "--", "sh", "-c", "x", "--bogus"][..],
+            &["wedge-capture", "run", "sh", "-c", "x", "--bogus"][..],
+        ] {
+            let Command::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not run: {argv:?}");
+            };
+            assert_eq!(args.command, ["sh", "-c", "x", "--bogus"], "{argv:?}");
+        }
+        // A command whose name starts with a hyphen needs `--`, as with any program.
+        let Command::Run(args) = Cli::try_parse_from(["wedge-capture", "run", "--", "--x"])
+            .unwrap()
+            .command
+        else {
+            panic!("not run");
+        };
+        assert_eq!(args.command, ["--x"]);
+    }
+}

@@ -9,11 +9,16 @@
 //! blocking. The number of such stuck children is bounded; beyond the bound, probes are skipped with a reason.
 //!
 //! A timed-out probe is evidence in itself ("timed out after 2 s: the RM lock is probably held").
+//!
+//! A stop request ([`ProbeRunner::set_cancel`], the daemon's SIGTERM) ends the wait early: the children are
+//! killed like at the deadline and the outcome says the probe was interrupted, not that it hung.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +29,8 @@ pub const MAX_PROBE_OUTPUT: usize = 64 * 1024;
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default bound on probe children that did not die after SIGKILL.
 pub const DEFAULT_MAX_STUCK: usize = 4;
+/// Longest wait between two looks at the stop request while probes run.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// What a probe does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +127,8 @@ pub struct ProbeRunner {
     timeout: Duration,
     max_stuck: usize,
     stuck: Vec<StuckChild>,
+    /// Set by someone else (a signal handler) to end the probes in progress early.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Default for ProbeRunner {
@@ -144,7 +153,20 @@ impl ProbeRunner {
             timeout,
             max_stuck: max_stuck.max(1),
             stuck: Vec::new(),
+            cancel: None,
         }
+    }
+
+    /// From now on, probes stop waiting as soon as `flag` is true (checked every [`CANCEL_POLL`]): a
+    /// stop request must not wait out a probe deadline.
+    pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::SeqCst))
     }
 
     pub fn timeout(&self) -> Duration {
@@ -185,6 +207,19 @@ impl ProbeRunner {
         let mut outcomes: Vec<Option<ProbeOutcome>> = vec![None; probes.len()];
         let mut running: Vec<Running> = Vec::new();
         for (index, probe) in probes.iter().enumerate() {
+            if self.cancelled() {
+                outcomes[index] = Some(ProbeOutcome {
+                    name: probe.name.clone(),
+                    target: probe.target(),
+                    status: ProbeStatus::Skipped,
+                    detail: "skipped: a stop was requested before it started".to_string(),
+                    output: String::new(),
+                    output_truncated: false,
+                    elapsed_ms: 0,
+                    killed: None,
+                });
+                continue;
+            }
             if self.stuck.len() >= self.max_stuck {
                 outcomes[index] = Some(ProbeOutcome {
                     name: probe.name.clone(),
@@ -228,7 +263,8 @@ impl ProbeRunner {
             }
         }
 
-        pump_until(&mut running, deadline);
+        let cancel = self.cancel.clone();
+        let interrupted = pump_until(&mut running, deadline, cancel.as_deref());
 
         for run in running {
             let probe = &probes[run.index];
@@ -251,7 +287,17 @@ impl ProbeRunner {
                             name: probe.name.clone(),
                         });
                     }
-                    let detail = if run.eof {
+                    let detail = if interrupted {
+                        format!(
+                            "interrupted after {} ms: a stop was requested (not evidence of a hang){}",
+                            elapsed_ms,
+                            if killed {
+                                ""
+                            } else {
+                                "; the probe child did not die on SIGKILL: it sleeps uninterruptibly"
+                            }
+                        )
+                    } else if run.eof {
                         format!(
                             "closed its output but did not exit within the deadline: {}",
                             probe.timeout_meaning
@@ -271,7 +317,11 @@ impl ProbeRunner {
                     ProbeOutcome {
                         name: probe.name.clone(),
                         target: probe.target(),
-                        status: ProbeStatus::TimedOut,
+                        status: if interrupted {
+                            ProbeStatus::Failed
+                        } else {
+                            ProbeStatus::TimedOut
+                        },
                         detail,
                         output,
                         output_truncated: run.truncated,
@@ -348,19 +398,26 @@ fn finished_outcome(
     }
 }
 
-/// Read every pipe until EOF or the deadline.
-fn pump_until(running: &mut [Running], deadline: Instant) {
+/// Read every pipe until EOF, the deadline or `cancel`; true when `cancel` ended it with pipes still open.
+fn pump_until(running: &mut [Running], deadline: Instant, cancel: Option<&AtomicBool>) -> bool {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let open: Vec<usize> = (0..running.len()).filter(|&i| !running[i].eof).collect();
         if open.is_empty() {
-            return;
+            return false;
+        }
+        if cancel.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
+            return true;
         }
         let now = Instant::now();
         if now >= deadline {
-            return;
+            return false;
         }
-        let wait_ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+        let mut wait = deadline - now;
+        if cancel.is_some() {
+            wait = wait.min(CANCEL_POLL);
+        }
+        let wait_ms = wait.as_millis().clamp(1, i32::MAX as u128) as i32;
         let mut fds: Vec<libc::pollfd> = open
             .iter()
             .map(|&i| libc::pollfd {
@@ -376,7 +433,7 @@ fn pump_until(running: &mut [Running], deadline: Instant) {
             if err.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return;
+            return false;
         }
         for (slot, &i) in fds.iter().zip(open.iter()) {
             if slot.revents == 0 {
@@ -808,6 +865,46 @@ mod tests {
         assert_eq!(out[0].killed, Some(true));
         assert_eq!(out[1].status, ProbeStatus::Ok);
         assert_eq!(runner.stuck_count(), 0);
+    }
+
+    #[test]
+    fn a_stop_request_ends_a_hanging_probe_long_before_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fifo(dir.path());
+        let mut runner = ProbeRunner::new(Duration::from_secs(30), 4);
+        let stop = Arc::new(AtomicBool::new(false));
+        runner.set_cancel(stop.clone());
+        let setter = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                stop.store(true, Ordering::SeqCst);
+            })
+        };
+        let started = Instant::now();
+        let out = runner.run_all(&[Probe::read_file("stuck", path.clone(), "x")]);
+        let elapsed = started.elapsed();
+        setter.join().unwrap();
+        // The deadline is 30 s: anything near it means the request was not seen.
+        assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+        assert!(elapsed >= Duration::from_millis(200), "{elapsed:?}");
+        assert_eq!(out[0].status, ProbeStatus::Failed, "{:?}", out[0]);
+        assert!(
+            out[0].detail.starts_with("interrupted after ")
+                && out[0].detail.contains("a stop was requested"),
+            "{}",
+            out[0].detail
+        );
+        assert_eq!(out[0].killed, Some(true));
+        assert_eq!(runner.stuck_count(), 0);
+        // Once stopping, later probes are not started at all.
+        let out = runner.run_all(&[Probe::read_file("later", path, "x")]);
+        assert_eq!(out[0].status, ProbeStatus::Skipped);
+        assert!(
+            out[0].detail.contains("stop was requested"),
+            "{}",
+            out[0].detail
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod hostile_daemon;
 mod hostile_store;
 mod inject;
 mod report;

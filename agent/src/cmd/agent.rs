@@ -17,8 +17,10 @@ use crate::exit::{ExitCode, Failure};
 /// one new incident per process per --rate-limit).
 ///
 /// Settings come from --config FILE (JSON, see docs/agent.md); flags given here win over the file.
-/// Signals: SIGTERM/SIGINT stop (after an incident being written is finished); SIGHUP re-reads the config
-/// (a bad one keeps the old); SIGUSR1 writes an on-demand incident for every current target. Under
+/// Signals: SIGTERM/SIGINT stop within 2 s, ahead of any queued work (probes in progress are cut short
+/// and the incident being written is finished); SIGHUP re-reads the config (a bad one keeps the old);
+/// SIGUSR1 writes an on-demand incident for every current target (at most one per process per
+/// --on-demand-rate-limit; signals arriving during a capture are coalesced into one more run). Under
 /// systemd (Type=notify) the agent sends READY, RELOADING, STOPPING and WATCHDOG notifications.
 ///
 /// Exit status: 0 after SIGTERM/SIGINT; 2 bad configuration; 1 other errors (output not writable…).
@@ -61,6 +63,9 @@ pub struct Args {
     /// At most one new incident per process in this window [default: 10m].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub rate_limit: Option<Duration>,
+    /// At most one on-demand (SIGUSR1) incident per process in this window; 0 turns it off [default: 1m].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub on_demand_rate_limit: Option<Duration>,
     /// Shortest time between two reads of one process's fd links for --gpu [default: 5s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub gpu_rescan: Option<Duration>,
@@ -79,6 +84,9 @@ pub struct Args {
     /// Print the effective settings as JSON and exit (0 when valid, 2 when not).
     #[arg(long)]
     pub check_config: bool,
+    /// Extra file read as a probe of every wedge capture (a test stand-in for a driver file that hangs).
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub extra_probe: Vec<PathBuf>,
     /// Benchmark: time N scans of the target sources against the naive way, print JSON, exit.
     #[arg(long, hide = true, value_name = "N")]
     pub bench_scans: Option<u32>,
@@ -96,11 +104,13 @@ impl Args {
             threshold: self.threshold,
             samples: self.samples,
             rate_limit: self.rate_limit,
+            on_demand_rate_limit: self.on_demand_rate_limit,
             gpu_rescan: self.gpu_rescan,
             probe_timeout: self.probe_timeout,
             no_nvidia_smi: self.no_nvidia_smi,
             max_targets: self.max_targets,
             log_format: self.log_format,
+            extra_probe: self.extra_probe.clone(),
         }
     }
 }

@@ -78,12 +78,9 @@ pub struct Args {
     #[arg(long, hide = true, value_name = "PATH")]
     pub extra_probe: Vec<PathBuf>,
     /// The command and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    // No allow_hyphen_values: a flag before CMD is ours, so an unknown one is a usage error (exit 2) rather
+    // than a command named `--bogus`; everything from CMD's name on (or after `--`) is CMD's.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 

@@ -13,6 +13,8 @@ use crate::watch::sources::{Selection, SourceSettings};
 
 /// Largest config file read (a config is a few hundred bytes).
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// Default of `on_demand_rate_limit`: one SIGUSR1 incident per process per minute.
+pub const DEFAULT_ON_DEMAND_RATE_LIMIT: Duration = Duration::from_secs(60);
 
 /// How log lines look on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -70,6 +72,7 @@ struct ConfigFile {
     threshold: Option<DurationValue>,
     samples: Option<u32>,
     rate_limit: Option<DurationValue>,
+    on_demand_rate_limit: Option<DurationValue>,
     gpu_rescan: Option<DurationValue>,
     probe_timeout: Option<DurationValue>,
     resample_every: Option<DurationValue>,
@@ -90,9 +93,12 @@ pub struct Overrides {
     pub threshold: Option<Duration>,
     pub samples: Option<u32>,
     pub rate_limit: Option<Duration>,
+    pub on_demand_rate_limit: Option<Duration>,
     pub gpu_rescan: Option<Duration>,
     pub probe_timeout: Option<Duration>,
     pub no_nvidia_smi: bool,
+    /// Extra files read as probes of a wedge capture (a test stand-in for a driver file that hangs).
+    pub extra_probe: Vec<PathBuf>,
     pub max_targets: Option<usize>,
     pub log_format: Option<LogFormat>,
 }
@@ -113,6 +119,9 @@ pub struct Settings {
     /// At most one new incident per process in this window.
     #[serde(serialize_with = "seconds")]
     pub rate_limit: Duration,
+    /// At most one on-demand (SIGUSR1) incident per process in this window (0: no limit).
+    #[serde(serialize_with = "seconds")]
+    pub on_demand_rate_limit: Duration,
     #[serde(serialize_with = "seconds")]
     pub gpu_rescan: Duration,
     #[serde(serialize_with = "seconds")]
@@ -122,6 +131,9 @@ pub struct Settings {
     pub nvidia_smi: bool,
     pub max_targets: usize,
     pub log_format: LogFormat,
+    /// Only from the (hidden) command line; not part of the printed settings.
+    #[serde(skip)]
+    pub extra_probe: Vec<PathBuf>,
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -165,6 +177,9 @@ impl Settings {
         if self.resample_every != new.resample_every {
             out.push("resample_every");
         }
+        if self.extra_probe != new.extra_probe {
+            out.push("extra_probe");
+        }
         out
     }
 
@@ -184,12 +199,14 @@ impl Settings {
             parts.push(format!("ring writers in {}", d.display()));
         }
         format!(
-            "watching {}; interval {:?}, threshold {:?}, K={}, rate limit {:?}; incidents under {}",
+            "watching {}; interval {:?}, threshold {:?}, K={}, rate limit {:?}, on-demand rate limit {:?}; \
+             incidents under {}",
             parts.join(", "),
             self.interval,
             self.threshold,
             self.samples,
             self.rate_limit,
+            self.on_demand_rate_limit,
             self.out.display()
         )
     }
@@ -200,19 +217,25 @@ fn parse_config(text: &[u8]) -> Result<ConfigFile, String> {
     serde_json::from_slice(text).map_err(|e| e.to_string())
 }
 
+/// The config file's bytes. The admin names it, so a symlink to it is followed (configuration management
+/// and Kubernetes ConfigMaps install configs as symlinks), but what it resolves to must be a regular file
+/// of at most [`MAX_CONFIG_BYTES`], opened without blocking: a FIFO put there must not hang a SIGHUP.
+/// Errors say what is wrong with the file, never what it holds.
+fn read_config(path: &Path) -> Result<Vec<u8>, String> {
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    capture::untrusted::read(&real, capture::untrusted::Limits::max_len(MAX_CONFIG_BYTES)).map_err(
+        |e| match e {
+            capture::Error::Untrusted { why, .. } => format!("{}: {why}", path.display()),
+            other => format!("{}: {other}", path.display()),
+        },
+    )
+}
+
 /// Read `file` (if any), apply `cli` on top, validate.
 pub fn resolve(file: Option<&Path>, cli: &Overrides) -> Result<Settings, String> {
     let config = match file {
         Some(path) => {
-            use std::io::Read;
-            let mut bytes = Vec::new();
-            std::fs::File::open(path)
-                .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            if bytes.len() as u64 > MAX_CONFIG_BYTES {
-                return Err(format!("{}: larger than 1 MiB", path.display()));
-            }
-            parse_config(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+            parse_config(&read_config(path)?).map_err(|e| format!("{}: {e}", path.display()))?
         }
         None => ConfigFile::default(),
     };
@@ -255,6 +278,14 @@ fn merge(config: ConfigFile, cli: &Overrides) -> Result<Settings, String> {
             Some(d) => d,
             None => duration(&config.rate_limit, "rate_limit", Duration::from_secs(600))?,
         },
+        on_demand_rate_limit: match cli.on_demand_rate_limit {
+            Some(d) => d,
+            None => duration(
+                &config.on_demand_rate_limit,
+                "on_demand_rate_limit",
+                DEFAULT_ON_DEMAND_RATE_LIMIT,
+            )?,
+        },
         gpu_rescan: match cli.gpu_rescan {
             Some(d) => d,
             None => duration(&config.gpu_rescan, "gpu_rescan", Duration::from_secs(5))?,
@@ -275,6 +306,7 @@ fn merge(config: ConfigFile, cli: &Overrides) -> Result<Settings, String> {
         nvidia_smi: !cli.no_nvidia_smi && config.nvidia_smi.unwrap_or(true),
         max_targets: cli.max_targets.or(config.max_targets).unwrap_or(4096),
         log_format: cli.log_format.or(config.log_format).unwrap_or_default(),
+        extra_probe: cli.extra_probe.clone(),
     };
     validate(&settings)?;
     Ok(settings)
@@ -290,7 +322,20 @@ fn pick<T: Clone>(cli: &[T], file: Vec<T>) -> Vec<T> {
 
 fn validate(s: &Settings) -> Result<(), String> {
     for pattern in &s.match_comm {
-        Regex::new(pattern).map_err(|e| format!("match_comm /{pattern}/: {e}"))?;
+        let regex = Regex::new(pattern).map_err(|e| format!("match_comm /{pattern}/: {e}"))?;
+        if pattern.is_empty() {
+            return Err(
+                "match_comm: an empty pattern would match every process; name the comm you mean"
+                    .into(),
+            );
+        }
+        if regex.is_match("") {
+            // Unanchored matching: a pattern that matches "" matches inside every comm.
+            return Err(format!(
+                "match_comm /{pattern}/ matches the empty string, so it would watch every process on the \
+                 host (like /.*/); give a pattern that needs at least one character of the comm, e.g. ^python"
+            ));
+        }
     }
     if s.match_cgroup.iter().any(|c| c.is_empty()) {
         return Err("match_cgroup: an empty substring would match every process".into());
@@ -310,8 +355,16 @@ fn validate(s: &Settings) -> Result<(), String> {
     if s.max_targets == 0 {
         return Err("max_targets must be at least 1".into());
     }
+    if s.out.as_os_str().is_empty() {
+        return Err(
+            "out: empty path (give the incident directory, or leave it out for the default)".into(),
+        );
+    }
     if s.ring_dirs.iter().any(|d| d.as_os_str().is_empty()) {
         return Err("ring_dir: empty path".into());
+    }
+    if s.extra_probe.iter().any(|p| p.as_os_str().is_empty()) {
+        return Err("extra_probe: empty path".into());
     }
     Ok(())
 }
@@ -389,10 +442,111 @@ mod tests {
             (r#"{"gpu": "yes"}"#, "invalid type"),
             ("not json", "expected"),
             (r#"{"gpu": true, "samples": 0}"#, "samples"),
+            (r#"{"gpu": true, "out": ""}"#, "out: empty path"),
+            (r#"{"gpu": true, "ring_dir": ""}"#, "ring_dir: empty path"),
+            (
+                r#"{"gpu": true, "ring_dir": ["/run/rings", ""]}"#,
+                "ring_dir: empty path",
+            ),
+            (
+                r#"{"match_comm": [""]}"#,
+                "empty pattern would match every process",
+            ),
+            (
+                r#"{"match_comm": ["^python", ".*"]}"#,
+                "matches the empty string",
+            ),
+            (r#"{"match_comm": ["x?"]}"#, "matches the empty string"),
+            (r#"{"match_comm": ["^"]}"#, "matches the empty string"),
+            (r#"{"match_comm": ["(|a)"]}"#, "matches the empty string"),
+            (
+                r#"{"gpu": true, "on_demand_rate_limit": "often"}"#,
+                "on_demand_rate_limit",
+            ),
         ] {
             let err = from_text(text, &none).unwrap_err();
             assert!(err.contains(needle), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn empty_paths_on_the_command_line_are_refused_too() {
+        let file = r#"{"gpu": true, "out": "/srv/inc"}"#;
+        let cli = Overrides {
+            out: Some(PathBuf::new()),
+            ..Overrides::default()
+        };
+        assert!(from_text(file, &cli)
+            .unwrap_err()
+            .contains("out: empty path"));
+        let cli = Overrides {
+            ring_dir: vec![PathBuf::from("/run/rings"), PathBuf::new()],
+            ..Overrides::default()
+        };
+        assert!(from_text(file, &cli)
+            .unwrap_err()
+            .contains("ring_dir: empty path"));
+        let cli = Overrides {
+            match_comm: vec!["a*".into()],
+            ..Overrides::default()
+        };
+        assert!(from_text(file, &cli)
+            .unwrap_err()
+            .contains("matches the empty string"));
+    }
+
+    #[test]
+    fn a_config_that_is_no_regular_file_or_too_large_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("agent.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // An ordinary open would block here forever (no writer).
+        let err = resolve(Some(&fifo), &Overrides::default()).unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; MAX_CONFIG_BYTES as usize + 1]).unwrap();
+        let err = resolve(Some(&big), &Overrides::default()).unwrap_err();
+        assert!(err.contains("larger than"), "{err}");
+        // A symlink to a good config (how ConfigMaps are mounted) is followed.
+        let good = dir.path().join("real.json");
+        std::fs::write(&good, r#"{"gpu": true}"#).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(resolve(Some(&link), &Overrides::default()).unwrap().gpu);
+        let err = resolve(
+            Some(&dir.path().join("missing.json")),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("missing.json"), "{err}");
+    }
+
+    #[test]
+    fn patterns_that_need_a_character_are_accepted() {
+        for pattern in ["^python", "train", "^a*b$", "x+", "^(py|tr)", "[.]"] {
+            let text = format!(r#"{{"match_comm": ["{pattern}"]}}"#);
+            assert!(from_text(&text, &Overrides::default()).is_ok(), "{pattern}");
+        }
+    }
+
+    #[test]
+    fn on_demand_rate_limit_defaults_to_a_minute_and_can_be_set() {
+        let s = from_text(r#"{"gpu": true}"#, &Overrides::default()).unwrap();
+        assert_eq!(s.on_demand_rate_limit, Duration::from_secs(60));
+        let s = from_text(
+            r#"{"gpu": true, "on_demand_rate_limit": "5m"}"#,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(s.on_demand_rate_limit, Duration::from_secs(300));
+        let cli = Overrides {
+            on_demand_rate_limit: Some(Duration::ZERO),
+            ..Overrides::default()
+        };
+        let s = from_text(r#"{"gpu": true, "on_demand_rate_limit": 30}"#, &cli).unwrap();
+        assert_eq!(s.on_demand_rate_limit, Duration::ZERO);
     }
 
     #[test]

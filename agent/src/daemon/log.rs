@@ -1,10 +1,70 @@
 //! The agent's log: one line per event on stderr, in a form journald understands (`<N>` syslog
 //! priority prefixes, parsed by journald with SyslogLevelPrefix=yes, the default), as plain text for a
 //! terminal, or as one JSON object per line for log shippers.
+//!
+//! Much of what is logged comes from others: comms, cgroup paths, ring file names. Every line goes through
+//! [`escape`] (the message and every string of the JSON fields alike), so no control character (ESC, a
+//! newline that forges a second line, a bidi override) reaches a terminal or the journal, and one value
+//! reads the same in the plain and the JSON form.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::Write;
 
 use super::config::LogFormat;
+
+/// `text` with every control or invisible formatting character written out: `\n`, `\r`, `\t`, `\e` (ESC),
+/// `\xNN` for other C0 controls and DEL, `\u{NNNN}` for C1 controls and Unicode format characters (bidi
+/// overrides, zero-width ones, the line and paragraph separators). Backslashes stay as they are, so regexes
+/// and paths read naturally; the cost is that a name containing the four characters `\x1b` and one holding
+/// ESC look alike, which hides nothing.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x1b' => out.push_str("\\e"),
+            c if (c as u32) < 0x20 || c == '\x7f' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if needs_escape(c) => {
+                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00ad}' | '\u{061c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
+}
+
+/// Every string inside `value` (keys too) through [`escape`].
+fn escape_json(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => match escape(&s) {
+            Cow::Borrowed(_) => Value::String(s),
+            Cow::Owned(escaped) => Value::String(escaped),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(escape_json).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (escape(&k).into_owned(), escape_json(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
 
 /// syslog priorities used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +136,7 @@ impl Logger {
 
     /// The line written for an event (pure, for tests).
     pub fn render(&self, level: Level, message: &str, fields: serde_json::Value) -> String {
-        let message = message.replace(['\n', '\r'], " ");
+        let message = escape(message);
         match self.format {
             LogFormat::Json => {
                 let mut object = serde_json::Map::new();
@@ -87,8 +147,8 @@ impl Logger {
                         .into(),
                 );
                 object.insert("level".into(), level.name().into());
-                object.insert("msg".into(), message.into());
-                if let serde_json::Value::Object(extra) = fields {
+                object.insert("msg".into(), message.into_owned().into());
+                if let serde_json::Value::Object(extra) = escape_json(fields) {
                     object.extend(extra);
                 }
                 format!("{}\n", serde_json::Value::Object(object))
@@ -115,7 +175,7 @@ mod tests {
         let journal = Logger::new(LogFormat::Journal);
         assert_eq!(
             journal.render(Level::Warning, "a\nb", fields.clone()),
-            "<4>warning: a b\n"
+            "<4>warning: a\\nb\n"
         );
         assert_eq!(
             journal.render(Level::Notice, "wedge", fields.clone()),
@@ -133,5 +193,48 @@ mod tests {
         assert_eq!(value["level"], "notice");
         assert_eq!(value["incident"], "/var/lib/x");
         assert_eq!(value["pid"], 7);
+    }
+
+    #[test]
+    fn untrusted_text_is_escaped_the_same_way_in_plain_and_json() {
+        // A comm with ESC (a terminal colour), a cgroup path with a newline forging a second line, a ring
+        // file name with a bidi override and a NUL-free C1 control.
+        let comm = "py\x1b[31mthon";
+        let cgroup = "/kubepods/pod1\n<3>error: forged";
+        let ring = "evil\u{202e}gnir.txt\u{85}\x7f\x01\t\r";
+        let message = format!("watching pid 7: comm {comm} in {cgroup}, ring {ring}");
+        let mut fields = serde_json::json!({"event": "target", "why": message.clone(),
+            "nested": [{"comm": comm}]});
+        fields[cgroup] = 1.into();
+        let expected = "watching pid 7: comm py\\e[31mthon in /kubepods/pod1\\n<3>error: forged, \
+                        ring evil\\u{202e}gnir.txt\\u{0085}\\x7f\\x01\\t\\r";
+        assert_eq!(escape(&message), expected);
+        for format in [LogFormat::Plain, LogFormat::Journal] {
+            let line = Logger::new(format).render(Level::Info, &message, fields.clone());
+            assert!(line.ends_with(&format!("{expected}\n")), "{line:?}");
+            assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+            assert!(
+                !line.chars().any(|c| c != '\n' && needs_escape(c)),
+                "{line:?}"
+            );
+        }
+        let line = Logger::new(LogFormat::Json).render(Level::Info, &message, fields);
+        assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+        // Valid JSON whose values decode to exactly the plain text, not to the raw bytes.
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["msg"], expected);
+        assert_eq!(value["why"], expected);
+        assert_eq!(value["nested"][0]["comm"], "py\\e[31mthon");
+        assert_eq!(value["/kubepods/pod1\\n<3>error: forged"], 1);
+        assert!(
+            !line.contains('\x1b') && !line.contains("\\u001b"),
+            "{line}"
+        );
+        // Ordinary text, regexes and paths included, is left alone.
+        assert!(matches!(
+            escape("comm /^python\\d+$/ in /a/b c"),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(escape("naïve 日本"), "naïve 日本");
     }
 }

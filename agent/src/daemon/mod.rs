@@ -5,14 +5,20 @@
 //! - [`config`]: the JSON config file, command-line overrides, validation (reloaded on SIGHUP).
 //! - [`log`]: one line per event on stderr (journald priority prefixes, plain or JSON).
 //! - [`notify`]: sd_notify (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
-//! - [`ratelimit`]: at most one new incident per process per window.
+//! - [`ratelimit`]: at most one new incident per process per window; one on-demand incident per process
+//!   per `on_demand_rate_limit`.
 //! - [`bench`]: the cost of finding targets (`agent --bench-scans N`).
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
-//! next scan, so SIGTERM/SIGINT end the agent at once, after the scan or capture in progress (an incident
-//! being written is finished first). SIGHUP re-reads the config (a bad one keeps the old settings);
-//! SIGUSR1 writes an on-demand incident for every current target. WATCHDOG=1 is sent by this loop, after
-//! scans that could list the host's processes, so a stuck or blind agent is restarted by systemd.
+//! next scan. Signals are coalesced ([`Pending`]) and served by priority: SIGTERM/SIGINT first, ahead of
+//! any queued work; then SIGHUP (re-read the config; a bad one keeps the old settings), a due scan, and
+//! SIGUSR1 (an on-demand incident for every current target, at most one per process per
+//! `on_demand_rate_limit`). Any number of SIGUSR1 arriving during a capture make one more run, and a
+//! burst of them is summed up in one log line when it is over. SIGTERM also sets a flag the probe runner
+//! polls, so a stop never waits out a probe deadline: the agent exits within 2 s under any storm (the
+//! incident being written is finished first, its interrupted probes marked as such). WATCHDOG=1 is sent
+//! by this loop, after scans that could list the host's processes, so a stuck or blind agent is
+//! restarted by systemd.
 
 pub mod bench;
 pub mod config;
@@ -20,9 +26,11 @@ pub mod log;
 pub mod notify;
 pub mod ratelimit;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use capture::ProcRoot;
@@ -38,10 +46,38 @@ use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher
 use config::{Overrides, Settings};
 use log::{Level, Logger};
 use notify::Notifier;
-use ratelimit::RateLimit;
+use ratelimit::{OnDemandLimit, RateLimit};
 
 /// Most on-demand incidents written for one SIGUSR1 (each runs the risky probes).
 pub const MAX_ON_DEMAND: usize = 64;
+/// A SIGUSR1 burst is over when none came for this long; then it is summed up in one log line.
+const BURST_QUIET: Duration = Duration::from_secs(1);
+/// A scan this recent is fresh enough for an on-demand run: a SIGUSR1 storm must not become a scan storm.
+const FRESH_SCAN: Duration = Duration::from_millis(200);
+/// How long to wait for the channel to name a stop signal whose flag is already set.
+const STOP_NAME_WAIT: Duration = Duration::from_millis(50);
+
+/// Signals received and not acted on yet, coalesced: one reload for any number of SIGHUP, one on-demand
+/// run for any number of SIGUSR1, and a stop that wins over both.
+#[derive(Debug, Default)]
+struct Pending {
+    stop: Option<i32>,
+    reload: bool,
+    /// SIGUSR1 received since the last on-demand run started.
+    capture: u64,
+}
+
+/// The SIGUSR1 signals of one burst (until [`BURST_QUIET`] passes without one), for its summary line.
+#[derive(Debug)]
+struct Burst {
+    signals: u64,
+    runs: u64,
+    captured: u64,
+    /// Targets left out of a run because they had an on-demand incident within the window.
+    limited: u64,
+    first: Instant,
+    last: Instant,
+}
 
 fn watch_config(settings: &Settings) -> WatchConfig {
     WatchConfig {
@@ -69,6 +105,12 @@ struct Daemon {
     watcher: Watcher,
     notifier: Notifier,
     rate: RateLimit,
+    on_demand: OnDemandLimit,
+    /// Set from the SIGTERM/SIGINT handler itself; the probe runner polls it.
+    stop_requested: Arc<AtomicBool>,
+    pending: Pending,
+    burst: Option<Burst>,
+    last_scan: Instant,
     /// pid → why, as of the last scan (to log targets that come and go).
     watched: HashMap<i32, String>,
     healthy: bool,
@@ -84,14 +126,21 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     let settings = config::resolve(origin.config.as_deref(), &origin.overrides)
         .map_err(|e| Failure::new(ExitCode::USAGE, format!("bad configuration: {e}")))?;
     let logger = Logger::new(settings.log_format);
-    crate::cmd::run::check_writable(&settings.out)?;
+    // The store creates a missing directory with its own restrictive mode (0700, like `run`); then
+    // prove it can be written.
     let store = Store::open(&settings.out, Retention::DEFAULT)
         .with_context(|| format!("cannot open the incident store {}", settings.out.display()))?
         .log_removals(move |removal| {
             let fields = serde_json::to_value(removal).unwrap_or_default();
             logger.event(Level::Notice, &removal.to_string(), fields)
         });
+    crate::cmd::run::check_writable(&settings.out)?;
     // Before anything else can run: no signal may be lost.
+    let stop_requested = Arc::new(AtomicBool::new(false));
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        signal_hook::flag::register(signal, stop_requested.clone())
+            .context("cannot install signal handlers")?;
+    }
     let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1])
         .context("cannot install signal handlers")?;
     let proc_root = ProcRoot::default();
@@ -103,18 +152,28 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     capture.probe_timeout = settings.probe_timeout;
     capture.nvidia_smi = settings.nvidia_smi;
     capture.resample_every = settings.resample_every;
+    capture.extra_probe_files = settings.extra_probe.clone();
     let source = SharedSource::new(HostSource::new(
         settings.selection(),
         settings.source_settings(),
     ));
-    let watcher = Watcher::new(
+    let mut watcher = Watcher::new(
         watch_config(&settings),
         Box::new(source.clone()),
         Capturer::new(capture, store),
         proc_root.clone(),
     );
+    watcher
+        .capturer()
+        .probe_runner()
+        .set_cancel(stop_requested.clone());
     let mut daemon = Daemon {
         rate: RateLimit::new(settings.rate_limit),
+        on_demand: OnDemandLimit::new(settings.on_demand_rate_limit),
+        stop_requested,
+        pending: Pending::default(),
+        burst: None,
+        last_scan: Instant::now(),
         origin,
         logger,
         proc_root,
@@ -145,10 +204,24 @@ impl Daemon {
         let mut last_ping = Instant::now();
         self.ping(&mut last_ping);
         let mut next_scan = Instant::now() + self.settings.interval;
-        let mut queued: VecDeque<i32> = VecDeque::new();
         loop {
-            let now = Instant::now();
-            if now >= next_scan {
+            while let Ok(signal) = signals.receiver.try_recv() {
+                self.note(signal);
+            }
+            if let Some(signal) = self.stop_signal(signals) {
+                self.stop(signal);
+                return;
+            }
+            if let Some(watchdog) = self.notifier.watchdog() {
+                if last_ping.elapsed() >= watchdog / 4 {
+                    self.ping(&mut last_ping);
+                }
+            }
+            if std::mem::take(&mut self.pending.reload) {
+                self.reload();
+                next_scan = Instant::now();
+            }
+            if Instant::now() >= next_scan {
                 self.scan();
                 self.ping(&mut last_ping);
                 next_scan += self.settings.interval;
@@ -156,44 +229,105 @@ impl Daemon {
                     // A capture took longer than an interval: don't burst scans to catch up.
                     next_scan = Instant::now() + self.settings.interval;
                 }
+                continue;
             }
+            if self.pending.capture > 0 {
+                self.capture_now();
+                continue;
+            }
+            self.end_burst(false);
             let mut wait = next_scan.saturating_duration_since(Instant::now());
             if let Some(watchdog) = self.notifier.watchdog() {
                 wait = wait.min(watchdog / 4);
-                if last_ping.elapsed() >= watchdog / 4 {
-                    self.ping(&mut last_ping);
-                }
             }
-            let signal = match queued.pop_front() {
-                Some(signal) => signal,
-                None => match signals.wait(wait) {
-                    Some(signal) => signal,
-                    None => continue,
-                },
-            };
-            match signal {
-                libc::SIGTERM | libc::SIGINT => {
-                    self.stop(signal);
-                    return;
-                }
-                libc::SIGHUP => {
-                    self.reload();
-                    next_scan = Instant::now();
-                }
-                libc::SIGUSR1 => {
-                    self.capture_now(signals, &mut queued);
-                    if queued
-                        .iter()
-                        .any(|&s| s == libc::SIGTERM || s == libc::SIGINT)
-                    {
-                        continue;
-                    }
-                }
-                other => self
-                    .logger
-                    .info(&format!("ignoring {}", signal_name(other))),
+            if let Some(burst) = &self.burst {
+                wait =
+                    wait.min((burst.last + BURST_QUIET).saturating_duration_since(Instant::now()));
+            }
+            if let Some(signal) = signals.wait(wait) {
+                self.note(signal);
             }
         }
+    }
+
+    /// Record a received signal in [`Pending`] (coalescing) and in the current SIGUSR1 burst.
+    fn note(&mut self, signal: i32) {
+        match signal {
+            libc::SIGTERM | libc::SIGINT => {
+                self.pending.stop.get_or_insert(signal);
+            }
+            libc::SIGHUP => self.pending.reload = true,
+            libc::SIGUSR1 => {
+                self.pending.capture += 1;
+                let now = Instant::now();
+                let burst = self.burst.get_or_insert(Burst {
+                    signals: 0,
+                    runs: 0,
+                    captured: 0,
+                    limited: 0,
+                    first: now,
+                    last: now,
+                });
+                burst.signals += 1;
+                burst.last = now;
+            }
+            other => self
+                .logger
+                .info(&format!("ignoring {}", signal_name(other))),
+        }
+    }
+
+    /// The stop signal, when one was received: from the channel, or from the flag the handler sets (then
+    /// the channel names it a moment later).
+    fn stop_signal(&mut self, signals: &SignalChannel) -> Option<i32> {
+        if self.pending.stop.is_none() && self.stop_requested.load(Ordering::SeqCst) {
+            let until = Instant::now() + STOP_NAME_WAIT;
+            while self.pending.stop.is_none() {
+                match signals.wait(until.saturating_duration_since(Instant::now())) {
+                    Some(signal) => self.note(signal),
+                    None => break,
+                }
+            }
+            return Some(self.pending.stop.unwrap_or(libc::SIGTERM));
+        }
+        self.pending.stop
+    }
+
+    fn stopping(&self) -> bool {
+        self.pending.stop.is_some() || self.stop_requested.load(Ordering::SeqCst)
+    }
+
+    /// Log the SIGUSR1 burst's summary once it is over (`force`: now, at stop). One line per burst, never
+    /// one per signal; nothing when every signal got its own run and nothing was left out.
+    fn end_burst(&mut self, force: bool) {
+        let Some(burst) = &self.burst else { return };
+        if !force && (self.pending.capture > 0 || burst.last.elapsed() < BURST_QUIET) {
+            return;
+        }
+        let Some(burst) = self.burst.take() else {
+            return;
+        };
+        if burst.signals <= burst.runs && burst.limited == 0 {
+            return;
+        }
+        let window = self.on_demand.window();
+        self.logger.event(
+            Level::Notice,
+            &format!(
+                "SIGUSR1 burst: {} signals in {:.1} s served by {} on-demand runs (the rest coalesced): \
+                 {} incidents written, {} captures skipped (at most one on-demand incident per process \
+                 per {}, on_demand_rate_limit)",
+                burst.signals,
+                burst.last.duration_since(burst.first).as_secs_f64(),
+                burst.runs,
+                burst.captured,
+                burst.limited,
+                crate::probe::human_duration(window),
+            ),
+            serde_json::json!({"event": "on-demand-burst", "signals": burst.signals,
+                "runs": burst.runs, "incidents": burst.captured, "skipped": burst.limited,
+                "window_s": window.as_secs_f64()}),
+        );
     }
 
     fn status(&self) -> String {
@@ -214,6 +348,7 @@ impl Daemon {
 
     fn stop(&mut self, signal: i32) {
         self.notifier.stopping();
+        self.end_burst(true);
         let open = self.watcher.capturer().open_incidents();
         let mut message = format!("{}: stopping", signal_name(signal));
         if !open.is_empty() {
@@ -232,6 +367,7 @@ impl Daemon {
     /// One scan: rate limit, targets, capture; log what changed.
     fn scan(&mut self) {
         let now = Instant::now();
+        self.last_scan = now;
         let open: std::collections::HashSet<i32> = self
             .watcher
             .capturer()
@@ -374,6 +510,7 @@ impl Daemon {
                     probe_timeout: self.settings.probe_timeout,
                     nvidia_smi: self.settings.nvidia_smi,
                     resample_every: self.settings.resample_every,
+                    extra_probe: self.settings.extra_probe.clone(),
                     ..new
                 };
                 self.source
@@ -382,6 +519,7 @@ impl Daemon {
                 self.watcher.set_config(watch_config(&new));
                 self.watcher.capturer().set_ring_dirs(new.ring_dirs.clone());
                 self.rate.set_window(new.rate_limit);
+                self.on_demand.set_window(new.on_demand_rate_limit);
                 self.logger = Logger::new(new.log_format);
                 self.settings = new;
                 self.logger.notice(&format!(
@@ -396,34 +534,85 @@ impl Daemon {
         self.notifier.ready(&self.status());
     }
 
-    /// SIGUSR1: a fresh scan, then an on-demand incident for every target (at most [`MAX_ON_DEMAND`]).
-    /// Signals arriving meanwhile are queued; SIGTERM/SIGINT stop the series after the incident in progress.
-    fn capture_now(&mut self, signals: &SignalChannel, queued: &mut VecDeque<i32>) {
-        self.scan();
-        let pids: Vec<i32> = self.watcher.targets().iter().map(|t| t.pid).collect();
-        if pids.is_empty() {
-            self.logger
-                .notice("SIGUSR1: no process is watched now; nothing captured");
+    /// SIGUSR1 (any number received since the last run): a fresh scan, then an on-demand incident for every
+    /// target without one within `on_demand_rate_limit` (at most [`MAX_ON_DEMAND`]). A stop request ends the
+    /// series between targets, and cuts the probes of the one in progress short.
+    fn capture_now(&mut self) {
+        self.pending.capture = 0;
+        if self.last_scan.elapsed() >= FRESH_SCAN {
+            self.scan();
+        }
+        let first_run = match self.burst.as_mut() {
+            Some(burst) => {
+                burst.runs += 1;
+                burst.runs == 1
+            }
+            None => true,
+        };
+        let targets: Vec<i32> = self.watcher.targets().iter().map(|t| t.pid).collect();
+        if targets.is_empty() {
+            if first_run {
+                self.logger
+                    .notice("SIGUSR1: no process is watched now; nothing captured");
+            }
             return;
         }
+        let now = Instant::now();
+        let mut due = Vec::new();
+        let mut limited = 0u64;
+        for pid in targets {
+            // Gone since the scan: nothing to capture.
+            let Ok(stat) = self.proc_root.read_stat(pid) else {
+                continue;
+            };
+            if self.on_demand.allows(pid, stat.starttime, now) {
+                due.push((pid, stat.starttime));
+            } else {
+                limited += 1;
+            }
+        }
+        if let Some(burst) = self.burst.as_mut() {
+            burst.limited += limited;
+        }
+        if due.is_empty() {
+            // Counted; the burst's summary says it (one line per burst, not one per signal).
+            return;
+        }
+        let count = due.len();
         self.logger.notice(&format!(
-            "SIGUSR1: on-demand capture of {} processes{}",
-            pids.len().min(MAX_ON_DEMAND),
-            if pids.len() > MAX_ON_DEMAND {
-                format!(" (the first {MAX_ON_DEMAND} of {})", pids.len())
+            "SIGUSR1: on-demand capture of {} processes{}{}",
+            count.min(MAX_ON_DEMAND),
+            if count > MAX_ON_DEMAND {
+                format!(" (the first {MAX_ON_DEMAND} of {count})")
+            } else {
+                String::new()
+            },
+            if limited > 0 {
+                format!(
+                    "; {limited} captured on demand less than on_demand_rate_limit ago are skipped"
+                )
             } else {
                 String::new()
             }
         ));
-        for pid in pids.into_iter().take(MAX_ON_DEMAND) {
+        for (pid, start) in due.into_iter().take(MAX_ON_DEMAND) {
+            if self.stopping() {
+                self.logger
+                    .notice("stop requested: on-demand capture interrupted");
+                return;
+            }
             let mut events = Vec::new();
             self.watcher
                 .capturer()
                 .capture_on_demand(pid, "SIGUSR1", &mut events);
             for event in &events {
                 if let CaptureEvent::Opened { path, .. } = event {
-                    // Counted, but not rate-limited: it was asked for.
+                    // Counted, and limited per process apart from wedges: it was asked for.
                     self.incidents_written += 1;
+                    self.on_demand.record(pid, start, Instant::now());
+                    if let Some(burst) = self.burst.as_mut() {
+                        burst.captured += 1;
+                    }
                     self.logger.event(
                         Level::Notice,
                         &format!("on-demand incident {}: pid {pid}", path.display()),
@@ -432,17 +621,6 @@ impl Daemon {
                 } else {
                     self.log_event(event);
                 }
-            }
-            while let Ok(signal) = signals.receiver.try_recv() {
-                queued.push_back(signal);
-            }
-            if queued
-                .iter()
-                .any(|&s| s == libc::SIGTERM || s == libc::SIGINT)
-            {
-                self.logger
-                    .notice("stop requested: on-demand capture interrupted");
-                return;
             }
         }
     }
