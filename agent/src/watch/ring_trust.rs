@@ -400,14 +400,15 @@ impl Verifier {
     }
 }
 
-/// Logs each rejected ring file once, at most [`LOGGED_PER_WINDOW`] per [`LOG_WINDOW`], and the rest
-/// as one summary line per window.
+/// Logs each rejected ring file once (a path already logged is only counted when it is refused again),
+/// at most [`LOGGED_PER_WINDOW`] per [`LOG_WINDOW`], and the rest as one summary line per window.
 #[derive(Debug)]
 pub struct RejectionLog {
     window_start: Instant,
     logged: u64,
     suppressed: u64,
     total: u64,
+    logged_paths: HashSet<PathBuf>,
 }
 
 impl Default for RejectionLog {
@@ -417,15 +418,20 @@ impl Default for RejectionLog {
             logged: 0,
             suppressed: 0,
             total: 0,
+            logged_paths: HashSet::new(),
         }
     }
 }
 
 impl RejectionLog {
-    /// Count one rejection; the line to log, if it may be logged now.
-    pub fn reject(&mut self, line: impl FnOnce() -> String) -> Option<String> {
+    /// Count one rejection of `path`; the line to log, if it may be logged now.
+    pub fn reject(&mut self, path: &Path, line: impl FnOnce() -> String) -> Option<String> {
         self.total += 1;
-        if self.logged < LOGGED_PER_WINDOW {
+        if self.logged < LOGGED_PER_WINDOW && !self.logged_paths.contains(path) {
+            if self.logged_paths.len() >= MAX_REMEMBERED {
+                self.logged_paths.clear();
+            }
+            self.logged_paths.insert(path.to_path_buf());
             self.logged += 1;
             Some(line())
         } else {
@@ -489,6 +495,11 @@ impl Rejected {
         self.files.remove(path);
     }
 
+    /// Keep only the files still listed (after a full listing of the directories).
+    pub fn retain(&mut self, listed: &HashSet<PathBuf>) {
+        self.files.retain(|path, _| listed.contains(path));
+    }
+
     pub fn len(&self) -> usize {
         self.files.len()
     }
@@ -505,8 +516,7 @@ mod tests {
     /// A fake `/proc/<pid>` with stat (ppid, flags, start), ns/pid, NSpid and fd links.
     fn fake(
         root: &Path,
-        pid: i32,
-        ppid: i32,
+        (pid, ppid): (i32, i32),
         flags: u32,
         start: u64,
         ns: u64,
@@ -561,13 +571,13 @@ mod tests {
         let other = dir.path().join("other");
         std::fs::write(&ring, b"ring").unwrap();
         std::fs::write(&other, b"other").unwrap();
-        fake(&root, 1, 0, 0x100, 5, HOST_NS, &[1], &[&ring]);
-        fake(&root, 2, 0, PF_KTHREAD, 6, HOST_NS, &[2], &[]);
-        fake(&root, 100, 1, 0, 50, HOST_NS, &[100], &[&ring]);
-        fake(&root, 200, 100, 0, 60, HOST_NS, &[200], &[&ring]);
-        fake(&root, 300, 1, 0, 70, HOST_NS, &[300], &[&other, &ring]);
-        fake(&root, 301, 1, 0, 71, HOST_NS, &[301], &[&other]);
-        fake(&root, 400, 1, 0, 80, CONTAINER_NS, &[400, 1], &[&ring]);
+        fake(&root, (1, 0), 0x100, 5, HOST_NS, &[1], &[&ring]);
+        fake(&root, (2, 0), PF_KTHREAD, 6, HOST_NS, &[2], &[]);
+        fake(&root, (100, 1), 0, 50, HOST_NS, &[100], &[&ring]);
+        fake(&root, (200, 100), 0, 60, HOST_NS, &[200], &[&ring]);
+        fake(&root, (300, 1), 0, 70, HOST_NS, &[300], &[&other, &ring]);
+        fake(&root, (301, 1), 0, 71, HOST_NS, &[301], &[&other]);
+        fake(&root, (400, 1), 0, 80, CONTAINER_NS, &[400, 1], &[&ring]);
         Tree {
             root: ProcRoot::new(&root),
             _dir: dir,
@@ -720,7 +730,10 @@ mod tests {
     fn rejections_are_logged_a_bounded_number_of_times() {
         let mut log = RejectionLog::default();
         let lines = (0..20_000)
-            .filter_map(|n| log.reject(|| format!("ring {n} ignored")))
+            .filter_map(|n| {
+                let path = PathBuf::from(format!("{n}.ring"));
+                log.reject(&path, || format!("ring {n} ignored"))
+            })
             .count() as u64;
         assert_eq!(lines, LOGGED_PER_WINDOW);
         assert_eq!(log.total(), 20_000);
@@ -730,7 +743,13 @@ mod tests {
             summary.contains(&format!("{} more", 20_000 - LOGGED_PER_WINDOW)),
             "{summary}"
         );
-        assert!(log.reject(|| "next window".into()).is_some());
+        assert!(log
+            .reject(Path::new("new.ring"), || "next window".into())
+            .is_some());
+        // A file logged once is only counted when refused again (it changed, and still is junk).
+        assert!(log
+            .reject(Path::new("new.ring"), || "again".into())
+            .is_none());
     }
 
     #[test]
