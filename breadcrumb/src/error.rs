@@ -36,7 +36,7 @@ pub enum Error {
     TooLarge { len: u64, cap: u64 },
     #[error("ring file is truncated: {len} bytes, shorter than its header requires")]
     Truncated { len: u64 },
-    #[error("not a breadcrumb ring: the file does not start with the \"WEDGERNG\" magic")]
+    #[error("not a breadcrumb ring: bad magic (the file does not start with \"WEDGERNG\")")]
     BadMagic,
     #[error("unsupported ring format version (this reader knows version 1)")]
     UnsupportedVersion,

@@ -522,13 +522,6 @@ fn process_start(root: &ProcRoot, pid: i32) -> Option<u64> {
     root.read_stat(pid).ok().map(|s| s.starttime)
 }
 
-/// Reads and validates a ring header without reading the slots, opening the file as one from a
-/// directory others can write (see [`examine`]).
-pub fn read_ring_header(path: &Path) -> Result<wedge_breadcrumb::reader::RingHeader, String> {
-    let file = ring_trust::open_ring(path, MAX_RING_LEN).map_err(|e| e.to_string())?;
-    wedge_breadcrumb::read_header(file.file()).map_err(|e| e.to_string())
-}
-
 /// Whether an fd link target is an NVIDIA device node (`/dev/nvidia0`, `/dev/nvidiactl`,
 /// `/dev/nvidia-uvm`, `/dev/nvidia-caps/…`). A container's private `/dev` seen from the host may lose
 /// its `/dev` prefix, so a top-level `/nvidia*` counts too.
@@ -1125,7 +1118,8 @@ mod tests {
             !notes.contains("hunter2") && !notes.contains("root:"),
             "{notes}"
         );
-        assert!(read_ring_header(&rings.join("junk.ring")).is_err());
+        assert!(examine(&rings.join("junk.ring")).is_err_and(|(_, retry)| retry));
+        assert!(examine(&rings.join("x.ring")).is_err_and(|(_, retry)| !retry));
         let (rejected, pending) = source.ring_counts();
         assert_eq!((rejected, pending), (7, 0), "{notes}");
 
