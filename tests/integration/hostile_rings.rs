@@ -454,7 +454,11 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
     let Some(mut s) = setup("hostile foreign") else {
         return;
     };
-    // 3,000 rings claiming pids in pid namespaces nobody is in, and 500 junk files, before the start.
+    // A host of about 1,000 processes, one of them in its own pid namespace (a container).
+    let crowd = Crowd::spawn(700);
+    let container_ns = crowd.container_ns();
+    // 3,000 rings claiming pids in pid namespaces nobody is in or pids the container does not have,
+    // and 500 junk files, all there before the start.
     let template = s.dir.path().join("template.ring");
     drop(forged_ring(
         &template,
@@ -463,8 +467,15 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
     ));
     let mut bytes = std::fs::read(&template).unwrap();
     let pidns = wedge_breadcrumb::format::header::PIDNS_INODE;
+    let writer_pid = wedge_breadcrumb::format::header::WRITER_PID;
     for n in 0..3000u64 {
-        bytes[pidns..pidns + 8].copy_from_slice(&(0xf000_0000 + n).to_le_bytes());
+        let (ns, pid) = if n % 2 == 0 {
+            (0xf000_0000 + n, n as u32 + 2)
+        } else {
+            (container_ns, n as u32 + 2)
+        };
+        bytes[pidns..pidns + 8].copy_from_slice(&ns.to_le_bytes());
+        bytes[writer_pid..writer_pid + 4].copy_from_slice(&pid.to_le_bytes());
         std::fs::write(s.rings.join(format!("foreign-{n}.ring")), &bytes).unwrap();
     }
     for n in 0..500 {
@@ -511,11 +522,77 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
         "SIGUSR1 answered after {sigusr1_answer:?}"
     );
     eprintln!(
-        "3,500 hostile rings: READY after {to_ready:?}, SIGUSR1 logged after {sigusr1_answer:?}, \
+        "3,500 hostile rings, {} processes: READY after {to_ready:?}, SIGUSR1 logged after {sigusr1_answer:?}, \
          {about_rings} log lines about them, detection {:.2} s after READY",
+        ProcRoot::default().pids().map_or(0, |p| p.len()),
         detected_after(&incident, ready_at)
     );
     assert!(!incidents_for(&out, helper_pid).is_empty());
+    drop(crowd);
+}
+
+/// Processes that make the host look busy (`sleep`), one of them in its own pid namespace; killed on
+/// drop.
+struct Crowd {
+    children: Vec<std::process::Child>,
+    container: std::process::Child,
+}
+
+impl Crowd {
+    fn spawn(count: usize) -> Crowd {
+        let children = (0..count)
+            .map(|_| {
+                Command::new("sleep")
+                    .arg("60")
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let container = Command::new("unshare")
+            .args(["--pid", "--fork", "--kill-child", "sleep", "60"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        Crowd {
+            children,
+            container,
+        }
+    }
+
+    /// The pid namespace of the container's process (once `unshare` made it).
+    fn container_ns(&self) -> u64 {
+        let own = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        let link = format!("/proc/{}/ns/pid_for_children", self.container.id());
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(target) = std::fs::read_link(&link) {
+                if target != own {
+                    let text = target.to_string_lossy().into_owned();
+                    return text
+                        .trim_start_matches("pid:[")
+                        .trim_end_matches(']')
+                        .parse()
+                        .unwrap();
+                }
+            }
+            assert!(Instant::now() < until, "unshare made no pid namespace");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Crowd {
+    fn drop(&mut self) {
+        for child in self
+            .children
+            .iter_mut()
+            .chain(std::iter::once(&mut self.container))
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 #[test]
