@@ -155,8 +155,17 @@ struct RingWatch {
 struct Pending {
     /// Header reads left (a writer may still be initialising the file).
     tries: u8,
-    /// The header's claim and the file's (dev, inode), once read, with the namespace-walk count then.
-    examined: Option<(Claim, (u64, u64), u64)>,
+    /// Once read: the header's claim, the file's (dev, inode), the namespace-walk count then, and the
+    /// entry's identity before the read (what a refusal remembers: a later rewrite is examined again).
+    examined: Option<Examined>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Examined {
+    claim: Claim,
+    file: (u64, u64),
+    seen_at_walk: u64,
+    identity: FileIdentity,
 }
 
 impl Pending {
@@ -407,7 +416,7 @@ impl RingWatch {
             let Some(mut entry) = self.pending.remove(&path) else {
                 continue;
             };
-            let (claim, file, seen_at_walk) = match entry.examined {
+            let examined = match entry.examined {
                 Some(examined) => examined,
                 None => {
                     let (identity, unchanged) = self.rejected.unchanged(&path);
@@ -423,7 +432,12 @@ impl RingWatch {
                     }
                     match examine(&path) {
                         Ok((claim, file)) => {
-                            let examined = (claim, file, self.verifier.namespaces.walks());
+                            let examined = Examined {
+                                claim,
+                                file,
+                                seen_at_walk: self.verifier.namespaces.walks(),
+                                identity,
+                            };
                             entry.examined = Some(examined);
                             examined
                         }
@@ -439,10 +453,13 @@ impl RingWatch {
                     }
                 }
             };
-            match self
-                .verifier
-                .verify(root, &claim, file, seen_at_walk, &mut budget)
-            {
+            match self.verifier.verify(
+                root,
+                &examined.claim,
+                examined.file,
+                examined.seen_at_walk,
+                &mut budget,
+            ) {
                 Verdict::Writer(writer) => {
                     notes.push(format!(
                         "ring {}: writer is pid {} (a target while it lives)",
@@ -462,14 +479,11 @@ impl RingWatch {
                     self.pending.insert(path, entry);
                 }
                 Verdict::Refused(why) => {
-                    let Some(identity) = self.rejected.unchanged(&path).0 else {
-                        continue;
-                    };
                     if why.is_stale() {
                         // A writer that already exited: an old ring, not a target, nothing to log.
-                        self.rejected.remember(path, identity);
+                        self.rejected.remember(path, examined.identity);
                     } else {
-                        self.reject(path, identity, &why.to_string(), notes);
+                        self.reject(path, examined.identity, &why.to_string(), notes);
                     }
                 }
             }
