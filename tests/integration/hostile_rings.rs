@@ -468,19 +468,27 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
     let mut bytes = std::fs::read(&template).unwrap();
     let pidns = wedge_breadcrumb::format::header::PIDNS_INODE;
     let writer_pid = wedge_breadcrumb::format::header::WRITER_PID;
-    for n in 0..3000u64 {
-        let (ns, pid) = if n % 2 == 0 {
-            (0xf000_0000 + n, n as u32 + 2)
-        } else {
-            (container_ns, n as u32 + 2)
-        };
-        bytes[pidns..pidns + 8].copy_from_slice(&ns.to_le_bytes());
-        bytes[writer_pid..writer_pid + 4].copy_from_slice(&pid.to_le_bytes());
-        std::fs::write(s.rings.join(format!("foreign-{n}.ring")), &bytes).unwrap();
-    }
-    for n in 0..500 {
-        std::fs::write(s.rings.join(format!("junk-{n}.ring")), b"junk, not a ring").unwrap();
-    }
+    let write_all = move |rings: &Path, round: u64| {
+        for n in 0..3000u64 {
+            let (ns, pid) = if n % 2 == 0 {
+                (0xf000_0000 + n + (round << 16), n as u32 + 2)
+            } else {
+                (container_ns, (n + round) as u32 + 2)
+            };
+            bytes[pidns..pidns + 8].copy_from_slice(&ns.to_le_bytes());
+            bytes[writer_pid..writer_pid + 4].copy_from_slice(&pid.to_le_bytes());
+            std::fs::write(rings.join(format!("foreign-{n}.ring")), &bytes).unwrap();
+        }
+        for n in 0..500 {
+            std::fs::write(
+                rings.join(format!("junk-{n}.ring")),
+                format!("junk {round}"),
+            )
+            .unwrap();
+        }
+    };
+    let mut write_all = write_all;
+    write_all(&s.rings, 0);
     let label = "foreign test ioctl FS_IOC_SETFLAGS";
     let (helper, pattern) = wedged_ring_writer(&s, label);
     let notify = Notify::new(s.dir.path());
@@ -493,6 +501,20 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
     );
     let ready_at = notify.wait_for("READY=1", &mut agent, Duration::from_secs(5));
     let to_ready = started.elapsed();
+    // From now on every file is rewritten again and again (each version a new claim to examine).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rewriter = {
+        let stop = stop.clone();
+        let rings = s.rings.clone();
+        std::thread::spawn(move || {
+            let mut round = 1;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && round < 200 {
+                write_all(&rings, round);
+                round += 1;
+            }
+            round - 1
+        })
+    };
     // The helper's own ring is resolved even behind 3,500 hostile files (the budget spreads them).
     agent.wait_log(
         &format!("writer is pid {}", helper.pid()),
@@ -509,6 +531,8 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
     let incident = check_detected("foreign", &mut agent, &out, helper_pid, ready_at, label);
     let log = agent.log();
     check_stop("foreign", &mut s, agent, helper);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rewrites = rewriter.join().unwrap();
     let about_rings = log
         .lines()
         .filter(|l| l.contains("/foreign-") || l.contains("/junk-"))
@@ -522,8 +546,9 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
         "SIGUSR1 answered after {sigusr1_answer:?}"
     );
     eprintln!(
-        "3,500 hostile rings, {} processes: READY after {to_ready:?}, SIGUSR1 logged after {sigusr1_answer:?}, \
-         {about_rings} log lines about them, detection {:.2} s after READY",
+        "3,500 hostile rings, {} processes, each file rewritten {rewrites} times: READY after \
+         {to_ready:?}, SIGUSR1 logged after {sigusr1_answer:?}, {about_rings} log lines about them, \
+         detection {:.2} s after READY",
         ProcRoot::default().pids().map_or(0, |p| p.len()),
         detected_after(&incident, ready_at)
     );
