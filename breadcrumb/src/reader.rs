@@ -232,10 +232,19 @@ fn open_regular(path: &Path, strict: bool) -> Result<File> {
         return Err(Error::NotRegular { path: path.into() });
     }
     let link = format!("{}/self/fd/{}", identity::SELF_PROC, handle.as_raw_fd());
+    let read_flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .custom_flags(read_flags)
         .open(&link)
+        .or_else(|_| {
+            // No /proc (a minimal container): the path again, never blocking; the inode is
+            // compared below, so a file swapped in meanwhile is refused.
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(read_flags | if strict { libc::O_NOFOLLOW } else { 0 })
+                .open(path)
+        })
         .map_err(|e| Error::io(path, "open", e))?;
     let again = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
     if (again.dev(), again.ino()) != (meta.dev(), meta.ino()) || !again.file_type().is_file() {
