@@ -349,6 +349,19 @@ fn forged_headers_make_no_target() {
         forged_label,
     ));
     let _held_by_parent = forged_ring(&s.rings.join("parent.ring"), me, forged_label);
+    // kthreadd (pid 2 of the host's namespace) with its real start time.
+    let kthreadd = root.read_stat(2).is_ok_and(|stat| stat.comm == "kthreadd");
+    if kthreadd {
+        drop(forged_ring(
+            &s.rings.join("kthreadd.ring"),
+            ProcessIdentity {
+                pid: 2,
+                start_time_ticks: start_of(2).max(1),
+                ..me
+            },
+            forged_label,
+        ));
+    }
 
     let args = {
         let mut args = vec!["--out", s.out.to_str().unwrap()];
@@ -433,6 +446,18 @@ fn forged_headers_make_no_target() {
         ("init.ring", "pid 1"),
         ("bystander.ring", "does not hold this file open"),
         ("parent.ring", "ancestor of this agent"),
+        (
+            if kthreadd {
+                "kthreadd.ring"
+            } else {
+                "parent.ring"
+            },
+            if kthreadd {
+                "kernel thread"
+            } else {
+                "ancestor"
+            },
+        ),
         ("a-steals-the-wedge.ring", "does not hold this file open"),
     ] {
         assert!(
