@@ -1112,6 +1112,10 @@ mod tests {
             nix::sys::stat::Mode::from_bits_truncate(0o600),
         )
         .unwrap();
+        // A name chosen to forge log lines (a newline, an escape sequence): escaped in the log.
+        use std::os::unix::ffi::OsStrExt;
+        let odd = rings.join(std::ffi::OsStr::from_bytes(b"\x1b[31mz\nfake line.ring"));
+        nix::unistd::mkfifo(&odd, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let secret = dir.path().join("secret");
         std::fs::write(&secret, b"WEDGERNG hunter2 secret").unwrap();
         std::os::unix::fs::symlink(&secret, rings.join("s.ring")).unwrap();
@@ -1135,7 +1139,7 @@ mod tests {
         assert!(examine(&rings.join("junk.ring")).is_err_and(|(_, retry)| retry));
         assert!(examine(&rings.join("x.ring")).is_err_and(|(_, retry)| !retry));
         let (rejected, pending) = source.ring_counts();
-        assert_eq!((rejected, pending), (7, 0), "{notes}");
+        assert_eq!((rejected, pending), (8, 0), "{notes}");
 
         // The directory removed and made again (a tmpfiles run, a remount): watched again.
         std::fs::remove_dir_all(&rings).unwrap();
