@@ -754,3 +754,44 @@ fn a_symlinked_secret_appears_nowhere() {
         leaks("ring dump stderr", &dump.stderr);
     }
 }
+
+/// A ring no path reaches any more (unlinked while its writer is wedged) still belongs to the writer
+/// that holds it open: read through its fd link.
+#[test]
+fn an_unlinked_ring_is_read_through_the_writers_fd() {
+    let Some(mut s) = setup("hostile unlinked") else {
+        return;
+    };
+    let label = "unlinked ring ioctl FS_IOC_SETFLAGS";
+    let (helper, pattern) = wedged_ring_writer(&s, label);
+    let until = Instant::now() + Duration::from_secs(5);
+    let ring = loop {
+        let found = std::fs::read_dir(&s.rings)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "ring"));
+        if let Some(ring) = found {
+            break ring;
+        }
+        assert!(Instant::now() < until, "the helper wrote no ring");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::fs::remove_file(&ring).unwrap();
+    let notify = Notify::new(s.dir.path());
+    let args = agent_args(&s, &pattern);
+    let mut agent = Agent::start(
+        s.dir.path(),
+        &args,
+        &[("NOTIFY_SOCKET", notify.path.to_str().unwrap())],
+    );
+    let ready_at = notify.wait_for("READY=1", &mut agent, Duration::from_secs(5));
+    let out = s.out.clone();
+    let incident = check_detected("unlinked", &mut agent, &out, helper.pid(), ready_at, label);
+    let shown = incident["ring"]["path"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(shown.contains("(deleted)"), "{}", incident["ring"]);
+    check_stop("unlinked", &mut s, agent, helper);
+}

@@ -550,31 +550,30 @@ fn fill_process_info(root: &ProcRoot, pid: i32, incident: &mut Incident) {
 /// Ring files that belong to `pid`: files the process holds open (stat of each fd link: no lock taken)
 /// whose name ends in `.ring` — opened by the fd link's path when that path resolves here to the very
 /// inode held, else found in the ring directories by that inode (a worker in a container sees the ring
-/// under another path than the host does). A ring the process does not hold open never belongs to it,
-/// whatever its header claims: a forged ring can never become another process's ring. Every file is
-/// opened through `capture::untrusted` (no symlink followed, no FIFO or device opened, bounded).
-fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<capture::untrusted::UntrustedFile> {
-    use crate::watch::ring_trust;
+/// under another path than the host does), else (unlinked, or a directory the agent does not watch)
+/// through the fd link itself. A ring the process does not hold open never belongs to it, whatever its
+/// header claims: a forged ring can never become another process's ring. A path is opened through
+/// `capture::untrusted` (no symlink followed, no FIFO or device opened, bounded).
+fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::watch::ring_trust::RingFile> {
+    use crate::watch::ring_trust::{self, RingFile};
     use std::os::unix::fs::MetadataExt;
     let max_len = wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES;
     let held = ring_trust::held_files(&settings.proc_root, pid);
     let mut found = Vec::new();
-    let mut taken = std::collections::HashSet::new();
-    let mut unmatched = std::collections::HashSet::new();
+    let mut unmatched = std::collections::HashMap::new();
     for (&inode, link) in &held {
         let Ok(target) = std::fs::read_link(link) else {
             continue;
         };
-        if target.extension().is_none_or(|e| e != "ring") {
+        if !ring_trust::names_a_ring(&target) {
             continue;
         }
         match ring_trust::open_ring(&target, max_len) {
             Ok(file) if (file.identity().dev, file.identity().ino) == inode => {
-                taken.insert(inode);
-                found.push(file);
+                found.extend(RingFile::from_untrusted(&file).ok());
             }
             _ => {
-                unmatched.insert(inode);
+                unmatched.insert(inode, (link.clone(), target));
             }
         }
     }
@@ -592,19 +591,26 @@ fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<capture::untrusted::U
                     continue;
                 };
                 let inode = (meta.dev(), meta.ino());
-                if !unmatched.contains(&inode) || taken.contains(&inode) {
+                if !unmatched.contains_key(&inode) {
                     continue;
                 }
                 if let Ok(file) = ring_trust::open_ring(&path, max_len) {
                     if (file.identity().dev, file.identity().ino) == inode {
-                        taken.insert(inode);
-                        found.push(file);
+                        if let Ok(ring) = RingFile::from_untrusted(&file) {
+                            unmatched.remove(&inode);
+                            found.push(ring);
+                        }
                     }
                 }
             }
         }
     }
-    found.sort_by(|a, b| a.path().cmp(b.path()));
+    for (inode, (link, target)) in unmatched {
+        if let Ok(file) = ring_trust::open_held(&link, inode, max_len) {
+            found.push(RingFile { file, path: target });
+        }
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
     found
 }
 
@@ -693,14 +699,14 @@ const MAX_RINGS_PER_INCIDENT: usize = 4;
 fn read_ring_excerpt(
     settings: &CaptureSettings,
     pid: i32,
-    ring: &capture::untrusted::UntrustedFile,
+    ring: &crate::watch::ring_trust::RingFile,
     incident: &mut Incident,
 ) -> (RingExcerpt, Vec<u8>) {
     let read_at = Timestamp::now();
     // Entry names are chosen by whoever writes the ring directory: escaped before they reach a report.
-    let shown = crate::watch::ring_trust::printable_path(ring.path());
+    let shown = crate::watch::ring_trust::printable_path(&ring.path);
     match wedge_breadcrumb::reader::read_ring_from_file_with_bytes(
-        ring.file(),
+        &ring.file,
         &wedge_breadcrumb::reader::ReadOptions::default(),
     ) {
         Ok((snapshot, bytes)) => {

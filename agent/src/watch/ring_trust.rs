@@ -12,7 +12,8 @@
 //! - [`Budget`]: most reads one scan may spend on rings; what is left over waits for the next scan.
 //! - [`RejectionLog`]: each rejected file logged once, at most [`LOGGED_PER_WINDOW`] per minute, the rest
 //!   counted in one summary line per minute.
-//! - [`held_files`] / [`open_ring`] / [`printable_path`]: helpers shared with incident capture.
+//! - [`held_files`] / [`open_ring`] / [`open_held`] / [`printable_path`]: helpers shared with incident
+//!   capture.
 //!
 //! Every read here is a file that cannot block on the target (procfs-facts.md §6): `stat`, `status`,
 //! `ns/pid` and `fd/` links.
@@ -252,6 +253,55 @@ pub fn held_files(root: &ProcRoot, pid: i32) -> HashMap<(u64, u64), PathBuf> {
 /// opened, at most `max_len` bytes).
 pub fn open_ring(path: &Path, max_len: u64) -> capture::Result<UntrustedFile> {
     untrusted::open(path, Limits::max_len(max_len))
+}
+
+/// A ring file opened for reading, with the name it is reported under.
+#[derive(Debug)]
+pub struct RingFile {
+    pub file: std::fs::File,
+    pub path: PathBuf,
+}
+
+impl RingFile {
+    pub fn from_untrusted(opened: &UntrustedFile) -> std::io::Result<RingFile> {
+        Ok(RingFile {
+            file: opened.file().try_clone()?,
+            path: opened.path().to_path_buf(),
+        })
+    }
+}
+
+/// Opens, through a process's fd link (`/proc/<pid>/fd/N`), the file it holds open: a ring no path
+/// reaches any more (unlinked, or in a directory the agent does not see). Only a regular file of at
+/// most `max_len` bytes with the (dev, inode) `held` is opened and kept (the fd could be closed and
+/// reused meanwhile); the open never blocks (`O_NONBLOCK`), and the stat before it says regular
+/// file, so no FIFO or device is opened.
+pub fn open_held(link: &Path, held: (u64, u64), max_len: u64) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let is_it = |meta: &std::fs::Metadata| {
+        meta.file_type().is_file() && (meta.dev(), meta.ino()) == held && meta.len() <= max_len
+    };
+    let refused = || std::io::Error::other("not the regular ring file the process holds");
+    if !is_it(&std::fs::metadata(link)?) {
+        return Err(refused());
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(link)?;
+    if !is_it(&file.metadata()?) {
+        return Err(refused());
+    }
+    Ok(file)
+}
+
+/// Whether an fd link's text names a ring file (`….ring`, or `….ring (deleted)` once unlinked).
+pub fn names_a_ring(target: &Path) -> bool {
+    let bytes = target.as_os_str().as_encoded_bytes();
+    bytes
+        .strip_suffix(b" (deleted)")
+        .unwrap_or(bytes)
+        .ends_with(b".ring")
 }
 
 /// A path for a log line: the directory as configured, the entry name escaped if it holds control
@@ -750,6 +800,29 @@ mod tests {
         assert!(log
             .reject(Path::new("new.ring"), || "again".into())
             .is_none());
+    }
+
+    #[test]
+    fn a_held_file_opens_through_its_fd_link_only_as_itself() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone.ring");
+        std::fs::write(&path, b"ring bytes").unwrap();
+        let held = std::fs::File::open(&path).unwrap();
+        let held_inode = inode(&path);
+        std::fs::remove_file(&path).unwrap();
+        let link = PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()));
+        let target = std::fs::read_link(&link).unwrap();
+        assert!(names_a_ring(&target), "{}", target.display());
+        assert!(!names_a_ring(Path::new("/dev/nvidia0")));
+        let opened = open_held(&link, held_inode, 1024).unwrap();
+        assert_eq!(opened.metadata().unwrap().ino(), held_inode.1);
+        // Another inode, a file over the limit, a FIFO: refused (the FIFO without opening it).
+        assert!(open_held(&link, (held_inode.0, held_inode.1 + 1), 1024).is_err());
+        assert!(open_held(&link, held_inode, 4).is_err());
+        let fifo = dir.path().join("x.ring");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(open_held(&fifo, inode(&fifo), 1024).is_err());
     }
 
     #[test]
