@@ -1,4 +1,6 @@
-//! The one error type of the crate.
+//! The one error type of the crate. A reader error says what is wrong with a file (its type, its
+//! size, which header field is invalid), never the bytes or values found in it: a hostile ring
+//! directory can point a `.ring` name at any file, and these messages reach logs.
 
 use std::path::PathBuf;
 
@@ -10,6 +12,12 @@ pub enum Error {
     #[error("{path}: {action}: {source}")]
     Io {
         path: PathBuf,
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("ring file: {action}: {source}")]
+    Read {
         action: &'static str,
         #[source]
         source: std::io::Error,
@@ -26,20 +34,20 @@ pub enum Error {
     },
     #[error("ring file is {len} bytes, more than the {cap}-byte limit")]
     TooLarge { len: u64, cap: u64 },
-    #[error("ring file is truncated: {len} bytes, the header needs {needed}")]
-    Truncated { len: u64, needed: u64 },
-    #[error("not a breadcrumb ring: bad magic \"{}\" (expected \"WEDGERNG\")", .found.escape_ascii())]
-    BadMagic { found: [u8; 8] },
-    #[error("unsupported ring format version {version} (this reader knows version 1)")]
-    UnsupportedVersion { version: u32 },
-    #[error("bad header size {size} (must be a multiple of 64 between 512 and 4096)")]
-    BadHeaderSize { size: u32 },
-    #[error("bad slot size {size} (must be a multiple of 64 between 128 and 4096)")]
-    BadSlotSize { size: u32 },
-    #[error("bad slot count {count} (must be a power of two between 1 and 1048576)")]
-    BadSlotCount { count: u32 },
-    #[error("unsupported clock id {clock} (version 1 rings use CLOCK_MONOTONIC = 1 or CLOCK_MONOTONIC_COARSE = 6)")]
-    BadClock { clock: u32 },
+    #[error("ring file is truncated: {len} bytes, shorter than its header requires")]
+    Truncated { len: u64 },
+    #[error("not a breadcrumb ring: bad magic (the file does not start with \"WEDGERNG\")")]
+    BadMagic,
+    #[error("unsupported ring format version (this reader knows version 1)")]
+    UnsupportedVersion,
+    #[error("bad header size (must be a multiple of 64 between 512 and 4096)")]
+    BadHeaderSize,
+    #[error("bad slot size (must be a multiple of 64 between 128 and 4096)")]
+    BadSlotSize,
+    #[error("bad slot count (must be a power of two between 1 and 1048576)")]
+    BadSlotCount,
+    #[error("unsupported clock id (version 1 rings use CLOCK_MONOTONIC = 1 or CLOCK_MONOTONIC_COARSE = 6)")]
+    BadClock,
     #[error("cannot create a ring: {0}")]
     Create(String),
 }
@@ -48,6 +56,19 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    pub(crate) fn read(action: &'static str, source: std::io::Error) -> Self {
+        Error::Read { action, source }
+    }
+
+    /// Names the path in an error made while reading an already opened file.
+    pub(crate) fn at(self, path: &std::path::Path) -> Self {
+        match self {
+            Error::Read { action, source } => Error::io(path, action, source),
+            Error::NotRegular { .. } => Error::NotRegular { path: path.into() },
+            other => other,
+        }
+    }
+
     pub(crate) fn io(
         path: impl Into<PathBuf>,
         action: &'static str,

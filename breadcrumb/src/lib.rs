@@ -5,7 +5,8 @@
 //! Map:
 //! - [`format`](mod@format): header and slot layout constants, [`Call`] ids, [`Args`] (pure).
 //! - [`writer`]: [`Writer`] — lock-free `enter`/`exit`, no syscall or allocation per record.
-//! - [`reader`]: [`read_ring`] / [`parse_ring`] — validating copy-out reader, in-flight calls.
+//! - [`reader`]: [`read_ring_from_file`] / [`read_header`] (a file the caller opened), [`read_ring`]
+//!   (a path) / [`parse_ring`] (bytes) — validating copy-out reader, in-flight calls.
 //! - [`identity`]: the writer's pid, start time, pid namespace, boot id; clocks.
 //! - [`ffi`]: the C ABI (`include/wedge_breadcrumb.h`), one process-global writer.
 //! - [`error`]: the crate's [`Error`].
@@ -20,7 +21,8 @@ pub mod writer;
 pub use error::{Error, Result};
 pub use format::{Args, Call, RingClock};
 pub use reader::{
-    in_flight_calls, parse_header, parse_ring, read_ring, read_ring_with_bytes, InFlight,
-    ReadOptions, Record, RecordKind, RingHeader, RingSnapshot,
+    in_flight_calls, parse_header, parse_ring, read_header, read_ring, read_ring_from_file,
+    read_ring_from_file_with_bytes, read_ring_with_bytes, InFlight, ReadOptions, Record,
+    RecordKind, RingHeader, RingSnapshot,
 };
 pub use writer::{Token, Writer, WriterOptions};

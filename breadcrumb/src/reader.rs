@@ -1,16 +1,20 @@
 //! The reader: copy the file out, validate everything, answer "what was each thread doing".
 //!
-//! [`parse_ring`] is pure (bytes in, snapshot out) and never panics; [`read_ring`] does the I/O
-//! from outside the writer: it opens the file (never following a symlink in strict mode, never
-//! blocking on a FIFO), checks it is a bounded regular file, and copies it with `pread` twice (the
-//! slots, then the slots again, then the header with the head counter). A slot is accepted only if
+//! [`parse_ring`] is pure (bytes in, snapshot out) and never panics; [`read_ring_from_file`] does
+//! the I/O on a file the caller opened (the agent opens ring files from directories others can
+//! write without following links, see capture's `untrusted` module) and [`read_header`] reads only
+//! the header of one; [`read_ring`] opens a path itself (never following a symlink in strict mode,
+//! never opening a FIFO or device: `O_PATH` and `fstat` first). Reads check the file is a bounded
+//! regular file and copy it with `pread` twice (the slots, then the slots again, then the header
+//! with the head counter). Errors say what is wrong with a file, never what bytes it holds. A slot is accepted only if
 //! both copies agree, its sequence word is final and matches its position, and its body is
 //! self-consistent. The writer's memory is never touched.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -167,7 +171,10 @@ impl RingSnapshot {
 ///
 /// A ring whose path was unlinked can still be read through the writer's fd link
 /// (`<proc>/<pid>/fd/<n>`) with non-strict options; strict mode refuses every symlink, including
-/// those magic links.
+/// those magic links. Whatever the mode, the path is first opened `O_PATH` (nothing is opened
+/// yet: no FIFO open, no device side effect), and only a regular file is then opened for reading.
+/// A daemon reading files from a directory others can write opens them itself (without following
+/// any link) and hands the [`File`] to [`read_ring_from_file`].
 pub fn read_ring(path: impl AsRef<Path>, options: &ReadOptions) -> Result<RingSnapshot> {
     read_ring_with_bytes(path, options).map(|(snapshot, _)| snapshot)
 }
@@ -179,26 +186,9 @@ pub fn read_ring_with_bytes(
     options: &ReadOptions,
 ) -> Result<(RingSnapshot, Vec<u8>)> {
     let path = path.as_ref();
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let file = open_regular(path, options.strict)?;
     if options.strict {
-        flags |= libc::O_NOFOLLOW;
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-        .map_err(|e| {
-            if options.strict && e.raw_os_error() == Some(libc::ELOOP) {
-                Error::Symlink { path: path.into() }
-            } else {
-                Error::io(path, "open", e)
-            }
-        })?;
-    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
-    if !meta.file_type().is_file() {
-        return Err(Error::NotRegular { path: path.into() });
-    }
-    if options.strict {
+        let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
         // SAFETY: geteuid has no preconditions and cannot fail.
         let expected = options
             .expected_owner
@@ -211,6 +201,96 @@ pub fn read_ring_with_bytes(
             });
         }
     }
+    read_ring_from_file_with_bytes(&file, options).map_err(|err| err.at(path))
+}
+
+/// Opens `path` for reading only if it is a regular file: `O_PATH` first (following a final
+/// symlink only when `follow`), `fstat`, then the same inode through its `/proc/self/fd` link with
+/// `O_NONBLOCK`. A FIFO, socket, device or directory is never opened.
+fn open_regular(path: &Path, strict: bool) -> Result<File> {
+    let mut flags = libc::O_PATH | libc::O_CLOEXEC;
+    if strict {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let handle = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if strict && e.raw_os_error() == Some(libc::ELOOP) {
+                Error::Symlink { path: path.into() }
+            } else {
+                Error::io(path, "open", e)
+            }
+        })?;
+    let meta = handle.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if meta.file_type().is_symlink() {
+        // O_PATH | O_NOFOLLOW on a symlink opens the link itself.
+        return Err(Error::Symlink { path: path.into() });
+    }
+    if !meta.file_type().is_file() {
+        return Err(Error::NotRegular { path: path.into() });
+    }
+    let link = format!("{}/self/fd/{}", identity::SELF_PROC, handle.as_raw_fd());
+    let read_flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(read_flags)
+        .open(&link)
+        .or_else(|_| {
+            // No /proc (a minimal container): the path again, never blocking; the inode is
+            // compared below, so a file swapped in meanwhile is refused.
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(read_flags | if strict { libc::O_NOFOLLOW } else { 0 })
+                .open(path)
+        })
+        .map_err(|e| Error::io(path, "open", e))?;
+    let again = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if (again.dev(), again.ino()) != (meta.dev(), meta.ino()) || !again.file_type().is_file() {
+        return Err(Error::NotRegular { path: path.into() });
+    }
+    Ok(file)
+}
+
+/// Reads and validates the header of an opened ring file without reading its slots (at most 4 KiB
+/// are read, whatever the file's size). The caller opened the file (e.g. without following links,
+/// checked to be regular); the reader never opens anything itself here.
+pub fn read_header(file: &File) -> Result<RingHeader> {
+    let len = file.metadata().map_err(|e| Error::read("stat", e))?.len();
+    let prefix = len.min(u64::from(format::MAX_HEADER_SIZE)) as usize;
+    let mut bytes = vec![0u8; prefix];
+    read_exact_from(file, &mut bytes, 0)?;
+    parse_header_with_len(&bytes, len)
+}
+
+/// Reads a ring from a file the caller opened (see [`read_header`]); same checks and copies as
+/// [`read_ring`].
+pub fn read_ring_from_file(file: &File, options: &ReadOptions) -> Result<RingSnapshot> {
+    read_ring_from_file_with_bytes(file, options).map(|(snapshot, _)| snapshot)
+}
+
+fn read_exact_from(file: &File, buf: &mut [u8], offset: u64) -> Result<()> {
+    file.read_exact_at(buf, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::Truncated { len: offset }
+        } else {
+            Error::read("read", e)
+        }
+    })
+}
+
+/// [`read_ring_from_file`], also returning the copied bytes (see [`read_ring_with_bytes`]).
+pub fn read_ring_from_file_with_bytes(
+    file: &File,
+    options: &ReadOptions,
+) -> Result<(RingSnapshot, Vec<u8>)> {
+    let meta = file.metadata().map_err(|e| Error::read("stat", e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::NotRegular {
+            path: PathBuf::from("(opened file)"),
+        });
+    }
     let len = meta.len();
     if len > options.max_file_bytes {
         return Err(Error::TooLarge {
@@ -218,36 +298,23 @@ pub fn read_ring_with_bytes(
             cap: options.max_file_bytes,
         });
     }
-    let read_exact = |buf: &mut [u8], offset: u64| -> Result<()> {
-        file.read_exact_at(buf, offset).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::Truncated {
-                    len: offset,
-                    needed: offset + buf.len() as u64,
-                }
-            } else {
-                Error::io(path, "read", e)
-            }
-        })
-    };
     // `len` is at most `max_file_bytes`, so this allocation is bounded.
     let mut first = vec![0u8; len as usize];
-    read_exact(&mut first, 0)?;
+    read_exact_from(file, &mut first, 0)?;
     let layout = parse_header(&first)?;
     let slots_start = layout.header_size as usize;
     let slots_end = layout.needed_len() as usize;
     let mut second = vec![0u8; slots_end - slots_start];
-    read_exact(&mut second, slots_start as u64)?;
+    read_exact_from(file, &mut second, slots_start as u64)?;
     let mut last_header = vec![0u8; slots_start];
-    read_exact(&mut last_header, 0)?;
+    read_exact_from(file, &mut last_header, 0)?;
     let header = parse_header_with_len(&last_header, first.len() as u64)?;
     if (header.header_size, header.slot_size, header.slot_count)
         != (layout.header_size, layout.slot_size, layout.slot_count)
     {
-        return Err(Error::Create(format!(
-            "{}: ring header changed while it was being read",
-            path.display()
-        )));
+        return Err(Error::Create(
+            "ring header changed while it was being read".to_string(),
+        ));
     }
     first.truncate(slots_end);
     first[..slots_start].copy_from_slice(&last_header);
@@ -269,7 +336,6 @@ pub fn parse_ring(bytes: &[u8], options: &ReadOptions) -> Result<RingSnapshot> {
     let end = header.needed_len() as usize;
     let slots = bytes.get(start..end).ok_or(Error::Truncated {
         len: bytes.len() as u64,
-        needed: end as u64,
     })?;
     Ok(build_snapshot(header, slots, None, options))
 }
@@ -280,44 +346,42 @@ pub fn parse_header(bytes: &[u8]) -> Result<RingHeader> {
 }
 
 pub(crate) fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingHeader> {
+    // The errors below say what is wrong, never the value found: the bytes may be anything a
+    // hostile writer (or a symlink to a secret) put there.
     if bytes.len() < format::MAGIC.len() {
         return Err(Error::Truncated {
             len: bytes.len() as u64,
-            needed: u64::from(format::HEADER_SIZE),
         });
     }
-    let mut found = [0u8; 8];
-    found.copy_from_slice(&bytes[..8]);
-    if found != format::MAGIC {
-        return Err(Error::BadMagic { found });
+    if bytes[..8] != format::MAGIC {
+        return Err(Error::BadMagic);
     }
     if bytes.len() < format::HEADER_SIZE as usize {
         return Err(Error::Truncated {
             len: bytes.len() as u64,
-            needed: u64::from(format::HEADER_SIZE),
         });
     }
     let version = le_u32(bytes, header::VERSION);
     if version != format::VERSION {
-        return Err(Error::UnsupportedVersion { version });
+        return Err(Error::UnsupportedVersion);
     }
     let header_size = le_u32(bytes, header::HEADER_SIZE);
     if !(format::HEADER_SIZE..=format::MAX_HEADER_SIZE).contains(&header_size)
         || header_size & 63 != 0
     {
-        return Err(Error::BadHeaderSize { size: header_size });
+        return Err(Error::BadHeaderSize);
     }
     let slot_size = le_u32(bytes, header::SLOT_SIZE);
     if !(format::SLOT_SIZE..=format::MAX_SLOT_SIZE).contains(&slot_size) || slot_size & 63 != 0 {
-        return Err(Error::BadSlotSize { size: slot_size });
+        return Err(Error::BadSlotSize);
     }
     let slot_count = le_u32(bytes, header::SLOT_COUNT);
     if !slot_count.is_power_of_two() || slot_count > format::MAX_SLOT_COUNT {
-        return Err(Error::BadSlotCount { count: slot_count });
+        return Err(Error::BadSlotCount);
     }
     let clock_id = le_u32(bytes, header::CLOCK_ID);
     let Some(clock) = format::RingClock::from_id(clock_id) else {
-        return Err(Error::BadClock { clock: clock_id });
+        return Err(Error::BadClock);
     };
     let mut boot_id = [0u8; 16];
     boot_id.copy_from_slice(&bytes[header::BOOT_ID..header::BOOT_ID + 16]);
@@ -347,10 +411,7 @@ pub(crate) fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingH
         status_code: le_u32(bytes, header::STATUS_CODE) as i32,
     };
     if file_len < header.needed_len() {
-        return Err(Error::Truncated {
-            len: file_len,
-            needed: header.needed_len(),
-        });
+        return Err(Error::Truncated { len: file_len });
     }
     Ok(header)
 }

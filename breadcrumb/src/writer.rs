@@ -132,7 +132,7 @@ impl Writer {
     ) -> Result<Writer> {
         let slot_count = options.slot_count;
         if !slot_count.is_power_of_two() || slot_count > format::MAX_SLOT_COUNT {
-            return Err(Error::BadSlotCount { count: slot_count });
+            return Err(Error::BadSlotCount);
         }
         register_fork_handler();
         let total =
@@ -224,10 +224,7 @@ impl Writer {
         }
         let map_len = header.needed_len() as usize;
         if meta.len() < map_len as u64 {
-            return Err(Error::Truncated {
-                len: meta.len(),
-                needed: map_len as u64,
-            });
+            return Err(Error::Truncated { len: meta.len() });
         }
         let base = map_shared(&file, map_len, path)?;
         let clock = match format::RingClock::from_id(header.clock_id) {
@@ -563,7 +560,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for bad in [0, 3, 1000, format::MAX_SLOT_COUNT * 2] {
             let err = Writer::create(dir.path().join("r.ring"), bad).unwrap_err();
-            assert!(matches!(err, Error::BadSlotCount { .. }), "{bad}: {err}");
+            assert!(matches!(err, Error::BadSlotCount), "{bad}: {err}");
         }
     }
 

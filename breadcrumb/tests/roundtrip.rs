@@ -173,10 +173,7 @@ fn from_env_uses_the_directory_and_names_the_file_by_pid_and_start_time() {
         )
     );
     std::env::set_var("WEDGE_CAPTURE_RING_SLOTS", "12");
-    assert!(matches!(
-        Writer::from_env(),
-        Err(Error::BadSlotCount { count: 12 })
-    ));
+    assert!(matches!(Writer::from_env(), Err(Error::BadSlotCount)));
     std::env::remove_var("WEDGE_CAPTURE_RING_DIR");
     std::env::remove_var("WEDGE_CAPTURE_RING_SLOTS");
     assert!(Writer::from_env().unwrap().is_none());
@@ -241,7 +238,7 @@ fn a_second_writer_can_append_to_an_existing_ring() {
 
     let junk = dir.path().join("junk.ring");
     std::fs::write(&junk, b"not a ring").unwrap();
-    assert!(matches!(Writer::open(&junk), Err(Error::BadMagic { .. })));
+    assert!(matches!(Writer::open(&junk), Err(Error::BadMagic)));
     let mut short = std::fs::read(&path).unwrap();
     short.truncate(600);
     let cut = dir.path().join("cut.ring");

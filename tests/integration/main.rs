@@ -4,6 +4,7 @@
 mod agent;
 mod capture;
 mod hostile_daemon;
+mod hostile_rings;
 mod hostile_store;
 mod inject;
 mod report;

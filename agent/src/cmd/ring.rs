@@ -3,8 +3,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use capture::untrusted::{self, Limits};
 use wedge_breadcrumb::{
-    read_ring, Args as CallArgs, ReadOptions, Record, RecordKind, RingSnapshot,
+    read_ring_from_file, Args as CallArgs, ReadOptions, Record, RecordKind, RingSnapshot,
 };
 
 use crate::exit::{ExitCode, Failure};
@@ -31,6 +32,10 @@ on a ring whose writer is wedged in D, stopped or dead. A call 'in flight' was e
 never exited: for a wedged worker, that is the driver call it is stuck in. Ages are shown
 only when the ring was written on this boot (same boot id).
 
+The file is opened like every file from a directory others can write: a symbolic link is
+never followed, a FIFO, socket or device is refused without being opened, and an error says
+what is wrong with the file, never what it holds.
+
 Examples:
   wedge-capture ring dump /run/wedge-capture/rings/81234-5501234.ring
   wedge-capture ring dump worker.ring --format json --last 200
@@ -50,7 +55,8 @@ pub struct DumpArgs {
     /// Print every record in the ring (overrides --last).
     #[arg(long)]
     pub all: bool,
-    /// Refuse a symlink and a file not owned by --owner (default: our effective uid).
+    /// Refuse a file not owned by --owner (default: our effective uid). Symlinks are refused
+    /// whatever the mode.
     #[arg(long)]
     pub strict: bool,
     /// Owner uid required with --strict.
@@ -65,14 +71,19 @@ pub fn run(cmd: RingCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
-    let options = if args.strict {
-        ReadOptions::strict(args.owner)
-    } else {
-        ReadOptions::default()
+    let options = ReadOptions::default();
+    let limits = Limits {
+        max_len: options.max_file_bytes,
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        owner: args
+            .strict
+            .then(|| args.owner.unwrap_or_else(|| unsafe { libc::geteuid() })),
     };
-    let snapshot = read_ring(&args.path, &options).map_err(|err| {
+    let read = untrusted::open(&args.path, limits)
+        .map_err(|err| err.to_string())
+        .and_then(|file| read_ring_from_file(file.file(), &options).map_err(|e| e.to_string()));
+    let snapshot = read.map_err(|message| {
         let shown = args.path.display().to_string();
-        let message = err.to_string();
         let message = if message.contains(&shown) {
             format!("cannot read ring: {message}")
         } else {

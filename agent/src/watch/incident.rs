@@ -547,47 +547,70 @@ fn fill_process_info(root: &ProcRoot, pid: i32, incident: &mut Incident) {
     }
 }
 
-/// Ring files that belong to `pid`: open fds of the process ending in `.ring`, and ring files in the ring
-/// directories whose header names this process (host pid or innermost namespace pid, same start time).
-fn find_rings(settings: &CaptureSettings, pid: i32, nspid: &[i32]) -> Vec<PathBuf> {
-    let root = &settings.proc_root;
+/// Ring files that belong to `pid`: files the process holds open (stat of each fd link: no lock taken)
+/// whose name ends in `.ring` — opened by the fd link's path when that path resolves here to the very
+/// inode held, else found in the ring directories by that inode (a worker in a container sees the ring
+/// under another path than the host does), else (unlinked, or a directory the agent does not watch)
+/// through the fd link itself. A ring the process does not hold open never belongs to it, whatever its
+/// header claims: a forged ring can never become another process's ring. A path is opened through
+/// `capture::untrusted` (no symlink followed, no FIFO or device opened, bounded).
+fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::watch::ring_trust::RingFile> {
+    use crate::watch::ring_trust::{self, RingFile};
+    use std::os::unix::fs::MetadataExt;
+    let max_len = wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES;
+    let held = ring_trust::held_files(&settings.proc_root, pid);
     let mut found = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(root.pid_dir(pid).join("fd")) {
-        for entry in entries.flatten().take(65_536) {
-            if let Ok(target) = std::fs::read_link(entry.path()) {
-                // A worker in a container may see the ring under another path than the host does:
-                // a link that does not resolve here is left to the ring-directory search below.
-                if target.extension().is_some_and(|e| e == "ring")
-                    && !found.contains(&target)
-                    && target.is_file()
-                {
-                    found.push(target);
+    let mut unmatched = std::collections::HashMap::new();
+    for (&inode, link) in &held {
+        let Ok(target) = std::fs::read_link(link) else {
+            continue;
+        };
+        if !ring_trust::names_a_ring(&target) {
+            continue;
+        }
+        match ring_trust::open_ring(&target, max_len) {
+            Ok(file) if (file.identity().dev, file.identity().ino) == inode => {
+                found.extend(RingFile::from_untrusted(&file).ok());
+            }
+            _ => {
+                unmatched.insert(inode, (link.clone(), target));
+            }
+        }
+    }
+    if !unmatched.is_empty() {
+        for dir in &settings.ring_dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten().take(100_000) {
+                let path = entry.path();
+                if path.extension().is_none_or(|e| e != "ring") {
+                    continue;
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                let inode = (meta.dev(), meta.ino());
+                if !unmatched.contains_key(&inode) {
+                    continue;
+                }
+                if let Ok(file) = ring_trust::open_ring(&path, max_len) {
+                    if (file.identity().dev, file.identity().ino) == inode {
+                        if let Ok(ring) = RingFile::from_untrusted(&file) {
+                            unmatched.remove(&inode);
+                            found.push(ring);
+                        }
+                    }
                 }
             }
         }
     }
-    let start_time = root.read_stat(pid).ok().map(|s| s.starttime);
-    let inner = nspid.last().copied().unwrap_or(pid);
-    for dir in &settings.ring_dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for entry in entries.flatten().take(100_000) {
-            let path = entry.path();
-            if path.extension().is_none_or(|e| e != "ring") || found.contains(&path) {
-                continue;
-            }
-            let Ok(header) = crate::watch::sources::read_ring_header(&path) else {
-                continue;
-            };
-            let writer = header.writer_pid as i32;
-            let same_start = start_time
-                .is_none_or(|s| header.start_time_ticks == 0 || header.start_time_ticks == s);
-            if (writer == pid || writer == inner) && same_start {
-                found.push(path);
-            }
+    for (inode, (link, target)) in unmatched {
+        if let Ok(file) = ring_trust::open_held(&link, inode, max_len) {
+            found.push(RingFile { file, path: target });
         }
     }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
     found
 }
 
@@ -613,12 +636,12 @@ fn capture_ring(
     incident: &mut Incident,
     handle: &IncidentHandle,
 ) {
-    let mut rings = find_rings(settings, pid, &incident.process.nspid.clone());
+    let mut rings = find_rings(settings, pid);
     if rings.is_empty() {
         not_captured(
             incident,
             "breadcrumb ring",
-            "no ring file found (the process holds no *.ring file open and none in the ring directory names it)",
+            "no ring file found (the process holds no *.ring file open)",
         );
         return;
     }
@@ -636,7 +659,7 @@ fn capture_ring(
     // then put first the one that explains the wedge — an in-flight call, the oldest one first.
     let mut excerpts: Vec<(RingExcerpt, Vec<u8>)> = rings
         .iter()
-        .map(|path| read_ring_excerpt(settings, pid, path, incident))
+        .map(|ring| read_ring_excerpt(settings, pid, ring, incident))
         .collect();
     excerpts.sort_by_key(|(excerpt, _)| {
         let oldest_in_flight = excerpt
@@ -676,17 +699,18 @@ const MAX_RINGS_PER_INCIDENT: usize = 4;
 fn read_ring_excerpt(
     settings: &CaptureSettings,
     pid: i32,
-    path: &std::path::Path,
+    ring: &crate::watch::ring_trust::RingFile,
     incident: &mut Incident,
 ) -> (RingExcerpt, Vec<u8>) {
     let read_at = Timestamp::now();
-    match wedge_breadcrumb::reader::read_ring_with_bytes(
-        path,
+    // Entry names are chosen by whoever writes the ring directory: escaped before they reach a report.
+    let shown = crate::watch::ring_trust::printable_path(&ring.path);
+    match wedge_breadcrumb::reader::read_ring_from_file_with_bytes(
+        &ring.file,
         &wedge_breadcrumb::reader::ReadOptions::default(),
     ) {
         Ok((snapshot, bytes)) => {
-            let mut excerpt =
-                RingExcerpt::from_snapshot(Some(path.display().to_string()), &snapshot, 256);
+            let mut excerpt = RingExcerpt::from_snapshot(Some(shown.clone()), &snapshot, 256);
             excerpt.read_at = read_at;
             if incident.process.nspid.len() > 1 {
                 let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
@@ -694,9 +718,8 @@ fn read_ring_excerpt(
                     timeline(
                         incident,
                         format!(
-                            "ring {} thread ids translated from the process's PID namespace to host ids \
-                             ({translated} records; the ring copy keeps the original)",
-                            path.display()
+                            "ring {shown} thread ids translated from the process's PID namespace to host ids \
+                             ({translated} records; the ring copy keeps the original)"
                         ),
                     );
                 }
@@ -704,8 +727,8 @@ fn read_ring_excerpt(
             (excerpt, bytes)
         }
         Err(err) => {
-            let mut excerpt =
-                RingExcerpt::unreadable(Some(path.display().to_string()), err.to_string());
+            // The reader's errors say what is wrong with the file, never what it holds.
+            let mut excerpt = RingExcerpt::unreadable(Some(shown), err.to_string());
             excerpt.read_at = read_at;
             (excerpt, Vec::new())
         }

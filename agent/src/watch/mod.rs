@@ -6,6 +6,7 @@
 //! - [`tracker`]: pure per-thread D-state episodes and the no-progress (hung-task) test.
 //! - [`incident`]: capture on wedge, one incident per episode, resolution.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).
+//! - [`ring_trust`]: ring headers are claims: verified against the kernel before a ring names a target.
 //!
 //! One [`Watcher::tick`] = targets → scan → tracker → capture. `run`, `selftest` and the host daemon all drive
 //! the same `Watcher`; they differ only in their target source and in what they do between ticks.
@@ -13,6 +14,7 @@
 pub mod bench;
 pub mod incident;
 pub mod launch;
+pub mod ring_trust;
 pub mod scan;
 pub mod sources;
 pub mod targets;

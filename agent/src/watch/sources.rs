@@ -14,21 +14,28 @@
 //! - the fd directory is looked at once per `gpu_rescan` per process (only with `--gpu`): its size (the
 //!   fd count since Linux 6.2), and the links only for a new pid or when the count changed or is
 //!   unknown, stopping at the first `/dev/nvidia*` link and after [`MAX_FDS_READ`] links;
-//! - ring files are read when inotify reports them (and once at start), header only.
+//! - ring files are read when inotify reports them (and once at start), header only, through
+//!   `capture::untrusted` (no symlink followed, no FIFO or device opened); a header's claim names a
+//!   target only when [`ring_trust`](super::ring_trust) confirms it against the kernel, within
+//!   [`RING_READS_PER_SCAN`] reads per scan; refused files are remembered by identity and examined
+//!   again only when they change, and logged once, rate-limited.
 //!
 //! Every cache is keyed by a live pid and pruned when the pid leaves the listing: memory and fds stay
 //! bounded by the host's process count, not by how many processes ever existed.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use capture::untrusted::FileIdentity;
 use capture::ProcRoot;
 use regex::Regex;
 
+use super::ring_trust::{
+    self, printable_path, Budget, Claim, Rejected, RejectionLog, Verdict, Verifier,
+};
 use super::targets::{Target, TargetSource};
 
 /// `stat` refresh period of a known pid, in scans.
@@ -46,6 +53,9 @@ const RING_RETRIES: u8 = 5;
 const PF_KTHREAD: u32 = 0x0020_0000;
 /// Largest ring file accepted (2^20 slots of 128 bytes plus the header, with room).
 const MAX_RING_LEN: u64 = 256 << 20;
+/// Most reads (ring headers, `/proc` files, fd stats) spent on ring files per scan; the rest of the
+/// pending files wait for the next scan, so a directory of hostile files cannot stall a scan.
+pub const RING_READS_PER_SCAN: usize = 2048;
 
 /// What to watch.
 #[derive(Debug, Clone, Default)]
@@ -128,15 +138,47 @@ struct RingWatch {
     /// Directories whose problem was already logged (logged again only after it was fixed).
     warned: HashSet<PathBuf>,
     last_attempt: Option<Instant>,
-    /// Files to examine, with the retries left.
-    pending: HashMap<PathBuf, u8>,
+    /// Files to examine (new, changed, or waiting for a namespace walk or for budget).
+    pending: HashMap<PathBuf, Pending>,
     writers: HashMap<PathBuf, RingWriter>,
+    /// Believes a header's claims only when the kernel confirms them.
+    verifier: Verifier,
+    /// Files refused, by identity: not examined again until they change.
+    rejected: Rejected,
+    rejections: RejectionLog,
     full_rescan: bool,
     buffer: Vec<u8>,
 }
 
+/// A ring file waiting to be decided.
+#[derive(Debug, Clone)]
+struct Pending {
+    /// Header reads left (a writer may still be initialising the file).
+    tries: u8,
+    /// Once read: the header's claim, the file's (dev, inode), the namespace-walk count then, and the
+    /// entry's identity before the read (what a refusal remembers: a later rewrite is examined again).
+    examined: Option<Examined>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Examined {
+    claim: Claim,
+    file: (u64, u64),
+    seen_at_walk: u64,
+    identity: FileIdentity,
+}
+
+impl Pending {
+    fn new(tries: u8) -> Pending {
+        Pending {
+            tries,
+            examined: None,
+        }
+    }
+}
+
 impl RingWatch {
-    fn new(dirs: Vec<PathBuf>) -> RingWatch {
+    fn new(dirs: Vec<PathBuf>, me: i32) -> RingWatch {
         RingWatch {
             dirs,
             inotify: None,
@@ -147,6 +189,9 @@ impl RingWatch {
             last_attempt: None,
             pending: HashMap::new(),
             writers: HashMap::new(),
+            verifier: Verifier::new(me),
+            rejected: Rejected::default(),
+            rejections: RejectionLog::default(),
             full_rescan: true,
             buffer: vec![0; 16 * 1024],
         }
@@ -306,8 +351,10 @@ impl RingWatch {
                 {
                     self.writers.remove(&path);
                     self.pending.remove(&path);
-                } else {
-                    self.pending.insert(path, RING_RETRIES);
+                    self.rejected.forget(&path);
+                } else if !self.writers.contains_key(&path) {
+                    // New or rewritten: read again (a changed identity is examined afresh).
+                    self.pending.insert(path, Pending::new(RING_RETRIES));
                 }
             }
             if !any {
@@ -319,6 +366,7 @@ impl RingWatch {
     fn list_dirs(&mut self, notes: &mut Vec<String>) {
         self.full_rescan = false;
         self.last_attempt = self.last_attempt.or(Some(Instant::now()));
+        let mut listed = HashSet::new();
         for dir in &self.dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
@@ -338,44 +386,145 @@ impl RingWatch {
                 }
                 let path = entry.path();
                 if !self.writers.contains_key(&path) {
-                    self.pending.insert(path, 1);
+                    self.pending
+                        .entry(path.clone())
+                        .or_insert_with(|| Pending::new(1));
                 }
+                listed.insert(path);
             }
         }
+        self.rejected.retain(&listed);
     }
 
-    /// Resolve pending files to live writers; forget writers that exited.
-    fn refresh(&mut self, root: &ProcRoot, own_pidns: Option<u64>, notes: &mut Vec<String>) {
+    /// Resolve pending files to live writers (within this scan's budget); forget writers that exited.
+    fn refresh(&mut self, root: &ProcRoot, notes: &mut Vec<String>) {
         self.ensure_watches(notes);
         self.drain_events();
         if self.full_rescan {
             self.list_dirs(notes);
         }
-        let pending: Vec<(PathBuf, u8)> = self.pending.drain().collect();
-        for (path, tries) in pending {
-            match ring_writer(root, &path, own_pidns) {
-                Ok(Some(writer)) => {
+        self.verifier.begin_scan();
+        if self.verifier.namespaces.walk_due() {
+            self.verifier.namespaces.walk(root);
+        }
+        let mut budget = Budget::new(RING_READS_PER_SCAN);
+        let paths: Vec<PathBuf> = self.pending.keys().cloned().collect();
+        for path in paths {
+            if budget.is_spent() {
+                break;
+            }
+            let Some(mut entry) = self.pending.remove(&path) else {
+                continue;
+            };
+            let examined = match entry.examined {
+                Some(examined) => examined,
+                None => {
+                    let (identity, unchanged) = self.rejected.unchanged(&path);
+                    let Some(identity) = identity else {
+                        continue; // Gone since it was listed.
+                    };
+                    if unchanged {
+                        continue;
+                    }
+                    if !budget.spend(1) {
+                        self.pending.insert(path, entry);
+                        break;
+                    }
+                    match examine(&path) {
+                        Ok((claim, file)) => {
+                            let examined = Examined {
+                                claim,
+                                file,
+                                seen_at_walk: self.verifier.namespaces.walks(),
+                                identity,
+                            };
+                            entry.examined = Some(examined);
+                            examined
+                        }
+                        Err((why, retry)) => {
+                            if retry && entry.tries > 1 {
+                                entry.tries -= 1;
+                                self.pending.insert(path, entry);
+                            } else {
+                                self.reject(path, identity, &why, notes);
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            match self.verifier.verify(
+                root,
+                &examined.claim,
+                examined.file,
+                examined.seen_at_walk,
+                &mut budget,
+            ) {
+                Verdict::Writer(writer) => {
                     notes.push(format!(
                         "ring {}: writer is pid {} (a target while it lives)",
-                        path.display(),
+                        printable_path(&path),
                         writer.pid
                     ));
-                    self.writers.insert(path, writer);
+                    self.rejected.forget(&path);
+                    self.writers.insert(
+                        path,
+                        RingWriter {
+                            pid: writer.pid,
+                            start: writer.start,
+                        },
+                    );
                 }
-                // A writer that already exited: an old ring, not a target.
-                Ok(None) => {}
-                Err(err) => {
-                    if tries > 1 {
-                        self.pending.insert(path, tries - 1);
+                Verdict::Later => {
+                    self.pending.insert(path, entry);
+                }
+                Verdict::Refused(why) => {
+                    if why.is_stale() {
+                        // A writer that already exited: an old ring, not a target, nothing to log.
+                        self.rejected.remember(path, examined.identity);
                     } else {
-                        notes.push(format!("ring {} ignored: {err}", path.display()));
+                        self.reject(path, examined.identity, &why.to_string(), notes);
                     }
                 }
             }
         }
+        if let Some(summary) = self.rejections.summary(Instant::now()) {
+            notes.push(summary);
+        }
         self.writers
             .retain(|_, w| process_start(root, w.pid) == Some(w.start));
     }
+
+    /// Remember a refused file by identity; log it once (rate-limited), never its content.
+    fn reject(
+        &mut self,
+        path: PathBuf,
+        identity: FileIdentity,
+        why: &str,
+        notes: &mut Vec<String>,
+    ) {
+        if let Some(line) = self.rejections.reject(&path, || {
+            format!("ring {} ignored: {why}", printable_path(&path))
+        }) {
+            notes.push(line);
+        }
+        self.rejected.remember(path, identity);
+    }
+}
+
+/// Opens a ring file (no symlink followed, nothing but a regular file) and reads its header: the claim
+/// and the file's (dev, inode). The error says what is wrong, never what the file holds, and whether a
+/// later read may succeed (a writer still initialising the file).
+fn examine(path: &Path) -> Result<(Claim, (u64, u64)), (String, bool)> {
+    let file = ring_trust::open_ring(path, MAX_RING_LEN).map_err(|err| match err {
+        capture::Error::Untrusted { why, .. } => (why.to_string(), false),
+        capture::Error::Io { source, .. } => (source.to_string(), false),
+        other => (other.to_string(), false),
+    })?;
+    let header =
+        wedge_breadcrumb::read_header(file.file()).map_err(|err| (err.to_string(), true))?;
+    let identity = file.identity();
+    Ok((Claim::of(&header), (identity.dev, identity.ino)))
 }
 
 fn is_ring_name(name: &OsStr) -> bool {
@@ -385,70 +534,6 @@ fn is_ring_name(name: &OsStr) -> bool {
 
 fn process_start(root: &ProcRoot, pid: i32) -> Option<u64> {
     root.read_stat(pid).ok().map(|s| s.starttime)
-}
-
-/// The host pid of a ring file's writer, from its header; Ok(None) when that writer is gone.
-fn ring_writer(
-    root: &ProcRoot,
-    path: &Path,
-    own_pidns: Option<u64>,
-) -> Result<Option<RingWriter>, String> {
-    let header = read_ring_header(path)?;
-    let writer = i32::try_from(header.writer_pid)
-        .ok()
-        .filter(|&p| p > 0)
-        .ok_or_else(|| format!("writer pid {} out of range", header.writer_pid))?;
-    let start = header.start_time_ticks;
-    let same_ns = header.pidns_inode == 0 || Some(header.pidns_inode) == own_pidns;
-    if same_ns {
-        return Ok(match process_start(root, writer) {
-            Some(s) if start == 0 || s == start => Some(RingWriter {
-                pid: writer,
-                start: s,
-            }),
-            _ => None,
-        });
-    }
-    // A writer in another pid namespace (a container): find the host pid with the same start time, pid
-    // namespace and innermost namespace pid.
-    let pids = root.pids().map_err(|e| e.to_string())?;
-    for pid in pids {
-        let Some(s) = process_start(root, pid) else {
-            continue;
-        };
-        if start != 0 && s != start {
-            continue;
-        }
-        if root.pid_ns(pid).ok() != Some(header.pidns_inode) {
-            continue;
-        }
-        let inner = root
-            .read_task_status(pid, pid)
-            .ok()
-            .and_then(|st| st.nspid.last().copied());
-        if inner == Some(writer) {
-            return Ok(Some(RingWriter { pid, start: s }));
-        }
-    }
-    Ok(None)
-}
-
-/// Reads and validates a ring header without reading the slots.
-pub fn read_ring_header(path: &Path) -> Result<wedge_breadcrumb::reader::RingHeader, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let len = file.metadata().map_err(|e| e.to_string())?.len();
-    if len > MAX_RING_LEN {
-        return Err(format!("{len} bytes: larger than any ring"));
-    }
-    // The header parser checks the header against the whole file's length, so it is given a buffer of
-    // the file's length whose tail is left zeroed: a zeroed allocation is not touched (no memory used)
-    // and only the header bytes are read from the file.
-    let mut bytes = vec![0u8; len as usize];
-    let prefix = (len as usize).min(4096);
-    file.take(prefix as u64)
-        .read_exact(&mut bytes[..prefix])
-        .map_err(|e| e.to_string())?;
-    wedge_breadcrumb::reader::parse_header(&bytes).map_err(|e| e.to_string())
 }
 
 /// Whether an fd link target is an NVIDIA device node (`/dev/nvidia0`, `/dev/nvidiactl`,
@@ -469,7 +554,6 @@ pub struct HostSource {
     generation: u64,
     scan: u64,
     me: i32,
-    own_pidns: Option<u64>,
     excluded: HashSet<i32>,
     suppressed: HashSet<i32>,
     healthy: bool,
@@ -479,7 +563,8 @@ pub struct HostSource {
 
 impl HostSource {
     pub fn new(selection: Selection, settings: SourceSettings) -> HostSource {
-        let rings = RingWatch::new(selection.ring_dirs.clone());
+        let me = std::process::id() as i32;
+        let rings = RingWatch::new(selection.ring_dirs.clone(), me);
         HostSource {
             selection,
             settings,
@@ -487,8 +572,7 @@ impl HostSource {
             rings,
             generation: 0,
             scan: 0,
-            me: std::process::id() as i32,
-            own_pidns: None,
+            me,
             excluded: HashSet::new(),
             suppressed: HashSet::new(),
             healthy: true,
@@ -500,7 +584,7 @@ impl HostSource {
     /// Replace the selection (a reload). Caches stay valid; ring directories are re-listed.
     pub fn reconfigure(&mut self, selection: Selection, settings: SourceSettings) {
         if selection.ring_dirs != self.selection.ring_dirs {
-            self.rings = RingWatch::new(selection.ring_dirs.clone());
+            self.rings = RingWatch::new(selection.ring_dirs.clone(), self.me);
         }
         if selection.cgroup.is_empty() {
             for entry in self.procs.values_mut() {
@@ -530,6 +614,12 @@ impl HostSource {
     /// Processes in the host table, ring files with a live writer (for resource checks).
     pub fn cache_sizes(&self) -> (usize, usize) {
         (self.procs.len(), self.rings.writers.len())
+    }
+
+    /// Ring files refused since start (hostile, broken or not held by the writer they name), each
+    /// version of a file counted once; files waiting to be examined.
+    pub fn ring_counts(&self) -> (u64, usize) {
+        (self.rings.rejections.total(), self.rings.pending.len())
     }
 
     fn refresh_table(&mut self, root: &ProcRoot) {
@@ -698,11 +788,7 @@ impl TargetSource for HostSource {
             self.healthy = true;
         }
         if !self.selection.ring_dirs.is_empty() {
-            if self.own_pidns.is_none() {
-                self.own_pidns = proc_root.pid_ns(self.me).ok();
-            }
-            self.rings
-                .refresh(proc_root, self.own_pidns, &mut self.notes);
+            self.rings.refresh(proc_root, &mut self.notes);
             for (path, writer) in &self.rings.writers {
                 if writer.pid == self.me || self.excluded.contains(&writer.pid) {
                     continue;
@@ -710,7 +796,7 @@ impl TargetSource for HostSource {
                 out.push(Target {
                     pid: writer.pid,
                     parent: 0,
-                    why: format!("writes ring {}", path.display()),
+                    why: format!("writes ring {}", printable_path(path)),
                 });
             }
         }
@@ -914,45 +1000,195 @@ mod tests {
             .any(|n| n.contains("10 processes match")));
     }
 
-    #[test]
-    fn a_ring_file_makes_its_writer_a_target() {
-        let rings = tempfile::tempdir().unwrap();
-        // A ring written by this very process: the source must see a live writer, then forget it when the
-        // file is removed. (Our own pid is never a target, so a child writes it.)
-        let me = std::process::id() as i32;
-        let proc_root = ProcRoot::default();
-        let mut source = HostSource::new(
+    /// A fake `/proc/<pid>` for ring verification: stat (ppid 1, start), `ns/pid`, NSpid, fd links.
+    fn fake_writer(root: &Path, pid: i32, start: u64, ns: u64, fds: &[&Path]) {
+        let dir = root.join(pid.to_string());
+        fake_process(root, pid, &format!("w{pid}"), start, "/", &[]);
+        std::fs::create_dir_all(dir.join("ns")).unwrap();
+        let task = dir.join("task").join(pid.to_string());
+        std::fs::create_dir_all(&task).unwrap();
+        std::fs::write(
+            task.join("status"),
+            format!("Name:\tw{pid}\nPid:\t{pid}\nNSpid:\t{pid}\n"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(format!("pid:[{ns}]"), dir.join("ns").join("pid")).unwrap();
+        for (n, target) in fds.iter().enumerate() {
+            std::os::unix::fs::symlink(target, dir.join("fd").join(n.to_string())).unwrap();
+        }
+    }
+
+    fn ring_with_identity(path: &Path, pid: u32, start: u64, ns: u64) -> wedge_breadcrumb::Writer {
+        let identity = wedge_breadcrumb::identity::ProcessIdentity {
+            pid,
+            start_time_ticks: start,
+            pidns_inode: ns,
+            ..wedge_breadcrumb::identity::ProcessIdentity::current()
+        };
+        wedge_breadcrumb::Writer::create_with(
+            path,
+            &wedge_breadcrumb::WriterOptions {
+                slot_count: 16,
+                ..wedge_breadcrumb::WriterOptions::default()
+            },
+            &identity,
+        )
+        .unwrap()
+    }
+
+    const NS: u64 = 4_026_531_836;
+
+    fn ring_source(rings: &Path) -> HostSource {
+        HostSource::new(
             Selection {
-                ring_dirs: vec![rings.path().to_path_buf()],
+                ring_dirs: vec![rings.to_path_buf()],
                 ..Selection::default()
             },
             SourceSettings::default(),
+        )
+    }
+
+    #[test]
+    fn a_ring_file_makes_its_writer_a_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let rings = dir.path().join("rings");
+        std::fs::create_dir_all(&rings).unwrap();
+        let root = dir.path().join("proc");
+        let me = std::process::id() as i32;
+        fake_writer(&root, me, 10, NS, &[]);
+        fake_writer(&root, 1, 1, NS, &[&rings.join("x.ring")]);
+        fake_writer(
+            &root,
+            4242,
+            777,
+            NS,
+            &[&rings.join("x.ring"), &rings.join("y.ring")],
         );
+        fake_writer(&root, 4343, 888, NS, &[]);
+        let proc_root = ProcRoot::new(&root);
+        let mut source = ring_source(&rings);
         assert!(source.targets(&proc_root).is_empty());
-        let writer = wedge_breadcrumb::Writer::create(rings.path().join("x.ring"), 64).unwrap();
-        let header = read_ring_header(writer.path()).unwrap();
-        assert_eq!(header.writer_pid as i32, me);
-        // Our own pid is excluded, but the ring was resolved to it.
-        assert!(source.targets(&proc_root).is_empty());
-        assert_eq!(source.cache_sizes().1, 1, "{:?}", source.take_notes());
+
+        let writer = ring_with_identity(&rings.join("x.ring"), 4242, 777, NS);
+        assert_eq!(
+            pids(&source.targets(&proc_root)),
+            vec![4242],
+            "{:?}",
+            source.take_notes()
+        );
+        // Claims the kernel does not confirm: the forged pid-1 header, pid 1 with its real
+        // start time (it holds x.ring), a real process that does not hold the file, and this process.
+        let forged = [
+            ("forged.ring", 1, 0, 0),
+            ("init.ring", 1, 1, NS),
+            ("other.ring", 4343, 888, NS),
+            ("me.ring", me as u32, 10, NS),
+        ];
+        let _forged: Vec<_> = forged
+            .iter()
+            .map(|(name, pid, start, ns)| ring_with_identity(&rings.join(name), *pid, *start, *ns))
+            .collect();
+        assert_eq!(pids(&source.targets(&proc_root)), vec![4242]);
+        let notes = source.take_notes().join("\n");
+        for (name, why) in [
+            ("forged.ring", "no writer start time"),
+            ("init.ring", "pid 1"),
+            ("other.ring", "does not hold this file open"),
+            ("me.ring", "this agent"),
+        ] {
+            assert!(
+                notes.lines().any(|l| l.contains(name) && l.contains(why)),
+                "{name}: {notes}"
+            );
+        }
         std::fs::remove_file(writer.path()).unwrap();
         source.targets(&proc_root);
         assert_eq!(source.cache_sizes().1, 0);
-        // Garbage is ignored, not fatal.
-        std::fs::write(rings.path().join("junk.ring"), b"not a ring").unwrap();
+
+        // Garbage, a FIFO and a symlink to a secret: refused, never blocking, nothing of them logged.
+        std::fs::write(rings.join("junk.ring"), b"root:*:19000:hunter2").unwrap();
+        nix::unistd::mkfifo(
+            &rings.join("x.ring"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        // A name chosen to forge log lines (a newline, an escape sequence): escaped in the log.
+        use std::os::unix::ffi::OsStrExt;
+        let odd = rings.join(std::ffi::OsStr::from_bytes(b"\x1b[31mz\nfake line.ring"));
+        nix::unistd::mkfifo(&odd, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"WEDGERNG hunter2 secret").unwrap();
+        std::os::unix::fs::symlink(&secret, rings.join("s.ring")).unwrap();
         for _ in 0..=RING_RETRIES {
-            assert!(source.targets(&proc_root).is_empty());
+            assert!(pids(&source.targets(&proc_root)) == Vec::<i32>::new());
         }
-        assert!(read_ring_header(&rings.path().join("junk.ring")).is_err());
+        let notes = source.take_notes().join("\n");
+        assert!(notes.contains("x.ring ignored: is a FIFO"), "{notes}");
+        assert!(
+            notes.contains("s.ring ignored: is a symbolic link"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("junk.ring ignored: not a breadcrumb ring"),
+            "{notes}"
+        );
+        assert!(
+            !notes.contains("hunter2") && !notes.contains("root:"),
+            "{notes}"
+        );
+        assert!(examine(&rings.join("junk.ring")).is_err_and(|(_, retry)| retry));
+        assert!(examine(&rings.join("x.ring")).is_err_and(|(_, retry)| !retry));
+        let (rejected, pending) = source.ring_counts();
+        assert_eq!((rejected, pending), (8, 0), "{notes}");
 
         // The directory removed and made again (a tmpfiles run, a remount): watched again.
-        std::fs::remove_dir_all(rings.path()).unwrap();
+        std::fs::remove_dir_all(&rings).unwrap();
         source.targets(&proc_root);
         source.targets(&proc_root);
-        assert!(rings.path().is_dir(), "{:?}", source.take_notes());
-        let writer = wedge_breadcrumb::Writer::create(rings.path().join("y.ring"), 64).unwrap();
-        source.targets(&proc_root);
-        assert_eq!(source.cache_sizes().1, 1, "{:?}", source.take_notes());
+        assert!(rings.is_dir(), "{:?}", source.take_notes());
+        let writer = ring_with_identity(&rings.join("y.ring"), 4242, 777, NS);
+        assert_eq!(
+            pids(&source.targets(&proc_root)),
+            vec![4242],
+            "{:?}",
+            source.take_notes()
+        );
         drop(writer);
+    }
+
+    #[test]
+    fn thousands_of_foreign_rings_are_bounded_per_scan_and_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let rings = dir.path().join("rings");
+        std::fs::create_dir_all(&rings).unwrap();
+        let root = dir.path().join("proc");
+        let me = std::process::id() as i32;
+        fake_writer(&root, me, 10, NS, &[]);
+        let template = rings.join("template.ring.tmp");
+        drop(ring_with_identity(&template, 7, 1234, 99));
+        let mut bytes = std::fs::read(&template).unwrap();
+        std::fs::remove_file(&template).unwrap();
+        let count = RING_READS_PER_SCAN + 952;
+        for n in 0..count {
+            // Each in its own (absent) pid namespace.
+            bytes[wedge_breadcrumb::format::header::PIDNS_INODE..][..8]
+                .copy_from_slice(&(1_000_000 + n as u64).to_le_bytes());
+            std::fs::write(rings.join(format!("{n}.ring")), &bytes).unwrap();
+        }
+        let proc_root = ProcRoot::new(&root);
+        let mut source = ring_source(&rings);
+        source.targets(&proc_root);
+        let (_, pending) = source.ring_counts();
+        assert!(pending > 0 && pending <= count, "{pending}");
+        let mut scans = 1;
+        while source.ring_counts().1 > 0 {
+            assert!(scans < 10, "still {} pending", source.ring_counts().1);
+            std::thread::sleep(ring_trust::MIN_WALK_INTERVAL / 4);
+            assert!(source.targets(&proc_root).is_empty());
+            scans += 1;
+        }
+        let notes = source.take_notes();
+        assert!(notes.len() < 5, "{notes:?}");
+        assert!(source.rings.rejected.len() == count);
     }
 }
