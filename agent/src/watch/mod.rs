@@ -3,8 +3,8 @@
 //! Map:
 //! - [`targets`]: the [`targets::TargetSource`] trait; [`targets::ChildTree`] for `run`.
 //! - [`scan`]: one scan of the targets' threads (stat for all, progress signature for threads in D).
-//! - [`tracker`]: pure per-thread D-state episodes and the no-progress (hung-task) test.
-//! - [`incident`]: capture on wedge, one incident per episode, resolution.
+//! - [`tracker`]: pure per-thread D-state episodes (keyed by tid + start time) and the no-progress test.
+//! - [`incident`]: capture on wedge, one incident per episode, resolution; failed writes kept and retried.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).
 //!
 //! One [`Watcher::tick`] = targets → scan → tracker → capture. `run`, `selftest` and the host daemon all drive
@@ -121,12 +121,19 @@ impl Watcher {
                 TrackerEvent::Wedged {
                     pid,
                     tid,
+                    start_time,
                     comm,
                     d_since_ns,
                     ..
-                } => self
-                    .capturer
-                    .on_wedged(pid, tid, &comm, d_since_ns, detected, &mut out),
+                } => self.capturer.on_wedged(
+                    pid,
+                    tid,
+                    start_time,
+                    &comm,
+                    d_since_ns,
+                    detected,
+                    &mut out,
+                ),
                 TrackerEvent::Resolved { pid, tid, after } => self.capturer.on_thread_done(
                     pid,
                     tid,
