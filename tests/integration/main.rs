@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod hostile_capture;
 mod inject;
 mod report;
 mod ring;
