@@ -448,7 +448,14 @@ fn churn_storm_gives_no_incident_for_gone_processes_and_a_real_wedge_is_still_ca
         .as_u64()
         .unwrap();
     let capture = durable_ns.saturating_sub(detected_ns) as f64 / 1e9;
-    eprintln!("{test}: detected {latency:.2} s after the thread entered D; snapshot {capture:.3} s later");
+    let first_seen_ns = incident["wedged_threads"][0]["d_since"]["monotonic_ns"]
+        .as_u64()
+        .unwrap();
+    eprintln!(
+        "{test}: detected {latency:.2} s after the thread entered D (first seen in D after {:.2} s); \
+         snapshot {capture:.3} s later",
+        first_seen_ns.saturating_sub(in_d_ns) as f64 / 1e9
+    );
     // threshold + 2 intervals; the test saw D up to one poll late, which only shortens the measure.
     assert!(
         latency <= threshold + 2.0 * interval,
@@ -464,29 +471,38 @@ fn churn_storm_gives_no_incident_for_gone_processes_and_a_real_wedge_is_still_ca
     }
     // Scans after the storm: whatever was judged in its last moments is settled.
     std::thread::sleep(Duration::from_millis(500));
-    let mut others = Vec::new();
+    // Storm processes may really sit in D for a second (the mmap lock under a starved CPU): an incident for
+    // one is fine only with its evidence — a comm, and a snapshot that holds the wedged thread.
+    let mut storm_incidents = 0;
+    let mut junk = Vec::new();
     for incident_dir in incident_dirs(&out) {
         let value: serde_json::Value =
             serde_json::from_slice(&std::fs::read(incident_dir.join("incident.json")).unwrap())
                 .unwrap();
-        if value["process"]["pid"].as_i64() != Some(i64::from(helper.pid())) {
-            others.push(format!(
-                "pid {} comm {:?} samples {}",
+        if value["process"]["pid"].as_i64() == Some(i64::from(helper.pid())) {
+            continue;
+        }
+        storm_incidents += 1;
+        let wedged_tid = value["wedged_threads"][0]["tid"].as_i64();
+        let holds_thread = value["samples"][0]["snapshot"]["threads"]
+            .as_array()
+            .is_some_and(|threads| threads.iter().any(|t| t["tid"].as_i64() == wedged_tid));
+        if value["process"]["comm"] != storm_comm.as_str() || !holds_thread {
+            junk.push(format!(
+                "{}: pid {} comm {:?} samples {} wedged tid {wedged_tid:?}",
+                incident_dir.display(),
                 value["process"]["pid"],
                 value["process"]["comm"],
-                value["samples"].as_array().map_or(0, Vec::len)
+                value["samples"].as_array().map_or(0, Vec::len),
             ));
         }
     }
     let log = agent.log();
     assert!(
-        others.is_empty(),
-        "{test}: incidents for storm processes: {others:?}\n{}",
-        log.lines()
-            .filter(|l| !l.contains("watch"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        junk.is_empty(),
+        "{test}: incidents without evidence (process gone before the capture): {junk:?}"
     );
+    eprintln!("{test}: {storm_incidents} incidents with evidence for storm processes");
     eprintln!(
         "{test}: {} wedges of processes gone before their capture",
         log.matches("gone before its capture").count()
