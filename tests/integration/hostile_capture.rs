@@ -178,7 +178,11 @@ fn agent_keeps_a_wedge_detected_on_a_full_disk_and_writes_it_when_space_returns(
     std::thread::sleep(Duration::from_millis(1500));
     assert!(incidents_for(&full.incidents, helper.pid()).is_empty());
     let log = agent.log();
-    assert_eq!(log.matches(alarm).count(), 1, "alarm not raised once:\n{log}");
+    assert_eq!(
+        log.matches(alarm).count(),
+        1,
+        "alarm not raised once:\n{log}"
+    );
     assert!(
         log.lines()
             .any(|l| l.contains("error") && l.contains(alarm) && l.contains("full")),
@@ -194,8 +198,16 @@ fn agent_keeps_a_wedge_detected_on_a_full_disk_and_writes_it_when_space_returns(
         Duration::from_secs(10),
     );
     check_delayed_incident(test, &incident, freed);
-    let log = agent.wait_log("after detection; the output filesystem was full", 1, Duration::from_secs(5));
-    assert_eq!(incidents_for(&full.incidents, helper.pid()).len(), 1, "{log}");
+    let log = agent.wait_log(
+        "after detection; the output filesystem was full",
+        1,
+        Duration::from_secs(5),
+    );
+    assert_eq!(
+        incidents_for(&full.incidents, helper.pid()).len(),
+        1,
+        "{log}"
+    );
 
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "exit status after SIGTERM:\n{log}");
@@ -234,7 +246,10 @@ impl Run {
         let until = Instant::now() + limit;
         while !self.stderr().contains(needle) {
             if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("run exited ({status}) before printing {needle:?}:\n{}", self.stderr());
+                panic!(
+                    "run exited ({status}) before printing {needle:?}:\n{}",
+                    self.stderr()
+                );
             }
             assert!(
                 Instant::now() < until,
@@ -319,7 +334,10 @@ fn run_keeps_a_wedge_detected_on_a_full_disk_writes_it_when_freed_and_applies_ex
     let (code, took) = run.wait(Duration::from_secs(10));
     let stderr = run.stderr();
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(took < Duration::from_secs(4), "exit {took:?} after the space came back");
+    assert!(
+        took < Duration::from_secs(4),
+        "exit {took:?} after the space came back"
+    );
     assert_eq!(stderr.matches(PENDING).count(), 1, "{stderr}");
     assert!(
         stderr.contains("after detection; the output filesystem was full"),
@@ -331,7 +349,10 @@ fn run_keeps_a_wedge_detected_on_a_full_disk_writes_it_when_freed_and_applies_ex
         serde_json::from_slice(&std::fs::read(found[0].join("incident.json")).unwrap()).unwrap();
     check_delayed_incident(test, &incident, freed);
     let report = std::fs::read_to_string(found[0].join("report.md")).unwrap();
-    assert!(report.contains("the output filesystem was full"), "{report}");
+    assert!(
+        report.contains("the output filesystem was full"),
+        "{report}"
+    );
     target.thaw().unwrap();
 }
 
@@ -356,7 +377,11 @@ fn run_never_exits_0_when_a_detected_wedge_was_never_written() {
     target.thaw().unwrap();
     let (code, _) = run.wait(Duration::from_secs(10));
     let stderr = run.stderr();
-    assert_eq!(code, Some(1), "the command exited 0 but a wedge was lost:\n{stderr}");
+    assert_eq!(
+        code,
+        Some(1),
+        "the command exited 0 but a wedge was lost:\n{stderr}"
+    );
     assert!(
         stderr.contains("LOST") && stderr.contains("never written"),
         "{stderr}"
@@ -374,7 +399,10 @@ fn run_never_exits_0_when_a_detected_wedge_was_never_written() {
     let (code, took) = run.wait(Duration::from_secs(5));
     let stderr = run.stderr();
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(took < Duration::from_secs(2), "--exit-after 1 took {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "--exit-after 1 took {took:?}"
+    );
     assert!(stderr.contains("LOST"), "{stderr}");
 
     // 3. The command stays wedged, no --exit-after: SIGTERM stops run within 2 s, exit 1.
@@ -388,7 +416,10 @@ fn run_never_exits_0_when_a_detected_wedge_was_never_written() {
     let (code, took) = run.wait(Duration::from_secs(5));
     let stderr = run.stderr();
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(took < Duration::from_secs(2), "SIGTERM took {took:?}:\n{stderr}");
+    assert!(
+        took < Duration::from_secs(2),
+        "SIGTERM took {took:?}:\n{stderr}"
+    );
     assert!(stderr.contains("LOST"), "{stderr}");
     assert!(incident_dirs(&full.incidents).is_empty());
     target.thaw().unwrap();
@@ -462,7 +493,10 @@ fn churn_storm_gives_no_incident_for_gone_processes_and_a_real_wedge_is_still_ca
         "{test}: detected {latency:.2} s after entering D (limit {:.1} s)",
         threshold + 2.0 * interval
     );
-    assert!(capture < 1.0, "{test}: first snapshot {capture:.2} s after detection");
+    assert!(
+        capture < 1.0,
+        "{test}: first snapshot {capture:.2} s after detection"
+    );
 
     let until = Instant::now() + Duration::from_secs(20);
     while storm.try_wait().unwrap().is_none() {
@@ -510,7 +544,10 @@ fn churn_storm_gives_no_incident_for_gone_processes_and_a_real_wedge_is_still_ca
 
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{test}: exit status after SIGTERM:\n{log}");
-    assert!(took < Duration::from_secs(2), "{test}: SIGTERM took {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "{test}: SIGTERM took {took:?}"
+    );
     target.thaw().unwrap();
     assert!(helper.wait_exit(Duration::from_secs(10)).is_some());
 }

@@ -492,7 +492,8 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
     if !outcome.lost.is_empty() {
         outcome.exit = ExitCode::ERROR.0;
     }
-    if remove_ring_dir && !outcome.wedged && outcome.incidents.is_empty() && outcome.lost.is_empty() {
+    if remove_ring_dir && !outcome.wedged && outcome.incidents.is_empty() && outcome.lost.is_empty()
+    {
         let _ = std::fs::remove_dir_all(&ring_dir);
     }
     if outcome.wedged {

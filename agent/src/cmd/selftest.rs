@@ -69,6 +69,9 @@ pub enum InternalCommand {
         processes: usize,
         #[arg(long, default_value_t = 20)]
         threads: usize,
+        /// How long each thread keeps mapping, faulting in and unmapping memory before it exits.
+        #[arg(long, default_value_t = 20)]
+        work_ms: u64,
         /// Be one process of the storm (started by the storm itself).
         #[arg(long, hide = true)]
         child: bool,
@@ -94,16 +97,19 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
             seconds,
             processes,
             threads,
+            work_ms,
             child,
         } => {
             let threads = threads.clamp(1, 1000);
+            let work = Duration::from_millis(work_ms.min(60_000));
             if child {
-                churn_child(threads)
+                churn_child(threads, work)
             } else {
                 churn(
                     Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)),
                     processes.clamp(1, 5000),
                     threads,
+                    work,
                 )
             }
         }
@@ -112,7 +118,12 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Keep `processes` storm children alive for `duration`, starting a new one as each exits.
-fn churn(duration: Duration, processes: usize, threads: usize) -> anyhow::Result<ExitCode> {
+fn churn(
+    duration: Duration,
+    processes: usize,
+    threads: usize,
+    work: Duration,
+) -> anyhow::Result<ExitCode> {
     // argv[0], not /proc/self/exe: started through a symlink, the children keep the storm's comm.
     let program = std::env::args_os()
         .next()
@@ -121,6 +132,8 @@ fn churn(duration: Duration, processes: usize, threads: usize) -> anyhow::Result
         std::process::Command::new(&program)
             .args(["internal", "churn", "--child", "--threads"])
             .arg(threads.to_string())
+            .arg("--work-ms")
+            .arg(work.as_millis().to_string())
             .stdin(std::process::Stdio::null())
             .spawn()
     };
@@ -128,7 +141,8 @@ fn churn(duration: Duration, processes: usize, threads: usize) -> anyhow::Result
     let mut children = Vec::with_capacity(processes);
     let mut started = 0u64;
     while Instant::now() < until {
-        children.retain_mut(|child: &mut std::process::Child| !matches!(child.try_wait(), Ok(Some(_))));
+        children
+            .retain_mut(|child: &mut std::process::Child| !matches!(child.try_wait(), Ok(Some(_))));
         while children.len() < processes && Instant::now() < until {
             match spawn() {
                 Ok(child) => {
@@ -148,18 +162,24 @@ fn churn(duration: Duration, processes: usize, threads: usize) -> anyhow::Result
     Ok(ExitCode::OK)
 }
 
-/// One storm process: `threads` threads that fault in 1 MiB, unmap it and exit.
-fn churn_child(threads: usize) -> anyhow::Result<ExitCode> {
+/// One storm process: `threads` threads that map, fault in and unmap 1 MiB for `work` (each unmap takes
+/// the process's mmap lock for writing: the others wait for it in D), then exit.
+fn churn_child(threads: usize, work: Duration) -> anyhow::Result<ExitCode> {
+    let until = Instant::now() + work;
     let workers: Vec<_> = (0..threads)
         .filter_map(|_| {
             std::thread::Builder::new()
-                .spawn(|| {
+                .spawn(move || loop {
+                    // 1 MiB is above malloc's mmap threshold: a fresh mapping each time.
                     let mut block = vec![0u8; 1 << 20];
                     for page in block.iter_mut().step_by(4096) {
                         *page = 1;
                     }
                     std::hint::black_box(&block);
-                    std::thread::sleep(Duration::from_millis(2));
+                    drop(block);
+                    if Instant::now() >= until {
+                        break;
+                    }
                 })
                 .ok()
         })

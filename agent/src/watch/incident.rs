@@ -105,11 +105,7 @@ pub enum CaptureEvent {
     /// A wedge was detected but its first durable write failed (full or read-only output filesystem):
     /// the incident, with the evidence as of detection, is kept in memory and the write retried at every
     /// tick. Raised once per episode; `Opened` and `Landed` follow when the write succeeds.
-    WritePending {
-        pid: i32,
-        tid: i32,
-        message: String,
-    },
+    WritePending { pid: i32, tid: i32, message: String },
     /// Writes of an incident that had failed are durable now, `after` the detection; `why` says what held
     /// them up ("the output filesystem was full").
     Landed {
@@ -1220,6 +1216,137 @@ mod tests {
             Some("580.95.05")
         );
         assert_eq!(parse_nvidia_version("garbage"), None);
+    }
+
+    fn capturer(dir: &Path) -> Capturer {
+        let mut settings = CaptureSettings::new(ProcRoot::default());
+        settings.nvidia_smi = false;
+        settings.probe_timeout = Duration::from_millis(500);
+        let store = Store::open(dir, reports::retention::Retention::DEFAULT).unwrap();
+        Capturer::new(settings, store)
+    }
+
+    fn my_start_time() -> u64 {
+        let me = std::process::id() as i32;
+        ProcRoot::default()
+            .read_task_stat(me, me)
+            .unwrap()
+            .starttime
+    }
+
+    fn incident_dirs(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join(reports::store::INCIDENT_FILE).exists())
+            .count()
+    }
+
+    #[test]
+    fn no_incident_for_a_process_or_thread_gone_before_the_capture() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut capturer = capturer(dir.path());
+        let mut out = Vec::new();
+        // A process that exited (and was reaped) before its capture began.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id() as i32;
+        child.wait().unwrap();
+        capturer.on_wedged(gone, gone, 1, "true", 0, Instant::now(), &mut out);
+        // A live tid whose start time is not the one judged wedged: the tid was reused.
+        let me = std::process::id() as i32;
+        let reused = my_start_time() + 1;
+        capturer.on_wedged(me, me, reused, "test", 0, Instant::now(), &mut out);
+        assert_eq!(
+            out,
+            vec![
+                CaptureEvent::Gone {
+                    pid: gone,
+                    tid: gone,
+                    total: 1
+                },
+                CaptureEvent::Gone {
+                    pid: me,
+                    tid: me,
+                    total: 2
+                },
+            ]
+        );
+        assert_eq!(capturer.gone_before_capture(), 2);
+        assert!(capturer.open_incidents().is_empty());
+        assert_eq!(incident_dirs(dir.path()), 0);
+        // The same thread with its real start time is captured.
+        out.clear();
+        capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+        assert!(
+            matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
+            "{out:?}"
+        );
+        assert_eq!(incident_dirs(dir.path()), 1);
+    }
+
+    #[test]
+    fn a_first_write_that_fails_is_kept_and_retried_until_it_lands() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("incidents");
+        let mut capturer = capturer(&dir);
+        // The output directory replaced by a file: every write fails (root ignores permission bits).
+        let aside = parent.path().join("aside");
+        std::fs::rename(&dir, &aside).unwrap();
+        std::fs::write(&dir, b"not a directory").unwrap();
+        let me = std::process::id() as i32;
+        let detected = Instant::now();
+        let mut out = Vec::new();
+        capturer.on_wedged(me, me, my_start_time(), "test", 0, detected, &mut out);
+        assert!(
+            matches!(&out[..], [CaptureEvent::WritePending { pid, tid, .. }] if *pid == me && *tid == me),
+            "{out:?}"
+        );
+        assert_eq!(capturer.unwritten().len(), 1);
+        assert!(capturer.is_open(me));
+        // Retried at every tick, the alarm raised once.
+        out.clear();
+        for _ in 0..3 {
+            capturer.tick(&mut out);
+        }
+        assert!(out.is_empty(), "{out:?}");
+        // The directory comes back: the next tick writes the incident as of detection, then completes it.
+        std::fs::remove_file(&dir).unwrap();
+        std::fs::rename(&aside, &dir).unwrap();
+        capturer.tick(&mut out);
+        assert!(capturer.unwritten().is_empty());
+        let kinds: Vec<&str> = out
+            .iter()
+            .map(|e| match e {
+                CaptureEvent::Opened { .. } => "opened",
+                CaptureEvent::Landed { .. } => "landed",
+                CaptureEvent::Completed { .. } => "completed",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["opened", "landed", "completed"], "{out:?}");
+        let Some(CaptureEvent::Landed { path, after, .. }) = out.get(1) else {
+            unreachable!()
+        };
+        assert!(*after <= detected.elapsed());
+        let incident =
+            reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        assert!(incident.complete);
+        let first_sample = incident.samples[0].taken_at.monotonic_ns.unwrap();
+        let timeline: Vec<&str> = incident.timeline.iter().map(|t| t.event.as_str()).collect();
+        assert!(
+            timeline
+                .iter()
+                .any(|t| t.contains("s after detection; writing failed")),
+            "{timeline:?}"
+        );
+        // The evidence is the snapshot taken at detection, before the first successful write.
+        let landed_at = incident
+            .timeline
+            .iter()
+            .find(|t| t.event.contains("minimal incident durable"))
+            .and_then(|t| t.at.monotonic_ns)
+            .unwrap();
+        assert!(first_sample < landed_at);
     }
 
     #[test]

@@ -154,15 +154,9 @@ impl Watcher {
                     comm,
                     d_since_ns,
                     ..
-                } => self.capturer.on_wedged(
-                    pid,
-                    tid,
-                    start_time,
-                    &comm,
-                    d_since_ns,
-                    detected,
-                    &mut out,
-                ),
+                } => self
+                    .capturer
+                    .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out),
                 TrackerEvent::Resolved { pid, tid, after } => self.capturer.on_thread_done(
                     pid,
                     tid,
