@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod hostile_capture;
 mod hostile_daemon;
 mod hostile_rings;
 mod hostile_store;

@@ -26,7 +26,9 @@ use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher
 /// the ring, kernel log, host context and risky probes (in sacrificial children with --probe-timeout).
 ///
 /// Exit status: CMD's own status when it exits (128+N when killed by signal N); 3 when a wedge was captured
-/// and CMD was still alive --exit-after seconds later; 127 command not found; 126 not executable; 1 error.
+/// and CMD was still alive --exit-after seconds later; 127 command not found; 126 not executable; 1 error,
+/// including a wedge that was detected but whose incident could never be written (full output filesystem:
+/// the write is retried every interval until exit, and the message names the lost incident).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  wedge-capture run -- python train.py\n  \
     wedge-capture run --threshold 60s --exit-after 10 --out /srv/incidents -- ./train-crossasset\n\n\
@@ -144,6 +146,8 @@ pub struct Outcome {
     pub d_state_samples: u64,
     /// Scans done.
     pub scans: u64,
+    /// Wedges detected whose incident could never be written (what was lost, one line each).
+    pub lost: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -210,6 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "d_state_samples": outcome.d_state_samples,
             "scans": outcome.scans,
             "durable_after_ms": outcome.durable_after.iter().map(|d| d.as_secs_f64() * 1e3).collect::<Vec<_>>(),
+            "lost": outcome.lost,
         });
         println!("{summary}");
     } else if outcome.wedged {
@@ -355,6 +360,8 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
         child_pid: child.pid,
         ..Outcome::default()
     };
+    // When the wedge was captured, or detected while its incident cannot be written yet: --exit-after and
+    // SIGTERM apply the same either way (the wedged command cannot be reaped).
     let mut captured_at: Option<Instant> = None;
     let mut forwarded: Option<i32> = None;
     let mut next_tick = Instant::now();
@@ -389,6 +396,10 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
                 match event {
                     CaptureEvent::Completed { .. } => {
                         captured_at = Some(Instant::now());
+                        outcome.wedged = true;
+                    }
+                    CaptureEvent::WritePending { .. } => {
+                        captured_at.get_or_insert_with(Instant::now);
                         outcome.wedged = true;
                     }
                     // The wedge ended while the command lives on: back to watching, no exit 3.
@@ -462,7 +473,26 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
     if outcome.exit != ExitCode::WEDGED.0 {
         outcome.wedged = false;
     }
-    if remove_ring_dir && !outcome.wedged && outcome.incidents.is_empty() {
+    // A last try for writes still failing (the output filesystem may have room now), then name what is lost.
+    let mut last = Vec::new();
+    watcher.capturer().tick(&mut last);
+    for event in &last {
+        report_event(verbose, event, &mut outcome);
+    }
+    for (pid, tid, detected, why) in watcher.capturer().unwritten() {
+        let line = format!(
+            "LOST: the wedge of thread {tid} of pid {pid}, detected {:.1} s ago, was never written under {}              ({why})",
+            detected.elapsed().as_secs_f64(),
+            out.display()
+        );
+        say(verbose, &line);
+        outcome.lost.push(line);
+    }
+    if !outcome.lost.is_empty() {
+        outcome.exit = ExitCode::ERROR.0;
+    }
+    if remove_ring_dir && !outcome.wedged && outcome.incidents.is_empty() && outcome.lost.is_empty()
+    {
         let _ = std::fs::remove_dir_all(&ring_dir);
     }
     if outcome.wedged {
@@ -527,6 +557,24 @@ fn report_event(verbose: bool, event: &CaptureEvent, outcome: &mut Outcome) {
         CaptureEvent::Failed { pid, message } => {
             say(verbose, format!("capture of pid {pid} failed: {message}"))
         }
+        CaptureEvent::WritePending { pid, tid, message } => say(
+            verbose,
+            format!("WEDGE: thread {tid} of pid {pid} is stuck in D; {message}"),
+        ),
+        CaptureEvent::Landed {
+            path, after, why, ..
+        } => say(
+            verbose,
+            format!(
+                "incident {} durable {:.1} s after detection; {why}",
+                path.display(),
+                after.as_secs_f64()
+            ),
+        ),
+        CaptureEvent::Gone { pid, tid, .. } => say(
+            verbose,
+            format!("pid {pid} thread {tid} was gone before its capture began: no incident"),
+        ),
     }
 }
 

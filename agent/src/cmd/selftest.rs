@@ -2,8 +2,9 @@
 //!
 //! Also the hidden `wedge-capture internal …` helpers the selftest and the integration tests run as workers:
 //! `wedge-helper` (breadcrumb, then a non-main thread blocked in `ioctl(FS_IOC_SETFLAGS)` on a file of a
-//! frozen filesystem), `io-load` (a thread doing heavy write+fsync: many short D states) and `bench-watch`
-//! (the watch-loop benchmark).
+//! frozen filesystem), `io-load` (a thread doing heavy write+fsync: many short D states), `churn` (a
+//! fork/exit storm of short-lived multi-threaded processes: tids reused, processes gone mid-capture) and
+//! `bench-watch` (the watch-loop benchmark).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -59,6 +60,22 @@ pub enum InternalCommand {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
+    /// A fork/exit storm for SECONDS: PROCESSES short-lived processes at a time, each starting THREADS
+    /// threads that fault in and unmap memory (short D waits on the mmap lock) and exit.
+    Churn {
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 200)]
+        processes: usize,
+        #[arg(long, default_value_t = 20)]
+        threads: usize,
+        /// How long each thread keeps mapping, faulting in and unmapping memory before it exits.
+        #[arg(long, default_value_t = 20)]
+        work_ms: u64,
+        /// Be one process of the storm (started by the storm itself).
+        #[arg(long, hide = true)]
+        child: bool,
+    },
     /// Benchmark the watch loop (see BENCHMARKS.md).
     BenchWatch(crate::watch::bench::BenchArgs),
 }
@@ -76,8 +93,101 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
         InternalCommand::IoLoad { dir, seconds } => {
             io_load(&dir, Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)))
         }
+        InternalCommand::Churn {
+            seconds,
+            processes,
+            threads,
+            work_ms,
+            child,
+        } => {
+            let threads = threads.clamp(1, 1000);
+            let work = Duration::from_millis(work_ms.min(60_000));
+            if child {
+                churn_child(threads, work)
+            } else {
+                churn(
+                    Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)),
+                    processes.clamp(1, 5000),
+                    threads,
+                    work,
+                )
+            }
+        }
         InternalCommand::BenchWatch(args) => crate::watch::bench::run(args),
     }
+}
+
+/// Keep `processes` storm children alive for `duration`, starting a new one as each exits.
+fn churn(
+    duration: Duration,
+    processes: usize,
+    threads: usize,
+    work: Duration,
+) -> anyhow::Result<ExitCode> {
+    // argv[0], not /proc/self/exe: started through a symlink, the children keep the storm's comm.
+    let program = std::env::args_os()
+        .next()
+        .ok_or_else(|| Failure::new(ExitCode::ERROR, "churn: no argv[0]"))?;
+    let spawn = || {
+        std::process::Command::new(&program)
+            .args(["internal", "churn", "--child", "--threads"])
+            .arg(threads.to_string())
+            .arg("--work-ms")
+            .arg(work.as_millis().to_string())
+            .stdin(std::process::Stdio::null())
+            .spawn()
+    };
+    let until = Instant::now() + duration;
+    let mut children = Vec::with_capacity(processes);
+    let mut started = 0u64;
+    while Instant::now() < until {
+        children
+            .retain_mut(|child: &mut std::process::Child| !matches!(child.try_wait(), Ok(Some(_))));
+        while children.len() < processes && Instant::now() < until {
+            match spawn() {
+                Ok(child) => {
+                    children.push(child);
+                    started += 1;
+                }
+                // Out of pids or memory for a moment: let some exit first.
+                Err(_) => break,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for mut child in children {
+        let _ = child.wait();
+    }
+    eprintln!("churn: {started} processes of {threads} threads");
+    Ok(ExitCode::OK)
+}
+
+/// One storm process: `threads` threads that map, fault in and unmap 1 MiB for `work` (each unmap takes
+/// the process's mmap lock for writing: the others wait for it in D), then exit.
+fn churn_child(threads: usize, work: Duration) -> anyhow::Result<ExitCode> {
+    let until = Instant::now() + work;
+    let workers: Vec<_> = (0..threads)
+        .filter_map(|_| {
+            std::thread::Builder::new()
+                .spawn(move || loop {
+                    // 1 MiB is above malloc's mmap threshold: a fresh mapping each time.
+                    let mut block = vec![0u8; 1 << 20];
+                    for page in block.iter_mut().step_by(4096) {
+                        *page = 1;
+                    }
+                    std::hint::black_box(&block);
+                    drop(block);
+                    if Instant::now() >= until {
+                        break;
+                    }
+                })
+                .ok()
+        })
+        .collect();
+    for worker in workers {
+        let _ = worker.join();
+    }
+    Ok(ExitCode::OK)
 }
 
 fn wedge_helper(path: &Path, label: &str, second_ring: Option<&Path>) -> anyhow::Result<ExitCode> {

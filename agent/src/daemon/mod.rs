@@ -490,6 +490,36 @@ impl Daemon {
                 &format!("capture of pid {pid} failed: {message}"),
                 serde_json::json!({"event": "failed", "pid": pid}),
             ),
+            // Raised once per episode by the capturer, which retries the write at every scan.
+            CaptureEvent::WritePending { pid, tid, message } => self.logger.event(
+                Level::Error,
+                &format!("pid {pid}: {message}"),
+                serde_json::json!({"event": "write-pending", "pid": pid, "tid": tid}),
+            ),
+            CaptureEvent::Landed {
+                pid,
+                path,
+                after,
+                why,
+            } => self.logger.event(
+                Level::Warning,
+                &format!(
+                    "incident {}: pid {pid} durable {:.1} s after detection; {why}",
+                    path.display(),
+                    after.as_secs_f64()
+                ),
+                serde_json::json!({"event": "landed", "pid": pid, "incident": path,
+                    "after_s": after.as_secs_f64(), "why": why}),
+            ),
+            CaptureEvent::Gone { pid, tid, total } => self.logger.event(
+                Level::Info,
+                &format!(
+                    "pid {pid} thread {tid} was gone before its capture began: no incident \
+                     ({total} such wedges so far)"
+                ),
+                serde_json::json!({"event": "gone-before-capture", "pid": pid, "tid": tid,
+                    "total": total}),
+            ),
         }
     }
 

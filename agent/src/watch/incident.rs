@@ -5,6 +5,12 @@
 //! context are added; then the risky probes run in sacrificial children with one deadline; then the incident
 //! is finished (`complete=true`, report.md). One incident per episode: later wedged threads of the same
 //! process and periodic re-samples update it; when every wedged thread left D it is closed as resolved.
+//!
+//! No wedge is lost to a full disk: an episode whose first write fails stays in memory with the evidence
+//! as of detection (the snapshot taken then) and every write that failed is retried at each tick until it
+//! lands ([`CaptureEvent::WritePending`] once, then [`CaptureEvent::Landed`] with the delay). A wedge whose
+//! process or thread (tid + start time) is gone by the time the capture begins yields no incident, only
+//! [`CaptureEvent::Gone`] with a counter.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -93,18 +99,61 @@ pub enum CaptureEvent {
         path: PathBuf,
         after: Duration,
     },
-    /// Something could not be written; the message says what.
+    /// Something could not be written; the message says what. For a write of an open episode it is
+    /// raised once per outage (the write is retried at every tick until it lands: see `Landed`).
     Failed { pid: i32, message: String },
+    /// A wedge was detected but its first durable write failed (full or read-only output filesystem):
+    /// the incident, with the evidence as of detection, is kept in memory and the write retried at every
+    /// tick. Raised once per episode; `Opened` and `Landed` follow when the write succeeds.
+    WritePending { pid: i32, tid: i32, message: String },
+    /// Writes of an incident that had failed are durable now, `after` the detection; `why` says what held
+    /// them up ("the output filesystem was full").
+    Landed {
+        pid: i32,
+        path: PathBuf,
+        after: Duration,
+        why: String,
+    },
+    /// The process (or the wedged thread) was gone before its capture began: no incident is written.
+    /// `total` counts such captures since the start.
+    Gone { pid: i32, tid: i32, total: u64 },
 }
 
-/// One open wedge episode of one process.
+/// One wedge episode of one process, from detection until its last state is durable.
 struct Episode {
-    handle: IncidentHandle,
+    /// None until the first durable write succeeded.
+    handle: Option<IncidentHandle>,
     incident: Incident,
     /// tid → first scan that saw it in D (monotonic ns).
     wedged: BTreeMap<i32, u64>,
+    /// The thread whose wedge opened the episode.
+    first_tid: i32,
     started_ns: u64,
+    /// The scan that detected the wedge.
+    detected: Instant,
     last_sample: Instant,
+    /// The ring, kernel log, host context and probes were captured (they follow the first durable write:
+    /// the ring copy is a file of the incident).
+    captured: bool,
+    /// The capture's last step: write report.md and complete=true.
+    complete_wanted: bool,
+    /// report.md and complete=true are durable.
+    finished: bool,
+    /// The in-memory incident holds changes that are not durable yet.
+    unwritten: bool,
+    /// Why the latest write failed, while writes fail (the alarm is raised once per outage).
+    write_failure: Option<String>,
+    /// The first failure of the current outage: what `Landed` reports.
+    outage_reason: Option<String>,
+    killed: Option<bool>,
+    /// Every wedged thread left D or exited; `Resolved` is reported once that state is durable.
+    resolved_after: Option<Duration>,
+}
+
+impl Episode {
+    fn pending_work(&self) -> bool {
+        self.handle.is_none() || self.unwritten || (self.complete_wanted && !self.finished)
+    }
 }
 
 /// Turns wedges into incidents.
@@ -114,6 +163,10 @@ pub struct Capturer {
     probes: ProbeRunner,
     host: HostIdentity,
     episodes: BTreeMap<i32, Episode>,
+    /// Episodes that ended while some of their writes were still failing: retried at every tick.
+    closing: Vec<Episode>,
+    /// Wedges whose process or thread was gone before the capture began.
+    gone_before_capture: u64,
 }
 
 fn now_mono_ns() -> u64 {
@@ -134,6 +187,29 @@ fn not_captured(incident: &mut Incident, what: impl Into<String>, why: impl Into
     });
 }
 
+/// Why a durable write failed, in words for the log and the incident's timeline.
+fn write_failure_reason(err: &reports::Error) -> String {
+    let errno = match err {
+        reports::Error::Io { source, .. } => source.raw_os_error(),
+        _ => None,
+    };
+    match errno {
+        Some(libc::ENOSPC) => "the output filesystem was full".to_string(),
+        Some(libc::EDQUOT) => "the output filesystem's quota was exceeded".to_string(),
+        Some(libc::EROFS) => "the output filesystem was read-only".to_string(),
+        _ => format!("writing failed: {err}"),
+    }
+}
+
+/// Whether thread `tid` of `pid` is still the thread with this start time (not exited, tid not reused).
+fn same_thread(root: &ProcRoot, pid: i32, tid: i32, start_time: u64) -> bool {
+    root.read_task_stat(pid, tid)
+        .is_ok_and(|stat| stat.starttime == start_time && stat.state != 'Z' && stat.state != 'X')
+}
+
+/// What an incident path looks like before its first write succeeded.
+const UNWRITTEN: &str = "(not written yet)";
+
 impl Capturer {
     pub fn new(settings: CaptureSettings, store: Store) -> Capturer {
         let probes = ProbeRunner::new(settings.probe_timeout, settings.max_stuck_probes);
@@ -144,6 +220,8 @@ impl Capturer {
             probes,
             host,
             episodes: BTreeMap::new(),
+            closing: Vec::new(),
+            gone_before_capture: 0,
         }
     }
 
@@ -166,11 +244,18 @@ impl Capturer {
         self.episodes.contains_key(&pid)
     }
 
-    /// Paths of the incidents of open episodes.
+    /// Paths of the incidents of open episodes (an episode whose first write has not landed yet shows
+    /// as `<output dir>/(not written yet)`).
     pub fn open_incidents(&self) -> Vec<(i32, PathBuf)> {
         self.episodes
             .iter()
-            .map(|(&pid, e)| (pid, e.handle.path().to_path_buf()))
+            .map(|(&pid, e)| {
+                let path = match &e.handle {
+                    Some(handle) => handle.path().to_path_buf(),
+                    None => self.store.dir().join(UNWRITTEN),
+                };
+                (pid, path)
+            })
             .collect()
     }
 
@@ -267,16 +352,18 @@ impl Capturer {
     }
 
     /// A thread of `pid` was judged wedged at the scan taken at `detected`.
+    #[allow(clippy::too_many_arguments)]
     pub fn on_wedged(
         &mut self,
         pid: i32,
         tid: i32,
+        start_time: u64,
         comm: &str,
         d_since_ns: u64,
         detected: Instant,
         out: &mut Vec<CaptureEvent>,
     ) {
-        if let Some(episode) = self.episodes.get_mut(&pid) {
+        if let Some(mut episode) = self.episodes.remove(&pid) {
             episode.wedged.insert(tid, d_since_ns);
             episode.incident.wedged_threads.push(WedgedThread {
                 tid,
@@ -287,23 +374,58 @@ impl Capturer {
                 &mut episode.incident,
                 format!("thread {tid} `{comm}` also wedged"),
             );
-            Self::resample_and_update(&self.settings, pid, episode, out);
+            Self::resample(&self.settings, &mut episode);
+            episode.unwritten = true;
+            self.advance(pid, &mut episode, out);
+            self.episodes.insert(pid, episode);
             return;
         }
-        self.open(pid, tid, comm, d_since_ns, detected, out);
+        self.open(pid, tid, start_time, comm, d_since_ns, detected, out);
     }
 
+    /// Wedges whose capture found the process or the thread gone (no incident was written for them).
+    pub fn gone_before_capture(&self) -> u64 {
+        self.gone_before_capture
+    }
+
+    /// Detected wedges of which nothing is durable yet: (pid, wedged tid, detected, why the write fails).
+    pub fn unwritten(&self) -> Vec<(i32, i32, Instant, String)> {
+        self.episodes
+            .iter()
+            .map(|(&pid, e)| (pid, e))
+            .chain(self.closing.iter().map(|e| (e.incident.process.pid, e)))
+            .filter(|(_, e)| e.handle.is_none())
+            .map(|(pid, e)| {
+                (
+                    pid,
+                    e.first_tid,
+                    e.detected,
+                    e.write_failure
+                        .clone()
+                        .unwrap_or_else(|| "not attempted".to_string()),
+                )
+            })
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn open(
         &mut self,
         pid: i32,
         tid: i32,
+        start_time: u64,
         comm: &str,
         d_since_ns: u64,
         detected: Instant,
         out: &mut Vec<CaptureEvent>,
     ) {
-        let settings = &self.settings;
-        let root = &settings.proc_root;
+        let root = &self.settings.proc_root;
+        // Under fork/exit churn a thread can pass the wedge test in its last moments, or its tid can already
+        // belong to another thread: an incident for it would be empty. Checked before and after the snapshot.
+        if !same_thread(root, pid, tid, start_time) {
+            self.gone(pid, tid, out);
+            return;
+        }
         let mut incident = Incident::new(pid);
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
         incident.episode.started_at = Timestamp::monotonic(d_since_ns);
@@ -328,114 +450,249 @@ impl Capturer {
         );
         fill_process_info(root, pid, &mut incident);
         push_all_threads_sample(root, pid, &mut incident);
-        incident.verdict = reports::render::verdict(&incident);
-
-        // 1. Durable minimal incident.
-        let Some(handle) = self.create_or_report(pid, &incident, out) else {
+        if incident.samples.is_empty() || !same_thread(root, pid, tid, start_time) {
+            self.gone(pid, tid, out);
             return;
-        };
-        let durable_after = detected.elapsed();
-        let path = handle.path().to_path_buf();
-        incident.id = handle.id().to_string();
-        timeline(
-            &mut incident,
-            format!(
-                "minimal incident durable {} ms after detection",
-                durable_after.as_millis()
-            ),
-        );
-        out.push(CaptureEvent::Opened {
-            pid,
-            tid,
-            path: path.clone(),
-            durable_after,
-        });
-
-        // 2. Ring, kernel log, host context: safe reads.
-        capture_ring(settings, pid, &mut incident, &handle);
-        capture_kernel_log(settings, d_since_ns, &mut incident);
-        incident.host_context = host_context(settings, &mut incident);
-        incident.verdict = reports::render::verdict(&incident);
-        if let Err(err) = handle.update(&incident) {
-            out.push(CaptureEvent::Failed {
-                pid,
-                message: format!("cannot update the incident: {err}"),
-            });
-        }
-
-        // 3. Risky probes, in sacrificial children with one deadline.
-        let mut probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
-        for (i, file) in settings.extra_probe_files.iter().enumerate() {
-            probes.push(Probe::read_file(
-                &format!("extra-{}", i + 1),
-                file.clone(),
-                "the file's driver is probably blocked",
-            ));
-        }
-        let started_at = Timestamp::now();
-        let outcomes = self.probes.run_all(&probes);
-        apply_probes(&outcomes, &started_at, &mut incident);
-
-        // 4. Optional kill, then finish.
-        let mut killed = None;
-        if settings.kill_on_wedge {
-            let died = kill_and_check(root, pid);
-            killed = Some(died);
-            timeline(
-                &mut incident,
-                if died {
-                    "SIGKILL sent (--kill-on-wedge): the process died".to_string()
-                } else {
-                    "SIGKILL sent (--kill-on-wedge): the process is still there after 1 s (unkillable: \
-                     uninterruptible sleep)"
-                        .to_string()
-                },
-            );
         }
         incident.verdict = reports::render::verdict(&incident);
-        timeline(&mut incident, "capture complete");
-        incident.complete = true;
-        let mut handle = handle;
-        match handle.finish(&incident) {
-            Ok(()) => out.push(CaptureEvent::Completed {
-                pid,
-                path: path.clone(),
-                verdict: incident.verdict.clone(),
-                killed,
-            }),
-            Err(err) => out.push(CaptureEvent::Failed {
-                pid,
-                message: format!("cannot finish the incident: {err}"),
-            }),
-        }
         let mut wedged = BTreeMap::new();
         wedged.insert(tid, d_since_ns);
-        self.episodes.insert(
+        let mut episode = Episode {
+            handle: None,
+            incident,
+            wedged,
+            first_tid: tid,
+            started_ns: d_since_ns,
+            detected,
+            last_sample: Instant::now(),
+            captured: false,
+            complete_wanted: false,
+            finished: false,
+            unwritten: true,
+            write_failure: None,
+            outage_reason: None,
+            killed: None,
+            resolved_after: None,
+        };
+        self.advance(pid, &mut episode, out);
+        self.episodes.insert(pid, episode);
+    }
+
+    fn gone(&mut self, pid: i32, tid: i32, out: &mut Vec<CaptureEvent>) {
+        self.gone_before_capture += 1;
+        out.push(CaptureEvent::Gone {
             pid,
-            Episode {
-                handle,
+            tid,
+            total: self.gone_before_capture,
+        });
+    }
+
+    /// Take the episode as far as it can go now: first durable write, then the rest of the capture, then
+    /// whatever state is not durable yet. Called at detection and again at every tick while work is left.
+    fn advance(&mut self, pid: i32, episode: &mut Episode, out: &mut Vec<CaptureEvent>) {
+        if episode.handle.is_none() {
+            // 1. Durable minimal incident (the evidence as of detection).
+            match self.store.create(&episode.incident) {
+                Ok(handle) => {
+                    let durable_after = episode.detected.elapsed();
+                    let path = handle.path().to_path_buf();
+                    episode.incident.id = handle.id().to_string();
+                    episode.handle = Some(handle);
+                    let mut line = format!(
+                        "minimal incident durable {} ms after detection",
+                        durable_after.as_millis()
+                    );
+                    if let Some(why) = &episode.outage_reason {
+                        line = format!(
+                            "minimal incident durable {:.1} s after detection; {why} (kept in memory, written \
+                             as of detection, retried every interval)",
+                            durable_after.as_secs_f64()
+                        );
+                    }
+                    timeline(&mut episode.incident, line);
+                    episode.unwritten = true;
+                    out.push(CaptureEvent::Opened {
+                        pid,
+                        tid: episode.first_tid,
+                        path,
+                        durable_after,
+                    });
+                }
+                Err(err) => {
+                    let why = write_failure_reason(&err);
+                    if episode.write_failure.is_none() {
+                        out.push(CaptureEvent::WritePending {
+                            pid,
+                            tid: episode.first_tid,
+                            message: format!(
+                                "wedge of thread {} detected but its incident cannot be written under {} \
+                                 ({why}): kept in memory, retried every interval",
+                                episode.first_tid,
+                                self.store.dir().display()
+                            ),
+                        });
+                        episode.outage_reason = Some(why.clone());
+                    }
+                    episode.write_failure = Some(why);
+                    return;
+                }
+            }
+        }
+        if !episode.captured {
+            episode.captured = true;
+            self.capture_rest(pid, episode);
+            // The minimal incident's own write already told the reader what is missing until this lands.
+            episode.complete_wanted = true;
+            episode.unwritten = true;
+        }
+        self.persist(pid, episode, out);
+    }
+
+    /// Ring, kernel log, host context, the risky probes and the optional kill: everything after the minimal
+    /// incident. An episode that ended before its first write landed gets no probes (they would describe
+    /// the process after its wedge).
+    fn capture_rest(&mut self, pid: i32, episode: &mut Episode) {
+        let settings = &self.settings;
+        let root = &settings.proc_root;
+        let Some(handle) = episode.handle.as_ref() else {
+            return;
+        };
+        let incident = &mut episode.incident;
+        // 2. Ring, kernel log, host context: safe reads.
+        capture_ring(settings, pid, incident, handle);
+        capture_kernel_log(settings, episode.started_ns, incident);
+        if episode.resolved_after.is_some() {
+            not_captured(
                 incident,
-                wedged,
-                started_ns: d_since_ns,
-                last_sample: Instant::now(),
-            },
-        );
+                "host context and probes",
+                "the episode ended before the incident could be written",
+            );
+        } else {
+            incident.host_context = host_context(settings, incident);
+            incident.verdict = reports::render::verdict(incident);
+            // A richer incident.json before the slow part; a failure here is retried with the final write.
+            let _ = handle.update(incident);
+
+            // 3. Risky probes, in sacrificial children with one deadline.
+            let mut probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
+            for (i, file) in settings.extra_probe_files.iter().enumerate() {
+                probes.push(Probe::read_file(
+                    &format!("extra-{}", i + 1),
+                    file.clone(),
+                    "the file's driver is probably blocked",
+                ));
+            }
+            let started_at = Timestamp::now();
+            let outcomes = self.probes.run_all(&probes);
+            apply_probes(&outcomes, &started_at, incident);
+
+            // 4. Optional kill.
+            if settings.kill_on_wedge {
+                let died = kill_and_check(root, pid);
+                episode.killed = Some(died);
+                timeline(
+                    incident,
+                    if died {
+                        "SIGKILL sent (--kill-on-wedge): the process died".to_string()
+                    } else {
+                        "SIGKILL sent (--kill-on-wedge): the process is still there after 1 s (unkillable: \
+                         uninterruptible sleep)"
+                            .to_string()
+                    },
+                );
+            }
+        }
+        incident.verdict = reports::render::verdict(incident);
+        timeline(incident, "capture complete");
+        incident.complete = true;
+    }
+
+    /// Write whatever of the episode is not durable yet (finish, or update), and report it: `Completed`,
+    /// `Resolved`, `Updated`; on failure one `Failed` per outage, and `Landed` when it ends.
+    fn persist(&mut self, pid: i32, episode: &mut Episode, out: &mut Vec<CaptureEvent>) {
+        let Some(handle) = episode.handle.as_mut() else {
+            return;
+        };
+        if !episode.unwritten && (!episode.complete_wanted || episode.finished) {
+            return;
+        }
+        let path = handle.path().to_path_buf();
+        let finishing = episode.complete_wanted && !episode.finished;
+        let result = if finishing {
+            handle.finish(&episode.incident)
+        } else {
+            handle.update(&episode.incident)
+        };
+        if let Err(err) = result {
+            let why = write_failure_reason(&err);
+            if episode.write_failure.is_none() {
+                out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!(
+                        "cannot {} the incident {} ({why}): kept in memory, retried every interval",
+                        if finishing { "finish" } else { "update" },
+                        path.display()
+                    ),
+                });
+                episode.outage_reason = Some(why.clone());
+            }
+            episode.write_failure = Some(why);
+            return;
+        }
+        episode.unwritten = false;
+        episode.write_failure = None;
+        if let Some(why) = episode.outage_reason.take() {
+            let after = episode.detected.elapsed();
+            timeline(
+                &mut episode.incident,
+                format!(
+                    "durable {:.1} s after detection; {why}",
+                    after.as_secs_f64()
+                ),
+            );
+            // The line above must be durable too; if this write fails the next tick retries it.
+            episode.unwritten = handle.update(&episode.incident).is_err();
+            out.push(CaptureEvent::Landed {
+                pid,
+                path: path.clone(),
+                after,
+                why,
+            });
+        }
+        if finishing {
+            episode.finished = true;
+            out.push(CaptureEvent::Completed {
+                pid,
+                path: path.clone(),
+                verdict: episode.incident.verdict.clone(),
+                killed: episode.killed,
+            });
+        } else if episode.resolved_after.is_none() {
+            out.push(CaptureEvent::Updated {
+                pid,
+                path: path.clone(),
+            });
+        }
+        if let Some(after) = episode.resolved_after {
+            if !episode.pending_work() {
+                out.push(CaptureEvent::Resolved { pid, path, after });
+            }
+        }
     }
 
     /// A wedged thread left D (`resolved`) or vanished.
     pub fn on_thread_done(&mut self, pid: i32, tid: i32, how: &str, out: &mut Vec<CaptureEvent>) {
-        let Some(episode) = self.episodes.get_mut(&pid) else {
+        let Some(mut episode) = self.episodes.remove(&pid) else {
             return;
         };
         episode.wedged.remove(&tid);
         timeline(&mut episode.incident, format!("thread {tid} {how}"));
+        episode.unwritten = true;
         if !episode.wedged.is_empty() {
-            let _ = episode.handle.update(&episode.incident);
+            self.advance(pid, &mut episode, out);
+            self.episodes.insert(pid, episode);
             return;
         }
-        let Some(mut episode) = self.episodes.remove(&pid) else {
-            return;
-        };
         let after = Duration::from_nanos(now_mono_ns().saturating_sub(episode.started_ns));
         if self.settings.proc_root.exists(pid) {
             Self::resample(&self.settings, &mut episode);
@@ -448,47 +705,38 @@ impl Capturer {
             incident,
             format!("resolved after {} s", after.as_secs_f64().round() as u64),
         );
-        match episode.handle.update(incident) {
-            Ok(()) => out.push(CaptureEvent::Resolved {
-                pid,
-                path: episode.handle.path().to_path_buf(),
-                after,
-            }),
-            Err(err) => out.push(CaptureEvent::Failed {
-                pid,
-                message: format!("cannot update the incident: {err}"),
-            }),
+        episode.resolved_after = Some(after);
+        self.advance(pid, &mut episode, out);
+        if episode.pending_work() {
+            self.closing.push(episode);
         }
     }
 
-    /// Periodic work for open episodes: a new sample every `resample_every`; reap probe children.
+    /// Periodic work: retry writes that failed, a new sample of open episodes every `resample_every`;
+    /// reap probe children.
     pub fn tick(&mut self, out: &mut Vec<CaptureEvent>) {
         self.probes.reap_stuck();
-        for (&pid, episode) in self.episodes.iter_mut() {
-            if episode.last_sample.elapsed() < self.settings.resample_every {
+        let pids: Vec<i32> = self.episodes.keys().copied().collect();
+        for pid in pids {
+            let Some(mut episode) = self.episodes.remove(&pid) else {
                 continue;
+            };
+            if episode.last_sample.elapsed() >= self.settings.resample_every {
+                Self::resample(&self.settings, &mut episode);
+                episode.unwritten = true;
             }
-            Self::resample_and_update(&self.settings, pid, episode, out);
+            if episode.pending_work() {
+                self.advance(pid, &mut episode, out);
+            }
+            self.episodes.insert(pid, episode);
         }
-    }
-
-    /// A new sample written durably into the open incident, reported as `Updated` (or `Failed`).
-    fn resample_and_update(
-        settings: &CaptureSettings,
-        pid: i32,
-        episode: &mut Episode,
-        out: &mut Vec<CaptureEvent>,
-    ) {
-        Self::resample(settings, episode);
-        match episode.handle.update(&episode.incident) {
-            Ok(()) => out.push(CaptureEvent::Updated {
-                pid,
-                path: episode.handle.path().to_path_buf(),
-            }),
-            Err(err) => out.push(CaptureEvent::Failed {
-                pid,
-                message: format!("cannot update the incident: {err}"),
-            }),
+        let closing = std::mem::take(&mut self.closing);
+        for mut episode in closing {
+            let pid = episode.incident.process.pid;
+            self.advance(pid, &mut episode, out);
+            if episode.pending_work() {
+                self.closing.push(episode);
+            }
         }
     }
 
@@ -991,6 +1239,137 @@ mod tests {
             Some("580.95.05")
         );
         assert_eq!(parse_nvidia_version("garbage"), None);
+    }
+
+    fn capturer(dir: &Path) -> Capturer {
+        let mut settings = CaptureSettings::new(ProcRoot::default());
+        settings.nvidia_smi = false;
+        settings.probe_timeout = Duration::from_millis(500);
+        let store = Store::open(dir, reports::retention::Retention::DEFAULT).unwrap();
+        Capturer::new(settings, store)
+    }
+
+    fn my_start_time() -> u64 {
+        let me = std::process::id() as i32;
+        ProcRoot::default()
+            .read_task_stat(me, me)
+            .unwrap()
+            .starttime
+    }
+
+    fn incident_dirs(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join(reports::store::INCIDENT_FILE).exists())
+            .count()
+    }
+
+    #[test]
+    fn no_incident_for_a_process_or_thread_gone_before_the_capture() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut capturer = capturer(dir.path());
+        let mut out = Vec::new();
+        // A process that exited (and was reaped) before its capture began.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id() as i32;
+        child.wait().unwrap();
+        capturer.on_wedged(gone, gone, 1, "true", 0, Instant::now(), &mut out);
+        // A live tid whose start time is not the one judged wedged: the tid was reused.
+        let me = std::process::id() as i32;
+        let reused = my_start_time() + 1;
+        capturer.on_wedged(me, me, reused, "test", 0, Instant::now(), &mut out);
+        assert_eq!(
+            out,
+            vec![
+                CaptureEvent::Gone {
+                    pid: gone,
+                    tid: gone,
+                    total: 1
+                },
+                CaptureEvent::Gone {
+                    pid: me,
+                    tid: me,
+                    total: 2
+                },
+            ]
+        );
+        assert_eq!(capturer.gone_before_capture(), 2);
+        assert!(capturer.open_incidents().is_empty());
+        assert_eq!(incident_dirs(dir.path()), 0);
+        // The same thread with its real start time is captured.
+        out.clear();
+        capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+        assert!(
+            matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
+            "{out:?}"
+        );
+        assert_eq!(incident_dirs(dir.path()), 1);
+    }
+
+    #[test]
+    fn a_first_write_that_fails_is_kept_and_retried_until_it_lands() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("incidents");
+        let mut capturer = capturer(&dir);
+        // The output directory replaced by a file: every write fails (root ignores permission bits).
+        let aside = parent.path().join("aside");
+        std::fs::rename(&dir, &aside).unwrap();
+        std::fs::write(&dir, b"not a directory").unwrap();
+        let me = std::process::id() as i32;
+        let detected = Instant::now();
+        let mut out = Vec::new();
+        capturer.on_wedged(me, me, my_start_time(), "test", 0, detected, &mut out);
+        assert!(
+            matches!(&out[..], [CaptureEvent::WritePending { pid, tid, .. }] if *pid == me && *tid == me),
+            "{out:?}"
+        );
+        assert_eq!(capturer.unwritten().len(), 1);
+        assert!(capturer.is_open(me));
+        // Retried at every tick, the alarm raised once.
+        out.clear();
+        for _ in 0..3 {
+            capturer.tick(&mut out);
+        }
+        assert!(out.is_empty(), "{out:?}");
+        // The directory comes back: the next tick writes the incident as of detection, then completes it.
+        std::fs::remove_file(&dir).unwrap();
+        std::fs::rename(&aside, &dir).unwrap();
+        capturer.tick(&mut out);
+        assert!(capturer.unwritten().is_empty());
+        let kinds: Vec<&str> = out
+            .iter()
+            .map(|e| match e {
+                CaptureEvent::Opened { .. } => "opened",
+                CaptureEvent::Landed { .. } => "landed",
+                CaptureEvent::Completed { .. } => "completed",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["opened", "landed", "completed"], "{out:?}");
+        let Some(CaptureEvent::Landed { path, after, .. }) = out.get(1) else {
+            unreachable!()
+        };
+        assert!(*after <= detected.elapsed());
+        let incident =
+            reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        assert!(incident.complete);
+        let first_sample = incident.samples[0].taken_at.monotonic_ns.unwrap();
+        let timeline: Vec<&str> = incident.timeline.iter().map(|t| t.event.as_str()).collect();
+        assert!(
+            timeline
+                .iter()
+                .any(|t| t.contains("s after detection; writing failed")),
+            "{timeline:?}"
+        );
+        // The evidence is the snapshot taken at detection, before the first successful write.
+        let landed_at = incident
+            .timeline
+            .iter()
+            .find(|t| t.event.contains("minimal incident durable"))
+            .and_then(|t| t.at.monotonic_ns)
+            .unwrap();
+        assert!(first_sample < landed_at);
     }
 
     #[test]

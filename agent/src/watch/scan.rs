@@ -1,7 +1,9 @@
 //! One scan of the targets' threads: the cheap `stat` state of every thread, and the progress signature
-//! (wchan, stack hash, context switches) of the threads in D only.
+//! (wchan, stack hash, context switches) of the threads in D only, with their start time, which also
+//! is read for the threads that were in D at the previous scan (so the tracker can tell a thread that left
+//! D from a new thread that got its tid).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use capture::scan::Scanner;
 use capture::ProcRoot;
@@ -23,6 +25,9 @@ pub struct ThreadScanner {
     scanners: HashMap<i32, Scanner>,
     /// Stacks are unreadable (no CAP_SYS_ADMIN): don't retry at every scan.
     stack_denied: bool,
+    /// Tids seen in D by the previous scan, and by this one (swapped at each scan).
+    in_d_before: HashSet<i32>,
+    in_d_now: HashSet<i32>,
 }
 
 impl ThreadScanner {
@@ -43,6 +48,8 @@ impl ThreadScanner {
         out: &mut Vec<Observation>,
     ) -> ScanStats {
         out.clear();
+        std::mem::swap(&mut self.in_d_before, &mut self.in_d_now);
+        self.in_d_now.clear();
         let mut stats = ScanStats::default();
         if !self.scanners.is_empty() {
             let wanted: std::collections::HashSet<i32> = pids.iter().copied().collect();
@@ -67,8 +74,19 @@ impl ThreadScanner {
             for sample in scanner.samples() {
                 stats.threads += 1;
                 let state = u8::try_from(sample.state).unwrap_or(b'?');
-                let progress = if state == b'D' {
+                let in_d = state == b'D';
+                let start_time = if in_d || self.in_d_before.contains(&sample.tid) {
+                    // None when the thread exited since its stat was read: the tracker drops it.
+                    proc_root
+                        .read_task_stat(pid, sample.tid)
+                        .ok()
+                        .map(|stat| stat.starttime)
+                } else {
+                    None
+                };
+                let progress = if in_d {
                     stats.in_d += 1;
+                    self.in_d_now.insert(sample.tid);
                     Some(progress_of(
                         proc_root,
                         scanner,
@@ -83,6 +101,7 @@ impl ThreadScanner {
                     pid,
                     tid: sample.tid,
                     comm: sample.comm.clone(),
+                    start_time,
                     state,
                     progress,
                 });

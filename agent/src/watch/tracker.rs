@@ -6,6 +6,9 @@
 //! in D whose switch count did not move for `hung_task_timeout_secs`), done from outside. A thread that keeps
 //! entering and leaving D (disk I/O, page faults) moves its switch counters or leaves D between samples, so it
 //! never qualifies, however busy the disk is.
+//!
+//! Threads are keyed by (tid, start time): tids are reused (`pid_max` is often 32768), and a new thread
+//! that got an old tid is a new track, never the continuation of the old one's episode.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -26,6 +29,9 @@ pub struct Observation {
     pub pid: i32,
     pub tid: i32,
     pub comm: String,
+    /// Start time of the thread (field 22 of its stat, clock ticks since boot): with the tid, the thread's
+    /// identity. Read for threads in D (and those in D at the previous scan); None otherwise.
+    pub start_time: Option<u64>,
     /// State letter from stat (`R`, `S`, `D`, …).
     pub state: u8,
     /// Present for threads in D.
@@ -55,6 +61,8 @@ pub enum TrackerEvent {
     Wedged {
         pid: i32,
         tid: i32,
+        /// The thread's start time (ticks since boot): a capture checks it is still the same thread.
+        start_time: u64,
         comm: String,
         /// First scan that saw it in D (monotonic ns).
         d_since_ns: u64,
@@ -70,6 +78,13 @@ pub enum TrackerEvent {
     },
     /// A wedged thread is no longer there (it exited or its process was reaped).
     Vanished { pid: i32, tid: i32, after: Duration },
+}
+
+/// A thread's identity: a tid alone is reused by later threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadKey {
+    pub tid: i32,
+    pub start_time: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -88,7 +103,7 @@ struct Track {
 #[derive(Debug, Default)]
 pub struct Tracker {
     config: TrackerConfig,
-    threads: HashMap<i32, Track>,
+    threads: HashMap<ThreadKey, Track>,
     scan: u64,
 }
 
@@ -115,9 +130,11 @@ impl Tracker {
         self.threads.len()
     }
 
-    /// Whether `tid` is currently judged wedged.
+    /// Whether a thread with this tid is currently judged wedged.
     pub fn is_wedged(&self, tid: i32) -> bool {
-        self.threads.get(&tid).is_some_and(|t| t.wedged)
+        self.threads
+            .iter()
+            .any(|(key, track)| key.tid == tid && track.wedged)
     }
 
     /// Tids currently tracked in D for `pid`, with how long each has been in D.
@@ -126,9 +143,9 @@ impl Tracker {
             .threads
             .iter()
             .filter(|(_, t)| t.pid == pid)
-            .map(|(&tid, t)| {
+            .map(|(key, t)| {
                 (
-                    tid,
+                    key.tid,
                     Duration::from_nanos(now_ns.saturating_sub(t.d_since_ns)),
                 )
             })
@@ -149,7 +166,17 @@ impl Tracker {
         let threshold_ns = self.config.threshold.as_nanos().min(u64::MAX as u128) as u64;
         for obs in observations {
             if obs.state != b'D' {
-                if let Some(track) = self.threads.remove(&obs.tid) {
+                // Out of D. Without a start time this cannot be a tracked thread (the scan reads it for
+                // every thread that was in D); a track of the same tid with another start time belonged
+                // to a thread that is gone, which the sweep below reports as vanished.
+                let Some(start_time) = obs.start_time else {
+                    continue;
+                };
+                let key = ThreadKey {
+                    tid: obs.tid,
+                    start_time,
+                };
+                if let Some(track) = self.threads.remove(&key) {
                     if track.wedged {
                         events.push(TrackerEvent::Resolved {
                             pid: track.pid,
@@ -160,8 +187,16 @@ impl Tracker {
                 }
                 continue;
             }
+            // A thread in D whose start time could not be read exited between two reads: it is gone.
+            let Some(start_time) = obs.start_time else {
+                continue;
+            };
+            let key = ThreadKey {
+                tid: obs.tid,
+                start_time,
+            };
             let signature = obs.progress.clone().unwrap_or_default();
-            let track = self.threads.entry(obs.tid).or_insert_with(|| Track {
+            let track = self.threads.entry(key).or_insert_with(|| Track {
                 pid: obs.pid,
                 comm: obs.comm.clone(),
                 d_since_ns: now_ns,
@@ -190,20 +225,21 @@ impl Tracker {
                 events.push(TrackerEvent::Wedged {
                     pid: track.pid,
                     tid: obs.tid,
+                    start_time,
                     comm: track.comm.clone(),
                     d_since_ns: track.d_since_ns,
                     stable_since_ns: track.stable_since_ns,
                 });
             }
         }
-        self.threads.retain(|&tid, track| {
+        self.threads.retain(|key, track| {
             if track.seen_in_scan == scan {
                 return true;
             }
             if track.wedged {
                 events.push(TrackerEvent::Vanished {
                     pid: track.pid,
-                    tid,
+                    tid: key.tid,
                     after: Duration::from_nanos(now_ns.saturating_sub(track.d_since_ns)),
                 });
             }
@@ -230,12 +266,14 @@ mod tests {
     use super::*;
 
     const S: u64 = 1_000_000_000;
+    const START: u64 = 4242;
 
     fn d(tid: i32, wchan: &str, switches: u64) -> Observation {
         Observation {
             pid: 100,
             tid,
             comm: "worker".into(),
+            start_time: Some(START),
             state: b'D',
             progress: Some(Progress {
                 wchan: Some(wchan.into()),
@@ -250,6 +288,7 @@ mod tests {
             pid: 100,
             tid,
             comm: "worker".into(),
+            start_time: Some(START),
             state: b'S',
             progress: None,
         }
@@ -383,6 +422,66 @@ mod tests {
         };
         t.observe(0, std::slice::from_ref(&blind));
         assert_eq!(t.observe(S, std::slice::from_ref(&blind)).len(), 1);
+    }
+
+    fn started(obs: Observation, start_time: u64) -> Observation {
+        Observation {
+            start_time: Some(start_time),
+            ..obs
+        }
+    }
+
+    #[test]
+    fn a_reused_tid_is_a_new_track_not_a_continuation() {
+        // Threshold 2 s, K = 2. Thread 7 (start 100) is in D at 0 s and 1 s, then exits; by 2 s a new
+        // thread got tid 7 (start 200), also in D with the same signature. Keyed by tid alone, the new
+        // thread would be judged wedged at 2 s, having been in D "since 0 s".
+        let mut t = tracker(2, 2);
+        assert!(t.observe(0, &[started(d(7, "w", 1), 100)]).is_empty());
+        assert!(t.observe(S, &[started(d(7, "w", 1), 100)]).is_empty());
+        assert!(t.observe(2 * S, &[started(d(7, "w", 1), 200)]).is_empty());
+        assert!(!t.is_wedged(7));
+        assert_eq!(t.d_threads_of(100, 2 * S), vec![(7, Duration::ZERO)]);
+        assert!(t.observe(3 * S, &[started(d(7, "w", 1), 200)]).is_empty());
+        // Its own clock: in D since 2 s, wedged at 4 s.
+        let events = t.observe(4 * S, &[started(d(7, "w", 1), 200)]);
+        assert!(
+            matches!(
+                events[..],
+                [TrackerEvent::Wedged {
+                    tid: 7,
+                    start_time: 200,
+                    d_since_ns,
+                    ..
+                }] if d_since_ns == 2 * S
+            ),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn a_wedged_thread_whose_tid_is_reused_vanished() {
+        let mut t = tracker(1, 2);
+        t.observe(0, &[started(d(7, "w", 1), 100)]);
+        assert_eq!(t.observe(S, &[started(d(7, "w", 1), 100)]).len(), 1);
+        // tid 7 now belongs to a sleeping thread that started later: the wedged one is gone, not resolved.
+        let events = t.observe(2 * S, &[started(s(7), 300)]);
+        assert_eq!(
+            events,
+            vec![TrackerEvent::Vanished {
+                pid: 100,
+                tid: 7,
+                after: Duration::from_secs(2)
+            }]
+        );
+        assert_eq!(t.in_d(), 0);
+        // A thread in D whose start time could not be read (it exited between reads) is not tracked.
+        let ghost = Observation {
+            start_time: None,
+            ..d(8, "w", 1)
+        };
+        t.observe(3 * S, std::slice::from_ref(&ghost));
+        assert_eq!(t.in_d(), 0);
     }
 
     #[test]
