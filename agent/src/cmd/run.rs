@@ -355,6 +355,14 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
     })?;
     let me = std::process::id() as i32;
     let capturer = Capturer::new(capture, store);
+    // After the launch, and reset on fork anyway: the command never runs real-time.
+    say(
+        verbose,
+        format!(
+            "watch loop scheduling: {}",
+            crate::watch::raise_watch_priority()
+        ),
+    );
     let mut watcher = Watcher::new(watch, Box::new(ChildTree::new(me)), capturer, proc_root);
     let mut outcome = Outcome {
         child_pid: child.pid,

@@ -157,6 +157,7 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         settings.selection(),
         settings.source_settings(),
     ));
+    let scheduling = crate::watch::raise_watch_priority();
     let mut watcher = Watcher::new(
         watch_config(&settings),
         Box::new(source.clone()),
@@ -188,7 +189,7 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         settings,
     };
     daemon.logger.notice(&format!(
-        "started (pid {}): {}",
+        "started (pid {}): {}; watch loop scheduling: {scheduling}",
         std::process::id(),
         daemon.settings.summary()
     ));

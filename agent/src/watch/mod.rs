@@ -11,13 +11,12 @@
 //! One [`Watcher::tick`] = targets → scan → tracker → capture. `run`, `selftest` and the host daemon all drive
 //! the same `Watcher`; they differ only in their target source and in what they do between ticks.
 //!
-//! The thread that builds a `Watcher` (the one that ticks it) asks for real-time round-robin scheduling at
-//! the lowest priority ([`raise_watch_priority`]): a fork/exit storm of thousands of runnable threads
+//! `run` and the agent ask for real-time round-robin scheduling at the lowest priority for the thread that
+//! ticks the `Watcher` ([`raise_watch_priority`]): a fork/exit storm of thousands of runnable threads
 //! otherwise keeps the watch loop waiting on the run queue for most of each interval (measured: 4.7 s of
-//! 8 s), and a wedge started during the storm is seen late. The loop uses a few percent of one CPU. Its
-//! probe children inherit the priority on purpose: a starved probe would hold the capture (and the next
-//! scan) until its deadline; each is bounded by that deadline and killed at it. `run` launches its
-//! command before it builds the `Watcher`, so the command keeps normal scheduling.
+//! 8 s), and a wedge started during the storm is seen late. The loop uses a few percent of one CPU. The
+//! policy is set with `SCHED_RESET_ON_FORK`: nothing the agent forks (probe children, `nvidia-smi`, `run`'s
+//! command) ever inherits a real-time policy; a starved probe is bounded by its deadline like any other.
 
 pub mod bench;
 pub mod incident;
@@ -66,15 +65,17 @@ pub struct Watcher {
     pids: Vec<i32>,
     observations: Vec<Observation>,
     last_stats: ScanStats,
-    scheduling: &'static str,
 }
 
-/// Ask for `SCHED_RR` priority 1 for the calling thread (and the children it forks from now on); says
-/// what the thread got (without the privilege: the normal policy).
+/// Ask for `SCHED_RR` priority 1 for the calling thread only (children it forks start with the normal
+/// policy again: `SCHED_RESET_ON_FORK`); says what the thread got (without the privilege: the normal
+/// policy).
 pub fn raise_watch_priority() -> &'static str {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: sched_setscheduler(2) on the calling thread (0) reads one sched_param, which `param` is.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_RR, &param) };
+    let rc = unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_RR | libc::SCHED_RESET_ON_FORK, &param)
+    };
     if rc == 0 {
         "real-time round robin, priority 1"
     } else {
@@ -89,10 +90,8 @@ impl Watcher {
         capturer: Capturer,
         proc_root: ProcRoot,
     ) -> Watcher {
-        let scheduling = raise_watch_priority();
         Watcher {
             config,
-            scheduling,
             scanner: ThreadScanner::new(&proc_root),
             proc_root,
             source,
@@ -112,11 +111,6 @@ impl Watcher {
     /// The targets of the last scan.
     pub fn targets(&self) -> &[Target] {
         &self.targets
-    }
-
-    /// The scheduling the watch thread got (see [`raise_watch_priority`]).
-    pub fn scheduling(&self) -> &'static str {
-        self.scheduling
     }
 
     pub fn last_stats(&self) -> ScanStats {
