@@ -32,42 +32,11 @@ fn fail(call: CallKind, e: DriverError) -> Error {
     }
 }
 
-/// Symbols the backend needs; checked before cudarc can panic on a missing one.
-const REQUIRED: [&str; 33] = [
-    "cuGetErrorName",
-    "cuInit",
-    "cuDeviceGet",
-    "cuDevicePrimaryCtxRetain",
-    "cuCtxSetCurrent",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxSynchronize",
-    "cuDeviceGetAttribute",
-    "cuMemGetInfo_v2",
-    "cuMemAlloc_v2",
-    "cuMemFree_v2",
-    "cuMemPoolCreate",
-    "cuMemPoolSetAttribute",
-    "cuMemPoolDestroy",
-    "cuMemAllocFromPoolAsync",
-    "cuMemFreeAsync",
-    "cuMemAllocManaged",
-    "cuMemPrefetchAsync_v2",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuMemHostRegister_v2",
-    "cuMemHostUnregister",
-    "cuMemcpyHtoD_v2",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyDtoH_v2",
-    "cuStreamCreate",
-    "cuStreamSynchronize",
-    "cuStreamDestroy_v2",
-    "cuEventCreate",
-    "cuEventRecord",
-    "cuEventSynchronize",
-    "cuEventQuery",
-    "cuEventDestroy_v2",
-];
+/// Symbols the backend needs, checked before cudarc can panic on a missing one: every call of
+/// the driver-call table, and `cuGetErrorName` (which [`fail`] uses to name an error).
+fn required_symbols() -> impl Iterator<Item = &'static str> {
+    std::iter::once("cuGetErrorName").chain(CallKind::ALL.iter().map(|call| call.cuda_name()))
+}
 
 impl CudaDriver {
     /// Finds libcuda and every symbol we call, without initialising anything.
@@ -85,7 +54,7 @@ impl CudaDriver {
         // SAFETY: the library is present (checked just above), so `culib` loads it instead of
         // panicking; it is kept loaded for the life of the process.
         let lib = unsafe { sys::culib() };
-        for name in REQUIRED {
+        for name in required_symbols() {
             // SAFETY: we only look the symbol up; it is never called through this type.
             let found = unsafe { lib.get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok();
             if !found {

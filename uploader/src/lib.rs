@@ -2,7 +2,8 @@
 //!
 //! Map:
 //! - [`plan`]: the pure chunk planner (ztensor's `bulkUploadF32` semantics), property-tested.
-//! - [`driver`]: the [`Driver`] trait (one method per driver call) and [`CallKind`].
+//! - [`driver`]: the one table of driver calls, from which the [`Driver`] trait (one method per
+//!   call), [`CallKind`] and [`Traced`]'s wrappers are generated.
 //! - [`cuda`]: the libcuda backend (cudarc `result`/`sys`), with a no-panic driver check.
 //! - [`host`]: the host-memory backend for tests and GPU-less machines (fails on demand).
 //! - [`trace`]: [`Traced`], the layer that writes a breadcrumb enter/exit around each call and

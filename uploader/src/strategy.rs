@@ -161,7 +161,7 @@ pub(crate) fn free_all(t: &Traced, allocations: &[Allocation], site: &Site) -> R
         let freed = unsafe {
             match a.memory {
                 DeviceMemory::Device | DeviceMemory::Managed => t.mem_free(site, a.ptr, a.bytes),
-                DeviceMemory::Pool => t.mem_free_async(site, a.ptr, a.bytes, Stream::LEGACY),
+                DeviceMemory::Pool => t.mem_free_async(site, a.ptr, Stream::LEGACY, a.bytes),
             }
         };
         if let Err(e) = freed {

@@ -1,6 +1,7 @@
 //! [`Traced`]: the one door to the driver. Each method makes exactly one driver call and, when a
 //! breadcrumb ring is attached, writes an `enter` record before it and an `exit` record (with
-//! the driver's result code) after it. Without a ring the cost is one branch.
+//! the driver's result code) after it. Without a ring the cost is one branch. The wrappers are
+//! generated from the driver-call table ([`crate::driver`]'s `for_each_driver_call`).
 
 use std::cell::Cell;
 use std::fmt::Write as _;
@@ -8,7 +9,10 @@ use std::rc::Rc;
 
 use wedge_breadcrumb::{Args, Call, Writer};
 
-use crate::driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
+use crate::driver::{
+    for_each_driver_call, returns, CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool,
+    Stream,
+};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 
@@ -101,40 +105,7 @@ impl std::fmt::Write for Label {
 
 /// The breadcrumb call id for one of our calls.
 pub fn breadcrumb_call(kind: CallKind) -> Call {
-    match kind {
-        CallKind::Init => Call::CuInit,
-        CallKind::DeviceGet => Call::CuDeviceGet,
-        CallKind::PrimaryCtxRetain => Call::CuDevicePrimaryCtxRetain,
-        CallKind::CtxSetCurrent => Call::CuCtxSetCurrent,
-        CallKind::PrimaryCtxRelease => Call::CuDevicePrimaryCtxRelease_v2,
-        CallKind::CtxSynchronize => Call::CuCtxSynchronize,
-        CallKind::DeviceGetAttribute => Call::CuDeviceGetAttribute,
-        CallKind::MemGetInfo => Call::CuMemGetInfo_v2,
-        CallKind::MemAlloc => Call::CuMemAlloc_v2,
-        CallKind::MemFree => Call::CuMemFree_v2,
-        CallKind::MemPoolCreate => Call::CuMemPoolCreate,
-        CallKind::MemPoolSetAttribute => Call::CuMemPoolSetAttribute,
-        CallKind::MemPoolDestroy => Call::CuMemPoolDestroy,
-        CallKind::MemAllocFromPoolAsync => Call::CuMemAllocFromPoolAsync,
-        CallKind::MemFreeAsync => Call::CuMemFreeAsync,
-        CallKind::MemAllocManaged => Call::CuMemAllocManaged,
-        CallKind::MemPrefetchAsync => Call::CuMemPrefetchAsync,
-        CallKind::MemHostAlloc => Call::CuMemHostAlloc,
-        CallKind::MemFreeHost => Call::CuMemFreeHost,
-        CallKind::MemHostRegister => Call::CuMemHostRegister_v2,
-        CallKind::MemHostUnregister => Call::CuMemHostUnregister,
-        CallKind::MemcpyHtoD => Call::CuMemcpyHtoD_v2,
-        CallKind::MemcpyHtoDAsync => Call::CuMemcpyHtoDAsync_v2,
-        CallKind::MemcpyDtoH => Call::CuMemcpyDtoH_v2,
-        CallKind::StreamCreate => Call::CuStreamCreate,
-        CallKind::StreamSynchronize => Call::CuStreamSynchronize,
-        CallKind::StreamDestroy => Call::CuStreamDestroy_v2,
-        CallKind::EventCreate => Call::CuEventCreate,
-        CallKind::EventRecord => Call::CuEventRecord,
-        CallKind::EventSynchronize => Call::CuEventSynchronize,
-        CallKind::EventQuery => Call::CuEventQuery,
-        CallKind::EventDestroy => Call::CuEventDestroy_v2,
-    }
+    kind.breadcrumb()
 }
 
 /// A driver with optional breadcrumbs around every call, and a call counter.
@@ -175,6 +146,67 @@ struct CallArgs {
     stream: u64,
 }
 
+impl CallArgs {
+    fn bytes(self, bytes: u64) -> CallArgs {
+        CallArgs { bytes, ..self }
+    }
+
+    fn ptr(self, ptr: u64) -> CallArgs {
+        CallArgs { ptr, ..self }
+    }
+
+    fn ptr2(self, ptr2: u64) -> CallArgs {
+        CallArgs { ptr2, ..self }
+    }
+
+    fn stream(self, stream: u64) -> CallArgs {
+        CallArgs { stream, ..self }
+    }
+}
+
+/// `Traced`'s wrappers, one per entry of [`for_each_driver_call`]: count the call, breadcrumb
+/// it, forward it. An unsafe wrapper carries its driver method's `# Safety` section.
+macro_rules! define_traced {
+    ($(
+        $(#[$doc:meta])*
+        [$($unsafety:tt)?] $kind:ident($cuda:literal, $crumb:ident)
+        $vis:vis fn $method:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?
+        [$($extra:ident: $extra_ty:ty),*]
+        { $($field:ident: $value:expr),* };
+    )*) => {
+        impl Traced<'_> {
+            $(
+                $(#[$doc])*
+                $vis $($unsafety)? fn $method(
+                    &self,
+                    site: &Site
+                    $(, $arg: $ty)*
+                    $(, $extra: $extra_ty)*
+                ) -> Result<returns!($($ret)?)> {
+                    let args = CallArgs::default()$(.$field($value))*;
+                    self.around(CallKind::$kind, site, args, || {
+                        forward!([$($unsafety)?] self.driver.$method($($arg),*))
+                    })
+                }
+            )*
+        }
+    };
+}
+
+/// The driver call inside a wrapper, in an `unsafe` block where the call is unsafe.
+macro_rules! forward {
+    ([unsafe] $call:expr) => {
+        // SAFETY: the wrapper is an `unsafe fn` with the driver method's own `# Safety`
+        // section, so its caller has promised exactly what the driver call needs.
+        unsafe { $call }
+    };
+    ([] $call:expr) => {
+        $call
+    };
+}
+
+for_each_driver_call!(define_traced);
+
 impl<'a> Traced<'a> {
     /// Wraps `driver` (whose context must already be current if `open` is not used).
     pub fn new(driver: &'a dyn Driver, ring: Option<&'a Writer>) -> Traced<'a> {
@@ -197,23 +229,10 @@ impl<'a> Traced<'a> {
         let site = Site::plain("open");
         let no_driver =
             |e: Error| Error::NoDriver(format!("cannot open CUDA device {ordinal}: {e}"));
-        t.around(CallKind::Init, &site, CallArgs::default(), || driver.init())
-            .map_err(no_driver)?;
-        t.around(CallKind::DeviceGet, &site, CallArgs::default(), || {
-            driver.device_get(ordinal)
-        })
-        .map_err(no_driver)?;
-        t.around(
-            CallKind::PrimaryCtxRetain,
-            &site,
-            CallArgs::default(),
-            || driver.primary_ctx_retain(),
-        )
-        .map_err(no_driver)?;
-        t.around(CallKind::CtxSetCurrent, &site, CallArgs::default(), || {
-            driver.ctx_set_current()
-        })
-        .map_err(no_driver)?;
+        t.init(&site).map_err(no_driver)?;
+        t.device_get(&site, ordinal).map_err(no_driver)?;
+        t.primary_ctx_retain(&site).map_err(no_driver)?;
+        t.ctx_set_current(&site).map_err(no_driver)?;
         Ok(t)
     }
 
@@ -240,38 +259,16 @@ impl<'a> Traced<'a> {
             self.arena_pool.set(ArenaPool::Unsupported);
             return Ok(None);
         }
-        let pool = self.around(CallKind::MemPoolCreate, site, CallArgs::default(), || {
-            self.driver.mem_pool_create()
-        })?;
-        let a = CallArgs {
-            bytes: u64::MAX,
-            ptr: pool.0,
-            ..CallArgs::default()
-        };
+        let pool = self.mem_pool_create(site)?;
         // SAFETY: the pool was just created.
-        let kept = self.around(CallKind::MemPoolSetAttribute, site, a, || unsafe {
-            self.driver.mem_pool_set_release_threshold(pool, u64::MAX)
-        });
+        let kept = unsafe { self.mem_pool_set_release_threshold(site, pool, u64::MAX) };
         if let Err(e) = kept {
             // SAFETY: our pool, nothing allocated from it, destroyed once.
-            let _ = unsafe { self.destroy_pool(site, pool) };
+            let _ = unsafe { self.mem_pool_destroy(site, pool) };
             return Err(e);
         }
         self.arena_pool.set(ArenaPool::Live(pool));
         Ok(Some(pool))
-    }
-
-    /// # Safety
-    /// `pool` is live and destroyed once.
-    unsafe fn destroy_pool(&self, site: &Site, pool: MemPool) -> Result<()> {
-        let a = CallArgs {
-            ptr: pool.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemPoolDestroy, site, a, || unsafe {
-            self.driver.mem_pool_destroy(pool)
-        })
     }
 
     /// Destroys the session's arena pool if one was made (arenas still out stay valid until
@@ -280,7 +277,7 @@ impl<'a> Traced<'a> {
         if let ArenaPool::Live(pool) = self.arena_pool.get() {
             self.arena_pool.set(ArenaPool::Unknown);
             // SAFETY: the live pool made by `arena_pool`, forgotten above so destroyed once.
-            unsafe { self.destroy_pool(&Site::plain("close"), pool) }?;
+            unsafe { self.mem_pool_destroy(&Site::plain("close"), pool) }?;
         }
         Ok(())
     }
@@ -289,12 +286,7 @@ impl<'a> Traced<'a> {
     /// [`Traced::open`].
     pub fn close(&self) -> Result<()> {
         let pool = self.release_arena_pool();
-        let released = self.around(
-            CallKind::PrimaryCtxRelease,
-            &Site::plain("close"),
-            CallArgs::default(),
-            || self.driver.primary_ctx_release(),
-        );
+        let released = self.primary_ctx_release(&Site::plain("close"));
         pool.and(released)
     }
 
@@ -339,7 +331,7 @@ impl<'a> Traced<'a> {
         } else {
             label.write_str(site.unit)
         };
-        let token = ring.enter(breadcrumb_call(kind), &args, label.as_str());
+        let token = ring.enter(kind.breadcrumb(), &args, label.as_str());
         let result = call();
         ring.exit(
             token,
@@ -349,316 +341,5 @@ impl<'a> Traced<'a> {
             },
         );
         result
-    }
-
-    pub fn ctx_synchronize(&self, site: &Site) -> Result<()> {
-        self.around(CallKind::CtxSynchronize, site, CallArgs::default(), || {
-            self.driver.ctx_synchronize()
-        })
-    }
-
-    pub fn device_attribute(&self, site: &Site, attribute: DeviceAttribute) -> Result<i32> {
-        self.around(
-            CallKind::DeviceGetAttribute,
-            site,
-            CallArgs::default(),
-            || self.driver.device_attribute(attribute),
-        )
-    }
-
-    pub fn mem_get_info(&self, site: &Site) -> Result<(u64, u64)> {
-        self.around(CallKind::MemGetInfo, site, CallArgs::default(), || {
-            self.driver.mem_get_info()
-        })
-    }
-
-    pub fn mem_alloc(&self, site: &Site, bytes: u64) -> Result<DevicePtr> {
-        let a = CallArgs {
-            bytes,
-            ..CallArgs::default()
-        };
-        self.around(CallKind::MemAlloc, site, a, || self.driver.mem_alloc(bytes))
-    }
-
-    /// # Safety
-    /// See [`Driver::mem_free`].
-    pub unsafe fn mem_free(&self, site: &Site, ptr: DevicePtr, bytes: u64) -> Result<()> {
-        let a = CallArgs {
-            bytes,
-            ptr,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemFree, site, a, || unsafe {
-            self.driver.mem_free(ptr)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::mem_alloc_from_pool_async`].
-    pub unsafe fn mem_alloc_from_pool_async(
-        &self,
-        site: &Site,
-        bytes: u64,
-        pool: MemPool,
-        stream: Stream,
-    ) -> Result<DevicePtr> {
-        let a = CallArgs {
-            bytes,
-            ptr2: pool.0,
-            stream: stream.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemAllocFromPoolAsync, site, a, || unsafe {
-            self.driver.mem_alloc_from_pool_async(bytes, pool, stream)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::mem_free_async`].
-    pub unsafe fn mem_free_async(
-        &self,
-        site: &Site,
-        ptr: DevicePtr,
-        bytes: u64,
-        stream: Stream,
-    ) -> Result<()> {
-        let a = CallArgs {
-            bytes,
-            ptr,
-            stream: stream.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemFreeAsync, site, a, || unsafe {
-            self.driver.mem_free_async(ptr, stream)
-        })
-    }
-
-    pub fn mem_alloc_managed(&self, site: &Site, bytes: u64) -> Result<DevicePtr> {
-        let a = CallArgs {
-            bytes,
-            ..CallArgs::default()
-        };
-        self.around(CallKind::MemAllocManaged, site, a, || {
-            self.driver.mem_alloc_managed(bytes)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::mem_prefetch_to_device`].
-    pub unsafe fn mem_prefetch_to_device(
-        &self,
-        site: &Site,
-        ptr: DevicePtr,
-        bytes: u64,
-        stream: Stream,
-    ) -> Result<()> {
-        let a = CallArgs {
-            bytes,
-            ptr,
-            stream: stream.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemPrefetchAsync, site, a, || unsafe {
-            self.driver.mem_prefetch_to_device(ptr, bytes, stream)
-        })
-    }
-
-    pub fn host_alloc_pinned(&self, site: &Site, bytes: u64) -> Result<*mut u8> {
-        let a = CallArgs {
-            bytes,
-            ..CallArgs::default()
-        };
-        self.around(CallKind::MemHostAlloc, site, a, || {
-            self.driver.host_alloc_pinned(bytes)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::host_free_pinned`].
-    pub unsafe fn host_free_pinned(&self, site: &Site, ptr: *mut u8, bytes: u64) -> Result<()> {
-        let a = CallArgs {
-            bytes,
-            ptr: ptr as u64,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemFreeHost, site, a, || unsafe {
-            self.driver.host_free_pinned(ptr)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::host_register`].
-    pub unsafe fn host_register(&self, site: &Site, ptr: *mut u8, bytes: u64) -> Result<()> {
-        let a = CallArgs {
-            bytes,
-            ptr: ptr as u64,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemHostRegister, site, a, || unsafe {
-            self.driver.host_register(ptr, bytes)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::host_unregister`].
-    pub unsafe fn host_unregister(&self, site: &Site, ptr: *mut u8, bytes: u64) -> Result<()> {
-        let a = CallArgs {
-            bytes,
-            ptr: ptr as u64,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemHostUnregister, site, a, || unsafe {
-            self.driver.host_unregister(ptr)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::memcpy_htod`].
-    pub unsafe fn memcpy_htod(&self, site: &Site, dst: DevicePtr, src: &[u8]) -> Result<()> {
-        let a = CallArgs {
-            bytes: src.len() as u64,
-            ptr: dst,
-            ptr2: src.as_ptr() as u64,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemcpyHtoD, site, a, || unsafe {
-            self.driver.memcpy_htod(dst, src)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::memcpy_htod_async`].
-    pub unsafe fn memcpy_htod_async(
-        &self,
-        site: &Site,
-        dst: DevicePtr,
-        src: *const u8,
-        len: usize,
-        stream: Stream,
-    ) -> Result<()> {
-        let a = CallArgs {
-            bytes: len as u64,
-            ptr: dst,
-            ptr2: src as u64,
-            stream: stream.0,
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemcpyHtoDAsync, site, a, || unsafe {
-            self.driver.memcpy_htod_async(dst, src, len, stream)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::memcpy_dtoh`].
-    pub unsafe fn memcpy_dtoh(&self, site: &Site, dst: &mut [u8], src: DevicePtr) -> Result<()> {
-        let a = CallArgs {
-            bytes: dst.len() as u64,
-            ptr: dst.as_ptr() as u64,
-            ptr2: src,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::MemcpyDtoH, site, a, || unsafe {
-            self.driver.memcpy_dtoh(dst, src)
-        })
-    }
-
-    pub fn stream_create(&self, site: &Site) -> Result<Stream> {
-        self.around(CallKind::StreamCreate, site, CallArgs::default(), || {
-            self.driver.stream_create()
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::stream_synchronize`].
-    pub unsafe fn stream_synchronize(&self, site: &Site, stream: Stream) -> Result<()> {
-        let a = CallArgs {
-            stream: stream.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::StreamSynchronize, site, a, || unsafe {
-            self.driver.stream_synchronize(stream)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::stream_destroy`].
-    pub unsafe fn stream_destroy(&self, site: &Site, stream: Stream) -> Result<()> {
-        let a = CallArgs {
-            stream: stream.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::StreamDestroy, site, a, || unsafe {
-            self.driver.stream_destroy(stream)
-        })
-    }
-
-    pub fn event_create(&self, site: &Site) -> Result<Event> {
-        self.around(CallKind::EventCreate, site, CallArgs::default(), || {
-            self.driver.event_create()
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::event_record`].
-    pub unsafe fn event_record(&self, site: &Site, event: Event, stream: Stream) -> Result<()> {
-        let a = CallArgs {
-            ptr: event.0,
-            stream: stream.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::EventRecord, site, a, || unsafe {
-            self.driver.event_record(event, stream)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::event_synchronize`].
-    pub unsafe fn event_synchronize(&self, site: &Site, event: Event) -> Result<()> {
-        let a = CallArgs {
-            ptr: event.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::EventSynchronize, site, a, || unsafe {
-            self.driver.event_synchronize(event)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::event_query`].
-    pub unsafe fn event_query(&self, site: &Site, event: Event) -> Result<bool> {
-        let a = CallArgs {
-            ptr: event.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::EventQuery, site, a, || unsafe {
-            self.driver.event_query(event)
-        })
-    }
-
-    /// # Safety
-    /// See [`Driver::event_destroy`].
-    pub unsafe fn event_destroy(&self, site: &Site, event: Event) -> Result<()> {
-        let a = CallArgs {
-            ptr: event.0,
-            ..CallArgs::default()
-        };
-        // SAFETY: forwarded caller contract.
-        self.around(CallKind::EventDestroy, site, a, || unsafe {
-            self.driver.event_destroy(event)
-        })
     }
 }
