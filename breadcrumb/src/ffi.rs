@@ -82,10 +82,11 @@ pub unsafe extern "C" fn wedge_breadcrumb_enter(
     let Some(writer) = GLOBAL.get() else {
         return Token::NONE.to_raw();
     };
-    // SAFETY: the caller promises `args` is NULL or valid for reads; `Args` is `Copy` and `repr(C)`.
     let args = if args.is_null() {
         Args::default()
     } else {
+        // SAFETY: the caller promises a non-NULL `args` is valid for reads; `Args` is `Copy` and
+        // `repr(C)`, so reading it by value is a plain copy of the caller's struct.
         unsafe { *args }
     };
     let label: &[u8] = if label.is_null() {

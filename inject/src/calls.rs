@@ -356,8 +356,8 @@ pub unsafe fn decode(decoder: Decoder, params: *const c_void) -> Args {
     if params.is_null() {
         return Args::default();
     }
-    // SAFETY (every `word`/`word32` below): the caller promises `params` has the layout named
-    // by `decoder`; each read stays within the fields that layout declares.
+    // SAFETY: the caller promises `params` has the layout named by `decoder`; each `word`/`word32`
+    // read below stays within the fields that layout declares.
     unsafe {
         match decoder {
             Decoder::None => Args::default(),
@@ -737,11 +737,9 @@ mod tests {
             (args.ptr, args.chunk, args.tensor_count, args.stream),
             (0xf1, 8, 32, 0x77)
         );
-        // SAFETY: NULL params are allowed.
-        assert_eq!(
-            unsafe { decode(Decoder::Copy, std::ptr::null()) },
-            Args::default()
-        );
+        // SAFETY: `decode`'s contract allows NULL params (it reads nothing then).
+        let decoded = unsafe { decode(Decoder::Copy, std::ptr::null()) };
+        assert_eq!(decoded, Args::default());
     }
 
     #[test]

@@ -84,10 +84,8 @@ fn monotonic_ns() -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec, which `ts` is, and keeps no pointer.
-    assert_eq!(
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) },
-        0
-    );
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -409,10 +407,8 @@ fn run_never_exits_0_when_a_detected_wedge_was_never_written() {
     let mut run = Run::start(dir.path(), &run_args(&full, rings_arg, &[]), &file);
     run.wait_stderr(PENDING, Duration::from_secs(10));
     // SAFETY: kill(2) on our own child's pid; no memory involved.
-    assert_eq!(
-        unsafe { libc::kill(run.child.id() as i32, libc::SIGTERM) },
-        0
-    );
+    let rc = unsafe { libc::kill(run.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
     let (code, took) = run.wait(Duration::from_secs(5));
     let stderr = run.stderr();
     assert_eq!(code, Some(1), "{stderr}");

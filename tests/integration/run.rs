@@ -663,10 +663,8 @@ fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
     assert!(run.child.id() > 0);
     let signalled = Instant::now();
     // SAFETY: signalling the child we spawned.
-    assert_eq!(
-        unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) },
-        0
-    );
+    let rc = unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) };
+    assert_eq!(rc, 0);
     let done = wait_limited(run, Duration::from_secs(10));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
     assert!(
