@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod harness;
 mod hostile_capture;
 mod hostile_daemon;
 mod hostile_rings;

@@ -3,104 +3,13 @@
 //! Tests that need root and loop devices skip with a message, except with CI=true, where they must run.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use capture::frozen_fs::FrozenFs;
 use capture::ProcRoot;
 
+use crate::harness::{start, temp_dir, wait_limited, Started, Wedge};
 use crate::util::{bin, frozen_fs_or_skip, in_ci};
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "wedge-capture-it-{name}-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A frozen filesystem holding a file `target` (a write to it blocks in D), that file, a fresh
-/// output directory and the `incidents` directory inside it that the tests hand to `--out`; or
-/// `None` (skipped, with a message) where test `test` cannot run.
-fn frozen_target(test: &str, dir: &str) -> Option<(FrozenFs, PathBuf, PathBuf, PathBuf)> {
-    let mut fs = frozen_fs_or_skip(test)?;
-    let file = fs.create_file("target", b"x").unwrap();
-    fs.freeze().unwrap();
-    let out = temp_dir(dir);
-    let incidents = out.join("incidents");
-    Some((fs, file, out, incidents))
-}
-
-struct Finished {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-/// A started `wedge-capture` whose stdout and stderr go to files: a pipe would stay open as long as the
-/// (unkillable) helper it passed them to.
-struct Started {
-    child: Child,
-    started: Instant,
-    stdout: PathBuf,
-    stderr: PathBuf,
-}
-
-static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-fn start(command: &mut Command) -> Started {
-    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let base = std::env::temp_dir().join(format!(
-        "wedge-capture-it-output-{}-{id}",
-        std::process::id()
-    ));
-    let stdout = base.with_extension("stdout");
-    let stderr = base.with_extension("stderr");
-    let started = Instant::now();
-    let child = command
-        .stdout(Stdio::from(std::fs::File::create(&stdout).unwrap()))
-        .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
-        .spawn()
-        .unwrap();
-    Started {
-        child,
-        started,
-        stdout,
-        stderr,
-    }
-}
-
-/// Wait for the command at most `limit`; kill it (and fail) past that.
-fn wait_limited(mut run: Started, limit: Duration) -> Finished {
-    loop {
-        if let Some(status) = run.child.try_wait().unwrap() {
-            let elapsed = run.started.elapsed();
-            let stdout = std::fs::read_to_string(&run.stdout).unwrap_or_default();
-            let stderr = std::fs::read_to_string(&run.stderr).unwrap_or_default();
-            let _ = std::fs::remove_file(&run.stdout);
-            let _ = std::fs::remove_file(&run.stderr);
-            return Finished {
-                code: status.code(),
-                stdout,
-                stderr,
-                elapsed,
-            };
-        }
-        if run.started.elapsed() > limit {
-            let _ = run.child.kill();
-            let _ = run.child.wait();
-            panic!(
-                "wedge-capture did not exit within {limit:?}; stderr: {}",
-                std::fs::read_to_string(&run.stderr).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn run_watch(args: &[&str], command: &[&str]) -> Started {
     start(
@@ -128,17 +37,6 @@ fn incidents(out: &Path) -> Vec<PathBuf> {
 
 fn load(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("incident.json")).unwrap()).unwrap()
-}
-
-/// The command `run` watches in the wedge tests: the helper that wedges writing to `file`.
-fn wedge_helper(file: &Path) -> [&str; 5] {
-    [
-        bin(),
-        "internal",
-        "wedge-helper",
-        "--path",
-        file.to_str().unwrap(),
-    ]
 }
 
 /// The first incident under `out` once it is complete (within 20 s).
@@ -186,29 +84,19 @@ fn thread_states(pid: i32) -> Vec<char> {
 
 #[test]
 fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
-    let Some((mut fs, file, out, out_s)) =
-        frozen_target("wedge_on_a_frozen_fs_is_captured_and_run_exits_3", "wedge")
+    let Some(mut wedge) = Wedge::new("wedge_on_a_frozen_fs_is_captured_and_run_exits_3", "wedge")
     else {
         return;
     };
     let started_wall = chrono::Utc::now();
-    let child = run_watch(
-        &[
-            "--threshold",
-            "2",
-            "--interval",
-            "0.5",
-            "--exit-after",
-            "1",
-            "--no-nvidia-smi",
-            "--out",
-            out_s.to_str().unwrap(),
-        ],
-        &wedge_helper(&file),
-    );
-    let done = wait_limited(child, Duration::from_secs(30));
+    let done = wedge
+        .run()
+        .threshold("2")
+        .interval("0.5")
+        .exit_after("1")
+        .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&out_s);
+    let found = incidents(&wedge.out);
     assert_eq!(found.len(), 1, "{found:?}\n{}", done.stderr);
     assert!(
         done.stdout.contains(found[0].to_str().unwrap()),
@@ -242,12 +130,12 @@ fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
         "{:?}",
         thread_states(pid)
     );
-    fs.thaw().unwrap();
+    wedge.fs.thaw().unwrap();
     assert!(
         wait_gone(pid, Duration::from_secs(10)),
         "the helper did not exit after the thaw"
     );
-    let _ = std::fs::remove_dir_all(&out);
+    wedge.remove_scratch();
 }
 
 #[test]
@@ -257,38 +145,21 @@ fn helper_in_a_pid_namespace_shows_host_and_namespace_ids() {
         eprintln!("skipping: unshare is missing");
         return;
     }
-    let Some((mut fs, file, out, out_s)) = frozen_target(
+    let Some(mut wedge) = Wedge::new(
         "helper_in_a_pid_namespace_shows_host_and_namespace_ids",
         "pidns",
     ) else {
         return;
     };
-    let child = run_watch(
-        &[
-            "--threshold",
-            "2",
-            "--interval",
-            "0.5",
-            "--exit-after",
-            "0.5",
-            "--no-nvidia-smi",
-            "--out",
-            out_s.to_str().unwrap(),
-        ],
-        &[
-            "unshare",
-            "--pid",
-            "--fork",
-            bin(),
-            "internal",
-            "wedge-helper",
-            "--path",
-            file.to_str().unwrap(),
-        ],
-    );
-    let done = wait_limited(child, Duration::from_secs(30));
+    let done = wedge
+        .run()
+        .threshold("2")
+        .interval("0.5")
+        .exit_after("0.5")
+        .wrapped_in(&["unshare", "--pid", "--fork"])
+        .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&out_s);
+    let found = incidents(&wedge.out);
     assert_eq!(found.len(), 1, "{}", done.stderr);
     let incident = load(&found[0]);
     let pid = incident["process"]["pid"].as_i64().unwrap();
@@ -310,48 +181,41 @@ fn helper_in_a_pid_namespace_shows_host_and_namespace_ids() {
     );
     let report = std::fs::read_to_string(found[0].join("report.md")).unwrap();
     assert!(report.contains(&pid.to_string()));
-    fs.thaw().unwrap();
+    wedge.fs.thaw().unwrap();
     assert!(wait_gone(pid as i32, Duration::from_secs(10)));
-    let _ = std::fs::remove_dir_all(&out);
+    wedge.remove_scratch();
 }
 
 #[test]
 fn a_hanging_probe_times_out_is_recorded_and_the_incident_completes() {
-    let Some((mut fs, file, out, out_s)) = frozen_target(
+    let Some(mut wedge) = Wedge::new(
         "a_hanging_probe_times_out_is_recorded_and_the_incident_completes",
         "probe",
     ) else {
         return;
     };
     // A FIFO with no writer stands in for a driver file whose read sleeps forever.
-    let fifo = out.join("driver-information");
+    let fifo = wedge.scratch.join("driver-information");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .unwrap()
         .success());
     let started_wall = chrono::Utc::now();
-    let child = run_watch(
-        &[
-            "--threshold",
-            "2",
-            "--interval",
-            "0.5",
-            "--exit-after",
-            "0.5",
+    let done = wedge
+        .run()
+        .threshold("2")
+        .interval("0.5")
+        .exit_after("0.5")
+        .args(&[
             "--probe-timeout",
             "1",
-            "--no-nvidia-smi",
             "--extra-probe",
             fifo.to_str().unwrap(),
-            "--out",
-            out_s.to_str().unwrap(),
-        ],
-        &wedge_helper(&file),
-    );
-    let done = wait_limited(child, Duration::from_secs(30));
+        ])
+        .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&out_s);
+    let found = incidents(&wedge.out);
     let incident = load(&found[0]);
     assert_eq!(incident["complete"], true);
     let probes = incident["probes"].as_array().unwrap();
@@ -374,9 +238,9 @@ fn a_hanging_probe_times_out_is_recorded_and_the_incident_completes() {
         "complete {written:.2} s after start"
     );
     let pid = incident["process"]["pid"].as_i64().unwrap() as i32;
-    fs.thaw().unwrap();
+    wedge.fs.thaw().unwrap();
     assert!(wait_gone(pid, Duration::from_secs(10)));
-    let _ = std::fs::remove_dir_all(&out);
+    wedge.remove_scratch();
 }
 
 #[test]
@@ -554,35 +418,22 @@ fn doctor_reports_every_check_as_json() {
 
 #[test]
 fn kill_on_wedge_records_that_sigkill_did_not_work() {
-    let Some((mut fs, file, out, out_s)) =
-        frozen_target("kill_on_wedge_records_that_sigkill_did_not_work", "kill")
+    let Some(mut wedge) = Wedge::new("kill_on_wedge_records_that_sigkill_did_not_work", "kill")
     else {
         return;
     };
-    let done = wait_limited(
-        run_watch(
-            &[
-                "--threshold",
-                "1",
-                "--interval",
-                "0.25",
-                "--exit-after",
-                "0.5",
-                "--kill-on-wedge",
-                "--no-nvidia-smi",
-                "--json",
-                "--out",
-                out_s.to_str().unwrap(),
-            ],
-            &wedge_helper(&file),
-        ),
-        Duration::from_secs(30),
-    );
+    let done = wedge
+        .run()
+        .threshold("1")
+        .interval("0.25")
+        .exit_after("0.5")
+        .args(&["--kill-on-wedge", "--json"])
+        .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
     let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
     // A thread in uninterruptible sleep survives SIGKILL: the process cannot exit until it returns.
     assert_eq!(summary["killed"], false, "{summary}");
-    let incident = load(&incidents(&out_s)[0]);
+    let incident = load(&incidents(&wedge.out)[0]);
     assert!(
         incident["timeline"]
             .to_string()
@@ -591,34 +442,21 @@ fn kill_on_wedge_records_that_sigkill_did_not_work() {
         incident["timeline"]
     );
     let pid = incident["process"]["pid"].as_i64().unwrap() as i32;
-    fs.thaw().unwrap();
+    wedge.fs.thaw().unwrap();
     // Once thawed, the pending SIGKILL takes effect.
     assert!(wait_gone(pid, Duration::from_secs(10)));
-    let _ = std::fs::remove_dir_all(&out);
+    wedge.remove_scratch();
 }
 
 #[test]
 fn a_wedge_that_ends_is_closed_as_resolved() {
-    let Some((mut fs, file, out, out_s)) =
-        frozen_target("a_wedge_that_ends_is_closed_as_resolved", "resolved")
-    else {
+    let Some(mut wedge) = Wedge::new("a_wedge_that_ends_is_closed_as_resolved", "resolved") else {
         return;
     };
-    let run = run_watch(
-        &[
-            "--threshold",
-            "1",
-            "--interval",
-            "0.25",
-            "--no-nvidia-smi",
-            "--out",
-            out_s.to_str().unwrap(),
-        ],
-        &wedge_helper(&file),
-    );
+    let run = wedge.run().threshold("1").interval("0.25").start();
     // Wait for the complete incident, then end the wedge.
-    let dir = wait_complete_incident(&out_s);
-    fs.thaw().unwrap();
+    let dir = wait_complete_incident(&wedge.out);
+    wedge.fs.thaw().unwrap();
     let done = wait_limited(run, Duration::from_secs(20));
     assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
     let incident = load(&dir);
@@ -633,32 +471,21 @@ fn a_wedge_that_ends_is_closed_as_resolved() {
         "{}",
         incident["timeline"]
     );
-    assert_eq!(incidents(&out_s).len(), 1, "one incident per episode");
-    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(incidents(&wedge.out).len(), 1, "one incident per episode");
+    wedge.remove_scratch();
 }
 
 #[test]
 fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
-    let Some((mut fs, file, out, out_s)) = frozen_target(
+    let Some(mut wedge) = Wedge::new(
         "sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command",
         "sigint",
     ) else {
         return;
     };
     // No --exit-after: run stays while the command lives, until a signal.
-    let run = run_watch(
-        &[
-            "--threshold",
-            "1",
-            "--interval",
-            "0.25",
-            "--no-nvidia-smi",
-            "--out",
-            out_s.to_str().unwrap(),
-        ],
-        &wedge_helper(&file),
-    );
-    let dir = wait_complete_incident(&out_s);
+    let run = wedge.run().threshold("1").interval("0.25").start();
+    let dir = wait_complete_incident(&wedge.out);
     std::thread::sleep(Duration::from_millis(500));
     assert!(run.child.id() > 0);
     let signalled = Instant::now();
@@ -678,50 +505,34 @@ fn sigint_after_a_capture_exits_3_without_waiting_for_the_wedged_command() {
         done.stdout
     );
     let pid = load(&dir)["process"]["pid"].as_i64().unwrap() as i32;
-    fs.thaw().unwrap();
+    wedge.fs.thaw().unwrap();
     assert!(wait_gone(pid, Duration::from_secs(10)));
-    let _ = std::fs::remove_dir_all(&out);
+    wedge.remove_scratch();
 }
 
 #[test]
 fn every_ring_of_the_process_is_captured_the_one_in_flight_first() {
-    let Some((mut fs, file, out, out_s)) = frozen_target(
+    let Some(mut wedge) = Wedge::new(
         "every_ring_of_the_process_is_captured_the_one_in_flight_first",
         "two-rings",
     ) else {
         return;
     };
     // Outside the ring directory: found only through the helper's open fd.
-    let second = out.join("second.ring");
-    let child = run_watch(
-        &[
-            "--threshold",
-            "1",
-            "--interval",
-            "0.25",
-            "--exit-after",
-            "0.5",
-            "--no-nvidia-smi",
-            "--out",
-            out_s.to_str().unwrap(),
-        ],
-        &[
-            bin(),
-            "internal",
-            "wedge-helper",
-            "--path",
-            file.to_str().unwrap(),
-            "--second-ring",
-            second.to_str().unwrap(),
-        ],
-    );
-    let done = wait_limited(child, Duration::from_secs(30));
+    let second = wedge.scratch.join("second.ring");
+    let done = wedge
+        .run()
+        .threshold("1")
+        .interval("0.25")
+        .exit_after("0.5")
+        .helper_args(&["--second-ring", second.to_str().unwrap()])
+        .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&out_s);
+    let found = incidents(&wedge.out);
     assert_eq!(found.len(), 1, "{found:?}\n{}", done.stderr);
     let incident = load(&found[0]);
     let pid = incident["process"]["pid"].as_i64().unwrap() as i32;
-    fs.thaw().unwrap();
+    wedge.fs.thaw().unwrap();
     assert!(wait_gone(pid, Duration::from_secs(10)));
 
     // The ring with the call in flight comes first, whatever order the files were found in.
@@ -742,5 +553,5 @@ fn every_ring_of_the_process_is_captured_the_one_in_flight_first() {
     assert!(found[0].join("ring.bin").exists() && found[0].join("ring-2.bin").exists());
     let report = std::fs::read_to_string(found[0].join("report.md")).unwrap();
     assert!(report.contains("2 rings") && report.contains("second ring: completed"));
-    let _ = std::fs::remove_dir_all(&out);
+    wedge.remove_scratch();
 }
