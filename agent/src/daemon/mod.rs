@@ -25,6 +25,8 @@ pub mod config;
 pub mod log;
 pub mod notify;
 pub mod ratelimit;
+pub mod ring_trust;
+pub mod sources;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,7 +41,7 @@ use reports::store::Store;
 
 use crate::exit::{ExitCode, Failure};
 use crate::watch::launch::{signal_name, SignalChannel};
-use crate::watch::sources::{HostSource, SharedSource};
+use sources::{HostSource, SharedSource};
 use crate::watch::tracker::TrackerConfig;
 use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
 

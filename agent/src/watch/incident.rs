@@ -802,8 +802,8 @@ fn fill_process_info(root: &ProcRoot, pid: i32, incident: &mut Incident) {
 /// through the fd link itself. A ring the process does not hold open never belongs to it, whatever its
 /// header claims: a forged ring can never become another process's ring. A path is opened through
 /// `capture::untrusted` (no symlink followed, no FIFO or device opened, bounded).
-fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::watch::ring_trust::RingFile> {
-    use crate::watch::ring_trust::{self, RingFile};
+fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::daemon::ring_trust::RingFile> {
+    use crate::daemon::ring_trust::{self, RingFile};
     use std::os::unix::fs::MetadataExt;
     let max_len = wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES;
     let held = ring_trust::held_files(&settings.proc_root, pid);
@@ -947,12 +947,12 @@ const MAX_RINGS_PER_INCIDENT: usize = 4;
 fn read_ring_excerpt(
     settings: &CaptureSettings,
     pid: i32,
-    ring: &crate::watch::ring_trust::RingFile,
+    ring: &crate::daemon::ring_trust::RingFile,
     incident: &mut Incident,
 ) -> (RingExcerpt, Vec<u8>) {
     let read_at = Timestamp::now();
     // Entry names are chosen by whoever writes the ring directory: escaped before they reach a report.
-    let shown = crate::watch::ring_trust::printable_path(&ring.path);
+    let shown = crate::daemon::ring_trust::printable_path(&ring.path);
     match wedge_breadcrumb::reader::read_ring_from_file_with_bytes(
         &ring.file,
         &wedge_breadcrumb::reader::ReadOptions::default(),

@@ -21,9 +21,7 @@
 pub mod bench;
 pub mod incident;
 pub mod launch;
-pub mod ring_trust;
 pub mod scan;
-pub mod sources;
 pub mod targets;
 pub mod tracker;
 
