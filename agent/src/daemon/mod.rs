@@ -41,9 +41,9 @@ use reports::store::Store;
 
 use crate::exit::{ExitCode, Failure};
 use crate::watch::launch::{signal_name, SignalChannel};
-use sources::{HostSource, SharedSource};
 use crate::watch::tracker::TrackerConfig;
 use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
+use sources::{HostSource, SharedSource};
 
 use config::{Overrides, Settings};
 use log::{Level, Logger};
