@@ -1,5 +1,5 @@
 //! The host daemon behind `wedge-capture agent`: the shared watch loop ([`crate::watch::Watcher`]) fed by
-//! the host target sources ([`crate::watch::sources`]), driven by signals and the service manager.
+//! the host target sources ([`sources`]), driven by signals and the service manager.
 //!
 //! Map:
 //! - [`config`]: the JSON config file, command-line overrides, validation (reloaded on SIGHUP).
@@ -8,6 +8,9 @@
 //! - [`ratelimit`]: at most one new incident per process per window; one on-demand incident per process
 //!   per `on_demand_rate_limit`.
 //! - [`bench`]: the cost of finding targets (`agent --bench-scans N`).
+//! - [`sources`]: the host target sources (comm, cgroup, processes holding `/dev/nvidia*`, ring directories).
+//! - [`ring_trust`]: ring headers are claims: verified against the kernel before a ring names a target (also
+//!   used by the capture's `rings` stage to open a process's rings safely).
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
 //! next scan. Signals are coalesced ([`Pending`]) and served by priority: SIGTERM/SIGINT first, ahead of

@@ -7,8 +7,8 @@
 //! kernel log, host context) and an update; then the risky stages (probes in sacrificial children with one
 //! deadline, the optional kill); then the incident is finished (`complete=true`, report.md). One incident
 //! per episode: later wedged threads of the same process and periodic re-samples update it; when every
-//! wedged thread left D it is closed as resolved. The verdict is computed in one place, [`set_verdict`],
-//! called by the two functions every durable write goes through ([`create`], [`write`]).
+//! wedged thread left D it is closed as resolved. The verdict is computed in one place, `set_verdict`,
+//! called by the two functions every durable write goes through (`create`, `write`).
 //!
 //! No wedge is lost to a full disk: an episode whose first write fails stays in memory with the evidence
 //! as of detection (the snapshot taken then) and every write that failed is retried at each tick until it
