@@ -175,7 +175,7 @@ fn now_mono_ns() -> u64 {
 }
 
 /// The verdict an incident is written with, from what it holds at this write; an on-demand incident says
-/// so first ("on-demand capture (SIGUSR1): …"). Called only by [`create`] and [`write`]: the verdict is
+/// so first ("on-demand capture (SIGUSR1): …"). Called only by [`create`] and [`write()`]: the verdict is
 /// computed once per durable write, here.
 fn set_verdict(incident: &mut Incident, on_demand: Option<&str>) {
     let verdict = reports::render::verdict(incident);
@@ -780,11 +780,63 @@ mod tests {
     use super::*;
 
     fn capturer(dir: &Path) -> Capturer {
+        capturer_with(dir, |_| {})
+    }
+
+    fn capturer_with(dir: &Path, change: impl FnOnce(&mut CaptureSettings)) -> Capturer {
         let mut settings = CaptureSettings::new(ProcRoot::default());
         settings.nvidia_smi = false;
         settings.probe_timeout = Duration::from_millis(500);
+        change(&mut settings);
         let store = Store::open(dir, reports::retention::Retention::DEFAULT).unwrap();
         Capturer::new(settings, store)
+    }
+
+    #[test]
+    fn on_demand_runs_the_same_stages_and_never_kills() {
+        let dir = tempfile::tempdir().unwrap();
+        // Were the kill stage to act on demand, it would kill this test process.
+        let mut capturer = capturer_with(dir.path(), |s| s.kill_on_wedge = true);
+        let me = std::process::id() as i32;
+        let mut out = Vec::new();
+        capturer.capture_on_demand(me, "SIGUSR1", &mut out);
+        let [CaptureEvent::Opened { .. }, CaptureEvent::Completed {
+            path,
+            verdict,
+            killed,
+            ..
+        }] = &out[..]
+        else {
+            panic!("{out:?}")
+        };
+        assert!(
+            verdict.starts_with("on-demand capture (SIGUSR1): "),
+            "{verdict}"
+        );
+        assert_eq!(*killed, None);
+        let incident =
+            reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        assert!(incident.complete);
+        assert_eq!(&incident.verdict, verdict);
+        // Minimal, safe and risky stages all ran: threads, host context, probes.
+        assert!(!incident.samples.is_empty());
+        assert!(incident.host_context.captured_at.monotonic_ns.is_some());
+        assert!(
+            incident
+                .probes
+                .iter()
+                .any(|p| p.name.starts_with("cmdline")),
+            "{:?}",
+            incident.probes
+        );
+        assert!(
+            !incident
+                .timeline
+                .iter()
+                .any(|t| t.event.contains("SIGKILL")),
+            "{:?}",
+            incident.timeline
+        );
     }
 
     fn my_start_time() -> u64 {
