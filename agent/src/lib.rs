@@ -5,8 +5,10 @@
 //! - [`exit`]: documented exit codes and the error type that carries one.
 //! - [`cmd`]: one module per subcommand; each has `run(args) -> anyhow::Result<ExitCode>`.
 //! - [`watch`]: the watch loop shared by `run`, `selftest` and `agent`: target sources → hot scan →
-//!   tracker (D-state episodes, no-progress proof) → capture on wedge → durable incident.
-//! - [`daemon`]: what only the host agent needs: config file, reload, sd_notify, rate limits.
+//!   tracker (D-state episodes, no-progress proof) → episode lifecycle (`watch::incident`) → the capture's
+//!   ordered stages (`watch::stages::STAGES`) → durable incident.
+//! - [`daemon`]: what only the host agent needs: config file, reload, sd_notify, rate limits, and the host
+//!   target sources (comm, cgroup, GPU fds, ring directories; ring headers verified against the kernel).
 //! - [`host`]: host context read without blocking: /dev/kmsg, PSI, meminfo, identity.
 //! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline.
 //! - [`inject_env`]: finding libwedge_inject.so and libcupti for `run --inject`.

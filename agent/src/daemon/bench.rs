@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use capture::ProcRoot;
 
 use super::config::Settings;
-use crate::watch::sources::{is_nvidia_device, HostSource};
+use crate::daemon::sources::{is_nvidia_device, HostSource};
 use crate::watch::targets::TargetSource;
 
 fn cpu_time() -> Duration {

@@ -9,7 +9,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::run::parse_duration;
-use crate::watch::sources::{Selection, SourceSettings};
+use crate::daemon::sources::{Selection, SourceSettings};
 
 /// Largest config file read (a config is a few hundred bytes).
 const MAX_CONFIG_BYTES: u64 = 1 << 20;

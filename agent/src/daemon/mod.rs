@@ -1,5 +1,5 @@
 //! The host daemon behind `wedge-capture agent`: the shared watch loop ([`crate::watch::Watcher`]) fed by
-//! the host target sources ([`crate::watch::sources`]), driven by signals and the service manager.
+//! the host target sources ([`sources`]), driven by signals and the service manager.
 //!
 //! Map:
 //! - [`config`]: the JSON config file, command-line overrides, validation (reloaded on SIGHUP).
@@ -8,6 +8,9 @@
 //! - [`ratelimit`]: at most one new incident per process per window; one on-demand incident per process
 //!   per `on_demand_rate_limit`.
 //! - [`bench`]: the cost of finding targets (`agent --bench-scans N`).
+//! - [`sources`]: the host target sources (comm, cgroup, processes holding `/dev/nvidia*`, ring directories).
+//! - [`ring_trust`]: ring headers are claims: verified against the kernel before a ring names a target (also
+//!   used by the capture's `rings` stage to open a process's rings safely).
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
 //! next scan. Signals are coalesced ([`Pending`]) and served by priority: SIGTERM/SIGINT first, ahead of
@@ -25,6 +28,8 @@ pub mod config;
 pub mod log;
 pub mod notify;
 pub mod ratelimit;
+pub mod ring_trust;
+pub mod sources;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,9 +44,9 @@ use reports::store::Store;
 
 use crate::exit::{ExitCode, Failure};
 use crate::watch::launch::{signal_name, SignalChannel};
-use crate::watch::sources::{HostSource, SharedSource};
 use crate::watch::tracker::TrackerConfig;
 use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
+use sources::{HostSource, SharedSource};
 
 use config::{Overrides, Settings};
 use log::{Level, Logger};

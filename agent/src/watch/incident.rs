@@ -1,10 +1,14 @@
-//! The capture path: what happens when the tracker declares a wedge, and how an episode's incident evolves.
+//! The episode lifecycle: what happens when the tracker declares a wedge, and how an episode's incident
+//! evolves (open, update, retry, resolve, gone). What an incident holds is gathered by the stages of
+//! [`super::stages::STAGES`], run in table order; this module decides when each phase runs and writes.
 //!
-//! Order matters for "nothing lost": the thread snapshot (reads that cannot hang) goes into a minimal
-//! `incident.json` that is durable before anything slower runs; then the ring, the kernel log and the host
-//! context are added; then the risky probes run in sacrificial children with one deadline; then the incident
-//! is finished (`complete=true`, report.md). One incident per episode: later wedged threads of the same
-//! process and periodic re-samples update it; when every wedged thread left D it is closed as resolved.
+//! Order matters for "nothing lost": the minimal stages (process, threads: reads that cannot hang) go into
+//! a minimal `incident.json` that is durable before anything slower runs; then the safe stages (rings,
+//! kernel log, host context) and an update; then the risky stages (probes in sacrificial children with one
+//! deadline, the optional kill); then the incident is finished (`complete=true`, report.md). One incident
+//! per episode: later wedged threads of the same process and periodic re-samples update it; when every
+//! wedged thread left D it is closed as resolved. The verdict is computed in one place, `set_verdict`,
+//! called by the two functions every durable write goes through (`create`, `write`).
 //!
 //! No wedge is lost to a full disk: an episode whose first write fails stays in memory with the evidence
 //! as of detection (the snapshot taken then) and every write that failed is retried at each tick until it
@@ -17,16 +21,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capture::{ProcRoot, SnapshotOptions};
-use reports::model::{
-    DStateTask, EpisodeStatus, HostContext, HostInfo, Incident, KernelLogLine, NotCaptured,
-    PsiLine as ReportPsiLine, RingExcerpt, Sample, TimelineEvent, Timestamp, WedgedThread,
-};
+use reports::model::{EpisodeStatus, HostInfo, Incident, Sample, Timestamp, WedgedThread};
 use reports::store::{IncidentHandle, Store};
 
+use super::stages::{self, not_captured, timeline, Capture, Phase};
 use crate::host::identity::HostIdentity;
-use crate::host::kmsg::{self, KmsgWindow};
-use crate::host::pressure;
-use crate::probe::{self, Probe, ProbeOutcome, ProbeRunner, ProbeStatus};
+use crate::host::kmsg;
+use crate::probe::{self, ProbeRunner};
 
 /// How to capture.
 #[derive(Debug, Clone)]
@@ -173,18 +174,51 @@ fn now_mono_ns() -> u64 {
     Timestamp::now().monotonic_ns.unwrap_or(0)
 }
 
-fn timeline(incident: &mut Incident, event: impl Into<String>) {
-    incident.timeline.push(TimelineEvent {
-        at: Timestamp::now(),
-        event: event.into(),
-    });
+/// The verdict an incident is written with, from what it holds at this write; an on-demand incident says
+/// so first ("on-demand capture (SIGUSR1): …"). Called only by [`create`] and [`write()`]: the verdict is
+/// computed once per durable write, here.
+fn set_verdict(incident: &mut Incident, on_demand: Option<&str>) {
+    let verdict = reports::render::verdict(incident);
+    incident.verdict = match on_demand {
+        Some(reason) => format!("on-demand capture ({reason}): {verdict}"),
+        None => verdict,
+    };
 }
 
-fn not_captured(incident: &mut Incident, what: impl Into<String>, why: impl Into<String>) {
-    incident.not_captured.push(NotCaptured {
-        what: what.into(),
-        why: why.into(),
-    });
+/// An incident's first durable write.
+fn create(
+    store: &Store,
+    incident: &mut Incident,
+    on_demand: Option<&str>,
+) -> Result<IncidentHandle, reports::Error> {
+    set_verdict(incident, on_demand);
+    store.create(incident)
+}
+
+/// Every later durable write: an update, or the final one (`finish`: complete=true, report.md).
+fn write(
+    handle: &mut IncidentHandle,
+    incident: &mut Incident,
+    finish: bool,
+    on_demand: Option<&str>,
+) -> Result<(), reports::Error> {
+    set_verdict(incident, on_demand);
+    if finish {
+        handle.finish(incident)
+    } else {
+        handle.update(incident)
+    }
+}
+
+/// What kind of capture a run of the stages belongs to.
+#[derive(Debug, Clone, Copy)]
+struct StageRun {
+    /// When the wedge began (now, on demand): the kernel log is kept from before it.
+    since_ns: u64,
+    /// A wedge capture (the kill stage may act), not an on-demand one.
+    wedge: bool,
+    /// The episode ended before its first write landed.
+    episode_ended: bool,
 }
 
 /// Why a durable write failed, in words for the log and the incident's timeline.
@@ -264,25 +298,37 @@ impl Capturer {
         self.settings.ring_dirs = dirs;
     }
 
-    /// The first durable write of an incident; on failure the event says where it could not be written.
-    fn create_or_report(
-        &self,
+    /// Run the stages of `phase`, in table order, on `incident`; returns whether the kill stage killed.
+    fn run_stages(
+        &mut self,
+        phase: Phase,
         pid: i32,
-        incident: &Incident,
-        out: &mut Vec<CaptureEvent>,
-    ) -> Option<IncidentHandle> {
-        match self.store.create(incident) {
-            Ok(handle) => Some(handle),
-            Err(err) => {
-                out.push(CaptureEvent::Failed {
-                    pid,
-                    message: format!(
-                        "cannot write the incident under {}: {err}",
-                        self.store.dir().display()
-                    ),
-                });
-                None
-            }
+        incident: &mut Incident,
+        handle: Option<&IncidentHandle>,
+        run: StageRun,
+    ) -> Option<bool> {
+        let mut capture = Capture {
+            settings: &self.settings,
+            pid,
+            incident,
+            handle,
+            probes: &mut self.probes,
+            since_ns: run.since_ns,
+            wedge: run.wedge,
+            episode_ended: run.episode_ended,
+            killed: None,
+        };
+        stages::run_phase(stages::STAGES, phase, &mut capture);
+        capture.killed
+    }
+
+    fn host_info(&self) -> HostInfo {
+        HostInfo {
+            hostname: self.host.hostname.clone(),
+            boot_id: self.host.boot_id.clone().unwrap_or_default(),
+            kernel_release: self.host.kernel.clone(),
+            arch: self.host.arch.clone(),
+            nvidia_driver_version: None,
         }
     }
 
@@ -291,33 +337,33 @@ impl Capturer {
     /// episode. The verdict and the timeline say it was asked for (`reason`).
     pub fn capture_on_demand(&mut self, pid: i32, reason: &str, out: &mut Vec<CaptureEvent>) {
         let detected = Instant::now();
-        let settings = &self.settings;
-        let root = &settings.proc_root;
+        let on_demand = Some(reason);
         let mut incident = Incident::new(pid);
         incident.trigger = reports::model::Trigger::OnDemand;
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
-        incident.host = HostInfo {
-            hostname: self.host.hostname.clone(),
-            boot_id: self.host.boot_id.clone().unwrap_or_default(),
-            kernel_release: self.host.kernel.clone(),
-            arch: self.host.arch.clone(),
-            nvidia_driver_version: None,
-        };
+        incident.host = self.host_info();
         timeline(
             &mut incident,
             format!("on-demand capture ({reason}): not a detected wedge"),
         );
-        fill_process_info(root, pid, &mut incident);
-        push_all_threads_sample(root, pid, &mut incident);
-        let on_demand = |incident: &Incident| {
-            format!(
-                "on-demand capture ({reason}): {}",
-                reports::render::verdict(incident)
-            )
+        let run = StageRun {
+            since_ns: now_mono_ns(),
+            wedge: false,
+            episode_ended: false,
         };
-        incident.verdict = on_demand(&incident);
-        let Some(mut handle) = self.create_or_report(pid, &incident, out) else {
-            return;
+        self.run_stages(Phase::Minimal, pid, &mut incident, None, run);
+        let mut handle = match create(&self.store, &mut incident, on_demand) {
+            Ok(handle) => handle,
+            Err(err) => {
+                out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!(
+                        "cannot write the incident under {}: {err}",
+                        self.store.dir().display()
+                    ),
+                });
+                return;
+            }
         };
         let path = handle.path().to_path_buf();
         incident.id = handle.id().to_string();
@@ -327,17 +373,13 @@ impl Capturer {
             path: path.clone(),
             durable_after: detected.elapsed(),
         });
-        capture_ring(settings, pid, &mut incident, &handle);
-        capture_kernel_log(settings, now_mono_ns(), &mut incident);
-        incident.host_context = host_context(settings, &mut incident);
-        let probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
-        let started_at = Timestamp::now();
-        let outcomes = self.probes.run_all(&probes);
-        apply_probes(&outcomes, &started_at, &mut incident);
-        incident.verdict = on_demand(&incident);
+        self.run_stages(Phase::Safe, pid, &mut incident, Some(&handle), run);
+        // A richer incident.json before the slow part; what fails here is in the final write too.
+        let _ = write(&mut handle, &mut incident, false, on_demand);
+        self.run_stages(Phase::Risky, pid, &mut incident, Some(&handle), run);
         timeline(&mut incident, "capture complete");
         incident.complete = true;
-        match handle.finish(&incident) {
+        match write(&mut handle, &mut incident, true, on_demand) {
             Ok(()) => out.push(CaptureEvent::Completed {
                 pid,
                 path,
@@ -429,13 +471,7 @@ impl Capturer {
         let mut incident = Incident::new(pid);
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
         incident.episode.started_at = Timestamp::monotonic(d_since_ns);
-        incident.host = HostInfo {
-            hostname: self.host.hostname.clone(),
-            boot_id: self.host.boot_id.clone().unwrap_or_default(),
-            kernel_release: self.host.kernel.clone(),
-            arch: self.host.arch.clone(),
-            nvidia_driver_version: None,
-        };
+        incident.host = self.host_info();
         incident.wedged_threads.push(WedgedThread {
             tid,
             comm: comm.to_string(),
@@ -448,13 +484,18 @@ impl Capturer {
                 now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
             ),
         );
-        fill_process_info(root, pid, &mut incident);
-        push_all_threads_sample(root, pid, &mut incident);
-        if incident.samples.is_empty() || !same_thread(root, pid, tid, start_time) {
+        let run = StageRun {
+            since_ns: d_since_ns,
+            wedge: true,
+            episode_ended: false,
+        };
+        self.run_stages(Phase::Minimal, pid, &mut incident, None, run);
+        if incident.samples.is_empty()
+            || !same_thread(&self.settings.proc_root, pid, tid, start_time)
+        {
             self.gone(pid, tid, out);
             return;
         }
-        incident.verdict = reports::render::verdict(&incident);
         let mut wedged = BTreeMap::new();
         wedged.insert(tid, d_since_ns);
         let mut episode = Episode {
@@ -492,7 +533,7 @@ impl Capturer {
     fn advance(&mut self, pid: i32, episode: &mut Episode, out: &mut Vec<CaptureEvent>) {
         if episode.handle.is_none() {
             // 1. Durable minimal incident (the evidence as of detection).
-            match self.store.create(&episode.incident) {
+            match create(&self.store, &mut episode.incident, None) {
                 Ok(handle) => {
                     let durable_after = episode.detected.elapsed();
                     let path = handle.path().to_path_buf();
@@ -548,61 +589,32 @@ impl Capturer {
         self.persist(pid, episode, out);
     }
 
-    /// Ring, kernel log, host context, the risky probes and the optional kill: everything after the minimal
-    /// incident. An episode that ended before its first write landed gets no probes (they would describe
-    /// the process after its wedge).
+    /// The safe stages, an update, the risky stages (the probes and the optional kill): everything after
+    /// the minimal incident. An episode that ended before its first write landed gets no host context, no
+    /// probes and no kill (they would describe the process after its wedge).
     fn capture_rest(&mut self, pid: i32, episode: &mut Episode) {
-        let settings = &self.settings;
-        let root = &settings.proc_root;
-        let Some(handle) = episode.handle.as_ref() else {
+        let Some(handle) = episode.handle.as_mut() else {
             return;
         };
         let incident = &mut episode.incident;
-        // 2. Ring, kernel log, host context: safe reads.
-        capture_ring(settings, pid, incident, handle);
-        capture_kernel_log(settings, episode.started_ns, incident);
-        if episode.resolved_after.is_some() {
+        let ended = episode.resolved_after.is_some();
+        let run = StageRun {
+            since_ns: episode.started_ns,
+            wedge: true,
+            episode_ended: ended,
+        };
+        self.run_stages(Phase::Safe, pid, incident, Some(&*handle), run);
+        if ended {
             not_captured(
                 incident,
                 "host context and probes",
                 "the episode ended before the incident could be written",
             );
         } else {
-            incident.host_context = host_context(settings, incident);
-            incident.verdict = reports::render::verdict(incident);
             // A richer incident.json before the slow part; a failure here is retried with the final write.
-            let _ = handle.update(incident);
-
-            // 3. Risky probes, in sacrificial children with one deadline.
-            let mut probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
-            for (i, file) in settings.extra_probe_files.iter().enumerate() {
-                probes.push(Probe::read_file(
-                    &format!("extra-{}", i + 1),
-                    file.clone(),
-                    "the file's driver is probably blocked",
-                ));
-            }
-            let started_at = Timestamp::now();
-            let outcomes = self.probes.run_all(&probes);
-            apply_probes(&outcomes, &started_at, incident);
-
-            // 4. Optional kill.
-            if settings.kill_on_wedge {
-                let died = kill_and_check(root, pid);
-                episode.killed = Some(died);
-                timeline(
-                    incident,
-                    if died {
-                        "SIGKILL sent (--kill-on-wedge): the process died".to_string()
-                    } else {
-                        "SIGKILL sent (--kill-on-wedge): the process is still there after 1 s (unkillable: \
-                         uninterruptible sleep)"
-                            .to_string()
-                    },
-                );
-            }
+            let _ = write(handle, incident, false, None);
+            episode.killed = self.run_stages(Phase::Risky, pid, incident, Some(&*handle), run);
         }
-        incident.verdict = reports::render::verdict(incident);
         timeline(incident, "capture complete");
         incident.complete = true;
     }
@@ -618,12 +630,7 @@ impl Capturer {
         }
         let path = handle.path().to_path_buf();
         let finishing = episode.complete_wanted && !episode.finished;
-        let result = if finishing {
-            handle.finish(&episode.incident)
-        } else {
-            handle.update(&episode.incident)
-        };
-        if let Err(err) = result {
+        if let Err(err) = write(handle, &mut episode.incident, finishing, None) {
             let why = write_failure_reason(&err);
             if episode.write_failure.is_none() {
                 out.push(CaptureEvent::Failed {
@@ -651,7 +658,7 @@ impl Capturer {
                 ),
             );
             // The line above must be durable too; if this write fails the next tick retries it.
-            episode.unwritten = handle.update(&episode.incident).is_err();
+            episode.unwritten = write(handle, &mut episode.incident, false, None).is_err();
             out.push(CaptureEvent::Landed {
                 pid,
                 path: path.clone(),
@@ -762,466 +769,9 @@ impl Capturer {
                 if samples.len() > max {
                     samples.remove(1);
                 }
-                episode.incident.verdict = reports::render::verdict(&episode.incident);
             }
             Err(err) => timeline(&mut episode.incident, format!("new sample failed: {err}")),
         }
-    }
-}
-
-/// NSpid, comm, cgroup and container of the process (reads that cannot hang).
-fn fill_process_info(root: &ProcRoot, pid: i32, incident: &mut Incident) {
-    match root.read_task_status(pid, pid) {
-        Ok(status) => {
-            incident.process.nspid = status.nspid.clone();
-            incident.process.comm = status.name.clone().unwrap_or_default();
-        }
-        Err(err) => not_captured(incident, "process status (NSpid)", err.to_string()),
-    }
-    match root.cgroup(pid) {
-        Ok(lines) => {
-            let line = lines
-                .iter()
-                .find(|l| l.is_v2())
-                .or_else(|| lines.first())
-                .map(|l| l.path.clone());
-            incident.process.container_id = line
-                .as_deref()
-                .and_then(capture::parse::cgroup::container_id)
-                .map(|c| format!("{}:{}", c.runtime, c.id));
-            incident.process.cgroup = line;
-        }
-        Err(err) => not_captured(incident, "cgroup", err.to_string()),
-    }
-}
-
-/// Ring files that belong to `pid`: files the process holds open (stat of each fd link: no lock taken)
-/// whose name ends in `.ring` — opened by the fd link's path when that path resolves here to the very
-/// inode held, else found in the ring directories by that inode (a worker in a container sees the ring
-/// under another path than the host does), else (unlinked, or a directory the agent does not watch)
-/// through the fd link itself. A ring the process does not hold open never belongs to it, whatever its
-/// header claims: a forged ring can never become another process's ring. A path is opened through
-/// `capture::untrusted` (no symlink followed, no FIFO or device opened, bounded).
-fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::watch::ring_trust::RingFile> {
-    use crate::watch::ring_trust::{self, RingFile};
-    use std::os::unix::fs::MetadataExt;
-    let max_len = wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES;
-    let held = ring_trust::held_files(&settings.proc_root, pid);
-    let mut found = Vec::new();
-    let mut unmatched = std::collections::HashMap::new();
-    for (&inode, link) in &held {
-        let Ok(target) = std::fs::read_link(link) else {
-            continue;
-        };
-        if !ring_trust::names_a_ring(&target) {
-            continue;
-        }
-        match ring_trust::open_ring(&target, max_len) {
-            Ok(file) if (file.identity().dev, file.identity().ino) == inode => {
-                found.extend(RingFile::from_untrusted(&file).ok());
-            }
-            _ => {
-                unmatched.insert(inode, (link.clone(), target));
-            }
-        }
-    }
-    if !unmatched.is_empty() {
-        for dir in &settings.ring_dirs {
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                continue;
-            };
-            for entry in entries.flatten().take(100_000) {
-                let path = entry.path();
-                if path.extension().is_none_or(|e| e != "ring") {
-                    continue;
-                }
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                let inode = (meta.dev(), meta.ino());
-                if !unmatched.contains_key(&inode) {
-                    continue;
-                }
-                if let Ok(file) = ring_trust::open_ring(&path, max_len) {
-                    if (file.identity().dev, file.identity().ino) == inode {
-                        if let Ok(ring) = RingFile::from_untrusted(&file) {
-                            unmatched.remove(&inode);
-                            found.push(ring);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for (inode, (link, target)) in unmatched {
-        if let Ok(file) = ring_trust::open_held(&link, inode, max_len) {
-            found.push(RingFile { file, path: target });
-        }
-    }
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found
-}
-
-/// A snapshot of every thread of `pid` (not only the wedged one: siblings in page faults matter), or a
-/// note saying why there is none.
-fn push_all_threads_sample(root: &ProcRoot, pid: i32, incident: &mut Incident) {
-    let options = SnapshotOptions {
-        all_threads: true,
-        ..SnapshotOptions::default()
-    };
-    match capture::snapshot_process(root, pid, &options) {
-        Ok(snapshot) => incident.samples.push(Sample {
-            taken_at: Timestamp::now(),
-            snapshot,
-        }),
-        Err(err) => not_captured(incident, "thread snapshot", err.to_string()),
-    }
-}
-
-fn capture_ring(
-    settings: &CaptureSettings,
-    pid: i32,
-    incident: &mut Incident,
-    handle: &IncidentHandle,
-) {
-    let mut rings = find_rings(settings, pid);
-    if rings.is_empty() {
-        not_captured(
-            incident,
-            "breadcrumb ring",
-            "no ring file found (the process holds no *.ring file open)",
-        );
-        return;
-    }
-    if rings.len() > MAX_RINGS_PER_INCIDENT {
-        timeline(
-            incident,
-            format!(
-                "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
-                rings.len()
-            ),
-        );
-        rings.truncate(MAX_RINGS_PER_INCIDENT);
-    }
-    // A process can hold several rings (its own breadcrumbs and the CUPTI injection's): read them all,
-    // then put first the one that explains the wedge — an in-flight call, the oldest one first.
-    let mut excerpts: Vec<(RingExcerpt, Vec<u8>)> = rings
-        .iter()
-        .map(|ring| read_ring_excerpt(settings, pid, ring, incident))
-        .collect();
-    excerpts.sort_by_key(|(excerpt, _)| {
-        let oldest_in_flight = excerpt
-            .in_flight
-            .iter()
-            .map(|f| f.entered_monotonic_ns)
-            .min();
-        (
-            oldest_in_flight.is_none(),
-            oldest_in_flight.unwrap_or(u64::MAX),
-        )
-    });
-    for (n, (mut excerpt, bytes)) in excerpts.into_iter().enumerate() {
-        if !bytes.is_empty() {
-            let name = if n == 0 {
-                reports::store::RING_FILE.to_string()
-            } else {
-                format!("ring-{}.bin", n + 1)
-            };
-            match handle.write_file(&name, &bytes) {
-                Ok(()) => excerpt.copy = Some(name),
-                Err(err) => not_captured(incident, "ring copy", format!("{name}: {err}")),
-            }
-        }
-        if n == 0 {
-            incident.ring = Some(excerpt);
-        } else {
-            incident.extra_rings.push(excerpt);
-        }
-    }
-}
-
-/// At most this many rings of one process are read into an incident.
-const MAX_RINGS_PER_INCIDENT: usize = 4;
-
-/// One ring, read from outside; the bytes are empty when it could not be read.
-fn read_ring_excerpt(
-    settings: &CaptureSettings,
-    pid: i32,
-    ring: &crate::watch::ring_trust::RingFile,
-    incident: &mut Incident,
-) -> (RingExcerpt, Vec<u8>) {
-    let read_at = Timestamp::now();
-    // Entry names are chosen by whoever writes the ring directory: escaped before they reach a report.
-    let shown = crate::watch::ring_trust::printable_path(&ring.path);
-    match wedge_breadcrumb::reader::read_ring_from_file_with_bytes(
-        &ring.file,
-        &wedge_breadcrumb::reader::ReadOptions::default(),
-    ) {
-        Ok((snapshot, bytes)) => {
-            let mut excerpt = RingExcerpt::from_snapshot(Some(shown.clone()), &snapshot, 256);
-            excerpt.read_at = read_at;
-            if incident.process.nspid.len() > 1 {
-                let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
-                if translated > 0 {
-                    timeline(
-                        incident,
-                        format!(
-                            "ring {shown} thread ids translated from the process's PID namespace to host ids \
-                             ({translated} records; the ring copy keeps the original)"
-                        ),
-                    );
-                }
-            }
-            (excerpt, bytes)
-        }
-        Err(err) => {
-            // The reader's errors say what is wrong with the file, never what it holds.
-            let mut excerpt = RingExcerpt::unreadable(Some(shown), err.to_string());
-            excerpt.read_at = read_at;
-            (excerpt, Vec::new())
-        }
-    }
-}
-
-/// A worker in a PID namespace writes its own (namespace) thread ids into the ring; the snapshot has host
-/// ids. Map them through each thread's NSpid (innermost id → host id). Returns how many ids were changed.
-fn namespace_tids_to_host(root: &ProcRoot, pid: i32, excerpt: &mut RingExcerpt) -> usize {
-    let mut map = std::collections::HashMap::new();
-    for tid in root.tasks(pid).unwrap_or_default() {
-        if let Ok(status) = root.read_task_status(pid, tid) {
-            if let Some(&inner) = status.nspid.last() {
-                if let Ok(inner) = u32::try_from(inner) {
-                    map.insert(inner, tid as u32);
-                }
-            }
-        }
-    }
-    let mut changed = 0;
-    for record in &mut excerpt.records {
-        if let Some(&host) = map.get(&record.tid) {
-            changed += usize::from(host != record.tid);
-            record.tid = host;
-        }
-    }
-    for call in &mut excerpt.in_flight {
-        if let Some(&host) = map.get(&call.tid) {
-            changed += usize::from(host != call.tid);
-            call.tid = host;
-        }
-    }
-    changed
-}
-
-fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mut Incident) {
-    let since_us = (d_since_ns / 1000).saturating_sub(settings.kmsg_before.as_micros() as u64);
-    let window = KmsgWindow {
-        since_usec: since_us,
-        max_recent: 400,
-        max_flagged_before: 100,
-    };
-    match kmsg::read_around(&settings.kmsg_path, &window) {
-        Ok(capture) => {
-            incident.kernel_log = capture
-                .records
-                .into_iter()
-                .map(|r| KernelLogLine::new(Some(r.seq), Some(r.level), Some(r.usec), r.message))
-                .collect();
-            if capture.lost > 0 {
-                timeline(
-                    incident,
-                    format!(
-                        "{} kernel log records were overwritten while being read",
-                        capture.lost
-                    ),
-                );
-            }
-        }
-        Err(err) => not_captured(
-            incident,
-            "kernel log",
-            format!(
-                "{}: {err}{}",
-                settings.kmsg_path.display(),
-                if err.kind() == std::io::ErrorKind::PermissionDenied {
-                    " (needs CAP_SYSLOG when kernel.dmesg_restrict=1)"
-                } else {
-                    ""
-                }
-            ),
-        ),
-    }
-}
-
-/// PSI, meminfo, loadavg and the census of D-state tasks.
-pub fn host_context(settings: &CaptureSettings, incident: &mut Incident) -> HostContext {
-    let root = settings.proc_root.path();
-    let mut context = HostContext {
-        captured_at: Timestamp::now(),
-        ..HostContext::default()
-    };
-    for resource in ["cpu", "memory", "io", "irq"] {
-        let path = root.join("pressure").join(resource);
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
-        if pressure::parse_psi(&bytes).is_err() {
-            continue;
-        }
-        for line in String::from_utf8_lossy(&bytes).lines() {
-            context.psi.push(ReportPsiLine {
-                resource: resource.to_string(),
-                line: line.to_string(),
-            });
-        }
-    }
-    match std::fs::read(root.join("meminfo"))
-        .map_err(|e| e.to_string())
-        .and_then(|b| pressure::parse_meminfo(&b).map_err(|e| e.to_string()))
-    {
-        Ok(all) => {
-            context.meminfo_kb = pressure::MEMINFO_HIGHLIGHTS
-                .iter()
-                .filter_map(|&k| all.get(k).map(|&v| (k.to_string(), v)))
-                .collect();
-        }
-        Err(err) => not_captured(incident, "meminfo", err),
-    }
-    context.loadavg = std::fs::read_to_string(root.join("loadavg"))
-        .ok()
-        .map(|s| s.trim().to_string());
-    let (tasks, total) = d_state_census(&settings.proc_root, settings.max_census);
-    if total as usize > tasks.len() {
-        context.d_state_total = Some(total);
-    }
-    context.d_state_tasks = tasks;
-    context
-}
-
-/// Every task of the host in D (pid, tid, comm, wchan, cgroup), at most `max` listed; and the total.
-pub fn d_state_census(root: &ProcRoot, max: usize) -> (Vec<DStateTask>, u64) {
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    let Ok(pids) = root.pids() else {
-        return (out, 0);
-    };
-    for pid in pids {
-        let Ok(tids) = root.tasks(pid) else {
-            continue;
-        };
-        let mut cgroup: Option<Option<String>> = None;
-        for tid in tids {
-            let Ok(stat) = root.read_task_stat(pid, tid) else {
-                continue;
-            };
-            if stat.state != 'D' {
-                continue;
-            }
-            total += 1;
-            if out.len() >= max {
-                continue;
-            }
-            let cgroup = cgroup
-                .get_or_insert_with(|| {
-                    root.cgroup(pid)
-                        .ok()
-                        .and_then(|lines| lines.into_iter().find(|l| l.is_v2()).map(|l| l.path))
-                })
-                .clone();
-            out.push(DStateTask {
-                pid,
-                tid,
-                comm: stat.comm.clone(),
-                wchan: root.read_wchan(pid, tid).ok().flatten(),
-                cgroup,
-            });
-        }
-    }
-    (out, total)
-}
-
-fn apply_probes(outcomes: &[ProbeOutcome], started_at: &Timestamp, incident: &mut Incident) {
-    for outcome in outcomes {
-        let report_outcome = match outcome.status {
-            ProbeStatus::Ok => reports::model::ProbeOutcome::Ok,
-            ProbeStatus::TimedOut => reports::model::ProbeOutcome::Timeout,
-            ProbeStatus::Failed | ProbeStatus::Skipped => reports::model::ProbeOutcome::Error,
-        };
-        if outcome.status == ProbeStatus::TimedOut {
-            timeline(
-                incident,
-                format!(
-                    "probe {} ({}) {}",
-                    outcome.name, outcome.target, outcome.detail
-                ),
-            );
-        }
-        match (outcome.name.as_str(), &outcome.status) {
-            ("cmdline", ProbeStatus::Ok) => {
-                let args: Vec<String> = outcome
-                    .output
-                    .split('\0')
-                    .filter(|a| !a.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                if !args.is_empty() {
-                    incident.process.cmdline = Some(args);
-                }
-            }
-            ("nvidia-version", ProbeStatus::Ok) => {
-                incident.host.nvidia_driver_version = parse_nvidia_version(&outcome.output);
-            }
-            _ => {}
-        }
-        // The command line goes into `process.cmdline` (redacted), never raw into an excerpt.
-        let excerpt = if outcome.name == "cmdline" {
-            String::new()
-        } else {
-            outcome.output.chars().take(4096).collect()
-        };
-        incident.probes.push(reports::model::Probe {
-            name: format!("{} ({})", outcome.name, outcome.target),
-            outcome: report_outcome,
-            started_at: started_at.clone(),
-            duration_ms: outcome.elapsed_ms as f64,
-            output_excerpt: excerpt,
-            error: (outcome.status != ProbeStatus::Ok).then(|| outcome.detail.clone()),
-        });
-    }
-}
-
-/// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build …` → `580.95.05`.
-pub fn parse_nvidia_version(text: &str) -> Option<String> {
-    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
-    line.split_whitespace()
-        .find(|w| {
-            w.contains('.')
-                && w.split('.').count() >= 2
-                && w.split('.')
-                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .map(str::to_string)
-}
-
-/// SIGKILL `pid` and watch for 1 s whether it dies: gone, or every thread a zombie. (A killed group leader
-/// shows `Z` while a sibling thread is still stuck in D: that process has not died.)
-fn kill_and_check(root: &ProcRoot, pid: i32) -> bool {
-    crate::watch::launch::signal_process(pid, libc::SIGKILL);
-    let until = Instant::now() + Duration::from_secs(1);
-    loop {
-        let alive = match root.tasks(pid) {
-            Err(_) => false,
-            Ok(tids) => tids.iter().any(|&tid| {
-                root.read_task_stat(pid, tid)
-                    .is_ok_and(|stat| stat.state != 'Z' && stat.state != 'X')
-            }),
-        };
-        if !alive {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -1229,24 +779,64 @@ fn kill_and_check(root: &ProcRoot, pid: i32) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn nvidia_version_lines() {
-        assert_eq!(
-            parse_nvidia_version(
-                "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:47:54 UTC 2025\nGCC version:  gcc version 13.3.0\n"
-            )
-            .as_deref(),
-            Some("580.95.05")
-        );
-        assert_eq!(parse_nvidia_version("garbage"), None);
+    fn capturer(dir: &Path) -> Capturer {
+        capturer_with(dir, |_| {})
     }
 
-    fn capturer(dir: &Path) -> Capturer {
+    fn capturer_with(dir: &Path, change: impl FnOnce(&mut CaptureSettings)) -> Capturer {
         let mut settings = CaptureSettings::new(ProcRoot::default());
         settings.nvidia_smi = false;
         settings.probe_timeout = Duration::from_millis(500);
+        change(&mut settings);
         let store = Store::open(dir, reports::retention::Retention::DEFAULT).unwrap();
         Capturer::new(settings, store)
+    }
+
+    #[test]
+    fn on_demand_runs_the_same_stages_and_never_kills() {
+        let dir = tempfile::tempdir().unwrap();
+        // Were the kill stage to act on demand, it would kill this test process.
+        let mut capturer = capturer_with(dir.path(), |s| s.kill_on_wedge = true);
+        let me = std::process::id() as i32;
+        let mut out = Vec::new();
+        capturer.capture_on_demand(me, "SIGUSR1", &mut out);
+        let [CaptureEvent::Opened { .. }, CaptureEvent::Completed {
+            path,
+            verdict,
+            killed,
+            ..
+        }] = &out[..]
+        else {
+            panic!("{out:?}")
+        };
+        assert!(
+            verdict.starts_with("on-demand capture (SIGUSR1): "),
+            "{verdict}"
+        );
+        assert_eq!(*killed, None);
+        let incident =
+            reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        assert!(incident.complete);
+        assert_eq!(&incident.verdict, verdict);
+        // Minimal, safe and risky stages all ran: threads, host context, probes.
+        assert!(!incident.samples.is_empty());
+        assert!(incident.host_context.captured_at.monotonic_ns.is_some());
+        assert!(
+            incident
+                .probes
+                .iter()
+                .any(|p| p.name.starts_with("cmdline")),
+            "{:?}",
+            incident.probes
+        );
+        assert!(
+            !incident
+                .timeline
+                .iter()
+                .any(|t| t.event.contains("SIGKILL")),
+            "{:?}",
+            incident.timeline
+        );
     }
 
     fn my_start_time() -> u64 {
@@ -1370,12 +960,5 @@ mod tests {
             .and_then(|t| t.at.monotonic_ns)
             .unwrap();
         assert!(first_sample < landed_at);
-    }
-
-    #[test]
-    fn census_sees_no_impossible_tasks() {
-        let (tasks, total) = d_state_census(&ProcRoot::default(), 3);
-        assert!(tasks.len() <= 3);
-        assert!(total >= tasks.len() as u64);
     }
 }

@@ -4,9 +4,11 @@
 //! - [`targets`]: the [`targets::TargetSource`] trait; [`targets::ChildTree`] for `run`.
 //! - [`scan`]: one scan of the targets' threads (stat for all, progress signature for threads in D).
 //! - [`tracker`]: pure per-thread D-state episodes (keyed by tid + start time) and the no-progress test.
-//! - [`incident`]: capture on wedge, one incident per episode, resolution; failed writes kept and retried.
+//! - [`incident`]: the episode lifecycle: one incident per episode (open, update, retry until durable,
+//!   resolve, gone before its capture); every durable write and the verdict it carries.
+//! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
+//!   threads, rings, kernel log, host context, probes, kill), each with its deadline and `not_captured` entry.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).
-//! - [`ring_trust`]: ring headers are claims: verified against the kernel before a ring names a target.
 //!
 //! One [`Watcher::tick`] = targets → scan → tracker → capture. `run`, `selftest` and the host daemon all drive
 //! the same `Watcher`; they differ only in their target source and in what they do between ticks.
@@ -21,9 +23,8 @@
 pub mod bench;
 pub mod incident;
 pub mod launch;
-pub mod ring_trust;
 pub mod scan;
-pub mod sources;
+pub mod stages;
 pub mod targets;
 pub mod tracker;
 

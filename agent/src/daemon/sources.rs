@@ -36,7 +36,7 @@ use regex::Regex;
 use super::ring_trust::{
     self, printable_path, Budget, Claim, Rejected, RejectionLog, Verdict, Verifier,
 };
-use super::targets::{Target, TargetSource};
+use crate::watch::targets::{Target, TargetSource};
 
 /// `stat` refresh period of a known pid, in scans.
 pub const REFRESH_EVERY: u64 = 4;

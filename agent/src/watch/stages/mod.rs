@@ -1,0 +1,398 @@
+//! The capture as an ordered table of stages: what an incident holds, gathered in a fixed order.
+//!
+//! Map:
+//! - [`STAGES`]: the table, in the order the stages run; each names what it fills, its deadline and the
+//!   `not_captured` entry written when it fails or runs past its deadline.
+//! - [`process`]: NSpid, comm, cgroup, container. [`threads`]: a snapshot of every thread.
+//! - [`rings`]: the breadcrumb rings the process holds open (copied beside incident.json).
+//! - [`kernel_log`]: /dev/kmsg around the wedge. [`host`]: PSI, meminfo, loadavg, the D-state census.
+//! - [`probes`]: the risky reads, in sacrificial children under the probe runner's deadline.
+//! - [`kill`]: the optional SIGKILL (`--kill-on-wedge`), never for an on-demand capture.
+//!
+//! Cheap and safe first, risky last. The table is split into [`Phase`]s by the writes the lifecycle
+//! ([`super::incident`]) makes between them: [`Phase::Minimal`] stages fill the minimal incident made
+//! durable before anything slower runs; [`Phase::Safe`] stages are followed by an update; [`Phase::Risky`]
+//! stages by the final write. A wedge capture and an on-demand one (SIGUSR1) run the same table.
+//!
+//! Deadlines: the in-process stages are bounded reads that cannot hang, so their deadline is checked
+//! between their steps and after them; the probe stage's deadline is the probe runner's own (plus a
+//! margin), which stops its children. A stage that fails or runs late leaves its `not_captured` entry and
+//! the next stage runs: a partial incident says what it is missing.
+
+pub mod host;
+pub mod kernel_log;
+pub mod kill;
+pub mod probes;
+pub mod process;
+pub mod rings;
+pub mod threads;
+
+use std::time::{Duration, Instant};
+
+use reports::model::{Incident, NotCaptured, TimelineEvent, Timestamp};
+use reports::store::IncidentHandle;
+
+use super::incident::CaptureSettings;
+use crate::probe::ProbeRunner;
+
+/// Where a stage sits relative to the incident's durable writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Fills the minimal incident, made durable before any later stage runs.
+    Minimal,
+    /// Safe reads after the first write; the incident is updated once they are done.
+    Safe,
+    /// Sacrificial children and the optional kill; the incident is finished after them.
+    Risky,
+}
+
+/// How long a stage may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageDeadline {
+    Fixed(Duration),
+    /// The probe runner's deadline (`--probe-timeout`) and this margin for starting and reaping children.
+    ProbeTimeoutPlus(Duration),
+}
+
+impl StageDeadline {
+    pub fn limit(self, settings: &CaptureSettings) -> Duration {
+        match self {
+            StageDeadline::Fixed(limit) => limit,
+            StageDeadline::ProbeTimeoutPlus(margin) => settings.probe_timeout + margin,
+        }
+    }
+}
+
+/// One stage of the capture.
+pub struct Stage {
+    pub name: &'static str,
+    pub phase: Phase,
+    /// The incident fields it fills (documentation; shown by the table's test).
+    pub fills: &'static str,
+    /// The `not_captured` entry's `what` when the stage fails or runs past its deadline.
+    pub not_captured: &'static str,
+    pub deadline: StageDeadline,
+    /// Whether it still runs for an episode that ended before its first write landed (later evidence would
+    /// describe the process after its wedge).
+    pub after_episode_end: bool,
+    /// Fills the incident; `Err(why)` means the stage's evidence is missing (or partly missing) for `why`.
+    pub run: fn(&mut Capture<'_>, &Deadline) -> Result<(), String>,
+}
+
+/// The capture, in the order it runs. Cheap and safe first, then the risky probes, then the kill.
+pub const STAGES: &[Stage] = &[
+    Stage {
+        name: "process",
+        phase: Phase::Minimal,
+        fills: "process.nspid, process.comm, process.cgroup, process.container_id",
+        not_captured: "process info",
+        deadline: StageDeadline::Fixed(Duration::from_secs(1)),
+        after_episode_end: true,
+        run: process::run,
+    },
+    Stage {
+        name: "threads",
+        phase: Phase::Minimal,
+        fills: "samples (every thread: state, wchan, stack, syscall, fds of interest)",
+        not_captured: "thread snapshot",
+        deadline: StageDeadline::Fixed(Duration::from_secs(2)),
+        after_episode_end: true,
+        run: threads::run,
+    },
+    Stage {
+        name: "rings",
+        phase: Phase::Safe,
+        fills: "ring, extra_rings, ring.bin and ring-N.bin beside incident.json",
+        not_captured: "breadcrumb ring",
+        deadline: StageDeadline::Fixed(Duration::from_secs(2)),
+        after_episode_end: true,
+        run: rings::run,
+    },
+    Stage {
+        name: "kernel_log",
+        phase: Phase::Safe,
+        fills: "kernel_log",
+        not_captured: "kernel log",
+        deadline: StageDeadline::Fixed(Duration::from_secs(2)),
+        after_episode_end: true,
+        run: kernel_log::run,
+    },
+    Stage {
+        name: "host",
+        phase: Phase::Safe,
+        fills: "host_context (PSI, meminfo, loadavg, D-state census)",
+        not_captured: "host context",
+        deadline: StageDeadline::Fixed(Duration::from_secs(5)),
+        after_episode_end: false,
+        run: host::run,
+    },
+    Stage {
+        name: "probes",
+        phase: Phase::Risky,
+        fills: "probes, process.cmdline, host.nvidia_driver_version",
+        not_captured: "probes",
+        deadline: StageDeadline::ProbeTimeoutPlus(Duration::from_secs(1)),
+        after_episode_end: false,
+        run: probes::run,
+    },
+    Stage {
+        name: "kill",
+        phase: Phase::Risky,
+        fills: "whether the process died of SIGKILL (--kill-on-wedge)",
+        not_captured: "kill on wedge",
+        deadline: StageDeadline::Fixed(Duration::from_secs(2)),
+        after_episode_end: false,
+        run: kill::run,
+    },
+];
+
+/// What the stages work on: one incident of one process.
+pub struct Capture<'a> {
+    pub settings: &'a CaptureSettings,
+    pub pid: i32,
+    pub incident: &'a mut Incident,
+    /// The incident's directory (files beside incident.json: the ring copies); None before the first write.
+    pub handle: Option<&'a IncidentHandle>,
+    pub probes: &'a mut ProbeRunner,
+    /// When the wedge began (monotonic ns): the kernel log is kept from before it. Now, on demand.
+    pub since_ns: u64,
+    /// A wedge capture (the kill stage may act); never an on-demand one.
+    pub wedge: bool,
+    /// The episode ended before its first write landed: only the stages marked `after_episode_end` run.
+    pub episode_ended: bool,
+    /// Set by the kill stage: whether the process died.
+    pub killed: Option<bool>,
+}
+
+/// A stage's deadline, started when the stage starts.
+pub struct Deadline {
+    started: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    pub fn start(limit: Duration) -> Deadline {
+        Deadline {
+            started: Instant::now(),
+            limit,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.started.elapsed() > self.limit
+    }
+
+    /// For a stage that stops at a check between its steps: why the rest is missing.
+    pub fn stopped(&self, left_out: &str) -> String {
+        format!(
+            "stopped after {} ms, past its deadline of {} ms: {left_out} not read",
+            self.started.elapsed().as_millis(),
+            self.limit.as_millis()
+        )
+    }
+
+    fn overdue(&self) -> String {
+        format!(
+            "took {} ms, past its deadline of {} ms (what it read is kept)",
+            self.started.elapsed().as_millis(),
+            self.limit.as_millis()
+        )
+    }
+}
+
+/// Run the stages of `phase` from `table`, in table order. Each failure or overrun leaves its entry in
+/// `not_captured`; the next stage runs regardless.
+pub fn run_phase(table: &[Stage], phase: Phase, capture: &mut Capture<'_>) {
+    for stage in table.iter().filter(|s| s.phase == phase) {
+        if capture.episode_ended && !stage.after_episode_end {
+            continue;
+        }
+        let deadline = Deadline::start(stage.deadline.limit(capture.settings));
+        let result = (stage.run)(capture, &deadline);
+        match result {
+            Err(why) => not_captured(capture.incident, stage.not_captured, why),
+            Ok(()) if deadline.passed() => {
+                not_captured(capture.incident, stage.not_captured, deadline.overdue())
+            }
+            Ok(()) => {}
+        }
+    }
+}
+
+pub fn timeline(incident: &mut Incident, event: impl Into<String>) {
+    incident.timeline.push(TimelineEvent {
+        at: Timestamp::now(),
+        event: event.into(),
+    });
+}
+
+pub fn not_captured(incident: &mut Incident, what: impl Into<String>, why: impl Into<String>) {
+    incident.not_captured.push(NotCaptured {
+        what: what.into(),
+        why: why.into(),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capture::ProcRoot;
+
+    #[test]
+    fn the_table_runs_in_the_documented_order() {
+        let names: Vec<&str> = STAGES.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "process",
+                "threads",
+                "rings",
+                "kernel_log",
+                "host",
+                "probes",
+                "kill"
+            ]
+        );
+        // Phases never go back: every minimal stage before every safe one before every risky one.
+        assert!(STAGES.windows(2).all(|w| w[0].phase <= w[1].phase));
+        assert_eq!(
+            STAGES
+                .iter()
+                .filter(|s| s.phase == Phase::Minimal)
+                .map(|s| s.name)
+                .collect::<Vec<_>>(),
+            ["process", "threads"]
+        );
+        // Each stage names its own not_captured entry.
+        let mut labels: Vec<&str> = STAGES.iter().map(|s| s.not_captured).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), STAGES.len());
+        // Only the probe stage waits out the probe runner's deadline; kill is the very last stage.
+        let settings = CaptureSettings::new(ProcRoot::default());
+        let probes = STAGES.iter().find(|s| s.name == "probes").unwrap();
+        assert!(probes.deadline.limit(&settings) > settings.probe_timeout);
+        assert_eq!(STAGES.last().unwrap().name, "kill");
+    }
+
+    fn failing(_: &mut Capture<'_>, _: &Deadline) -> Result<(), String> {
+        Err("no such file".to_string())
+    }
+
+    fn slow(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String> {
+        let until = Instant::now() + Duration::from_millis(50);
+        while !deadline.passed() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        timeline(capture.incident, "slow ran");
+        Ok(())
+    }
+
+    fn stopping(_: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String> {
+        std::thread::sleep(Duration::from_millis(2));
+        if deadline.passed() {
+            return Err(deadline.stopped("the second step"));
+        }
+        Ok(())
+    }
+
+    fn last(capture: &mut Capture<'_>, _: &Deadline) -> Result<(), String> {
+        timeline(capture.incident, "last ran");
+        Ok(())
+    }
+
+    fn risky(capture: &mut Capture<'_>, _: &Deadline) -> Result<(), String> {
+        timeline(capture.incident, "risky ran");
+        Ok(())
+    }
+
+    const fn stage(
+        name: &'static str,
+        phase: Phase,
+        deadline: Duration,
+        after_episode_end: bool,
+        run: fn(&mut Capture<'_>, &Deadline) -> Result<(), String>,
+    ) -> Stage {
+        Stage {
+            name,
+            phase,
+            fills: "",
+            not_captured: name,
+            deadline: StageDeadline::Fixed(deadline),
+            after_episode_end,
+            run,
+        }
+    }
+
+    const TEST_TABLE: &[Stage] = &[
+        stage(
+            "failing",
+            Phase::Safe,
+            Duration::from_secs(60),
+            true,
+            failing,
+        ),
+        stage("overdue", Phase::Safe, Duration::from_nanos(1), true, slow),
+        stage(
+            "stopping",
+            Phase::Safe,
+            Duration::from_nanos(1),
+            true,
+            stopping,
+        ),
+        stage("last", Phase::Safe, Duration::from_secs(60), true, last),
+        stage("risky", Phase::Risky, Duration::from_secs(60), false, risky),
+    ];
+
+    fn run_test_table(phase: Phase, episode_ended: bool) -> Incident {
+        let settings = CaptureSettings::new(ProcRoot::default());
+        let mut incident = Incident::new(1);
+        let mut runner = ProbeRunner::new(Duration::from_millis(100), 1);
+        let mut capture = Capture {
+            settings: &settings,
+            pid: 1,
+            incident: &mut incident,
+            handle: None,
+            probes: &mut runner,
+            since_ns: 0,
+            wedge: true,
+            episode_ended,
+            killed: None,
+        };
+        run_phase(TEST_TABLE, phase, &mut capture);
+        incident
+    }
+
+    #[test]
+    fn a_failing_or_overdue_stage_leaves_its_entry_and_later_stages_still_run() {
+        let incident = run_test_table(Phase::Safe, false);
+        let entries: Vec<(&str, &str)> = incident
+            .not_captured
+            .iter()
+            .map(|n| (n.what.as_str(), n.why.as_str()))
+            .collect();
+        assert_eq!(entries.len(), 3, "{entries:?}");
+        assert_eq!(entries[0], ("failing", "no such file"));
+        assert_eq!(entries[1].0, "overdue");
+        assert!(
+            entries[1].1.contains("past its deadline of 0 ms"),
+            "{entries:?}"
+        );
+        assert_eq!(entries[2].0, "stopping");
+        assert!(
+            entries[2].1.contains("the second step not read"),
+            "{entries:?}"
+        );
+        let ran: Vec<&str> = incident.timeline.iter().map(|t| t.event.as_str()).collect();
+        // The overdue stage kept what it did; the stage after the failures ran; another phase did not.
+        assert_eq!(ran, ["slow ran", "last ran"]);
+    }
+
+    #[test]
+    fn an_ended_episode_runs_only_the_stages_marked_for_it() {
+        assert!(run_test_table(Phase::Risky, true).timeline.is_empty());
+        let risky = run_test_table(Phase::Risky, false);
+        assert_eq!(risky.timeline[0].event, "risky ran");
+        assert!(risky.not_captured.is_empty());
+    }
+}

@@ -1,0 +1,232 @@
+//! Stage `rings`: the breadcrumb rings the process holds open, read from outside and copied beside
+//! incident.json (so it runs after the first durable write). The deadline is checked between rings.
+
+use capture::ProcRoot;
+use reports::model::{Incident, RingExcerpt, Timestamp};
+use reports::store::IncidentHandle;
+
+use super::{not_captured, timeline, Capture, Deadline};
+use crate::watch::incident::CaptureSettings;
+
+pub fn run(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String> {
+    let Some(handle) = capture.handle else {
+        return Err(
+            "the incident is not written yet (the ring copy is one of its files)".to_string(),
+        );
+    };
+    capture_ring(
+        capture.settings,
+        capture.pid,
+        capture.incident,
+        handle,
+        deadline,
+    );
+    Ok(())
+}
+
+/// Ring files that belong to `pid`: files the process holds open (stat of each fd link: no lock taken)
+/// whose name ends in `.ring` — opened by the fd link's path when that path resolves here to the very
+/// inode held, else found in the ring directories by that inode (a worker in a container sees the ring
+/// under another path than the host does), else (unlinked, or a directory the agent does not watch)
+/// through the fd link itself. A ring the process does not hold open never belongs to it, whatever its
+/// header claims: a forged ring can never become another process's ring. A path is opened through
+/// `capture::untrusted` (no symlink followed, no FIFO or device opened, bounded).
+fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::daemon::ring_trust::RingFile> {
+    use crate::daemon::ring_trust::{self, RingFile};
+    use std::os::unix::fs::MetadataExt;
+    let max_len = wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES;
+    let held = ring_trust::held_files(&settings.proc_root, pid);
+    let mut found = Vec::new();
+    let mut unmatched = std::collections::HashMap::new();
+    for (&inode, link) in &held {
+        let Ok(target) = std::fs::read_link(link) else {
+            continue;
+        };
+        if !ring_trust::names_a_ring(&target) {
+            continue;
+        }
+        match ring_trust::open_ring(&target, max_len) {
+            Ok(file) if (file.identity().dev, file.identity().ino) == inode => {
+                found.extend(RingFile::from_untrusted(&file).ok());
+            }
+            _ => {
+                unmatched.insert(inode, (link.clone(), target));
+            }
+        }
+    }
+    if !unmatched.is_empty() {
+        for dir in &settings.ring_dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten().take(100_000) {
+                let path = entry.path();
+                if path.extension().is_none_or(|e| e != "ring") {
+                    continue;
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                let inode = (meta.dev(), meta.ino());
+                if !unmatched.contains_key(&inode) {
+                    continue;
+                }
+                if let Ok(file) = ring_trust::open_ring(&path, max_len) {
+                    if (file.identity().dev, file.identity().ino) == inode {
+                        if let Ok(ring) = RingFile::from_untrusted(&file) {
+                            unmatched.remove(&inode);
+                            found.push(ring);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (inode, (link, target)) in unmatched {
+        if let Ok(file) = ring_trust::open_held(&link, inode, max_len) {
+            found.push(RingFile { file, path: target });
+        }
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+fn capture_ring(
+    settings: &CaptureSettings,
+    pid: i32,
+    incident: &mut Incident,
+    handle: &IncidentHandle,
+    deadline: &Deadline,
+) {
+    let mut rings = find_rings(settings, pid);
+    if rings.is_empty() {
+        not_captured(
+            incident,
+            "breadcrumb ring",
+            "no ring file found (the process holds no *.ring file open)",
+        );
+        return;
+    }
+    if rings.len() > MAX_RINGS_PER_INCIDENT {
+        timeline(
+            incident,
+            format!(
+                "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
+                rings.len()
+            ),
+        );
+        rings.truncate(MAX_RINGS_PER_INCIDENT);
+    }
+    // A process can hold several rings (its own breadcrumbs and the CUPTI injection's): read them all,
+    // then put first the one that explains the wedge — an in-flight call, the oldest one first.
+    let mut excerpts: Vec<(RingExcerpt, Vec<u8>)> = Vec::new();
+    for (n, ring) in rings.iter().enumerate() {
+        if n > 0 && deadline.passed() {
+            let left_out = format!("{} of {} rings", rings.len() - n, rings.len());
+            not_captured(incident, "breadcrumb ring", deadline.stopped(&left_out));
+            break;
+        }
+        excerpts.push(read_ring_excerpt(settings, pid, ring, incident));
+    }
+    excerpts.sort_by_key(|(excerpt, _)| {
+        let oldest_in_flight = excerpt
+            .in_flight
+            .iter()
+            .map(|f| f.entered_monotonic_ns)
+            .min();
+        (
+            oldest_in_flight.is_none(),
+            oldest_in_flight.unwrap_or(u64::MAX),
+        )
+    });
+    for (n, (mut excerpt, bytes)) in excerpts.into_iter().enumerate() {
+        if !bytes.is_empty() {
+            let name = if n == 0 {
+                reports::store::RING_FILE.to_string()
+            } else {
+                format!("ring-{}.bin", n + 1)
+            };
+            match handle.write_file(&name, &bytes) {
+                Ok(()) => excerpt.copy = Some(name),
+                Err(err) => not_captured(incident, "ring copy", format!("{name}: {err}")),
+            }
+        }
+        if n == 0 {
+            incident.ring = Some(excerpt);
+        } else {
+            incident.extra_rings.push(excerpt);
+        }
+    }
+}
+
+/// At most this many rings of one process are read into an incident.
+const MAX_RINGS_PER_INCIDENT: usize = 4;
+
+/// One ring, read from outside; the bytes are empty when it could not be read.
+fn read_ring_excerpt(
+    settings: &CaptureSettings,
+    pid: i32,
+    ring: &crate::daemon::ring_trust::RingFile,
+    incident: &mut Incident,
+) -> (RingExcerpt, Vec<u8>) {
+    let read_at = Timestamp::now();
+    // Entry names are chosen by whoever writes the ring directory: escaped before they reach a report.
+    let shown = crate::daemon::ring_trust::printable_path(&ring.path);
+    match wedge_breadcrumb::reader::read_ring_from_file_with_bytes(
+        &ring.file,
+        &wedge_breadcrumb::reader::ReadOptions::default(),
+    ) {
+        Ok((snapshot, bytes)) => {
+            let mut excerpt = RingExcerpt::from_snapshot(Some(shown.clone()), &snapshot, 256);
+            excerpt.read_at = read_at;
+            if incident.process.nspid.len() > 1 {
+                let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
+                if translated > 0 {
+                    timeline(
+                        incident,
+                        format!(
+                            "ring {shown} thread ids translated from the process's PID namespace to host ids \
+                             ({translated} records; the ring copy keeps the original)"
+                        ),
+                    );
+                }
+            }
+            (excerpt, bytes)
+        }
+        Err(err) => {
+            // The reader's errors say what is wrong with the file, never what it holds.
+            let mut excerpt = RingExcerpt::unreadable(Some(shown), err.to_string());
+            excerpt.read_at = read_at;
+            (excerpt, Vec::new())
+        }
+    }
+}
+
+/// A worker in a PID namespace writes its own (namespace) thread ids into the ring; the snapshot has host
+/// ids. Map them through each thread's NSpid (innermost id → host id). Returns how many ids were changed.
+fn namespace_tids_to_host(root: &ProcRoot, pid: i32, excerpt: &mut RingExcerpt) -> usize {
+    let mut map = std::collections::HashMap::new();
+    for tid in root.tasks(pid).unwrap_or_default() {
+        if let Ok(status) = root.read_task_status(pid, tid) {
+            if let Some(&inner) = status.nspid.last() {
+                if let Ok(inner) = u32::try_from(inner) {
+                    map.insert(inner, tid as u32);
+                }
+            }
+        }
+    }
+    let mut changed = 0;
+    for record in &mut excerpt.records {
+        if let Some(&host) = map.get(&record.tid) {
+            changed += usize::from(host != record.tid);
+            record.tid = host;
+        }
+    }
+    for call in &mut excerpt.in_flight {
+        if let Some(&host) = map.get(&call.tid) {
+            changed += usize::from(host != call.tid);
+            call.tid = host;
+        }
+    }
+    changed
+}
