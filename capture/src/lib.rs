@@ -20,6 +20,7 @@ pub mod arch;
 pub mod error;
 pub mod frozen_fs;
 pub mod ioctl;
+pub mod kmsg;
 pub mod parse;
 pub mod proc_root;
 pub mod process;
@@ -32,6 +33,6 @@ pub mod untrusted;
 
 pub use arch::Arch;
 pub use error::{Error, Result};
-pub use proc_root::ProcRoot;
+pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};
 pub use snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};

@@ -1,9 +1,15 @@
 //! `ProcRoot`: the one place that opens files under a proc root. The default is the live `/proc`; any
 //! directory laid out the same way (a recorded or hand-built fake tree) works through [`ProcRoot::new`].
 //!
-//! Only files that cannot block on the target are read: stat, status, wchan, syscall, stack, fd links,
-//! cgroup, ns links. Never cmdline, environ, maps, smaps or mem: they take the target's mmap_lock, which
-//! a wedged driver call may hold forever (procfs-facts.md §6).
+//! Every read of a kernel file by the workspace goes through here: per-task files, fd links and the
+//! identity of what they point at, `children`, `ns/pid`, and the host files (meminfo, loadavg, pressure,
+//! boot id, sysctls). Each read is bounded (size, entry count).
+//!
+//! Only files that cannot block on the target are read here: stat, status, wchan, syscall, stack, fd
+//! links, cgroup, ns links. Never cmdline, environ, maps, smaps or mem: they take the target's
+//! mmap_lock, which a wedged driver call may hold forever (procfs-facts.md §6). Those, and the NVIDIA
+//! driver's files (behind the RM lock), are only *named* here ([`ProcRoot::risky_path`]): a sacrificial
+//! child with a deadline opens them (agent/src/probe.rs).
 //!
 //! Errors are classified: ENOENT/ESRCH → [`Error::Gone`] (the task exited; a marker, not a failure);
 //! EACCES/EPERM → [`Error::PermissionDenied`] naming the privilege the file needs.
@@ -13,7 +19,12 @@ use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::parse::{self, cgroup::CgroupLine, fd::FdTarget, stat::Stat, status::Status};
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+
+use crate::parse::{
+    self, cgroup::CgroupLine, fd::FdTarget, pressure::Psi, stat::Stat, status::Status,
+};
 use crate::snapshot::StackFrame;
 
 /// The only place the string "/proc" appears in the workspace.
@@ -23,6 +34,13 @@ const DEFAULT_ROOT: &str = "/proc";
 const SMALL: usize = 4096;
 const STATUS_LIMIT: usize = 16 * 1024;
 const STACK_LIMIT: usize = 64 * 1024;
+const CGROUP_LIMIT: usize = 64 * 1024;
+const MEMINFO_LIMIT: usize = 64 * 1024;
+/// `children` of one thread: up to ~50k pids of 10 digits and a space.
+const CHILDREN_LIMIT: usize = 512 * 1024;
+
+const PTRACE_READ: &str = "ptrace read access (same user or CAP_SYS_PTRACE)";
+const WORLD_READABLE: &str = "nothing (world-readable)";
 
 /// A per-task file and what reading it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +86,51 @@ impl TaskFile {
     }
 }
 
+/// A file only a sacrificial child with a deadline may open: reading it can block forever on the
+/// target's mmap lock or on the NVIDIA driver's locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RiskyFile {
+    /// `<pid>/cmdline` (the target's mmap lock).
+    Cmdline(i32),
+    /// `driver/nvidia/version` (the RM lock).
+    NvidiaVersion,
+    /// `driver/nvidia/gpus`: a directory, one subdirectory per GPU with an `information` file.
+    NvidiaGpus,
+}
+
+/// One open file of a process, as its fd link shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FdLink {
+    pub fd: i64,
+    pub target: FdTarget,
+}
+
+/// The identity of the file behind an fd link (stat of the magic link, without opening it), and the
+/// link itself: opening it reaches the file even when no path does (unlinked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldFile {
+    pub fd: i64,
+    pub dev: u64,
+    pub ino: u64,
+    pub link: PathBuf,
+}
+
+/// A pressure file: parsed, and the text as the kernel printed it (what reports keep).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pressure {
+    pub psi: Psi,
+    pub text: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcRoot {
     root: PathBuf,
+}
+
+impl std::fmt::Display for ProcRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.root.display().fmt(f)
+    }
 }
 
 impl Default for ProcRoot {
@@ -120,6 +180,14 @@ fn read_bounded(path: &Path, limit: usize, needs: &'static str) -> Result<Vec<u8
     Ok(buf)
 }
 
+fn parse_fd_name(name: &std::ffi::OsStr) -> Option<i32> {
+    let s = name.to_str()?;
+    if s.is_empty() || s.len() > 10 || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
 fn parse_id(name: &std::ffi::OsStr) -> Option<i32> {
     let s = name.to_str()?;
     if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
@@ -134,23 +202,28 @@ impl ProcRoot {
         ProcRoot { root: dir.into() }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether the root is a directory at all (a mistyped `--proc-root`).
+    pub fn is_dir(&self) -> bool {
+        self.root.is_dir()
     }
 
     pub fn is_default(&self) -> bool {
         self.root == Path::new(DEFAULT_ROOT)
     }
 
-    pub fn pid_dir(&self, pid: i32) -> PathBuf {
+    pub(crate) fn pid_dir(&self, pid: i32) -> PathBuf {
         self.root.join(pid.to_string())
     }
 
-    pub fn task_dir(&self, pid: i32) -> PathBuf {
+    pub(crate) fn task_dir(&self, pid: i32) -> PathBuf {
         self.pid_dir(pid).join("task")
     }
 
-    pub fn task_path(&self, pid: i32, tid: i32, file: TaskFile) -> PathBuf {
+    pub(crate) fn task_path(&self, pid: i32, tid: i32, file: TaskFile) -> PathBuf {
         self.task_dir(pid).join(tid.to_string()).join(file.name())
     }
 
@@ -282,7 +355,156 @@ impl ProcRoot {
 
     pub fn cgroup(&self, pid: i32) -> Result<Vec<CgroupLine>> {
         let path = self.pid_dir(pid).join("cgroup");
-        parse::cgroup::parse(&read_bounded(&path, 64 * 1024, "nothing (world-readable)")?)
+        parse::cgroup::parse(&read_bounded(&path, CGROUP_LIMIT, WORLD_READABLE)?)
+    }
+
+    /// The open files of `pid` (at most `max` links read), each link parsed; unreadable links (the fd
+    /// closed meanwhile) are skipped.
+    pub fn fd_links(&self, pid: i32, max: usize) -> Result<Vec<FdLink>> {
+        let mut links = Vec::new();
+        self.find_fd_link(pid, max, |link| {
+            links.push(link.clone());
+            false
+        })?;
+        Ok(links)
+    }
+
+    /// The first fd link of `pid` that `wanted` accepts, reading at most `max` links and none after
+    /// the match.
+    pub fn find_fd_link(
+        &self,
+        pid: i32,
+        max: usize,
+        mut wanted: impl FnMut(&FdLink) -> bool,
+    ) -> Result<Option<FdLink>> {
+        for (fd, link) in self.fd_entries(pid)?.take(max) {
+            let Ok(target) = std::fs::read_link(&link) else {
+                continue;
+            };
+            let Ok(target) = parse::fd::parse_link(target.as_os_str().as_encoded_bytes()) else {
+                continue;
+            };
+            let link = FdLink { fd, target };
+            if wanted(&link) {
+                return Ok(Some(link));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The (dev, inode) of every file `pid` holds open (stat, not lstat, of each `fd/N`: the open
+    /// file's inode, without opening it), at most `max` links stated.
+    pub fn held_files(&self, pid: i32, max: usize) -> Result<Vec<HeldFile>> {
+        let mut held = Vec::new();
+        for (fd, link) in self.fd_entries(pid)?.take(max) {
+            if let Ok(meta) = std::fs::metadata(&link) {
+                held.push(HeldFile {
+                    fd,
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                    link,
+                });
+            }
+        }
+        Ok(held)
+    }
+
+    /// The raw target of fd link `fd` of `pid` (a path, possibly ending in ` (deleted)`, or
+    /// `socket:[…]`-style), unparsed: for opening what it names.
+    pub fn fd_link_target(&self, pid: i32, fd: i64) -> Result<PathBuf> {
+        let path = self.pid_dir(pid).join("fd").join(fd.to_string());
+        std::fs::read_link(&path).map_err(|e| classify_io(&path, e, PTRACE_READ))
+    }
+
+    /// The size the kernel reports for `<pid>/fd`: the number of open fds (one stat, no listing), 0
+    /// on kernels that do not report it.
+    pub fn fd_count(&self, pid: i32) -> Result<u64> {
+        let path = self.pid_dir(pid).join("fd");
+        std::fs::metadata(&path)
+            .map(|m| m.len())
+            .map_err(|e| classify_io(&path, e, PTRACE_READ))
+    }
+
+    /// `(fd, link path)` of each entry of `<pid>/fd`, listed lazily.
+    fn fd_entries(&self, pid: i32) -> Result<impl Iterator<Item = (i64, PathBuf)>> {
+        let dir = self.pid_dir(pid).join("fd");
+        let entries = std::fs::read_dir(&dir).map_err(|e| classify_io(&dir, e, PTRACE_READ))?;
+        Ok(entries
+            .flatten()
+            .filter_map(|e| Some((i64::from(parse_fd_name(&e.file_name())?), e.path()))))
+    }
+
+    /// The children of thread `tid` of `pid` (`task/<tid>/children`; needs CONFIG_PROC_CHILDREN).
+    pub fn children(&self, pid: i32, tid: i32) -> Result<Vec<i32>> {
+        let path = self.task_dir(pid).join(tid.to_string()).join("children");
+        let bytes = read_bounded(&path, CHILDREN_LIMIT, PTRACE_READ)?;
+        Ok(parse::children::parse(&bytes).collect())
+    }
+
+    /// Whether the kernel has `task/<tid>/children` at all (CONFIG_PROC_CHILDREN), judged on `pid`.
+    pub fn has_children_files(&self, pid: i32) -> bool {
+        self.task_dir(pid)
+            .join(pid.to_string())
+            .join("children")
+            .exists()
+    }
+
+    /// `meminfo` as name → value (kB for most, a count for `HugePages_*`).
+    pub fn meminfo(&self) -> Result<BTreeMap<String, u64>> {
+        let path = self.root.join("meminfo");
+        parse::meminfo::parse(&read_bounded(&path, MEMINFO_LIMIT, WORLD_READABLE)?)
+    }
+
+    /// `loadavg`, trimmed (kept as the kernel printed it).
+    pub fn loadavg(&self) -> Result<String> {
+        let path = self.root.join("loadavg");
+        let bytes = read_bounded(&path, SMALL, WORLD_READABLE)?;
+        Ok(String::from_utf8_lossy(&bytes).trim().to_string())
+    }
+
+    /// `pressure/<resource>` (one of [`parse::pressure::RESOURCES`]); a file that does not parse is an error.
+    pub fn pressure(&self, resource: &str) -> Result<Pressure> {
+        if !parse::pressure::RESOURCES.contains(&resource) {
+            return Err(Error::Parse {
+                what: "pressure",
+                why: format!("unknown resource {resource:?}"),
+            });
+        }
+        let path = self.root.join("pressure").join(resource);
+        let bytes = read_bounded(&path, SMALL, WORLD_READABLE)?;
+        Ok(Pressure {
+            psi: parse::pressure::parse(&bytes)?,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+
+    /// `sys/kernel/random/boot_id`.
+    pub fn boot_id(&self) -> Result<String> {
+        let path = self.root.join("sys/kernel/random/boot_id");
+        parse::boot_id::parse(&read_bounded(&path, SMALL, WORLD_READABLE)?)
+    }
+
+    /// A sysctl by its dotted name (`kernel.hung_task_timeout_secs`), trimmed.
+    pub fn sysctl(&self, name: &str) -> Result<String> {
+        if name.is_empty() || name.split('.').any(|part| part.is_empty() || part == "..") {
+            return Err(Error::Parse {
+                what: "sysctl name",
+                why: format!("{name:?}"),
+            });
+        }
+        let path = self.root.join("sys").join(name.replace('.', "/"));
+        let bytes = read_bounded(&path, SMALL, WORLD_READABLE)?;
+        Ok(String::from_utf8_lossy(&bytes).trim().to_string())
+    }
+
+    /// Where a risky file is. Never open it in the agent: only a sacrificial child with a deadline
+    /// may (agent/src/probe.rs), because the read can sleep forever on a lock the wedge holds.
+    pub fn risky_path(&self, file: RiskyFile) -> PathBuf {
+        match file {
+            RiskyFile::Cmdline(pid) => self.pid_dir(pid).join("cmdline"),
+            RiskyFile::NvidiaVersion => self.root.join("driver/nvidia/version"),
+            RiskyFile::NvidiaGpus => self.root.join("driver/nvidia/gpus"),
+        }
     }
 
     /// The pid namespace inode (`ns/pid` → `pid:[4026531836]`).

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capture::ProcRoot;
+use capture::{ProcRoot, RiskyFile};
 use serde::Serialize;
 
 use crate::exit::ExitCode;
@@ -54,9 +54,7 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<S
 }
 
 fn read_sysctl(root: &ProcRoot, name: &str) -> Option<String> {
-    std::fs::read_to_string(root.path().join("sys").join(name.replace('.', "/")))
-        .ok()
-        .map(|s| s.trim().to_string())
+    root.sysctl(name).ok()
 }
 
 /// Run every check.
@@ -142,14 +140,14 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags_nonblock()
-        .open(crate::host::kmsg::KMSG_PATH)
+        .open(capture::kmsg::KMSG_PATH)
     {
         Ok(_) => out_checks.push(check(
             "kmsg",
             Status::Ok,
             format!(
                 "{} is readable (kernel.dmesg_restrict={})",
-                crate::host::kmsg::KMSG_PATH,
+                capture::kmsg::KMSG_PATH,
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
             "",
@@ -159,7 +157,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             Status::Warn,
             format!(
                 "{}: {err} (kernel.dmesg_restrict={}): incidents will have no kernel log",
-                crate::host::kmsg::KMSG_PATH,
+                capture::kmsg::KMSG_PATH,
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
             "grant CAP_SYSLOG, or sysctl -w kernel.dmesg_restrict=0",
@@ -180,8 +178,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             "run as root (CAP_SYS_ADMIN); the kernel needs CONFIG_STACKTRACE",
         ),
     });
-    let children = proc_root.task_dir(me).join(me.to_string()).join("children");
-    out_checks.push(if children.exists() {
+    out_checks.push(if proc_root.has_children_files(me) {
         check("proc-children", Status::Ok, "task/<tid>/children exists: run finds every descendant", "")
     } else {
         check("proc-children", Status::Warn, "task/<tid>/children is missing (CONFIG_PROC_CHILDREN off): run watches only its direct child", "use a kernel with CONFIG_PROC_CHILDREN=y")
@@ -267,7 +264,7 @@ fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
     let mut runner = ProbeRunner::new(Duration::from_secs(2), 2);
     let version = runner.run_all(&[Probe::read_file(
         "nvidia-version",
-        probe::paths::nvidia_version(proc_root.path()),
+        proc_root.risky_path(RiskyFile::NvidiaVersion),
         "the RM lock is probably held (the driver is wedged now)",
     )]);
     let outcome = &version[0];

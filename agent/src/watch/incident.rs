@@ -24,9 +24,8 @@ use reports::model::{
 use reports::store::{IncidentHandle, Store};
 
 use crate::host::identity::HostIdentity;
-use crate::host::kmsg::{self, KmsgWindow};
-use crate::host::pressure;
 use crate::probe::{self, Probe, ProbeOutcome, ProbeRunner, ProbeStatus};
+use capture::kmsg::{self, KmsgWindow};
 
 /// How to capture.
 #[derive(Debug, Clone)]
@@ -213,7 +212,7 @@ const UNWRITTEN: &str = "(not written yet)";
 impl Capturer {
     pub fn new(settings: CaptureSettings, store: Store) -> Capturer {
         let probes = ProbeRunner::new(settings.probe_timeout, settings.max_stuck_probes);
-        let host = HostIdentity::read(settings.proc_root.path());
+        let host = HostIdentity::read(&settings.proc_root);
         Capturer {
             settings,
             store,
@@ -330,7 +329,7 @@ impl Capturer {
         capture_ring(settings, pid, &mut incident, &handle);
         capture_kernel_log(settings, now_mono_ns(), &mut incident);
         incident.host_context = host_context(settings, &mut incident);
-        let probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
+        let probes = probe::standard_probes(root, pid, settings.nvidia_smi);
         let started_at = Timestamp::now();
         let outcomes = self.probes.run_all(&probes);
         apply_probes(&outcomes, &started_at, &mut incident);
@@ -574,7 +573,7 @@ impl Capturer {
             let _ = handle.update(incident);
 
             // 3. Risky probes, in sacrificial children with one deadline.
-            let mut probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
+            let mut probes = probe::standard_probes(root, pid, settings.nvidia_smi);
             for (i, file) in settings.extra_probe_files.iter().enumerate() {
                 probes.push(Probe::read_file(
                     &format!("extra-{}", i + 1),
@@ -809,8 +808,9 @@ fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::watch::ring_tr
     let held = ring_trust::held_files(&settings.proc_root, pid);
     let mut found = Vec::new();
     let mut unmatched = std::collections::HashMap::new();
-    for (&inode, link) in &held {
-        let Ok(target) = std::fs::read_link(link) else {
+    for (&inode, file) in &held {
+        let link = &file.link;
+        let Ok(target) = settings.proc_root.fd_link_target(pid, file.fd) else {
             continue;
         };
         if !ring_trust::names_a_ring(&target) {
@@ -1036,59 +1036,39 @@ fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mu
                 );
             }
         }
-        Err(err) => not_captured(
-            incident,
-            "kernel log",
-            format!(
-                "{}: {err}{}",
-                settings.kmsg_path.display(),
-                if err.kind() == std::io::ErrorKind::PermissionDenied {
-                    " (needs CAP_SYSLOG when kernel.dmesg_restrict=1)"
-                } else {
-                    ""
-                }
-            ),
-        ),
+        // The error names the device and, when refused, the privilege it needs.
+        Err(err) => not_captured(incident, "kernel log", err.to_string()),
     }
 }
 
 /// PSI, meminfo, loadavg and the census of D-state tasks.
 pub fn host_context(settings: &CaptureSettings, incident: &mut Incident) -> HostContext {
-    let root = settings.proc_root.path();
+    let root = &settings.proc_root;
     let mut context = HostContext {
         captured_at: Timestamp::now(),
         ..HostContext::default()
     };
-    for resource in ["cpu", "memory", "io", "irq"] {
-        let path = root.join("pressure").join(resource);
-        let Ok(bytes) = std::fs::read(&path) else {
+    for resource in capture::parse::pressure::RESOURCES {
+        let Ok(pressure) = root.pressure(resource) else {
             continue;
         };
-        if pressure::parse_psi(&bytes).is_err() {
-            continue;
-        }
-        for line in String::from_utf8_lossy(&bytes).lines() {
+        for line in pressure.text.lines() {
             context.psi.push(ReportPsiLine {
                 resource: resource.to_string(),
                 line: line.to_string(),
             });
         }
     }
-    match std::fs::read(root.join("meminfo"))
-        .map_err(|e| e.to_string())
-        .and_then(|b| pressure::parse_meminfo(&b).map_err(|e| e.to_string()))
-    {
+    match root.meminfo() {
         Ok(all) => {
-            context.meminfo_kb = pressure::MEMINFO_HIGHLIGHTS
+            context.meminfo_kb = capture::parse::meminfo::HIGHLIGHTS
                 .iter()
                 .filter_map(|&k| all.get(k).map(|&v| (k.to_string(), v)))
                 .collect();
         }
-        Err(err) => not_captured(incident, "meminfo", err),
+        Err(err) => not_captured(incident, "meminfo", err.to_string()),
     }
-    context.loadavg = std::fs::read_to_string(root.join("loadavg"))
-        .ok()
-        .map(|s| s.trim().to_string());
+    context.loadavg = root.loadavg().ok();
     let (tasks, total) = d_state_census(&settings.proc_root, settings.max_census);
     if total as usize > tasks.len() {
         context.d_state_total = Some(total);

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capture::untrusted::{self, FileIdentity, Limits, UntrustedFile};
-use capture::ProcRoot;
+use capture::{HeldFile, ProcRoot};
 
 /// `PF_KTHREAD` in stat's flags.
 const PF_KTHREAD: u32 = 0x0020_0000;
@@ -234,17 +234,10 @@ impl NamespaceIndex {
 
 /// The (dev, inode) of every file `pid` holds open (stat of each `fd/N`, at most [`MAX_FDS_STATED`]);
 /// with the fd link path of each.
-pub fn held_files(root: &ProcRoot, pid: i32) -> HashMap<(u64, u64), PathBuf> {
+pub fn held_files(root: &ProcRoot, pid: i32) -> HashMap<(u64, u64), HeldFile> {
     let mut held = HashMap::new();
-    let Ok(entries) = std::fs::read_dir(root.pid_dir(pid).join("fd")) else {
-        return held;
-    };
-    for entry in entries.flatten().take(MAX_FDS_STATED) {
-        let link = entry.path();
-        // stat (not lstat) of the magic link: the open file's inode, without opening it.
-        if let Ok(meta) = std::fs::metadata(&link) {
-            held.entry((meta.dev(), meta.ino())).or_insert(link);
-        }
+    for file in root.held_files(pid, MAX_FDS_STATED).unwrap_or_default() {
+        held.entry((file.dev, file.ino)).or_insert(file);
     }
     held
 }

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use capture::parse::fd::FdTarget;
 use capture::untrusted::FileIdentity;
 use capture::ProcRoot;
 use regex::Regex;
@@ -736,14 +737,13 @@ impl HostSource {
                     .checked
                     .is_none_or(|at| now.duration_since(at) >= gpu_rescan);
                 if due {
-                    let fd_dir = root.pid_dir(pid).join("fd");
-                    let count = std::fs::metadata(&fd_dir).map(|m| m.len()).unwrap_or(0);
+                    let count = root.fd_count(pid).unwrap_or(0);
                     let changed =
                         entry.gpu.checked.is_none() || count == 0 || count != entry.gpu.fd_count;
                     entry.gpu.checked = Some(now);
                     entry.gpu.fd_count = count;
                     if changed {
-                        entry.gpu.holds = nvidia_fd(&fd_dir);
+                        entry.gpu.holds = nvidia_fd(root, pid);
                     }
                 }
                 if let Some(device) = &entry.gpu.holds {
@@ -759,21 +759,18 @@ impl HostSource {
 }
 
 /// The first NVIDIA device among a process's fd links (at most [`MAX_FDS_READ`] read).
-fn nvidia_fd(fd_dir: &Path) -> Option<String> {
-    let entries = std::fs::read_dir(fd_dir).ok()?;
-    for entry in entries.flatten().take(MAX_FDS_READ) {
-        let Ok(target) = std::fs::read_link(entry.path()) else {
-            continue;
-        };
-        if let Ok(capture::parse::fd::FdTarget::Path { path, .. }) =
-            capture::parse::fd::parse_link(target.as_os_str().as_encoded_bytes())
-        {
-            if is_nvidia_device(&path) {
-                return Some(path);
-            }
-        }
+fn nvidia_fd(root: &ProcRoot, pid: i32) -> Option<String> {
+    let link = root
+        .find_fd_link(
+            pid,
+            MAX_FDS_READ,
+            |link| matches!(&link.target, FdTarget::Path { path, .. } if is_nvidia_device(path)),
+        )
+        .ok()??;
+    match link.target {
+        FdTarget::Path { path, .. } => Some(path),
+        _ => None,
     }
-    None
 }
 
 impl TargetSource for HostSource {
