@@ -29,6 +29,7 @@ pub mod scan;
 pub mod site;
 pub mod snapshot;
 pub mod syscalls;
+pub mod testing;
 pub mod untrusted;
 
 pub use arch::Arch;

@@ -566,4 +566,139 @@ mod tests {
         let root = ProcRoot::new(dir.path());
         assert!(matches!(root.read_wchan(7, 7), Err(Error::TooLarge { .. })));
     }
+
+    #[test]
+    fn fd_links_are_bounded_parsed_and_searched() {
+        let fake = crate::testing::FakeProc::new();
+        fake.process(7)
+            .fds(&["/dev/null", "socket:[5]", "/dev/nvidia0"])
+            .fd(9, "/tmp/gone.ring (deleted)");
+        fake.file("7/fd/not-a-number", b"");
+        let root = fake.root();
+        let mut links = root.fd_links(7, 100).unwrap();
+        links.sort_by_key(|l| l.fd);
+        let fds: Vec<i64> = links.iter().map(|l| l.fd).collect();
+        assert_eq!(fds, [0, 1, 2, 9]);
+        assert!(matches!(&links[1].target, FdTarget::Special { kind, .. } if kind == "socket"));
+        assert!(matches!(
+            &links[3].target,
+            FdTarget::Path { deleted: true, .. }
+        ));
+        assert_eq!(root.fd_links(7, 2).unwrap().len(), 2);
+        let hit = root
+            .find_fd_link(7, 100, |l| l.target.path() == Some("/dev/nvidia0"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(hit.fd, 2);
+        assert_eq!(root.find_fd_link(7, 100, |_| false).unwrap(), None);
+        assert_eq!(
+            root.fd_link_target(7, 9).unwrap(),
+            Path::new("/tmp/gone.ring (deleted)")
+        );
+        assert!(root.fd_link_target(7, 42).unwrap_err().is_gone());
+        assert!(root.fd_links(8, 10).unwrap_err().is_gone());
+    }
+
+    #[test]
+    fn held_files_name_the_inode_behind_each_link() {
+        let fake = crate::testing::FakeProc::new();
+        let file = fake.path().join("held");
+        std::fs::write(&file, b"x").unwrap();
+        fake.process(3).fd(4, &file).fd(5, "/nonexistent/target");
+        let held = fake.root().held_files(3, 10).unwrap();
+        // The dangling link cannot be stated: left out.
+        assert_eq!(held.len(), 1);
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (held[0].fd, held[0].dev, held[0].ino),
+            (4, meta.dev(), meta.ino())
+        );
+        assert_eq!(std::fs::read(&held[0].link).unwrap(), b"x");
+        // The live kernel reports the fd count as the directory size.
+        let me = std::process::id() as i32;
+        assert!(ProcRoot::default().fd_count(me).unwrap() >= 3);
+        assert!(!ProcRoot::default().held_files(me, 1000).unwrap().is_empty());
+    }
+
+    #[test]
+    fn host_files_parse_and_refuse_hostile_content() {
+        let fake = crate::testing::FakeProc::new();
+        let root = fake.root();
+        assert!(root.meminfo().unwrap_err().is_gone());
+        fake.meminfo("MemTotal:  100 kB\nHugePages_Total:  2\n")
+            .loadavg("0.50 0.40 0.30 1/200 4242\n")
+            .pressure("cpu", "some avg10=1.00 avg60=0.00 avg300=0.00 total=5\n")
+            .pressure("memory", "some")
+            .boot_id("0f6c2e0a-1111-2222-3333-444455556666\n")
+            .sysctl("kernel.hung_task_timeout_secs", "120\n");
+        assert_eq!(root.meminfo().unwrap()["MemTotal"], 100);
+        assert_eq!(root.loadavg().unwrap(), "0.50 0.40 0.30 1/200 4242");
+        let cpu = root.pressure("cpu").unwrap();
+        assert_eq!(cpu.psi.some.unwrap().total_us, 5);
+        assert!(cpu.text.starts_with("some avg10=1.00"));
+        assert!(matches!(root.pressure("memory"), Err(Error::Parse { .. })));
+        assert!(matches!(
+            root.pressure("../meminfo"),
+            Err(Error::Parse { .. })
+        ));
+        assert!(root.pressure("io").unwrap_err().is_gone());
+        assert_eq!(
+            root.boot_id().unwrap(),
+            "0f6c2e0a-1111-2222-3333-444455556666"
+        );
+        assert_eq!(root.sysctl("kernel.hung_task_timeout_secs").unwrap(), "120");
+        for bad in ["", "kernel..x", "..", "kernel."] {
+            assert!(
+                matches!(root.sysctl(bad), Err(Error::Parse { .. })),
+                "{bad}"
+            );
+        }
+        // Hostile sizes and bytes: errors, never a panic.
+        fake.meminfo(&"MemTotal: 1 kB\n".repeat(8000))
+            .file("loadavg", vec![b'1'; SMALL + 1])
+            .boot_id("\u{ff}not a uuid");
+        assert!(matches!(root.meminfo(), Err(Error::TooLarge { .. })));
+        assert!(matches!(root.loadavg(), Err(Error::TooLarge { .. })));
+        assert!(root.boot_id().is_err());
+        fake.meminfo("MemTotal: 18446744073709551616 kB\n");
+        assert!(matches!(root.meminfo(), Err(Error::Parse { .. })));
+    }
+
+    #[test]
+    fn risky_files_are_only_named() {
+        let root = ProcRoot::new("/fake");
+        assert_eq!(
+            root.risky_path(RiskyFile::Cmdline(42)),
+            Path::new("/fake/42/cmdline")
+        );
+        assert_eq!(
+            root.risky_path(RiskyFile::NvidiaVersion),
+            Path::new("/fake/driver/nvidia/version")
+        );
+        assert_eq!(
+            root.risky_path(RiskyFile::NvidiaGpus),
+            Path::new("/fake/driver/nvidia/gpus")
+        );
+        assert_eq!(root.to_string(), "/fake");
+    }
+
+    #[test]
+    fn children_of_a_live_thread() {
+        let root = ProcRoot::default();
+        let me = std::process::id() as i32;
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let found = root.tasks(me).unwrap().into_iter().any(|tid| {
+            root.children(me, tid)
+                .unwrap_or_default()
+                .contains(&(child.id() as i32))
+        });
+        let _ = child.kill();
+        let _ = child.wait();
+        if root.has_children_files(me) {
+            assert!(found);
+        }
+    }
 }
