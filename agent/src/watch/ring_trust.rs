@@ -555,6 +555,7 @@ impl Rejected {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capture::testing::FakeProc;
 
     /// A fake `/proc/<pid>` with stat (ppid, flags, start), ns/pid, NSpid and fd links.
     fn fake(
@@ -566,28 +567,15 @@ mod tests {
         nspid: &[i32],
         fds: &[&Path],
     ) {
-        let dir = root.join(pid.to_string());
-        std::fs::create_dir_all(dir.join("fd")).unwrap();
-        std::fs::create_dir_all(dir.join("ns")).unwrap();
-        std::fs::create_dir_all(dir.join("task").join(pid.to_string())).unwrap();
-        std::fs::write(
-            dir.join("stat"),
-            format!("{pid} (p{pid}) S {ppid} {pid} {pid} 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0 0\n"),
-        )
-        .unwrap();
-        let nspid: Vec<String> = nspid.iter().map(i32::to_string).collect();
-        std::fs::write(
-            dir.join("task").join(pid.to_string()).join("status"),
-            format!(
-                "Name:\tp{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nNSpid:\t{}\n",
-                nspid.join("\t")
-            ),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(format!("pid:[{ns}]"), dir.join("ns").join("pid")).unwrap();
-        for (n, target) in fds.iter().enumerate() {
-            std::os::unix::fs::symlink(target, dir.join("fd").join(n.to_string())).unwrap();
-        }
+        FakeProc::at(root)
+            .process(pid)
+            .comm(&format!("p{pid}"))
+            .ppid(ppid)
+            .flags(flags)
+            .start(start)
+            .nspid(nspid)
+            .pid_ns(ns)
+            .fds(fds);
     }
 
     fn inode(path: &Path) -> (u64, u64) {

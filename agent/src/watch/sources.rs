@@ -851,19 +851,16 @@ impl TargetSource for SharedSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capture::testing::FakeProc;
 
+    /// `/proc/<pid>` with stat (comm, start), cgroup and fd links, in the shared fake tree builder.
     fn fake_process(root: &Path, pid: i32, comm: &str, start: u64, cgroup: &str, fds: &[&str]) {
-        let dir = root.join(pid.to_string());
-        std::fs::create_dir_all(dir.join("fd")).unwrap();
-        std::fs::write(
-            dir.join("stat"),
-            format!("{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0 0\n"),
-        )
-        .unwrap();
-        std::fs::write(dir.join("cgroup"), format!("0::{cgroup}\n")).unwrap();
-        for (i, target) in fds.iter().enumerate() {
-            std::os::unix::fs::symlink(target, dir.join("fd").join(i.to_string())).unwrap();
-        }
+        FakeProc::at(root)
+            .process(pid)
+            .comm(comm)
+            .start(start)
+            .cgroup(cgroup)
+            .fds(fds);
     }
 
     fn pids(targets: &[Target]) -> Vec<i32> {
@@ -999,20 +996,12 @@ mod tests {
 
     /// A fake `/proc/<pid>` for ring verification: stat (ppid 1, start), `ns/pid`, NSpid, fd links.
     fn fake_writer(root: &Path, pid: i32, start: u64, ns: u64, fds: &[&Path]) {
-        let dir = root.join(pid.to_string());
-        fake_process(root, pid, &format!("w{pid}"), start, "/", &[]);
-        std::fs::create_dir_all(dir.join("ns")).unwrap();
-        let task = dir.join("task").join(pid.to_string());
-        std::fs::create_dir_all(&task).unwrap();
-        std::fs::write(
-            task.join("status"),
-            format!("Name:\tw{pid}\nPid:\t{pid}\nNSpid:\t{pid}\n"),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(format!("pid:[{ns}]"), dir.join("ns").join("pid")).unwrap();
-        for (n, target) in fds.iter().enumerate() {
-            std::os::unix::fs::symlink(target, dir.join("fd").join(n.to_string())).unwrap();
-        }
+        FakeProc::at(root)
+            .process(pid)
+            .comm(&format!("w{pid}"))
+            .start(start)
+            .pid_ns(ns)
+            .fds(fds);
     }
 
     fn ring_with_identity(path: &Path, pid: u32, start: u64, ns: u64) -> wedge_breadcrumb::Writer {
