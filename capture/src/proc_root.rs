@@ -27,7 +27,8 @@ use crate::parse::{
 };
 use crate::snapshot::StackFrame;
 
-/// The only place the string "/proc" appears in the workspace.
+/// The workspace's one "/proc" outside tests, besides breadcrumb's (a worker reading its own identity
+/// cannot depend on capture).
 const DEFAULT_ROOT: &str = "/proc";
 
 /// Per-file read limits: far above what the kernel prints, small enough to bound a hostile tree.
@@ -559,11 +560,9 @@ mod tests {
 
     #[test]
     fn oversized_files_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = dir.path().join("7/task/7");
-        std::fs::create_dir_all(&t).unwrap();
-        std::fs::write(t.join("wchan"), vec![b'a'; SMALL + 1]).unwrap();
-        let root = ProcRoot::new(dir.path());
+        let fake = crate::testing::FakeProc::new();
+        fake.task(7, 7).file("wchan", vec![b'a'; SMALL + 1]);
+        let root = fake.root();
         assert!(matches!(root.read_wchan(7, 7), Err(Error::TooLarge { .. })));
     }
 
