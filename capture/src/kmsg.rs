@@ -31,16 +31,21 @@ pub struct KmsgCapture {
     pub lost: u64,
 }
 
+/// Opens the device without blocking (what `doctor` checks: the open is where `dmesg_restrict` refuses).
+pub fn open(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| classify_io(path, e, NEEDS))
+}
+
 /// Read the whole kernel log buffer from `path` without blocking and keep what `window` asks for.
 ///
 /// Errors only when the device cannot be opened (EPERM with `kernel.dmesg_restrict=1` and no CAP_SYSLOG).
 pub fn read_around(path: &Path, window: &KmsgWindow) -> Result<KmsgCapture> {
     use std::io::Read;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| classify_io(path, e, NEEDS))?;
+    let mut file = open(path)?;
     let mut buf = vec![0u8; 16 * 1024];
     let mut scanned = 0u64;
     let mut lost = 0u64;

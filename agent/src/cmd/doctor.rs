@@ -137,11 +137,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         None => {}
     }
     let dmesg_restrict = read_sysctl(proc_root, "kernel.dmesg_restrict");
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags_nonblock()
-        .open(capture::kmsg::KMSG_PATH)
-    {
+    match capture::kmsg::open(std::path::Path::new(capture::kmsg::KMSG_PATH)) {
         Ok(_) => out_checks.push(check(
             "kmsg",
             Status::Ok,
@@ -156,8 +152,8 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             "kmsg",
             Status::Warn,
             format!(
-                "{}: {err} (kernel.dmesg_restrict={}): incidents will have no kernel log",
-                capture::kmsg::KMSG_PATH,
+                // The error names the device.
+                "{err} (kernel.dmesg_restrict={}): incidents will have no kernel log",
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
             "grant CAP_SYSLOG, or sysctl -w kernel.dmesg_restrict=0",
@@ -186,17 +182,6 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     out_checks.push(output_dir_check(out));
     out_checks.extend(driver_checks(proc_root));
     out_checks
-}
-
-trait NonBlock {
-    fn custom_flags_nonblock(&mut self) -> &mut Self;
-}
-
-impl NonBlock for std::fs::OpenOptions {
-    fn custom_flags_nonblock(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-    }
 }
 
 /// The output directory's filesystem must survive a reboot (not tmpfs/ramfs) and be writable.
