@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 pub use crate::parse::kmsg::{classify, KmsgRecord, KmsgWindow};
 use crate::parse::kmsg::{parse_record, select};
 use crate::proc_root::classify_io;
@@ -37,7 +37,18 @@ pub fn open(path: &Path) -> Result<std::fs::File> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| classify_io(path, e, NEEDS))
+        .map_err(|e| refused(path, e))
+}
+
+/// EACCES/EPERM name the privilege; anything else (no such device) is plain I/O, never "gone".
+fn refused(path: &Path, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => classify_io(path, e, NEEDS),
+        _ => Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
 }
 
 /// Read the whole kernel log buffer from `path` without blocking and keep what `window` asks for.
@@ -71,7 +82,7 @@ pub fn read_around(path: &Path, window: &KmsgWindow) -> Result<KmsgCapture> {
                 lost += 1;
                 continue;
             }
-            Err(err) if scanned == 0 => return Err(classify_io(path, err, NEEDS)),
+            Err(err) if scanned == 0 => return Err(refused(path, err)),
             Err(_) => break,
         }
     }
@@ -99,5 +110,40 @@ mod tests {
             Err(err) => eprintln!("skipping: /dev/kmsg not readable here: {err}"),
         }
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_missing_device_is_an_io_error_naming_it() {
+        let window = KmsgWindow {
+            since_usec: 0,
+            max_recent: 1,
+            max_flagged_before: 1,
+        };
+        let err = read_around(Path::new("/nonexistent/kmsg"), &window).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with("/nonexistent/kmsg: "), "{err}");
+    }
+
+    #[test]
+    fn records_of_a_regular_file_are_read_and_the_malformed_counted() {
+        // A regular file hands out its bytes in one read: one record, then end of file.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kmsg");
+        std::fs::write(&path, b"6,1,100,-;NVRM: Xid (PCI:0000:01:00): 79\n").unwrap();
+        let window = KmsgWindow {
+            since_usec: 0,
+            max_recent: 10,
+            max_flagged_before: 10,
+        };
+        let capture = read_around(&path, &window).unwrap();
+        assert_eq!((capture.scanned, capture.lost), (1, 0));
+        assert_eq!(capture.records[0].flag.as_deref(), Some("xid"));
+        std::fs::write(&path, b"garbage").unwrap();
+        let capture = read_around(&path, &window).unwrap();
+        assert_eq!((capture.scanned, capture.lost), (1, 1));
+        assert!(capture.records.is_empty());
     }
 }

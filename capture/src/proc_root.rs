@@ -181,6 +181,17 @@ fn read_bounded(path: &Path, limit: usize, needs: &'static str) -> Result<Vec<u8
     Ok(buf)
 }
 
+/// A host file (not a task's): missing means absent (no PSI, no such sysctl), not "the task exited".
+fn read_host_file(path: &Path, limit: usize) -> Result<Vec<u8>> {
+    read_bounded(path, limit, WORLD_READABLE).map_err(|e| match e {
+        Error::Gone { path } => Error::Io {
+            path,
+            source: std::io::Error::from(ErrorKind::NotFound),
+        },
+        other => other,
+    })
+}
+
 fn parse_fd_name(name: &std::ffi::OsStr) -> Option<i32> {
     let s = name.to_str()?;
     if s.is_empty() || s.len() > 10 || !s.bytes().all(|c| c.is_ascii_digit()) {
@@ -453,13 +464,13 @@ impl ProcRoot {
     /// `meminfo` as name → value (kB for most, a count for `HugePages_*`).
     pub fn meminfo(&self) -> Result<BTreeMap<String, u64>> {
         let path = self.root.join("meminfo");
-        parse::meminfo::parse(&read_bounded(&path, MEMINFO_LIMIT, WORLD_READABLE)?)
+        parse::meminfo::parse(&read_host_file(&path, MEMINFO_LIMIT)?)
     }
 
     /// `loadavg`, trimmed (kept as the kernel printed it).
     pub fn loadavg(&self) -> Result<String> {
         let path = self.root.join("loadavg");
-        let bytes = read_bounded(&path, SMALL, WORLD_READABLE)?;
+        let bytes = read_host_file(&path, SMALL)?;
         Ok(String::from_utf8_lossy(&bytes).trim().to_string())
     }
 
@@ -472,7 +483,7 @@ impl ProcRoot {
             });
         }
         let path = self.root.join("pressure").join(resource);
-        let bytes = read_bounded(&path, SMALL, WORLD_READABLE)?;
+        let bytes = read_host_file(&path, SMALL)?;
         Ok(Pressure {
             psi: parse::pressure::parse(&bytes)?,
             text: String::from_utf8_lossy(&bytes).into_owned(),
@@ -482,7 +493,7 @@ impl ProcRoot {
     /// `sys/kernel/random/boot_id`.
     pub fn boot_id(&self) -> Result<String> {
         let path = self.root.join("sys/kernel/random/boot_id");
-        parse::boot_id::parse(&read_bounded(&path, SMALL, WORLD_READABLE)?)
+        parse::boot_id::parse(&read_host_file(&path, SMALL)?)
     }
 
     /// A sysctl by its dotted name (`kernel.hung_task_timeout_secs`), trimmed.
@@ -494,7 +505,7 @@ impl ProcRoot {
             });
         }
         let path = self.root.join("sys").join(name.replace('.', "/"));
-        let bytes = read_bounded(&path, SMALL, WORLD_READABLE)?;
+        let bytes = read_host_file(&path, SMALL)?;
         Ok(String::from_utf8_lossy(&bytes).trim().to_string())
     }
 
@@ -619,11 +630,15 @@ mod tests {
         assert!(!ProcRoot::default().held_files(me, 1000).unwrap().is_empty());
     }
 
+    fn is_not_found(e: Error) -> bool {
+        matches!(e, Error::Io { source, .. } if source.kind() == ErrorKind::NotFound)
+    }
+
     #[test]
     fn host_files_parse_and_refuse_hostile_content() {
         let fake = crate::testing::FakeProc::new();
         let root = fake.root();
-        assert!(root.meminfo().unwrap_err().is_gone());
+        assert!(is_not_found(root.meminfo().unwrap_err()));
         fake.meminfo("MemTotal:  100 kB\nHugePages_Total:  2\n")
             .loadavg("0.50 0.40 0.30 1/200 4242\n")
             .pressure("cpu", "some avg10=1.00 avg60=0.00 avg300=0.00 total=5\n")
@@ -640,7 +655,7 @@ mod tests {
             root.pressure("../meminfo"),
             Err(Error::Parse { .. })
         ));
-        assert!(root.pressure("io").unwrap_err().is_gone());
+        assert!(is_not_found(root.pressure("io").unwrap_err()));
         assert_eq!(
             root.boot_id().unwrap(),
             "0f6c2e0a-1111-2222-3333-444455556666"
