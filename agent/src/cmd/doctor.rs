@@ -53,10 +53,6 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<S
     }
 }
 
-fn read_sysctl(root: &ProcRoot, name: &str) -> Option<String> {
-    root.sysctl(name).ok()
-}
-
 /// Run every check.
 pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     let mut out_checks = Vec::new();
@@ -100,7 +96,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         )),
         None => {}
     }
-    match read_sysctl(proc_root, "kernel.yama.ptrace_scope") {
+    match proc_root.sysctl("kernel.yama.ptrace_scope").ok() {
         None => out_checks.push(check("yama.ptrace_scope", Status::Info, "Yama is not built in: no extra ptrace restriction", "")),
         Some(v) if v == "0" || v == "1" => out_checks.push(check("yama.ptrace_scope", Status::Ok, format!("ptrace_scope={v}: CAP_SYS_PTRACE (or root) reads any task"), "")),
         Some(v) if v == "2" => out_checks.push(check(
@@ -116,12 +112,12 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             "boot with kernel.yama.ptrace_scope=1 (sysctl.d)",
         )),
     }
-    match read_sysctl(proc_root, "kernel.hung_task_timeout_secs") {
+    match proc_root.sysctl("kernel.hung_task_timeout_secs").ok() {
         None => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Info, "not available (CONFIG_DETECT_HUNG_TASK off): no 'blocked for more than' lines in the kernel log", "")),
         Some(v) if v == "0" => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Warn, "0: the kernel's hung-task detector is off, so the kernel log has no 'blocked for more than' lines", "sysctl -w kernel.hung_task_timeout_secs=120")),
         Some(v) => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Ok, format!("{v} s: the kernel logs tasks blocked longer"), "")),
     }
-    match read_sysctl(proc_root, "kernel.hung_task_panic") {
+    match proc_root.sysctl("kernel.hung_task_panic").ok() {
         Some(v) if v != "0" => out_checks.push(check(
             "kernel.hung_task_panic",
             Status::Fail,
@@ -136,7 +132,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         )),
         None => {}
     }
-    let dmesg_restrict = read_sysctl(proc_root, "kernel.dmesg_restrict");
+    let dmesg_restrict = proc_root.sysctl("kernel.dmesg_restrict").ok();
     match capture::kmsg::open(std::path::Path::new(capture::kmsg::KMSG_PATH)) {
         Ok(_) => out_checks.push(check(
             "kmsg",
