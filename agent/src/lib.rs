@@ -9,7 +9,8 @@
 //!   ordered stages (`watch::stages::STAGES`) → durable incident.
 //! - [`daemon`]: what only the host agent needs: config file, reload, sd_notify, rate limits, and the host
 //!   target sources (comm, cgroup, GPU fds, ring directories; ring headers verified against the kernel).
-//! - [`host`]: host context read without blocking: /dev/kmsg, PSI, meminfo, identity.
+//! - [`host`]: the host identity recorded with incidents. Every kernel file (kmsg, PSI, meminfo, fd links,
+//!   children, …) is read through `capture::ProcRoot` / `capture::kmsg`: nothing here builds a /proc path.
 //! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline.
 //! - [`inject_env`]: finding libwedge_inject.so and libcupti for `run --inject`.
 

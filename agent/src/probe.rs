@@ -10,6 +10,9 @@
 //!
 //! A timed-out probe is evidence in itself ("timed out after 2 s: the RM lock is probably held").
 //!
+//! The paths come from `capture::ProcRoot::risky_path`, which only names the files: the open and the read
+//! happen here, in the child.
+//!
 //! A stop request ([`ProbeRunner::set_cancel`], the daemon's SIGTERM) ends the wait early: the children are
 //! killed like at the deadline and the outcome says the probe was interrupted, not that it hung.
 
@@ -21,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use capture::{ProcRoot, RiskyFile};
 use serde::{Deserialize, Serialize};
 
 /// Largest output kept from one probe; the rest is counted but dropped.
@@ -737,41 +741,24 @@ fn child_read_each_subdir(dir_c: &CString, dir: &[u8], file_name: &[u8], out: Ra
     }
 }
 
-/// Where to find the risky files, relative to the proc root.
-pub mod paths {
-    use std::path::{Path, PathBuf};
-
-    pub fn cmdline(proc_root: &Path, pid: i32) -> PathBuf {
-        proc_root.join(pid.to_string()).join("cmdline")
-    }
-
-    pub fn nvidia_version(proc_root: &Path) -> PathBuf {
-        proc_root.join("driver/nvidia/version")
-    }
-
-    pub fn nvidia_gpus(proc_root: &Path) -> PathBuf {
-        proc_root.join("driver/nvidia/gpus")
-    }
-}
-
 /// The probes a wedge capture runs for `pid`: its cmdline, the driver version, every GPU's information file,
 /// and `nvidia-smi -q` when asked for and installed.
-pub fn standard_probes(proc_root: &std::path::Path, pid: i32, with_nvidia_smi: bool) -> Vec<Probe> {
+pub fn standard_probes(proc_root: &ProcRoot, pid: i32, with_nvidia_smi: bool) -> Vec<Probe> {
     let mut probes = vec![
         Probe::read_file(
             "cmdline",
-            paths::cmdline(proc_root, pid),
+            proc_root.risky_path(RiskyFile::Cmdline(pid)),
             "the target's mmap lock is probably held (a thread sits in a driver call or mmap while holding it)",
         ),
         Probe::read_file(
             "nvidia-version",
-            paths::nvidia_version(proc_root),
+            proc_root.risky_path(RiskyFile::NvidiaVersion),
             "the NVIDIA driver's proc files are blocked",
         ),
         Probe {
             name: "nvidia-gpus-information".to_string(),
             kind: ProbeKind::ReadEachSubdir {
-                dir: paths::nvidia_gpus(proc_root),
+                dir: proc_root.risky_path(RiskyFile::NvidiaGpus),
                 file_name: "information".to_string(),
             },
             timeout_meaning: "the RM lock is probably held".to_string(),

@@ -7,7 +7,9 @@
 //! - [`writer`]: [`Writer`] — lock-free `enter`/`exit`, no syscall or allocation per record.
 //! - [`reader`]: [`read_ring_from_file`] / [`read_header`] (a file the caller opened), [`read_ring`]
 //!   (a path) / [`parse_ring`] (bytes) — validating copy-out reader, in-flight calls.
-//! - [`identity`]: the writer's pid, start time, pid namespace, boot id; clocks.
+//! - [`identity`]: the writer's pid, start time, pid namespace, boot id; clocks. The one `"/proc"`
+//!   outside `capture` ([`identity::SELF_PROC`]): a worker reads its *own* `/proc/self` identity once, at
+//!   ring creation, and this crate is linked into workers, so it must not depend on `capture`.
 //! - [`ffi`]: the C ABI (`include/wedge_breadcrumb.h`), one process-global writer.
 //! - [`error`]: the crate's [`Error`].
 

@@ -89,7 +89,7 @@ fn main() {
     let (mut plain_w, mut plain_c) = (Vec::new(), Vec::new());
     let (mut list_w, mut list_c) = (Vec::new(), Vec::new());
     let (mut one_w, mut one_c) = (Vec::new(), Vec::new());
-    let one = std::fs::File::open(root.task_path(pid, tids[n / 2], TaskFile::Stat)).expect("open");
+    let one = root.open_task_stat(pid, tids[n / 2]).expect("open");
     let mut buf = vec![0u8; 1024];
     let mut sink = 0u64;
     for _ in 0..rounds {
@@ -117,7 +117,9 @@ fn main() {
         // Baseline: open/read/close each stat file by path, parse the same fields.
         let (w, c) = timed(|| {
             for &tid in &tids {
-                let b = std::fs::read(root.task_path(pid, tid, TaskFile::Stat)).expect("read stat");
+                let b = root
+                    .read_task_file(pid, tid, TaskFile::Stat)
+                    .expect("read stat");
                 sink += parse_lite(&b).expect("parse").cpu_ticks;
             }
         });

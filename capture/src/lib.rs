@@ -2,9 +2,13 @@
 //!
 //! Map:
 //! - [`parse`]: pure parsers `fn(&[u8]) -> Result<T>` for stat, status, wchan, syscall, stack, cgroup,
-//!   fd links and ns inodes.
-//! - [`proc_root`]: [`ProcRoot`], the one place that opens files under a proc root (default `/proc`, or a
-//!   fake/recorded tree); classifies vanished tasks and refused reads.
+//!   fd links and ns inodes, children, meminfo, pressure, boot id and `/dev/kmsg` records.
+//! - [`proc_root`]: [`ProcRoot`], the workspace's one doorway to the kernel's files: it alone opens files
+//!   under a proc root (default `/proc`, or a fake/recorded tree), every read bounded — per-task files,
+//!   fd links and the inodes they hold, children, ns, host files (meminfo, loadavg, pressure, boot id,
+//!   sysctls). Risky files (cmdline, NVIDIA driver files) are only named ([`RiskyFile`]) for the agent's
+//!   sacrificial children. Classifies vanished tasks and refused reads.
+//! - [`kmsg`]: `/dev/kmsg` read without ever blocking, records kept around an event.
 //! - [`process`]: [`snapshot_process`] — stat of every thread, then wchan/syscall/stack/fd for D threads.
 //! - [`scan`]: [`scan::Scanner`], the watch loop's hot path (kept-open stat fds re-read with pread).
 //! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
@@ -13,6 +17,13 @@
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
 //!   configs): no symlink followed, no FIFO or device opened, regular files only, bounded reads.
 //! - [`frozen_fs`]: a real D-state fixture (frozen loop-mounted ext4) for tests and `selftest`.
+//! - [`testing`]: [`testing::FakeProc`], the fake proc tree builder every crate's tests share (tests and
+//!   recorded snapshots only).
+//!
+//! No `procfs-core`: it was evaluated for meminfo, pressure, status, cgroup and mountinfo and fits none.
+//! Its pressure parser panics on a short line (`&line[5..]`) and needs a `full` line memory/io may lack
+//! (no `irq` at all); its meminfo parser multiplies by 1024 unchecked (a hostile value panics in debug
+//! builds) into a fixed struct; status, cgroup and stat are already parsed here, bounded, with tests.
 //!
 //! Never read `cmdline`, `environ`, `maps`, `smaps` or `mem` here: they take the target's mmap lock.
 
@@ -20,6 +31,7 @@ pub mod arch;
 pub mod error;
 pub mod frozen_fs;
 pub mod ioctl;
+pub mod kmsg;
 pub mod parse;
 pub mod proc_root;
 pub mod process;
@@ -28,10 +40,11 @@ pub mod scan;
 pub mod site;
 pub mod snapshot;
 pub mod syscalls;
+pub mod testing;
 pub mod untrusted;
 
 pub use arch::Arch;
 pub use error::{Error, Result};
-pub use proc_root::ProcRoot;
+pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};
 pub use snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};

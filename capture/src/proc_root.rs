@@ -1,9 +1,15 @@
 //! `ProcRoot`: the one place that opens files under a proc root. The default is the live `/proc`; any
 //! directory laid out the same way (a recorded or hand-built fake tree) works through [`ProcRoot::new`].
 //!
-//! Only files that cannot block on the target are read: stat, status, wchan, syscall, stack, fd links,
-//! cgroup, ns links. Never cmdline, environ, maps, smaps or mem: they take the target's mmap_lock, which
-//! a wedged driver call may hold forever (procfs-facts.md §6).
+//! Every read of a kernel file by the workspace goes through here: per-task files, fd links and the
+//! identity of what they point at, `children`, `ns/pid`, and the host files (meminfo, loadavg, pressure,
+//! boot id, sysctls). Each read is bounded (size, entry count).
+//!
+//! Only files that cannot block on the target are read here: stat, status, wchan, syscall, stack, fd
+//! links, cgroup, ns links. Never cmdline, environ, maps, smaps or mem: they take the target's
+//! mmap_lock, which a wedged driver call may hold forever (procfs-facts.md §6). Those, and the NVIDIA
+//! driver's files (behind the RM lock), are only *named* here ([`ProcRoot::risky_path`]): a sacrificial
+//! child with a deadline opens them (agent/src/probe.rs).
 //!
 //! Errors are classified: ENOENT/ESRCH → [`Error::Gone`] (the task exited; a marker, not a failure);
 //! EACCES/EPERM → [`Error::PermissionDenied`] naming the privilege the file needs.
@@ -13,16 +19,29 @@ use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::parse::{self, cgroup::CgroupLine, fd::FdTarget, stat::Stat, status::Status};
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+
+use crate::parse::{
+    self, cgroup::CgroupLine, fd::FdTarget, pressure::Psi, stat::Stat, status::Status,
+};
 use crate::snapshot::StackFrame;
 
-/// The only place the string "/proc" appears in the workspace.
+/// The workspace's one "/proc" outside tests, besides breadcrumb's (a worker reading its own identity
+/// cannot depend on capture).
 const DEFAULT_ROOT: &str = "/proc";
 
 /// Per-file read limits: far above what the kernel prints, small enough to bound a hostile tree.
 const SMALL: usize = 4096;
 const STATUS_LIMIT: usize = 16 * 1024;
 const STACK_LIMIT: usize = 64 * 1024;
+const CGROUP_LIMIT: usize = 64 * 1024;
+const MEMINFO_LIMIT: usize = 64 * 1024;
+/// `children` of one thread: up to ~50k pids of 10 digits and a space.
+const CHILDREN_LIMIT: usize = 512 * 1024;
+
+const PTRACE_READ: &str = "ptrace read access (same user or CAP_SYS_PTRACE)";
+const WORLD_READABLE: &str = "nothing (world-readable)";
 
 /// A per-task file and what reading it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +87,51 @@ impl TaskFile {
     }
 }
 
+/// A file only a sacrificial child with a deadline may open: reading it can block forever on the
+/// target's mmap lock or on the NVIDIA driver's locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RiskyFile {
+    /// `<pid>/cmdline` (the target's mmap lock).
+    Cmdline(i32),
+    /// `driver/nvidia/version` (the RM lock).
+    NvidiaVersion,
+    /// `driver/nvidia/gpus`: a directory, one subdirectory per GPU with an `information` file.
+    NvidiaGpus,
+}
+
+/// One open file of a process, as its fd link shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FdLink {
+    pub fd: i64,
+    pub target: FdTarget,
+}
+
+/// The identity of the file behind an fd link (stat of the magic link, without opening it), and the
+/// link itself: opening it reaches the file even when no path does (unlinked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldFile {
+    pub fd: i64,
+    pub dev: u64,
+    pub ino: u64,
+    pub link: PathBuf,
+}
+
+/// A pressure file: parsed, and the text as the kernel printed it (what reports keep).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pressure {
+    pub psi: Psi,
+    pub text: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcRoot {
     root: PathBuf,
+}
+
+impl std::fmt::Display for ProcRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.root.display().fmt(f)
+    }
 }
 
 impl Default for ProcRoot {
@@ -120,6 +181,25 @@ fn read_bounded(path: &Path, limit: usize, needs: &'static str) -> Result<Vec<u8
     Ok(buf)
 }
 
+/// A host file (not a task's): missing means absent (no PSI, no such sysctl), not "the task exited".
+fn read_host_file(path: &Path, limit: usize) -> Result<Vec<u8>> {
+    read_bounded(path, limit, WORLD_READABLE).map_err(|e| match e {
+        Error::Gone { path } => Error::Io {
+            path,
+            source: std::io::Error::from(ErrorKind::NotFound),
+        },
+        other => other,
+    })
+}
+
+fn parse_fd_name(name: &std::ffi::OsStr) -> Option<i32> {
+    let s = name.to_str()?;
+    if s.is_empty() || s.len() > 10 || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
 fn parse_id(name: &std::ffi::OsStr) -> Option<i32> {
     let s = name.to_str()?;
     if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
@@ -134,23 +214,28 @@ impl ProcRoot {
         ProcRoot { root: dir.into() }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether the root is a directory at all (a mistyped `--proc-root`).
+    pub fn is_dir(&self) -> bool {
+        self.root.is_dir()
     }
 
     pub fn is_default(&self) -> bool {
         self.root == Path::new(DEFAULT_ROOT)
     }
 
-    pub fn pid_dir(&self, pid: i32) -> PathBuf {
+    pub(crate) fn pid_dir(&self, pid: i32) -> PathBuf {
         self.root.join(pid.to_string())
     }
 
-    pub fn task_dir(&self, pid: i32) -> PathBuf {
+    pub(crate) fn task_dir(&self, pid: i32) -> PathBuf {
         self.pid_dir(pid).join("task")
     }
 
-    pub fn task_path(&self, pid: i32, tid: i32, file: TaskFile) -> PathBuf {
+    pub(crate) fn task_path(&self, pid: i32, tid: i32, file: TaskFile) -> PathBuf {
         self.task_dir(pid).join(tid.to_string()).join(file.name())
     }
 
@@ -282,7 +367,156 @@ impl ProcRoot {
 
     pub fn cgroup(&self, pid: i32) -> Result<Vec<CgroupLine>> {
         let path = self.pid_dir(pid).join("cgroup");
-        parse::cgroup::parse(&read_bounded(&path, 64 * 1024, "nothing (world-readable)")?)
+        parse::cgroup::parse(&read_bounded(&path, CGROUP_LIMIT, WORLD_READABLE)?)
+    }
+
+    /// The open files of `pid` (at most `max` links read), each link parsed; unreadable links (the fd
+    /// closed meanwhile) are skipped.
+    pub fn fd_links(&self, pid: i32, max: usize) -> Result<Vec<FdLink>> {
+        let mut links = Vec::new();
+        self.find_fd_link(pid, max, |link| {
+            links.push(link.clone());
+            false
+        })?;
+        Ok(links)
+    }
+
+    /// The first fd link of `pid` that `wanted` accepts, reading at most `max` links and none after
+    /// the match.
+    pub fn find_fd_link(
+        &self,
+        pid: i32,
+        max: usize,
+        mut wanted: impl FnMut(&FdLink) -> bool,
+    ) -> Result<Option<FdLink>> {
+        for (fd, link) in self.fd_entries(pid)?.take(max) {
+            let Ok(target) = std::fs::read_link(&link) else {
+                continue;
+            };
+            let Ok(target) = parse::fd::parse_link(target.as_os_str().as_encoded_bytes()) else {
+                continue;
+            };
+            let link = FdLink { fd, target };
+            if wanted(&link) {
+                return Ok(Some(link));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The (dev, inode) of every file `pid` holds open (stat, not lstat, of each `fd/N`: the open
+    /// file's inode, without opening it), at most `max` links stated.
+    pub fn held_files(&self, pid: i32, max: usize) -> Result<Vec<HeldFile>> {
+        let mut held = Vec::new();
+        for (fd, link) in self.fd_entries(pid)?.take(max) {
+            if let Ok(meta) = std::fs::metadata(&link) {
+                held.push(HeldFile {
+                    fd,
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                    link,
+                });
+            }
+        }
+        Ok(held)
+    }
+
+    /// The raw target of fd link `fd` of `pid` (a path, possibly ending in ` (deleted)`, or
+    /// `socket:[…]`-style), unparsed: for opening what it names.
+    pub fn fd_link_target(&self, pid: i32, fd: i64) -> Result<PathBuf> {
+        let path = self.pid_dir(pid).join("fd").join(fd.to_string());
+        std::fs::read_link(&path).map_err(|e| classify_io(&path, e, PTRACE_READ))
+    }
+
+    /// The size the kernel reports for `<pid>/fd`: the number of open fds (one stat, no listing), 0
+    /// on kernels that do not report it.
+    pub fn fd_count(&self, pid: i32) -> Result<u64> {
+        let path = self.pid_dir(pid).join("fd");
+        std::fs::metadata(&path)
+            .map(|m| m.len())
+            .map_err(|e| classify_io(&path, e, PTRACE_READ))
+    }
+
+    /// `(fd, link path)` of each entry of `<pid>/fd`, listed lazily.
+    fn fd_entries(&self, pid: i32) -> Result<impl Iterator<Item = (i64, PathBuf)>> {
+        let dir = self.pid_dir(pid).join("fd");
+        let entries = std::fs::read_dir(&dir).map_err(|e| classify_io(&dir, e, PTRACE_READ))?;
+        Ok(entries
+            .flatten()
+            .filter_map(|e| Some((i64::from(parse_fd_name(&e.file_name())?), e.path()))))
+    }
+
+    /// The children of thread `tid` of `pid` (`task/<tid>/children`; needs CONFIG_PROC_CHILDREN).
+    pub fn children(&self, pid: i32, tid: i32) -> Result<Vec<i32>> {
+        let path = self.task_dir(pid).join(tid.to_string()).join("children");
+        let bytes = read_bounded(&path, CHILDREN_LIMIT, PTRACE_READ)?;
+        Ok(parse::children::parse(&bytes).collect())
+    }
+
+    /// Whether the kernel has `task/<tid>/children` at all (CONFIG_PROC_CHILDREN), judged on `pid`.
+    pub fn has_children_files(&self, pid: i32) -> bool {
+        self.task_dir(pid)
+            .join(pid.to_string())
+            .join("children")
+            .exists()
+    }
+
+    /// `meminfo` as name → value (kB for most, a count for `HugePages_*`).
+    pub fn meminfo(&self) -> Result<BTreeMap<String, u64>> {
+        let path = self.root.join("meminfo");
+        parse::meminfo::parse(&read_host_file(&path, MEMINFO_LIMIT)?)
+    }
+
+    /// `loadavg`, trimmed (kept as the kernel printed it).
+    pub fn loadavg(&self) -> Result<String> {
+        let path = self.root.join("loadavg");
+        let bytes = read_host_file(&path, SMALL)?;
+        Ok(String::from_utf8_lossy(&bytes).trim().to_string())
+    }
+
+    /// `pressure/<resource>` (one of [`parse::pressure::RESOURCES`]); a file that does not parse is an error.
+    pub fn pressure(&self, resource: &str) -> Result<Pressure> {
+        if !parse::pressure::RESOURCES.contains(&resource) {
+            return Err(Error::Parse {
+                what: "pressure",
+                why: format!("unknown resource {resource:?}"),
+            });
+        }
+        let path = self.root.join("pressure").join(resource);
+        let bytes = read_host_file(&path, SMALL)?;
+        Ok(Pressure {
+            psi: parse::pressure::parse(&bytes)?,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+
+    /// `sys/kernel/random/boot_id`.
+    pub fn boot_id(&self) -> Result<String> {
+        let path = self.root.join("sys/kernel/random/boot_id");
+        parse::boot_id::parse(&read_host_file(&path, SMALL)?)
+    }
+
+    /// A sysctl by its dotted name (`kernel.hung_task_timeout_secs`), trimmed.
+    pub fn sysctl(&self, name: &str) -> Result<String> {
+        if name.is_empty() || name.split('.').any(|part| part.is_empty() || part == "..") {
+            return Err(Error::Parse {
+                what: "sysctl name",
+                why: format!("{name:?}"),
+            });
+        }
+        let path = self.root.join("sys").join(name.replace('.', "/"));
+        let bytes = read_host_file(&path, SMALL)?;
+        Ok(String::from_utf8_lossy(&bytes).trim().to_string())
+    }
+
+    /// Where a risky file is. Never open it in the agent: only a sacrificial child with a deadline
+    /// may (agent/src/probe.rs), because the read can sleep forever on a lock the wedge holds.
+    pub fn risky_path(&self, file: RiskyFile) -> PathBuf {
+        match file {
+            RiskyFile::Cmdline(pid) => self.pid_dir(pid).join("cmdline"),
+            RiskyFile::NvidiaVersion => self.root.join("driver/nvidia/version"),
+            RiskyFile::NvidiaGpus => self.root.join("driver/nvidia/gpus"),
+        }
     }
 
     /// The pid namespace inode (`ns/pid` → `pid:[4026531836]`).
@@ -337,11 +571,148 @@ mod tests {
 
     #[test]
     fn oversized_files_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = dir.path().join("7/task/7");
-        std::fs::create_dir_all(&t).unwrap();
-        std::fs::write(t.join("wchan"), vec![b'a'; SMALL + 1]).unwrap();
-        let root = ProcRoot::new(dir.path());
+        let fake = crate::testing::FakeProc::new();
+        fake.task(7, 7).file("wchan", vec![b'a'; SMALL + 1]);
+        let root = fake.root();
         assert!(matches!(root.read_wchan(7, 7), Err(Error::TooLarge { .. })));
+    }
+
+    #[test]
+    fn fd_links_are_bounded_parsed_and_searched() {
+        let fake = crate::testing::FakeProc::new();
+        fake.process(7)
+            .fds(&["/dev/null", "socket:[5]", "/dev/nvidia0"])
+            .fd(9, "/tmp/gone.ring (deleted)");
+        fake.file("7/fd/not-a-number", b"");
+        let root = fake.root();
+        let mut links = root.fd_links(7, 100).unwrap();
+        links.sort_by_key(|l| l.fd);
+        let fds: Vec<i64> = links.iter().map(|l| l.fd).collect();
+        assert_eq!(fds, [0, 1, 2, 9]);
+        assert!(matches!(&links[1].target, FdTarget::Special { kind, .. } if kind == "socket"));
+        assert!(matches!(
+            &links[3].target,
+            FdTarget::Path { deleted: true, .. }
+        ));
+        assert_eq!(root.fd_links(7, 2).unwrap().len(), 2);
+        let hit = root
+            .find_fd_link(7, 100, |l| l.target.path() == Some("/dev/nvidia0"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(hit.fd, 2);
+        assert_eq!(root.find_fd_link(7, 100, |_| false).unwrap(), None);
+        assert_eq!(
+            root.fd_link_target(7, 9).unwrap(),
+            Path::new("/tmp/gone.ring (deleted)")
+        );
+        assert!(root.fd_link_target(7, 42).unwrap_err().is_gone());
+        assert!(root.fd_links(8, 10).unwrap_err().is_gone());
+    }
+
+    #[test]
+    fn held_files_name_the_inode_behind_each_link() {
+        let fake = crate::testing::FakeProc::new();
+        let file = fake.path().join("held");
+        std::fs::write(&file, b"x").unwrap();
+        fake.process(3).fd(4, &file).fd(5, "/nonexistent/target");
+        let held = fake.root().held_files(3, 10).unwrap();
+        // The dangling link cannot be stated: left out.
+        assert_eq!(held.len(), 1);
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (held[0].fd, held[0].dev, held[0].ino),
+            (4, meta.dev(), meta.ino())
+        );
+        assert_eq!(std::fs::read(&held[0].link).unwrap(), b"x");
+        // The live kernel reports the fd count as the directory size.
+        let me = std::process::id() as i32;
+        assert!(ProcRoot::default().fd_count(me).unwrap() >= 3);
+        assert!(!ProcRoot::default().held_files(me, 1000).unwrap().is_empty());
+    }
+
+    fn is_not_found(e: Error) -> bool {
+        matches!(e, Error::Io { source, .. } if source.kind() == ErrorKind::NotFound)
+    }
+
+    #[test]
+    fn host_files_parse_and_refuse_hostile_content() {
+        let fake = crate::testing::FakeProc::new();
+        let root = fake.root();
+        assert!(is_not_found(root.meminfo().unwrap_err()));
+        fake.meminfo("MemTotal:  100 kB\nHugePages_Total:  2\n")
+            .loadavg("0.50 0.40 0.30 1/200 4242\n")
+            .pressure("cpu", "some avg10=1.00 avg60=0.00 avg300=0.00 total=5\n")
+            .pressure("memory", "some")
+            .boot_id("0f6c2e0a-1111-2222-3333-444455556666\n")
+            .sysctl("kernel.hung_task_timeout_secs", "120\n");
+        assert_eq!(root.meminfo().unwrap()["MemTotal"], 100);
+        assert_eq!(root.loadavg().unwrap(), "0.50 0.40 0.30 1/200 4242");
+        let cpu = root.pressure("cpu").unwrap();
+        assert_eq!(cpu.psi.some.unwrap().total_us, 5);
+        assert!(cpu.text.starts_with("some avg10=1.00"));
+        assert!(matches!(root.pressure("memory"), Err(Error::Parse { .. })));
+        assert!(matches!(
+            root.pressure("../meminfo"),
+            Err(Error::Parse { .. })
+        ));
+        assert!(is_not_found(root.pressure("io").unwrap_err()));
+        assert_eq!(
+            root.boot_id().unwrap(),
+            "0f6c2e0a-1111-2222-3333-444455556666"
+        );
+        assert_eq!(root.sysctl("kernel.hung_task_timeout_secs").unwrap(), "120");
+        for bad in ["", "kernel..x", "..", "kernel."] {
+            assert!(
+                matches!(root.sysctl(bad), Err(Error::Parse { .. })),
+                "{bad}"
+            );
+        }
+        // Hostile sizes and bytes: errors, never a panic.
+        fake.meminfo(&"MemTotal: 1 kB\n".repeat(8000))
+            .file("loadavg", vec![b'1'; SMALL + 1])
+            .boot_id("\u{ff}not a uuid");
+        assert!(matches!(root.meminfo(), Err(Error::TooLarge { .. })));
+        assert!(matches!(root.loadavg(), Err(Error::TooLarge { .. })));
+        assert!(root.boot_id().is_err());
+        fake.meminfo("MemTotal: 18446744073709551616 kB\n");
+        assert!(matches!(root.meminfo(), Err(Error::Parse { .. })));
+    }
+
+    #[test]
+    fn risky_files_are_only_named() {
+        let root = ProcRoot::new("/fake");
+        assert_eq!(
+            root.risky_path(RiskyFile::Cmdline(42)),
+            Path::new("/fake/42/cmdline")
+        );
+        assert_eq!(
+            root.risky_path(RiskyFile::NvidiaVersion),
+            Path::new("/fake/driver/nvidia/version")
+        );
+        assert_eq!(
+            root.risky_path(RiskyFile::NvidiaGpus),
+            Path::new("/fake/driver/nvidia/gpus")
+        );
+        assert_eq!(root.to_string(), "/fake");
+    }
+
+    #[test]
+    fn children_of_a_live_thread() {
+        let root = ProcRoot::default();
+        let me = std::process::id() as i32;
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let found = root.tasks(me).unwrap().into_iter().any(|tid| {
+            root.children(me, tid)
+                .unwrap_or_default()
+                .contains(&(child.id() as i32))
+        });
+        let _ = child.kill();
+        let _ = child.wait();
+        if root.has_children_files(me) {
+            assert!(found);
+        }
     }
 }

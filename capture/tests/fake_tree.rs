@@ -1,16 +1,14 @@
 //! Snapshots decoded from fake /proc trees (`ProcRoot::new(dir)`): a recorded aarch64 GB10-style wedge
 //! and the H200 UVM exit-path fixture. These complement the real D-state test (tests/dstate.rs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use capture::parse::stack;
-use capture::{site, snapshot_process, syscalls, Arch, ProcRoot, SnapshotOptions, SyscallInfo};
+use capture::testing::FakeProc;
+use capture::{site, snapshot_process, syscalls, Arch, SnapshotOptions, SyscallInfo};
 
-struct FakeTree {
-    dir: tempfile::TempDir,
-}
-
-struct FakeTask<'a> {
+/// One thread of a recorded tree; the fields every fixture here sets.
+struct FakeThread<'a> {
     tid: i32,
     comm: &'a str,
     state: char,
@@ -19,77 +17,33 @@ struct FakeTask<'a> {
     stack: &'a str,
 }
 
-impl FakeTree {
-    fn new() -> FakeTree {
-        FakeTree {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn root(&self) -> ProcRoot {
-        ProcRoot::new(self.dir.path())
-    }
-
-    fn stat_line(pid: i32, t: &FakeTask) -> String {
-        format!(
-            "{} ({}) {} 1 {pid} {pid} 0 -1 4194560 100 0 0 0 250 31 0 0 20 0 4 0 123456 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
-            t.tid, t.comm, t.state
-        )
-    }
-
-    fn add(&self, pid: i32, t: &FakeTask) {
-        let dir = self.task_dir(pid, t.tid);
-        std::fs::create_dir_all(&dir).unwrap();
-        let stat = Self::stat_line(pid, t);
-        std::fs::write(dir.join("stat"), &stat).unwrap();
-        if t.tid == pid {
-            std::fs::write(self.dir.path().join(pid.to_string()).join("stat"), &stat).unwrap();
-        }
-        std::fs::write(
-            dir.join("status"),
-            format!(
-                "Name:\t{}\nState:\t{} (x)\nTgid:\t{pid}\nPid:\t{}\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t2\n",
-                t.comm, t.state, t.tid
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.join("wchan"), t.wchan).unwrap();
-        std::fs::write(dir.join("syscall"), t.syscall).unwrap();
-        std::fs::write(dir.join("stack"), t.stack).unwrap();
-    }
-
-    /// A task listed in the directory whose files are gone (it exited mid-read).
-    fn add_vanished(&self, pid: i32, tid: i32) {
-        std::fs::create_dir_all(self.task_dir(pid, tid)).unwrap();
-    }
-
-    fn add_fd(&self, pid: i32, fd: i32, target: &str) {
-        let dir = self.dir.path().join(pid.to_string()).join("fd");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::os::unix::fs::symlink(target, dir.join(fd.to_string())).unwrap();
-    }
-
-    fn task_dir(&self, pid: i32, tid: i32) -> PathBuf {
-        self.dir
-            .path()
-            .join(pid.to_string())
-            .join("task")
-            .join(tid.to_string())
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
+fn add(tree: &FakeProc, pid: i32, t: &FakeThread) {
+    tree.task(pid, t.tid)
+        .comm(t.comm)
+        .state(t.state)
+        .start(123_456)
+        .num_threads(4)
+        .cpu_ticks(250, 31)
+        .processor(3)
+        .ctxt_switches(10, 2)
+        .wchan(t.wchan)
+        .syscall(t.syscall)
+        .stack(t.stack);
 }
 
 const ARM64_RM_STACK: &str = "[<0>] os_acquire_rwlock_write+0x38/0x60 [nvidia]\n[<0>] rmapiLockAcquire+0x1a0/0x2c0 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] nvidia_unlocked_ioctl+0x24/0x40 [nvidia]\n[<0>] __arm64_sys_ioctl+0xb4/0x100\n[<0>] invoke_syscall+0x50/0x120\n[<0>] el0_svc_common.constprop.0+0x48/0xf0\n[<0>] do_el0_svc+0x24/0x38\n[<0>] el0_svc+0x30/0xe0\n[<0>] el0t_64_sync_handler+0x100/0x130\n[<0>] el0t_64_sync+0x190/0x198\n";
 
-fn gb10_tree() -> FakeTree {
-    let tree = FakeTree::new();
+fn gb10_tree() -> FakeProc {
+    let tree = FakeProc::new();
     let pid = 4100;
-    tree.add(
+    // The process first: its main thread is then written over by the recording below.
+    tree.process(pid)
+        .fd(5, "/dev/nvidiactl")
+        .fd(7, "/dev/nvidia-uvm");
+    add(
+        &tree,
         pid,
-        &FakeTask {
+        &FakeThread {
             tid: pid,
             comm: "python3",
             state: 'S',
@@ -99,9 +53,10 @@ fn gb10_tree() -> FakeTree {
             stack: "",
         },
     );
-    tree.add(
+    add(
+        &tree,
         pid,
-        &FakeTask {
+        &FakeThread {
             tid: 4107,
             comm: "pt_main (gpu) 0",
             state: 'D',
@@ -111,9 +66,10 @@ fn gb10_tree() -> FakeTree {
             stack: ARM64_RM_STACK,
         },
     );
-    tree.add(
+    add(
+        &tree,
         pid,
-        &FakeTask {
+        &FakeThread {
             tid: 4110,
             comm: "uvm-worker",
             state: 'D',
@@ -122,9 +78,10 @@ fn gb10_tree() -> FakeTree {
             stack: "[<0>] uvm_api_alloc_semaphore_pool+0x5a/0x2a0 [nvidia_uvm]\n[<0>] uvm_ioctl+0x1c7e/0x1e10 [nvidia_uvm]\n[<0>] uvm_unlocked_ioctl+0x31/0x60 [nvidia_uvm]\n[<0>] uvm_unlocked_ioctl_entry.part.0+0x7b/0xf0 [nvidia_uvm]\n[<0>] __arm64_sys_ioctl+0xb4/0x100\n[<0>] invoke_syscall+0x50/0x120\n",
         },
     );
-    tree.add(
+    add(
+        &tree,
         pid,
-        &FakeTask {
+        &FakeThread {
             tid: 4111,
             comm: "spin",
             state: 'R',
@@ -133,9 +90,8 @@ fn gb10_tree() -> FakeTree {
             stack: "",
         },
     );
-    tree.add_vanished(pid, 4112);
-    tree.add_fd(pid, 5, "/dev/nvidiactl");
-    tree.add_fd(pid, 7, "/dev/nvidia-uvm");
+    tree.vanished_task(pid, 4112);
+
     tree
 }
 
@@ -363,7 +319,7 @@ fn h200_fixture_is_classified_by_stack_not_syscall() {
 #[test]
 fn h200_fixture_as_a_fake_tree_notes_the_stale_syscall() {
     let fx = h200();
-    let tree = FakeTree::new();
+    let tree = FakeProc::new();
     let pid = 7000;
     let mut tids = Vec::new();
     for (i, t) in fx.threads.iter().enumerate() {
@@ -373,9 +329,10 @@ fn h200_fixture_as_a_fake_tree_notes_the_stale_syscall() {
             "{} 0x7f0000001000 0x80 0x0 0x0 0x0 0x0 0x7ffd00000000 0x7f0000002000\n",
             t.syscall_nr
         );
-        tree.add(
+        add(
+            &tree,
             pid,
-            &FakeTask {
+            &FakeThread {
                 tid,
                 comm: "pt_main_thread",
                 state: 'D',

@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use capture::frozen_fs::{self, FrozenFs};
+use capture::testing::FakeProc;
 use capture::ProcRoot;
 
 fn wedge(args: &[&str]) -> Output {
@@ -100,25 +101,21 @@ fn capture_of_a_live_process_all_threads() {
 }
 
 fn fake_gb10_tree(dir: &Path) {
-    let t = dir.join("4100/task/4107");
-    std::fs::create_dir_all(&t).unwrap();
-    let stat = "4107 (pt_main) D 1 4100 4100 0 -1 4194560 0 0 0 0 5 6 0 0 20 0 2 0 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 2 0 0\n";
-    std::fs::write(t.join("stat"), stat).unwrap();
-    std::fs::write(t.join("wchan"), "os_acquire_rwlock_write").unwrap();
-    std::fs::write(
-        t.join("syscall"),
-        "29 0x5 0xc020462a 0xffffd1e0c0a8 0x0 0x0 0x0 0xffffd1e0c050 0xffff8a3e1c2c\n",
-    )
-    .unwrap();
-    std::fs::write(t.join("stack"), "[<0>] os_acquire_rwlock_write+0x38/0x60 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] __arm64_sys_ioctl+0xb4/0x100\n").unwrap();
-    std::fs::write(t.join("status"), "Name:\tpt_main\nState:\tD (disk sleep)\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t1\n").unwrap();
-    let m = dir.join("4100/task/4100");
-    std::fs::create_dir_all(&m).unwrap();
-    let main = "4100 (python3) S 1 4100 4100 0 -1 4194560 0 0 0 0 5 6 0 0 20 0 2 0 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0\n";
-    std::fs::write(m.join("stat"), main).unwrap();
-    std::fs::write(dir.join("4100/stat"), main).unwrap();
-    std::fs::create_dir_all(dir.join("4100/fd")).unwrap();
-    std::os::unix::fs::symlink("/dev/nvidiactl", dir.join("4100/fd/5")).unwrap();
+    let tree = FakeProc::at(dir);
+    tree.process(4100)
+        .comm("python3")
+        .start(99)
+        .fd(5, "/dev/nvidiactl");
+    tree.task(4100, 4107)
+        .comm("pt_main")
+        .state('D')
+        .start(99)
+        .cpu_ticks(5, 6)
+        .processor(2)
+        .ctxt_switches(7, 1)
+        .wchan("os_acquire_rwlock_write")
+        .syscall("29 0x5 0xc020462a 0xffffd1e0c0a8 0x0 0x0 0x0 0xffffd1e0c050 0xffff8a3e1c2c\n")
+        .stack("[<0>] os_acquire_rwlock_write+0x38/0x60 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] __arm64_sys_ioctl+0xb4/0x100\n");
 }
 
 #[test]

@@ -55,10 +55,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let root = args.proc_root.map(ProcRoot::new).unwrap_or_default();
-    if !root.path().is_dir() {
+    if !root.is_dir() {
         return Err(Failure::new(
             ExitCode::ERROR,
-            format!("proc root {} is not a directory", root.path().display()),
+            format!("proc root {root} is not a directory"),
         )
         .into());
     }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capture::ProcRoot;
+use capture::{ProcRoot, RiskyFile};
 use serde::Serialize;
 
 use crate::exit::ExitCode;
@@ -53,12 +53,6 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<S
     }
 }
 
-fn read_sysctl(root: &ProcRoot, name: &str) -> Option<String> {
-    std::fs::read_to_string(root.path().join("sys").join(name.replace('.', "/")))
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
 /// Run every check.
 pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     let mut out_checks = Vec::new();
@@ -102,7 +96,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         )),
         None => {}
     }
-    match read_sysctl(proc_root, "kernel.yama.ptrace_scope") {
+    match proc_root.sysctl("kernel.yama.ptrace_scope").ok() {
         None => out_checks.push(check("yama.ptrace_scope", Status::Info, "Yama is not built in: no extra ptrace restriction", "")),
         Some(v) if v == "0" || v == "1" => out_checks.push(check("yama.ptrace_scope", Status::Ok, format!("ptrace_scope={v}: CAP_SYS_PTRACE (or root) reads any task"), "")),
         Some(v) if v == "2" => out_checks.push(check(
@@ -118,12 +112,12 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             "boot with kernel.yama.ptrace_scope=1 (sysctl.d)",
         )),
     }
-    match read_sysctl(proc_root, "kernel.hung_task_timeout_secs") {
+    match proc_root.sysctl("kernel.hung_task_timeout_secs").ok() {
         None => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Info, "not available (CONFIG_DETECT_HUNG_TASK off): no 'blocked for more than' lines in the kernel log", "")),
         Some(v) if v == "0" => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Warn, "0: the kernel's hung-task detector is off, so the kernel log has no 'blocked for more than' lines", "sysctl -w kernel.hung_task_timeout_secs=120")),
         Some(v) => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Ok, format!("{v} s: the kernel logs tasks blocked longer"), "")),
     }
-    match read_sysctl(proc_root, "kernel.hung_task_panic") {
+    match proc_root.sysctl("kernel.hung_task_panic").ok() {
         Some(v) if v != "0" => out_checks.push(check(
             "kernel.hung_task_panic",
             Status::Fail,
@@ -138,18 +132,14 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         )),
         None => {}
     }
-    let dmesg_restrict = read_sysctl(proc_root, "kernel.dmesg_restrict");
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags_nonblock()
-        .open(crate::host::kmsg::KMSG_PATH)
-    {
+    let dmesg_restrict = proc_root.sysctl("kernel.dmesg_restrict").ok();
+    match capture::kmsg::open(std::path::Path::new(capture::kmsg::KMSG_PATH)) {
         Ok(_) => out_checks.push(check(
             "kmsg",
             Status::Ok,
             format!(
                 "{} is readable (kernel.dmesg_restrict={})",
-                crate::host::kmsg::KMSG_PATH,
+                capture::kmsg::KMSG_PATH,
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
             "",
@@ -158,8 +148,8 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             "kmsg",
             Status::Warn,
             format!(
-                "{}: {err} (kernel.dmesg_restrict={}): incidents will have no kernel log",
-                crate::host::kmsg::KMSG_PATH,
+                // The error names the device.
+                "{err} (kernel.dmesg_restrict={}): incidents will have no kernel log",
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
             "grant CAP_SYSLOG, or sysctl -w kernel.dmesg_restrict=0",
@@ -180,8 +170,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             "run as root (CAP_SYS_ADMIN); the kernel needs CONFIG_STACKTRACE",
         ),
     });
-    let children = proc_root.task_dir(me).join(me.to_string()).join("children");
-    out_checks.push(if children.exists() {
+    out_checks.push(if proc_root.has_children_files(me) {
         check("proc-children", Status::Ok, "task/<tid>/children exists: run finds every descendant", "")
     } else {
         check("proc-children", Status::Warn, "task/<tid>/children is missing (CONFIG_PROC_CHILDREN off): run watches only its direct child", "use a kernel with CONFIG_PROC_CHILDREN=y")
@@ -189,17 +178,6 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     out_checks.push(output_dir_check(out));
     out_checks.extend(driver_checks(proc_root));
     out_checks
-}
-
-trait NonBlock {
-    fn custom_flags_nonblock(&mut self) -> &mut Self;
-}
-
-impl NonBlock for std::fs::OpenOptions {
-    fn custom_flags_nonblock(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-    }
 }
 
 /// The output directory's filesystem must survive a reboot (not tmpfs/ramfs) and be writable.
@@ -267,7 +245,7 @@ fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
     let mut runner = ProbeRunner::new(Duration::from_secs(2), 2);
     let version = runner.run_all(&[Probe::read_file(
         "nvidia-version",
-        probe::paths::nvidia_version(proc_root.path()),
+        proc_root.risky_path(RiskyFile::NvidiaVersion),
         "the RM lock is probably held (the driver is wedged now)",
     )]);
     let outcome = &version[0];

@@ -473,7 +473,7 @@ fn selftest_unprivileged(base: &Path, reason: &str) -> anyhow::Result<ExitCode> 
         eprintln!("selftest: missing {cap}: {cost}");
     }
     let mut runner = crate::probe::ProbeRunner::new(Duration::from_secs(2), 4);
-    let probes = crate::probe::standard_probes(proc_root.path(), std::process::id() as i32, false);
+    let probes = crate::probe::standard_probes(&proc_root, std::process::id() as i32, false);
     for outcome in runner.run_all(&probes) {
         eprintln!(
             "selftest: probe {} ({}): {}",

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use capture::parse::fd::FdTarget;
 use capture::ProcRoot;
 
 use super::config::Settings;
@@ -40,15 +41,11 @@ fn naive_scan(root: &ProcRoot, settings: &Settings) -> usize {
             }
         }
         if selection.gpu {
-            let fd_dir = root.pid_dir(pid).join("fd");
-            let holds = std::fs::read_dir(&fd_dir)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|e| {
-                    std::fs::read_link(e.path())
-                        .is_ok_and(|t| is_nvidia_device(&t.to_string_lossy()))
-                });
+            let holds = root
+                .find_fd_link(pid, usize::MAX, |link| {
+                    matches!(&link.target, FdTarget::Path { path, .. } if is_nvidia_device(path))
+                })
+                .is_ok_and(|hit| hit.is_some());
             if holds {
                 matched += 1;
             }

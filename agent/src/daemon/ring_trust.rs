@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capture::untrusted::{self, FileIdentity, Limits, UntrustedFile};
-use capture::ProcRoot;
+use capture::{HeldFile, ProcRoot};
 
 /// `PF_KTHREAD` in stat's flags.
 const PF_KTHREAD: u32 = 0x0020_0000;
@@ -234,17 +234,10 @@ impl NamespaceIndex {
 
 /// The (dev, inode) of every file `pid` holds open (stat of each `fd/N`, at most [`MAX_FDS_STATED`]);
 /// with the fd link path of each.
-pub fn held_files(root: &ProcRoot, pid: i32) -> HashMap<(u64, u64), PathBuf> {
+pub fn held_files(root: &ProcRoot, pid: i32) -> HashMap<(u64, u64), HeldFile> {
     let mut held = HashMap::new();
-    let Ok(entries) = std::fs::read_dir(root.pid_dir(pid).join("fd")) else {
-        return held;
-    };
-    for entry in entries.flatten().take(MAX_FDS_STATED) {
-        let link = entry.path();
-        // stat (not lstat) of the magic link: the open file's inode, without opening it.
-        if let Ok(meta) = std::fs::metadata(&link) {
-            held.entry((meta.dev(), meta.ino())).or_insert(link);
-        }
+    for file in root.held_files(pid, MAX_FDS_STATED).unwrap_or_default() {
+        held.entry((file.dev, file.ino)).or_insert(file);
     }
     held
 }
@@ -562,6 +555,7 @@ impl Rejected {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capture::testing::FakeProc;
 
     /// A fake `/proc/<pid>` with stat (ppid, flags, start), ns/pid, NSpid and fd links.
     fn fake(
@@ -573,28 +567,15 @@ mod tests {
         nspid: &[i32],
         fds: &[&Path],
     ) {
-        let dir = root.join(pid.to_string());
-        std::fs::create_dir_all(dir.join("fd")).unwrap();
-        std::fs::create_dir_all(dir.join("ns")).unwrap();
-        std::fs::create_dir_all(dir.join("task").join(pid.to_string())).unwrap();
-        std::fs::write(
-            dir.join("stat"),
-            format!("{pid} (p{pid}) S {ppid} {pid} {pid} 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0 0\n"),
-        )
-        .unwrap();
-        let nspid: Vec<String> = nspid.iter().map(i32::to_string).collect();
-        std::fs::write(
-            dir.join("task").join(pid.to_string()).join("status"),
-            format!(
-                "Name:\tp{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nNSpid:\t{}\n",
-                nspid.join("\t")
-            ),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(format!("pid:[{ns}]"), dir.join("ns").join("pid")).unwrap();
-        for (n, target) in fds.iter().enumerate() {
-            std::os::unix::fs::symlink(target, dir.join("fd").join(n.to_string())).unwrap();
-        }
+        FakeProc::at(root)
+            .process(pid)
+            .comm(&format!("p{pid}"))
+            .ppid(ppid)
+            .flags(flags)
+            .start(start)
+            .nspid(nspid)
+            .pid_ns(ns)
+            .fds(fds);
     }
 
     fn inode(path: &Path) -> (u64, u64) {

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use capture::parse::fd::FdTarget;
 use capture::untrusted::FileIdentity;
 use capture::ProcRoot;
 use regex::Regex;
@@ -736,14 +737,13 @@ impl HostSource {
                     .checked
                     .is_none_or(|at| now.duration_since(at) >= gpu_rescan);
                 if due {
-                    let fd_dir = root.pid_dir(pid).join("fd");
-                    let count = std::fs::metadata(&fd_dir).map(|m| m.len()).unwrap_or(0);
+                    let count = root.fd_count(pid).unwrap_or(0);
                     let changed =
                         entry.gpu.checked.is_none() || count == 0 || count != entry.gpu.fd_count;
                     entry.gpu.checked = Some(now);
                     entry.gpu.fd_count = count;
                     if changed {
-                        entry.gpu.holds = nvidia_fd(&fd_dir);
+                        entry.gpu.holds = nvidia_fd(root, pid);
                     }
                 }
                 if let Some(device) = &entry.gpu.holds {
@@ -759,21 +759,18 @@ impl HostSource {
 }
 
 /// The first NVIDIA device among a process's fd links (at most [`MAX_FDS_READ`] read).
-fn nvidia_fd(fd_dir: &Path) -> Option<String> {
-    let entries = std::fs::read_dir(fd_dir).ok()?;
-    for entry in entries.flatten().take(MAX_FDS_READ) {
-        let Ok(target) = std::fs::read_link(entry.path()) else {
-            continue;
-        };
-        if let Ok(capture::parse::fd::FdTarget::Path { path, .. }) =
-            capture::parse::fd::parse_link(target.as_os_str().as_encoded_bytes())
-        {
-            if is_nvidia_device(&path) {
-                return Some(path);
-            }
-        }
+fn nvidia_fd(root: &ProcRoot, pid: i32) -> Option<String> {
+    let link = root
+        .find_fd_link(
+            pid,
+            MAX_FDS_READ,
+            |link| matches!(&link.target, FdTarget::Path { path, .. } if is_nvidia_device(path)),
+        )
+        .ok()??;
+    match link.target {
+        FdTarget::Path { path, .. } => Some(path),
+        _ => None,
     }
-    None
 }
 
 impl TargetSource for HostSource {
@@ -854,19 +851,16 @@ impl TargetSource for SharedSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capture::testing::FakeProc;
 
+    /// `/proc/<pid>` with stat (comm, start), cgroup and fd links, in the shared fake tree builder.
     fn fake_process(root: &Path, pid: i32, comm: &str, start: u64, cgroup: &str, fds: &[&str]) {
-        let dir = root.join(pid.to_string());
-        std::fs::create_dir_all(dir.join("fd")).unwrap();
-        std::fs::write(
-            dir.join("stat"),
-            format!("{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0 0\n"),
-        )
-        .unwrap();
-        std::fs::write(dir.join("cgroup"), format!("0::{cgroup}\n")).unwrap();
-        for (i, target) in fds.iter().enumerate() {
-            std::os::unix::fs::symlink(target, dir.join("fd").join(i.to_string())).unwrap();
-        }
+        FakeProc::at(root)
+            .process(pid)
+            .comm(comm)
+            .start(start)
+            .cgroup(cgroup)
+            .fds(fds);
     }
 
     fn pids(targets: &[Target]) -> Vec<i32> {
@@ -1002,20 +996,12 @@ mod tests {
 
     /// A fake `/proc/<pid>` for ring verification: stat (ppid 1, start), `ns/pid`, NSpid, fd links.
     fn fake_writer(root: &Path, pid: i32, start: u64, ns: u64, fds: &[&Path]) {
-        let dir = root.join(pid.to_string());
-        fake_process(root, pid, &format!("w{pid}"), start, "/", &[]);
-        std::fs::create_dir_all(dir.join("ns")).unwrap();
-        let task = dir.join("task").join(pid.to_string());
-        std::fs::create_dir_all(&task).unwrap();
-        std::fs::write(
-            task.join("status"),
-            format!("Name:\tw{pid}\nPid:\t{pid}\nNSpid:\t{pid}\n"),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(format!("pid:[{ns}]"), dir.join("ns").join("pid")).unwrap();
-        for (n, target) in fds.iter().enumerate() {
-            std::os::unix::fs::symlink(target, dir.join("fd").join(n.to_string())).unwrap();
-        }
+        FakeProc::at(root)
+            .process(pid)
+            .comm(&format!("w{pid}"))
+            .start(start)
+            .pid_ns(ns)
+            .fds(fds);
     }
 
     fn ring_with_identity(path: &Path, pid: u32, start: u64, ns: u64) -> wedge_breadcrumb::Writer {

@@ -26,8 +26,8 @@ use reports::store::{IncidentHandle, Store};
 
 use super::stages::{self, not_captured, timeline, Capture, Phase};
 use crate::host::identity::HostIdentity;
-use crate::host::kmsg;
 use crate::probe::{self, ProbeRunner};
+use capture::kmsg;
 
 /// How to capture.
 #[derive(Debug, Clone)]
@@ -247,7 +247,7 @@ const UNWRITTEN: &str = "(not written yet)";
 impl Capturer {
     pub fn new(settings: CaptureSettings, store: Store) -> Capturer {
         let probes = ProbeRunner::new(settings.probe_timeout, settings.max_stuck_probes);
-        let host = HostIdentity::read(settings.proc_root.path());
+        let host = HostIdentity::read(&settings.proc_root);
         Capturer {
             settings,
             store,

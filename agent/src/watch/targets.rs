@@ -77,11 +77,8 @@ impl ChildTree {
             vec![pid]
         };
         let mut out = BTreeSet::new();
-        let task_dir = proc_root.task_dir(pid);
         for tid in tids {
-            if let Ok(bytes) = std::fs::read(task_dir.join(tid.to_string()).join("children")) {
-                out.extend(parse_children(&bytes));
-            }
+            out.extend(proc_root.children(pid, tid).unwrap_or_default());
         }
         out
     }
@@ -89,15 +86,6 @@ impl ChildTree {
 
 /// Processes with at most this many threads have every thread's children read at every scan.
 const SMALL_PROCESS_THREADS: usize = 64;
-
-/// `task/<tid>/children`: space-separated pids (pure).
-pub fn parse_children(bytes: &[u8]) -> impl Iterator<Item = i32> + '_ {
-    bytes
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|word| !word.is_empty() && word.len() <= 10)
-        .filter_map(|word| std::str::from_utf8(word).ok()?.parse::<i32>().ok())
-        .filter(|&pid| pid > 0)
-}
 
 impl TargetSource for ChildTree {
     fn targets(&mut self, proc_root: &ProcRoot) -> Vec<Target> {
@@ -166,17 +154,6 @@ impl TargetSource for FixedPids {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_children_files() {
-        let pids: Vec<i32> = parse_children(b"12 345 6789 \n").collect();
-        assert_eq!(pids, vec![12, 345, 6789]);
-        assert_eq!(parse_children(b"").count(), 0);
-        assert_eq!(
-            parse_children(b"x -1 0 99999999999 7").collect::<Vec<_>>(),
-            vec![7]
-        );
-    }
 
     #[test]
     fn finds_grandchildren() {

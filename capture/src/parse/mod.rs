@@ -2,8 +2,13 @@
 //! decides which files are read, these only decode bytes (from a live /proc, a fake tree or a recording).
 //! Hostile input gives an error, never a panic.
 
+pub mod boot_id;
 pub mod cgroup;
+pub mod children;
 pub mod fd;
+pub mod kmsg;
+pub mod meminfo;
+pub mod pressure;
 pub mod stack;
 pub mod stat;
 pub mod status;

@@ -4,7 +4,6 @@ use capture::ProcRoot;
 use reports::model::{DStateTask, HostContext, Incident, PsiLine as ReportPsiLine, Timestamp};
 
 use super::{not_captured, Capture, Deadline};
-use crate::host::pressure;
 use crate::watch::incident::CaptureSettings;
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
@@ -14,41 +13,32 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
 
 /// PSI, meminfo, loadavg and the census of D-state tasks.
 pub fn host_context(settings: &CaptureSettings, incident: &mut Incident) -> HostContext {
-    let root = settings.proc_root.path();
+    let root = &settings.proc_root;
     let mut context = HostContext {
         captured_at: Timestamp::now(),
         ..HostContext::default()
     };
-    for resource in ["cpu", "memory", "io", "irq"] {
-        let path = root.join("pressure").join(resource);
-        let Ok(bytes) = std::fs::read(&path) else {
+    for resource in capture::parse::pressure::RESOURCES {
+        let Ok(pressure) = root.pressure(resource) else {
             continue;
         };
-        if pressure::parse_psi(&bytes).is_err() {
-            continue;
-        }
-        for line in String::from_utf8_lossy(&bytes).lines() {
+        for line in pressure.text.lines() {
             context.psi.push(ReportPsiLine {
                 resource: resource.to_string(),
                 line: line.to_string(),
             });
         }
     }
-    match std::fs::read(root.join("meminfo"))
-        .map_err(|e| e.to_string())
-        .and_then(|b| pressure::parse_meminfo(&b).map_err(|e| e.to_string()))
-    {
+    match root.meminfo() {
         Ok(all) => {
-            context.meminfo_kb = pressure::MEMINFO_HIGHLIGHTS
+            context.meminfo_kb = capture::parse::meminfo::HIGHLIGHTS
                 .iter()
                 .filter_map(|&k| all.get(k).map(|&v| (k.to_string(), v)))
                 .collect();
         }
-        Err(err) => not_captured(incident, "meminfo", err),
+        Err(err) => not_captured(incident, "meminfo", err.to_string()),
     }
-    context.loadavg = std::fs::read_to_string(root.join("loadavg"))
-        .ok()
-        .map(|s| s.trim().to_string());
+    context.loadavg = root.loadavg().ok();
     let (tasks, total) = d_state_census(&settings.proc_root, settings.max_census);
     if total as usize > tasks.len() {
         context.d_state_total = Some(total);

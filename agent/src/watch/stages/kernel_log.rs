@@ -3,8 +3,8 @@
 use reports::model::{Incident, KernelLogLine};
 
 use super::{not_captured, timeline, Capture, Deadline};
-use crate::host::kmsg::{self, KmsgWindow};
 use crate::watch::incident::CaptureSettings;
+use capture::kmsg::{self, KmsgWindow};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
     capture_kernel_log(capture.settings, capture.since_ns, capture.incident);
@@ -35,18 +35,7 @@ fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mu
                 );
             }
         }
-        Err(err) => not_captured(
-            incident,
-            "kernel log",
-            format!(
-                "{}: {err}{}",
-                settings.kmsg_path.display(),
-                if err.kind() == std::io::ErrorKind::PermissionDenied {
-                    " (needs CAP_SYSLOG when kernel.dmesg_restrict=1)"
-                } else {
-                    ""
-                }
-            ),
-        ),
+        // The error names the device and, when refused, the privilege it needs.
+        Err(err) => not_captured(incident, "kernel log", err.to_string()),
     }
 }

@@ -10,7 +10,7 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     let settings = capture.settings;
     let root = &settings.proc_root;
     let pid = capture.pid;
-    let mut probes = probe::standard_probes(root.path(), pid, settings.nvidia_smi);
+    let mut probes = probe::standard_probes(root, pid, settings.nvidia_smi);
     for (i, file) in settings.extra_probe_files.iter().enumerate() {
         probes.push(Probe::read_file(
             &format!("extra-{}", i + 1),

@@ -38,8 +38,9 @@ fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::daemon::ring_t
     let held = ring_trust::held_files(&settings.proc_root, pid);
     let mut found = Vec::new();
     let mut unmatched = std::collections::HashMap::new();
-    for (&inode, link) in &held {
-        let Ok(target) = std::fs::read_link(link) else {
+    for (&inode, file) in &held {
+        let link = &file.link;
+        let Ok(target) = settings.proc_root.fd_link_target(pid, file.fd) else {
             continue;
         };
         if !ring_trust::names_a_ring(&target) {

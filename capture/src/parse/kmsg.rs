@@ -1,18 +1,10 @@
-//! The kernel log, read from `/dev/kmsg` without ever blocking.
-//!
-//! `/dev/kmsg` hands out one record per `read`: `pri,seq,usec,flags[,…];message` followed by optional
-//! ` KEY=value` continuation lines. Opened with `O_NONBLOCK` a read returns `EAGAIN` at the end of the
-//! buffer instead of waiting for new messages, and `EPIPE` when records were overwritten under us.
-//! The parser is pure; [`read_around`] is the only code that touches the device.
-
-use std::io;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+//! `/dev/kmsg` records: `pri,seq,usec,flags[,…];message` then optional ` KEY=value` continuation
+//! lines; pure parser, wedge-signature flags and the window selection. [`crate::kmsg`] reads the device.
 
 use serde::{Deserialize, Serialize};
 
-/// The kernel log device (not under the proc root).
-pub const KMSG_PATH: &str = "/dev/kmsg";
+use super::err;
+use crate::error::Result;
 
 /// One kernel log record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,34 +23,22 @@ pub struct KmsgRecord {
     pub flag: Option<String>,
 }
 
-/// A record that is not `pri,seq,usec,flags;message`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KmsgParseError(pub String);
-
-impl std::fmt::Display for KmsgParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "malformed kmsg record: {}", self.0)
-    }
-}
-
-impl std::error::Error for KmsgParseError {}
-
 /// Parse one `/dev/kmsg` record (pure).
-pub fn parse_record(bytes: &[u8]) -> Result<KmsgRecord, KmsgParseError> {
+pub fn parse_record(bytes: &[u8]) -> Result<KmsgRecord> {
     let semi = bytes
         .iter()
         .position(|&b| b == b';')
-        .ok_or_else(|| KmsgParseError("no ';' after the prefix".into()))?;
+        .ok_or_else(|| err("kmsg record", "no ';' after the prefix"))?;
     let prefix = std::str::from_utf8(&bytes[..semi])
-        .map_err(|_| KmsgParseError("prefix is not text".into()))?;
+        .map_err(|_| err("kmsg record", "prefix is not text"))?;
     let mut fields = prefix.split(',');
-    let mut number = |what: &str| -> Result<u64, KmsgParseError> {
+    let mut number = |what: &str| -> Result<u64> {
         fields
             .next()
-            .ok_or_else(|| KmsgParseError(format!("missing {what}")))?
+            .ok_or_else(|| err("kmsg record", format!("missing {what}")))?
             .trim()
             .parse::<u64>()
-            .map_err(|_| KmsgParseError(format!("bad {what}")))
+            .map_err(|_| err("kmsg record", format!("bad {what}")))
     };
     let pri = number("priority")?;
     let seq = number("sequence number")?;
@@ -106,17 +86,7 @@ pub struct KmsgWindow {
     pub max_flagged_before: usize,
 }
 
-/// The records kept around an event.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KmsgCapture {
-    pub records: Vec<KmsgRecord>,
-    /// Records read in all (window or not).
-    pub scanned: u64,
-    /// Records the kernel overwrote while we read (EPIPE) or malformed ones.
-    pub lost: u64,
-}
-
-/// Select what to keep from parsed records (pure; used by [`read_around`]).
+/// Select what to keep from parsed records (pure; used by [`crate::kmsg::read_around`]).
 pub fn select(
     records: impl IntoIterator<Item = KmsgRecord>,
     window: &KmsgWindow,
@@ -141,51 +111,6 @@ pub fn select(
         }
     }
     before_flagged.into_iter().chain(recent).collect()
-}
-
-/// Read the whole kernel log buffer from `path` without blocking and keep what `window` asks for.
-///
-/// Errors only when the device cannot be opened (EPERM with `kernel.dmesg_restrict=1` and no CAP_SYSLOG).
-pub fn read_around(path: &Path, window: &KmsgWindow) -> io::Result<KmsgCapture> {
-    use std::io::Read;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut scanned = 0u64;
-    let mut lost = 0u64;
-    let mut parsed = Vec::new();
-    // A bounded number of reads: a log that grows as fast as we read cannot keep us here.
-    for _ in 0..200_000 {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                scanned += 1;
-                match parse_record(&buf[..n]) {
-                    Ok(record) => parsed.push(record),
-                    Err(_) => lost += 1,
-                }
-                // Keep memory bounded while reading: select as we go in large batches.
-                if parsed.len() >= 8192 {
-                    parsed = select(parsed, window);
-                }
-            }
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(err) if err.raw_os_error() == Some(libc::EPIPE) => {
-                lost += 1;
-                continue;
-            }
-            Err(err) if scanned == 0 => return Err(err),
-            Err(_) => break,
-        }
-    }
-    Ok(KmsgCapture {
-        records: select(parsed, window),
-        scanned,
-        lost,
-    })
 }
 
 #[cfg(test)]
@@ -276,20 +201,5 @@ mod tests {
         );
         let seqs: Vec<u64> = kept.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, vec![2, 5, 6]);
-    }
-
-    #[test]
-    fn reads_the_real_device_without_blocking() {
-        let window = KmsgWindow {
-            since_usec: 0,
-            max_recent: 50,
-            max_flagged_before: 10,
-        };
-        let started = std::time::Instant::now();
-        match read_around(Path::new(KMSG_PATH), &window) {
-            Ok(capture) => assert!(capture.records.len() <= 60),
-            Err(err) => eprintln!("skipping: /dev/kmsg not readable here: {err}"),
-        }
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }
