@@ -666,22 +666,28 @@ fn redact_webhook_path(host: &str, path: &str) -> String {
 }
 
 /// `user:secret@host` without a scheme (proxies, DSNs, `mysql -h`): the secret after the colon is hidden.
+/// One pass: a segment runs from the last separator (or `@`) to the `@`.
 fn redact_bare_userinfo(text: &str) -> String {
+    if !text.contains('@') {
+        return text.to_string();
+    }
+    let is_separator = |c: char| {
+        matches!(c, '/' | '=' | ',' | ';' | '(' | '[' | '<' | '"' | '\'') || c.is_whitespace()
+    };
     let mut out = String::with_capacity(text.len());
-    let mut done = 0;
-    for (at, _) in text.match_indices('@') {
-        if at < done {
+    let mut copied = 0;
+    let mut segment_start = 0;
+    for (at, c) in text.char_indices() {
+        if is_separator(c) {
+            segment_start = at + c.len_utf8();
             continue;
         }
-        let start = text[..at]
-            .rfind(|c: char| {
-                matches!(c, '/' | '=' | ',' | ';' | '(' | '[' | '<' | '"' | '\'')
-                    || c.is_whitespace()
-            })
-            .map_or(0, |i| i + 1)
-            .max(done);
-        let userinfo = &text[start..at];
+        if c != '@' {
+            continue;
+        }
+        let userinfo = &text[segment_start..at];
         let host = &text[at + 1..];
+        segment_start = at + 1;
         let Some((user, secret)) = userinfo.split_once(':') else {
             continue;
         };
@@ -689,18 +695,18 @@ fn redact_bare_userinfo(text: &str) -> String {
         if user.is_empty()
             || secret.is_empty()
             || secret == REDACTED
-            || host.starts_with("sha")
             || host.is_empty()
+            || host.starts_with("sha")
         {
             continue;
         }
-        out.push_str(&text[done..start]);
+        out.push_str(&text[copied..at - userinfo.len()]);
         out.push_str(user);
         out.push(':');
         out.push_str(REDACTED);
-        done = at;
+        copied = at;
     }
-    out.push_str(&text[done..]);
+    out.push_str(&text[copied..]);
     out
 }
 
@@ -846,19 +852,38 @@ const TOKEN_FORMS: &[TokenForm] = &[
     form("shpat_", alnum, 20),
 ];
 
+/// How far a token body is scanned from one start (real ones are far shorter; keeps hostile text linear).
+const MAX_TOKEN_SCAN: usize = 256;
+/// Longest JWT part looked at.
+const MAX_JWT_PART: usize = 16 << 10;
+
 /// Bare tokens by prefix (the prefix is kept) and JWTs (hidden whole), wherever they start on a word boundary.
 fn redact_prefixed_tokens(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     let mut i = 0;
+    // End of the base64url run at or after the last position asked: every start inside one run shares its end,
+    // so hostile text (`eyJ-eyJ-eyJ-…`) is scanned once, not once per start.
+    let mut run = (0usize, 0usize);
+    let mut run_end = |from: usize| -> usize {
+        if !(run.0 <= from && from < run.1) {
+            let len = bytes[from..]
+                .iter()
+                .take(MAX_JWT_PART)
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == b'-' || **c == b'_')
+                .count();
+            run = (from, from + len);
+        }
+        run.1
+    };
     while i < bytes.len() {
         let boundary = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
         if !boundary || !text.is_char_boundary(i) {
             i += 1;
             continue;
         }
-        if let Some(len) = jwt_len(&bytes[i..]) {
+        if let Some(len) = jwt_len(bytes, i, &mut run_end) {
             out.push_str(&text[copied..i]);
             out.push_str(REDACTED);
             i += len;
@@ -882,7 +907,12 @@ fn redact_prefixed_tokens(text: &str) -> String {
 fn prefixed_token_len(b: &[u8]) -> Option<(usize, usize)> {
     TOKEN_FORMS.iter().find_map(|f| {
         let body = b.strip_prefix(f.prefix.as_bytes())?;
-        let len = body.iter().take_while(|c| (f.body)(**c)).count();
+        // Bounded: a long run of token characters is scanned at most this far from each word boundary.
+        let len = body
+            .iter()
+            .take(MAX_TOKEN_SCAN)
+            .take_while(|c| (f.body)(**c))
+            .count();
         let ends_cleanly = body.get(len).map_or(true, |c| !c.is_ascii_alphanumeric());
         let long_enough = if f.exact {
             len == f.min && ends_cleanly
@@ -894,30 +924,32 @@ fn prefixed_token_len(b: &[u8]) -> Option<(usize, usize)> {
     })
 }
 
-/// Length of `eyJ….eyJ….sig` starting at `b[0]`.
-fn jwt_len(b: &[u8]) -> Option<usize> {
-    let b64 = |c: &u8| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_';
-    let part = |from: usize| b[from..].iter().take_while(|c| b64(c)).count();
-    if !b.starts_with(b"eyJ") {
+/// Length of `eyJ….eyJ….sig` starting at `b[start]`; `run_end(i)`: end of the base64url run starting at `i`.
+fn jwt_len(b: &[u8], start: usize, run_end: &mut impl FnMut(usize) -> usize) -> Option<usize> {
+    if !b[start..].starts_with(b"eyJ") {
         return None;
     }
-    let header = part(0);
-    if header < 10 || b.get(header) != Some(&b'.') {
+    let header_end = run_end(start);
+    if header_end - start < 10 || b.get(header_end) != Some(&b'.') {
         return None;
     }
-    let payload_start = header + 1;
+    let payload_start = header_end + 1;
     if !b[payload_start..].starts_with(b"eyJ") {
         return None;
     }
-    let payload = part(payload_start);
-    if payload < 10 {
+    let payload_end = run_end(payload_start);
+    if payload_end - payload_start < 10 {
         return None;
     }
-    let mut end = payload_start + payload;
+    let mut end = payload_end;
     if b.get(end) == Some(&b'.') {
-        end += 1 + part(end + 1);
+        end = if end + 1 < b.len() {
+            run_end(end + 1)
+        } else {
+            end + 1
+        };
     }
-    Some(end)
+    Some(end - start)
 }
 
 #[cfg(test)]
