@@ -23,7 +23,7 @@ impl Rng {
         Rng((z ^ (z >> 31)) | 1)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -34,7 +34,7 @@ impl Rng {
 
     /// Uniform in `0..n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 
     fn chance(&mut self, one_in: usize) -> bool {
@@ -134,7 +134,7 @@ pub fn mutate(
             }
             1 if !input.is_empty() => {
                 let at = pos(rng, input.len() - 1);
-                input[at] = rng.next() as u8;
+                input[at] = rng.next_u64() as u8;
             }
             2 if !input.is_empty() => {
                 let at = pos(rng, input.len() - 1);
@@ -143,7 +143,7 @@ pub fn mutate(
             3 => {
                 let at = pos(rng, input.len());
                 let n = 1 + rng.below(8);
-                let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                let bytes: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
                 input.splice(at..at, bytes);
             }
             4 if !input.is_empty() => {

@@ -3,6 +3,7 @@
 //! | target | what it calls | seeds |
 //! |---|---|---|
 //! | `ring` | `breadcrumb::parse_ring` + `in_flight_calls`; every 256th accepted ring also rendered in an incident | rings written by `breadcrumb::Writer` (4, 16, 64 slots; enters, exits, labels, status) |
+//! | `ring-file` | `breadcrumb::read_ring_with_bytes` on a file of the bytes; its saved copy must re-parse to the same records | the same rings |
 //! | `ring-header` | `breadcrumb::parse_header`, `identity::parse_boot_id` | the same rings |
 //! | `stat` | `capture::parse::stat::{parse, parse_lite}`, `breadcrumb::identity::parse_stat_start_time` | this machine's `/proc/*/stat`, task stats |
 //! | `status` | `capture::parse::status::parse` | `/proc/*/status` |
@@ -63,6 +64,14 @@ pub const TARGETS: &[Target] = &[
         run: ring_header,
         seeds: ring_seeds,
         focus: Some((0, 512)),
+        dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
+        max_len: 64 << 10,
+    },
+    Target {
+        name: "ring-file",
+        run: ring_file,
+        seeds: ring_seeds,
+        focus: None,
         dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
         max_len: 64 << 10,
     },
@@ -315,6 +324,48 @@ fn ring(bytes: &[u8]) -> Outcome {
     Outcome::Accepted
 }
 
+thread_local! {
+    /// One ring file per thread, rewritten for every execution of `ring-file`.
+    static RING_FILE: PathBuf = scratch_file("ring");
+}
+
+/// The reader's I/O path (`read_ring_with_bytes`: open, fstat, bounded copy, two passes) on a file of the bytes.
+fn ring_file(bytes: &[u8]) -> Outcome {
+    RING_FILE.with(|path| {
+        if std::fs::write(path, bytes).is_err() {
+            return Outcome::Rejected;
+        }
+        let options = ReadOptions {
+            compute_age: false,
+            ..ReadOptions::default()
+        };
+        let read = breadcrumb::read_ring_with_bytes(path, &options);
+        if let Ok((snapshot, copy)) = &read {
+            // The saved copy must parse to the same records (the evidence file is what a report ships).
+            let reparsed = breadcrumb::parse_ring(copy, &options)
+                .expect("the reader's own copy does not parse");
+            assert_eq!(
+                reparsed.records, snapshot.records,
+                "the saved copy gives other records"
+            );
+        }
+        outcome(&read)
+    })
+}
+
+fn scratch_file(what: &str) -> PathBuf {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!(
+        "wedge-fuzz-{what}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ))
+}
+
 fn ring_header(bytes: &[u8]) -> Outcome {
     let _ = breadcrumb::identity::parse_boot_id(&bytes[..bytes.len().min(64)]);
     let header = breadcrumb::parse_header(bytes);
@@ -389,10 +440,7 @@ fn fd_target(bytes: &[u8]) -> Outcome {
 
 thread_local! {
     /// One file per thread, rewritten for every execution (resolve() reads a path, not bytes).
-    static CONFIG_FILE: PathBuf = {
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-        dir.join(format!("wedge-fuzz-config-{}-{:?}.json", std::process::id(), std::thread::current().id()))
-    };
+    static CONFIG_FILE: PathBuf = scratch_file("config");
 }
 
 fn config_target(bytes: &[u8]) -> Outcome {
@@ -411,11 +459,13 @@ fn config_target(bytes: &[u8]) -> Outcome {
     })
 }
 
-/// Remove this thread's config scratch file (at the end of a run).
+/// Remove this thread's scratch files (at the end of a run).
 pub fn cleanup() {
-    CONFIG_FILE.with(|path| {
-        let _ = std::fs::remove_file(path);
-    });
+    for file in [&CONFIG_FILE, &RING_FILE] {
+        file.with(|path| {
+            let _ = std::fs::remove_file(path);
+        });
+    }
 }
 
 fn incident_target(bytes: &[u8]) -> Outcome {
@@ -598,9 +648,9 @@ fn incident_seeds() -> Vec<Vec<u8>> {
 
 fn redact_seeds() -> Vec<Vec<u8>> {
     [
-        "python\0train.py\0--token\0abc\0--max-tokens\0128",
+        "python\0train.py\0--token\0abc\0--max-tokens\x00128",
         "curl\0-H\0Authorization: Bearer abc\0-u\0a:b\0https://u:p@h/x?access_token=t&x=1",
-        "sshpass\0-p\0pw\0ssh\0-p\022\0user:pw@host",
+        "sshpass\0-p\0pw\0ssh\0-p\x0022\0user:pw@host",
         "sh\0-c\0mysql -uroot -phunter2 db && curl -H 'X-Api-Key: k' https://hooks.slack.com/services/T/B/X",
         "env\0HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz\0ghp_16C7e42F292c6912E7710c838347Ae178B4a\0AKIAIOSFODNN7EXAMPLE",
         "x\0eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig\0--db-password:x\0-Dpassword=y",

@@ -913,7 +913,7 @@ fn prefixed_token_len(b: &[u8]) -> Option<(usize, usize)> {
             .take(MAX_TOKEN_SCAN)
             .take_while(|c| (f.body)(**c))
             .count();
-        let ends_cleanly = body.get(len).map_or(true, |c| !c.is_ascii_alphanumeric());
+        let ends_cleanly = !matches!(body.get(len), Some(c) if c.is_ascii_alphanumeric());
         let long_enough = if f.exact {
             len == f.min && ends_cleanly
         } else {
