@@ -324,6 +324,11 @@ pub fn run(target: &Target, options: &RunOptions) -> Report {
     install_quiet_hook();
     let mut rng = Rng::new(options.seed ^ fnv(target.name.as_bytes()));
     let mut corpus = (target.seeds)();
+    corpus.extend(
+        crate::targets::regressions(target.name)
+            .into_iter()
+            .map(|(_, bytes)| bytes),
+    );
     assert!(!corpus.is_empty(), "target {} has no seeds", target.name);
     let seeds = corpus.len();
     let mut report = Report {

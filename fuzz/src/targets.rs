@@ -281,6 +281,27 @@ pub const TARGETS: &[Target] = &[
     },
 ];
 
+/// Inputs that once failed (fuzz/regressions/`<target>.<what>.bin`): replayed by a test, and seeds of every run.
+pub fn regressions(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"));
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(PathBuf, Vec<u8>)> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.split_once('.'))
+                .is_some_and(|(name, _)| name == target)
+        })
+        .filter_map(|p| std::fs::read(&p).ok().map(|bytes| (p, bytes)))
+        .collect();
+    found.sort();
+    found
+}
+
 /// The target called `name`.
 pub fn find(name: &str) -> Option<&'static Target> {
     TARGETS.iter().find(|t| t.name == name)
@@ -704,6 +725,32 @@ mod tests {
             );
         }
         cleanup();
+    }
+
+    /// Every input that once made a target fail passes now (each was fixed at its source).
+    #[test]
+    fn saved_regressions_pass() {
+        let _serial = serial();
+        let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"));
+        let mut replayed = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let (target, _) = name.split_once('.').unwrap();
+            assert!(find(target).is_some(), "{name}: no target {target:?}");
+        }
+        for target in TARGETS {
+            for (path, input) in regressions(target.name) {
+                let result = std::panic::catch_unwind(|| (target.run)(&input));
+                assert!(result.is_ok(), "{} fails again", path.display());
+                replayed += 1;
+            }
+        }
+        assert!(
+            replayed >= 3,
+            "the regression inputs were not found in {}",
+            dir.display()
+        );
     }
 
     /// The engine does catch a panic, counts it and writes the input; a check that cannot fail is a defect.

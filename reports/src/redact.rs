@@ -356,12 +356,31 @@ impl Words {
             if is_secret_name(name) {
                 return format!("-{name}={REDACTED}");
             }
-            return format!("-{}", inline_value(short));
         }
         let Some(flag) = short.chars().next() else {
             return "-".to_string();
         };
         let attached = &short[flag.len_utf8()..];
+        // A flag the command takes a password with: whatever is attached is the password (`-pA=B`, `-aPass`).
+        let password = self.command.secret_short.contains(&flag)
+            || (flag == 'p' && self.command.p == ShortP::Password);
+        if password {
+            if attached.is_empty() {
+                self.pending = Pending::Value;
+                return format!("-{flag}");
+            }
+            return format!("-{flag}{REDACTED}");
+        }
+        if self.command.user_pass_short.contains(&flag) {
+            if attached.is_empty() {
+                self.pending = Pending::UserPass;
+                return format!("-{flag}");
+            }
+            return format!("-{flag}{}", user_pass(attached));
+        }
+        if short.contains('=') {
+            return format!("-{}", inline_value(short));
+        }
         // `-password V`, `-passin V`, `-token V`; `-pSecret` is `-p` with a value, not a flag named `pSecret`.
         if short.len() >= 3
             && is_header_name(short)
@@ -372,15 +391,6 @@ impl Words {
             self.pending = Pending::Value;
             return format!("-{short}");
         }
-        let password = self.command.secret_short.contains(&flag)
-            || (flag == 'p' && self.command.p == ShortP::Password);
-        if password {
-            if attached.is_empty() {
-                self.pending = Pending::Value;
-                return format!("-{flag}");
-            }
-            return format!("-{flag}{REDACTED}");
-        }
         if flag == 'p' && self.command.p == ShortP::Unknown {
             if attached.is_empty() {
                 self.pending = Pending::UnknownP;
@@ -390,13 +400,6 @@ impl Words {
                 return format!("-p{attached}");
             }
             return format!("-p{REDACTED}");
-        }
-        if self.command.user_pass_short.contains(&flag) {
-            if attached.is_empty() {
-                self.pending = Pending::UserPass;
-                return format!("-{flag}");
-            }
-            return format!("-{flag}{}", user_pass(attached));
         }
         format!("-{}", inline(short))
     }
@@ -666,14 +669,15 @@ fn redact_webhook_path(host: &str, path: &str) -> String {
 }
 
 /// `user:secret@host` without a scheme (proxies, DSNs, `mysql -h`): the secret after the colon is hidden.
-/// One pass: a segment runs from the last separator (or `@`) to the `@`.
+/// One pass: a segment runs from the last separator (whitespace, quote, `(`, `<`, `,`, `;`) or `@` to the `@`;
+/// `name=` before the user is not part of it; a secret may hold `/`, `=`, `[`; scheme URLs are left to
+/// [`redact_scheme_urls`].
 fn redact_bare_userinfo(text: &str) -> String {
     if !text.contains('@') {
         return text.to_string();
     }
-    let is_separator = |c: char| {
-        matches!(c, '/' | '=' | ',' | ';' | '(' | '[' | '<' | '"' | '\'') || c.is_whitespace()
-    };
+    let is_separator =
+        |c: char| matches!(c, '(' | '<' | ',' | ';' | '"' | '\'') || c.is_whitespace();
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     let mut segment_start = 0;
@@ -685,9 +689,17 @@ fn redact_bare_userinfo(text: &str) -> String {
         if c != '@' {
             continue;
         }
-        let userinfo = &text[segment_start..at];
+        let mut userinfo = &text[segment_start..at];
         let host = &text[at + 1..];
         segment_start = at + 1;
+        if userinfo.contains("://") {
+            continue;
+        }
+        if let (Some(eq), Some(colon)) = (userinfo.find('='), userinfo.find(':')) {
+            if eq < colon {
+                userinfo = &userinfo[eq + 1..];
+            }
+        }
         let Some((user, secret)) = userinfo.split_once(':') else {
             continue;
         };
@@ -1448,6 +1460,49 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Random secrets in each context that must hide them: none survives, the arity is kept, twice is once.
+        #[test]
+        fn random_secrets_never_survive(
+            secret in "[A-Za-z0-9_+/=.-]{12,40}",
+            form in 0usize..9,
+            before in proptest::collection::vec("[a-z./]{1,8}", 0..3),
+        ) {
+            proptest::prop_assume!(!secret.starts_with('-'));
+            let tail: Vec<String> = match form {
+                0 => vec!["mysql".into(), format!("-p{secret}")],
+                1 => vec!["sshpass".into(), "-p".into(), secret.clone()],
+                2 => vec!["curl".into(), "-H".into(), format!("Authorization: Bearer {secret}")],
+                3 => vec!["curl".into(), "--header".into(), format!("X-Api-Key: {secret}")],
+                4 => vec!["curl".into(), "-u".into(), format!("alice:{secret}")],
+                5 => vec![format!("https://h.example/x?access_token={secret}&a=1")],
+                6 => vec![format!("alice:{secret}@db.example")],
+                7 => vec!["sh".into(), "-c".into(), format!("tool --session {secret} --lr 1")],
+                _ => vec![format!("https://hooks.slack.com/services/T0/B0/{secret}")],
+            };
+            let mut args = before.clone();
+            args.extend(tail);
+            let out = redact_cmdline(&args);
+            proptest::prop_assert_eq!(out.len(), args.len());
+            proptest::prop_assert!(out[before.len()..].iter().all(|a| !a.contains(&secret)), "{:?}", out);
+            proptest::prop_assert_eq!(redact_cmdline(&out), out.clone());
+        }
+
+        /// Bare tokens by prefix, with random bodies of their real length.
+        #[test]
+        fn random_prefixed_tokens_never_survive(
+            prefix in proptest::sample::select(vec!["ghp_", "gho_", "ghs_", "ghr_", "glpat-", "xoxb-", "xoxp-", "hf_", "sk-proj-"]),
+            body in "[A-Za-z0-9]{36}",
+            digit in 0u8..10,
+        ) {
+            let token = format!("{prefix}{body}{digit}");
+            let out = redact_cmdline(&["run".to_string(), format!("--model={token}"), token.clone()]);
+            proptest::prop_assert!(out.iter().all(|a| !a.contains(&body)), "{:?}", out);
+        }
+    }
+
     #[test]
     fn redaction_is_idempotent_and_total_on_odd_text() {
         let odd: &[&str] = &[
@@ -1480,6 +1535,16 @@ mod tests {
             "bot:",
             "a://b/webhooks/",
             " \t ",
+            // Shapes of the inputs the fuzzer found not idempotent (fuzz/regressions/redact.*).
+            "://c:?:?@:x",
+            "c:?:?@:x",
+            "a=b:c@d",
+            "x=u:p=q@h",
+            "-pA=B",
+            "http]s://t:x?acen@=t&x=psp@h/x",
+            "Authorization: Bearer",
+            "key: key:",
+            "x::?sig=x:x?:x",
         ];
         for a in odd {
             for b in odd {
