@@ -23,7 +23,7 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Where inputs that panic or exceed the heap budget are written.
-    #[arg(long, default_value = "fuzz-crashes")]
+    #[arg(long, default_value = "target/fuzz-crashes")]
     crash_dir: PathBuf,
     /// Run one saved input once instead (the panic, if any, is printed): `--replay FILE`.
     #[arg(long)]

@@ -25,7 +25,8 @@
 //!   `glpat-`, `xoxb-`/`xoxp-`/`xoxa-`…, `AKIA`/`ASIA`…, `sk-`, `sk_live_`, `hf_`, `npm_`, `pypi-`, `AIza`, `ya29.`,
 //!   and the JWT shape `eyJ….eyJ….sig` (the prefix stays: it says what kind of secret was there).
 //!
-//! Redaction is idempotent, never panics on any text, and errs on the side of hiding too much.
+//! Redaction runs to its fixed point (so it is idempotent), is linear in the text, never panics on any text, and
+//! errs on the side of hiding too much.
 
 /// What replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
@@ -193,26 +194,50 @@ fn known_command(word: &str) -> Option<Command> {
     Some(c)
 }
 
+/// Most passes a redaction makes. One pass can expose a form the next one hides (a hidden password that held the
+/// `/` or `=` separating two URL parts joins them), so redaction runs to its fixed point: what it returns, redacted
+/// again, stays the same. Passes only ever replace text with [`REDACTED`], so they converge in two or three.
+const MAX_PASSES: usize = 8;
+
+fn fixed_point<T: PartialEq>(first: T, pass: impl Fn(&T) -> T) -> T {
+    let mut current = first;
+    for _ in 1..MAX_PASSES {
+        let next = pass(&current);
+        if next == current {
+            break;
+        }
+        current = next;
+    }
+    current
+}
+
 /// Redact a whole argv.
 pub fn redact_cmdline(args: &[String]) -> Vec<String> {
-    let mut words = Words::new();
-    args.iter().map(|arg| words.arg(arg)).collect()
+    let pass = |args: &Vec<String>| -> Vec<String> {
+        let mut words = Words::new();
+        args.iter().map(|arg| words.arg(arg)).collect()
+    };
+    fixed_point(pass(&args.to_vec()), pass)
 }
 
 /// Redact free text (a URL, a shell command, a log line): judged word by word like a command line.
 pub fn redact_text(text: &str) -> String {
-    Words::new().arg(text)
+    let pass = |text: &String| Words::new().arg(text);
+    fixed_point(pass(&text.to_string()), pass)
 }
 
 /// Redact the URL forms in `text` only: userinfo, webhook paths, secret query parameters, token prefixes.
 pub fn redact_urls(text: &str) -> String {
-    split_keeping_space(text)
-        .into_iter()
-        .map(|(word, space)| {
-            let (lead, core, trail) = unquote(word);
-            format!("{lead}{}{trail}{space}", inline(core))
-        })
-        .collect()
+    let pass = |text: &String| -> String {
+        split_keeping_space(text)
+            .into_iter()
+            .map(|(word, space)| {
+                let (lead, core, trail) = unquote(word);
+                format!("{lead}{}{trail}{space}", inline(core))
+            })
+            .collect()
+    };
+    fixed_point(pass(&text.to_string()), pass)
 }
 
 /// What the previous word asked of this one.
