@@ -12,6 +12,8 @@
 //! | `stack` | `capture::parse::stack::parse` + `site::classify` | `/proc/*/stack`, the H200 recording |
 //! | `cgroup` | `capture::parse::cgroup::{parse, container_id}` | `/proc/*/cgroup`, docker/podman/kubernetes paths |
 //! | `fd` | `capture::parse::fd::{parse_link, parse_ns_inode}` | links of `/proc/self/fd/*`, `/proc/self/ns/*` |
+//! | `kmsg` | `wedge_agent::host::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
+//! | `pressure` | `wedge_agent::host::pressure::{parse_psi, parse_meminfo}`, `host::identity::parse_boot_id` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
 //! | `config` | `wedge_agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
 //! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted` | reports/tests/data/incident-v1.json, a new incident |
 //! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets |
@@ -195,6 +197,57 @@ pub const TARGETS: &[Target] = &[
             b" (deleted)",
             b"pid:[",
             b"/dev/nvidia",
+        ],
+        max_len: 8192,
+    },
+    Target {
+        name: "kmsg",
+        run: kmsg_target,
+        seeds: || {
+            [
+                "6,1234,5678901,-;nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver",
+                "3,2001,7000000,-;NVRM: Xid (PCI:0000:18:00): 79, pid=4242, GPU has fallen off the bus.",
+                "4,2002,7000100,c;INFO: task python:4242 blocked for more than 120 seconds.\n SUBSYSTEM=pci",
+                "0,1,0,-;",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+        },
+        focus: None,
+        dict: &[
+            b",",
+            b";",
+            b"-",
+            b"Xid",
+            b"NVRM: ",
+            b"blocked for more than",
+            b"\\x0a",
+            b"\n ",
+        ],
+        max_len: 8192,
+    },
+    Target {
+        name: "pressure",
+        run: pressure_target,
+        seeds: || {
+            let mut seeds: Vec<Vec<u8>> = [
+                "/proc/pressure/cpu",
+                "/proc/pressure/memory",
+                "/proc/pressure/io",
+                "/proc/meminfo",
+                "/proc/sys/kernel/random/boot_id",
+            ]
+            .iter()
+            .filter_map(|p| std::fs::read(p).ok())
+            .collect();
+            seeds.push(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=1.50 avg60=0.10 avg300=0.01 total=123\n".to_vec());
+            seeds.push(b"MemTotal:       131072000 kB\nMemAvailable:   100000000 kB\nHugePages_Total:       0\n".to_vec());
+            seeds
+        },
+        focus: None,
+        dict: &[
+            b"some ", b"full ", b"avg10=", b"total=", b" kB\n", b":", b"1e400", b"-",
         ],
         max_len: 8192,
     },
@@ -457,6 +510,23 @@ fn fd_target(bytes: &[u8]) -> Outcome {
         let _ = target.path();
     }
     outcome(&parsed)
+}
+
+fn kmsg_target(bytes: &[u8]) -> Outcome {
+    let parsed = wedge_agent::host::kmsg::parse_record(bytes);
+    let _ = wedge_agent::host::kmsg::classify(&String::from_utf8_lossy(bytes));
+    outcome(&parsed)
+}
+
+fn pressure_target(bytes: &[u8]) -> Outcome {
+    let _ = wedge_agent::host::identity::parse_boot_id(bytes);
+    let psi = wedge_agent::host::pressure::parse_psi(bytes);
+    let meminfo = wedge_agent::host::pressure::parse_meminfo(bytes);
+    if psi.is_ok() || meminfo.is_ok() {
+        Outcome::Accepted
+    } else {
+        Outcome::Rejected
+    }
 }
 
 thread_local! {
