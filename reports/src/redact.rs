@@ -17,8 +17,9 @@
 //! - URL credentials (`https://user:pass@host` → `https://[REDACTED]@host`, `user:V@host` → `user:[REDACTED]@host`),
 //!   webhook URL paths (`…/services/[REDACTED]`, `…/webhooks/[REDACTED]`, Telegram `bot[REDACTED]`);
 //! - `user:V` given to `curl -u`/`--user`/`-U`/`--proxy-user` and `http -a`;
-//! - short password flags, by command (see [`ShortP`]): `-p V` and `-pV` are a password for `mysql`, `mariadb`,
-//!   `sshpass`, `mongo*`, `7z`…, but a port, pid or switch for `ssh`, `psql`, `redis-cli`, `docker`, `mkdir` …;
+//! - short password flags, by command (`ShortP`; the rule in full: docs/report-schema.md, "Redaction"): `-p V` and
+//!   `-pV` are a password for `mysql`, `mariadb`, `sshpass`, `mongo*`, `7z`…, but a port, pid or switch for `ssh`,
+//!   `psql`, `redis-cli`, `docker`, `mkdir` …;
 //!   for any other command `-p V` is hidden unless V is a number or a path, `-pV` unless V is a number;
 //!   `redis-cli -a V`, `mosquitto_pub -P V`, `zip -P V`, `openssl -k V` too;
 //! - bare tokens by their well-known prefix, wherever they appear: `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_`/`github_pat_`,
