@@ -4,6 +4,7 @@
 mod agent;
 mod capture;
 mod inject;
+mod redaction;
 mod report;
 mod ring;
 mod run;
