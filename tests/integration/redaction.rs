@@ -123,8 +123,12 @@ fn no_secret_of_a_wedged_command_line_reaches_the_incident_or_the_log() {
     args.extend_from_slice(&["--match-comm", &pattern]);
     let mut agent = Agent::start(dir.path(), &args, &[]);
     let incident = wait_incident(&mut agent, &out, helper.pid(), Duration::from_secs(20));
-    let (code, _, log) = agent.terminate();
+    let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{log}");
+    assert!(
+        took < Duration::from_secs(2),
+        "SIGTERM took {took:?} (limit 2 s)"
+    );
 
     // The command line was captured (else there would be nothing to leak and the test would prove nothing).
     let cmdline: Vec<String> = incident["process"]["cmdline"]
