@@ -21,7 +21,8 @@
 //!   `-pV` are a password for `mysql`, `mariadb`, `sshpass`, `mongo*`, `7z`…, but a port, pid or switch for `ssh`,
 //!   `psql`, `redis-cli`, `docker`, `mkdir` …;
 //!   for any other command `-p V` is hidden unless V is a number or a path, `-pV` unless V is a number;
-//!   `redis-cli -a V`, `mosquitto_pub -P V`, `zip -P V`, `openssl -k V` too;
+//!   `docker login -p V`, `redis-cli -a V`, `mosquitto_pub -P V`, `zip -P V`, `openssl -k V`, `ssh-keygen -N V` too;
+//! - the value after a dotted or underscored secret-looking key (`git config user.password V`);
 //! - bare tokens by their well-known prefix, wherever they appear: `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_`/`github_pat_`,
 //!   `glpat-`, `xoxb-`/`xoxp-`/`xoxa-`…, `AKIA`/`ASIA`…, `sk-`, `sk_live_`, `hf_`, `npm_`, `pypi-`, `AIza`, `ya29.`,
 //!   and the JWT shape `eyJ….eyJ….sig` (the prefix stays: it says what kind of secret was there).
@@ -134,6 +135,8 @@ struct Command {
     /// Short and long flags taking `user:password` (`curl -u`, `http -a`).
     user_pass_short: &'static [char],
     user_pass_long: &'static [&'static str],
+    /// A subcommand after which `-p` is a password (`docker login -p V`, while `docker run -p 8080:80`).
+    login: bool,
 }
 
 const UNKNOWN_COMMAND: Command = Command {
@@ -141,6 +144,7 @@ const UNKNOWN_COMMAND: Command = Command {
     secret_short: &[],
     user_pass_short: &[],
     user_pass_long: &[],
+    login: false,
 };
 
 const fn command(p: ShortP) -> Command {
@@ -181,15 +185,21 @@ fn known_command(word: &str) -> Option<Command> {
             user_pass_short: &['a'],
             ..command(ShortP::NotSecret)
         },
+        "docker" | "podman" | "nerdctl" | "buildah" | "skopeo" | "helm" | "oras" => Command {
+            login: true,
+            ..command(ShortP::NotSecret)
+        },
+        "ssh-keygen" => Command {
+            secret_short: &['N', 'P'],
+            ..command(ShortP::NotSecret)
+        },
         "ssh" | "autossh" | "mosh" | "scp" | "sftp" | "rsync" | "psql" | "pg_dump"
         | "pg_dumpall" | "pg_restore" | "pg_basebackup" | "pg_isready" | "pgbench" | "createdb"
         | "dropdb" | "redis-server" | "redis-benchmark" | "nc" | "ncat" | "netcat" | "socat"
-        | "nmap" | "telnet" | "ping" | "iperf" | "iperf3" | "docker" | "podman" | "nerdctl"
-        | "kubectl" | "mkdir" | "cp" | "ls" | "tar" | "patch" | "git" | "strace" | "ltrace"
-        | "gdb" | "perf" | "lsof" | "ps" | "pgrep" | "pkill" | "top" | "htop" | "taskset"
-        | "renice" | "prlimit" | "pidstat" | "kill" | "py-spy" | "nvidia-smi" => {
-            command(ShortP::NotSecret)
-        }
+        | "nmap" | "telnet" | "ping" | "iperf" | "iperf3" | "kubectl" | "mkdir" | "cp" | "ls"
+        | "tar" | "patch" | "git" | "strace" | "ltrace" | "gdb" | "perf" | "lsof" | "ps"
+        | "pgrep" | "pkill" | "top" | "htop" | "taskset" | "renice" | "prlimit" | "pidstat"
+        | "kill" | "py-spy" | "nvidia-smi" => command(ShortP::NotSecret),
         _ => return None,
     };
     Some(c)
@@ -319,6 +329,19 @@ impl Words {
         }
         if let Some(command) = known_command(core) {
             self.command = command;
+            return core.to_string();
+        }
+        if self.command.login && core == "login" {
+            self.command.p = ShortP::Password;
+            return core.to_string();
+        }
+        // `git config user.password V`, `aws configure set aws_secret_access_key V`: a dotted or underscored
+        // secret-looking key as a word of its own is followed by its value.
+        if (core.contains('.') || core.contains('_'))
+            && is_variable_name(core)
+            && ends_with_secret_word(core)
+        {
+            self.pending = Pending::Value;
             return core.to_string();
         }
         if let Some(long) = core.strip_prefix("--") {
@@ -1304,6 +1327,14 @@ mod tests {
         f(&["app", "sk-proj-abc123DEF456ghi789JKL"], &["app", "sk-[REDACTED]"], "abc123DEF456"),
         f(&["app", "sk_live_51Habcdefghij"], &["app", "sk_live_[REDACTED]"], "51Habcdefghij"),
         f(&["app", "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"], &["app", "hf_[REDACTED]"], "aBcDeFgHiJkLmNoPqRsT"),
+        f(&["docker", "login", "-u", "bot", "-p", "S3cr3tV4lue", "registry.example"],
+          &["docker", "login", "-u", "bot", "-p", "[REDACTED]", "registry.example"], "S3cr3tV4lue"),
+        f(&["ssh-keygen", "-t", "ed25519", "-N", "S3cr3tV4lue", "-f", "k"],
+          &["ssh-keygen", "-t", "ed25519", "-N", "[REDACTED]", "-f", "k"], "S3cr3tV4lue"),
+        f(&["git", "config", "--global", "user.password", "S3cr3tV4lue"],
+          &["git", "config", "--global", "user.password", "[REDACTED]"], "S3cr3tV4lue"),
+        f(&["aws", "configure", "set", "aws_secret_access_key", "S3cr3tV4lue"],
+          &["aws", "configure", "set", "aws_secret_access_key", "[REDACTED]"], "S3cr3tV4lue"),
         f(&["sh", "-c", "echo ghp_16C7e42F292c6912E7710c838347Ae178B4a | gh auth login --with-token"],
           &["sh", "-c", "echo ghp_[REDACTED] | gh auth login --with-token"], "16C7e42F292c"),
     ];
@@ -1353,6 +1384,23 @@ mod tests {
             &["psql", "-h", "db", "-p", "5432", "-U", "app"],
             &["redis-cli", "-p", "6380"],
             &["docker", "run", "-p", "8080:80", "nginx"],
+            &[
+                "docker",
+                "run",
+                "-p",
+                "8080:80",
+                "-v",
+                "/data/tokenizer_config.json:/c.json",
+                "img",
+            ],
+            &[
+                "python",
+                "train.py",
+                "--config",
+                "conf/model_tokenizer.yaml",
+                "--out",
+                "/o",
+            ],
             &["mkdir", "-p", "run/out"],
             &["strace", "-p", "4242"],
             &["patch", "-p1"],
