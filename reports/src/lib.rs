@@ -8,7 +8,8 @@
 //!   read through `capture::untrusted` (no FIFO, no symlink, bounded).
 //! - [`retention`]: wedge count, on-demand cap, max bytes, min free space; on-demand first, never an incident in
 //!   progress or a wedge under the 24 h floor; every removal returned with its reason.
-//! - [`redact`]: secrets in a captured command line.
+//! - [`redact`]: secrets in a captured command line or free text: a table of forms (flags, headers, URLs, short
+//!   password flags by command, token prefixes), run to its fixed point.
 //! - [`render`]: Markdown for a bug thread (≤ 65,536 characters), the one-line verdict, and control characters
 //!   escaped for terminals ([`render::escape_controls`]).
 //!

@@ -1,0 +1,898 @@
+//! One target per hostile input, each with the real inputs it starts from.
+//!
+//! | target | what it calls | seeds |
+//! |---|---|---|
+//! | `ring` | `breadcrumb::parse_ring` + `in_flight_calls`; every 256th accepted ring also rendered in an incident | rings written by `breadcrumb::Writer` (4, 16, 64 slots; enters, exits, labels, status) |
+//! | `ring-file` | `breadcrumb::read_ring_with_bytes` on a file of the bytes; its saved copy must re-parse to the same records | the same rings |
+//! | `ring-header` | `breadcrumb::parse_header`, `identity::parse_boot_id` | the same rings |
+//! | `stat` | `capture::parse::stat::{parse, parse_lite}`, `breadcrumb::identity::parse_stat_start_time` | this machine's `/proc/*/stat`, task stats |
+//! | `status` | `capture::parse::status::parse` | `/proc/*/status` |
+//! | `wchan` | `capture::parse::wchan::parse` | `/proc/*/wchan`, the H200 recording |
+//! | `syscall` | `capture::parse::syscall::parse`, `syscalls::name` | `/proc/*/syscall`, the H200 recording |
+//! | `stack` | `capture::parse::stack::parse` + `site::classify` | `/proc/*/stack`, the H200 recording |
+//! | `cgroup` | `capture::parse::cgroup::{parse, container_id}` | `/proc/*/cgroup`, docker/podman/kubernetes paths |
+//! | `fd` | `capture::parse::fd::{parse_link, parse_ns_inode}` | links of `/proc/self/fd/*`, `/proc/self/ns/*` |
+//! | `kmsg` | `wedge_agent::host::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
+//! | `pressure` | `wedge_agent::host::pressure::{parse_psi, parse_meminfo}`, `host::identity::parse_boot_id` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
+//! | `config` | `wedge_agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
+//! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted` | reports/tests/data/incident-v1.json, a new incident |
+//! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets |
+
+use std::cell::Cell;
+use std::path::PathBuf;
+
+use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan};
+use wedge_breadcrumb::{self as breadcrumb, Args, Call, ReadOptions, Writer};
+
+/// Whether the target decoded the input (accepted inputs may join the corpus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Accepted,
+    Rejected,
+}
+
+/// A fuzz target.
+pub struct Target {
+    pub name: &'static str,
+    pub run: fn(&[u8]) -> Outcome,
+    pub seeds: fn() -> Vec<Vec<u8>>,
+    /// Byte range most mutations land in (the ring header), if any.
+    pub focus: Option<(usize, usize)>,
+    /// Words of the input's language, inserted by the mutator.
+    pub dict: &'static [&'static [u8]],
+    /// Inputs are cut to this length.
+    pub max_len: usize,
+}
+
+fn outcome<T, E>(r: &Result<T, E>) -> Outcome {
+    if r.is_ok() {
+        Outcome::Accepted
+    } else {
+        Outcome::Rejected
+    }
+}
+
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "ring",
+        run: ring,
+        seeds: ring_seeds,
+        focus: None,
+        dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
+        max_len: 64 << 10,
+    },
+    Target {
+        name: "ring-header",
+        run: ring_header,
+        seeds: ring_seeds,
+        focus: Some((0, 512)),
+        dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
+        max_len: 64 << 10,
+    },
+    Target {
+        name: "ring-file",
+        run: ring_file,
+        seeds: ring_seeds,
+        focus: None,
+        dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
+        max_len: 64 << 10,
+    },
+    Target {
+        name: "stat",
+        run: stat_target,
+        seeds: || {
+            proc_seeds("stat", &[b"1 (a) b) R 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"])
+        },
+        focus: None,
+        dict: &[
+            b") ",
+            b" (",
+            b" D ",
+            b" R ",
+            b"18446744073709551615",
+            b"-1",
+            b"\n",
+        ],
+        max_len: 4096,
+    },
+    Target {
+        name: "status",
+        run: status_target,
+        seeds: || proc_seeds("status", &[]),
+        focus: None,
+        dict: &[
+            b"\nNSpid:\t",
+            b"\nState:\tD (disk sleep)",
+            b"\nvoluntary_ctxt_switches:\t",
+            b"\nTgid:\t",
+            b":\t",
+            b" kB",
+        ],
+        max_len: 8192,
+    },
+    Target {
+        name: "wchan",
+        run: wchan_target,
+        seeds: || {
+            let mut seeds = proc_seeds("wchan", &[b"0", b"", b"do_sys_poll"]);
+            seeds.extend(recording_field("wchan"));
+            seeds
+        },
+        focus: None,
+        dict: &[b"0", b"\n", b"+0x"],
+        max_len: 512,
+    },
+    Target {
+        name: "syscall",
+        run: syscall_target,
+        seeds: || {
+            proc_seeds(
+                "syscall",
+                &[
+                    b"running\n",
+                    b"-1 0x7ffd 0x0\n",
+                    b"16 0x3 0xc020462a 0x7ffc 0x0 0x0 0x0 0x7ffc 0x7f00\n",
+                ],
+            )
+        },
+        focus: None,
+        dict: &[b" 0x", b"running", b"-1 ", b"\n"],
+        max_len: 512,
+    },
+    Target {
+        name: "stack",
+        run: stack_target,
+        seeds: || {
+            let mut seeds = proc_seeds("stack", &[]);
+            seeds.extend(recording_field("stack"));
+            seeds
+        },
+        focus: None,
+        dict: &[
+            b"[<0>] ",
+            b"+0x",
+            b"/0x",
+            b" [nvidia_uvm]",
+            b"\n",
+            b"uvm_",
+            b"do_exit",
+        ],
+        max_len: 16 << 10,
+    },
+    Target {
+        name: "cgroup",
+        run: cgroup_target,
+        seeds: || {
+            proc_seeds(
+                "cgroup",
+                &[
+                    b"0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n",
+                    b"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n",
+                    b"0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope/container\n",
+                    b"12:memory:/docker/0123456789ab\n11:cpu,cpuacct:/\n",
+                ],
+            )
+        },
+        focus: None,
+        dict: &[
+            b"0::/",
+            b":",
+            b"docker-",
+            b"libpod-",
+            b"cri-containerd-",
+            b".scope",
+            b"\n",
+        ],
+        max_len: 8192,
+    },
+    Target {
+        name: "fd",
+        run: fd_target,
+        seeds: fd_seeds,
+        focus: None,
+        dict: &[
+            b"socket:[",
+            b"]",
+            b"anon_inode:",
+            b" (deleted)",
+            b"pid:[",
+            b"/dev/nvidia",
+        ],
+        max_len: 8192,
+    },
+    Target {
+        name: "kmsg",
+        run: kmsg_target,
+        seeds: || {
+            [
+                "6,1234,5678901,-;nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver",
+                "3,2001,7000000,-;NVRM: Xid (PCI:0000:18:00): 79, pid=4242, GPU has fallen off the bus.",
+                "4,2002,7000100,c;INFO: task python:4242 blocked for more than 120 seconds.\n SUBSYSTEM=pci",
+                "0,1,0,-;",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+        },
+        focus: None,
+        dict: &[
+            b",",
+            b";",
+            b"-",
+            b"Xid",
+            b"NVRM: ",
+            b"blocked for more than",
+            b"\\x0a",
+            b"\n ",
+        ],
+        max_len: 8192,
+    },
+    Target {
+        name: "pressure",
+        run: pressure_target,
+        seeds: || {
+            let mut seeds: Vec<Vec<u8>> = [
+                "/proc/pressure/cpu",
+                "/proc/pressure/memory",
+                "/proc/pressure/io",
+                "/proc/meminfo",
+                "/proc/sys/kernel/random/boot_id",
+            ]
+            .iter()
+            .filter_map(|p| std::fs::read(p).ok())
+            .collect();
+            seeds.push(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=1.50 avg60=0.10 avg300=0.01 total=123\n".to_vec());
+            seeds.push(b"MemTotal:       131072000 kB\nMemAvailable:   100000000 kB\nHugePages_Total:       0\n".to_vec());
+            seeds
+        },
+        focus: None,
+        dict: &[
+            b"some ", b"full ", b"avg10=", b"total=", b" kB\n", b":", b"1e400", b"-",
+        ],
+        max_len: 8192,
+    },
+    Target {
+        name: "config",
+        run: config_target,
+        seeds: config_seeds,
+        focus: None,
+        dict: &[
+            b"\"out\":",
+            b"\"match_comm\":",
+            b"\"ring_dir\":",
+            b"\"interval\":",
+            b"\"threshold\":",
+            b"\"samples\":",
+            b"\"max_targets\":",
+            b"\"log_format\":",
+            b"\"1ms\"",
+            b"\"10m\"",
+            b"1e308",
+            b"-1",
+            b"null",
+            b"[",
+            b"]",
+            b"{",
+            b"}",
+            b",",
+            b"\"\"",
+            b"\"(\"",
+            b"\"\\u0000\"",
+        ],
+        max_len: 16 << 10,
+    },
+    Target {
+        name: "incident",
+        run: incident_target,
+        seeds: incident_seeds,
+        focus: None,
+        dict: &[
+            b"null",
+            b"true",
+            b"[]",
+            b"{}",
+            b"\"\"",
+            b"1e400",
+            b"-1",
+            b"18446744073709551616",
+            b"\"\\ud800\"",
+            b"\"threads\":",
+            b"\"samples\":",
+            b"\"records\":",
+            b"\"cmdline\":",
+            b"\"```\"",
+            b"\"<details>\"",
+        ],
+        max_len: 256 << 10,
+    },
+    Target {
+        name: "redact",
+        run: redact_target,
+        seeds: redact_seeds,
+        focus: None,
+        dict: &[
+            b"\0",
+            b" ",
+            b"--token",
+            b"-p",
+            b"=",
+            b":",
+            b"@",
+            b"://",
+            b"Authorization: Bearer ",
+            b"ghp_",
+            b"eyJ",
+            b"\0mysql\0",
+            b"\0ssh\0",
+            b"\0curl\0-u\0",
+            b"'",
+            b"\"",
+            b"/webhooks/",
+            b"?sig=",
+        ],
+        max_len: 2048,
+    },
+];
+
+/// Inputs that once failed (fuzz/regressions/`<target>.<what>.bin`): replayed by a test, and seeds of every run.
+pub fn regressions(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"));
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(PathBuf, Vec<u8>)> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.split_once('.'))
+                .is_some_and(|(name, _)| name == target)
+        })
+        .filter_map(|p| std::fs::read(&p).ok().map(|bytes| (p, bytes)))
+        .collect();
+    found.sort();
+    found
+}
+
+/// The target called `name`.
+pub fn find(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
+
+// ---- targets ----
+
+thread_local! {
+    static ACCEPTED_RINGS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn ring(bytes: &[u8]) -> Outcome {
+    // compute_age off: it reads this reader's boot id from /proc on every call; ages are fed below instead.
+    let options = ReadOptions {
+        compute_age: false,
+        ..ReadOptions::default()
+    };
+    let Ok(snapshot) = breadcrumb::parse_ring(bytes, &options) else {
+        return Outcome::Rejected;
+    };
+    let now = match bytes.len() % 3 {
+        0 => None,
+        1 => Some(0),
+        _ => Some(u64::MAX),
+    };
+    let _ = breadcrumb::in_flight_calls(&snapshot.records, now);
+    let _ = snapshot.last(8);
+    let n = ACCEPTED_RINGS.with(|c| {
+        c.set(c.get() + 1);
+        c.get()
+    });
+    if n % 256 == 1 {
+        // The path a ring's labels and status take into a report.
+        let mut incident = reports::Incident::new(1);
+        incident.ring = Some(reports::model::RingExcerpt::from_snapshot(
+            None, &snapshot, 64,
+        ));
+        let _ = reports::render::markdown(&incident);
+        let _ = reports::render::verdict(&incident);
+    }
+    Outcome::Accepted
+}
+
+thread_local! {
+    /// One ring file per thread, rewritten for every execution of `ring-file`.
+    static RING_FILE: PathBuf = scratch_file("ring");
+}
+
+/// The reader's I/O path (`read_ring_with_bytes`: open, fstat, bounded copy, two passes) on a file of the bytes.
+fn ring_file(bytes: &[u8]) -> Outcome {
+    RING_FILE.with(|path| {
+        if std::fs::write(path, bytes).is_err() {
+            return Outcome::Rejected;
+        }
+        let options = ReadOptions {
+            compute_age: false,
+            ..ReadOptions::default()
+        };
+        let read = breadcrumb::read_ring_with_bytes(path, &options);
+        if let Ok((snapshot, copy)) = &read {
+            // The saved copy must parse to the same records (the evidence file is what a report ships).
+            let reparsed = breadcrumb::parse_ring(copy, &options)
+                .expect("the reader's own copy does not parse");
+            assert_eq!(
+                reparsed.records, snapshot.records,
+                "the saved copy gives other records"
+            );
+        }
+        outcome(&read)
+    })
+}
+
+fn scratch_file(what: &str) -> PathBuf {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!(
+        "wedge-fuzz-{what}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ))
+}
+
+fn ring_header(bytes: &[u8]) -> Outcome {
+    let _ = breadcrumb::identity::parse_boot_id(&bytes[..bytes.len().min(64)]);
+    let header = breadcrumb::parse_header(bytes);
+    if let Ok(h) = &header {
+        let _ = h.needed_len();
+    }
+    outcome(&header)
+}
+
+fn stat_target(bytes: &[u8]) -> Outcome {
+    let _ = stat::parse_lite(bytes);
+    let _ = breadcrumb::identity::parse_stat_start_time(bytes);
+    let parsed = stat::parse(bytes);
+    if let Ok(s) = &parsed {
+        let _ = s.cpu_ticks();
+    }
+    outcome(&parsed)
+}
+
+fn status_target(bytes: &[u8]) -> Outcome {
+    let parsed = status::parse(bytes);
+    if let Ok(s) = &parsed {
+        let _ = s.ctxt_switches();
+    }
+    outcome(&parsed)
+}
+
+fn wchan_target(bytes: &[u8]) -> Outcome {
+    outcome(&wchan::parse(bytes))
+}
+
+fn syscall_target(bytes: &[u8]) -> Outcome {
+    let parsed = syscall::parse(bytes);
+    if let Some(nr) = parsed.as_ref().ok().and_then(|s| s.nr()) {
+        let _ = capture::syscalls::name(capture::Arch::host(), nr);
+    }
+    outcome(&parsed)
+}
+
+fn stack_target(bytes: &[u8]) -> Outcome {
+    let parsed = stack::parse(bytes);
+    if let Ok(frames) = &parsed {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(64)]);
+        let _ = capture::site::classify(frames, Some(&text), Some("ioctl"));
+        let _ = capture::site::classify(frames, None, None);
+    }
+    outcome(&parsed)
+}
+
+fn cgroup_target(bytes: &[u8]) -> Outcome {
+    let parsed = cgroup::parse(bytes);
+    if let Ok(lines) = &parsed {
+        for line in lines {
+            let _ = line.is_v2();
+            let _ = cgroup::container_id(&line.path);
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        let _ = cgroup::container_id(text);
+    }
+    outcome(&parsed)
+}
+
+fn fd_target(bytes: &[u8]) -> Outcome {
+    let _ = fd::parse_ns_inode(bytes);
+    let parsed = fd::parse_link(bytes);
+    if let Ok(target) = &parsed {
+        let _ = target.path();
+    }
+    outcome(&parsed)
+}
+
+fn kmsg_target(bytes: &[u8]) -> Outcome {
+    let parsed = wedge_agent::host::kmsg::parse_record(bytes);
+    let _ = wedge_agent::host::kmsg::classify(&String::from_utf8_lossy(bytes));
+    outcome(&parsed)
+}
+
+fn pressure_target(bytes: &[u8]) -> Outcome {
+    let _ = wedge_agent::host::identity::parse_boot_id(bytes);
+    let psi = wedge_agent::host::pressure::parse_psi(bytes);
+    let meminfo = wedge_agent::host::pressure::parse_meminfo(bytes);
+    if psi.is_ok() || meminfo.is_ok() {
+        Outcome::Accepted
+    } else {
+        Outcome::Rejected
+    }
+}
+
+thread_local! {
+    /// One file per thread, rewritten for every execution (resolve() reads a path, not bytes).
+    static CONFIG_FILE: PathBuf = scratch_file("config");
+}
+
+fn config_target(bytes: &[u8]) -> Outcome {
+    CONFIG_FILE.with(|path| {
+        if std::fs::write(path, bytes).is_err() {
+            return Outcome::Rejected;
+        }
+        let overrides = wedge_agent::daemon::config::Overrides::default();
+        let resolved = wedge_agent::daemon::config::resolve(Some(path), &overrides);
+        if let Ok(settings) = &resolved {
+            let _ = settings.summary();
+            let _ = settings.selection();
+            let _ = settings.needs_restart(settings);
+        }
+        outcome(&resolved)
+    })
+}
+
+/// Remove this thread's scratch files (at the end of a run).
+pub fn cleanup() {
+    for file in [&CONFIG_FILE, &RING_FILE] {
+        file.with(|path| {
+            let _ = std::fs::remove_file(path);
+        });
+    }
+}
+
+fn incident_target(bytes: &[u8]) -> Outcome {
+    let parsed = serde_json::from_slice::<reports::Incident>(bytes);
+    if let Ok(incident) = &parsed {
+        let redacted = incident.redacted();
+        let _ = reports::render::verdict(&redacted);
+        let md = reports::render::markdown(&redacted);
+        assert!(
+            md.chars().count() <= reports::render::MAX_MARKDOWN_CHARS,
+            "markdown over its cap"
+        );
+        let _ = serde_json::to_vec(&redacted);
+    }
+    outcome(&parsed)
+}
+
+fn redact_target(bytes: &[u8]) -> Outcome {
+    let args: Vec<String> = bytes
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let once = reports::redact::redact_cmdline(&args);
+    assert_eq!(
+        once.len(),
+        args.len(),
+        "redaction changed the number of arguments"
+    );
+    let twice = reports::redact::redact_cmdline(&once);
+    assert_eq!(once, twice, "redaction is not idempotent on {args:?}");
+    let text = args.join(" ");
+    let once = reports::redact::redact_text(&text);
+    assert_eq!(
+        reports::redact::redact_text(&once),
+        once,
+        "redact_text is not idempotent on {text:?}"
+    );
+    Outcome::Accepted
+}
+
+// ---- seeds ----
+
+/// Real rings: the writer's own output with a mix of records, in a few sizes.
+fn ring_seeds() -> Vec<Vec<u8>> {
+    let dir = std::env::temp_dir().join(format!("wedge-fuzz-rings-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let mut seeds = Vec::new();
+    for (i, slots) in [4u32, 16, 64].into_iter().enumerate() {
+        let path = dir.join(format!("seed-{slots}.ring"));
+        let _ = std::fs::remove_file(&path);
+        let Ok(writer) = Writer::create(&path, slots) else {
+            continue;
+        };
+        let args = Args {
+            bytes: 1 << 30,
+            ptr: 0x7f00_dead_0000,
+            ptr2: 0x7f00_beef_0000,
+            stream: 0x55aa,
+            chunk: 3,
+            chunk_count: 8,
+            tensor_first: 10,
+            tensor_count: 2,
+        };
+        // More records than slots: the ring wraps, old slots are overwritten.
+        for n in 0..(slots as usize * 2 + i) {
+            let call = Call::ALL[n % Call::ALL.len()];
+            let token = writer.enter(call, &args, &format!("layer.{n}.weight"));
+            if n % 3 != 0 {
+                writer.exit(token, (n as i64) - 1);
+            }
+        }
+        writer.enter(Call::ALL[0], &Args::default(), "in flight ✓ `label` | <b>");
+        if i == 1 {
+            writer.set_status(-3, "cupti: subscribe failed");
+        }
+        drop(writer);
+        if let Ok(bytes) = std::fs::read(&path) {
+            seeds.push(bytes);
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    let _ = std::fs::remove_dir(&dir);
+    seeds
+}
+
+/// `/proc/<pid>/<file>` and `/proc/<pid>/task/<tid>/<file>` of up to 24 processes of this machine, plus `extra`.
+/// Only files that never take the target's mmap lock (stat, status, wchan, syscall, stack, cgroup).
+fn proc_seeds(file: &str, extra: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = extra.iter().map(|s| s.to_vec()).collect();
+    let mut dirs = vec![PathBuf::from("/proc/self"), PathBuf::from("/proc/1")];
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        let mut pids: Vec<u32> = entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        pids.sort_unstable();
+        dirs.extend(
+            pids.iter()
+                .take(24)
+                .map(|p| PathBuf::from(format!("/proc/{p}"))),
+        );
+    }
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        dirs.extend(tasks.filter_map(|t| t.ok()).map(|t| t.path()).take(4));
+    }
+    for dir in dirs {
+        if let Ok(bytes) = std::fs::read(dir.join(file)) {
+            if bytes.len() <= 64 << 10 && !seeds.contains(&bytes) {
+                seeds.push(bytes);
+            }
+        }
+    }
+    if seeds.is_empty() {
+        seeds.push(Vec::new());
+    }
+    seeds
+}
+
+/// A field of every thread in the H200 recording (capture/tests/data), as bytes.
+fn recording_field(field: &str) -> Vec<Vec<u8>> {
+    let recording: serde_json::Value = serde_json::from_slice(include_bytes!(
+        "../../capture/tests/data/h200-nvidia-uvm-dstate.json"
+    ))
+    .unwrap_or_default();
+    recording["threads"]
+        .as_array()
+        .map(|threads| {
+            threads
+                .iter()
+                .filter_map(|t| t[field].as_str().map(|s| s.as_bytes().to_vec()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn fd_seeds() -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = [
+        "/dev/nvidiactl",
+        "/dev/nvidia0",
+        "/dev/nvidia-uvm",
+        "/tmp/x.ring (deleted)",
+        "socket:[123456]",
+        "pipe:[42]",
+        "anon_inode:[eventfd]",
+        "anon_inode:dmabuf",
+        "pid:[4026531836]",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    for dir in ["/proc/self/fd", "/proc/self/ns"] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.filter_map(|e| e.ok()) {
+                if let Ok(target) = std::fs::read_link(entry.path()) {
+                    seeds.push(target.into_os_string().into_encoded_bytes());
+                }
+            }
+        }
+    }
+    seeds
+}
+
+fn config_seeds() -> Vec<Vec<u8>> {
+    vec![
+        include_bytes!("../../systemd/agent.example.json").to_vec(),
+        b"{}".to_vec(),
+        br#"{"out":"/tmp/x","match_comm":["^python$"],"ring_dir":"/run/rings","interval":0.5,"threshold":2,"samples":1}"#.to_vec(),
+        br#"{"match_cgroup":["kubepods"],"gpu":false,"rate_limit":"0s","gpu_rescan":"250ms","log_format":"json","max_targets":1}"#.to_vec(),
+    ]
+}
+
+fn incident_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = vec![include_bytes!("../../reports/tests/data/incident-v1.json").to_vec()];
+    let mut fresh = reports::Incident::new(4242);
+    fresh.process.cmdline = Some(vec!["python".into(), "--token".into(), "abc".into()]);
+    if let Ok(json) = serde_json::to_vec(&fresh) {
+        seeds.push(json);
+    }
+    seeds
+}
+
+fn redact_seeds() -> Vec<Vec<u8>> {
+    [
+        "python\0train.py\0--token\0abc\0--max-tokens\x00128",
+        "curl\0-H\0Authorization: Bearer abc\0-u\0a:b\0https://u:p@h/x?access_token=t&x=1",
+        "sshpass\0-p\0pw\0ssh\0-p\x0022\0user:pw@host",
+        "sh\0-c\0mysql -uroot -phunter2 db && curl -H 'X-Api-Key: k' https://hooks.slack.com/services/T/B/X",
+        "env\0HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz\0ghp_16C7e42F292c6912E7710c838347Ae178B4a\0AKIAIOSFODNN7EXAMPLE",
+        "x\0eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig\0--db-password:x\0-Dpassword=y",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{run, RunOptions};
+
+    /// The heap counters are process-wide: one test at a time, or one test's allocations land in another's.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every target, a short run each (CI's fuzz pass): no panic, no execution over its heap budget, and the
+    /// seeds themselves are accepted (a target whose real inputs fail would fuzz nothing but its error path).
+    #[test]
+    fn every_target_runs_clean_for_a_short_count() {
+        let _serial = serial();
+        let crash_dir =
+            std::env::temp_dir().join(format!("wedge-fuzz-test-{}", std::process::id()));
+        for target in TARGETS {
+            let accepted = (target.seeds)()
+                .iter()
+                .filter(|s| (target.run)(s) == Outcome::Accepted)
+                .count();
+            assert!(accepted > 0, "{}: no seed is accepted", target.name);
+            let report = run(
+                target,
+                &RunOptions {
+                    iterations: 3_000,
+                    seed: 13,
+                    crash_dir: crash_dir.clone(),
+                    max_saved: 4,
+                },
+            );
+            eprintln!("{}", report.line());
+            assert_eq!(report.executions, 3_000);
+            assert!(report.clean(), "{}: {:?}", target.name, report.saved);
+            assert!(
+                report.accepted > 0,
+                "{}: every mutated input was rejected",
+                target.name
+            );
+        }
+        cleanup();
+    }
+
+    /// Every input that once made a target fail passes now (each was fixed at its source).
+    #[test]
+    fn saved_regressions_pass() {
+        let _serial = serial();
+        let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"));
+        let mut replayed = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let (target, _) = name.split_once('.').unwrap();
+            assert!(find(target).is_some(), "{name}: no target {target:?}");
+        }
+        for target in TARGETS {
+            for (path, input) in regressions(target.name) {
+                let result = std::panic::catch_unwind(|| (target.run)(&input));
+                assert!(result.is_ok(), "{} fails again", path.display());
+                replayed += 1;
+            }
+        }
+        assert!(
+            replayed >= 3,
+            "the regression inputs were not found in {}",
+            dir.display()
+        );
+    }
+
+    /// The engine does catch a panic, counts it and writes the input; a check that cannot fail is a defect.
+    #[test]
+    fn a_panicking_target_is_caught_and_its_input_saved() {
+        let _serial = serial();
+        fn panics_on_x(b: &[u8]) -> Outcome {
+            assert!(!b.contains(&b'x'), "found x");
+            Outcome::Rejected
+        }
+        let target = Target {
+            name: "selftest",
+            run: panics_on_x,
+            seeds: || vec![b"abcx".to_vec(), b"abc".to_vec()],
+            focus: None,
+            dict: &[],
+            max_len: 64,
+        };
+        let crash_dir =
+            std::env::temp_dir().join(format!("wedge-fuzz-selftest-{}", std::process::id()));
+        let report = run(
+            &target,
+            &RunOptions {
+                iterations: 200,
+                seed: 1,
+                crash_dir: crash_dir.clone(),
+                max_saved: 2,
+            },
+        );
+        assert!(report.panics > 0);
+        assert!(!report.clean());
+        assert_eq!(report.saved.len(), 2);
+        let saved = std::fs::read(&report.saved[0]).unwrap();
+        assert!(saved.contains(&b'x'));
+        let why = std::fs::read_to_string(report.saved[0].with_extension("txt")).unwrap();
+        assert!(why.contains("found x"), "{why}");
+        let _ = std::fs::remove_dir_all(&crash_dir);
+    }
+
+    /// An execution that allocates far beyond its input is flagged even though it frees the memory again.
+    #[test]
+    fn an_execution_over_its_heap_budget_is_flagged() {
+        let _serial = serial();
+        fn hog(b: &[u8]) -> Outcome {
+            let v = vec![1u8; 64 << 20];
+            std::hint::black_box(&v);
+            if b.is_empty() {
+                Outcome::Rejected
+            } else {
+                Outcome::Accepted
+            }
+        }
+        let target = Target {
+            name: "hog",
+            run: hog,
+            seeds: || vec![b"a".to_vec()],
+            focus: None,
+            dict: &[],
+            max_len: 16,
+        };
+        let crash_dir = std::env::temp_dir().join(format!("wedge-fuzz-hog-{}", std::process::id()));
+        let report = run(
+            &target,
+            &RunOptions {
+                iterations: 3,
+                seed: 1,
+                crash_dir: crash_dir.clone(),
+                max_saved: 1,
+            },
+        );
+        assert_eq!(report.over_budget, 3);
+        assert!(report.max_exec_heap >= 64 << 20);
+        let _ = std::fs::remove_dir_all(&crash_dir);
+    }
+}
