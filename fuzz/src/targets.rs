@@ -12,8 +12,8 @@
 //! | `stack` | `capture::parse::stack::parse` + `site::classify` | `/proc/*/stack`, the H200 recording |
 //! | `cgroup` | `capture::parse::cgroup::{parse, container_id}` | `/proc/*/cgroup`, docker/podman/kubernetes paths |
 //! | `fd` | `capture::parse::fd::{parse_link, parse_ns_inode}` | links of `/proc/self/fd/*`, `/proc/self/ns/*` |
-//! | `kmsg` | `wedge_agent::host::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
-//! | `pressure` | `wedge_agent::host::pressure::{parse_psi, parse_meminfo}`, `host::identity::parse_boot_id` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
+//! | `kmsg` | `capture::parse::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
+//! | `pressure` | `capture::parse::{pressure, meminfo, boot_id}::parse` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
 //! | `config` | `wedge_agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
 //! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted` | reports/tests/data/incident-v1.json, a new incident |
 //! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets |
@@ -513,15 +513,15 @@ fn fd_target(bytes: &[u8]) -> Outcome {
 }
 
 fn kmsg_target(bytes: &[u8]) -> Outcome {
-    let parsed = wedge_agent::host::kmsg::parse_record(bytes);
-    let _ = wedge_agent::host::kmsg::classify(&String::from_utf8_lossy(bytes));
+    let parsed = capture::parse::kmsg::parse_record(bytes);
+    let _ = capture::parse::kmsg::classify(&String::from_utf8_lossy(bytes));
     outcome(&parsed)
 }
 
 fn pressure_target(bytes: &[u8]) -> Outcome {
-    let _ = wedge_agent::host::identity::parse_boot_id(bytes);
-    let psi = wedge_agent::host::pressure::parse_psi(bytes);
-    let meminfo = wedge_agent::host::pressure::parse_meminfo(bytes);
+    let _ = capture::parse::boot_id::parse(bytes);
+    let psi = capture::parse::pressure::parse(bytes);
+    let meminfo = capture::parse::meminfo::parse(bytes);
     if psi.is_ok() || meminfo.is_ok() {
         Outcome::Accepted
     } else {
