@@ -47,7 +47,7 @@ pub struct WatchConfig {
 impl Default for WatchConfig {
     fn default() -> Self {
         WatchConfig {
-            interval: Duration::from_secs(1),
+            interval: crate::settings::INTERVAL,
             tracker: TrackerConfig::default(),
         }
     }
@@ -73,9 +73,8 @@ pub struct Watcher {
 pub fn raise_watch_priority() -> &'static str {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: sched_setscheduler(2) on the calling thread (0) reads one sched_param, which `param` is.
-    let rc = unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_RR | libc::SCHED_RESET_ON_FORK, &param)
-    };
+    let rc =
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_RR | libc::SCHED_RESET_ON_FORK, &param) };
     if rc == 0 {
         "real-time round robin, priority 1"
     } else {
