@@ -11,5 +11,6 @@ mod inject;
 mod report;
 mod ring;
 mod run;
+mod settings;
 mod upload;
 mod util;
