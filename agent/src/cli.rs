@@ -133,6 +133,32 @@ mod tests {
     }
 
     #[test]
+    fn markdown_has_the_same_names_on_capture_and_report_show() {
+        for name in ["md", "markdown"] {
+            let cli = Cli::try_parse_from([
+                "wedge-capture",
+                "report",
+                "show",
+                "latest",
+                "--format",
+                name,
+            ])
+            .unwrap();
+            let Command::Report(cmd::report::ReportCommand::Show(args)) = cli.command else {
+                panic!("not report show");
+            };
+            assert_eq!(args.format, cmd::report::ShowFormat::Md, "{name}");
+            let cli =
+                Cli::try_parse_from(["wedge-capture", "capture", "--pid", "1", "--format", name])
+                    .unwrap();
+            let Command::Capture(args) = cli.command else {
+                panic!("not capture");
+            };
+            assert_eq!(args.format, cmd::capture::Format::Markdown, "{name}");
+        }
+    }
+
+    #[test]
     fn report_takes_out_and_still_reads_dir() {
         for flag in ["--out", "--dir"] {
             let cli =

@@ -2,7 +2,7 @@
 //!
 //! Every default of the watch loop and the capture path is a named constant here and nowhere else; the
 //! front ends only say where their values come from:
-//! - `run`: its flags over [`WatchSettings::default`] ([`crate::cmd::run`]);
+//! - `run`: its flags over [`WatchSettings::default`] (cmd/run.rs);
 //! - `selftest`: fixed short values ([`SELFTEST_INTERVAL`], [`SELFTEST_THRESHOLD`]) over the defaults;
 //! - `agent`: defaults ← config file ← flags ([`crate::daemon::config::resolve`]), which embeds a
 //!   [`WatchSettings`] next to the settings only the daemon has (target selection, rate limits, …).

@@ -66,6 +66,8 @@ pub struct ListArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ShowFormat {
     /// Markdown for a GitHub bug thread: verdict, per-thread tables, timeline, details.
+    // `markdown` is what `capture --format` calls the same thing.
+    #[value(alias = "markdown")]
     Md,
     /// incident.json exactly as stored.
     Json,
