@@ -1,8 +1,10 @@
-//! The command line, defined once. Each subcommand's flags live in its `cmd::<name>::Args`.
+//! The command line, defined once. Each subcommand's flags live in its `cmd::<name>::Args`; the defaults
+//! `--help` shows for `run` and `agent` come from [`crate::settings`] ([`command`] adds them).
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::cmd;
+use crate::settings;
 
 /// Capture the evidence of a GPU driver wedge while the machine is still wedged.
 ///
@@ -49,9 +51,133 @@ pub enum Command {
     Internal(cmd::selftest::InternalCommand),
 }
 
+/// Subcommands whose flags default to [`settings`] constants (they are `Option`s: "not given" must stay
+/// visible to the resolution, so clap cannot fill the default in itself).
+const SETTINGS_COMMANDS: &[&str] = &["run", "agent"];
+
+/// The clap command, with each settings default appended to its flag's help.
+pub fn command() -> clap::Command {
+    let defaults = settings::flag_defaults();
+    let mut command = Cli::command();
+    for name in SETTINGS_COMMANDS {
+        command = command.mut_subcommand(name, |mut sub| {
+            for (flag, value) in &defaults {
+                let Some(id) = sub
+                    .get_arguments()
+                    .find(|arg| arg.get_long() == Some(flag))
+                    .map(|arg| arg.get_id().clone())
+                else {
+                    continue;
+                };
+                sub = sub.mut_arg(id, |arg| {
+                    let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                    let long = arg.get_long_help().map(|h| h.to_string());
+                    let arg = arg.help(format!("{help} [default: {value}]"));
+                    match long {
+                        Some(long) => arg.long_help(format!("{long} [default: {value}]")),
+                        None => arg,
+                    }
+                });
+            }
+            sub
+        });
+    }
+    command
+}
+
+/// Parse the process's arguments (exit with clap's message and code on a usage error).
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_shows_the_settings_defaults() {
+        for (name, flags) in [
+            (
+                "run",
+                &["threshold", "interval", "samples", "probe-timeout", "out"][..],
+            ),
+            (
+                "agent",
+                &[
+                    "threshold",
+                    "rate-limit",
+                    "gpu-rescan",
+                    "max-targets",
+                    "out",
+                ][..],
+            ),
+        ] {
+            let mut command = command();
+            let help = command
+                .find_subcommand_mut(name)
+                .unwrap()
+                .render_help()
+                .to_string();
+            for flag in flags {
+                let line = help
+                    .lines()
+                    .skip_while(|l| !l.contains(&format!("--{flag} ")))
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                assert!(line.contains("[default: "), "{name} --{flag}: {line}");
+            }
+            assert!(help.contains("[default: 30s]"), "{name}: {help}");
+        }
+    }
+
+    #[test]
+    fn markdown_has_the_same_names_on_capture_and_report_show() {
+        for name in ["md", "markdown"] {
+            let cli = Cli::try_parse_from([
+                "wedge-capture",
+                "report",
+                "show",
+                "latest",
+                "--format",
+                name,
+            ])
+            .unwrap();
+            let Command::Report(cmd::report::ReportCommand::Show(args)) = cli.command else {
+                panic!("not report show");
+            };
+            assert_eq!(args.format, cmd::report::ShowFormat::Md, "{name}");
+            let cli =
+                Cli::try_parse_from(["wedge-capture", "capture", "--pid", "1", "--format", name])
+                    .unwrap();
+            let Command::Capture(args) = cli.command else {
+                panic!("not capture");
+            };
+            assert_eq!(args.format, cmd::capture::Format::Markdown, "{name}");
+        }
+    }
+
+    #[test]
+    fn report_takes_out_and_still_reads_dir() {
+        for flag in ["--out", "--dir"] {
+            let cli =
+                Cli::try_parse_from(["wedge-capture", "report", "list", flag, "/srv/x"]).unwrap();
+            let Command::Report(cmd::report::ReportCommand::List(args)) = cli.command else {
+                panic!("not report list");
+            };
+            assert_eq!(args.out.out, std::path::PathBuf::from("/srv/x"), "{flag}");
+        }
+        let mut command = command();
+        let help = command
+            .find_subcommand_mut("report")
+            .unwrap()
+            .find_subcommand_mut("list")
+            .unwrap()
+            .render_help()
+            .to_string();
+        assert!(help.contains("--out") && !help.contains("--dir"), "{help}");
+    }
 
     #[test]
     fn run_refuses_unknown_flags_before_the_command_and_passes_the_commands_own() {

@@ -1,9 +1,14 @@
 //! wedge_agent — the `wedge-capture` binary's logic, kept out of `main` so it can be tested.
 //!
 //! Map:
-//! - [`cli`]: every flag, defined once (clap derive).
+//! - [`cli`]: every flag, defined once (clap derive); `--help` shows the [`settings`] defaults.
 //! - [`exit`]: documented exit codes and the error type that carries one.
-//! - [`cmd`]: one module per subcommand; each has `run(args) -> anyhow::Result<ExitCode>`.
+//! - [`settings`]: every watch default as a named constant, and [`settings::WatchSettings`], what `run`,
+//!   `selftest` and the agent (flags + config file) resolve into.
+//! - [`duration`]: durations as written on the command line and in the config file.
+//! - [`preflight`]: checks before watching (incident directory writable, missing capabilities).
+//! - [`cmd`]: one module per subcommand; each has `run(args) -> anyhow::Result<ExitCode>`. Nothing
+//!   outside `cmd` (and `cli`/`main`, which dispatch to it) uses it.
 //! - [`watch`]: the watch loop shared by `run`, `selftest` and `agent`: target sources → hot scan →
 //!   tracker (D-state episodes, no-progress proof) → episode lifecycle (`watch::incident`) → the capture's
 //!   ordered stages (`watch::stages::STAGES`) → durable incident.
@@ -17,8 +22,11 @@
 pub mod cli;
 pub mod cmd;
 pub mod daemon;
+pub mod duration;
 pub mod exit;
 pub mod host;
 pub mod inject_env;
+pub mod preflight;
 pub mod probe;
+pub mod settings;
 pub mod watch;

@@ -1,12 +1,11 @@
 //! The `wedge-capture` binary: parse flags, dispatch, map errors to documented exit codes.
 
-use clap::Parser;
-use wedge_agent::cli::{Cli, Command};
+use wedge_agent::cli::{self, Command};
 use wedge_agent::cmd;
 use wedge_agent::exit;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let result = match cli.command {
         Command::Capture(args) => cmd::capture::run(args),
         Command::DecodeIoctl(args) => cmd::decode_ioctl::run(args),

@@ -29,10 +29,6 @@ use serde::{Deserialize, Serialize};
 
 /// Largest output kept from one probe; the rest is counted but dropped.
 pub const MAX_PROBE_OUTPUT: usize = 64 * 1024;
-/// Default deadline for one batch of probes (they run in parallel).
-pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Default bound on probe children that did not die after SIGKILL.
-pub const DEFAULT_MAX_STUCK: usize = 4;
 /// Longest wait between two looks at the stop request while probes run.
 const CANCEL_POLL: Duration = Duration::from_millis(50);
 
@@ -137,7 +133,10 @@ pub struct ProbeRunner {
 
 impl Default for ProbeRunner {
     fn default() -> Self {
-        ProbeRunner::new(DEFAULT_PROBE_TIMEOUT, DEFAULT_MAX_STUCK)
+        ProbeRunner::new(
+            crate::settings::PROBE_TIMEOUT,
+            crate::settings::MAX_STUCK_PROBES,
+        )
     }
 }
 

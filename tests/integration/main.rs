@@ -13,5 +13,6 @@ mod redaction;
 mod report;
 mod ring;
 mod run;
+mod settings;
 mod upload;
 mod util;

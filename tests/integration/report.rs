@@ -62,7 +62,7 @@ fn store_with_two(dir: &Path) -> (String, String) {
 fn list_shows_newest_first_with_state() {
     let tmp = tempfile::tempdir().unwrap();
     let (complete, partial) = store_with_two(tmp.path());
-    let out = report(&["list", "--dir", tmp.path().to_str().unwrap()]);
+    let out = report(&["list", "--out", tmp.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
@@ -87,7 +87,7 @@ fn list_shows_newest_first_with_state() {
 fn list_json_is_machine_readable() {
     let tmp = tempfile::tempdir().unwrap();
     let (complete, partial) = store_with_two(tmp.path());
-    let out = report(&["list", "--dir", tmp.path().to_str().unwrap(), "--json"]);
+    let out = report(&["list", "--out", tmp.path().to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let arr = v.as_array().unwrap();
@@ -103,7 +103,7 @@ fn list_json_is_machine_readable() {
 fn list_of_a_missing_directory_is_empty_not_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("never-created");
-    let out = report(&["list", "--dir", missing.to_str().unwrap(), "--json"]);
+    let out = report(&["list", "--out", missing.to_str().unwrap(), "--json"]);
     assert!(out.status.success());
     assert_eq!(stdout(&out).trim(), "[]");
     assert!(!missing.exists(), "listing must not create the directory");
@@ -115,7 +115,7 @@ fn show_markdown_json_and_latest() {
     let (complete, partial) = store_with_two(tmp.path());
     let dir = tmp.path().to_str().unwrap();
 
-    let out = report(&["show", &complete, "--dir", dir]);
+    let out = report(&["show", &complete, "--out", dir]);
     assert!(out.status.success(), "{}", stderr(&out));
     let md = stdout(&out);
     assert!(
@@ -127,7 +127,7 @@ fn show_markdown_json_and_latest() {
     assert!(md.contains("capture complete"));
     assert!(!md.contains("hf_SECRETSECRET"), "secrets must be redacted");
 
-    let out = report(&["show", &complete, "--dir", dir, "--format", "json"]);
+    let out = report(&["show", &complete, "--out", dir, "--format", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let stored = std::fs::read(tmp.path().join(&complete).join(INCIDENT_FILE)).unwrap();
     assert_eq!(
@@ -138,7 +138,7 @@ fn show_markdown_json_and_latest() {
     let parsed: Incident = serde_json::from_slice(&out.stdout).unwrap();
     assert!(parsed.complete);
 
-    let out = report(&["show", "latest", "--dir", dir]);
+    let out = report(&["show", "latest", "--out", dir]);
     assert!(out.status.success(), "{}", stderr(&out));
     let md = stdout(&out);
     assert!(
@@ -155,7 +155,7 @@ fn unknown_id_exits_1_and_names_the_path() {
     store_with_two(tmp.path());
     let dir = tmp.path().to_str().unwrap();
     for sub in ["show", "bundle"] {
-        let out = report(&[sub, "20200101T000000Z-nohost-1", "--dir", dir]);
+        let out = report(&[sub, "20200101T000000Z-nohost-1", "--out", dir]);
         assert_eq!(out.status.code(), Some(1), "{sub}");
         let err = stderr(&out);
         let expected = tmp
@@ -169,13 +169,13 @@ fn unknown_id_exits_1_and_names_the_path() {
         assert!(err.contains(&expected.display().to_string()), "{err}");
         assert!(!err.contains("panicked"));
     }
-    let out = report(&["show", "../../etc", "--dir", dir]);
+    let out = report(&["show", "../../etc", "--out", dir]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("invalid incident id"));
     let out = report(&[
         "show",
         "x",
-        "--dir",
+        "--out",
         tmp.path().join("missing").to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(1));
@@ -191,7 +191,7 @@ fn bundle_writes_a_tar_gz_with_the_incident() {
     let out = report(&[
         "bundle",
         &complete,
-        "--dir",
+        "--out",
         store_dir.to_str().unwrap(),
         "-o",
         out_file.to_str().unwrap(),
@@ -249,7 +249,7 @@ fn bundle_writes_a_tar_gz_with_the_incident() {
             "report",
             "bundle",
             "latest",
-            "--dir",
+            "--out",
             store_dir.to_str().unwrap(),
         ])
         .current_dir(tmp.path())

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cmd::run::parse_duration;
 use crate::daemon::config::{self, LogFormat, Overrides};
+use crate::duration::parse_duration;
 use crate::exit::{ExitCode, Failure};
 
 /// Watch the host's GPU workers and capture every wedge (the systemd service).
@@ -36,7 +36,7 @@ pub struct Args {
     /// JSON config file (re-read on SIGHUP).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Incident directory [default: /var/lib/wedge-capture/incidents].
+    /// Incident directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Watch processes whose comm matches REGEX (repeatable).
@@ -51,31 +51,31 @@ pub struct Args {
     /// Watch the writer of every breadcrumb ring (*.ring) created in DIR (repeatable).
     #[arg(long = "ring-dir", value_name = "DIR")]
     pub ring_dir: Vec<PathBuf>,
-    /// How often to sample every watched thread [default: 1s].
+    /// How often to sample every watched thread.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub interval: Option<Duration>,
-    /// How long a thread must sit in D without progress to count as wedged [default: 30s].
+    /// How long a thread must sit in D without progress to count as wedged.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub threshold: Option<Duration>,
-    /// Unchanged samples needed on top of --threshold [default: 3].
+    /// Unchanged samples needed on top of --threshold (the no-progress proof).
     #[arg(long, value_name = "K")]
     pub samples: Option<u32>,
-    /// At most one new incident per process in this window [default: 10m].
+    /// At most one new incident per process in this window.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub rate_limit: Option<Duration>,
-    /// At most one on-demand (SIGUSR1) incident per process in this window; 0 turns it off [default: 1m].
+    /// At most one on-demand (SIGUSR1) incident per process in this window; 0 turns it off.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub on_demand_rate_limit: Option<Duration>,
-    /// Shortest time between two reads of one process's fd links for --gpu [default: 5s].
+    /// Shortest time between two reads of one process's fd links for --gpu.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub gpu_rescan: Option<Duration>,
-    /// Deadline of the risky reads done in sacrificial children [default: 2s].
+    /// Deadline of the risky reads done in sacrificial children.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub probe_timeout: Option<Duration>,
     /// Do not run `nvidia-smi -q` as a probe.
     #[arg(long)]
     pub no_nvidia_smi: bool,
-    /// Most processes watched at once [default: 4096].
+    /// Most processes watched at once.
     #[arg(long, value_name = "N")]
     pub max_targets: Option<usize>,
     /// Log line format on stderr [default: auto: journal under systemd, else plain].

@@ -10,6 +10,8 @@ use crate::exit::{ExitCode, Failure};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// A view a person reads at a glance: D threads first, a table, stacks in code blocks.
+    // `md` is what `report show --format` calls the same thing.
+    #[value(alias = "md")]
     Markdown,
     /// The JSON contract (`pid`, `threads[]` with `tid`, `comm`, `state`, `wchan`, `syscall`, `ioctl`,
     /// `stack`, `site`) that other tools parse.

@@ -4,7 +4,6 @@
 //! deadline), everything else is a sysctl, a capability mask or a statfs.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use capture::{ProcRoot, RiskyFile};
 use serde::Serialize;
@@ -61,7 +60,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     let eff = status.as_ref().and_then(|s| s.cap_eff);
     let cap = |bit: u32| eff.map(|e| e & (1u64 << bit) != 0);
     let grant = "run as root, or grant it (systemd: AmbientCapabilities=…; shell: sudo setcap cap_sys_admin,cap_sys_ptrace,cap_syslog+ep $(command -v wedge-capture))";
-    match cap(crate::cmd::run::CAP_SYS_ADMIN) {
+    match cap(crate::preflight::CAP_SYS_ADMIN) {
         Some(true) => out_checks.push(check(
             "CAP_SYS_ADMIN",
             Status::Ok,
@@ -81,7 +80,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
             grant,
         )),
     }
-    match cap(crate::cmd::run::CAP_SYS_PTRACE) {
+    match cap(crate::preflight::CAP_SYS_PTRACE) {
         Some(true) => out_checks.push(check(
             "CAP_SYS_PTRACE",
             Status::Ok,
@@ -101,7 +100,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
         Some(v) if v == "0" || v == "1" => out_checks.push(check("yama.ptrace_scope", Status::Ok, format!("ptrace_scope={v}: CAP_SYS_PTRACE (or root) reads any task"), "")),
         Some(v) if v == "2" => out_checks.push(check(
             "yama.ptrace_scope",
-            if cap(crate::cmd::run::CAP_SYS_PTRACE) == Some(true) { Status::Ok } else { Status::Fail },
+            if cap(crate::preflight::CAP_SYS_PTRACE) == Some(true) { Status::Ok } else { Status::Fail },
             "ptrace_scope=2: syscall and stack reads need CAP_SYS_PTRACE",
             "grant CAP_SYS_PTRACE, or sysctl -w kernel.yama.ptrace_scope=1",
         )),
@@ -242,7 +241,7 @@ fn output_dir_check(out: &Path) -> Check {
 
 fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
     let mut out = Vec::new();
-    let mut runner = ProbeRunner::new(Duration::from_secs(2), 2);
+    let mut runner = ProbeRunner::new(crate::settings::PROBE_TIMEOUT, 2);
     let version = runner.run_all(&[Probe::read_file(
         "nvidia-version",
         proc_root.risky_path(RiskyFile::NvidiaVersion),

@@ -14,7 +14,7 @@ pub enum ReportCommand {
     #[command(after_help = "\
 Examples:
   wedge-capture report list
-  wedge-capture report list --dir ./incidents --json
+  wedge-capture report list --out ./incidents --json
 
 A partial incident is one whose writer was interrupted (or is still writing: `in progress`);
 everything it holds is valid and readable.")]
@@ -45,18 +45,19 @@ no file behind. Exit codes: 0 written, 1 unknown id, refused incident or I/O err
     Bundle(BundleArgs),
 }
 
-/// The incident directory, shared by every `report` subcommand.
+/// The incident directory, shared by every `report` subcommand: `--out`, as on `run` and `agent`
+/// (`--dir`, its old name, stays as a hidden alias).
 #[derive(Debug, clap::Args)]
-pub struct DirArg {
+pub struct OutArg {
     /// Incident directory (where `wedge-capture agent` / `run` write).
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_DIR)]
-    pub dir: PathBuf,
+    #[arg(long, alias = "dir", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub dir: DirArg,
+    pub out: OutArg,
     /// One JSON array of summaries instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -65,6 +66,8 @@ pub struct ListArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ShowFormat {
     /// Markdown for a GitHub bug thread: verdict, per-thread tables, timeline, details.
+    // `markdown` is what `capture --format` calls the same thing.
+    #[value(alias = "markdown")]
     Md,
     /// incident.json exactly as stored.
     Json,
@@ -76,7 +79,7 @@ pub struct ShowArgs {
     #[arg(value_name = "ID")]
     pub id: String,
     #[command(flatten)]
-    pub dir: DirArg,
+    pub out: OutArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ShowFormat::Md)]
     pub format: ShowFormat,
@@ -88,7 +91,7 @@ pub struct BundleArgs {
     #[arg(value_name = "ID")]
     pub id: String,
     #[command(flatten)]
-    pub dir: DirArg,
+    pub out: OutArg,
     /// Output file [default: ./<ID>.tar.gz].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -127,7 +130,7 @@ fn not_found_hint(err: reports::Error, dir: &Path) -> anyhow::Error {
         reports::Error::NotFound { .. } | reports::Error::InvalidId(_) => Failure::new(
             ExitCode::ERROR,
             format!(
-                "{err}; `wedge-capture report list --dir {}` shows the ids",
+                "{err}; `wedge-capture report list --out {}` shows the ids",
                 dir.display()
             ),
         )
@@ -137,7 +140,7 @@ fn not_found_hint(err: reports::Error, dir: &Path) -> anyhow::Error {
 }
 
 fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    let dir = &args.dir.dir;
+    let dir = &args.out.out;
     let summaries = match Store::open_read_only(dir) {
         Ok(store) => store.list()?,
         // A host that never had a wedge has no directory yet: that is an empty list, not an error.
@@ -218,7 +221,7 @@ fn table(summaries: &[IncidentSummary], dir: &Path) -> String {
 }
 
 fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let dir = &args.dir.dir;
+    let dir = &args.out.out;
     let store = open(dir)?;
     let id = resolve_id(&store, &args.id)?;
     let incident = store.load(&id).map_err(|err| not_found_hint(err, dir))?;
@@ -239,7 +242,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn bundle(args: BundleArgs) -> anyhow::Result<ExitCode> {
-    let dir = &args.dir.dir;
+    let dir = &args.out.out;
     let store = open(dir)?;
     let id = resolve_id(&store, &args.id)?;
     store.path_of(&id).map_err(|err| not_found_hint(err, dir))?;

@@ -10,10 +10,12 @@ use capture::ProcRoot;
 use reports::retention::Retention;
 use reports::store::Store;
 
+use crate::duration::parse_duration;
 use crate::exit::{ExitCode, Failure};
+use crate::preflight;
+use crate::settings::{self, WatchSettings};
 use crate::watch::launch::{self, LaunchError, SignalChannel};
 use crate::watch::targets::ChildTree;
-use crate::watch::tracker::TrackerConfig;
 use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
 
 /// Run a command and watch it for wedges.
@@ -36,19 +38,19 @@ use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher
     SIGINT/SIGTERM makes wedge-capture exit with status 3 at once (the wedged command cannot be reaped).")]
 pub struct Args {
     /// How often to sample every thread (e.g. 1s, 250ms, 0.5).
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
-    pub interval: Duration,
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub interval: Option<Duration>,
     /// How long a thread must sit in D without progress to count as wedged.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
-    pub threshold: Duration,
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub threshold: Option<Duration>,
     /// Unchanged samples needed on top of --threshold (the no-progress proof).
-    #[arg(long = "samples", default_value_t = 3, value_name = "K")]
-    pub samples: u32,
-    /// Incident directory.
-    #[arg(long, default_value = reports::store::DEFAULT_DIR, value_name = "DIR")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "K")]
+    pub samples: Option<u32>,
+    /// Incident directory (everything `run` writes goes under it).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// Where workers write breadcrumb rings (exported as WEDGE_CAPTURE_RING_DIR). Default: a per-run
-    /// directory `rings/<run-id>` next to --out, removed at exit unless a wedge was captured.
+    /// directory `.rings/<run-id>` inside --out, removed at exit unless a wedge was captured.
     #[arg(long, value_name = "DIR")]
     pub ring_dir: Option<PathBuf>,
     /// After a captured wedge, exit with status 3 if CMD is still alive this long after the capture
@@ -59,8 +61,8 @@ pub struct Args {
     #[arg(long)]
     pub kill_on_wedge: bool,
     /// Deadline for the risky reads (cmdline, NVIDIA driver files, nvidia-smi), done in sacrificial children.
-    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
-    pub probe_timeout: Duration,
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub probe_timeout: Option<Duration>,
     /// Do not run `nvidia-smi -q` as a probe.
     #[arg(long)]
     pub no_nvidia_smi: bool,
@@ -86,28 +88,34 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-/// "1s", "250ms", "2m", "1.5" (seconds), "0.5s".
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = text.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (e.g. 1s, 250ms, 2m, 0.5)"))?;
-    if !value.is_finite() || value < 0.0 || value * scale > 1e9 {
-        return Err(format!("`{text}` is out of range"));
+impl Args {
+    /// The flags given, over the defaults of [`WatchSettings`].
+    pub fn watch_settings(&self) -> Result<WatchSettings, Failure> {
+        let defaults = WatchSettings::default();
+        let threshold = self.threshold.unwrap_or(defaults.threshold);
+        let settings = WatchSettings {
+            out: self.out.clone().unwrap_or(defaults.out),
+            interval: self.interval.unwrap_or(defaults.interval),
+            threshold,
+            samples: self.samples.unwrap_or(defaults.samples),
+            probe_timeout: self.probe_timeout.unwrap_or(defaults.probe_timeout),
+            resample_every: threshold.max(settings::MIN_RUN_RESAMPLE_EVERY),
+            nvidia_smi: !self.no_nvidia_smi,
+            kill_on_wedge: self.kill_on_wedge,
+            extra_probe: self.extra_probe.clone(),
+            ring_dirs: self.ring_dir.iter().cloned().collect(),
+        };
+        settings
+            .validate()
+            .map_err(|why| Failure::new(ExitCode::USAGE, format!("--{why}")))?;
+        Ok(settings)
     }
-    Ok(Duration::from_secs_f64(value * scale))
+}
+
+/// The per-run ring directory inside the incident directory: the store skips dot names, so it is
+/// never taken for an incident, bundled or removed by retention.
+pub fn run_ring_dir(out: &Path, run_id: &str) -> PathBuf {
+    out.join(settings::RINGS_SUBDIR).join(run_id)
 }
 
 /// Everything `supervise` needs.
@@ -151,10 +159,7 @@ pub struct Outcome {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.interval.is_zero() {
-        return Err(Failure::new(ExitCode::USAGE, "--interval must be more than 0").into());
-    }
-    let proc_root = ProcRoot::default();
+    let mut watch_settings = args.watch_settings()?;
     let run_id = format!(
         "{}-{}",
         chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
@@ -162,22 +167,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let (ring_dir, remove_ring_dir) = match &args.ring_dir {
         Some(dir) => (dir.clone(), false),
-        None => (
-            args.out
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join("rings")
-                .join(&run_id),
-            true,
-        ),
+        None => (run_ring_dir(&watch_settings.out, &run_id), true),
     };
-    let mut capture = CaptureSettings::new(proc_root);
-    capture.ring_dirs = vec![ring_dir.clone()];
-    capture.probe_timeout = args.probe_timeout;
-    capture.nvidia_smi = !args.no_nvidia_smi;
-    capture.extra_probe_files = args.extra_probe.clone();
-    capture.kill_on_wedge = args.kill_on_wedge;
-    capture.resample_every = args.threshold.max(Duration::from_secs(10));
+    watch_settings.ring_dirs = vec![ring_dir.clone()];
     let extra_env = if args.inject {
         crate::inject_env::injection_env(args.cupti.as_deref())
             .map_err(|err| Failure::new(ExitCode::ERROR, format!("--inject: {err}")))?
@@ -186,15 +178,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let outcome = supervise(Supervise {
         command: args.command,
-        watch: WatchConfig {
-            interval: args.interval,
-            tracker: TrackerConfig {
-                threshold: args.threshold,
-                samples: args.samples.max(1),
-            },
-        },
-        capture,
-        out: args.out,
+        watch: watch_settings.watch_config(),
+        capture: watch_settings.capture_settings(ProcRoot::default()),
+        out: watch_settings.out,
         ring_dir,
         remove_ring_dir,
         exit_after: args.exit_after,
@@ -223,66 +209,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode(outcome.exit))
-}
-
-/// Check that `dir` can be written (create and remove a file), with a clear error.
-pub fn check_writable(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).map_err(|err| {
-        Failure::new(
-            ExitCode::ERROR,
-            format!(
-                "output directory {} cannot be created: {err}",
-                dir.display()
-            ),
-        )
-    })?;
-    let probe = dir.join(format!(".write-test-{}", std::process::id()));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .map_err(|err| {
-            Failure::new(
-                ExitCode::ERROR,
-                format!("output directory {} is not writable: {err}", dir.display()),
-            )
-        })?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
-/// Capability numbers (linux/capability.h).
-pub const CAP_SYS_PTRACE: u32 = 19;
-pub const CAP_SYS_ADMIN: u32 = 21;
-pub const CAP_SYSLOG: u32 = 34;
-
-/// Capabilities that limit capture and are missing from our effective set, with what each costs.
-pub fn missing_capabilities(proc_root: &ProcRoot) -> Vec<(&'static str, &'static str)> {
-    let me = std::process::id() as i32;
-    let Ok(status) = proc_root.read_task_status(me, me) else {
-        return Vec::new();
-    };
-    let eff = status.cap_eff.unwrap_or(0);
-    let mut missing = Vec::new();
-    if eff & (1u64 << CAP_SYS_ADMIN) == 0 {
-        missing.push((
-            "CAP_SYS_ADMIN",
-            "kernel stacks (task stack files) will not be captured",
-        ));
-    }
-    if eff & (1u64 << CAP_SYS_PTRACE) == 0 {
-        missing.push((
-            "CAP_SYS_PTRACE",
-            "syscall, wchan and fd links of other users' processes will not be readable",
-        ));
-    }
-    if eff & (1u64 << CAP_SYSLOG) == 0 {
-        missing.push((
-            "CAP_SYSLOG",
-            "the kernel log cannot be read when kernel.dmesg_restrict=1",
-        ));
-    }
-    missing
 }
 
 fn say(verbose: bool, text: impl AsRef<str>) {
@@ -317,7 +243,7 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             )
         })?
         .log_removals(|removal| eprintln!("wedge-capture: {removal}"));
-    check_writable(&out)?;
+    preflight::check_writable(&out)?;
     std::fs::create_dir_all(&ring_dir).map_err(|err| {
         Failure::new(
             ExitCode::ERROR,
@@ -327,7 +253,7 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             ),
         )
     })?;
-    for (cap, cost) in missing_capabilities(&capture.proc_root) {
+    for (cap, cost) in preflight::missing_capabilities(&capture.proc_root) {
         say(verbose, format!("warning: missing {cap}: {cost}"));
     }
     let proc_root = capture.proc_root.clone();
@@ -502,6 +428,10 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
     if remove_ring_dir && !outcome.wedged && outcome.incidents.is_empty() && outcome.lost.is_empty()
     {
         let _ = std::fs::remove_dir_all(&ring_dir);
+        // The `.rings` folder too, when this run was its only user (never a folder that still holds rings).
+        if let Some(parent) = ring_dir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
     if outcome.wedged {
         if let Some(path) = outcome.incidents.last() {
@@ -589,16 +519,67 @@ fn report_event(verbose: bool, event: &CaptureEvent, outcome: &mut Outcome) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> Args {
+        let mut full = vec!["wedge-capture", "run"];
+        full.extend_from_slice(argv);
+        full.extend_from_slice(&["--", "true"]);
+        match Cli::try_parse_from(full).unwrap().command {
+            Command::Run(args) => args,
+            other => panic!("not run: {other:?}"),
+        }
+    }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        for bad in ["", "x", "-1", "1e30", "NaN", "s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+    fn flags_left_out_take_the_shared_defaults() {
+        let settings = args(&[]).watch_settings().unwrap();
+        assert_eq!(settings.threshold, settings::THRESHOLD);
+        assert_eq!(settings.interval, settings::INTERVAL);
+        assert_eq!(settings.samples, settings::SAMPLES);
+        assert_eq!(settings.probe_timeout, settings::PROBE_TIMEOUT);
+        assert_eq!(settings.out, PathBuf::from(settings::INCIDENT_DIR));
+        assert!(settings.nvidia_smi && !settings.kill_on_wedge);
+        assert_eq!(settings.resample_every, settings::THRESHOLD);
+    }
+
+    #[test]
+    fn flags_given_win_and_bad_ones_are_usage_errors() {
+        let settings = args(&[
+            "--threshold",
+            "2s",
+            "--interval",
+            "250ms",
+            "--samples",
+            "5",
+            "--out",
+            "/srv/x",
+            "--kill-on-wedge",
+            "--no-nvidia-smi",
+        ])
+        .watch_settings()
+        .unwrap();
+        assert_eq!(settings.threshold, Duration::from_secs(2));
+        assert_eq!(settings.interval, Duration::from_millis(250));
+        assert_eq!(settings.samples, 5);
+        assert_eq!(settings.out, PathBuf::from("/srv/x"));
+        assert!(settings.kill_on_wedge && !settings.nvidia_smi);
+        // A short threshold does not make `run` re-sample more often than the floor.
+        assert_eq!(settings.resample_every, settings::MIN_RUN_RESAMPLE_EVERY);
+        for (flag, value) in [("--interval", "0"), ("--samples", "0")] {
+            let err = args(&[flag, value]).watch_settings().unwrap_err();
+            assert_eq!(err.code, ExitCode::USAGE, "{flag}");
+            assert!(err.message.starts_with(flag), "{flag}: {}", err.message);
         }
+    }
+
+    #[test]
+    fn the_per_run_ring_directory_is_inside_out_under_a_name_the_store_skips() {
+        let out = Path::new("/srv/incidents");
+        let dir = run_ring_dir(out, "20260101T000000Z-1");
+        assert!(dir.starts_with(out));
+        let first = dir.strip_prefix(out).unwrap().components().next().unwrap();
+        assert!(first.as_os_str().to_str().unwrap().starts_with('.'));
     }
 }

@@ -16,8 +16,8 @@ use capture::frozen_fs::FrozenFs;
 use capture::ProcRoot;
 
 use crate::exit::{ExitCode, Failure};
-use crate::watch::tracker::TrackerConfig;
-use crate::watch::{CaptureSettings, WatchConfig};
+use crate::preflight;
+use crate::settings::{self, WatchSettings};
 
 /// Demonstrate a real capture end to end (the README's main command).
 ///
@@ -27,7 +27,8 @@ use crate::watch::{CaptureSettings, WatchConfig};
 /// Markdown report and its path. Without root, say what was skipped.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Where to write the incident (default: a temporary directory, removed at the end unless --keep).
+    /// Incident directory (default: a temporary directory, removed at the end unless --keep). The
+    /// worker's rings go inside it (`.rings/`), as with `run`.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Keep the temporary output directory.
@@ -336,11 +337,15 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         )
     })?;
     let exe = crate::watch::launch::own_executable()?;
-    let out = base.join("incidents");
-    let ring_dir = base.join("rings");
-    let mut capture = CaptureSettings::new(proc_root);
-    capture.ring_dirs = vec![ring_dir.clone()];
-    capture.nvidia_smi = false;
+    let ring_dir = crate::cmd::run::run_ring_dir(base, &format!("selftest-{}", std::process::id()));
+    let watch = WatchSettings {
+        out: base.to_path_buf(),
+        ring_dirs: vec![ring_dir.clone()],
+        interval: settings::SELFTEST_INTERVAL,
+        threshold: settings::SELFTEST_THRESHOLD,
+        nvidia_smi: false,
+        ..WatchSettings::default()
+    };
     eprintln!(
         "selftest: running a worker that blocks a non-main thread in ioctl(FS_IOC_SETFLAGS) on {}",
         file.display()
@@ -354,15 +359,9 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
             OsString::from("--path"),
             file.clone().into_os_string(),
         ],
-        watch: WatchConfig {
-            interval: Duration::from_millis(250),
-            tracker: TrackerConfig {
-                threshold: Duration::from_secs(2),
-                samples: 3,
-            },
-        },
-        capture,
-        out: out.clone(),
+        watch: watch.watch_config(),
+        capture: watch.capture_settings(proc_root),
+        out: watch.out.clone(),
         ring_dir,
         remove_ring_dir: false,
         exit_after: Some(Duration::from_millis(200)),
@@ -464,15 +463,12 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
 fn selftest_unprivileged(base: &Path, reason: &str) -> anyhow::Result<ExitCode> {
     eprintln!("selftest: SKIPPED the frozen-filesystem wedge: {reason}");
     let proc_root = ProcRoot::default();
-    crate::cmd::run::check_writable(&base.join("incidents"))?;
-    eprintln!(
-        "selftest: output directory {} is writable",
-        base.join("incidents").display()
-    );
-    for (cap, cost) in crate::cmd::run::missing_capabilities(&proc_root) {
+    preflight::check_writable(base)?;
+    eprintln!("selftest: output directory {} is writable", base.display());
+    for (cap, cost) in preflight::missing_capabilities(&proc_root) {
         eprintln!("selftest: missing {cap}: {cost}");
     }
-    let mut runner = crate::probe::ProbeRunner::new(Duration::from_secs(2), 4);
+    let mut runner = crate::probe::ProbeRunner::default();
     let probes = crate::probe::standard_probes(&proc_root, std::process::id() as i32, false);
     for outcome in runner.run_all(&probes) {
         eprintln!(

@@ -8,13 +8,12 @@ use std::time::Duration;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::run::parse_duration;
 use crate::daemon::sources::{Selection, SourceSettings};
+use crate::duration::parse_duration;
+use crate::settings::{self, WatchSettings};
 
 /// Largest config file read (a config is a few hundred bytes).
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
-/// Default of `on_demand_rate_limit`: one SIGUSR1 incident per process per minute.
-pub const DEFAULT_ON_DEMAND_RATE_LIMIT: Duration = Duration::from_secs(60);
 
 /// How log lines look on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -103,19 +102,15 @@ pub struct Overrides {
     pub log_format: Option<LogFormat>,
 }
 
-/// The effective settings.
+/// The effective settings: the watch settings every front end has, and what only the agent has.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Settings {
-    pub out: PathBuf,
+    /// Incident directory, ring directories, interval, threshold, samples, probes, re-sampling.
+    #[serde(flatten)]
+    pub watch: WatchSettings,
     pub match_comm: Vec<String>,
     pub match_cgroup: Vec<String>,
     pub gpu: bool,
-    pub ring_dirs: Vec<PathBuf>,
-    #[serde(serialize_with = "seconds")]
-    pub interval: Duration,
-    #[serde(serialize_with = "seconds")]
-    pub threshold: Duration,
-    pub samples: u32,
     /// At most one new incident per process in this window.
     #[serde(serialize_with = "seconds")]
     pub rate_limit: Duration,
@@ -124,16 +119,8 @@ pub struct Settings {
     pub on_demand_rate_limit: Duration,
     #[serde(serialize_with = "seconds")]
     pub gpu_rescan: Duration,
-    #[serde(serialize_with = "seconds")]
-    pub probe_timeout: Duration,
-    #[serde(serialize_with = "seconds")]
-    pub resample_every: Duration,
-    pub nvidia_smi: bool,
     pub max_targets: usize,
     pub log_format: LogFormat,
-    /// Only from the (hidden) command line; not part of the printed settings.
-    #[serde(skip)]
-    pub extra_probe: Vec<PathBuf>,
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -151,7 +138,7 @@ impl Settings {
                 .collect(),
             cgroup: self.match_cgroup.clone(),
             gpu: self.gpu,
-            ring_dirs: self.ring_dirs.clone(),
+            ring_dirs: self.watch.ring_dirs.clone(),
         }
     }
 
@@ -164,23 +151,39 @@ impl Settings {
 
     /// Settings a reload cannot change (they shape the capture path, built once): their names.
     pub fn needs_restart(&self, new: &Settings) -> Vec<&'static str> {
+        let (old, new) = (&self.watch, &new.watch);
         let mut out = Vec::new();
-        if self.out != new.out {
+        if old.out != new.out {
             out.push("out");
         }
-        if self.probe_timeout != new.probe_timeout {
+        if old.probe_timeout != new.probe_timeout {
             out.push("probe_timeout");
         }
-        if self.nvidia_smi != new.nvidia_smi {
+        if old.nvidia_smi != new.nvidia_smi {
             out.push("nvidia_smi");
         }
-        if self.resample_every != new.resample_every {
+        if old.resample_every != new.resample_every {
             out.push("resample_every");
         }
-        if self.extra_probe != new.extra_probe {
+        if old.extra_probe != new.extra_probe {
             out.push("extra_probe");
         }
         out
+    }
+
+    /// `new`, keeping what a reload cannot change (see [`Settings::needs_restart`]) as it is now.
+    pub fn reloaded(&self, new: Settings) -> Settings {
+        Settings {
+            watch: WatchSettings {
+                out: self.watch.out.clone(),
+                probe_timeout: self.watch.probe_timeout,
+                nvidia_smi: self.watch.nvidia_smi,
+                resample_every: self.watch.resample_every,
+                extra_probe: self.watch.extra_probe.clone(),
+                ..new.watch
+            },
+            ..new
+        }
     }
 
     /// One line for the log.
@@ -195,19 +198,19 @@ impl Settings {
         if self.gpu {
             parts.push("/dev/nvidia* holders".to_string());
         }
-        for d in &self.ring_dirs {
+        for d in &self.watch.ring_dirs {
             parts.push(format!("ring writers in {}", d.display()));
         }
         format!(
             "watching {}; interval {:?}, threshold {:?}, K={}, rate limit {:?}, on-demand rate limit {:?}; \
              incidents under {}",
             parts.join(", "),
-            self.interval,
-            self.threshold,
-            self.samples,
+            self.watch.interval,
+            self.watch.threshold,
+            self.watch.samples,
             self.rate_limit,
             self.on_demand_rate_limit,
-            self.out.display()
+            self.watch.out.display()
         )
     }
 }
@@ -255,58 +258,65 @@ fn merge(config: ConfigFile, cli: &Overrides) -> Result<Settings, String> {
         Some(OneOrMany::One(p)) => vec![p],
         Some(OneOrMany::Many(v)) => v,
     };
-    let settings = Settings {
+    let watch = WatchSettings {
         out: cli
             .out
             .clone()
             .or(config.out)
-            .unwrap_or_else(|| PathBuf::from(reports::store::DEFAULT_DIR)),
-        match_comm: pick(&cli.match_comm, config.match_comm),
-        match_cgroup: pick(&cli.match_cgroup, config.match_cgroup),
-        gpu: cli.gpu || config.gpu.unwrap_or(false),
+            .unwrap_or_else(|| PathBuf::from(settings::INCIDENT_DIR)),
         ring_dirs: pick(&cli.ring_dir, file_ring_dirs),
         interval: match cli.interval {
             Some(d) => d,
-            None => duration(&config.interval, "interval", Duration::from_secs(1))?,
+            None => duration(&config.interval, "interval", settings::INTERVAL)?,
         },
         threshold: match cli.threshold {
             Some(d) => d,
-            None => duration(&config.threshold, "threshold", Duration::from_secs(30))?,
+            None => duration(&config.threshold, "threshold", settings::THRESHOLD)?,
         },
-        samples: cli.samples.or(config.samples).unwrap_or(3),
+        samples: cli.samples.or(config.samples).unwrap_or(settings::SAMPLES),
+        probe_timeout: match cli.probe_timeout {
+            Some(d) => d,
+            None => duration(
+                &config.probe_timeout,
+                "probe_timeout",
+                settings::PROBE_TIMEOUT,
+            )?,
+        },
+        resample_every: duration(
+            &config.resample_every,
+            "resample_every",
+            settings::RESAMPLE_EVERY,
+        )?,
+        nvidia_smi: !cli.no_nvidia_smi && config.nvidia_smi.unwrap_or(true),
+        kill_on_wedge: false,
+        extra_probe: cli.extra_probe.clone(),
+    };
+    let settings = Settings {
+        watch,
+        match_comm: pick(&cli.match_comm, config.match_comm),
+        match_cgroup: pick(&cli.match_cgroup, config.match_cgroup),
+        gpu: cli.gpu || config.gpu.unwrap_or(false),
         rate_limit: match cli.rate_limit {
             Some(d) => d,
-            None => duration(&config.rate_limit, "rate_limit", Duration::from_secs(600))?,
+            None => duration(&config.rate_limit, "rate_limit", settings::RATE_LIMIT)?,
         },
         on_demand_rate_limit: match cli.on_demand_rate_limit {
             Some(d) => d,
             None => duration(
                 &config.on_demand_rate_limit,
                 "on_demand_rate_limit",
-                DEFAULT_ON_DEMAND_RATE_LIMIT,
+                settings::ON_DEMAND_RATE_LIMIT,
             )?,
         },
         gpu_rescan: match cli.gpu_rescan {
             Some(d) => d,
-            None => duration(&config.gpu_rescan, "gpu_rescan", Duration::from_secs(5))?,
+            None => duration(&config.gpu_rescan, "gpu_rescan", settings::GPU_RESCAN)?,
         },
-        probe_timeout: match cli.probe_timeout {
-            Some(d) => d,
-            None => duration(
-                &config.probe_timeout,
-                "probe_timeout",
-                crate::probe::DEFAULT_PROBE_TIMEOUT,
-            )?,
-        },
-        resample_every: duration(
-            &config.resample_every,
-            "resample_every",
-            Duration::from_secs(30),
-        )?,
-        nvidia_smi: !cli.no_nvidia_smi && config.nvidia_smi.unwrap_or(true),
-        max_targets: cli.max_targets.or(config.max_targets).unwrap_or(4096),
+        max_targets: cli
+            .max_targets
+            .or(config.max_targets)
+            .unwrap_or(settings::MAX_TARGETS),
         log_format: cli.log_format.or(config.log_format).unwrap_or_default(),
-        extra_probe: cli.extra_probe.clone(),
     };
     validate(&settings)?;
     Ok(settings)
@@ -340,33 +350,20 @@ fn validate(s: &Settings) -> Result<(), String> {
     if s.match_cgroup.iter().any(|c| c.is_empty()) {
         return Err("match_cgroup: an empty substring would match every process".into());
     }
-    if s.match_comm.is_empty() && s.match_cgroup.is_empty() && !s.gpu && s.ring_dirs.is_empty() {
+    if s.match_comm.is_empty()
+        && s.match_cgroup.is_empty()
+        && !s.gpu
+        && s.watch.ring_dirs.is_empty()
+    {
         return Err(
             "nothing to watch: give match_comm, match_cgroup, gpu or ring_dir (--match-comm, --match-cgroup, --gpu, --ring-dir)"
                 .into(),
         );
     }
-    if s.interval.is_zero() {
-        return Err("interval must be more than 0".into());
-    }
-    if s.samples == 0 {
-        return Err("samples must be at least 1".into());
-    }
     if s.max_targets == 0 {
         return Err("max_targets must be at least 1".into());
     }
-    if s.out.as_os_str().is_empty() {
-        return Err(
-            "out: empty path (give the incident directory, or leave it out for the default)".into(),
-        );
-    }
-    if s.ring_dirs.iter().any(|d| d.as_os_str().is_empty()) {
-        return Err("ring_dir: empty path".into());
-    }
-    if s.extra_probe.iter().any(|p| p.as_os_str().is_empty()) {
-        return Err("extra_probe: empty path".into());
-    }
-    Ok(())
+    s.watch.validate()
 }
 
 #[cfg(test)]
@@ -387,14 +384,14 @@ mod tests {
             &Overrides::default(),
         )
         .unwrap();
-        assert_eq!(s.out, PathBuf::from("/srv/inc"));
+        assert_eq!(s.watch.out, PathBuf::from("/srv/inc"));
         assert_eq!(s.match_comm, vec!["^python", "train"]);
-        assert_eq!(s.ring_dirs, vec![PathBuf::from("/run/rings")]);
-        assert_eq!(s.interval, Duration::from_millis(500));
-        assert_eq!(s.threshold, Duration::from_secs(20));
+        assert_eq!(s.watch.ring_dirs, vec![PathBuf::from("/run/rings")]);
+        assert_eq!(s.watch.interval, Duration::from_millis(500));
+        assert_eq!(s.watch.threshold, Duration::from_secs(20));
         assert_eq!(s.rate_limit, Duration::from_secs(300));
         assert_eq!(s.gpu_rescan, Duration::from_millis(2500));
-        assert!(!s.nvidia_smi);
+        assert!(!s.watch.nvidia_smi);
         assert_eq!(s.log_format, LogFormat::Json);
         assert_eq!(s.selection().comm.len(), 2);
     }
@@ -421,12 +418,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.match_comm, vec!["^worker$"]);
-        assert_eq!(s.interval, Duration::from_millis(250));
-        assert_eq!(s.out, PathBuf::from("/tmp/x"));
-        assert!(s.gpu && !s.nvidia_smi);
+        assert_eq!(s.watch.interval, Duration::from_millis(250));
+        assert_eq!(s.watch.out, PathBuf::from("/tmp/x"));
+        assert!(s.gpu && !s.watch.nvidia_smi);
         // Defaults.
-        assert_eq!(s.threshold, Duration::from_secs(30));
-        assert_eq!(s.samples, 3);
+        assert_eq!(s.watch.threshold, Duration::from_secs(30));
+        assert_eq!(s.watch.samples, 3);
     }
 
     #[test]

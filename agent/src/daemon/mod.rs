@@ -43,9 +43,9 @@ use reports::retention::Retention;
 use reports::store::Store;
 
 use crate::exit::{ExitCode, Failure};
+use crate::preflight;
 use crate::watch::launch::{signal_name, SignalChannel};
-use crate::watch::tracker::TrackerConfig;
-use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
+use crate::watch::{CaptureEvent, Capturer, Watcher};
 use sources::{HostSource, SharedSource};
 
 use config::{Overrides, Settings};
@@ -82,16 +82,6 @@ struct Burst {
     limited: u64,
     first: Instant,
     last: Instant,
-}
-
-fn watch_config(settings: &Settings) -> WatchConfig {
-    WatchConfig {
-        interval: settings.interval,
-        tracker: TrackerConfig {
-            threshold: settings.threshold,
-            samples: settings.samples,
-        },
-    }
 }
 
 /// Where the settings come from (kept for reloads).
@@ -133,13 +123,18 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     let logger = Logger::new(settings.log_format);
     // The store creates a missing directory with its own restrictive mode (0700, like `run`); then
     // prove it can be written.
-    let store = Store::open(&settings.out, Retention::DEFAULT)
-        .with_context(|| format!("cannot open the incident store {}", settings.out.display()))?
+    let store = Store::open(&settings.watch.out, Retention::DEFAULT)
+        .with_context(|| {
+            format!(
+                "cannot open the incident store {}",
+                settings.watch.out.display()
+            )
+        })?
         .log_removals(move |removal| {
             let fields = serde_json::to_value(removal).unwrap_or_default();
             logger.event(Level::Notice, &removal.to_string(), fields)
         });
-    crate::cmd::run::check_writable(&settings.out)?;
+    preflight::check_writable(&settings.watch.out)?;
     // Before anything else can run: no signal may be lost.
     let stop_requested = Arc::new(AtomicBool::new(false));
     for signal in [libc::SIGINT, libc::SIGTERM] {
@@ -149,22 +144,17 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1])
         .context("cannot install signal handlers")?;
     let proc_root = ProcRoot::default();
-    for (cap, cost) in crate::cmd::run::missing_capabilities(&proc_root) {
+    for (cap, cost) in preflight::missing_capabilities(&proc_root) {
         logger.warning(&format!("missing {cap}: {cost}"));
     }
-    let mut capture = CaptureSettings::new(proc_root.clone());
-    capture.ring_dirs = settings.ring_dirs.clone();
-    capture.probe_timeout = settings.probe_timeout;
-    capture.nvidia_smi = settings.nvidia_smi;
-    capture.resample_every = settings.resample_every;
-    capture.extra_probe_files = settings.extra_probe.clone();
+    let capture = settings.watch.capture_settings(proc_root.clone());
     let source = SharedSource::new(HostSource::new(
         settings.selection(),
         settings.source_settings(),
     ));
     let scheduling = crate::watch::raise_watch_priority();
     let mut watcher = Watcher::new(
-        watch_config(&settings),
+        settings.watch.watch_config(),
         Box::new(source.clone()),
         Capturer::new(capture, store),
         proc_root.clone(),
@@ -209,7 +199,7 @@ impl Daemon {
         self.notifier.ready(&self.status());
         let mut last_ping = Instant::now();
         self.ping(&mut last_ping);
-        let mut next_scan = Instant::now() + self.settings.interval;
+        let mut next_scan = Instant::now() + self.settings.watch.interval;
         loop {
             while let Ok(signal) = signals.receiver.try_recv() {
                 self.note(signal);
@@ -230,10 +220,10 @@ impl Daemon {
             if Instant::now() >= next_scan {
                 self.scan();
                 self.ping(&mut last_ping);
-                next_scan += self.settings.interval;
+                next_scan += self.settings.watch.interval;
                 if next_scan < Instant::now() {
                     // A capture took longer than an interval: don't burst scans to catch up.
-                    next_scan = Instant::now() + self.settings.interval;
+                    next_scan = Instant::now() + self.settings.watch.interval;
                 }
                 continue;
             }
@@ -541,19 +531,14 @@ impl Daemon {
                         fixed.join(", ")
                     ));
                 }
-                let new = Settings {
-                    out: self.settings.out.clone(),
-                    probe_timeout: self.settings.probe_timeout,
-                    nvidia_smi: self.settings.nvidia_smi,
-                    resample_every: self.settings.resample_every,
-                    extra_probe: self.settings.extra_probe.clone(),
-                    ..new
-                };
+                let new = self.settings.reloaded(new);
                 self.source
                     .lock()
                     .reconfigure(new.selection(), new.source_settings());
-                self.watcher.set_config(watch_config(&new));
-                self.watcher.capturer().set_ring_dirs(new.ring_dirs.clone());
+                self.watcher.set_config(new.watch.watch_config());
+                self.watcher
+                    .capturer()
+                    .set_ring_dirs(new.watch.ring_dirs.clone());
                 self.rate.set_window(new.rate_limit);
                 self.on_demand.set_window(new.on_demand_rate_limit);
                 self.logger = Logger::new(new.log_format);

@@ -93,8 +93,8 @@ pub struct SourceSettings {
 impl Default for SourceSettings {
     fn default() -> Self {
         SourceSettings {
-            gpu_rescan: Duration::from_secs(5),
-            max_targets: 4096,
+            gpu_rescan: crate::settings::GPU_RESCAN,
+            max_targets: crate::settings::MAX_TARGETS,
         }
     }
 }

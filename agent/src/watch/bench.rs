@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
 
-use crate::cmd::run::parse_duration;
+use crate::duration::parse_duration;
 use crate::exit::{ExitCode, Failure};
 use crate::watch::targets::{ChildTree, FixedPids};
 use crate::watch::tracker::TrackerConfig;

@@ -26,7 +26,8 @@ use reports::store::{IncidentHandle, Store};
 
 use super::stages::{self, not_captured, timeline, Capture, Phase};
 use crate::host::identity::HostIdentity;
-use crate::probe::{self, ProbeRunner};
+use crate::probe::ProbeRunner;
+use crate::settings;
 use capture::kmsg;
 
 /// How to capture.
@@ -59,16 +60,16 @@ impl CaptureSettings {
         CaptureSettings {
             proc_root,
             ring_dirs: Vec::new(),
-            probe_timeout: probe::DEFAULT_PROBE_TIMEOUT,
-            max_stuck_probes: probe::DEFAULT_MAX_STUCK,
+            probe_timeout: settings::PROBE_TIMEOUT,
+            max_stuck_probes: settings::MAX_STUCK_PROBES,
             nvidia_smi: true,
             extra_probe_files: Vec::new(),
             kmsg_path: PathBuf::from(kmsg::KMSG_PATH),
-            kmsg_before: Duration::from_secs(600),
-            resample_every: Duration::from_secs(30),
-            max_samples: 8,
+            kmsg_before: settings::KMSG_BEFORE,
+            resample_every: settings::RESAMPLE_EVERY,
+            max_samples: settings::MAX_SAMPLES,
             kill_on_wedge: false,
-            max_census: 256,
+            max_census: settings::MAX_CENSUS,
         }
     }
 }

@@ -48,7 +48,7 @@ pub struct WatchConfig {
 impl Default for WatchConfig {
     fn default() -> Self {
         WatchConfig {
-            interval: Duration::from_secs(1),
+            interval: crate::settings::INTERVAL,
             tracker: TrackerConfig::default(),
         }
     }

@@ -48,8 +48,8 @@ pub struct TrackerConfig {
 impl Default for TrackerConfig {
     fn default() -> Self {
         TrackerConfig {
-            threshold: Duration::from_secs(30),
-            samples: 3,
+            threshold: crate::settings::THRESHOLD,
+            samples: crate::settings::SAMPLES,
         }
     }
 }
