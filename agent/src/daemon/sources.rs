@@ -44,6 +44,8 @@ pub const REFRESH_EVERY: u64 = 4;
 /// `cgroup` refresh period of a known pid whose comm did not change, in scans (a multiple of
 /// [`REFRESH_EVERY`]: checked when `stat` is).
 pub const CGROUP_REFRESH_EVERY: u64 = 16;
+/// Scans after a pid first appears in which its `stat` is read at every scan (see `ProcEntry::young_scans`).
+const YOUNG_SCANS: u8 = REFRESH_EVERY as u8;
 /// Most fd links read per process per fd scan.
 pub const MAX_FDS_READ: usize = 65_536;
 /// Most ring files examined per directory listing.
@@ -117,6 +119,10 @@ struct ProcEntry {
     gpu: GpuState,
     /// Listing generation that last saw this pid.
     seen: u64,
+    /// Scans left in which `stat` is re-read every scan: a process is often listed between its fork and
+    /// its exec, with its parent's comm, and the exec's comm must be seen at the next scan, not up to
+    /// [`REFRESH_EVERY`] scans later (a wedge right after exec would be seen that much later).
+    young_scans: u8,
 }
 
 /// A ring file whose writer is alive.
@@ -645,7 +651,7 @@ impl HostSource {
             }
             let due = scan.wrapping_add(pid as u64).checked_rem(REFRESH_EVERY) == Some(0);
             match self.procs.get_mut(&pid) {
-                Some(entry) if !due => entry.seen = generation,
+                Some(entry) if !due && entry.young_scans == 0 => entry.seen = generation,
                 known => {
                     let Ok(stat) = root.read_stat(pid) else {
                         continue; // Gone since the listing.
@@ -657,6 +663,7 @@ impl HostSource {
                         cgroups: None,
                         gpu: GpuState::default(),
                         seen: generation,
+                        young_scans: YOUNG_SCANS,
                     };
                     match known {
                         // Same process: keep its cgroup and fd knowledge.
@@ -671,6 +678,7 @@ impl HostSource {
                                     == Some(0);
                             entry.comm = fresh.comm;
                             entry.seen = generation;
+                            entry.young_scans = entry.young_scans.saturating_sub(1);
                             if cgroup_due || self.selection.cgroup.is_empty() {
                                 // Read again (lazily, by the cgroup selector) at this scan.
                                 entry.cgroups = None;
@@ -968,6 +976,34 @@ mod tests {
         // Within REFRESH_EVERY scans the new process is read afresh.
         let found = (0..REFRESH_EVERY).any(|_| !source.targets(&proc_root).is_empty());
         assert!(found);
+    }
+
+    #[test]
+    fn an_exec_right_after_the_fork_is_seen_at_the_next_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let proc_root = ProcRoot::new(root);
+        let mut source = HostSource::new(
+            Selection {
+                comm: vec![Regex::new("^worker$").unwrap()],
+                ..Selection::default()
+            },
+            SourceSettings::default(),
+        );
+        // Every pid residue modulo REFRESH_EVERY: none may wait for its periodic refresh.
+        for pid in 40..40 + REFRESH_EVERY as i32 {
+            // Listed between fork and exec: still the parent's comm.
+            fake_process(root, pid, "launcher", 500, "/", &[]);
+        }
+        assert!(source.targets(&proc_root).is_empty());
+        for pid in 40..40 + REFRESH_EVERY as i32 {
+            fake_process(root, pid, "worker", 500, "/", &[]);
+        }
+        assert_eq!(
+            source.targets(&proc_root).len(),
+            REFRESH_EVERY as usize,
+            "the exec's comm must be seen at the next scan"
+        );
     }
 
     #[test]
