@@ -16,7 +16,7 @@ use capture::frozen_fs::FrozenFs;
 use crate::agent::{
     incidents_for, link_as, unique_comm, wait_in_d, wait_incident, wedge_helper, Agent, TempDir,
 };
-use crate::util::{bin, frozen_fs_or_skip};
+use crate::util::{bin, frozen_fs_or_skip, incident_dirs};
 
 /// An output filesystem with no free block left: `filler` holds all of it.
 struct FullFs {
@@ -100,21 +100,6 @@ fn timeline_text(incident: &serde_json::Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
-}
-
-/// Incident directories (with an incident.json) under `out`.
-fn incident_dirs(out: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.join("incident.json").exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
 }
 
 /// The incident written for a wedge detected on a full disk: complete, with the snapshot taken before the

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use capture::ProcRoot;
 
 use crate::harness::{start, temp_dir, wait_limited, Started, Wedge};
-use crate::util::{bin, frozen_fs_or_skip, in_ci};
+use crate::util::{bin, frozen_fs_or_skip, in_ci, incident_dirs};
 
 fn run_watch(args: &[&str], command: &[&str]) -> Started {
     start(
@@ -21,20 +21,6 @@ fn run_watch(args: &[&str], command: &[&str]) -> Started {
     )
 }
 
-fn incidents(out: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.join("incident.json").exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
-}
-
 fn load(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("incident.json")).unwrap()).unwrap()
 }
@@ -43,7 +29,7 @@ fn load(dir: &Path) -> serde_json::Value {
 fn wait_complete_incident(out: &Path) -> PathBuf {
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(dir) = incidents(out).into_iter().next() {
+        if let Some(dir) = incident_dirs(out).into_iter().next() {
             if load(&dir)["complete"] == true {
                 return dir;
             }
@@ -96,7 +82,7 @@ fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
         .exit_after("1")
         .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&wedge.out);
+    let found = incident_dirs(&wedge.out);
     assert_eq!(found.len(), 1, "{found:?}\n{}", done.stderr);
     assert!(
         done.stdout.contains(found[0].to_str().unwrap()),
@@ -159,7 +145,7 @@ fn helper_in_a_pid_namespace_shows_host_and_namespace_ids() {
         .wrapped_in(&["unshare", "--pid", "--fork"])
         .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&wedge.out);
+    let found = incident_dirs(&wedge.out);
     assert_eq!(found.len(), 1, "{}", done.stderr);
     let incident = load(&found[0]);
     let pid = incident["process"]["pid"].as_i64().unwrap();
@@ -215,7 +201,7 @@ fn a_hanging_probe_times_out_is_recorded_and_the_incident_completes() {
         ])
         .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&wedge.out);
+    let found = incident_dirs(&wedge.out);
     let incident = load(&found[0]);
     assert_eq!(incident["complete"], true);
     let probes = incident["probes"].as_array().unwrap();
@@ -280,7 +266,7 @@ fn short_d_states_from_fsync_io_never_raise_an_incident() {
         0,
         "{summary}"
     );
-    assert!(incidents(&out_s).is_empty());
+    assert!(incident_dirs(&out_s).is_empty());
     // The load really produced D states that the watch saw (else this test proves nothing).
     assert!(
         summary["d_state_samples"].as_u64().unwrap() > 0,
@@ -433,7 +419,7 @@ fn kill_on_wedge_records_that_sigkill_did_not_work() {
     let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
     // A thread in uninterruptible sleep survives SIGKILL: the process cannot exit until it returns.
     assert_eq!(summary["killed"], false, "{summary}");
-    let incident = load(&incidents(&wedge.out)[0]);
+    let incident = load(&incident_dirs(&wedge.out)[0]);
     assert!(
         incident["timeline"]
             .to_string()
@@ -471,7 +457,11 @@ fn a_wedge_that_ends_is_closed_as_resolved() {
         "{}",
         incident["timeline"]
     );
-    assert_eq!(incidents(&wedge.out).len(), 1, "one incident per episode");
+    assert_eq!(
+        incident_dirs(&wedge.out).len(),
+        1,
+        "one incident per episode"
+    );
     wedge.remove_scratch();
 }
 
@@ -528,7 +518,7 @@ fn every_ring_of_the_process_is_captured_the_one_in_flight_first() {
         .helper_args(&["--second-ring", second.to_str().unwrap()])
         .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
-    let found = incidents(&wedge.out);
+    let found = incident_dirs(&wedge.out);
     assert_eq!(found.len(), 1, "{found:?}\n{}", done.stderr);
     let incident = load(&found[0]);
     let pid = incident["process"]["pid"].as_i64().unwrap() as i32;

@@ -1,5 +1,7 @@
 //! Helpers shared by the integration test modules.
 
+use std::path::{Path, PathBuf};
+
 use capture::frozen_fs::FrozenFs;
 
 /// The `wedge-capture` binary under test.
@@ -15,4 +17,19 @@ pub fn in_ci() -> bool {
 /// A mounted (not yet frozen) ext4, or None (skip) when this machine cannot make one outside CI.
 pub fn frozen_fs_or_skip(test: &str) -> Option<FrozenFs> {
     FrozenFs::for_test(test)
+}
+
+/// Incident directories (those holding an incident.json) under `out`, sorted (oldest first).
+pub fn incident_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("incident.json").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
 }

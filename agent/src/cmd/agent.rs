@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::cmd::watch_flags::WatchFlags;
 use crate::daemon::config::{self, LogFormat, Overrides};
 use crate::duration::parse_duration;
 use crate::exit::{ExitCode, Failure};
@@ -33,12 +34,11 @@ use crate::exit::{ExitCode, Failure};
     systemctl kill -s USR1 wedge-capture    # capture every target now"
 )]
 pub struct Args {
+    #[command(flatten)]
+    pub watch: WatchFlags,
     /// JSON config file (re-read on SIGHUP).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Incident directory.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
     /// Watch processes whose comm matches REGEX (repeatable).
     #[arg(long = "match-comm", value_name = "REGEX")]
     pub match_comm: Vec<String>,
@@ -51,15 +51,6 @@ pub struct Args {
     /// Watch the writer of every breadcrumb ring (*.ring) created in DIR (repeatable).
     #[arg(long = "ring-dir", value_name = "DIR")]
     pub ring_dir: Vec<PathBuf>,
-    /// How often to sample every watched thread.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub interval: Option<Duration>,
-    /// How long a thread must sit in D without progress to count as wedged.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub threshold: Option<Duration>,
-    /// Unchanged samples needed on top of --threshold (the no-progress proof).
-    #[arg(long, value_name = "K")]
-    pub samples: Option<u32>,
     /// At most one new incident per process in this window.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub rate_limit: Option<Duration>,
@@ -69,12 +60,6 @@ pub struct Args {
     /// Shortest time between two reads of one process's fd links for --gpu.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub gpu_rescan: Option<Duration>,
-    /// Deadline of the risky reads done in sacrificial children.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub probe_timeout: Option<Duration>,
-    /// Do not run `nvidia-smi -q` as a probe.
-    #[arg(long)]
-    pub no_nvidia_smi: bool,
     /// Most processes watched at once.
     #[arg(long, value_name = "N")]
     pub max_targets: Option<usize>,
@@ -84,9 +69,6 @@ pub struct Args {
     /// Print the effective settings as JSON and exit (0 when valid, 2 when not).
     #[arg(long)]
     pub check_config: bool,
-    /// Extra file read as a probe of every wedge capture (a test stand-in for a driver file that hangs).
-    #[arg(long, hide = true, value_name = "FILE")]
-    pub extra_probe: Vec<PathBuf>,
     /// Benchmark: time N scans of the target sources against the naive way, print JSON, exit.
     #[arg(long, hide = true, value_name = "N")]
     pub bench_scans: Option<u32>,
@@ -95,22 +77,22 @@ pub struct Args {
 impl Args {
     fn overrides(&self) -> Overrides {
         Overrides {
-            out: self.out.clone(),
+            out: self.watch.out.clone(),
             match_comm: self.match_comm.clone(),
             match_cgroup: self.match_cgroup.clone(),
             gpu: self.gpu,
             ring_dir: self.ring_dir.clone(),
-            interval: self.interval,
-            threshold: self.threshold,
-            samples: self.samples,
+            interval: self.watch.interval,
+            threshold: self.watch.threshold,
+            samples: self.watch.samples,
             rate_limit: self.rate_limit,
             on_demand_rate_limit: self.on_demand_rate_limit,
             gpu_rescan: self.gpu_rescan,
-            probe_timeout: self.probe_timeout,
-            no_nvidia_smi: self.no_nvidia_smi,
+            probe_timeout: self.watch.probe_timeout,
+            no_nvidia_smi: self.watch.no_nvidia_smi,
             max_targets: self.max_targets,
             log_format: self.log_format,
-            extra_probe: self.extra_probe.clone(),
+            extra_probe: self.watch.extra_probe.clone(),
         }
     }
 }

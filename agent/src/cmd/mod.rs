@@ -9,3 +9,4 @@ pub mod ring;
 pub mod run;
 pub mod selftest;
 pub mod upload;
+pub mod watch_flags;

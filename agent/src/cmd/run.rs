@@ -10,6 +10,7 @@ use capture::ProcRoot;
 use reports::retention::Retention;
 use reports::store::Store;
 
+use crate::cmd::watch_flags::WatchFlags;
 use crate::duration::parse_duration;
 use crate::exit::{ExitCode, Failure};
 use crate::preflight;
@@ -37,18 +38,8 @@ use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher
     SIGINT, SIGTERM and SIGHUP are forwarded to CMD's process group. After a wedge was captured, the first \
     SIGINT/SIGTERM makes wedge-capture exit with status 3 at once (the wedged command cannot be reaped).")]
 pub struct Args {
-    /// How often to sample every thread (e.g. 1s, 250ms, 0.5).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub interval: Option<Duration>,
-    /// How long a thread must sit in D without progress to count as wedged.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub threshold: Option<Duration>,
-    /// Unchanged samples needed on top of --threshold (the no-progress proof).
-    #[arg(long, value_name = "K")]
-    pub samples: Option<u32>,
-    /// Incident directory (everything `run` writes goes under it).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub watch: WatchFlags,
     /// Where workers write breadcrumb rings (exported as WEDGE_CAPTURE_RING_DIR). Default: a per-run
     /// directory `.rings/<run-id>` inside --out, removed at exit unless a wedge was captured.
     #[arg(long, value_name = "DIR")]
@@ -60,12 +51,6 @@ pub struct Args {
     /// Send SIGKILL to the wedged process after the capture, and record whether it died.
     #[arg(long)]
     pub kill_on_wedge: bool,
-    /// Deadline for the risky reads (cmdline, NVIDIA driver files, nvidia-smi), done in sacrificial children.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub probe_timeout: Option<Duration>,
-    /// Do not run `nvidia-smi -q` as a probe.
-    #[arg(long)]
-    pub no_nvidia_smi: bool,
     /// Print a JSON summary on stdout at exit (incidents, exit status).
     #[arg(long)]
     pub json: bool,
@@ -78,9 +63,6 @@ pub struct Args {
     /// Python package).
     #[arg(long, value_name = "PATH", requires = "inject")]
     pub cupti: Option<PathBuf>,
-    /// Test hook: read this file as an extra risky probe (a stand-in for a driver file that hangs).
-    #[arg(long, hide = true, value_name = "PATH")]
-    pub extra_probe: Vec<PathBuf>,
     /// The command and its arguments.
     // No allow_hyphen_values: a flag before CMD is ours, so an unknown one is a usage error (exit 2) rather
     // than a command named `--bogus`; everything from CMD's name on (or after `--`) is CMD's.
@@ -92,17 +74,17 @@ impl Args {
     /// The flags given, over the defaults of [`WatchSettings`].
     pub fn watch_settings(&self) -> Result<WatchSettings, Failure> {
         let defaults = WatchSettings::default();
-        let threshold = self.threshold.unwrap_or(defaults.threshold);
+        let threshold = self.watch.threshold.unwrap_or(defaults.threshold);
         let settings = WatchSettings {
-            out: self.out.clone().unwrap_or(defaults.out),
-            interval: self.interval.unwrap_or(defaults.interval),
+            out: self.watch.out.clone().unwrap_or(defaults.out),
+            interval: self.watch.interval.unwrap_or(defaults.interval),
             threshold,
-            samples: self.samples.unwrap_or(defaults.samples),
-            probe_timeout: self.probe_timeout.unwrap_or(defaults.probe_timeout),
+            samples: self.watch.samples.unwrap_or(defaults.samples),
+            probe_timeout: self.watch.probe_timeout.unwrap_or(defaults.probe_timeout),
             resample_every: threshold.max(settings::MIN_RUN_RESAMPLE_EVERY),
-            nvidia_smi: !self.no_nvidia_smi,
+            nvidia_smi: !self.watch.no_nvidia_smi,
             kill_on_wedge: self.kill_on_wedge,
-            extra_probe: self.extra_probe.clone(),
+            extra_probe: self.watch.extra_probe.clone(),
             ring_dirs: self.ring_dir.iter().cloned().collect(),
         };
         settings
