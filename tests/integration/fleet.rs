@@ -301,3 +301,98 @@ fn the_endpoint_survives_a_connection_flood_and_slow_clients_without_delaying_sc
     let _ = sleeper.kill();
     let _ = sleeper.wait();
 }
+
+/// `npd-check --out DIR [extra]`: exit code, stdout line, and how long it took.
+fn npd_check(out: &Path, extra: &[&str]) -> (Option<i32>, String, Duration) {
+    let started = Instant::now();
+    let output = Command::new(bin())
+        .arg("npd-check")
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout)
+        .trim_end()
+        .to_string();
+    assert!(
+        !stdout.contains('\n') && stdout.chars().count() <= 80,
+        "npd-check must print one line of at most 80 characters: {stdout:?}"
+    );
+    assert!(took < Duration::from_secs(1), "npd-check took {took:?}");
+    (output.status.code(), stdout, took)
+}
+
+fn wedged_incident(pid: i32, comm: &str) -> reports::model::Incident {
+    let mut incident = reports::model::Incident::new(pid);
+    incident.process.comm = comm.to_string();
+    incident.wedged_threads.push(reports::model::WedgedThread {
+        tid: pid + 1,
+        comm: comm.to_string(),
+        d_since: incident.detected_at.clone(),
+    });
+    let mut sample = reports::model::Sample::default();
+    sample
+        .snapshot
+        .threads
+        .push(capture::snapshot::ThreadSnapshot {
+            tid: pid + 1,
+            comm: comm.to_string(),
+            state: "D".into(),
+            wchan: Some("uvm_va_block_make_resident".into()),
+            ..Default::default()
+        });
+    incident.samples.push(sample);
+    incident.process.container = Some(reports::model::ContainerInfo {
+        runtime: "containerd".into(),
+        id: "0".repeat(64),
+        pod_uid: Some("1a2b3c4d-0000-1111-2222-333344445555".into()),
+        pod: Some(reports::model::PodInfo {
+            namespace: "ml".into(),
+            name: "trainer-0".into(),
+        }),
+    });
+    incident
+}
+
+#[test]
+fn npd_check_exit_codes() {
+    use reports::retention::Retention;
+    use reports::store::Store;
+    let dir = TempDir::new("npd");
+    let out = dir.path().join("incidents");
+    let store = Store::open(&out, Retention::DEFAULT).unwrap();
+
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!((code, message.as_str()), (Some(0), "no open wedge episode"));
+
+    let mut resolved = wedged_incident(4100, "old-worker");
+    resolved.episode.status = reports::model::EpisodeStatus::Resolved;
+    store.create(&resolved).unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(0), "a resolved episode is no problem: {message}");
+
+    store.create(&wedged_incident(4242, "python3")).unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(1), "{message}");
+    assert!(message.contains("pid 4242 (python3)"), "{message}");
+    assert!(
+        message.contains("uvm_va_block_make_resident"),
+        "the site: {message}"
+    );
+    assert!(message.contains("pod ml/trainer-0"), "the pod: {message}");
+
+    // An open episode nobody rewrote within --max-age: its agent is gone.
+    std::thread::sleep(Duration::from_millis(20));
+    let (code, message, _) = npd_check(&out, &["--max-age", "10ms"]);
+    assert_eq!(code, Some(0), "{message}");
+    assert!(message.contains("stale"), "{message}");
+
+    // Unreadable: root reads any mode, so the store is a file where a directory must be.
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let (code, message, _) = npd_check(&not_a_dir, &[]);
+    assert_eq!(code, Some(2), "{message}");
+    assert!(message.starts_with("cannot read incidents"), "{message}");
+}

@@ -153,7 +153,8 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     for (cap, cost) in preflight::missing_capabilities(&proc_root) {
         logger.warning(&format!("missing {cap}: {cost}"));
     }
-    let capture = settings.watch.capture_settings(proc_root.clone());
+    let mut capture = settings.watch.capture_settings(proc_root.clone());
+    capture.pods_log_dir = settings.pods_log_dir.clone();
     let source = SharedSource::new(HostSource::new(
         settings.selection(),
         settings.source_settings(),
