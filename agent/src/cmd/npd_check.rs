@@ -152,7 +152,7 @@ fn site(incident: &Incident) -> String {
         .as_deref()
         .filter(|w| !w.is_empty() && *w != "0")
     {
-        Some(wchan) => format!("{}", printable(wchan)),
+        Some(wchan) => printable(wchan),
         None => "an unknown site".to_string(),
     }
 }

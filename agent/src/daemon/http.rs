@@ -277,7 +277,7 @@ mod tests {
     fn an_oversized_request_is_refused() {
         let (addr, _) = server();
         let mut request = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
-        request.extend(std::iter::repeat(b'a').take(settings::METRICS_MAX_REQUEST_BYTES * 2));
+        request.extend(vec![b'a'; settings::METRICS_MAX_REQUEST_BYTES * 2]);
         let mut stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))

@@ -255,7 +255,7 @@ mod tests {
         assert!(pod_dir_name(format!("ns_my.pod.name_{uid}").as_bytes(), uid).is_some());
         for hostile in [
             format!("ns_name_{uid}_extra"),
-            format!("ns_name_other-uid"),
+            "ns_name_other-uid".to_string(),
             format!("NS_name_{uid}"),
             format!("ns_na\nme_{uid}"),
             format!("ns_\x1b[31mred_{uid}"),
