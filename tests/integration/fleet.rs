@@ -273,6 +273,7 @@ fn the_endpoint_survives_a_connection_flood_and_slow_clients_without_delaying_sc
         }
         std::thread::sleep(Duration::from_millis(300));
     }
+    let held_count = held.len();
     drop(held);
     // Slow clients are dropped at the request deadline (2 s); then the endpoint serves again.
     let until = Instant::now() + Duration::from_secs(5);
@@ -289,6 +290,10 @@ fn the_endpoint_survives_a_connection_flood_and_slow_clients_without_delaying_sc
     let elapsed = started.elapsed();
     let done = scans(&after) - scans_before;
     let expected = elapsed.as_secs_f64() / interval.as_secs_f64();
+    eprintln!(
+        "flood: {held_count} connections held, {done} scans in {elapsed:?} ({expected:.1} expected \
+         at {interval:?})"
+    );
     // One interval of delay loses one scan; one more for where the two reads fell between scans.
     assert!(
         done >= expected.floor() - 2.0,
