@@ -16,6 +16,7 @@ fn main() {
         Command::Selftest(args) => cmd::selftest::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Agent(args) => cmd::agent::run(args),
+        Command::NpdCheck(args) => cmd::npd_check::run(args),
         Command::Internal(sub) => cmd::selftest::run_internal(sub),
     };
     let code = match result {

@@ -129,6 +129,8 @@ pub struct ProbeRunner {
     stuck: Vec<StuckChild>,
     /// Set by someone else (a signal handler) to end the probes in progress early.
     cancel: Option<Arc<AtomicBool>>,
+    /// Probes that ran into their deadline since the start (the metrics).
+    timeouts: u64,
 }
 
 impl Default for ProbeRunner {
@@ -157,6 +159,7 @@ impl ProbeRunner {
             max_stuck: max_stuck.max(1),
             stuck: Vec::new(),
             cancel: None,
+            timeouts: 0,
         }
     }
 
@@ -174,6 +177,11 @@ impl ProbeRunner {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Probes that ran into their deadline since the start (interrupted ones are not counted).
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts
     }
 
     /// Probe children that are still stuck after SIGKILL (after reaping those that went away).
@@ -317,6 +325,9 @@ impl ProbeRunner {
                             }
                         )
                     };
+                    if !interrupted {
+                        self.timeouts += 1;
+                    }
                     ProbeOutcome {
                         name: probe.name.clone(),
                         target: probe.target(),

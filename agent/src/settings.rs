@@ -51,6 +51,25 @@ pub const ON_DEMAND_RATE_LIMIT: Duration = Duration::from_secs(60);
 pub const GPU_RESCAN: Duration = Duration::from_secs(5);
 /// Agent: most processes watched at once.
 pub const MAX_TARGETS: usize = 4096;
+/// Agent metrics endpoint: most connections served at once; more are closed at once (a flood of
+/// clients costs a socket each, never a thread each).
+pub const METRICS_MAX_CONNECTIONS: usize = 64;
+/// Agent metrics endpoint: the whole request head must arrive within this (a slow client is dropped).
+pub const METRICS_REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+/// Agent metrics endpoint: the largest request head read (a scrape's is a few hundred bytes).
+pub const METRICS_MAX_REQUEST_BYTES: usize = 8 * 1024;
+/// Agent metrics endpoint: `/healthz` fails once the loop has not published for this long (or 10
+/// intervals, if longer): a watch loop stuck that long gets its pod restarted.
+pub const METRICS_STALE_AFTER: Duration = Duration::from_secs(60);
+/// Agent `--textfile-dir`: the file node_exporter's textfile collector reads.
+pub const TEXTFILE_NAME: &str = "wedge_capture.prom";
+/// Agent `--textfile-dir`: rewritten at most this often unless a gauge an alert reads changed.
+pub const TEXTFILE_EVERY: Duration = Duration::from_secs(10);
+/// Where the kubelet keeps one directory per pod, `<namespace>_<name>_<uid>` (pod names of incidents).
+pub const PODS_LOG_DIR: &str = "/var/log/pods";
+/// `npd-check`: an open episode whose incident was last written longer ago than this is stale (its
+/// agent died; an open episode is rewritten every `resample_every`), so the node is not marked for it.
+pub const NPD_MAX_AGE: Duration = Duration::from_secs(3600);
 /// `selftest`: sampling interval of its (deliberately fast) watch.
 pub const SELFTEST_INTERVAL: Duration = Duration::from_millis(250);
 /// `selftest`: wedge threshold of its watch.

@@ -232,9 +232,32 @@ pub struct ProcessInfo {
     pub cgroup: Option<String>,
     /// Container id derived from the cgroup path, if any.
     pub container_id: Option<String>,
+    /// The container (and Kubernetes pod) the process runs in, from its cgroup and the kubelet's pod
+    /// log directories.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerInfo>,
     /// Command line, read in a sacrificial child (it can hang); always redacted before it is stored.
     /// Environment variables are never captured.
     pub cmdline: Option<Vec<String>>,
+}
+
+/// A process's container: `runtime` is `containerd`, `cri-o`, `docker`, `podman` or `unknown`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContainerInfo {
+    pub runtime: String,
+    pub id: String,
+    pub pod_uid: Option<String>,
+    /// Found under the kubelet's pod log directory for `pod_uid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodInfo {
+    pub namespace: String,
+    pub name: String,
 }
 
 impl ProcessInfo {

@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod fleet;
 mod harness;
 mod hostile_capture;
 mod hostile_daemon;

@@ -66,6 +66,15 @@ pub struct Args {
     /// Log line format on stderr [default: auto: journal under systemd, else plain].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// Serve Prometheus metrics on ADDR (IP:PORT, e.g. 127.0.0.1:9464): GET /metrics and /healthz.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Write the metrics to DIR/wedge_capture.prom for node_exporter's textfile collector.
+    #[arg(long, value_name = "DIR")]
+    pub textfile_dir: Option<PathBuf>,
+    /// The kubelet's pod log directories (<namespace>_<name>_<uid>), to name a target's pod.
+    #[arg(long, value_name = "DIR")]
+    pub pods_log_dir: Option<PathBuf>,
     /// Print the effective settings as JSON and exit (0 when valid, 2 when not).
     #[arg(long)]
     pub check_config: bool,
@@ -92,6 +101,9 @@ impl Args {
             no_nvidia_smi: self.watch.no_nvidia_smi,
             max_targets: self.max_targets,
             log_format: self.log_format,
+            metrics_listen: self.metrics_listen,
+            textfile_dir: self.textfile_dir.clone(),
+            pods_log_dir: self.pods_log_dir.clone(),
             extra_probe: self.watch.extra_probe.clone(),
         }
     }

@@ -2,6 +2,7 @@
 //! systemd/agent.example.json) with command-line flags on top. Parsing is pure ([`parse_config`]); the
 //! file is read again on SIGHUP, and a config that does not parse or validate keeps the old one.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -78,6 +79,9 @@ struct ConfigFile {
     nvidia_smi: Option<bool>,
     max_targets: Option<usize>,
     log_format: Option<LogFormat>,
+    metrics_listen: Option<String>,
+    textfile_dir: Option<PathBuf>,
+    pods_log_dir: Option<PathBuf>,
 }
 
 /// Settings given on the command line; each one present wins over the file.
@@ -100,6 +104,9 @@ pub struct Overrides {
     pub extra_probe: Vec<PathBuf>,
     pub max_targets: Option<usize>,
     pub log_format: Option<LogFormat>,
+    pub metrics_listen: Option<SocketAddr>,
+    pub textfile_dir: Option<PathBuf>,
+    pub pods_log_dir: Option<PathBuf>,
 }
 
 /// The effective settings: the watch settings every front end has, and what only the agent has.
@@ -121,6 +128,12 @@ pub struct Settings {
     pub gpu_rescan: Duration,
     pub max_targets: usize,
     pub log_format: LogFormat,
+    /// Serve `/metrics` and `/healthz` here (off when None).
+    pub metrics_listen: Option<SocketAddr>,
+    /// Write the metrics to `<dir>/wedge_capture.prom` for node_exporter (off when None).
+    pub textfile_dir: Option<PathBuf>,
+    /// The kubelet's pod log directories, to name the pod of a containerised target.
+    pub pods_log_dir: PathBuf,
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -150,8 +163,8 @@ impl Settings {
     }
 
     /// Settings a reload cannot change (they shape the capture path, built once): their names.
-    pub fn needs_restart(&self, new: &Settings) -> Vec<&'static str> {
-        let (old, new) = (&self.watch, &new.watch);
+    pub fn needs_restart(&self, new_settings: &Settings) -> Vec<&'static str> {
+        let (old, new) = (&self.watch, &new_settings.watch);
         let mut out = Vec::new();
         if old.out != new.out {
             out.push("out");
@@ -168,6 +181,9 @@ impl Settings {
         if old.extra_probe != new.extra_probe {
             out.push("extra_probe");
         }
+        if self.metrics_listen != new_settings.metrics_listen {
+            out.push("metrics_listen");
+        }
         out
     }
 
@@ -182,6 +198,7 @@ impl Settings {
                 extra_probe: self.watch.extra_probe.clone(),
                 ..new.watch
             },
+            metrics_listen: self.metrics_listen,
             ..new
         }
     }
@@ -317,6 +334,24 @@ fn merge(config: ConfigFile, cli: &Overrides) -> Result<Settings, String> {
             .or(config.max_targets)
             .unwrap_or(settings::MAX_TARGETS),
         log_format: cli.log_format.or(config.log_format).unwrap_or_default(),
+        metrics_listen: match cli.metrics_listen {
+            Some(addr) => Some(addr),
+            None => config
+                .metrics_listen
+                .as_deref()
+                .map(|text| {
+                    text.parse::<SocketAddr>().map_err(|e| {
+                        format!("metrics_listen: {e} (give IP:PORT, e.g. 127.0.0.1:9464)")
+                    })
+                })
+                .transpose()?,
+        },
+        textfile_dir: cli.textfile_dir.clone().or(config.textfile_dir),
+        pods_log_dir: cli
+            .pods_log_dir
+            .clone()
+            .or(config.pods_log_dir)
+            .unwrap_or_else(|| PathBuf::from(settings::PODS_LOG_DIR)),
     };
     validate(&settings)?;
     Ok(settings)
@@ -359,6 +394,12 @@ fn validate(s: &Settings) -> Result<(), String> {
             "nothing to watch: give match_comm, match_cgroup, gpu or ring_dir (--match-comm, --match-cgroup, --gpu, --ring-dir)"
                 .into(),
         );
+    }
+    if s.textfile_dir
+        .as_ref()
+        .is_some_and(|d| d.as_os_str().is_empty())
+    {
+        return Err("textfile_dir: empty path".into());
     }
     if s.max_targets == 0 {
         return Err("max_targets must be at least 1".into());

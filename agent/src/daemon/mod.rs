@@ -9,6 +9,8 @@
 //!   per `on_demand_rate_limit`.
 //! - [`bench`]: the cost of finding targets (`agent --bench-scans N`).
 //! - [`sources`]: the host target sources (comm, cgroup, processes holding `/dev/nvidia*`, ring directories).
+//! - [`metrics`], [`http`]: Prometheus metrics (`--metrics-listen`, `--textfile-dir`), published by the
+//!   loop after each scan and served by a bounded server thread that the loop never waits on.
 //! - [`ring_trust`]: ring headers are claims: verified against the kernel before a ring names a target (also
 //!   used by the capture's `rings` stage to open a process's rings safely).
 //!
@@ -25,7 +27,9 @@
 
 pub mod bench;
 pub mod config;
+pub mod http;
 pub mod log;
+pub mod metrics;
 pub mod notify;
 pub mod ratelimit;
 pub mod ring_trust;
@@ -114,6 +118,7 @@ struct Daemon {
     open_count: usize,
     /// The last STATUS= sent to the service manager.
     last_status: String,
+    metrics: metrics::Metrics,
 }
 
 /// Run the agent until SIGTERM or SIGINT.
@@ -143,11 +148,13 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     }
     let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1])
         .context("cannot install signal handlers")?;
+    let metrics = start_metrics(&settings, &logger)?;
     let proc_root = ProcRoot::default();
     for (cap, cost) in preflight::missing_capabilities(&proc_root) {
         logger.warning(&format!("missing {cap}: {cost}"));
     }
-    let capture = settings.watch.capture_settings(proc_root.clone());
+    let mut capture = settings.watch.capture_settings(proc_root.clone());
+    capture.pods_log_dir = settings.pods_log_dir.clone();
     let source = SharedSource::new(HostSource::new(
         settings.selection(),
         settings.source_settings(),
@@ -181,6 +188,7 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         incidents_written: 0,
         open_count: 0,
         last_status: String::new(),
+        metrics,
         settings,
     };
     daemon.logger.notice(&format!(
@@ -190,6 +198,24 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     ));
     daemon.run_loop(&signals);
     Ok(ExitCode::OK)
+}
+
+/// The metrics, and their server when `metrics_listen` is set (started before the loop gets its real-time
+/// priority: the server's threads keep the normal policy).
+fn start_metrics(settings: &Settings, logger: &Logger) -> anyhow::Result<metrics::Metrics> {
+    // Generous: a capture's probes can hold the loop for several probe deadlines.
+    let stale_after = (settings.watch.interval * 10).max(crate::settings::METRICS_STALE_AFTER);
+    let metrics = metrics::Metrics::new(settings.textfile_dir.clone(), stale_after);
+    if let Some(addr) = settings.metrics_listen {
+        let bound = http::serve(addr, metrics.published()).map_err(|e| {
+            Failure::new(
+                ExitCode::ERROR,
+                format!("cannot serve metrics on {addr} (metrics_listen): {e}"),
+            )
+        })?;
+        logger.notice(&format!("serving metrics on http://{bound}/metrics"));
+    }
+    Ok(metrics)
 }
 
 impl Daemon {
@@ -407,6 +433,14 @@ impl Daemon {
         }
         self.healthy = healthy;
         self.log_target_changes();
+        let numbers = metrics::ScanNumbers {
+            summary: self.watcher.wedge_summary(),
+            targets: self.watcher.targets().len(),
+            probe_timeouts: self.watcher.capturer().probe_runner().timeouts(),
+        };
+        if let Err(err) = self.metrics.observe_scan(numbers) {
+            self.logger.warning(&err);
+        }
         let status = self.status();
         if status != self.last_status {
             self.notifier.status(&status);
@@ -448,6 +482,7 @@ impl Daemon {
                 durable_after,
             } => {
                 self.incidents_written += 1;
+                self.metrics.incident(metrics::IncidentTrigger::Wedge);
                 if let Ok(stat) = self.proc_root.read_stat(*pid) {
                     self.rate.record(*pid, stat.starttime, Instant::now());
                 }
@@ -541,6 +576,7 @@ impl Daemon {
                     .set_ring_dirs(new.watch.ring_dirs.clone());
                 self.rate.set_window(new.rate_limit);
                 self.on_demand.set_window(new.on_demand_rate_limit);
+                self.metrics.set_textfile_dir(new.textfile_dir.clone());
                 self.logger = Logger::new(new.log_format);
                 self.settings = new;
                 self.logger.notice(&format!(
@@ -630,6 +666,7 @@ impl Daemon {
                 if let CaptureEvent::Opened { path, .. } = event {
                     // Counted, and limited per process apart from wedges: it was asked for.
                     self.incidents_written += 1;
+                    self.metrics.incident(metrics::IncidentTrigger::OnDemand);
                     self.on_demand.record(pid, start, Instant::now());
                     if let Some(burst) = self.burst.as_mut() {
                         burst.captured += 1;

@@ -53,6 +53,8 @@ pub struct CaptureSettings {
     pub kill_on_wedge: bool,
     /// Most D-state tasks listed in the host census.
     pub max_census: usize,
+    /// The kubelet's pod log directories (`<namespace>_<name>_<uid>`), to name a container's pod.
+    pub pods_log_dir: PathBuf,
 }
 
 impl CaptureSettings {
@@ -70,6 +72,7 @@ impl CaptureSettings {
             max_samples: settings::MAX_SAMPLES,
             kill_on_wedge: false,
             max_census: settings::MAX_CENSUS,
+            pods_log_dir: PathBuf::from(settings::PODS_LOG_DIR),
         }
     }
 }

@@ -66,6 +66,17 @@ pub struct Watcher {
     pids: Vec<i32>,
     observations: Vec<Observation>,
     last_stats: ScanStats,
+    /// How long the last scan took to list the targets and read their threads (not the capture).
+    last_scan_duration: Duration,
+}
+
+/// What the watch loop knows now, for the metrics: threads wedged and in D, the oldest wedge.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WedgeSummary {
+    pub wedged_threads: usize,
+    pub dstate_threads: usize,
+    pub oldest_wedge: Option<Duration>,
+    pub scan_duration: Duration,
 }
 
 /// Ask for `SCHED_RR` priority 1 for the calling thread only (children it forks start with the normal
@@ -101,6 +112,7 @@ impl Watcher {
             pids: Vec::new(),
             observations: Vec::new(),
             last_stats: ScanStats::default(),
+            last_scan_duration: Duration::ZERO,
         }
     }
 
@@ -117,6 +129,17 @@ impl Watcher {
         self.last_stats
     }
 
+    /// The state of the last scan, for the metrics.
+    pub fn wedge_summary(&self) -> WedgeSummary {
+        let (wedged_threads, oldest_wedge) = self.tracker.wedged_now(capture_clock_ns());
+        WedgeSummary {
+            wedged_threads,
+            dstate_threads: self.tracker.in_d(),
+            oldest_wedge,
+            scan_duration: self.last_scan_duration,
+        }
+    }
+
     pub fn capturer(&mut self) -> &mut Capturer {
         &mut self.capturer
     }
@@ -129,6 +152,7 @@ impl Watcher {
 
     /// One scan: find targets, read their threads, judge, capture. Returns what happened to incidents.
     pub fn tick(&mut self) -> Vec<CaptureEvent> {
+        let scan_started = Instant::now();
         let probe_children: HashSet<i32> = self.capturer.probe_children().into_iter().collect();
         self.source.exclude(&probe_children);
         self.targets = self.source.targets(&self.proc_root);
@@ -138,6 +162,7 @@ impl Watcher {
             .scanner
             .scan(&self.proc_root, &self.pids, &mut self.observations);
         let detected = Instant::now();
+        self.last_scan_duration = detected.duration_since(scan_started);
         let now_ns = capture_clock_ns();
         let events = self.tracker.observe(now_ns, &self.observations);
         let mut out = Vec::new();

@@ -130,6 +130,16 @@ impl Tracker {
         self.threads.len()
     }
 
+    /// Threads judged wedged now, and how long the oldest of them has been in D (the metrics).
+    pub fn wedged_now(&self, now_ns: u64) -> (usize, Option<Duration>) {
+        let wedged = self.threads.values().filter(|t| t.wedged);
+        let oldest = wedged.clone().map(|t| t.d_since_ns).min();
+        (
+            wedged.count(),
+            oldest.map(|since| Duration::from_nanos(now_ns.saturating_sub(since))),
+        )
+    }
+
     /// Whether a thread with this tid is currently judged wedged.
     pub fn is_wedged(&self, tid: i32) -> bool {
         self.threads

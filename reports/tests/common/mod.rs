@@ -300,6 +300,7 @@ pub fn incident() -> Incident {
             comm: "python3".into(),
             cgroup: Some("/kubepods.slice/kubepods-pod1.slice/cri-containerd-9d1e0c7a3b.scope".into()),
             container_id: Some("9d1e0c7a3b".into()),
+            container: None,
             cmdline: Some(vec![
                 "python3".into(),
                 "train.py".into(),

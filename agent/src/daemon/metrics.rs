@@ -1,0 +1,381 @@
+//! The agent's Prometheus metrics (`--metrics-listen`, `--textfile-dir`), from the official
+//! `prometheus-client` crate's registry and encoder.
+//!
+//! The watch loop owns [`Metrics`]: after each scan it sets the numbers ([`Metrics::observe_scan`]),
+//! renders the text once and publishes it ([`http::Published`]) for the server thread, and, at most every
+//! [`settings::TEXTFILE_EVERY`] (sooner when the wedged-threads gauge changes), writes
+//! `<dir>/wedge_capture.prom` (temp file + rename: node_exporter never reads half a file; no timestamps).
+//!
+//! The text is the classic Prometheus format (`text/plain; version=0.0.4`), which both Prometheus and
+//! node_exporter's textfile collector parse: the crate writes OpenMetrics, so [`to_prometheus_text`]
+//! names counter families by their `_total` samples and drops the `# EOF` line. No label names a process:
+//! the incident says which one (labels per pid would be unbounded series).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::http::Published;
+use crate::settings;
+use crate::watch::WedgeSummary;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabel {
+    trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: String,
+}
+
+/// What an incident was written for (the `trigger` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncidentTrigger {
+    Wedge,
+    OnDemand,
+}
+
+impl IncidentTrigger {
+    fn label(self) -> &'static str {
+        match self {
+            IncidentTrigger::Wedge => "wedge",
+            IncidentTrigger::OnDemand => "on_demand",
+        }
+    }
+}
+
+/// The numbers of one scan.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScanNumbers {
+    pub summary: WedgeSummary,
+    pub targets: usize,
+    /// Probe timeouts since the start (a running total; the counter follows it).
+    pub probe_timeouts: u64,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    wedged: Gauge,
+    dstate: Gauge,
+    oldest: Gauge<f64, AtomicU64>,
+    incidents: Family<TriggerLabel, Counter>,
+    targets: Gauge,
+    scan: Histogram,
+    probe_timeouts: Counter,
+    probe_timeouts_seen: u64,
+    published: Arc<Published>,
+    textfile_dir: Option<PathBuf>,
+    textfile_written: Option<(Instant, i64)>,
+}
+
+/// Scan durations are milliseconds normally, seconds when /proc is slow (a fork storm, a wedged host).
+const SCAN_BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
+
+impl Metrics {
+    /// `stale_after`: how long without a scan makes `/healthz` fail.
+    pub fn new(textfile_dir: Option<PathBuf>, stale_after: Duration) -> Metrics {
+        let mut registry = Registry::default();
+        let wedged = Gauge::default();
+        registry.register(
+            "wedge_capture_wedged_threads",
+            "Watched threads judged wedged now (in D without progress for the threshold)",
+            wedged.clone(),
+        );
+        let dstate = Gauge::default();
+        registry.register(
+            "wedge_capture_dstate_threads",
+            "Watched threads in uninterruptible sleep (D) now",
+            dstate.clone(),
+        );
+        let oldest = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "wedge_capture_oldest_wedge_seconds",
+            "How long the longest-wedged thread has been in D (0 when none is wedged)",
+            oldest.clone(),
+        );
+        let incidents = Family::<TriggerLabel, Counter>::default();
+        registry.register(
+            "wedge_capture_incidents",
+            "Incidents written since the agent started, by what triggered them",
+            incidents.clone(),
+        );
+        for trigger in [IncidentTrigger::Wedge, IncidentTrigger::OnDemand] {
+            // Present at 0 from the start, so `increase()` sees the first incident.
+            drop(incidents.get_or_create(&TriggerLabel {
+                trigger: trigger.label().to_string(),
+            }));
+        }
+        let targets = Gauge::default();
+        registry.register(
+            "wedge_capture_targets",
+            "Processes watched now",
+            targets.clone(),
+        );
+        let scan = Histogram::new(SCAN_BUCKETS);
+        registry.register(
+            "wedge_capture_scan_duration_seconds",
+            "Time to list the targets and read their threads, per scan",
+            scan.clone(),
+        );
+        let probe_timeouts = Counter::default();
+        registry.register(
+            "wedge_capture_probe_timeouts",
+            "Risky reads (in sacrificial children) that ran into their deadline",
+            probe_timeouts.clone(),
+        );
+        let build = Family::<VersionLabel, Gauge>::default();
+        build
+            .get_or_create(&VersionLabel {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+            .set(1);
+        registry.register(
+            "wedge_capture_build_info",
+            "Always 1; the version label says which agent runs",
+            build,
+        );
+        Metrics {
+            registry,
+            wedged,
+            dstate,
+            oldest,
+            incidents,
+            targets,
+            scan,
+            probe_timeouts,
+            probe_timeouts_seen: 0,
+            published: Arc::new(Published::new(stale_after)),
+            textfile_dir,
+            textfile_written: None,
+        }
+    }
+
+    /// What the HTTP server serves.
+    pub fn published(&self) -> Arc<Published> {
+        self.published.clone()
+    }
+
+    /// A reload may move or turn off the textfile.
+    pub fn set_textfile_dir(&mut self, dir: Option<PathBuf>) {
+        if dir != self.textfile_dir {
+            self.textfile_dir = dir;
+            self.textfile_written = None;
+        }
+    }
+
+    pub fn incident(&mut self, trigger: IncidentTrigger) {
+        self.incidents
+            .get_or_create(&TriggerLabel {
+                trigger: trigger.label().to_string(),
+            })
+            .inc();
+    }
+
+    /// Set the numbers of a scan, then publish them (and maybe write the textfile; its error is returned
+    /// for the log, the scan goes on).
+    pub fn observe_scan(&mut self, numbers: ScanNumbers) -> Result<(), String> {
+        let summary = numbers.summary;
+        self.wedged.set(summary.wedged_threads as i64);
+        self.dstate.set(summary.dstate_threads as i64);
+        self.oldest
+            .set(summary.oldest_wedge.unwrap_or_default().as_secs_f64());
+        self.targets.set(numbers.targets as i64);
+        self.scan.observe(summary.scan_duration.as_secs_f64());
+        if numbers.probe_timeouts > self.probe_timeouts_seen {
+            self.probe_timeouts
+                .inc_by(numbers.probe_timeouts - self.probe_timeouts_seen);
+            self.probe_timeouts_seen = numbers.probe_timeouts;
+        }
+        let text = self.render();
+        self.published.publish(text.clone().into_bytes());
+        let Some(dir) = &self.textfile_dir else {
+            return Ok(());
+        };
+        let wedged = summary.wedged_threads as i64;
+        let due = match self.textfile_written {
+            None => true,
+            Some((at, last_wedged)) => {
+                at.elapsed() >= settings::TEXTFILE_EVERY || last_wedged != wedged
+            }
+        };
+        if !due {
+            return Ok(());
+        }
+        self.textfile_written = Some((Instant::now(), wedged));
+        write_textfile(dir, &text)
+    }
+
+    /// The exposition text, in the classic Prometheus format.
+    pub fn render(&self) -> String {
+        let mut open_metrics = String::new();
+        // Writing into a String cannot fail.
+        let _ =
+            prometheus_client::encoding::text::encode_registry(&mut open_metrics, &self.registry);
+        to_prometheus_text(&open_metrics)
+    }
+}
+
+/// The crate's OpenMetrics text as the classic text format: a counter family is named after its
+/// `_total` sample (OpenMetrics names it without), and there is no `# EOF` or `# UNIT` line.
+pub fn to_prometheus_text(open_metrics: &str) -> String {
+    let mut counters = std::collections::HashSet::new();
+    for line in open_metrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            if let Some(name) = rest.strip_suffix(" counter") {
+                counters.insert(name.to_string());
+            }
+        }
+    }
+    let mut out = String::with_capacity(open_metrics.len() + 64);
+    for line in open_metrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(line) => out.push_str(line.trim_end()),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `<dir>/wedge_capture.prom`, replaced whole. Not fsynced on purpose: it is rewritten every few seconds,
+/// and a watch loop must not wait on a slow disk for numbers that are only current anyway.
+fn write_textfile(dir: &Path, text: &str) -> Result<(), String> {
+    let target = dir.join(settings::TEXTFILE_NAME);
+    // node_exporter reads only `*.prom`: the temp name must not end so.
+    let temp = dir.join(format!(".{}.tmp", settings::TEXTFILE_NAME));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)?;
+        file.write_all(text.as_bytes())?;
+        drop(file);
+        std::fs::rename(&temp, &target)
+    })();
+    result.map_err(|e| format!("cannot write {}: {e}", target.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbers(wedged: usize) -> ScanNumbers {
+        ScanNumbers {
+            summary: WedgeSummary {
+                wedged_threads: wedged,
+                dstate_threads: wedged + 1,
+                oldest_wedge: (wedged > 0).then_some(Duration::from_secs(42)),
+                scan_duration: Duration::from_millis(3),
+            },
+            targets: 5,
+            probe_timeouts: 2,
+        }
+    }
+
+    #[test]
+    fn every_metric_of_the_issue_is_there_with_its_type() {
+        let mut metrics = Metrics::new(None, Duration::from_secs(60));
+        metrics.incident(IncidentTrigger::Wedge);
+        metrics.observe_scan(numbers(1)).unwrap();
+        let text = metrics.render();
+        for expected in [
+            "# TYPE wedge_capture_wedged_threads gauge",
+            "wedge_capture_wedged_threads 1",
+            "wedge_capture_dstate_threads 2",
+            "# TYPE wedge_capture_oldest_wedge_seconds gauge",
+            "wedge_capture_oldest_wedge_seconds 42.0",
+            "# TYPE wedge_capture_incidents_total counter",
+            "wedge_capture_incidents_total{trigger=\"wedge\"} 1",
+            "wedge_capture_incidents_total{trigger=\"on_demand\"} 0",
+            "wedge_capture_targets 5",
+            "# TYPE wedge_capture_scan_duration_seconds histogram",
+            "wedge_capture_scan_duration_seconds_count 1",
+            "# TYPE wedge_capture_probe_timeouts_total counter",
+            "wedge_capture_probe_timeouts_total 2",
+            &format!(
+                "wedge_capture_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ] {
+            assert!(
+                text.lines().any(|l| l == expected),
+                "missing {expected:?} in\n{text}"
+            );
+        }
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(!text.contains("pid"), "no per-pid label: {text}");
+    }
+
+    #[test]
+    fn the_probe_counter_follows_the_running_total() {
+        let mut metrics = Metrics::new(None, Duration::from_secs(60));
+        metrics.observe_scan(numbers(0)).unwrap();
+        metrics.observe_scan(numbers(0)).unwrap();
+        let mut more = numbers(0);
+        more.probe_timeouts = 7;
+        metrics.observe_scan(more).unwrap();
+        assert!(metrics
+            .render()
+            .lines()
+            .any(|l| l == "wedge_capture_probe_timeouts_total 7"));
+        assert!(metrics
+            .render()
+            .lines()
+            .any(|l| l == "wedge_capture_oldest_wedge_seconds 0.0"));
+    }
+
+    #[test]
+    fn the_textfile_is_replaced_whole_and_rewritten_when_a_wedge_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut metrics = Metrics::new(Some(dir.path().to_path_buf()), Duration::from_secs(60));
+        metrics.observe_scan(numbers(0)).unwrap();
+        let path = dir.path().join(settings::TEXTFILE_NAME);
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert!(first.contains("wedge_capture_wedged_threads 0\n"));
+        metrics.observe_scan(numbers(1)).unwrap();
+        let second = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            second.contains("wedge_capture_wedged_threads 1\n"),
+            "{second}"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from(settings::TEXTFILE_NAME)]
+        );
+    }
+
+    #[test]
+    fn an_unwritable_textfile_dir_is_an_error_not_a_panic() {
+        let mut metrics = Metrics::new(
+            Some(PathBuf::from("/nonexistent/wedge-capture")),
+            Duration::from_secs(60),
+        );
+        let err = metrics.observe_scan(numbers(0)).unwrap_err();
+        assert!(err.contains("wedge_capture.prom"), "{err}");
+    }
+}
