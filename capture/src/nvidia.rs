@@ -480,6 +480,89 @@ pub fn uvm_read_size(cmd: u32) -> usize {
         .map_or(0, |s| (s as usize).min(MAX_XFER_PARAMS))
 }
 
+/// Which struct a wedged ioctl's pointer holds, from its decoded request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgumentKind {
+    /// An RM escape: `_IOC_NR` and `_IOC_SIZE` of the request.
+    Rm { nr: u32, size: u32 },
+    /// A UVM command (the whole request word).
+    Uvm { cmd: u32 },
+}
+
+impl ArgumentKind {
+    /// From the `ioctl` object of a thread: only the NVIDIA escapes and commands with a decoder.
+    pub fn of(info: &crate::snapshot::IoctlInfo) -> Option<ArgumentKind> {
+        match info.driver.as_deref()? {
+            "nvidia-rm" => {
+                rm_struct_size(info.nr, info.size)?;
+                Some(ArgumentKind::Rm {
+                    nr: info.nr,
+                    size: info.size,
+                })
+            }
+            "nvidia-uvm" if uvm_read_size(info.nr) > 0 => Some(ArgumentKind::Uvm { cmd: info.nr }),
+            _ => None,
+        }
+    }
+
+    /// Bytes to read at the pointer (the XFER header only, for the indirection).
+    pub fn read_len(self) -> usize {
+        match self {
+            ArgumentKind::Rm { nr, size } => rm_struct_size(nr, size).unwrap_or(0),
+            ArgumentKind::Uvm { cmd } => uvm_read_size(cmd),
+        }
+    }
+
+    /// Whether the struct read is an `nv_ioctl_xfer_t` whose ptr must be followed.
+    pub fn follows_xfer(self) -> bool {
+        matches!(
+            self,
+            ArgumentKind::Rm {
+                nr: NV_ESC_IOCTL_XFER_CMD,
+                ..
+            }
+        )
+    }
+}
+
+/// The inner read of an XFER: where and how much (bounded by the driver's own limit), from its header.
+pub fn xfer_inner_read(xfer_bytes: &[u8]) -> Option<(u64, usize)> {
+    let x = Xfer::parse(xfer_bytes).ok()?;
+    let want = rm_struct_size(x.cmd, x.size).unwrap_or(x.size as usize);
+    Some((x.ptr, want.min(x.size as usize).min(MAX_XFER_PARAMS)))
+}
+
+/// Decodes what was read at `pointer` (and, for an XFER, at its ptr); a failure is the reason, never a guess.
+pub fn decode_argument(
+    kind: ArgumentKind,
+    pointer: u64,
+    first: &[u8],
+    inner: Option<&[u8]>,
+) -> IoctlArgument {
+    let decoded = match kind {
+        ArgumentKind::Uvm { cmd } => decode_uvm(cmd, first),
+        ArgumentKind::Rm { nr, .. } if kind.follows_xfer() => match inner {
+            Some(inner) => decode_xfer(first, inner),
+            None => decode_rm(nr, XFER_SIZE as u32, first).map(|mut a| {
+                a.unavailable = Some("the XFER's inner struct was not read".into());
+                a
+            }),
+        },
+        ArgumentKind::Rm { nr, size } => decode_rm(nr, size, first),
+    };
+    match decoded {
+        Ok(mut a) => {
+            a.pointer = format!("{pointer:#x}");
+            a
+        }
+        Err(reason) => {
+            let mut a = IoctlArgument::unavailable(pointer, reason);
+            a.bytes_read = first.len();
+            a
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
