@@ -261,6 +261,7 @@ mod tests {
                 "kernel_log",
                 "host",
                 "probes",
+                "ioctl_argument",
                 "kill"
             ]
         );
