@@ -267,6 +267,10 @@ pub struct IoctlArgument {
     pub uvm_command: Option<String>,
     /// How many bytes were read at the pointer.
     pub bytes_read: usize,
+    /// The operation and what its stack waits for: "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for
+    /// a GSP RPC reply (takes the API lock read-only + GPU lock (device only))" (set with the stack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
     /// One line: "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 on hObject 0x… (takes …)".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
@@ -276,6 +280,30 @@ pub struct IoctlArgument {
 }
 
 impl IoctlArgument {
+    /// "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2", "RM alloc NV01_MEMORY_LOCAL_USER", "UVM UVM_MIGRATE";
+    /// None when nothing was decoded.
+    pub fn operation_name(&self) -> Option<String> {
+        self.structure.as_ref()?;
+        if let Some(u) = &self.uvm_command {
+            return Some(format!("UVM {u}"));
+        }
+        if let Some(c) = &self.cmd_name {
+            return Some(format!("RM control {c}"));
+        }
+        let class = || {
+            self.class_name
+                .clone()
+                .or_else(|| self.class.as_ref().map(|c| format!("class {c}")))
+                .unwrap_or_default()
+        };
+        match self.escape.as_deref()? {
+            "NV_ESC_RM_ALLOC" => Some(format!("RM alloc {}", class())),
+            "NV_ESC_RM_ALLOC_MEMORY" => Some(format!("RM alloc memory {}", class())),
+            "NV_ESC_RM_FREE" => Some("RM free".to_string()),
+            _ => None,
+        }
+    }
+
     /// An argument that could not be read or decoded, with the reason.
     pub fn unavailable(pointer: u64, reason: impl Into<String>) -> IoctlArgument {
         IoctlArgument {

@@ -102,7 +102,10 @@ pub fn read_ioctl_arguments(
                 None => IoctlArgument::unavailable(*ptr, "not read (no probe outcome)"),
             }
         };
-        if let Some(info) = snapshot.threads[*i].ioctl.as_mut() {
+        let mut argument = argument;
+        let thread = &mut snapshot.threads[*i];
+        argument.operation = capture::site::nvidia_operation(&thread.stack, &argument);
+        if let Some(info) = thread.ioctl.as_mut() {
             info.argument = Some(argument);
         }
     }
