@@ -66,7 +66,7 @@ fn parse_hex_bytes(parts: &[String]) -> Option<Vec<u8>> {
             .unwrap_or(token);
         digits.push_str(token);
     }
-    if digits.len() % 2 != 0 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !digits.len().is_multiple_of(2) || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..digits.len())

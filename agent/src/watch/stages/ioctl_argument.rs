@@ -140,7 +140,7 @@ fn still_in(root: &ProcRoot, pid: i32, tid: i32, sampled: Option<&SyscallInfo>) 
 
 fn unhex(line: &str) -> Option<Vec<u8>> {
     let line = line.trim();
-    if line.len() % 2 != 0 {
+    if !line.len().is_multiple_of(2) {
         return None;
     }
     (0..line.len())
