@@ -1,7 +1,8 @@
 //! Risky reads in a sacrificial child process with a deadline.
 //!
-//! Some evidence can only be read through a path that may sleep forever: `<proc root>/<pid>/cmdline` takes the
-//! target's mmap lock, files under the NVIDIA driver's proc directory and `nvidia-smi` take the RM API lock.
+//! Some evidence can only be read through a path that may sleep forever: `<proc root>/<pid>/cmdline` and
+//! `<proc root>/<pid>/mem` (a wedged ioctl's argument, [`ProbeKind::ReadMem`]) take the target's mmap lock,
+//! files under the NVIDIA driver's proc directory and `nvidia-smi` take the RM API lock.
 //! None of those reads ever happens in a thread of wedge-capture. Each one runs in a child process (a `fork`
 //! whose child only makes raw system calls, or a spawned program); its output comes back through a pipe that
 //! the parent polls with a deadline. On timeout the child gets SIGKILL and is *not* waited for: a child stuck

@@ -554,6 +554,7 @@ impl ArgumentKind {
 }
 
 /// The inner read of an XFER: where and how much (bounded by the driver's own limit), from its header.
+/// Called in the agent's forked probe child: on a 16-byte header it allocates nothing.
 pub fn xfer_inner_read(xfer_bytes: &[u8]) -> Option<(u64, usize)> {
     let x = Xfer::parse(xfer_bytes).ok()?;
     let want = rm_struct_size(x.cmd, x.size).unwrap_or(x.size as usize);
@@ -638,13 +639,7 @@ mod tests {
         assert!(lock_summary(0x40).ends_with("routed to GSP/physical RM"));
     }
 
-    pub(crate) fn nvos54(
-        h_client: u32,
-        h_object: u32,
-        cmd: u32,
-        params: u64,
-        size: u32,
-    ) -> Vec<u8> {
+    fn nvos54(h_client: u32, h_object: u32, cmd: u32, params: u64, size: u32) -> Vec<u8> {
         let mut b = Vec::new();
         for v in [h_client, h_object, cmd, 0] {
             b.extend_from_slice(&v.to_le_bytes());

@@ -9,6 +9,10 @@
 //! (see `tests/data/h200-nvidia-uvm-dstate.json`). Note that on current kernels `/proc/<tid>/stack`
 //! omits scheduler functions (`__sched`: mutex/rwsem slow paths, `wait_for_completion`), so the top
 //! frame is usually the caller of the lock, not the lock itself.
+//!
+//! NVIDIA: [`nvidia_site`] names what a driver thread waits for ([`NvidiaWait`]: RM API lock, GPU lock, GSP
+//! RPC wait, UVM locks, pinning user pages, …), shown in brackets by [`classify`]; [`nvidia_operation`]
+//! joins it with a decoded ioctl argument into the report's sentence.
 
 use crate::snapshot::StackFrame;
 
@@ -441,7 +445,6 @@ pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
     for frame in frames {
         let name = base_name(&frame.function);
         if let Some(wait) = nvidia_wait_of(name, frame.module.as_deref(), frames) {
-            // A UVM mutex right under the page-tree code is the page-tree lock.
             return Some(wait);
         }
     }
