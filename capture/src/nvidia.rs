@@ -700,6 +700,30 @@ mod tests {
     }
 
     #[test]
+    fn any_bytes_of_any_length_decode_or_give_a_reason() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in 0..80 {
+            let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            for nr in [0x27, 0x29, 0x2a, 0x2b, 0xd3, 0x01] {
+                for size in [0, 16, 32, 48, 56, u32::MAX] {
+                    let _ = decode_rm(nr, size, &bytes);
+                    let _ = xfer_inner_read(&bytes);
+                    let _ = decode_argument(ArgumentKind::Rm { nr, size }, 1, &bytes, Some(&bytes));
+                }
+            }
+            for cmd in [1, 51, 68, 0x30000001, 0xffff_ffff] {
+                let _ = decode_argument(ArgumentKind::Uvm { cmd }, 1, &bytes, None);
+            }
+        }
+    }
+
+    #[test]
     fn uvm_params() {
         let a = decode_uvm(51, &[0u8; 80]).unwrap();
         assert_eq!(a.structure.as_deref(), Some("UVM_MIGRATE_PARAMS"));
