@@ -1,7 +1,8 @@
 //! Risky reads in a sacrificial child process with a deadline.
 //!
-//! Some evidence can only be read through a path that may sleep forever: `<proc root>/<pid>/cmdline` takes the
-//! target's mmap lock, files under the NVIDIA driver's proc directory and `nvidia-smi` take the RM API lock.
+//! Some evidence can only be read through a path that may sleep forever: `<proc root>/<pid>/cmdline` and
+//! `<proc root>/<pid>/mem` (a wedged ioctl's argument, [`ProbeKind::ReadMem`]) take the target's mmap lock,
+//! files under the NVIDIA driver's proc directory and `nvidia-smi` take the RM API lock.
 //! None of those reads ever happens in a thread of wedge-capture. Each one runs in a child process (a `fork`
 //! whose child only makes raw system calls, or a spawned program); its output comes back through a pipe that
 //! the parent polls with a deadline. On timeout the child gets SIGKILL and is *not* waited for: a child stuck
@@ -41,6 +42,15 @@ pub enum ProbeKind {
     ReadEachSubdir { dir: PathBuf, file_name: String },
     /// Run a program and keep its stdout and stderr.
     Command { program: String, args: Vec<String> },
+    /// Read `len` bytes of a process's `mem` file at `offset` (an ioctl's pointer); with `follow_xfer`, then
+    /// read the struct an `nv_ioctl_xfer_t` there points at. Output: one line of hex per region read
+    /// (hex survives the lossy text of [`ProbeOutcome::output`]).
+    ReadMem {
+        path: PathBuf,
+        offset: u64,
+        len: usize,
+        follow_xfer: bool,
+    },
 }
 
 /// One risky read, with what a timeout would mean.
@@ -66,6 +76,9 @@ impl Probe {
     pub fn target(&self) -> String {
         match &self.kind {
             ProbeKind::ReadFile(path) => path.display().to_string(),
+            ProbeKind::ReadMem {
+                path, offset, len, ..
+            } => format!("{} @ {offset:#x} ({len} bytes)", path.display()),
             ProbeKind::ReadEachSubdir { dir, file_name } => {
                 format!("{}/*/{}", dir.display(), file_name)
             }
@@ -536,6 +549,99 @@ fn spawn(probe: &Probe) -> Result<(i32, OwnedFd), String> {
             fork_reader(|out| child_read_each_subdir(&dir_c, &dir_bytes, &file_name, out))
         }
         ProbeKind::Command { program, args } => spawn_command(program, args),
+        ProbeKind::ReadMem {
+            path,
+            offset,
+            len,
+            follow_xfer,
+        } => {
+            let path = CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| "path contains a NUL byte".to_string())?;
+            let (offset, len, follow_xfer) = (*offset, (*len).min(MEM_READ_MAX), *follow_xfer);
+            fork_reader(move |out| child_read_mem(&path, offset, len, follow_xfer, out))
+        }
+    }
+}
+
+/// Largest region one mem probe reads (the driver's own ioctl size limit, NV_ABSOLUTE_MAX_IOCTL_SIZE).
+pub const MEM_READ_MAX: usize = capture::nvidia::MAX_XFER_PARAMS;
+
+/// Child side: pread `len` bytes at `offset` of `fd` into `buf`, retrying short reads; the count read
+/// (0 past the end) or the errno of the first failure.
+fn child_pread(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reading into the unfilled tail of a stack buffer.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+                (offset + got as u64) as libc::off_t,
+            )
+        };
+        if n == 0 {
+            break;
+        }
+        if n < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                continue;
+            }
+            return if got > 0 { Ok(got) } else { Err(e) };
+        }
+        got += n as usize;
+    }
+    Ok(got)
+}
+
+/// Child side: write `bytes` as one line of lowercase hex. No allocation.
+fn child_write_hex(out: RawFd, bytes: &[u8]) -> bool {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut line = [0u8; 512];
+    for chunk in bytes.chunks(line.len() / 2) {
+        for (i, b) in chunk.iter().enumerate() {
+            line[2 * i] = DIGITS[usize::from(b >> 4)];
+            line[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+        }
+        if !child_write_all(out, &line[..2 * chunk.len()]) {
+            return false;
+        }
+    }
+    child_write_all(out, b"\n")
+}
+
+/// Child side of [`ProbeKind::ReadMem`]. Returns 0 or the errno of the first failed read (what was read
+/// before it is already written).
+fn child_read_mem(path: &CString, offset: u64, len: usize, follow_xfer: bool, out: RawFd) -> i32 {
+    // SAFETY: open with a NUL-terminated path; the fd is closed at _exit.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return errno();
+    }
+    let mut buf = [0u8; MEM_READ_MAX];
+    let got = match child_pread(fd, &mut buf[..len], offset) {
+        Ok(got) => got,
+        Err(e) => return e,
+    };
+    if !child_write_hex(out, &buf[..got]) {
+        return libc::EPIPE;
+    }
+    if !follow_xfer || got < capture::nvidia::XFER_SIZE {
+        return 0;
+    }
+    let Some((ptr, inner_len)) = capture::nvidia::xfer_inner_read(&buf[..got]) else {
+        return 0;
+    };
+    match child_pread(fd, &mut buf[..inner_len], ptr) {
+        Ok(got) => {
+            if child_write_hex(out, &buf[..got]) {
+                0
+            } else {
+                libc::EPIPE
+            }
+        }
+        Err(e) => e,
     }
 }
 

@@ -140,6 +140,7 @@ impl Decoded {
             name: self.name,
             driver: self.driver,
             note: self.note,
+            argument: None,
         }
     }
 }
@@ -273,7 +274,7 @@ fn tables() -> &'static Tables {
     TABLES.get_or_init(load)
 }
 
-const XFER_NOTE: &str = "NV_ESC_IOCTL_XFER_CMD is an indirection: the real escape number is nv_ioctl_xfer_t.cmd (u32 at offset 0) inside the argument struct in the target's memory; wedge-capture does not read it, because reading a wedged process's memory (process_vm_readv) can itself block uninterruptibly on its mmap_lock";
+const XFER_NOTE: &str = "NV_ESC_IOCTL_XFER_CMD is an indirection: the real escape number is nv_ioctl_xfer_t.cmd (u32 at offset 0) inside the argument struct in the target's memory; for a wedged thread the agent reads it from <proc>/<pid>/mem in a sacrificial child with the probe deadline (ioctl.argument), never with process_vm_readv, which blocks unkillably on the target's mmap_lock";
 const NVKMS_NOTE: &str = "NVKMS_IOCTL_CMD is an indirection: the real NVKMS command is NvKmsIoctlParams.cmd inside the argument struct in the target's memory, which wedge-capture does not read (it could block on the target's mmap_lock)";
 
 fn first_clause(notes: &str) -> &str {

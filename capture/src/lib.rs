@@ -12,6 +12,8 @@
 //! - [`process`]: [`snapshot_process`] — stat of every thread, then wchan/syscall/stack/fd for D threads.
 //! - [`scan`]: [`scan::Scanner`], the watch loop's hot path (kept-open stat fds re-read with pread).
 //! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
+//! - [`nvidia`]: deep NVIDIA decode from generated tables: control commands (lock flags), classes, UVM
+//!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
 //! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
@@ -32,6 +34,7 @@ pub mod error;
 pub mod frozen_fs;
 pub mod ioctl;
 pub mod kmsg;
+pub mod nvidia;
 pub mod parse;
 pub mod proc_root;
 pub mod process;

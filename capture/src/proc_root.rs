@@ -93,6 +93,8 @@ impl TaskFile {
 pub enum RiskyFile {
     /// `<pid>/cmdline` (the target's mmap lock).
     Cmdline(i32),
+    /// `<pid>/mem`, read at an ioctl's pointer (the target's mmap lock, killable; may queue behind a writer).
+    Mem(i32),
     /// `driver/nvidia/version` (the RM lock).
     NvidiaVersion,
     /// `driver/nvidia/gpus`: a directory, one subdirectory per GPU with an `information` file.
@@ -514,6 +516,7 @@ impl ProcRoot {
     pub fn risky_path(&self, file: RiskyFile) -> PathBuf {
         match file {
             RiskyFile::Cmdline(pid) => self.pid_dir(pid).join("cmdline"),
+            RiskyFile::Mem(pid) => self.pid_dir(pid).join("mem"),
             RiskyFile::NvidiaVersion => self.root.join("driver/nvidia/version"),
             RiskyFile::NvidiaGpus => self.root.join("driver/nvidia/gpus"),
         }

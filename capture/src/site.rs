@@ -9,6 +9,10 @@
 //! (see `tests/data/h200-nvidia-uvm-dstate.json`). Note that on current kernels `/proc/<tid>/stack`
 //! omits scheduler functions (`__sched`: mutex/rwsem slow paths, `wait_for_completion`), so the top
 //! frame is usually the caller of the lock, not the lock itself.
+//!
+//! NVIDIA: [`nvidia_site`] names what a driver thread waits for ([`NvidiaWait`]: RM API lock, GPU lock, GSP
+//! RPC wait, UVM locks, pinning user pages, …), shown in brackets by [`classify`]; [`nvidia_operation`]
+//! joins it with a decoded ioctl argument into the report's sentence.
 
 use crate::snapshot::StackFrame;
 
@@ -222,6 +226,9 @@ pub fn classify(
             Some(op) if op != entry => format!("{origin} → {module}: {entry} → {op}"),
             _ => format!("{origin} → {module}: {entry}"),
         };
+        if let Some(nv) = nvidia_site(frames) {
+            return Some(format!("{} [{}]", tail(s), nv.label()));
+        }
         return Some(tail(s));
     }
 
@@ -257,7 +264,7 @@ mod tests {
         let f = frames("[<0>] os_acquire_rwlock_write+0x38/0x60 [nvidia]\n[<0>] rmapiLockAcquire+0x1a0/0x2c0 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] nvidia_unlocked_ioctl+0x24/0x40 [nvidia]\n[<0>] __arm64_sys_ioctl+0xb4/0x100\n[<0>] invoke_syscall+0x50/0x120\n[<0>] el0_svc_common.constprop.0+0x48/0xf0\n[<0>] do_el0_svc+0x24/0x38\n[<0>] el0_svc+0x30/0xe0\n[<0>] el0t_64_sync_handler+0x100/0x130\n[<0>] el0t_64_sync+0x190/0x198\n");
         assert_eq!(
             classify(&f, Some("os_acquire_rwlock_write"), Some("ioctl")).unwrap(),
-            "ioctl → nvidia: nvidia_ioctl → rm_ioctl … os_acquire_rwlock_write"
+            "ioctl → nvidia: nvidia_ioctl → rm_ioctl … os_acquire_rwlock_write [RM API lock]"
         );
     }
 
@@ -315,4 +322,153 @@ mod tests {
             "uvm_release_entry"
         );
     }
+}
+
+/// What an NVIDIA driver thread waits for, from the innermost frame that says (issue 18's categories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvidiaWait {
+    /// `os_acquire_rwlock_read/write` under `rmapiLockAcquire`.
+    RmApiLock,
+    /// `os_acquire_semaphore`/`os_acquire_mutex` under `rmGpuLocksAcquire`.
+    GpuLock,
+    /// `_kgspRpcRecvPoll` / `kgspRecvPoll_IMPL` under `_issueRpcAndWait`.
+    GspRpc,
+    /// `uvm_gpu_retain_by_uuid` (the UVM global lock).
+    UvmGlobalLock,
+    /// A page-tree mutex (`uvm_page_tree_*`).
+    UvmPageTreeLock,
+    /// The VA-space rwsem (`uvm_down_read/write`, `uvm_va_space_down_*`).
+    UvmVaSpaceLock,
+    /// Another UVM mutex or rwsem.
+    UvmLock,
+    /// `uvm_spin_loop`: waiting for the GPU to make progress.
+    UvmGpuProgressSpin,
+    /// `os_lock_user_pages` → `pin_user_pages` (a page fault while pinning).
+    PinningUserPages { fault: bool },
+    /// nvidia-modeset's PM semaphore.
+    ModesetPmSemaphore,
+    /// Proprietary module: `_nv…rm` frames that name nothing.
+    ObfuscatedFrames,
+}
+
+impl NvidiaWait {
+    /// "RM API lock", "GSP RPC wait", …
+    pub fn label(self) -> &'static str {
+        match self {
+            NvidiaWait::RmApiLock => "RM API lock",
+            NvidiaWait::GpuLock => "GPU lock",
+            NvidiaWait::GspRpc => "GSP RPC wait",
+            NvidiaWait::UvmGlobalLock => "UVM global lock",
+            NvidiaWait::UvmPageTreeLock => "UVM page-tree lock",
+            NvidiaWait::UvmVaSpaceLock => "UVM VA-space lock",
+            NvidiaWait::UvmLock => "UVM lock",
+            NvidiaWait::UvmGpuProgressSpin => "UVM GPU-progress spin",
+            NvidiaWait::PinningUserPages { fault: true } => "pinning user pages (page fault)",
+            NvidiaWait::PinningUserPages { fault: false } => "pinning user pages",
+            NvidiaWait::ModesetPmSemaphore => "nvidia-modeset PM semaphore",
+            NvidiaWait::ObfuscatedFrames => "obfuscated frames",
+        }
+    }
+
+    /// The verb phrase for a sentence: "waits for a GSP RPC reply".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            NvidiaWait::RmApiLock => "waits for the RM API lock",
+            NvidiaWait::GpuLock => "waits for the GPU lock",
+            NvidiaWait::GspRpc => "waits for a GSP RPC reply",
+            NvidiaWait::UvmGlobalLock => "waits for the UVM global lock",
+            NvidiaWait::UvmPageTreeLock => "waits for a UVM page-tree lock",
+            NvidiaWait::UvmVaSpaceLock => "waits for the UVM VA-space lock",
+            NvidiaWait::UvmLock => "waits for a UVM lock",
+            NvidiaWait::UvmGpuProgressSpin => "spins waiting for GPU progress",
+            NvidiaWait::PinningUserPages { fault: true } => {
+                "is pinning user pages (stuck in a page fault)"
+            }
+            NvidiaWait::PinningUserPages { fault: false } => "is pinning user pages",
+            NvidiaWait::ModesetPmSemaphore => "waits for the nvidia-modeset PM semaphore",
+            NvidiaWait::ObfuscatedFrames => "is in obfuscated driver frames",
+        }
+    }
+}
+
+fn nvidia_wait_of(
+    function: &str,
+    module: Option<&str>,
+    frames: &[StackFrame],
+) -> Option<NvidiaWait> {
+    let fault = || {
+        has(
+            frames,
+            &[
+                "handle_mm_fault",
+                "__get_user_pages",
+                "filemap_fault",
+                "do_user_addr_fault",
+            ],
+        )
+        .is_some()
+    };
+    Some(match function {
+        "os_lock_user_pages" | "nv_lock_user_pages" => {
+            NvidiaWait::PinningUserPages { fault: fault() }
+        }
+        "_kgspRpcRecvPoll" | "kgspRecvPoll_IMPL" | "_issueRpcAndWait" | "_kgspRpcRecvPoll_IMPL" => {
+            NvidiaWait::GspRpc
+        }
+        "uvm_spin_loop" => NvidiaWait::UvmGpuProgressSpin,
+        "uvm_gpu_retain_by_uuid" => NvidiaWait::UvmGlobalLock,
+        "rmapiLockAcquire" => NvidiaWait::RmApiLock,
+        "rmGpuLocksAcquire"
+        | "_rmGpuLocksAcquire"
+        | "rmGpuGroupLockAcquire"
+        | "rmDeviceGpuLocksAcquire" => NvidiaWait::GpuLock,
+        "uvm_down_read"
+        | "uvm_down_write"
+        | "uvm_va_space_down_read"
+        | "uvm_va_space_down_write"
+        | "uvm_va_space_down_read_rm" => NvidiaWait::UvmVaSpaceLock,
+        n if n.starts_with("uvm_page_tree_") => NvidiaWait::UvmPageTreeLock,
+        "uvm_mutex_lock" | "uvm_mutex_lock_no_tracking" | "uvm_down" | "uvm_down_read_trylock" => {
+            NvidiaWait::UvmLock
+        }
+        n if module == Some("nvidia_modeset") && (n.contains("_pm_") || n.contains("PmLock")) => {
+            NvidiaWait::ModesetPmSemaphore
+        }
+        _ => return None,
+    })
+}
+
+/// The NVIDIA category of a stack: the innermost frame that names one wins (a page fault inside
+/// `os_lock_user_pages` is pinning; `rmapiLockAcquire` above a GSP RPC is not reached). Stacks with
+/// only `_nv…rm` frames of the proprietary module are "obfuscated frames".
+pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
+    for frame in frames {
+        let name = base_name(&frame.function);
+        if let Some(wait) = nvidia_wait_of(name, frame.module.as_deref(), frames) {
+            return Some(wait);
+        }
+    }
+    let obfuscated = frames.iter().any(|f| {
+        let n = base_name(&f.function);
+        f.module.as_deref() == Some("nvidia") && n.starts_with("_nv") && n.ends_with("rm")
+    });
+    obfuscated.then_some(NvidiaWait::ObfuscatedFrames)
+}
+
+/// The operation sentence for a decoded argument and its stack, e.g. "RM control
+/// NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for a GSP RPC reply (takes the API lock read-only + GPU lock)".
+pub fn nvidia_operation(
+    frames: &[StackFrame],
+    argument: &crate::nvidia::IoctlArgument,
+) -> Option<String> {
+    let op = argument.operation_name()?;
+    let wait = nvidia_site(frames)
+        .map(|w| format!(" {}", w.phrase()))
+        .unwrap_or_default();
+    let locks = argument
+        .locks
+        .as_ref()
+        .map(|l| format!(" ({l})"))
+        .unwrap_or_default();
+    Some(format!("{op}{wait}{locks}"))
 }

@@ -95,6 +95,10 @@ pub struct IoctlInfo {
     /// What the name alone does not say: an indirection (NV_ESC_IOCTL_XFER_CMD), a size mismatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The struct at the ioctl's pointer, decoded (NVIDIA RM/UVM, wedged threads only; read by the agent in a
+    /// sacrificial child), or the reason it is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<crate::nvidia::IoctlArgument>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -149,7 +149,7 @@ fn aarch64_gb10_snapshot_from_a_fake_tree() {
     assert_eq!(rm.stack[0].module.as_deref(), Some("nvidia"));
     assert_eq!(
         rm.site.as_deref(),
-        Some("ioctl → nvidia: nvidia_ioctl → rm_ioctl … os_acquire_rwlock_write")
+        Some("ioctl → nvidia: nvidia_ioctl → rm_ioctl … os_acquire_rwlock_write [RM API lock]")
     );
     assert_eq!(rm.voluntary_ctxt_switches, Some(10));
     assert_eq!(rm.cpu_ticks, Some(281));

@@ -91,7 +91,17 @@ fn where_blocked(t: &ThreadSnapshot) -> String {
             .fd_target
             .clone()
             .unwrap_or_else(|| format!("fd {}", ioctl.fd));
-        return format!(" in ioctl `{}` on {}", tick_safe(&name), tick_safe(&dev));
+        let operation = ioctl
+            .argument
+            .as_ref()
+            .and_then(|a| a.operation.clone().or_else(|| a.summary.clone()))
+            .map(|op| format!(" ({})", tick_safe(&op)))
+            .unwrap_or_default();
+        return format!(
+            " in ioctl `{}` on {}{operation}",
+            tick_safe(&name),
+            tick_safe(&dev)
+        );
     }
     let wchan = t.wchan.as_deref().filter(|w| !w.is_empty() && *w != "0");
     let mut out = String::new();
@@ -1170,6 +1180,22 @@ mod tests {
         assert!(
             !md.chars().any(|c| c.is_control() && c != '\n'),
             "a control character reached report.md"
+        );
+    }
+
+    #[test]
+    fn the_verdict_names_the_decoded_nvidia_operation() {
+        let t: ThreadSnapshot = serde_json::from_value(serde_json::json!({
+            "tid": 7, "comm": "w", "state": "D", "wchan": null, "syscall": null, "stack": [], "site": null,
+            "ioctl": {"fd": 5, "fd_target": "/dev/nvidiactl", "request": "0xc020462a", "dir": "read|write",
+                "type": 70, "nr": 42, "size": 32, "name": "NV_ESC_RM_CONTROL", "driver": "nvidia-rm",
+                "argument": {"pointer": "0x1000", "structure": "NVOS54_PARAMETERS", "bytes_read": 32,
+                    "operation": "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for a GSP RPC reply"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            where_blocked(&t),
+            " in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl (RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for a GSP RPC reply)"
         );
     }
 

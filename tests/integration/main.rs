@@ -10,6 +10,7 @@ mod hostile_daemon;
 mod hostile_rings;
 mod hostile_store;
 mod inject;
+mod nvidia_decode;
 mod redaction;
 mod report;
 mod ring;

@@ -50,6 +50,10 @@ pub struct Args {
     /// A directory laid out like /proc (a recorded snapshot from another machine).
     #[arg(long, value_name = "DIR")]
     pub proc_root: Option<PathBuf>,
+    /// Also read and decode the struct at the pointer of NVIDIA ioctls (RM/UVM) from <proc root>/<pid>/mem,
+    /// in a sacrificial child with the probe deadline; every thread with a blocked ioctl, not only D ones.
+    #[arg(long)]
+    pub ioctl_arguments: bool,
     /// Syscall ABI of the target: x86_64 or aarch64 (default: this machine's).
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<Arch>,
@@ -69,7 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         only_tid: args.tid,
         arch: args.arch.unwrap_or_else(Arch::host),
     };
-    let snap = match snapshot_process(&root, args.pid, &opts) {
+    let mut snap = match snapshot_process(&root, args.pid, &opts) {
         Ok(s) => s,
         Err(e @ capture::Error::NoSuchProcess { .. }) => {
             return Err(Failure::new(ExitCode::NO_TARGET, e.to_string()).into())
@@ -84,6 +88,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )
             .into());
         }
+    }
+    if args.ioctl_arguments {
+        let mut runner = crate::probe::ProbeRunner::default();
+        crate::watch::stages::ioctl_argument::read_ioctl_arguments(
+            &mut runner,
+            &root,
+            args.pid,
+            &mut snap,
+            false,
+        );
     }
     let out = match args.format {
         Format::Markdown => capture::render::markdown(&snap),

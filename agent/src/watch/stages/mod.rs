@@ -7,6 +7,7 @@
 //! - [`rings`]: the breadcrumb rings the process holds open (copied beside incident.json).
 //! - [`kernel_log`]: /dev/kmsg around the wedge. [`host`]: PSI, meminfo, loadavg, the D-state census.
 //! - [`probes`]: the risky reads, in sacrificial children under the probe runner's deadline.
+//! - [`ioctl_argument`]: the struct at a wedged NVIDIA ioctl's pointer (`mem`, in a sacrificial child), decoded.
 //! - [`kill`]: the optional SIGKILL (`--kill-on-wedge`), never for an on-demand capture.
 //!
 //! Cheap and safe first, risky last. The table is split into [`Phase`]s by the writes the lifecycle
@@ -20,6 +21,7 @@
 //! the next stage runs: a partial incident says what it is missing.
 
 pub mod host;
+pub mod ioctl_argument;
 pub mod kernel_log;
 pub mod kill;
 pub mod probes;
@@ -136,6 +138,15 @@ pub const STAGES: &[Stage] = &[
         run: probes::run,
     },
     Stage {
+        name: "ioctl_argument",
+        phase: Phase::Risky,
+        fills: "samples[last].threads[].ioctl.argument (NVIDIA RM/UVM struct at the pointer, D threads)",
+        not_captured: "ioctl argument",
+        deadline: StageDeadline::ProbeTimeoutPlus(Duration::from_secs(1)),
+        after_episode_end: false,
+        run: ioctl_argument::run,
+    },
+    Stage {
         name: "kill",
         phase: Phase::Risky,
         fills: "whether the process died of SIGKILL (--kill-on-wedge)",
@@ -250,6 +261,7 @@ mod tests {
                 "kernel_log",
                 "host",
                 "probes",
+                "ioctl_argument",
                 "kill"
             ]
         );

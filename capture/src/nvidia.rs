@@ -1,0 +1,736 @@
+//! NVIDIA deep decode: what a wedged ioctl's argument struct says (RM control command, object class,
+//! handles, sizes) and which locks the command takes.
+//!
+//! Map:
+//! - Tables generated from open-gpu-kernel-modules by `data/gen/gen_nvidia_rm.py` (each names its commit
+//!   and driver version): `data/nvidia-rm-controls.tsv` (control commands with their RMCTRL_FLAGS),
+//!   `data/nvidia-rm-classes.tsv`, `data/nvidia-escapes.tsv`, `data/nvidia-uvm-commands.tsv` (params sizes).
+//!   [`control`], [`control_name`] (falls back to the cmd's bit layout), [`class_name`], [`escape_name`],
+//!   [`uvm_command`], [`lock_summary`].
+//! - [`decode_rm`] / [`decode_uvm`]: pure decoders `fn(&[u8]) -> Result<IoctlArgument, String>` for the
+//!   escape structs (NVOS54 control, NVOS21/NVOS64 alloc, NVOS00 free, NVOS02 alloc memory) and the
+//!   `NV_ESC_IOCTL_XFER_CMD` indirection ([`Xfer`]), and for UVM `*_PARAMS`. The error is the reason
+//!   (too short, unknown escape), never a guess.
+//!
+//! The bytes come from the target's memory at the ioctl's pointer, read by the agent in a sacrificial
+//! child (never here: `mem` takes the target's mmap lock). While the thread is inside the driver the
+//! user-space struct still holds the inputs; the driver copies the outputs back only on return, so a
+//! `status` read here is whatever user space left there (usually 0), not the driver's answer.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+const CONTROLS_TSV: &str = include_str!("../data/nvidia-rm-controls.tsv");
+const CLASSES_TSV: &str = include_str!("../data/nvidia-rm-classes.tsv");
+const ESCAPES_TSV: &str = include_str!("../data/nvidia-escapes.tsv");
+const UVM_TSV: &str = include_str!("../data/nvidia-uvm-commands.tsv");
+
+/// The escape numbers (`_IOC_NR`) whose structs are decoded.
+pub const NV_ESC_RM_ALLOC_MEMORY: u32 = 0x27;
+pub const NV_ESC_RM_FREE: u32 = 0x29;
+pub const NV_ESC_RM_CONTROL: u32 = 0x2a;
+pub const NV_ESC_RM_ALLOC: u32 = 0x2b;
+pub const NV_ESC_IOCTL_XFER_CMD: u32 = 0xd3;
+/// `nv_ioctl_xfer_t`: `{u32 cmd; u32 size; u64 ptr}`.
+pub const XFER_SIZE: usize = 16;
+/// `NV_ABSOLUTE_MAX_IOCTL_SIZE`: the driver refuses a larger XFER size, so no more is ever read.
+pub const MAX_XFER_PARAMS: usize = 16384;
+
+/// RMCTRL_FLAGS bits that say which locks a control takes (`rmapi/control.h`).
+pub const RMCTRL_FLAGS_NO_GPUS_LOCK: u32 = 0x1;
+pub const RMCTRL_FLAGS_GPU_LOCK_DEVICE_ONLY: u32 = 0x10;
+pub const RMCTRL_FLAGS_ROUTE_TO_PHYSICAL: u32 = 0x40;
+pub const RMCTRL_FLAGS_API_LOCK_READONLY: u32 = 0x100;
+pub const RMCTRL_FLAGS_NO_API_LOCK: u32 = 0x400000;
+
+/// One control command of the generated table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlCmd {
+    pub cmd: u32,
+    pub name: &'static str,
+    /// RMCTRL_FLAGS from the exported-method table; None when no table of this driver exports it.
+    pub flags: Option<u32>,
+    /// The flag bits by name, e.g. `NON_PRIVILEGED,API_LOCK_READONLY`.
+    pub flag_names: &'static str,
+    pub params: &'static str,
+}
+
+/// One UVM command of the generated table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UvmCmd {
+    pub cmd: u32,
+    pub name: &'static str,
+    /// sizeof(`<name>_PARAMS`) and offsetof(rmStatus); None when the header has no such struct.
+    pub params_size: Option<u32>,
+    pub rm_status_offset: Option<u32>,
+}
+
+struct Tables {
+    controls: HashMap<u32, ControlCmd>,
+    classes: HashMap<u32, &'static str>,
+    escapes: HashMap<u32, &'static str>,
+    uvm: HashMap<u32, UvmCmd>,
+}
+
+fn hex(s: &str) -> Option<u32> {
+    u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+}
+
+/// Data rows of a generated table: the `# source:` line and the column header skipped.
+fn rows(tsv: &'static str) -> impl Iterator<Item = Vec<&'static str>> {
+    tsv.lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+}
+
+fn load() -> Tables {
+    let mut t = Tables {
+        controls: HashMap::new(),
+        classes: HashMap::new(),
+        escapes: HashMap::new(),
+        uvm: HashMap::new(),
+    };
+    for c in rows(CONTROLS_TSV).filter(|c| c.len() >= 5) {
+        let Some(cmd) = hex(c[0]) else { continue };
+        t.controls.entry(cmd).or_insert(ControlCmd {
+            cmd,
+            name: c[1],
+            flags: hex(c[2]),
+            flag_names: c[3],
+            params: c[4],
+        });
+    }
+    for c in rows(CLASSES_TSV).filter(|c| c.len() >= 2) {
+        if let Some(class) = hex(c[0]) {
+            t.classes.entry(class).or_insert(c[1]);
+        }
+    }
+    for c in rows(ESCAPES_TSV).filter(|c| c.len() >= 2) {
+        if let Some(nr) = hex(c[0]) {
+            t.escapes.entry(nr).or_insert(c[1]);
+        }
+    }
+    for c in rows(UVM_TSV).filter(|c| c.len() >= 4) {
+        let Some(cmd) = hex(c[0]) else { continue };
+        t.uvm.entry(cmd).or_insert(UvmCmd {
+            cmd,
+            name: c[1],
+            params_size: c[2].parse().ok(),
+            rm_status_offset: c[3].parse().ok(),
+        });
+    }
+    t
+}
+
+fn tables() -> &'static Tables {
+    static TABLES: OnceLock<Tables> = OnceLock::new();
+    TABLES.get_or_init(load)
+}
+
+/// The driver version and commit the tables were generated from (their `# source:` line).
+pub fn tables_source() -> &'static str {
+    CONTROLS_TSV.lines().next().unwrap_or("")
+}
+
+pub fn control(cmd: u32) -> Option<&'static ControlCmd> {
+    tables().controls.get(&cmd)
+}
+
+/// The command's name, or one built from its bit layout (class 31:16, category 13:8, index 7:0).
+pub fn control_name(cmd: u32) -> String {
+    match control(cmd) {
+        Some(c) => c.name.to_string(),
+        None => format!(
+            "NV{:04X}_CTRL_CMD(category {:#04x}, index {:#04x}) (not in the {} tables)",
+            cmd >> 16,
+            (cmd >> 8) & 0x3f,
+            cmd & 0xff,
+            driver_version()
+        ),
+    }
+}
+
+fn driver_version() -> &'static str {
+    tables_source()
+        .split_whitespace()
+        .nth(3)
+        .unwrap_or("generated")
+}
+
+pub fn class_name(class: u32) -> Option<&'static str> {
+    tables().classes.get(&class).copied()
+}
+
+pub fn escape_name(nr: u32) -> Option<&'static str> {
+    tables().escapes.get(&nr).copied()
+}
+
+pub fn uvm_command(cmd: u32) -> Option<&'static UvmCmd> {
+    tables().uvm.get(&cmd)
+}
+
+/// What the flags say about locks: "takes the API lock read-only + GPU lock (device only)".
+pub fn lock_summary(flags: u32) -> String {
+    let api = if flags & RMCTRL_FLAGS_NO_API_LOCK != 0 {
+        "no API lock"
+    } else if flags & RMCTRL_FLAGS_API_LOCK_READONLY != 0 {
+        "the API lock read-only"
+    } else {
+        "the API lock read-write"
+    };
+    let gpu = if flags & RMCTRL_FLAGS_NO_GPUS_LOCK != 0 {
+        "no GPU lock"
+    } else if flags & RMCTRL_FLAGS_GPU_LOCK_DEVICE_ONLY != 0 {
+        "GPU lock (device only)"
+    } else {
+        "GPU locks (all GPUs)"
+    };
+    let route = if flags & RMCTRL_FLAGS_ROUTE_TO_PHYSICAL != 0 {
+        "; routed to GSP/physical RM"
+    } else {
+        ""
+    };
+    format!("takes {api} + {gpu}{route}")
+}
+
+/// The `nv_ioctl_xfer_t` of an `NV_ESC_IOCTL_XFER_CMD`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Xfer {
+    /// The real escape number.
+    pub cmd: u32,
+    pub size: u32,
+    /// Where the real struct is in the target's memory.
+    pub ptr: u64,
+}
+
+impl Xfer {
+    pub fn parse(bytes: &[u8]) -> Result<Xfer, String> {
+        if bytes.len() < XFER_SIZE {
+            return Err(short("nv_ioctl_xfer_t", XFER_SIZE, bytes.len()));
+        }
+        Ok(Xfer {
+            cmd: u32_at(bytes, 0),
+            size: u32_at(bytes, 4),
+            ptr: u64_at(bytes, 8),
+        })
+    }
+}
+
+/// The decoded argument of a wedged ioctl (`ioctl.argument` in the capture contract).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoctlArgument {
+    /// The pointer read (the ioctl's third argument), `0x…`.
+    pub pointer: String,
+    /// The struct decoded, e.g. `NVOS54_PARAMETERS`, `UVM_MIGRATE_PARAMS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structure: Option<String>,
+    /// The `NV_ESC_IOCTL_XFER_CMD` indirection followed to reach the struct.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xfer: Option<Xfer>,
+    /// The escape the struct belongs to (the XFER's inner one when there is one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escape: Option<String>,
+    /// Handles by their field name (hClient, hObject, hRoot, hObjectParent, hObjectNew, hObjectOld), `0x…`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handles: Vec<(String, String)>,
+    /// RM control command, `0x…`, its name and RMCTRL_FLAGS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_flags: Option<String>,
+    /// What the flags mean: "takes the API lock read-only + GPU lock (device only)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locks: Option<String>,
+    /// The object class of an alloc, `0x…`, and its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_name: Option<String>,
+    /// The params pointer and size the struct names (control/alloc), or the UVM params size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_size: Option<u32>,
+    /// The struct's flags field (NVOS54 flags, NVOS64 flags, NVOS02 allocation flags), `0x…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags: Option<String>,
+    /// The status field as user space left it (the driver writes it only on return).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The UVM command's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uvm_command: Option<String>,
+    /// How many bytes were read at the pointer.
+    pub bytes_read: usize,
+    /// The operation and what its stack waits for: "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for
+    /// a GSP RPC reply (takes the API lock read-only + GPU lock (device only))" (set with the stack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// One line: "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 on hObject 0x… (takes …)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Why nothing (or only part) was decoded: unreadable, timed out, too short. Never a guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+impl IoctlArgument {
+    /// "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2", "RM alloc NV01_MEMORY_LOCAL_USER", "UVM UVM_MIGRATE";
+    /// None when nothing was decoded.
+    pub fn operation_name(&self) -> Option<String> {
+        self.structure.as_ref()?;
+        if let Some(u) = &self.uvm_command {
+            return Some(format!("UVM {u}"));
+        }
+        if let Some(c) = &self.cmd_name {
+            return Some(format!("RM control {c}"));
+        }
+        let class = || {
+            self.class_name
+                .clone()
+                .or_else(|| self.class.as_ref().map(|c| format!("class {c}")))
+                .unwrap_or_default()
+        };
+        match self.escape.as_deref()? {
+            "NV_ESC_RM_ALLOC" => Some(format!("RM alloc {}", class())),
+            "NV_ESC_RM_ALLOC_MEMORY" => Some(format!("RM alloc memory {}", class())),
+            "NV_ESC_RM_FREE" => Some("RM free".to_string()),
+            _ => None,
+        }
+    }
+
+    /// An argument that could not be read or decoded, with the reason.
+    pub fn unavailable(pointer: u64, reason: impl Into<String>) -> IoctlArgument {
+        IoctlArgument {
+            pointer: format!("{pointer:#x}"),
+            unavailable: Some(reason.into()),
+            ..IoctlArgument::default()
+        }
+    }
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(w)
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(w)
+}
+
+fn short(what: &str, need: usize, got: usize) -> String {
+    format!("{what} needs {need} bytes, only {got} could be read (truncated: nothing decoded)")
+}
+
+fn hx(v: u32) -> String {
+    format!("{v:#x}")
+}
+
+/// The struct size of an RM escape as the driver picks it (NV_ESC_RM_ALLOC: NVOS21 or NVOS64 by the ioctl size).
+pub fn rm_struct_size(nr: u32, ioctl_size: u32) -> Option<usize> {
+    Some(match nr {
+        NV_ESC_RM_CONTROL => 32,
+        NV_ESC_RM_ALLOC if ioctl_size == 48 => 48,
+        NV_ESC_RM_ALLOC => 32,
+        NV_ESC_RM_FREE => 16,
+        NV_ESC_RM_ALLOC_MEMORY => 56,
+        NV_ESC_IOCTL_XFER_CMD => XFER_SIZE,
+        _ => return None,
+    })
+}
+
+/// Decodes the struct of RM escape `nr` (after any XFER indirection; `size` is the ioctl's or the
+/// XFER's size, which picks NVOS21 or NVOS64). Little-endian LP64, as on x86_64 and aarch64.
+pub fn decode_rm(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
+    let need = rm_struct_size(nr, size).ok_or_else(|| {
+        format!(
+            "escape {nr:#x} ({}) has no struct decoder",
+            escape_name(nr).unwrap_or("unknown")
+        )
+    })?;
+    let mut a = IoctlArgument {
+        escape: escape_name(nr).map(str::to_string),
+        bytes_read: bytes.len(),
+        ..IoctlArgument::default()
+    };
+    let structure = match (nr, need) {
+        (NV_ESC_RM_CONTROL, _) => "NVOS54_PARAMETERS",
+        (NV_ESC_RM_ALLOC, 48) => "NVOS64_PARAMETERS",
+        (NV_ESC_RM_ALLOC, _) => "NVOS21_PARAMETERS",
+        (NV_ESC_RM_FREE, _) => "NVOS00_PARAMETERS",
+        (NV_ESC_RM_ALLOC_MEMORY, _) => "nv_ioctl_nvos02_parameters_with_fd",
+        _ => "nv_ioctl_xfer_t",
+    };
+    if bytes.len() < need {
+        return Err(short(structure, need, bytes.len()));
+    }
+    a.structure = Some(structure.into());
+    let b = bytes;
+    match nr {
+        NV_ESC_RM_CONTROL => {
+            let cmd = u32_at(b, 8);
+            a.handles = vec![
+                ("hClient".into(), hx(u32_at(b, 0))),
+                ("hObject".into(), hx(u32_at(b, 4))),
+            ];
+            a.cmd = Some(format!("{cmd:#010x}"));
+            a.cmd_name = Some(control_name(cmd));
+            if let Some(flags) = control(cmd).and_then(|c| c.flags) {
+                a.lock_flags = Some(format!(
+                    "{flags:#x} ({})",
+                    control(cmd).map_or("", |c| c.flag_names)
+                ));
+                a.locks = Some(lock_summary(flags));
+            }
+            a.flags = Some(hx(u32_at(b, 12)));
+            a.params = Some(format!("{:#x}", u64_at(b, 16)));
+            a.params_size = Some(u32_at(b, 24));
+            a.status = Some(hx(u32_at(b, 28)));
+            a.summary = Some(format!(
+                "RM control {} on hObject {:#x}{}",
+                a.cmd_name.as_deref().unwrap_or(""),
+                u32_at(b, 4),
+                a.locks
+                    .as_ref()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            ));
+        }
+        NV_ESC_RM_ALLOC | NV_ESC_RM_ALLOC_MEMORY => {
+            let class = u32_at(b, 12);
+            a.handles = vec![
+                ("hRoot".into(), hx(u32_at(b, 0))),
+                ("hObjectParent".into(), hx(u32_at(b, 4))),
+                ("hObjectNew".into(), hx(u32_at(b, 8))),
+            ];
+            a.class = Some(format!("{class:#06x}"));
+            a.class_name = class_name(class).map(str::to_string);
+            let class_text = a
+                .class_name
+                .clone()
+                .unwrap_or_else(|| format!("class {class:#06x} (not in the tables)"));
+            if nr == NV_ESC_RM_ALLOC_MEMORY {
+                a.flags = Some(hx(u32_at(b, 16)));
+                a.params = Some(format!("{:#x}", u64_at(b, 24)));
+                a.status = Some(hx(u32_at(b, 40)));
+                a.summary = Some(format!(
+                    "RM alloc memory {class_text} ({} bytes at {:#x})",
+                    u64_at(b, 32).wrapping_add(1),
+                    u64_at(b, 24)
+                ));
+            } else {
+                a.params = Some(format!("{:#x}", u64_at(b, 16)));
+                let (size_at, status_at) = if need == 48 { (32, 40) } else { (24, 28) };
+                a.params_size = Some(u32_at(b, size_at));
+                a.status = Some(hx(u32_at(b, status_at)));
+                if need == 48 {
+                    a.flags = Some(hx(u32_at(b, 36)));
+                }
+                a.summary = Some(format!(
+                    "RM alloc {class_text} under hObjectParent {:#x}",
+                    u32_at(b, 4)
+                ));
+            }
+        }
+        NV_ESC_RM_FREE => {
+            a.handles = vec![
+                ("hRoot".into(), hx(u32_at(b, 0))),
+                ("hObjectParent".into(), hx(u32_at(b, 4))),
+                ("hObjectOld".into(), hx(u32_at(b, 8))),
+            ];
+            a.status = Some(hx(u32_at(b, 12)));
+            a.summary = Some(format!("RM free of hObject {:#x}", u32_at(b, 8)));
+        }
+        _ => {
+            let x = Xfer::parse(b)?;
+            a.xfer = Some(x);
+            a.summary = Some(format!(
+                "XFER to escape {:#x} ({}), {} bytes at {:#x}",
+                x.cmd,
+                escape_name(x.cmd).unwrap_or("unknown"),
+                x.size,
+                x.ptr
+            ));
+        }
+    }
+    Ok(a)
+}
+
+/// Decodes an `NV_ESC_IOCTL_XFER_CMD`: the 16-byte `nv_ioctl_xfer_t`, then the inner struct read at its ptr.
+pub fn decode_xfer(xfer_bytes: &[u8], inner: &[u8]) -> Result<IoctlArgument, String> {
+    let x = Xfer::parse(xfer_bytes)?;
+    let mut a = decode_rm(x.cmd, x.size, inner)?;
+    a.xfer = Some(x);
+    a.summary = a
+        .summary
+        .map(|s| format!("{s} (via NV_ESC_IOCTL_XFER_CMD)"));
+    Ok(a)
+}
+
+/// Decodes the params of UVM command `cmd` (compared whole, not `_IOC`-encoded).
+pub fn decode_uvm(cmd: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
+    let c = uvm_command(cmd).ok_or_else(|| format!("UVM command {cmd:#x} is not in the tables"))?;
+    let mut a = IoctlArgument {
+        uvm_command: Some(c.name.to_string()),
+        params_size: c.params_size,
+        bytes_read: bytes.len(),
+        ..IoctlArgument::default()
+    };
+    let (Some(size), Some(status_at)) = (c.params_size, c.rm_status_offset) else {
+        a.summary = Some(format!("UVM {} (params size unknown)", c.name));
+        return Ok(a);
+    };
+    if bytes.len() < size as usize {
+        return Err(short(
+            &format!("{}_PARAMS", c.name),
+            size as usize,
+            bytes.len(),
+        ));
+    }
+    a.structure = Some(format!("{}_PARAMS", c.name));
+    a.status = Some(hx(u32_at(bytes, status_at as usize)));
+    a.summary = Some(format!("UVM {} ({size}-byte params)", c.name));
+    Ok(a)
+}
+
+/// How many bytes to read at the pointer of a UVM command (its params size; bounded).
+pub fn uvm_read_size(cmd: u32) -> usize {
+    uvm_command(cmd)
+        .and_then(|c| c.params_size)
+        .map_or(0, |s| (s as usize).min(MAX_XFER_PARAMS))
+}
+
+/// Which struct a wedged ioctl's pointer holds, from its decoded request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgumentKind {
+    /// An RM escape: `_IOC_NR` and `_IOC_SIZE` of the request.
+    Rm { nr: u32, size: u32 },
+    /// A UVM command (the whole request word).
+    Uvm { cmd: u32 },
+}
+
+impl ArgumentKind {
+    /// From the `ioctl` object of a thread: only the NVIDIA escapes and commands with a decoder.
+    pub fn of(info: &crate::snapshot::IoctlInfo) -> Option<ArgumentKind> {
+        match info.driver.as_deref()? {
+            "nvidia-rm" => {
+                rm_struct_size(info.nr, info.size)?;
+                Some(ArgumentKind::Rm {
+                    nr: info.nr,
+                    size: info.size,
+                })
+            }
+            "nvidia-uvm" if uvm_read_size(info.nr) > 0 => Some(ArgumentKind::Uvm { cmd: info.nr }),
+            _ => None,
+        }
+    }
+
+    /// Bytes to read at the pointer (the XFER header only, for the indirection).
+    pub fn read_len(self) -> usize {
+        match self {
+            ArgumentKind::Rm { nr, size } => rm_struct_size(nr, size).unwrap_or(0),
+            ArgumentKind::Uvm { cmd } => uvm_read_size(cmd),
+        }
+    }
+
+    /// Whether the struct read is an `nv_ioctl_xfer_t` whose ptr must be followed.
+    pub fn follows_xfer(self) -> bool {
+        matches!(
+            self,
+            ArgumentKind::Rm {
+                nr: NV_ESC_IOCTL_XFER_CMD,
+                ..
+            }
+        )
+    }
+}
+
+/// The inner read of an XFER: where and how much (bounded by the driver's own limit), from its header.
+/// Called in the agent's forked probe child: on a 16-byte header it allocates nothing.
+pub fn xfer_inner_read(xfer_bytes: &[u8]) -> Option<(u64, usize)> {
+    let x = Xfer::parse(xfer_bytes).ok()?;
+    let want = rm_struct_size(x.cmd, x.size).unwrap_or(x.size as usize);
+    Some((x.ptr, want.min(x.size as usize).min(MAX_XFER_PARAMS)))
+}
+
+/// Decodes what was read at `pointer` (and, for an XFER, at its ptr); a failure is the reason, never a guess.
+pub fn decode_argument(
+    kind: ArgumentKind,
+    pointer: u64,
+    first: &[u8],
+    inner: Option<&[u8]>,
+) -> IoctlArgument {
+    let decoded = match kind {
+        ArgumentKind::Uvm { cmd } => decode_uvm(cmd, first),
+        ArgumentKind::Rm { nr, .. } if kind.follows_xfer() => match inner {
+            Some(inner) => decode_xfer(first, inner),
+            None => decode_rm(nr, XFER_SIZE as u32, first).map(|mut a| {
+                a.unavailable = Some("the XFER's inner struct was not read".into());
+                a
+            }),
+        },
+        ArgumentKind::Rm { nr, size } => decode_rm(nr, size, first),
+    };
+    match decoded {
+        Ok(mut a) => {
+            a.pointer = format!("{pointer:#x}");
+            a
+        }
+        Err(reason) => {
+            let mut a = IoctlArgument::unavailable(pointer, reason);
+            a.bytes_read = first.len();
+            a
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_parse_and_hold_known_entries() {
+        assert!(
+            tables().controls.len() > 1500,
+            "{}",
+            tables().controls.len()
+        );
+        assert!(tables().classes.len() > 200);
+        assert!(tables().uvm.len() > 60);
+        let c = control(0x20800102).unwrap();
+        assert_eq!(c.name, "NV2080_CTRL_CMD_GPU_GET_INFO_V2");
+        assert_eq!(c.flags, Some(0x30118));
+        assert!(c.flag_names.contains("API_LOCK_READONLY"));
+        assert_eq!(class_name(0x71), Some("NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"));
+        assert_eq!(class_name(0x2080), Some("NV20_SUBDEVICE_0"));
+        assert_eq!(escape_name(0x2a), Some("NV_ESC_RM_CONTROL"));
+        assert_eq!(escape_name(0xd3), Some("NV_ESC_IOCTL_XFER_CMD"));
+        let m = uvm_command(51).unwrap();
+        assert_eq!((m.name, m.params_size), ("UVM_MIGRATE", Some(80)));
+        assert_eq!(uvm_command(0x30000001).unwrap().name, "UVM_INITIALIZE");
+        assert_eq!(uvm_command(68).unwrap().name, "UVM_ALLOC_SEMAPHORE_POOL");
+        assert!(tables_source().contains("595.45.04"));
+    }
+
+    #[test]
+    fn unknown_commands_are_named_from_their_bits() {
+        let name = control_name(0x2080_3f07);
+        assert!(
+            name.starts_with("NV2080_CTRL_CMD(category 0x3f, index 0x07)"),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn lock_flags_read_as_locks() {
+        assert_eq!(
+            lock_summary(0x30118),
+            "takes the API lock read-only + GPU lock (device only)"
+        );
+        assert_eq!(lock_summary(0x400001), "takes no API lock + no GPU lock");
+        assert!(lock_summary(0x40).ends_with("routed to GSP/physical RM"));
+    }
+
+    fn nvos54(h_client: u32, h_object: u32, cmd: u32, params: u64, size: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [h_client, h_object, cmd, 0] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&params.to_le_bytes());
+        b.extend_from_slice(&size.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn control_struct() {
+        let b = nvos54(0xc1d00001, 0x5c000003, 0x20800102, 0x7ffd_1234_5000, 0x408);
+        let a = decode_rm(NV_ESC_RM_CONTROL, 32, &b).unwrap();
+        assert_eq!(
+            a.cmd_name.as_deref(),
+            Some("NV2080_CTRL_CMD_GPU_GET_INFO_V2")
+        );
+        assert_eq!(a.params.as_deref(), Some("0x7ffd12345000"));
+        assert_eq!(a.params_size, Some(0x408));
+        assert_eq!(a.handles[1], ("hObject".into(), "0x5c000003".into()));
+        assert!(a.summary.unwrap().contains("API lock read-only"));
+        let e = decode_rm(NV_ESC_RM_CONTROL, 32, &b[..20]).unwrap_err();
+        assert!(e.contains("only 20"), "{e}");
+    }
+
+    #[test]
+    fn alloc_via_xfer_and_alloc_memory() {
+        let mut inner = Vec::new();
+        for v in [0xc1d00001u32, 0xc1d00001, 0xcaf00002, 0x71] {
+            inner.extend_from_slice(&v.to_le_bytes());
+        }
+        inner.extend_from_slice(&0x1000u64.to_le_bytes());
+        inner.extend_from_slice(&0u64.to_le_bytes());
+        inner.extend_from_slice(&[24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let mut xfer = Vec::new();
+        xfer.extend_from_slice(&0x2bu32.to_le_bytes());
+        xfer.extend_from_slice(&48u32.to_le_bytes());
+        xfer.extend_from_slice(&0x5555_0000u64.to_le_bytes());
+        let a = decode_xfer(&xfer, &inner).unwrap();
+        assert_eq!(a.structure.as_deref(), Some("NVOS64_PARAMETERS"));
+        assert_eq!(
+            a.class_name.as_deref(),
+            Some("NV01_MEMORY_SYSTEM_OS_DESCRIPTOR")
+        );
+        assert_eq!(a.params_size, Some(24));
+        assert_eq!(a.xfer.unwrap().ptr, 0x5555_0000);
+        let mut mem = inner[..16].to_vec();
+        mem.extend_from_slice(&[0; 40]);
+        let a = decode_rm(NV_ESC_RM_ALLOC_MEMORY, 56, &mem).unwrap();
+        assert!(a
+            .summary
+            .unwrap()
+            .starts_with("RM alloc memory NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"));
+        assert!(decode_xfer(&xfer[..8], &inner)
+            .unwrap_err()
+            .contains("nv_ioctl_xfer_t"));
+    }
+
+    #[test]
+    fn any_bytes_of_any_length_decode_or_give_a_reason() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in 0..80 {
+            let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            for nr in [0x27, 0x29, 0x2a, 0x2b, 0xd3, 0x01] {
+                for size in [0, 16, 32, 48, 56, u32::MAX] {
+                    let _ = decode_rm(nr, size, &bytes);
+                    let _ = xfer_inner_read(&bytes);
+                    let _ = decode_argument(ArgumentKind::Rm { nr, size }, 1, &bytes, Some(&bytes));
+                }
+            }
+            for cmd in [1, 51, 68, 0x30000001, 0xffff_ffff] {
+                let _ = decode_argument(ArgumentKind::Uvm { cmd }, 1, &bytes, None);
+            }
+        }
+    }
+
+    #[test]
+    fn uvm_params() {
+        let a = decode_uvm(51, &[0u8; 80]).unwrap();
+        assert_eq!(a.structure.as_deref(), Some("UVM_MIGRATE_PARAMS"));
+        assert!(decode_uvm(51, &[0u8; 79])
+            .unwrap_err()
+            .contains("truncated"));
+        assert!(decode_uvm(0x7777, &[]).is_err());
+        assert_eq!(uvm_read_size(51), 80);
+    }
+}
