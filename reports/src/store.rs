@@ -532,11 +532,25 @@ impl Store {
             }
             cleanup.removed_temp_files += remove_temps_recursive(&path);
             if let MarkerLock::Held(_) = guard {
+                self.reconcile_report(&path);
                 let _ = fs::remove_file(path.join(MARKER_FILE));
                 let _ = fsync_dir(&path);
             }
         }
         Ok(cleanup)
+    }
+
+    /// A writer killed between the two renames of its final commit left a report.md beside the previous,
+    /// partial incident.json (the commit point): remove it, so a report.md exists only beside a complete
+    /// incident.json, as after any other commit.
+    fn reconcile_report(&self, dir: &Path) {
+        let report = dir.join(REPORT_FILE);
+        if !report.exists() {
+            return;
+        }
+        if read_incident(&dir.join(INCIDENT_FILE)).is_ok_and(|incident| !incident.complete) {
+            let _ = fs::remove_file(&report);
+        }
     }
 
     fn incident_ids(&self) -> Result<Vec<String>> {
@@ -626,12 +640,10 @@ impl IncidentHandle {
     fn commit(&self, incident: &Incident, complete: bool) -> Result<()> {
         let state = stored_state(&self.id, incident, complete);
         let json = serde_json::to_vec_pretty(&state).map_err(Error::Serialize)?;
-        let mut staged = vec![stage_bytes(
-            &self.path,
-            INCIDENT_FILE,
-            &json,
-            self.modes.file,
-        )?];
+        // incident.json is renamed last: it is the commit point. A writer killed between the renames
+        // leaves a new report.md beside the previous, partial incident.json, which the next open of the
+        // store removes (`reconcile_report`); never a complete incident.json without its report.md.
+        let mut staged = Vec::with_capacity(2);
         if complete {
             let markdown = crate::render::markdown(&state);
             staged.push(stage_bytes(
@@ -641,6 +653,12 @@ impl IncidentHandle {
                 self.modes.file,
             )?);
         }
+        staged.push(stage_bytes(
+            &self.path,
+            INCIDENT_FILE,
+            &json,
+            self.modes.file,
+        )?);
         commit_together(&self.path, staged)
     }
 }

@@ -464,3 +464,25 @@ fn a_failed_bundle_leaves_no_temp_file() {
         .collect();
     assert_eq!(names, [std::ffi::OsString::from("b.tar.gz")]);
 }
+
+/// A writer SIGKILLed between the renames of its final commit: the new report.md is in place, incident.json
+/// is still the partial one. The next open of the store (the dead writer's marker is stale) restores the
+/// pair: report.md only beside a complete incident.json.
+#[test]
+fn a_report_left_ahead_of_its_incident_by_a_killed_writer_is_removed_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Retention::UNLIMITED).unwrap();
+    let handle = store.create(&fresh("x", Trigger::Wedge)).unwrap();
+    let path = handle.path().to_path_buf();
+    drop(handle);
+    drop(store);
+    let partial: Incident =
+        serde_json::from_slice(&fs::read(path.join(INCIDENT_FILE)).unwrap()).unwrap();
+    assert!(!partial.complete);
+    let mut complete = partial.clone();
+    complete.complete = true;
+    fs::write(path.join(REPORT_FILE), reports::render::markdown(&complete)).unwrap();
+    fs::write(path.join(MARKER_FILE), b"").unwrap();
+    Store::open(dir.path(), Retention::UNLIMITED).unwrap();
+    assert_pair_agrees(&path);
+}
