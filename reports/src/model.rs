@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use capture::ProcessSnapshot;
+use capture::{ProcessSnapshot, ThreadSnapshot};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +18,7 @@ pub use wedge_breadcrumb::{Args, InFlight, Record, RecordKind, RingHeader, RingS
 /// The value of [`Incident::schema`].
 pub const SCHEMA_NAME: &str = "wedge-capture.incident";
 /// Bumped only for a change that is not additive (a field renamed, removed, or its meaning changed).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One wedge of one process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,6 +188,10 @@ pub enum EpisodeStatus {
     Open,
     /// Every wedged thread left D (or the process was reaped).
     Resolved,
+    /// wedge-capture stopped (`run` exited, the agent was stopped) while a thread was still wedged: nothing
+    /// after `Episode::watcher_exited_at` was watched.
+    #[serde(rename = "still_wedged_at_exit")]
+    StillWedgedAtExit,
     /// Written by a newer version with a status this one does not know.
     #[serde(other)]
     Unknown,
@@ -202,6 +206,9 @@ pub struct Episode {
     pub resolved_at: Option<Timestamp>,
     /// Seconds from `started_at` to `resolved_at` (monotonic clock).
     pub resolved_after_s: Option<f64>,
+    /// When wedge-capture stopped watching an episode that was still open (status `still_wedged_at_exit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watcher_exited_at: Option<Timestamp>,
 }
 
 /// The host, as passed in by the caller (the reports crate reads nothing from the kernel).
@@ -247,13 +254,53 @@ impl ProcessInfo {
 }
 
 /// A thread the watchdog judged wedged.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct WedgedThread {
     pub tid: i32,
     pub comm: String,
     /// When the watchdog first saw this thread in D (the episode may have begun earlier, between scans).
     pub d_since: Timestamp,
+    /// When the watchdog judged it wedged (schema 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected_at: Option<Timestamp>,
+    /// The thread as read at detection: the evidence the verdict and the "Wedged threads" section show,
+    /// whatever later samples say (schema 2; None in older files: their readers fall back to the latest sample).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_detection: Option<ThreadSnapshot>,
+    /// What became of it: still wedged, left D, exited, or still wedged when wedge-capture stopped.
+    #[serde(skip_serializing_if = "ThreadFate::is_wedged")]
+    pub fate: ThreadFate,
+    /// When `fate` was seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fate_at: Option<Timestamp>,
+    /// Seconds in D from `d_since` to `fate_at` (monotonic clock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_d_s: Option<f64>,
+}
+
+/// What became of a thread judged wedged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadFate {
+    /// Still in D at the last look.
+    #[default]
+    Wedged,
+    /// Left D and lives on.
+    Resolved,
+    /// Exited (or was reaped) while or after being in D.
+    Exited,
+    /// Still in D when wedge-capture stopped watching.
+    StillWedgedAtExit,
+    /// Written by a newer version with a fate this one does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ThreadFate {
+    pub fn is_wedged(&self) -> bool {
+        *self == ThreadFate::Wedged
+    }
 }
 
 /// One thread snapshot of the process.

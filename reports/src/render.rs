@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use capture::{SyscallInfo, ThreadSnapshot};
 
 use crate::model::{
-    Args, InFlight, Incident, KernelLogFlags, ProbeOutcome, Record, RecordKind, Sample, Timestamp,
+    Args, EpisodeStatus, InFlight, Incident, KernelLogFlags, ProbeOutcome, Record, RecordKind,
+    Sample, ThreadFate, Timestamp, WedgedThread,
 };
 
 /// GitHub's limit for an issue comment, in characters.
@@ -31,6 +32,9 @@ const NOTE_RESERVE: usize = 1_200;
 /// "thread 4242 `main` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; last breadcrumb
 /// `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned".
 pub fn verdict(incident: &Incident) -> String {
+    if let Some(verdict) = episode_verdict(incident) {
+        return verdict;
+    }
     let pid = incident.process.pid;
     let Some(sample) = incident.latest_sample() else {
         if let Some(w) = incident.wedged_threads.first() {
@@ -81,6 +85,123 @@ pub fn verdict(incident: &Incident) -> String {
         write!(out, "; {others} more thread{} in D", plural(others)).unwrap();
     }
     out
+}
+
+/// The verdict of a schema-2 incident: the episode as judged at detection (the first thread judged wedged,
+/// its call, site and breadcrumb), how long it lasted and how it ended. None for older incidents (no evidence
+/// as of detection): their verdict comes from the latest sample.
+fn episode_verdict(incident: &Incident) -> Option<String> {
+    let judged = judged_threads(incident);
+    let (w, t) = *judged.first()?;
+    let over = incident.episode.status != EpisodeStatus::Open
+        || matches!(w.fate, ThreadFate::Resolved | ThreadFate::Exited);
+    let ended = over && incident.episode.status != EpisodeStatus::StillWedgedAtExit;
+    let mut out = format!("thread {} `{}`", w.tid, tick_safe(&w.comm));
+    let verb = if ended { "was" } else { "has been" };
+    match in_d_ns(incident, w) {
+        Some(ns) => write!(out, " {verb} in D for {}", duration(ns)).unwrap(),
+        None if ended => out.push_str(" was in D"),
+        None => out.push_str(" is in D"),
+    }
+    out.push_str(&where_blocked(t));
+    match breadcrumb_clause(
+        incident,
+        w.tid,
+        w.detected_at.as_ref().and_then(|d| d.monotonic_ns),
+    ) {
+        Some(clause) => {
+            out.push_str("; ");
+            out.push_str(&clause);
+        }
+        None if incident.ring.is_none() => out.push_str("; no breadcrumb ring"),
+        None => {}
+    }
+    let others = judged.len() - 1;
+    if others > 0 {
+        write!(out, "; {others} more thread{} wedged", plural(others)).unwrap();
+    }
+    match incident.episode.status {
+        EpisodeStatus::Resolved => {
+            out.push_str("; resolved");
+            if w.fate == ThreadFate::Exited {
+                out.push_str(" (the thread exited)");
+            }
+        }
+        EpisodeStatus::StillWedgedAtExit => {
+            out.push_str("; still wedged when wedge-capture exited");
+            if let Some(at) = &incident.episode.watcher_exited_at {
+                write!(out, " at {}", time_text(at)).unwrap();
+            }
+        }
+        EpisodeStatus::Open | EpisodeStatus::Unknown => {}
+    }
+    Some(out)
+}
+
+/// Threads judged wedged with their evidence as of detection, the one to read first first: longest in D,
+/// then the main thread, then the lowest tid.
+fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &ThreadSnapshot)> {
+    let mut judged: Vec<(&WedgedThread, &ThreadSnapshot)> = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| Some((w, w.at_detection.as_ref()?)))
+        .collect();
+    judged.sort_by_key(|(w, _)| {
+        (
+            w.d_since.monotonic_ns.unwrap_or(u64::MAX),
+            w.tid != incident.process.pid,
+            w.tid,
+        )
+    });
+    judged
+}
+
+/// The latest moment the incident knows about (monotonic): its newest sample, detection, resolution or the
+/// watcher's exit.
+fn last_look_ns(incident: &Incident) -> Option<u64> {
+    let e = &incident.episode;
+    incident
+        .latest_sample()
+        .and_then(sample_monotonic)
+        .into_iter()
+        .chain(incident.wedged_threads.iter().filter_map(|w| {
+            w.detected_at
+                .as_ref()
+                .and_then(|d| d.monotonic_ns)
+                .max(w.fate_at.as_ref().and_then(|f| f.monotonic_ns))
+        }))
+        .chain(e.resolved_at.as_ref().and_then(|t| t.monotonic_ns))
+        .chain(e.watcher_exited_at.as_ref().and_then(|t| t.monotonic_ns))
+        .max()
+}
+
+/// How long a judged thread was (or has been, so far) in D.
+fn in_d_ns(incident: &Incident, w: &WedgedThread) -> Option<u64> {
+    if let Some(s) = w.in_d_s.filter(|s| s.is_finite() && *s >= 0.0) {
+        return Some((s * 1e9) as u64);
+    }
+    last_look_ns(incident)?.checked_sub(w.d_since.monotonic_ns?)
+}
+
+/// A judged thread's fate in words.
+fn fate_text(incident: &Incident, w: &WedgedThread) -> String {
+    let how_long = in_d_ns(incident, w)
+        .map(duration)
+        .unwrap_or_else(|| "? s".into());
+    let at = w
+        .fate_at
+        .as_ref()
+        .map(|t| format!(" ({})", time_text(t)))
+        .unwrap_or_default();
+    match w.fate {
+        ThreadFate::Wedged => format!("still in D at the last look, {how_long} so far"),
+        ThreadFate::Resolved => format!("left D after {how_long}{at}"),
+        ThreadFate::Exited => format!("exited after {how_long} in D{at}"),
+        ThreadFate::StillWedgedAtExit => {
+            format!("still in D after {how_long} when wedge-capture exited{at}")
+        }
+        ThreadFate::Unknown => "unknown".into(),
+    }
 }
 
 /// ` in ioctl `X` on /dev/…`, ` in syscall `write` at `wchan``, or ` at `wchan``.
@@ -612,6 +733,15 @@ fn head(incident: &Incident) -> String {
         }
         (crate::model::EpisodeStatus::Resolved, None) => "episode resolved".to_string(),
         (crate::model::EpisodeStatus::Open, _) => "episode still open".to_string(),
+        (crate::model::EpisodeStatus::StillWedgedAtExit, _) => {
+            match &incident.episode.watcher_exited_at {
+                Some(at) => format!(
+                    "still wedged when wedge-capture exited at {}",
+                    time_text(at)
+                ),
+                None => "still wedged when wedge-capture exited".to_string(),
+            }
+        }
         (crate::model::EpisodeStatus::Unknown, _) => "episode status unknown".to_string(),
     };
     facts.push(episode);
@@ -681,6 +811,11 @@ fn kmsg_line(l: &crate::model::KernelLogLine) -> String {
 }
 
 fn thread_tables(incident: &Incident, out: &mut String) {
+    let judged = judged_threads(incident);
+    if !judged.is_empty() {
+        judged_tables(incident, &judged, out);
+        return;
+    }
     let Some(sample) = incident.latest_sample() else {
         out.push_str("No thread snapshot was captured.\n\n");
         return;
@@ -709,91 +844,170 @@ fn thread_tables(incident: &Incident, out: &mut String) {
     )
     .unwrap();
     for t in d.iter().take(MAX_THREAD_TABLES) {
-        writeln!(
-            out,
-            "| thread {} | `{}` |\n|---|---|",
-            t.tid,
-            tick_safe(&t.comm).replace('|', "\\|")
-        )
-        .unwrap();
-        let mut row = |k: &str, v: String| writeln!(out, "| {k} | {v} |").unwrap();
-        row("state", cell(&t.state));
-        if let Some(ns) = d_for_ns(incident, t.tid, now_ns) {
+        let since = d_for_ns(incident, t.tid, now_ns).map(|ns| {
             let since = incident
                 .wedged_threads
                 .iter()
                 .find(|w| w.tid == t.tid)
                 .map(|w| time_text(&w.d_since))
                 .unwrap_or_default();
-            row(
-                "in D since",
-                format!("{} ({} before the sample)", cell(&since), duration(ns)),
-            );
-        }
-        row(
-            "wchan",
-            t.wchan
-                .as_deref()
-                .map(code_cell)
-                .unwrap_or_else(|| "not read".into()),
-        );
-        row("syscall", syscall_text(t));
-        if let Some(i) = &t.ioctl {
-            let name = i.name.clone().unwrap_or_else(|| "unknown".into());
-            let mut v = format!(
-                "{} `{}` dir {} type {:#x} nr {:#x} size {}",
-                code_cell(&name),
-                cell(&i.request),
-                cell(&i.dir),
-                i.ioctl_type,
-                i.nr,
-                i.size
-            );
-            if let Some(d) = &i.driver {
-                write!(v, " ({})", cell(d)).unwrap();
-            }
-            write!(
-                v,
-                " on fd {} → {}",
-                i.fd,
-                i.fd_target
-                    .as_deref()
-                    .map(code_cell)
-                    .unwrap_or_else(|| "?".into())
-            )
-            .unwrap();
-            row("ioctl", v);
-        }
-        if let Some(site) = &t.site {
-            row("site", cell(site));
-        }
-        if let Some(top) = t.stack.first() {
-            row("top kernel frame", code_cell(&frame_text(top)));
-        }
-        if let Some(clause) = breadcrumb_clause(incident, t.tid, now_ns) {
-            row("breadcrumb", cell(&clause.replace('`', "")));
-        }
-        out.push('\n');
+            format!("{} ({} before the sample)", cell(&since), duration(ns))
+        });
+        thread_table(incident, t, since, None, now_ns, out);
     }
-    if d.len() > MAX_THREAD_TABLES {
-        let rest: Vec<String> = d[MAX_THREAD_TABLES..]
+    more_threads(d.len(), d.iter().map(|t| t.tid), "in D", out);
+}
+
+/// The threads judged wedged, each with its evidence as of detection and its fate; then one line on the latest
+/// sample, which is shown as what it is (a later look), never in place of the evidence.
+fn judged_tables(
+    incident: &Incident,
+    judged: &[(&WedgedThread, &ThreadSnapshot)],
+    out: &mut String,
+) {
+    writeln!(
+        out,
+        "### Wedged threads ({} judged wedged; evidence as of detection)\n",
+        judged.len()
+    )
+    .unwrap();
+    for (w, t) in judged.iter().take(MAX_THREAD_TABLES) {
+        let mut since = cell(&time_text(&w.d_since));
+        if let Some(at) = &w.detected_at {
+            write!(since, "; judged wedged {}", cell(&time_text(at))).unwrap();
+        }
+        let fate = fate_text(incident, w);
+        let at_ns = w.detected_at.as_ref().and_then(|d| d.monotonic_ns);
+        thread_table(incident, t, Some(since), Some(cell(&fate)), at_ns, out);
+    }
+    more_threads(
+        judged.len(),
+        judged.iter().map(|(w, _)| w.tid),
+        "judged wedged",
+        out,
+    );
+    if let Some(sample) = incident.latest_sample() {
+        let d: Vec<String> = sample
+            .snapshot
+            .threads
             .iter()
-            .take(64)
+            .filter(|t| t.state == "D")
+            .take(16)
             .map(|t| t.tid.to_string())
             .collect();
-        let more = if d.len() - MAX_THREAD_TABLES > rest.len() {
-            ", …"
-        } else {
-            ""
-        };
         writeln!(
             out,
-            "{} more threads in D (tids {}{more}); their stacks are below.\n",
-            d.len() - MAX_THREAD_TABLES,
-            rest.join(", ")
+            "Latest sample ({}): {} threads, {} in D{}.\n",
+            time_text(&sample.taken_at),
+            sample.snapshot.threads.len(),
+            sample
+                .snapshot
+                .threads
+                .iter()
+                .filter(|t| t.state == "D")
+                .count(),
+            if d.is_empty() {
+                String::new()
+            } else {
+                format!(" (tids {})", d.join(", "))
+            }
         )
         .unwrap();
     }
+}
+
+/// `N more threads <what> (tids …)` after the tables that were shown.
+fn more_threads(total: usize, tids: impl Iterator<Item = i32>, what: &str, out: &mut String) {
+    if total <= MAX_THREAD_TABLES {
+        return;
+    }
+    let rest: Vec<String> = tids
+        .skip(MAX_THREAD_TABLES)
+        .take(64)
+        .map(|t| t.to_string())
+        .collect();
+    let more = if total - MAX_THREAD_TABLES > rest.len() {
+        ", …"
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "{} more threads {what} (tids {}{more}); their stacks are below.\n",
+        total - MAX_THREAD_TABLES,
+        rest.join(", ")
+    )
+    .unwrap();
+}
+
+/// One thread's table: state, since when, fate, wchan, syscall, ioctl, site, top frame, breadcrumb.
+fn thread_table(
+    incident: &Incident,
+    t: &ThreadSnapshot,
+    since: Option<String>,
+    fate: Option<String>,
+    now_ns: Option<u64>,
+    out: &mut String,
+) {
+    writeln!(
+        out,
+        "| thread {} | `{}` |\n|---|---|",
+        t.tid,
+        tick_safe(&t.comm).replace('|', "\\|")
+    )
+    .unwrap();
+    let mut row = |k: &str, v: String| writeln!(out, "| {k} | {v} |").unwrap();
+    row("state", cell(&t.state));
+    if let Some(since) = since {
+        row("in D since", since);
+    }
+    if let Some(fate) = fate {
+        row("fate", fate);
+    }
+    row(
+        "wchan",
+        t.wchan
+            .as_deref()
+            .map(code_cell)
+            .unwrap_or_else(|| "not read".into()),
+    );
+    row("syscall", syscall_text(t));
+    if let Some(i) = &t.ioctl {
+        let name = i.name.clone().unwrap_or_else(|| "unknown".into());
+        let mut v = format!(
+            "{} `{}` dir {} type {:#x} nr {:#x} size {}",
+            code_cell(&name),
+            cell(&i.request),
+            cell(&i.dir),
+            i.ioctl_type,
+            i.nr,
+            i.size
+        );
+        if let Some(d) = &i.driver {
+            write!(v, " ({})", cell(d)).unwrap();
+        }
+        write!(
+            v,
+            " on fd {} → {}",
+            i.fd,
+            i.fd_target
+                .as_deref()
+                .map(code_cell)
+                .unwrap_or_else(|| "?".into())
+        )
+        .unwrap();
+        row("ioctl", v);
+    }
+    if let Some(site) = &t.site {
+        row("site", cell(site));
+    }
+    if let Some(top) = t.stack.first() {
+        row("top kernel frame", code_cell(&frame_text(top)));
+    }
+    if let Some(clause) = breadcrumb_clause(incident, t.tid, now_ns) {
+        row("breadcrumb", cell(&clause.replace('`', "")));
+    }
+    out.push('\n');
 }
 
 fn syscall_text(t: &ThreadSnapshot) -> String {
@@ -877,12 +1091,35 @@ fn sections(incident: &Incident) -> Vec<Section> {
     let latest = incident.latest_sample();
     let now_ns = latest.and_then(sample_monotonic);
 
+    let judged = judged_threads(incident);
+    let mut at_detection = Section::new(
+        format!(
+            "Kernel stacks at detection ({} wedged threads)",
+            judged.len()
+        ),
+        Keep::Head,
+    );
+    for (w, t) in &judged {
+        at_detection.push(format!(
+            "thread {} {} state {} wchan {} ({})",
+            t.tid,
+            t.comm,
+            t.state,
+            t.wchan.as_deref().unwrap_or("-"),
+            fate_text(incident, w)
+        ));
+        push_stack(&mut at_detection, t);
+    }
+
     let mut stacks = Section::new("Kernel stacks", Keep::Head);
     if let Some(sample) = latest {
         let mut threads: Vec<&ThreadSnapshot> = sample.snapshot.threads.iter().collect();
         threads.sort_by_key(|t| (t.state != "D", t.stack.is_empty(), t.tid));
         let with_stacks = threads.iter().filter(|t| !t.stack.is_empty()).count();
-        stacks.title = format!("Kernel stacks ({with_stacks} threads)");
+        stacks.title = format!(
+            "Kernel stacks in the latest sample, {} ({with_stacks} threads)",
+            time_text(&sample.taken_at)
+        );
         for t in threads
             .iter()
             .filter(|t| !t.stack.is_empty() || t.state == "D")
@@ -894,15 +1131,7 @@ fn sections(incident: &Incident) -> Vec<Section> {
                 t.state,
                 t.wchan.as_deref().unwrap_or("-")
             ));
-            if t.stack.is_empty() {
-                stacks.push("    (no stack read)");
-            }
-            for f in &t.stack {
-                stacks.push(format!("    {}", frame_text(f)));
-            }
-            for n in &t.notes {
-                stacks.push(format!("    note: {n}"));
-            }
+            push_stack(&mut stacks, t);
         }
         for n in &sample.snapshot.notes {
             stacks.push(format!("note: {n}"));
@@ -1067,7 +1296,29 @@ fn sections(incident: &Incident) -> Vec<Section> {
         missing.push(format!("{}: {}", n.what, n.why));
     }
 
-    vec![stacks, history, crumbs, kmsg, host, probes, missing]
+    vec![
+        at_detection,
+        stacks,
+        history,
+        crumbs,
+        kmsg,
+        host,
+        probes,
+        missing,
+    ]
+}
+
+/// A thread's kernel frames and notes, indented under its header line.
+fn push_stack(section: &mut Section, t: &ThreadSnapshot) {
+    if t.stack.is_empty() {
+        section.push("    (no stack read)");
+    }
+    for f in &t.stack {
+        section.push(format!("    {}", frame_text(f)));
+    }
+    for n in &t.notes {
+        section.push(format!("    note: {n}"));
+    }
 }
 
 fn record_line(r: &Record, now_ns: Option<u64>) -> String {

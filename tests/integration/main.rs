@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod episode;
 mod harness;
 mod hostile_capture;
 mod hostile_daemon;

@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capture::{ProcRoot, SnapshotOptions};
-use reports::model::{EpisodeStatus, HostInfo, Incident, Sample, Timestamp, WedgedThread};
+use reports::model::{
+    EpisodeStatus, HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread,
+};
 use reports::store::{IncidentHandle, Store};
 
 use super::stages::{self, not_captured, timeline, Capture, Phase};
@@ -242,6 +244,44 @@ fn same_thread(root: &ProcRoot, pid: i32, tid: i32, start_time: u64) -> bool {
         .is_ok_and(|stat| stat.starttime == start_time && stat.state != 'Z' && stat.state != 'X')
 }
 
+/// Keep thread `tid`'s evidence as of detection: its record in the newest sample (taken at detection).
+fn keep_evidence(incident: &mut Incident, tid: i32) {
+    let Some(thread) = incident
+        .latest_sample()
+        .and_then(|s| s.snapshot.threads.iter().find(|t| t.tid == tid))
+        .cloned()
+    else {
+        not_captured(
+            incident,
+            "evidence as of detection",
+            format!("thread {tid} was not in the snapshot taken at detection"),
+        );
+        return;
+    };
+    if let Some(w) = incident
+        .wedged_threads
+        .iter_mut()
+        .rev()
+        .find(|w| w.tid == tid)
+    {
+        w.at_detection = Some(thread);
+    }
+}
+
+/// Record what became of a thread judged wedged.
+fn set_fate(incident: &mut Incident, tid: i32, fate: ThreadFate, in_d: Duration) {
+    if let Some(w) = incident
+        .wedged_threads
+        .iter_mut()
+        .rev()
+        .find(|w| w.tid == tid)
+    {
+        w.fate = fate;
+        w.fate_at = Some(Timestamp::now());
+        w.in_d_s = Some(in_d.as_secs_f64());
+    }
+}
+
 /// What an incident path looks like before its first write succeeded.
 const UNWRITTEN: &str = "(not written yet)";
 
@@ -412,12 +452,15 @@ impl Capturer {
                 tid,
                 comm: comm.to_string(),
                 d_since: Timestamp::monotonic(d_since_ns),
+                detected_at: Some(Timestamp::now()),
+                ..WedgedThread::default()
             });
             timeline(
                 &mut episode.incident,
                 format!("thread {tid} `{comm}` also wedged"),
             );
             Self::resample(&self.settings, &mut episode);
+            keep_evidence(&mut episode.incident, tid);
             episode.unwritten = true;
             self.advance(pid, &mut episode, out);
             self.episodes.insert(pid, episode);
@@ -477,6 +520,8 @@ impl Capturer {
             tid,
             comm: comm.to_string(),
             d_since: Timestamp::monotonic(d_since_ns),
+            detected_at: Some(Timestamp::now()),
+            ..WedgedThread::default()
         });
         timeline(
             &mut incident,
@@ -497,6 +542,7 @@ impl Capturer {
             self.gone(pid, tid, out);
             return;
         }
+        keep_evidence(&mut incident, tid);
         let mut wedged = BTreeMap::new();
         wedged.insert(tid, d_since_ns);
         let mut episode = Episode {
@@ -688,12 +734,28 @@ impl Capturer {
         }
     }
 
-    /// A wedged thread left D (`resolved`) or vanished.
-    pub fn on_thread_done(&mut self, pid: i32, tid: i32, how: &str, out: &mut Vec<CaptureEvent>) {
+    /// A wedged thread left D (`ThreadFate::Resolved`) or vanished (`ThreadFate::Exited`), `in_d` after it was
+    /// first seen in D.
+    pub fn on_thread_done(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        fate: ThreadFate,
+        in_d: Duration,
+        out: &mut Vec<CaptureEvent>,
+    ) {
         let Some(mut episode) = self.episodes.remove(&pid) else {
             return;
         };
-        episode.wedged.remove(&tid);
+        if episode.wedged.remove(&tid).is_none() {
+            self.episodes.insert(pid, episode);
+            return;
+        }
+        let how = match fate {
+            ThreadFate::Exited => format!("exited after {:.1} s in D", in_d.as_secs_f64()),
+            _ => format!("left D after {:.1} s", in_d.as_secs_f64()),
+        };
+        set_fate(&mut episode.incident, tid, fate, in_d);
         timeline(&mut episode.incident, format!("thread {tid} {how}"));
         episode.unwritten = true;
         if !episode.wedged.is_empty() {
@@ -741,6 +803,43 @@ impl Capturer {
         let closing = std::mem::take(&mut self.closing);
         for mut episode in closing {
             let pid = episode.incident.process.pid;
+            self.advance(pid, &mut episode, out);
+            if episode.pending_work() {
+                self.closing.push(episode);
+            }
+        }
+    }
+
+    /// wedge-capture is stopping (`run` exits, the agent is stopped): every open episode gets its final write,
+    /// saying which threads were still wedged and when watching stopped, so that the incident never reads
+    /// "still open" after nobody watches it any more. Writes that fail stay listed by [`Capturer::unwritten`].
+    pub fn shutdown(&mut self, out: &mut Vec<CaptureEvent>) {
+        let pids: Vec<i32> = self.episodes.keys().copied().collect();
+        for pid in pids {
+            let Some(mut episode) = self.episodes.remove(&pid) else {
+                continue;
+            };
+            if self.settings.proc_root.exists(pid) {
+                Self::resample(&self.settings, &mut episode);
+            }
+            let now = Timestamp::now();
+            let now_ns = now.monotonic_ns.unwrap_or(0);
+            let incident = &mut episode.incident;
+            for (&tid, &since_ns) in &episode.wedged {
+                let in_d = Duration::from_nanos(now_ns.saturating_sub(since_ns));
+                set_fate(incident, tid, ThreadFate::StillWedgedAtExit, in_d);
+            }
+            incident.episode.status = EpisodeStatus::StillWedgedAtExit;
+            incident.episode.watcher_exited_at = Some(now);
+            timeline(
+                incident,
+                format!(
+                    "still wedged when wedge-capture exited ({} thread{} in D)",
+                    episode.wedged.len(),
+                    if episode.wedged.len() == 1 { "" } else { "s" }
+                ),
+            );
+            episode.unwritten = true;
             self.advance(pid, &mut episode, out);
             if episode.pending_work() {
                 self.closing.push(episode);

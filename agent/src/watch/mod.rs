@@ -32,6 +32,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
+use reports::model::ThreadFate;
 
 pub use incident::{CaptureEvent, CaptureSettings, Capturer};
 use scan::{ScanStats, ThreadScanner};
@@ -153,18 +154,14 @@ impl Watcher {
                 } => self
                     .capturer
                     .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out),
-                TrackerEvent::Resolved { pid, tid, after } => self.capturer.on_thread_done(
-                    pid,
-                    tid,
-                    &format!("left D after {:.1} s", after.as_secs_f64()),
-                    &mut out,
-                ),
-                TrackerEvent::Vanished { pid, tid, after } => self.capturer.on_thread_done(
-                    pid,
-                    tid,
-                    &format!("exited after {:.1} s in D", after.as_secs_f64()),
-                    &mut out,
-                ),
+                TrackerEvent::Resolved { pid, tid, after } => {
+                    self.capturer
+                        .on_thread_done(pid, tid, ThreadFate::Resolved, after, &mut out)
+                }
+                TrackerEvent::Vanished { pid, tid, after } => {
+                    self.capturer
+                        .on_thread_done(pid, tid, ThreadFate::Exited, after, &mut out)
+                }
             }
         }
         self.capturer.tick(&mut out);

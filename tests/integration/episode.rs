@@ -1,0 +1,190 @@
+//! Integration tests of issue 14: an incident tells the whole episode (evidence as of detection, each thread's
+//! fate, the watcher's exit), on real D-state threads of a frozen loop-mounted ext4.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::harness::{start, wait_limited, Started, Wedge};
+
+/// A Python worker: a thread named `wedge-worker` makes one call on the file (`ioctl`: FS_IOC_GETFLAGS then
+/// FS_IOC_SETFLAGS; `write`: one byte), which blocks while the filesystem is frozen; once it returns the
+/// thread (and so the process) lingers for the given seconds before it exits.
+const PY_WORKER: &str = r#"
+import fcntl, os, struct, sys, threading, time
+path, call, linger = sys.argv[1], sys.argv[2], float(sys.argv[3])
+fd = os.open(path, os.O_RDWR)
+def work():
+    if call == "ioctl":
+        flags = bytearray(struct.pack("l", 0))
+        fcntl.ioctl(fd, 0x80086601, flags)
+        fcntl.ioctl(fd, 0x40086602, flags)
+    else:
+        os.write(fd, b"y")
+    time.sleep(linger)
+t = threading.Thread(target=work, name="wedge-worker")
+t.start()
+t.join()
+"#;
+
+/// The Python interpreter itself (not a pyenv shim script), or None when there is none.
+pub(crate) fn python() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    path.is_file().then_some(path)
+}
+
+/// `run` watching the Python worker on `file`.
+pub(crate) fn run_python(
+    out: &Path,
+    file: &Path,
+    call: &str,
+    linger_s: &str,
+    flags: &[&str],
+) -> Option<Started> {
+    let Some(python) = python() else {
+        assert!(!crate::util::in_ci(), "python3 is needed with CI=true");
+        eprintln!("skipped: no python3");
+        return None;
+    };
+    let mut command = Command::new(crate::util::bin());
+    command
+        .args([
+            "run",
+            "--no-nvidia-smi",
+            "--threshold",
+            "1",
+            "--interval",
+            "0.25",
+        ])
+        .args(flags)
+        .arg("--out")
+        .arg(out)
+        .arg("--")
+        .arg(python)
+        .args(["-c", PY_WORKER])
+        .arg(file)
+        .args([call, linger_s]);
+    Some(start(&mut command))
+}
+
+fn incident_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("incident.json").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+pub(crate) fn load(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("incident.json")).unwrap()).unwrap()
+}
+
+/// The one incident under `out` once it is complete (at most 20 s).
+pub(crate) fn wait_complete(out: &Path) -> PathBuf {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(dir) = incident_dirs(out).into_iter().next() {
+            if load(&dir)["complete"] == true {
+                return dir;
+            }
+        }
+        assert!(Instant::now() < until, "no complete incident under {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_wedge_that_resolves_while_the_process_lingers_keeps_its_evidence_and_says_resolved() {
+    let test = "a_wedge_that_resolves_while_the_process_lingers";
+    let Some(mut wedge) = Wedge::new(test, "episode-resolves") else {
+        return;
+    };
+    // The process lives on 3 s after its wedged thread returned: samples then show no thread in D.
+    let Some(run) = run_python(&wedge.out, &wedge.file, "ioctl", "3", &[]) else {
+        return;
+    };
+    let dir = wait_complete(&wedge.out);
+    wedge.fs.thaw().unwrap();
+    let done = wait_limited(run, Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let incident = load(&dir);
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("was in D for")
+            && verdict.contains("in ioctl `FS_IOC_SETFLAGS`")
+            && verdict.ends_with("; resolved"),
+        "{verdict}"
+    );
+    assert_eq!(incident["episode"]["status"], "resolved");
+    let judged = &incident["wedged_threads"][0];
+    assert_eq!(judged["fate"], "resolved", "{judged}");
+    assert_eq!(judged["at_detection"]["state"], "D");
+    assert!(judged["in_d_s"].as_f64().unwrap() >= 1.0);
+    // Later samples were taken while the process lingered, with no thread in D.
+    let samples = incident["samples"].as_array().unwrap();
+    let last = &samples[samples.len() - 1]["snapshot"]["threads"];
+    assert!(
+        last.as_array().unwrap().iter().all(|t| t["state"] != "D"),
+        "{last}"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let first = md.lines().next().unwrap();
+    assert!(first.contains("; resolved"), "{first}");
+    let head = &md[..md.find("<details>").unwrap_or(md.len())];
+    assert!(head.contains("evidence as of detection"), "{head}");
+    assert!(head.contains("`FS_IOC_SETFLAGS`"), "{head}");
+    assert!(head.contains("| site |"), "{head}");
+    assert!(head.contains("| fate | left D after"), "{head}");
+    assert!(md.contains("Kernel stacks at detection (1 wedged threads)"));
+    let stack = judged["at_detection"]["stack"][0]["function"]
+        .as_str()
+        .unwrap();
+    assert!(
+        md.contains(&format!("    {stack}+")),
+        "stack top {stack} not in report.md"
+    );
+    assert!(!md.contains("no thread in D"));
+    wedge.remove_scratch();
+}
+
+#[test]
+fn run_exit_3_records_that_the_episode_was_still_wedged_when_it_exited() {
+    let Some(mut wedge) = Wedge::new("run_exit_3_records_still_wedged", "episode-exit") else {
+        return;
+    };
+    let done = wedge
+        .run()
+        .exit_after("0.5")
+        .finish(Duration::from_secs(20));
+    assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
+    // The wedge clears after run has gone: the incident must still say what was known when it exited.
+    wedge.fs.thaw().unwrap();
+    let dirs = incident_dirs(&wedge.out);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let incident = load(&dirs[0]);
+    assert_eq!(incident["episode"]["status"], "still_wedged_at_exit");
+    assert!(incident["episode"]["watcher_exited_at"]["wall"].is_string());
+    assert_eq!(
+        incident["wedged_threads"][0]["fate"],
+        "still_wedged_at_exit"
+    );
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("; still wedged when wedge-capture exited at 20"),
+        "{verdict}"
+    );
+    let md = std::fs::read_to_string(dirs[0].join("report.md")).unwrap();
+    assert!(md.contains("still wedged when wedge-capture exited at"));
+    assert!(!md.contains("episode still open"));
+    wedge.remove_scratch();
+}
