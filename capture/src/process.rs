@@ -148,6 +148,23 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
     true
 }
 
+/// Who blocks whom inside the process: every thread in D waiting for the mmap lock is `blocked_behind` the threads
+/// in D inside a page fault (they hold the mmap lock, or their VMA's lock, while they sleep).
+pub fn link_blockers(threads: &mut [ThreadSnapshot]) {
+    let holders: Vec<i32> = threads
+        .iter()
+        .filter(|t| t.state == "D" && site::holds_fault_lock(&t.stack, t.wchan.as_deref()))
+        .map(|t| t.tid)
+        .collect();
+    for t in threads.iter_mut().filter(|t| t.state == "D") {
+        let Some(class) = site::lock_class(&t.stack, t.wchan.as_deref()) else {
+            continue;
+        };
+        t.waits_for = Some(class.to_string());
+        t.blocked_behind = holders.iter().copied().filter(|&h| h != t.tid).collect();
+    }
+}
+
 /// Snapshot of every thread of `pid` under `root`.
 pub fn snapshot_process(
     root: &ProcRoot,
@@ -201,6 +218,7 @@ pub fn snapshot_process(
         }
         threads.push(t);
     }
+    link_blockers(&mut threads);
     if threads.iter().all(|t| t.gone) && !root.exists(pid) {
         return Err(Error::NoSuchProcess {
             pid,

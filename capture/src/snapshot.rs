@@ -56,6 +56,13 @@ pub struct ThreadSnapshot {
     /// CPU the thread last ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processor: Option<i32>,
+    /// The lock class the thread waits for (`mmap_lock`), so threads stuck on the same lock are grouped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
+    /// Threads of the same process in D that hold what this one waits for (for `mmap_lock`: the threads inside a
+    /// page fault), lowest tid first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_behind: Vec<i32>,
 }
 
 /// `{"running": true}` or `{"nr", "name", "args", "sp", "pc"}` (nr -1: blocked outside a syscall, args empty).

@@ -116,7 +116,23 @@ fn episode_verdict(incident: &Incident) -> Option<String> {
         None if incident.ring.is_none() => out.push_str("; no breadcrumb ring"),
         None => {}
     }
-    let others = judged.len() - 1;
+    let waiters = waiting_behind(incident, w.tid);
+    if !waiters.is_empty() {
+        let n = waiters.len();
+        write!(
+            out,
+            "; {n} thread{} wait{} behind tid {} ({})",
+            plural(n),
+            if n == 1 { "s" } else { "" },
+            w.tid,
+            holder_text(t)
+        )
+        .unwrap();
+    }
+    let others = judged
+        .iter()
+        .filter(|(o, _)| o.tid != w.tid && !waiters.contains(&o.tid))
+        .count();
     if others > 0 {
         write!(out, "; {others} more thread{} wedged", plural(others)).unwrap();
     }
@@ -146,14 +162,47 @@ fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &ThreadSnapshot)> 
         .iter()
         .filter_map(|w| Some((w, w.at_detection.as_ref()?)))
         .collect();
-    judged.sort_by_key(|(w, _)| {
+    // A thread that waits behind another is never read first: the one it waits for is.
+    judged.sort_by_key(|(w, t)| {
         (
+            !t.blocked_behind.is_empty(),
             w.d_since.monotonic_ns.unwrap_or(u64::MAX),
             w.tid != incident.process.pid,
             w.tid,
         )
     });
     judged
+}
+
+/// Tids of the threads that wait behind `tid` (`blocked_behind`), as judged at detection or in the latest sample.
+fn waiting_behind(incident: &Incident, tid: i32) -> Vec<i32> {
+    let mut tids: Vec<i32> = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| w.at_detection.as_ref())
+        .chain(
+            incident
+                .latest_sample()
+                .into_iter()
+                .flat_map(|s| s.snapshot.threads.iter()),
+        )
+        .filter(|t| t.blocked_behind.contains(&tid))
+        .map(|t| t.tid)
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    tids
+}
+
+/// What the thread others wait behind is doing, in words: "page fault on a frozen filesystem".
+fn holder_text(t: &ThreadSnapshot) -> String {
+    match t.site.as_deref() {
+        Some(site) if site.starts_with("page fault") && site.contains("filesystem freeze") => {
+            "page fault on a frozen filesystem".to_string()
+        }
+        Some(site) => tick_safe(site),
+        None => "in a page fault".to_string(),
+    }
 }
 
 /// The latest moment the incident knows about (monotonic): its newest sample, detection, resolution or the
@@ -1000,6 +1049,31 @@ fn thread_table(
     }
     if let Some(site) = &t.site {
         row("site", cell(site));
+    }
+    if let Some(class) = &t.waits_for {
+        let behind: Vec<String> = t
+            .blocked_behind
+            .iter()
+            .take(16)
+            .map(i32::to_string)
+            .collect();
+        let v = if behind.is_empty() {
+            format!(
+                "{} (no thread of the process in D holds it)",
+                code_cell(class)
+            )
+        } else {
+            format!("{} held by tid {}", code_cell(class), behind.join(", "))
+        };
+        row("waits for", v);
+    }
+    let waiters = waiting_behind(incident, t.tid);
+    if !waiters.is_empty() {
+        let tids: Vec<String> = waiters.iter().take(16).map(i32::to_string).collect();
+        row(
+            "blocks",
+            format!("tid {} (they wait behind it)", tids.join(", ")),
+        );
     }
     if let Some(top) = t.stack.first() {
         row("top kernel frame", code_cell(&frame_text(top)));

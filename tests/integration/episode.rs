@@ -103,6 +103,107 @@ pub(crate) fn wait_complete(out: &Path) -> PathBuf {
     }
 }
 
+/// The mmap-lock wedge: thread `fault` writes into a shared mapping of a file on the frozen filesystem (a write
+/// fault that sleeps in the filesystem's freeze while it holds its VMA), `mprotect` then changes that mapping
+/// (waits for the fault, holding the mmap lock), `mmap` then maps anonymous memory (waits for the mmap lock).
+/// ctypes calls release the GIL, so the three block at once.
+const PY_MMAP_LOCK: &str = r#"
+import ctypes, mmap, os, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 16384, mmap.MAP_SHARED)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+def fault():
+    ctypes.memset(addr, 1, 1)
+def protect():
+    time.sleep(0.3)
+    libc.mprotect(ctypes.c_void_p(addr), 16384, 1)
+def mapper():
+    time.sleep(0.6)
+    mmap.mmap(-1, 4096)
+threads = [threading.Thread(target=f) for f in (fault, protect, mapper)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"#;
+
+#[test]
+fn the_mmap_lock_wedge_names_who_blocks_whom_and_a_freeze_site() {
+    let Some(mut fs) = crate::util::frozen_fs_or_skip("the_mmap_lock_wedge") else {
+        return;
+    };
+    let file = fs.create_file("mapped", &[0u8; 16384]).unwrap();
+    fs.freeze().unwrap();
+    let scratch = crate::harness::temp_dir("episode-mmap-lock");
+    let out = scratch.join("incidents");
+    let Some(python) = python() else {
+        assert!(!crate::util::in_ci(), "python3 is needed with CI=true");
+        return;
+    };
+    let run = start(
+        Command::new(crate::util::bin())
+            .args([
+                "run",
+                "--no-nvidia-smi",
+                "--threshold",
+                "1",
+                "--interval",
+                "0.25",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .arg("--")
+            .arg(python)
+            .args(["-c", PY_MMAP_LOCK])
+            .arg(&file),
+    );
+    let dir = wait_complete(&out);
+    // Let the two waiters be judged wedged too (they entered D 0.3 and 0.6 s after the fault).
+    let until = Instant::now() + Duration::from_secs(5);
+    while load(&dir)["wedged_threads"].as_array().unwrap().len() < 3 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    fs.thaw().unwrap();
+    let done = wait_limited(run, Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let incident = load(&dir);
+    let judged = incident["wedged_threads"].as_array().unwrap();
+    assert_eq!(judged.len(), 3, "{judged:?}");
+    let evidence: Vec<&serde_json::Value> = judged.iter().map(|w| &w["at_detection"]).collect();
+    let fault = evidence
+        .iter()
+        .find(|t| t["waits_for"].is_null())
+        .expect("the faulting thread");
+    assert_eq!(
+        fault["site"], "page fault → filesystem freeze (percpu_rwsem_wait)",
+        "{fault}"
+    );
+    let fault_tid = fault["tid"].as_i64().unwrap();
+    let waiters: Vec<&&serde_json::Value> = evidence
+        .iter()
+        .filter(|t| t["waits_for"] == "mmap_lock")
+        .collect();
+    assert_eq!(waiters.len(), 2, "{evidence:?}");
+    for w in &waiters {
+        assert_eq!(w["blocked_behind"], serde_json::json!([fault_tid]), "{w}");
+    }
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with(&format!("thread {fault_tid} "))
+            && verdict.contains(&format!(
+                "2 threads wait behind tid {fault_tid} (page fault on a frozen filesystem)"
+            )),
+        "{verdict}"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!("`mmap_lock` held by tid {fault_tid}")),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
 #[test]
 fn a_wedge_that_resolves_while_the_process_lingers_keeps_its_evidence_and_says_resolved() {
     let test = "a_wedge_that_resolves_while_the_process_lingers";
