@@ -47,4 +47,6 @@ pub use arch::Arch;
 pub use error::{Error, Result};
 pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};
-pub use snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};
+pub use snapshot::{
+    IoctlInfo, ProcessSnapshot, StackFrame, SyscallFile, SyscallInfo, ThreadSnapshot,
+};

@@ -269,6 +269,9 @@ fn where_blocked(t: &ThreadSnapshot) -> String {
         if *nr >= 0 {
             let name = name.clone().unwrap_or_else(|| format!("#{nr}"));
             write!(out, " in syscall `{}`", tick_safe(&name)).unwrap();
+            if let Some(target) = t.syscall_files.iter().find_map(|f| f.target.as_deref()) {
+                write!(out, " on {}", tick_safe(target)).unwrap();
+            }
         } else {
             out.push_str(" outside a syscall");
         }
@@ -1094,11 +1097,20 @@ fn syscall_text(t: &ThreadSnapshot) -> String {
             }
             let name = name.clone().unwrap_or_else(|| "?".into());
             let shown: Vec<&str> = args.iter().take(3).map(String::as_str).collect();
-            format!(
+            let mut text = format!(
                 "{} ({nr}) args {}",
                 code_cell(&name),
                 cell(&shown.join(", "))
-            )
+            );
+            for f in &t.syscall_files {
+                let target = match (&f.target, &f.not_captured) {
+                    (Some(target), _) => code_cell(target),
+                    (None, Some(why)) => format!("? ({})", cell(why)),
+                    (None, None) => "?".into(),
+                };
+                write!(text, "; fd {} → {target}", f.fd).unwrap();
+            }
+            text
         }
     }
 }

@@ -289,3 +289,35 @@ fn run_exit_3_records_that_the_episode_was_still_wedged_when_it_exited() {
     assert!(!md.contains("episode still open"));
     wedge.remove_scratch();
 }
+
+#[test]
+fn a_thread_blocked_in_write_names_its_file() {
+    let Some(mut wedge) = Wedge::new("a_thread_blocked_in_write_names_its_file", "episode-write")
+    else {
+        return;
+    };
+    let Some(run) = run_python(&wedge.out, &wedge.file, "write", "0", &[]) else {
+        return;
+    };
+    let dir = wait_complete(&wedge.out);
+    wedge.fs.thaw().unwrap();
+    let done = wait_limited(run, Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let incident = load(&dir);
+    let path = wedge.file.to_str().unwrap();
+    let thread = &incident["wedged_threads"][0]["at_detection"];
+    assert_eq!(thread["syscall"]["name"], "write", "{thread}");
+    assert_eq!(
+        thread["syscall_files"],
+        serde_json::json!([{"arg": 0, "fd": thread["syscall_files"][0]["fd"], "target": path}]),
+        "{thread}"
+    );
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains(&format!("in syscall `write` on {path}")),
+        "{verdict}"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains(&format!("→ `{path}`")), "{md}");
+    wedge.remove_scratch();
+}
