@@ -400,6 +400,98 @@ pub struct KernelLogLine {
     pub kernel_time_us: Option<u64>,
     pub text: String,
     pub flags: KernelLogFlags,
+    /// Whether the line concerns the wedge (schema 2; None in older files and before classification).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relevance: Option<Relevance>,
+}
+
+/// Whom a kernel log line is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relevance {
+    /// Names a pid or tid of the watched process (`task python3:4242 blocked…`, `python3[4242]: segfault`).
+    Target,
+    /// From the NVIDIA driver: NVRM, Xid, GSP, fallen off the bus.
+    Nvidia,
+    /// About another process: a hung-task report, an oops or an OOM kill naming another pid (or the same comm
+    /// with another pid).
+    OtherProcess,
+    /// Anything else in the window.
+    Context,
+    /// Written by a newer version with a value this one does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// The pids a kernel line names, in the forms the kernel prints them: `comm:pid` (hung task), `comm[pid]`
+/// (segfault, audit), `pid N`, `pid=N`, `pid: N`, `tid N`, `Killed process N`.
+pub fn pids_named(text: &str) -> Vec<i64> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() || (i > 0 && bytes[i - 1].is_ascii_digit()) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        let before = &text[..start];
+        let after = bytes.get(i).copied();
+        let lower = before.to_ascii_lowercase();
+        // `comm:pid`: the word before the colon has a letter (not a bus address `0000:01`), and the number is
+        // not itself followed by `:`/`.` (a `PCI:0000:01:00.0`).
+        let comm_colon = before.strip_suffix(':').is_some_and(|word| {
+            let word = word.rsplit(char::is_whitespace).next().unwrap_or("");
+            word.chars().any(|c| c.is_ascii_alphabetic())
+                && word.chars().last().is_some_and(|c| !c.is_whitespace())
+        }) && !matches!(after, Some(b':' | b'.'));
+        let named = comm_colon
+            || (before.ends_with('[') && after == Some(b']') && before.len() > 1)
+            || [
+                "pid ",
+                "pid=",
+                "pid: ",
+                "pid:",
+                "tid ",
+                "tid=",
+                "killed process ",
+            ]
+            .iter()
+            .any(|p| lower.ends_with(p));
+        if named {
+            if let Ok(n) = text[start..i].parse::<i64>() {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+impl Relevance {
+    /// Whom `text` is about, for a process `pid` with threads `tids` (precedence: target, nvidia, other process).
+    pub fn classify(text: &str, flags: &KernelLogFlags, pid: i32, tids: &[i32]) -> Relevance {
+        let named = pids_named(text);
+        let ours = |n: &i64| *n == i64::from(pid) || tids.iter().any(|t| i64::from(*t) == *n);
+        if named.iter().any(ours) {
+            return Relevance::Target;
+        }
+        if flags.nvrm || flags.xid || flags.fallen_off_bus || text.contains("GSP") {
+            return Relevance::Nvidia;
+        }
+        let lower = text.to_ascii_lowercase();
+        let about_a_process = flags.hung_task
+            || lower.contains("segfault")
+            || lower.contains("killed process")
+            || lower.contains("oom-kill")
+            || lower.contains("general protection");
+        if !named.is_empty() || about_a_process {
+            return Relevance::OtherProcess;
+        }
+        Relevance::Context
+    }
 }
 
 impl KernelLogLine {
@@ -417,6 +509,26 @@ impl KernelLogLine {
             kernel_time_us,
             flags: KernelLogFlags::classify(&text),
             text,
+            relevance: None,
+        }
+    }
+}
+
+impl Incident {
+    /// Mark every kernel log line with whom it concerns: the process, every tid it is known to have had (its
+    /// samples and judged threads).
+    pub fn classify_kernel_log(&mut self) {
+        let mut tids: Vec<i32> = self
+            .samples
+            .iter()
+            .flat_map(|s| s.snapshot.threads.iter().map(|t| t.tid))
+            .chain(self.wedged_threads.iter().map(|w| w.tid))
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        let pid = self.process.pid;
+        for line in &mut self.kernel_log {
+            line.relevance = Some(Relevance::classify(&line.text, &line.flags, pid, &tids));
         }
     }
 }
@@ -574,6 +686,47 @@ mod tests {
         assert_eq!(back, inc);
         let f = back.kernel_log[0].flags;
         assert!(f.nvrm && f.xid && f.fallen_off_bus && !f.hung_task);
+    }
+
+    #[test]
+    fn kernel_lines_are_marked_by_whom_they_concern() {
+        let classify = |text: &str| {
+            Relevance::classify(text, &KernelLogFlags::classify(text), 4242, &[4242, 4251])
+        };
+        assert_eq!(
+            classify("INFO: task python3:4251 blocked for more than 122 seconds."),
+            Relevance::Target
+        );
+        assert_eq!(
+            classify("python3[4242]: segfault at 0 ip 0"),
+            Relevance::Target
+        );
+        // The same comm with another pid is another process.
+        assert_eq!(
+            classify("INFO: task python3:977 blocked for more than 122 seconds."),
+            Relevance::OtherProcess
+        );
+        assert_eq!(
+            classify("Out of memory: Killed process 31337 (java)"),
+            Relevance::OtherProcess
+        );
+        assert_eq!(
+            classify("NVRM: Xid (PCI:0000:01:00): 79, pid=977, GPU has fallen off the bus."),
+            Relevance::Nvidia
+        );
+        assert_eq!(
+            classify("NVRM: Xid (PCI:0000:01:00): 13, pid=4242, name=python3"),
+            Relevance::Target
+        );
+        // Bus addresses, times and sizes are not pids.
+        assert_eq!(
+            classify("pci 0000:01:00.0: BAR 0 [mem 0x4242]"),
+            Relevance::Context
+        );
+        assert_eq!(
+            classify("EXT4-fs (loop7): mounted filesystem 4242 r/w"),
+            Relevance::Context
+        );
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use capture::{SyscallInfo, ThreadSnapshot};
 
 use crate::model::{
-    Args, EpisodeStatus, InFlight, Incident, KernelLogFlags, ProbeOutcome, Record, RecordKind,
-    Sample, ThreadFate, Timestamp, WedgedThread,
+    Args, EpisodeStatus, InFlight, Incident, KernelLogFlags, KernelLogLine, ProbeOutcome, Record,
+    RecordKind, Relevance, Sample, ThreadFate, Timestamp, WedgedThread,
 };
 
 /// GitHub's limit for an issue comment, in characters.
@@ -814,6 +814,10 @@ fn head(incident: &Incident) -> String {
 /// Flagged kernel log lines (Xid, NVRM, hung task, off the bus) in the head, so that cutting the full log to size
 /// never hides them: the first ones (where it started) and the last ones.
 fn kernel_log_highlights(incident: &Incident, out: &mut String) {
+    if incident.kernel_log.iter().any(|l| l.relevance.is_some()) {
+        kernel_log_by_relevance(incident, out);
+        return;
+    }
     const FIRST: usize = 4;
     const LAST: usize = 4;
     let flagged: Vec<_> = incident
@@ -854,12 +858,92 @@ fn kernel_log_highlights(incident: &Incident, out: &mut String) {
     out.push_str("```\n\n");
 }
 
+/// Schema 2: the lines about the wedged process and the NVIDIA driver first, then other processes' lines under a
+/// heading that says whose they are. Context lines stay in the section below and in kernel-log.txt.
+fn kernel_log_by_relevance(incident: &Incident, out: &mut String) {
+    let of = |r: Relevance| -> Vec<&KernelLogLine> {
+        incident
+            .kernel_log
+            .iter()
+            .filter(|l| l.relevance == Some(r))
+            .collect()
+    };
+    let ours: Vec<&KernelLogLine> = incident
+        .kernel_log
+        .iter()
+        .filter(|l| matches!(l.relevance, Some(Relevance::Target | Relevance::Nvidia)))
+        .collect();
+    let others = of(Relevance::OtherProcess);
+    let mut block = |title: String, lines: &[&KernelLogLine], first: usize, last: usize| {
+        if lines.is_empty() {
+            return;
+        }
+        writeln!(
+            out,
+            "### {title}
+
+```text"
+        )
+        .unwrap();
+        for (i, l) in lines.iter().enumerate() {
+            if lines.len() > first + last && i == first {
+                writeln!(
+                    out,
+                    "… {} more lines in between (see the kernel log below and kernel-log.txt)",
+                    lines.len() - first - last
+                )
+                .unwrap();
+            }
+            if i < first || i + last >= lines.len() {
+                writeln!(out, "{}", clip(&kmsg_line(l), 300)).unwrap();
+            }
+        }
+        out.push_str(
+            "```
+
+",
+        );
+    };
+    block(
+        format!(
+            "Kernel log: the wedged process and the NVIDIA driver ({} lines)",
+            ours.len()
+        ),
+        &ours,
+        4,
+        6,
+    );
+    block(
+        format!(
+            "Kernel log: other processes ({} lines; not the wedged process)",
+            others.len()
+        ),
+        &others,
+        2,
+        4,
+    );
+}
+
+fn relevance_text(r: Option<Relevance>) -> &'static str {
+    match r {
+        Some(Relevance::Target) => " <target>",
+        Some(Relevance::Nvidia) => " <nvidia>",
+        Some(Relevance::OtherProcess) => " <other process>",
+        _ => "",
+    }
+}
+
 fn kmsg_line(l: &crate::model::KernelLogLine) -> String {
     let t = l
         .kernel_time_us
         .map(|us| format!("[{:>6}.{:06}]", us / 1_000_000, us % 1_000_000))
         .unwrap_or_else(|| "[      ?      ]".into());
-    fenced_line(&format!("{t}{} {}", flag_text(&l.flags), l.text))
+    fenced_line(&format!(
+        "{t}{}{} {}",
+        relevance_text(l.relevance),
+        flag_text(&l.flags),
+        l.text
+    ))
 }
 
 fn thread_tables(incident: &Incident, out: &mut String) {
@@ -1322,8 +1406,35 @@ fn sections(incident: &Incident) -> Vec<Section> {
         ),
         Keep::Tail,
     );
-    for l in &incident.kernel_log {
-        kmsg.lines.push(kmsg_line(l));
+    if incident.kernel_log.iter().any(|l| l.relevance.is_some()) {
+        // Schema 2: what concerns the wedge, and context lines only from the episode's start on (never the
+        // boot log of a machine that booted minutes before); the whole window is kernel-log.txt.
+        let start_us = incident
+            .episode
+            .started_at
+            .monotonic_ns
+            .map(|ns| ns / 1000)
+            .unwrap_or(0);
+        let shown: Vec<&KernelLogLine> = incident
+            .kernel_log
+            .iter()
+            .filter(|l| {
+                l.relevance != Some(Relevance::Context) || l.kernel_time_us.unwrap_or(0) >= start_us
+            })
+            .collect();
+        kmsg.title = format!(
+            "Kernel log ({} of {} lines of the window: what concerns the wedge, and context since the episode \
+             began; the whole window is kernel-log.txt)",
+            shown.len(),
+            incident.kernel_log.len()
+        );
+        for l in shown {
+            kmsg.lines.push(kmsg_line(l));
+        }
+    } else {
+        for l in &incident.kernel_log {
+            kmsg.lines.push(kmsg_line(l));
+        }
     }
 
     let mut host = Section::new("Host context", Keep::Head);

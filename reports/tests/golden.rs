@@ -302,3 +302,61 @@ fn an_episode_open_when_wedge_capture_exited_says_so_with_the_time() {
     assert!(verdict(&open).starts_with("thread 4242 `python3` has been in D for 312 s in ioctl"));
     assert!(markdown(&open).contains("episode still open"));
 }
+
+/// The budget with schema-2 evidence: 3,000 threads judged wedged (each with its stack as of detection) and a
+/// full kernel-log window of every relevance.
+#[test]
+fn a_huge_schema_2_incident_stays_under_the_limit() {
+    let mut inc = huge_incident();
+    inc.schema_version = SCHEMA_VERSION;
+    inc.kernel_log.clear();
+    for k in 0..20_000u64 {
+        let text = match k % 4 {
+            0 => format!(
+                "INFO: task python3:{} blocked for more than 122 seconds.",
+                70_000 + k
+            ),
+            1 => format!("NVRM: Xid (PCI:0000:01:00): 79, line {k}"),
+            2 => format!(
+                "INFO: task python3:4242 blocked, line {k} {}",
+                "t".repeat(k as usize % 500)
+            ),
+            _ => format!("context line {k} {}", "c".repeat(k as usize % 2000)),
+        };
+        inc.kernel_log
+            .push(KernelLogLine::new(Some(k), Some(4), Some(k * 1000), text));
+    }
+    inc.classify_kernel_log();
+    let latest = inc.samples.len() - 1;
+    let threads = inc.samples[latest].snapshot.threads.clone();
+    inc.wedged_threads = threads
+        .iter()
+        .filter(|t| t.state == "D")
+        .map(|t| WedgedThread {
+            tid: t.tid,
+            comm: t.comm.clone(),
+            d_since: inc.episode.started_at.clone(),
+            detected_at: Some(inc.detected_at.clone()),
+            at_detection: Some(t.clone()),
+            ..WedgedThread::default()
+        })
+        .collect();
+    assert!(inc.wedged_threads.len() >= 1500);
+    let md = markdown(&inc);
+    let chars = md.chars().count();
+    assert!(chars <= MAX_MARKDOWN_CHARS, "{chars} characters");
+    assert!(
+        chars > MAX_MARKDOWN_CHARS * 3 / 4,
+        "only {chars} characters"
+    );
+    assert_eq!(
+        md.matches("<details>").count(),
+        md.matches("</details>").count()
+    );
+    assert_eq!(md.matches("```").count() % 2, 0, "unbalanced code fences");
+    let head = &md[..md.find("<details>").unwrap()];
+    assert!(head.contains("### Kernel log: the wedged process and the NVIDIA driver (10000 lines)"));
+    assert!(head.contains("### Kernel log: other processes (5000 lines; not the wedged process)"));
+    assert!(head.contains("<other process> <HUNG-TASK> INFO: task python3:89996 blocked"));
+    assert!(md.contains("Kernel stacks at detection ("));
+}

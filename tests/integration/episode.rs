@@ -321,3 +321,61 @@ fn a_thread_blocked_in_write_names_its_file() {
     assert!(md.contains(&format!("→ `{path}`")), "{md}");
     wedge.remove_scratch();
 }
+
+fn write_kmsg(line: &str) {
+    std::fs::write("/dev/kmsg", format!("<4>{line}\n")).expect("writing /dev/kmsg (needs root)");
+}
+
+#[test]
+fn kernel_log_lines_are_marked_with_whom_they_concern() {
+    let Some(mut wedge) = Wedge::new("kernel_log_lines_are_marked", "episode-kmsg") else {
+        return;
+    };
+    let tag = format!("wcit{}", std::process::id());
+    // A hung-task line about another process (the same comm as the target, another pid), before the wedge.
+    let other = format!("INFO: task python3:4194301 blocked for more than 120 seconds. {tag}");
+    write_kmsg(&other);
+    let Some(run) = run_python(&wedge.out, &wedge.file, "ioctl", "1", &[]) else {
+        return;
+    };
+    let dir = wait_complete(&wedge.out);
+    let pid = load(&dir)["process"]["pid"].as_i64().unwrap();
+    // A line naming the target, after the capture: the window runs until the last update (the resolution).
+    let ours = format!("INFO: task python3:{pid} blocked for more than 120 seconds. {tag}");
+    write_kmsg(&ours);
+    std::thread::sleep(Duration::from_millis(300));
+    wedge.fs.thaw().unwrap();
+    let done = wait_limited(run, Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let incident = load(&dir);
+    let lines = incident["kernel_log"].as_array().unwrap();
+    let relevance_of = |text: &str| {
+        lines
+            .iter()
+            .find(|l| l["text"] == text)
+            .map(|l| l["relevance"].clone())
+            .unwrap_or_else(|| panic!("{text:?} not in the kernel log window"))
+    };
+    assert_eq!(relevance_of(&other), "other_process");
+    assert_eq!(relevance_of(&ours), "target");
+    let window = std::fs::read_to_string(dir.join("kernel-log.txt")).unwrap();
+    assert!(
+        window.contains(&format!("other_process {other}")),
+        "{window}"
+    );
+    assert!(
+        window.contains(&format!("target        {ours}")),
+        "{window}"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let head = &md[..md.find("<details>").unwrap_or(md.len())];
+    let ours_at = head
+        .find("### Kernel log: the wedged process")
+        .expect("no target section");
+    let others_at = head
+        .find("### Kernel log: other processes")
+        .expect("no other-process section");
+    assert!(head[ours_at..others_at].contains(&ours), "{head}");
+    assert!(head[others_at..].contains(&other), "{head}");
+    wedge.remove_scratch();
+}

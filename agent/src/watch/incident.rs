@@ -847,7 +847,17 @@ impl Capturer {
         }
     }
 
+    /// A new sample of the process; once the kernel log was first read, it is read again so that its window
+    /// runs until this update.
     fn resample(settings: &CaptureSettings, episode: &mut Episode) {
+        if episode.captured {
+            stages::kernel_log::refresh(
+                settings,
+                episode.started_ns,
+                &mut episode.incident,
+                episode.handle.as_ref(),
+            );
+        }
         episode.last_sample = Instant::now();
         let pid = episode.incident.process.pid;
         match capture::snapshot_process(
