@@ -49,6 +49,9 @@ pub struct Incident {
     pub wedged_threads: Vec<WedgedThread>,
     /// Thread snapshots over time, oldest first.
     pub samples: Vec<Sample>,
+    /// The watcher's cheap samples of the process from before the detection (schema 2), oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistorySample>,
     /// The breadcrumb ring as read at capture time; None when the process has no ring.
     pub ring: Option<RingExcerpt>,
     /// Other rings of the same process (e.g. the CUPTI injection's beside the worker's own), same shape.
@@ -83,6 +86,7 @@ impl Default for Incident {
             process: ProcessInfo::default(),
             wedged_threads: Vec::new(),
             samples: Vec::new(),
+            history: Vec::new(),
             ring: None,
             extra_rings: Vec::new(),
             kernel_log: Vec::new(),
@@ -326,6 +330,37 @@ impl Default for Sample {
             },
         }
     }
+}
+
+/// One scan of the watcher, kept from before the wedge was detected: what the threads were doing.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistorySample {
+    /// When the scan ran (monotonic only: the watcher reads no other clock per scan).
+    pub taken_at: Timestamp,
+    /// Threads of the process in this scan, in D, and running (`R`).
+    pub thread_count: u32,
+    pub in_d: u32,
+    pub running: u32,
+    /// The threads that matter (ever in D in the history, or judged wedged), at most a few dozen.
+    pub threads: Vec<HistoryThread>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistoryThread {
+    pub tid: i32,
+    /// One state letter from stat.
+    pub state: String,
+    /// Where it slept, when in D.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wchan: Option<String>,
+    /// Voluntary + involuntary context switches, when in D.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ctxt_switches: Option<u64>,
+    /// Change of `ctxt_switches` since this thread's previous sample in D.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ctxt_delta: Option<u64>,
 }
 
 /// The breadcrumb ring as read from outside.

@@ -1281,6 +1281,8 @@ fn sections(incident: &Incident) -> Vec<Section> {
         push_stack(&mut at_detection, t);
     }
 
+    let before = history_section(incident);
+
     let mut stacks = Section::new("Kernel stacks", Keep::Head);
     if let Some(sample) = latest {
         let mut threads: Vec<&ThreadSnapshot> = sample.snapshot.threads.iter().collect();
@@ -1495,6 +1497,7 @@ fn sections(incident: &Incident) -> Vec<Section> {
 
     vec![
         at_detection,
+        before,
         stacks,
         history,
         crumbs,
@@ -1503,6 +1506,68 @@ fn sections(incident: &Incident) -> Vec<Section> {
         probes,
         missing,
     ]
+}
+
+/// The watcher's samples from before the detection: one state strip per thread that matters (oldest first, `.`
+/// where the thread did not exist yet), the wchans it slept in and its switch deltas while in D.
+fn history_section(incident: &Incident) -> Section {
+    let h = &incident.history;
+    let mut section = Section::new("History before detection", Keep::Head);
+    let (Some(first), Some(last)) = (h.first(), h.last()) else {
+        return section;
+    };
+    let span_ns = last
+        .taken_at
+        .monotonic_ns
+        .unwrap_or(0)
+        .saturating_sub(first.taken_at.monotonic_ns.unwrap_or(0));
+    section.title = format!(
+        "History before detection ({} samples over {})",
+        h.len(),
+        duration(span_ns)
+    );
+    let counts: Vec<String> = h.iter().map(|s| s.in_d.to_string()).collect();
+    section.push(format!("threads in D per sample: {}", counts.join(" ")));
+    let mut tids: Vec<i32> = Vec::new();
+    for sample in h {
+        for t in &sample.threads {
+            if !tids.contains(&t.tid) {
+                tids.push(t.tid);
+            }
+        }
+    }
+    for tid in tids {
+        let mut strip = Vec::with_capacity(h.len());
+        let mut wchans: Vec<&str> = Vec::new();
+        let mut switches = 0u64;
+        for sample in h {
+            match sample.threads.iter().find(|t| t.tid == tid) {
+                Some(t) => {
+                    strip.push(t.state.chars().next().unwrap_or('?'));
+                    if let Some(w) = t.wchan.as_deref() {
+                        if !wchans.contains(&w) {
+                            wchans.push(w);
+                        }
+                    }
+                    switches += t.ctxt_delta.unwrap_or(0);
+                }
+                None => strip.push('.'),
+            }
+        }
+        let strip: Vec<String> = strip.iter().map(char::to_string).collect();
+        let judged = if incident.wedged_threads.iter().any(|w| w.tid == tid) {
+            " (judged wedged)"
+        } else {
+            ""
+        };
+        let mut line = format!("tid {tid}{judged}: {}", strip.join(" "));
+        if !wchans.is_empty() {
+            write!(line, "; in D at {}", wchans.join(", ")).unwrap();
+            write!(line, "; context switches while in D +{switches}").unwrap();
+        }
+        section.push(line);
+    }
+    section
 }
 
 /// A thread's kernel frames and notes, indented under its header line.

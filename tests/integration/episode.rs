@@ -43,7 +43,7 @@ pub(crate) fn run_python(
     file: &Path,
     call: &str,
     linger_s: &str,
-    flags: &[&str],
+    threshold_s: &str,
 ) -> Option<Started> {
     let Some(python) = python() else {
         assert!(!crate::util::in_ci(), "python3 is needed with CI=true");
@@ -52,15 +52,8 @@ pub(crate) fn run_python(
     };
     let mut command = Command::new(crate::util::bin());
     command
-        .args([
-            "run",
-            "--no-nvidia-smi",
-            "--threshold",
-            "1",
-            "--interval",
-            "0.25",
-        ])
-        .args(flags)
+        .args(["run", "--no-nvidia-smi", "--interval", "0.25"])
+        .args(["--threshold", threshold_s])
         .arg("--out")
         .arg(out)
         .arg("--")
@@ -211,7 +204,7 @@ fn a_wedge_that_resolves_while_the_process_lingers_keeps_its_evidence_and_says_r
         return;
     };
     // The process lives on 3 s after its wedged thread returned: samples then show no thread in D.
-    let Some(run) = run_python(&wedge.out, &wedge.file, "ioctl", "3", &[]) else {
+    let Some(run) = run_python(&wedge.out, &wedge.file, "ioctl", "3", "1") else {
         return;
     };
     let dir = wait_complete(&wedge.out);
@@ -296,7 +289,7 @@ fn a_thread_blocked_in_write_names_its_file() {
     else {
         return;
     };
-    let Some(run) = run_python(&wedge.out, &wedge.file, "write", "0", &[]) else {
+    let Some(run) = run_python(&wedge.out, &wedge.file, "write", "0", "1") else {
         return;
     };
     let dir = wait_complete(&wedge.out);
@@ -335,7 +328,7 @@ fn kernel_log_lines_are_marked_with_whom_they_concern() {
     // A hung-task line about another process (the same comm as the target, another pid), before the wedge.
     let other = format!("INFO: task python3:4194301 blocked for more than 120 seconds. {tag}");
     write_kmsg(&other);
-    let Some(run) = run_python(&wedge.out, &wedge.file, "ioctl", "1", &[]) else {
+    let Some(run) = run_python(&wedge.out, &wedge.file, "ioctl", "1", "1") else {
         return;
     };
     let dir = wait_complete(&wedge.out);
@@ -377,5 +370,52 @@ fn kernel_log_lines_are_marked_with_whom_they_concern() {
         .expect("no other-process section");
     assert!(head[ours_at..others_at].contains(&ours), "{head}");
     assert!(head[others_at..].contains(&other), "{head}");
+    wedge.remove_scratch();
+}
+
+#[test]
+fn history_holds_the_samples_before_detection() {
+    let Some(mut wedge) = Wedge::new(
+        "history_holds_the_samples_before_detection",
+        "episode-history",
+    ) else {
+        return;
+    };
+    // 250 ms scans over a 3 s threshold.
+    let Some(run) = run_python(&wedge.out, &wedge.file, "ioctl", "0", "3") else {
+        return;
+    };
+    let dir = wait_complete(&wedge.out);
+    wedge.fs.thaw().unwrap();
+    let done = wait_limited(run, Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let incident = load(&dir);
+    let tid = incident["wedged_threads"][0]["tid"].clone();
+    let detected = incident["wedged_threads"][0]["detected_at"]["monotonic_ns"]
+        .as_u64()
+        .unwrap();
+    let history = incident["history"].as_array().unwrap();
+    assert!(history.len() >= 8, "{} samples", history.len());
+    for sample in history {
+        assert!(sample["taken_at"]["monotonic_ns"].as_u64().unwrap() <= detected);
+    }
+    let states: String = history
+        .iter()
+        .filter_map(|s| {
+            s["threads"]
+                .as_array()?
+                .iter()
+                .find(|t| t["tid"] == tid)
+                .and_then(|t| t["state"].as_str())
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(states.ends_with("DDDDDDDD"), "{states}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("History before detection ("),
+        "no history section"
+    );
+    assert!(md.contains(&format!("tid {tid} (judged wedged): ")));
     wedge.remove_scratch();
 }

@@ -171,6 +171,8 @@ pub struct Capturer {
     closing: Vec<Episode>,
     /// Wedges whose process or thread was gone before the capture began.
     gone_before_capture: u64,
+    /// The watcher's pre-wedge history of a process about to open an episode (see [`Capturer::offer_history`]).
+    pending_history: BTreeMap<i32, Vec<reports::model::HistorySample>>,
 }
 
 fn now_mono_ns() -> u64 {
@@ -297,6 +299,7 @@ impl Capturer {
             episodes: BTreeMap::new(),
             closing: Vec::new(),
             gone_before_capture: 0,
+            pending_history: BTreeMap::new(),
         }
     }
 
@@ -469,6 +472,12 @@ impl Capturer {
         self.open(pid, tid, start_time, comm, d_since_ns, detected, out);
     }
 
+    /// The watcher's samples of `pid` from before its wedge, for the episode the next [`Capturer::on_wedged`]
+    /// opens (written with its first write, as the incident's `history`).
+    pub fn offer_history(&mut self, pid: i32, history: Vec<reports::model::HistorySample>) {
+        self.pending_history.insert(pid, history);
+    }
+
     /// Wedges whose capture found the process or the thread gone (no incident was written for them).
     pub fn gone_before_capture(&self) -> u64 {
         self.gone_before_capture
@@ -505,6 +514,7 @@ impl Capturer {
         detected: Instant,
         out: &mut Vec<CaptureEvent>,
     ) {
+        let history = self.pending_history.remove(&pid).unwrap_or_default();
         let root = &self.settings.proc_root;
         // Under fork/exit churn a thread can pass the wedge test in its last moments, or its tid can already
         // belong to another thread: an incident for it would be empty. Checked before and after the snapshot.
@@ -516,6 +526,7 @@ impl Capturer {
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
         incident.episode.started_at = Timestamp::monotonic(d_since_ns);
         incident.host = self.host_info();
+        incident.history = history;
         incident.wedged_threads.push(WedgedThread {
             tid,
             comm: comm.to_string(),

@@ -4,6 +4,7 @@
 //! - [`targets`]: the [`targets::TargetSource`] trait; [`targets::ChildTree`] for `run`.
 //! - [`scan`]: one scan of the targets' threads (stat for all, progress signature for threads in D).
 //! - [`tracker`]: pure per-thread D-state episodes (keyed by tid + start time) and the no-progress test.
+//! - [`history`]: per target, a bounded ring of the scans' cheap samples: the incident's pre-wedge `history`.
 //! - [`incident`]: the episode lifecycle: one incident per episode (open, update, retry until durable,
 //!   resolve, gone before its capture); every durable write and the verdict it carries.
 //! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
@@ -21,6 +22,7 @@
 //! command) ever inherits a real-time policy; a starved probe is bounded by its deadline like any other.
 
 pub mod bench;
+pub mod history;
 pub mod incident;
 pub mod launch;
 pub mod scan;
@@ -62,6 +64,7 @@ pub struct Watcher {
     source: Box<dyn TargetSource + Send>,
     scanner: ThreadScanner,
     tracker: Tracker,
+    history: history::History,
     capturer: Capturer,
     targets: Vec<Target>,
     pids: Vec<i32>,
@@ -97,6 +100,7 @@ impl Watcher {
             proc_root,
             source,
             tracker: Tracker::new(config.tracker),
+            history: history::History::new(config.interval, config.tracker.threshold),
             capturer,
             targets: Vec::new(),
             pids: Vec::new(),
@@ -126,6 +130,8 @@ impl Watcher {
     pub fn set_config(&mut self, config: WatchConfig) {
         self.config = config;
         self.tracker.set_config(config.tracker);
+        self.history
+            .configure(config.interval, config.tracker.threshold);
     }
 
     /// One scan: find targets, read their threads, judge, capture. Returns what happened to incidents.
@@ -140,6 +146,7 @@ impl Watcher {
             .scan(&self.proc_root, &self.pids, &mut self.observations);
         let detected = Instant::now();
         let now_ns = capture_clock_ns();
+        self.history.record(now_ns, &self.observations);
         let events = self.tracker.observe(now_ns, &self.observations);
         let mut out = Vec::new();
         for event in events {
@@ -151,9 +158,14 @@ impl Watcher {
                     comm,
                     d_since_ns,
                     ..
-                } => self
-                    .capturer
-                    .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out),
+                } => {
+                    if !self.capturer.is_open(pid) {
+                        let history = self.history.for_incident(pid, now_ns, &[tid]);
+                        self.capturer.offer_history(pid, history);
+                    }
+                    self.capturer
+                        .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out)
+                }
                 TrackerEvent::Resolved { pid, tid, after } => {
                     self.capturer
                         .on_thread_done(pid, tid, ThreadFate::Resolved, after, &mut out)
