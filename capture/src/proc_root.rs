@@ -93,6 +93,8 @@ impl TaskFile {
 pub enum RiskyFile {
     /// `<pid>/cmdline` (the target's mmap lock).
     Cmdline(i32),
+    /// `<pid>/maps` (the target's mmap lock, on kernels that take it to list mappings).
+    Maps(i32),
     /// `driver/nvidia/version` (the RM lock).
     NvidiaVersion,
     /// `driver/nvidia/gpus`: a directory, one subdirectory per GPU with an `information` file.
@@ -514,6 +516,7 @@ impl ProcRoot {
     pub fn risky_path(&self, file: RiskyFile) -> PathBuf {
         match file {
             RiskyFile::Cmdline(pid) => self.pid_dir(pid).join("cmdline"),
+            RiskyFile::Maps(pid) => self.pid_dir(pid).join("maps"),
             RiskyFile::NvidiaVersion => self.root.join("driver/nvidia/version"),
             RiskyFile::NvidiaGpus => self.root.join("driver/nvidia/gpus"),
         }

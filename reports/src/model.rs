@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+pub use capture::user_frame::UserFrame;
 use capture::{ProcessSnapshot, ThreadSnapshot};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -281,6 +282,12 @@ pub struct WedgedThread {
     /// Seconds in D from `d_since` to `fate_at` (monotonic clock).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub in_d_s: Option<f64>,
+    /// The user-space pc at detection located in the process's mappings (read in a sacrificial child).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_frame: Option<UserFrame>,
+    /// Why `user_frame` is absent (the maps read timed out: the mmap lock is held; no pc; …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_frame_not_captured: Option<String>,
 }
 
 /// What became of a thread judged wedged.

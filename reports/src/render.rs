@@ -329,6 +329,16 @@ fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Opti
     ))
 }
 
+/// The call in flight on thread `tid` in any ring of the process.
+fn in_flight_of(incident: &Incident, tid: i32) -> Option<&InFlight> {
+    incident
+        .ring
+        .iter()
+        .chain(&incident.extra_rings)
+        .flat_map(|r| &r.in_flight)
+        .find(|f| i64::from(f.tid) == i64::from(tid))
+}
+
 fn in_flight_age(f: &InFlight, now_ns: Option<u64>) -> Option<u64> {
     f.age_ns
         .or_else(|| now_ns?.checked_sub(f.entered_monotonic_ns))
@@ -1015,6 +1025,28 @@ fn judged_tables(
         let fate = fate_text(incident, w);
         let at_ns = w.detected_at.as_ref().and_then(|d| d.monotonic_ns);
         thread_table(incident, t, Some(since), Some(cell(&fate)), at_ns, out);
+        let user = match (&w.user_frame, &w.user_frame_not_captured) {
+            (Some(frame), _) => {
+                let mut v = format!("pc {} in {}", cell(&frame.pc), code_cell(&frame.short()));
+                if let Some(path) = &frame.path {
+                    write!(v, " ({})", cell(path)).unwrap();
+                }
+                if let Some(f) = in_flight_of(incident, w.tid) {
+                    write!(
+                        v,
+                        " while {} in flight",
+                        code_cell(&call_text(&f.call, &f.args, &f.label))
+                    )
+                    .unwrap();
+                }
+                v
+            }
+            (None, Some(why)) => format!("not captured: {}", cell(why)),
+            (None, None) => continue,
+        };
+        // The table's last row: no blank line between it and the table above.
+        out.pop();
+        writeln!(out, "| user frame | {user} |\n").unwrap();
     }
     more_threads(
         judged.len(),

@@ -194,6 +194,25 @@ fn the_mmap_lock_wedge_names_who_blocks_whom_and_a_freeze_site() {
         md.contains(&format!("`mmap_lock` held by tid {fault_tid}")),
         "{md}"
     );
+    // Listing the mappings waits for the address-space writer (mprotect, holding the mmap lock) stuck behind the
+    // fault: the maps probe times out in its child and every frame says so; the capture completed regardless.
+    let maps = incident["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"].as_str().unwrap().starts_with("maps ("))
+        .expect("a maps probe");
+    assert_eq!(maps["outcome"], "timeout", "{maps}");
+    for w in judged {
+        assert!(w["user_frame"].is_null(), "{w}");
+        assert!(
+            w["user_frame_not_captured"]
+                .as_str()
+                .is_some_and(|why| why.contains("timed out")),
+            "{w}"
+        );
+    }
+    assert!(md.contains("| user frame | not captured: reading "), "{md}");
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
@@ -240,6 +259,8 @@ fn a_wedge_that_resolves_while_the_process_lingers_keeps_its_evidence_and_says_r
     assert!(head.contains("| site |"), "{head}");
     assert!(head.contains("| fate | left D after"), "{head}");
     assert!(md.contains("Kernel stacks at detection (1 wedged threads)"));
+    assert!(head.contains("| user frame | pc 0x"), "{head}");
+    assert!(head.contains("`libc.so"), "{head}");
     let stack = judged["at_detection"]["stack"][0]["function"]
         .as_str()
         .unwrap();

@@ -270,6 +270,28 @@ fn keep_evidence(incident: &mut Incident, tid: i32) {
     }
 }
 
+/// A thread judged wedged after the probes ran: its user frame is not located (the maps are read once per
+/// episode, in a sacrificial child); when that read timed out, the same holds for this thread.
+fn late_user_frame(incident: &mut Incident, tid: i32) {
+    let timed_out = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| w.user_frame_not_captured.as_deref())
+        .find(|why| why.contains("timed out"))
+        .map(str::to_string);
+    if let Some(w) = incident
+        .wedged_threads
+        .iter_mut()
+        .rev()
+        .find(|w| w.tid == tid)
+    {
+        w.user_frame_not_captured = Some(timed_out.unwrap_or_else(|| {
+            "judged wedged after the maps were read (read once per episode, in a sacrificial child)"
+                .to_string()
+        }));
+    }
+}
+
 /// Record what became of a thread judged wedged.
 fn set_fate(incident: &mut Incident, tid: i32, fate: ThreadFate, in_d: Duration) {
     if let Some(w) = incident
@@ -464,6 +486,9 @@ impl Capturer {
             );
             Self::resample(&self.settings, &mut episode);
             keep_evidence(&mut episode.incident, tid);
+            if episode.captured {
+                late_user_frame(&mut episode.incident, tid);
+            }
             episode.unwritten = true;
             self.advance(pid, &mut episode, out);
             self.episodes.insert(pid, episode);

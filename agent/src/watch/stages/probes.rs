@@ -21,7 +21,56 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     let started_at = Timestamp::now();
     let outcomes = capture.probes.run_all(&probes);
     apply_probes(&outcomes, &started_at, capture.incident);
+    match outcomes.iter().find(|o| o.name == "maps") {
+        Some(maps) => locate_user_frames(maps, capture.incident),
+        None => set_user_frames(capture.incident, |_| {
+            Err("the maps probe did not run".to_string())
+        }),
+    }
     Ok(())
+}
+
+/// Every judged thread's user pc (from its syscall record at detection) located in the maps a sacrificial child
+/// read; a maps read that timed out (the mmap lock is held) or failed leaves each frame absent with the reason.
+fn locate_user_frames(maps: &ProbeOutcome, incident: &mut Incident) {
+    let failure = (maps.status != ProbeStatus::Ok)
+        .then(|| format!("reading {} {}", maps.target, maps.detail));
+    set_user_frames(incident, |thread| {
+        if let Some(why) = &failure {
+            return Err(why.clone());
+        }
+        let pc = match &thread.syscall {
+            Some(capture::SyscallInfo::Blocked { pc, .. }) => capture::user_frame::parse_pc(pc),
+            _ => None,
+        }
+        .filter(|&pc| pc != 0)
+        .ok_or_else(|| "no user pc: /proc/<tid>/syscall showed none at detection".to_string())?;
+        capture::user_frame::locate(&maps.output, pc).ok_or_else(|| {
+            if maps.output_truncated {
+                format!(
+                    "pc {pc:#x} is beyond the part of the maps that was kept (too many mappings)"
+                )
+            } else {
+                format!("pc {pc:#x} is in no mapping")
+            }
+        })
+    });
+}
+
+fn set_user_frames(
+    incident: &mut Incident,
+    locate: impl Fn(&capture::ThreadSnapshot) -> Result<capture::user_frame::UserFrame, String>,
+) {
+    for w in &mut incident.wedged_threads {
+        let Some(thread) = &w.at_detection else {
+            w.user_frame_not_captured = Some("no evidence as of detection".to_string());
+            continue;
+        };
+        match locate(thread) {
+            Ok(frame) => w.user_frame = Some(frame),
+            Err(why) => w.user_frame_not_captured = Some(why),
+        }
+    }
 }
 
 fn apply_probes(outcomes: &[ProbeOutcome], started_at: &Timestamp, incident: &mut Incident) {
@@ -58,7 +107,8 @@ fn apply_probes(outcomes: &[ProbeOutcome], started_at: &Timestamp, incident: &mu
             _ => {}
         }
         // The command line goes into `process.cmdline` (redacted), never raw into an excerpt.
-        let excerpt = if outcome.name == "cmdline" {
+        // Nor the maps (file paths of the process; what matters is in `wedged_threads[].user_frame`).
+        let excerpt = if outcome.name == "cmdline" || outcome.name == "maps" {
             String::new()
         } else {
             outcome.output.chars().take(4096).collect()
