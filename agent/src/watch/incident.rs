@@ -1044,6 +1044,44 @@ mod tests {
     }
 
     #[test]
+    fn evidence_fate_and_the_exit_write_of_an_open_episode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut capturer = capturer(dir.path());
+        let me = std::process::id() as i32;
+        let mut out = Vec::new();
+        capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+        let Some(CaptureEvent::Opened { path, .. }) = out.first().cloned() else {
+            panic!("{out:?}")
+        };
+        out.clear();
+        capturer.shutdown(&mut out);
+        assert!(!capturer.is_open(me) && capturer.unwritten().is_empty());
+        let incident =
+            reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        assert_eq!(incident.episode.status, EpisodeStatus::StillWedgedAtExit);
+        assert!(incident.episode.watcher_exited_at.is_some());
+        let w = &incident.wedged_threads[0];
+        assert_eq!(w.fate, ThreadFate::StillWedgedAtExit);
+        assert_eq!(w.at_detection.as_ref().map(|t| t.tid), Some(me));
+        assert!(
+            incident
+                .verdict
+                .contains("; still wedged when wedge-capture exited at "),
+            "{}",
+            incident.verdict
+        );
+        // A thread missing from the snapshot taken at detection (it vanished): no evidence, and why.
+        let mut gone = Incident::new(me);
+        gone.wedged_threads.push(WedgedThread {
+            tid: -5,
+            ..WedgedThread::default()
+        });
+        keep_evidence(&mut gone, -5);
+        assert!(gone.wedged_threads[0].at_detection.is_none());
+        assert_eq!(gone.not_captured[0].what, "evidence as of detection");
+    }
+
+    #[test]
     fn a_first_write_that_fails_is_kept_and_retried_until_it_lands() {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("incidents");

@@ -103,3 +103,25 @@ fn window_text(incident: &Incident) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_kernel_log_is_not_captured_with_its_reason_once() {
+        let mut settings = CaptureSettings::new(capture::ProcRoot::default());
+        settings.kmsg_path = "/nonexistent/kmsg".into();
+        let mut incident = Incident::new(1);
+        refresh(&settings, 0, &mut incident, None);
+        refresh(&settings, 0, &mut incident, None);
+        assert!(incident.kernel_log.is_empty());
+        let missing: Vec<_> = incident
+            .not_captured
+            .iter()
+            .filter(|n| n.what == "kernel log")
+            .collect();
+        assert_eq!(missing.len(), 1, "{:?}", incident.not_captured);
+        assert!(missing[0].why.contains("/nonexistent/kmsg"), "{missing:?}");
+    }
+}

@@ -140,6 +140,80 @@ pub fn parse_nvidia_version(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reports::model::WedgedThread;
+
+    fn maps_outcome(status: ProbeStatus, output: &str, detail: &str) -> ProbeOutcome {
+        ProbeOutcome {
+            name: "maps".into(),
+            target: "/proc/42/maps".into(),
+            status,
+            detail: detail.into(),
+            output: output.into(),
+            output_truncated: false,
+            elapsed_ms: 1,
+            killed: None,
+        }
+    }
+
+    fn judged(pc: Option<&str>) -> WedgedThread {
+        WedgedThread {
+            tid: 42,
+            at_detection: pc.map(|pc| capture::ThreadSnapshot {
+                tid: 42,
+                syscall: Some(capture::SyscallInfo::Blocked {
+                    nr: 16,
+                    name: Some("ioctl".into()),
+                    args: Vec::new(),
+                    sp: "0x1".into(),
+                    pc: pc.into(),
+                }),
+                ..capture::ThreadSnapshot::default()
+            }),
+            ..WedgedThread::default()
+        }
+    }
+
+    #[test]
+    fn user_frames_are_located_or_absent_with_a_reason() {
+        let mut incident = Incident::default();
+        incident.wedged_threads = vec![
+            judged(Some("0x7f0000001234")),
+            judged(Some("0x10")),
+            judged(Some("0x0")),
+            judged(None),
+        ];
+        let maps = "7f0000000000-7f0000100000 r-xp 00001000 08:01 9 /usr/lib/libc.so.6\n";
+        locate_user_frames(&maps_outcome(ProbeStatus::Ok, maps, ""), &mut incident);
+        let w = &incident.wedged_threads;
+        assert_eq!(
+            w[0].user_frame.as_ref().unwrap().short(),
+            "libc.so.6+0x2234"
+        );
+        assert_eq!(
+            w[1].user_frame_not_captured.as_deref(),
+            Some("pc 0x10 is in no mapping")
+        );
+        assert!(w[2]
+            .user_frame_not_captured
+            .as_deref()
+            .unwrap()
+            .starts_with("no user pc"));
+        assert_eq!(
+            w[3].user_frame_not_captured.as_deref(),
+            Some("no evidence as of detection")
+        );
+        // Unreadable maps (the thread or process vanished, or a refused read): every frame says why.
+        let mut incident = Incident::default();
+        incident.wedged_threads = vec![judged(Some("0x7f0000001234"))];
+        let failed = maps_outcome(ProbeStatus::Failed, "", "failed: No such file or directory");
+        locate_user_frames(&failed, &mut incident);
+        let w = &incident.wedged_threads[0];
+        assert!(w.user_frame.is_none());
+        assert_eq!(
+            w.user_frame_not_captured.as_deref(),
+            Some("reading /proc/42/maps failed: No such file or directory")
+        );
+    }
 
     #[test]
     fn nvidia_version_lines() {
