@@ -175,13 +175,15 @@ mod tests {
 
     #[test]
     fn user_frames_are_located_or_absent_with_a_reason() {
-        let mut incident = Incident::default();
-        incident.wedged_threads = vec![
-            judged(Some("0x7f0000001234")),
-            judged(Some("0x10")),
-            judged(Some("0x0")),
-            judged(None),
-        ];
+        let mut incident = Incident {
+            wedged_threads: vec![
+                judged(Some("0x7f0000001234")),
+                judged(Some("0x10")),
+                judged(Some("0x0")),
+                judged(None),
+            ],
+            ..Incident::default()
+        };
         let maps = "7f0000000000-7f0000100000 r-xp 00001000 08:01 9 /usr/lib/libc.so.6\n";
         locate_user_frames(&maps_outcome(ProbeStatus::Ok, maps, ""), &mut incident);
         let w = &incident.wedged_threads;
@@ -203,8 +205,10 @@ mod tests {
             Some("no evidence as of detection")
         );
         // Unreadable maps (the thread or process vanished, or a refused read): every frame says why.
-        let mut incident = Incident::default();
-        incident.wedged_threads = vec![judged(Some("0x7f0000001234"))];
+        let mut incident = Incident {
+            wedged_threads: vec![judged(Some("0x7f0000001234"))],
+            ..Incident::default()
+        };
         let failed = maps_outcome(ProbeStatus::Failed, "", "failed: No such file or directory");
         locate_user_frames(&failed, &mut incident);
         let w = &incident.wedged_threads[0];
