@@ -272,6 +272,10 @@ fn where_blocked(t: &ThreadSnapshot) -> String {
             if let Some(target) = t.syscall_files.iter().find_map(|f| f.target.as_deref()) {
                 write!(out, " on {}", tick_safe(target)).unwrap();
             }
+        } else if let Some(site) = &t.site {
+            // A page fault (nr -1): the site says more than "outside a syscall".
+            write!(out, " in {}", tick_safe(site)).unwrap();
+            return out;
         } else {
             out.push_str(" outside a syscall");
         }

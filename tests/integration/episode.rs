@@ -184,6 +184,7 @@ fn the_mmap_lock_wedge_names_who_blocks_whom_and_a_freeze_site() {
     let verdict = incident["verdict"].as_str().unwrap();
     assert!(
         verdict.starts_with(&format!("thread {fault_tid} "))
+            && verdict.contains(" in page fault → filesystem freeze (percpu_rwsem_wait)")
             && verdict.contains(&format!(
                 "2 threads wait behind tid {fault_tid} (page fault on a frozen filesystem)"
             )),
