@@ -344,6 +344,7 @@ fn a_huge_schema_2_incident_stays_under_the_limit() {
     assert!(inc.wedged_threads.len() >= 1500);
     let md = markdown(&inc);
     let chars = md.chars().count();
+    eprintln!("schema-2 huge incident: {chars} characters of report.md");
     assert!(chars <= MAX_MARKDOWN_CHARS, "{chars} characters");
     assert!(
         chars > MAX_MARKDOWN_CHARS * 3 / 4,

@@ -417,6 +417,7 @@ fn history_holds_the_samples_before_detection() {
         .as_u64()
         .unwrap();
     let history = incident["history"].as_array().unwrap();
+    eprintln!("history: {} samples before detection", history.len());
     assert!(history.len() >= 8, "{} samples", history.len());
     for sample in history {
         assert!(sample["taken_at"]["monotonic_ns"].as_u64().unwrap() <= detected);
