@@ -867,6 +867,11 @@ pub fn standard_probes(proc_root: &ProcRoot, pid: i32, with_nvidia_smi: bool) ->
             "the target's mmap lock is probably held (a thread sits in a driver call or mmap while holding it)",
         ),
         Probe::read_file(
+            "maps",
+            proc_root.risky_path(RiskyFile::Maps(pid)),
+            "the target's mmap lock is probably held (a thread changes its address space behind a stuck fault)",
+        ),
+        Probe::read_file(
             "nvidia-version",
             proc_root.risky_path(RiskyFile::NvidiaVersion),
             "the NVIDIA driver's proc files are blocked",

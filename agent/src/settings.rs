@@ -41,6 +41,13 @@ pub const MIN_RUN_RESAMPLE_EVERY: Duration = Duration::from_secs(10);
 pub const KMSG_BEFORE: Duration = Duration::from_secs(600);
 /// Samples kept per incident (the first and the latest ones).
 pub const MAX_SAMPLES: usize = 8;
+/// Pre-wedge history: each watched process's cheap samples cover the threshold plus this much.
+pub const HISTORY_BEYOND_THRESHOLD: Duration = Duration::from_secs(30);
+/// Pre-wedge history bounds: samples per process, threads per sample (5 bytes each: ≤ 1.2 MiB per 1,000
+/// threads), and threads written into an incident.
+pub const HISTORY_MAX_SAMPLES: usize = 240;
+pub const HISTORY_MAX_THREADS: usize = 4096;
+pub const HISTORY_THREADS_WRITTEN: usize = 64;
 /// Most D-state tasks listed in the host census.
 pub const MAX_CENSUS: usize = 256;
 /// Agent: at most one new incident per process in this window.

@@ -6,7 +6,7 @@
 //! - [`proc_root`]: [`ProcRoot`], the workspace's one doorway to the kernel's files: it alone opens files
 //!   under a proc root (default `/proc`, or a fake/recorded tree), every read bounded — per-task files,
 //!   fd links and the inodes they hold, children, ns, host files (meminfo, loadavg, pressure, boot id,
-//!   sysctls). Risky files (cmdline, NVIDIA driver files) are only named ([`RiskyFile`]) for the agent's
+//!   sysctls). Risky files (cmdline, maps, NVIDIA driver files) are only named ([`RiskyFile`]) for the agent's
 //!   sacrificial children. Classifies vanished tasks and refused reads.
 //! - [`kmsg`]: `/dev/kmsg` read without ever blocking, records kept around an event.
 //! - [`process`]: [`snapshot_process`] — stat of every thread, then wchan/syscall/stack/fd for D threads.
@@ -16,6 +16,7 @@
 //!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
 //! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
+//! - [`user_frame`]: a user pc located in `maps` text a sacrificial child read ([`RiskyFile::Maps`]).
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
 //!   configs): no symlink followed, no FIFO or device opened, regular files only, bounded reads.
 //! - [`frozen_fs`]: a real D-state fixture (frozen loop-mounted ext4) for tests and `selftest`.
@@ -45,9 +46,12 @@ pub mod snapshot;
 pub mod syscalls;
 pub mod testing;
 pub mod untrusted;
+pub mod user_frame;
 
 pub use arch::Arch;
 pub use error::{Error, Result};
 pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};
-pub use snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};
+pub use snapshot::{
+    IoctlInfo, ProcessSnapshot, StackFrame, SyscallFile, SyscallInfo, ThreadSnapshot,
+};

@@ -95,6 +95,8 @@ pub enum RiskyFile {
     Cmdline(i32),
     /// `<pid>/mem`, read at an ioctl's pointer (the target's mmap lock, killable; may queue behind a writer).
     Mem(i32),
+    /// `<pid>/maps` (the target's mmap lock, on kernels that take it to list mappings).
+    Maps(i32),
     /// `driver/nvidia/version` (the RM lock).
     NvidiaVersion,
     /// `driver/nvidia/gpus`: a directory, one subdirectory per GPU with an `information` file.
@@ -517,6 +519,7 @@ impl ProcRoot {
         match file {
             RiskyFile::Cmdline(pid) => self.pid_dir(pid).join("cmdline"),
             RiskyFile::Mem(pid) => self.pid_dir(pid).join("mem"),
+            RiskyFile::Maps(pid) => self.pid_dir(pid).join("maps"),
             RiskyFile::NvidiaVersion => self.root.join("driver/nvidia/version"),
             RiskyFile::NvidiaGpus => self.root.join("driver/nvidia/gpus"),
         }

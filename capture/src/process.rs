@@ -11,7 +11,7 @@ use crate::ioctl;
 use crate::parse::syscall::Syscall;
 use crate::proc_root::{ProcRoot, TaskFile};
 use crate::site;
-use crate::snapshot::{ProcessSnapshot, SyscallInfo, ThreadSnapshot};
+use crate::snapshot::{ProcessSnapshot, SyscallFile, SyscallInfo, ThreadSnapshot};
 use crate::syscalls;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +59,55 @@ fn hex(v: u64) -> String {
     format!("{v:#x}")
 }
 
+/// The link target of `fd` of the process, or why there is none.
+fn fd_link(root: &ProcRoot, pid: i32, tid: i32, fd: i64) -> (Option<String>, Option<String>) {
+    match root.fd_target(pid, Some(tid), fd) {
+        Ok(target) => (
+            Some(match &target {
+                crate::parse::fd::FdTarget::Path { path, .. } => path.clone(),
+                crate::parse::fd::FdTarget::Special { kind, detail } => format!("{kind}:{detail}"),
+            }),
+            None,
+        ),
+        Err(Error::Gone { .. }) => (
+            None,
+            Some(format!("fd {fd} is closed or the thread exited")),
+        ),
+        Err(e) => (None, Some(format!("fd {fd} link unreadable: {e}"))),
+    }
+}
+
+/// The file behind each file-descriptor argument of syscall `name` (see `syscalls::fd_args`). Descriptors are
+/// `int`: the low 32 bits count; a negative one (mmap of anonymous memory passes -1) names no file.
+fn syscall_files(
+    root: &ProcRoot,
+    pid: i32,
+    tid: i32,
+    name: &str,
+    args: &[u64; 6],
+) -> Vec<SyscallFile> {
+    // MAP_ANONYMOUS (0x20 on x86_64 and aarch64): the fd argument is ignored.
+    if name == "mmap" && args[3] & 0x20 != 0 {
+        return Vec::new();
+    }
+    syscalls::fd_args(name)
+        .iter()
+        .filter_map(|&arg| {
+            let fd = i64::from(args[arg] as u32 as i32);
+            if fd < 0 {
+                return None;
+            }
+            let (target, not_captured) = fd_link(root, pid, tid, fd);
+            Some(SyscallFile {
+                arg,
+                fd,
+                target,
+                not_captured,
+            })
+        })
+        .collect()
+}
+
 /// Fills wchan, syscall (+ioctl), stack, counters and site for one thread. Returns false when the
 /// thread vanished.
 fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> bool {
@@ -86,25 +135,13 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
                 // sys_ioctl(unsigned int fd, unsigned int cmd, …): only the low 32 bits count.
                 let fd = i64::from(args[0] as u32 as i32);
                 let request = args[1] as u32;
-                let (fd_target, note) = match root.fd_target(pid, Some(tid), fd) {
-                    Ok(target) => (
-                        Some(match &target {
-                            crate::parse::fd::FdTarget::Path { path, .. } => path.clone(),
-                            crate::parse::fd::FdTarget::Special { kind, detail } => {
-                                format!("{kind}:{detail}")
-                            }
-                        }),
-                        None,
-                    ),
-                    Err(Error::Gone { .. }) => (
-                        None,
-                        Some(format!("fd {fd} is closed or the thread exited")),
-                    ),
-                    Err(e) => (None, Some(format!("fd {fd} link unreadable: {e}"))),
-                };
+                let (fd_target, note) = fd_link(root, pid, tid, fd);
                 t.notes.extend(note);
                 let decoded = ioctl::decode(request, fd_target.as_deref());
                 t.ioctl = Some(decoded.into_info(fd, fd_target));
+            }
+            if let Some(name) = syscall_name.filter(|&n| n != "ioctl") {
+                t.syscall_files = syscall_files(root, pid, tid, name, &args);
             }
             t.syscall = Some(SyscallInfo::Blocked {
                 nr,
@@ -146,6 +183,23 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
         }
     }
     true
+}
+
+/// Who blocks whom inside the process: every thread in D waiting for the mmap lock is `blocked_behind` the threads
+/// in D inside a page fault (they hold the mmap lock, or their VMA's lock, while they sleep).
+pub fn link_blockers(threads: &mut [ThreadSnapshot]) {
+    let holders: Vec<i32> = threads
+        .iter()
+        .filter(|t| t.state == "D" && site::holds_fault_lock(&t.stack, t.wchan.as_deref()))
+        .map(|t| t.tid)
+        .collect();
+    for t in threads.iter_mut().filter(|t| t.state == "D") {
+        let Some(class) = site::lock_class(&t.stack, t.wchan.as_deref()) else {
+            continue;
+        };
+        t.waits_for = Some(class.to_string());
+        t.blocked_behind = holders.iter().copied().filter(|&h| h != t.tid).collect();
+    }
 }
 
 /// Snapshot of every thread of `pid` under `root`.
@@ -201,6 +255,7 @@ pub fn snapshot_process(
         }
         threads.push(t);
     }
+    link_blockers(&mut threads);
     if threads.iter().all(|t| t.gone) && !root.exists(pid) {
         return Err(Error::NoSuchProcess {
             pid,

@@ -72,6 +72,9 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         "do_mprotect_pkey" | "vm_mmap_pgoff" | "__vm_munmap" | "do_madvise" | "vm_munmap" => {
             return Some(format!("{top} (waits for mmap_lock)"))
         }
+        "__vma_start_write" | "vma_start_write" => {
+            return Some(format!("{top} (waits for a page fault to leave the VMA)"))
+        }
         other => return Some(other.to_string()),
     };
     Some(kind.to_string())
@@ -124,8 +127,77 @@ fn is_fs_freeze(frames: &[StackFrame], wchan: Option<&str>) -> bool {
             || n == "do_sys_ftruncate"
             || n.starts_with("ioctl_")
             || n == "do_vfs_ioctl"
+            // A write fault into a shared file mapping: sb_start_pagefault, often inlined.
+            || n == "do_page_mkwrite"
+            || n.ends_with("_page_mkwrite")
     });
     percpu && (fs_path || frames.is_empty())
+}
+
+/// Frames of the page-fault path (x86_64 and arm64).
+const FAULT_PATH: &[&str] = &[
+    "asm_exc_page_fault",
+    "exc_page_fault",
+    "do_user_addr_fault",
+    "handle_mm_fault",
+    "do_page_fault",
+    "do_translation_fault",
+    "do_mem_abort",
+    "el0_da",
+];
+
+/// Frames that take the mmap lock (or a VMA's write lock) for a change of the address space.
+const MM_CHANGERS: &[&str] = &[
+    "vm_mmap_pgoff",
+    "do_mmap",
+    "__vm_munmap",
+    "vm_munmap",
+    "do_vmi_munmap",
+    "do_mprotect_pkey",
+    "mprotect_fixup",
+    "do_madvise",
+    "madvise_lock",
+    "__do_sys_brk",
+    "__do_sys_mremap",
+    "lock_mm_and_find_vma",
+    "mmap_read_lock_killable",
+    "mmap_write_lock_killable",
+    "__vma_start_write",
+    "vma_start_write",
+];
+
+/// Innermost frames (or wchan) of a wait for the mmap lock or a VMA write lock.
+const MM_LOCK_WAITS: &[&str] = &[
+    "rwsem_down_write_slowpath",
+    "rwsem_down_read_slowpath",
+    "down_write_killable",
+    "down_read_killable",
+    "down_write",
+    "down_read",
+    "__vma_start_write",
+    "vma_start_write",
+    "lock_mm_and_find_vma",
+];
+
+/// The lock class a thread waits for, for grouping threads stuck on the same lock: `mmap_lock` for a thread
+/// whose stack waits in an rwsem slow path (or a VMA write lock) from mmap/munmap/mprotect/madvise/brk/mremap or
+/// a page fault's mmap-lock step. Stacks omit `__sched` functions, so the innermost frame may be the changer
+/// itself (`vm_mmap_pgoff`): that counts as the wait too.
+pub fn lock_class(frames: &[StackFrame], wchan: Option<&str>) -> Option<&'static str> {
+    let top = frames.first().map(|f| base_name(&f.function)).or(wchan)?;
+    let waiting = MM_LOCK_WAITS.contains(&top)
+        || MM_CHANGERS.contains(&top)
+        || wchan.is_some_and(|w| MM_LOCK_WAITS.contains(&w) || MM_CHANGERS.contains(&w));
+    let through_mm = has(frames, MM_CHANGERS).is_some()
+        || (frames.is_empty() && wchan.is_some_and(|w| MM_CHANGERS.contains(&w)));
+    (waiting && through_mm).then_some("mmap_lock")
+}
+
+/// Whether the thread is inside a page fault that is not itself waiting for the mmap lock: such a thread holds
+/// the mmap lock for read (or its VMA's lock) for as long as it sleeps, and a writer of the address space waits
+/// behind it.
+pub fn holds_fault_lock(frames: &[StackFrame], wchan: Option<&str>) -> bool {
+    has(frames, FAULT_PATH).is_some() && lock_class(frames, wchan).is_none()
 }
 
 /// One-line classification. `syscall` is the name decoded from `/proc/<tid>/syscall`, used only when
@@ -302,6 +374,36 @@ mod tests {
             classify(&f, None, None).unwrap(),
             "page fault → nvidia_uvm: uvm_vm_fault … uvm_va_block_make_resident"
         );
+    }
+
+    /// The mmap-lock wedge as seen on 6.18 (frozen ext4): a write fault holds the VMA, mprotect waits for it
+    /// holding the mmap lock, mmap waits for the mmap lock.
+    #[test]
+    fn mmap_lock_wedge_waiters_and_the_fault_they_wait_behind() {
+        let fault = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] ext4_page_mkwrite+0x4ab/0x570\n[<0>] do_page_mkwrite+0x49/0xb0\n[<0>] do_fault+0x10f/0x660\n[<0>] __handle_mm_fault+0x842/0xf80\n[<0>] handle_mm_fault+0xd0/0x310\n[<0>] exc_page_fault+0x176/0x770\n[<0>] asm_exc_page_fault+0x22/0x30\n");
+        assert_eq!(
+            classify(&fault, Some("percpu_rwsem_wait"), None).unwrap(),
+            "page fault → filesystem freeze (percpu_rwsem_wait)"
+        );
+        assert!(holds_fault_lock(&fault, Some("percpu_rwsem_wait")));
+        assert_eq!(lock_class(&fault, Some("percpu_rwsem_wait")), None);
+        let mprotect = frames("[<0>] __vma_start_write+0x5c/0x110\n[<0>] mprotect_fixup+0xec/0x370\n[<0>] do_mprotect_pkey+0x353/0x5f0\n[<0>] __x64_sys_mprotect+0x1b/0x30\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+        assert_eq!(
+            lock_class(&mprotect, Some("__vma_start_write")),
+            Some("mmap_lock")
+        );
+        assert!(!holds_fault_lock(&mprotect, Some("__vma_start_write")));
+        let mmap = frames("[<0>] vm_mmap_pgoff+0xe9/0x230\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+        assert_eq!(lock_class(&mmap, Some("vm_mmap_pgoff")), Some("mmap_lock"));
+        assert_eq!(lock_class(&[], Some("vm_mmap_pgoff")), Some("mmap_lock"));
+        // A fault that itself waits for the mmap lock is a waiter, not a holder.
+        let fault_waits = frames("[<0>] rwsem_down_read_slowpath+0x1/0x2\n[<0>] lock_mm_and_find_vma+0x1/0x2\n[<0>] do_user_addr_fault+0x1/0x2\n[<0>] exc_page_fault+0x1/0x2\n");
+        assert_eq!(lock_class(&fault_waits, None), Some("mmap_lock"));
+        assert!(!holds_fault_lock(&fault_waits, None));
+        // A futex wait is neither.
+        let futex = frames("[<0>] futex_do_wait+0x46/0x90\n[<0>] __x64_sys_futex+0x12d/0x230\n");
+        assert_eq!(lock_class(&futex, Some("futex_do_wait")), None);
+        assert!(!holds_fault_lock(&futex, None));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Top level: `pid`, `threads[]`. Each thread: `tid`, `comm`, `state` (one letter), `wchan`,
 //! `syscall` ({`nr`,`name`,`args`,`sp`,`pc`} or {`running`: true}), `ioctl`, `stack[]`, `site`.
-//! Extra fields (`gone`, `notes`, counters) are additive and optional for readers.
+//! Extra fields (`gone`, `notes`, counters, `syscall_files`, `waits_for`, `blocked_behind`) are additive and
+//! optional for readers.
 
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +57,17 @@ pub struct ThreadSnapshot {
     /// CPU the thread last ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processor: Option<i32>,
+    /// The files the blocked syscall works on: every file-descriptor argument (per `syscall-fd-args.tsv`) with
+    /// its /proc/<pid>/fd link, e.g. `write` on fd 3 → `/mnt/data/out.bin`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub syscall_files: Vec<SyscallFile>,
+    /// The lock class the thread waits for (`mmap_lock`), so threads stuck on the same lock are grouped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
+    /// Threads of the same process in D that hold what this one waits for (for `mmap_lock`: the threads inside a
+    /// page fault), lowest tid first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_behind: Vec<i32>,
 }
 
 /// `{"running": true}` or `{"nr", "name", "args", "sp", "pc"}` (nr -1: blocked outside a syscall, args empty).
@@ -73,6 +85,19 @@ pub enum SyscallInfo {
         sp: String,
         pc: String,
     },
+}
+
+/// One file-descriptor argument of a blocked syscall.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyscallFile {
+    /// Which argument (0-based).
+    pub arg: usize,
+    pub fd: i64,
+    /// Link target of /proc/<pid>/fd/<fd> (`/dev/nvidiactl`, `socket:[123]`, `anon_inode:[eventfd]`).
+    pub target: Option<String>,
+    /// Why there is no target (fd closed, link unreadable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_captured: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! Syscall number → name, per architecture. The tables are data (`capture/data/syscalls-*.tsv`),
 //! generated from the kernel UAPI headers by `capture/data/gen_syscalls.py`; each file's header names
-//! its source and version.
+//! its source and version. Which arguments of a syscall are file descriptors is data too
+//! (`capture/data/syscall-fd-args.tsv`, by name: the same on every architecture).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -53,6 +54,29 @@ pub fn number(arch: Arch, name: &str) -> Option<i64> {
     table(arch).by_name.get(name).copied()
 }
 
+const FD_ARGS_TSV: &str = include_str!("../data/syscall-fd-args.tsv");
+
+/// The indexes of the arguments of syscall `name` that are file descriptors (empty for other syscalls).
+pub fn fd_args(name: &str) -> &'static [usize] {
+    static TABLE: OnceLock<HashMap<&'static str, Vec<usize>>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        FD_ARGS_TSV
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| {
+                let (name, args) = l.split_once('\t')?;
+                let args = args
+                    .split(',')
+                    .filter_map(|a| a.trim().parse().ok())
+                    .filter(|&a: &usize| a < 6)
+                    .collect();
+                Some((name.trim(), args))
+            })
+            .collect()
+    });
+    table.get(name).map(Vec::as_slice).unwrap_or(&[])
+}
+
 /// Number of entries (for tests and `--help` style summaries).
 pub fn count(arch: Arch) -> usize {
     table(arch).by_nr.len()
@@ -87,6 +111,40 @@ mod tests {
         }
         assert_eq!(name(Arch::Aarch64, 29), Some("ioctl"));
         assert_eq!(name(Arch::X86_64, -1), None);
+    }
+
+    #[test]
+    fn fd_arguments_are_known_for_every_fd_taking_syscall_on_both_architectures() {
+        assert_eq!(fd_args("write"), &[0]);
+        assert_eq!(fd_args("mmap"), &[4]);
+        assert_eq!(fd_args("copy_file_range"), &[0, 2]);
+        assert!(fd_args("futex").is_empty() && fd_args("poll").is_empty());
+        for name_ in [
+            "read",
+            "write",
+            "pread64",
+            "pwrite64",
+            "readv",
+            "writev",
+            "fsync",
+            "fdatasync",
+            "sync_file_range",
+            "fallocate",
+            "ftruncate",
+            "mmap",
+            "ioctl",
+            "epoll_pwait",
+        ] {
+            assert!(!fd_args(name_).is_empty(), "{name_}");
+            assert!(
+                number(Arch::X86_64, name_).is_some(),
+                "x86_64 lacks {name_}"
+            );
+            assert!(
+                number(Arch::Aarch64, name_).is_some(),
+                "aarch64 lacks {name_}"
+            );
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use capture::ProcessSnapshot;
+pub use capture::user_frame::UserFrame;
+use capture::{ProcessSnapshot, ThreadSnapshot};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +19,7 @@ pub use wedge_breadcrumb::{Args, InFlight, Record, RecordKind, RingHeader, RingS
 /// The value of [`Incident::schema`].
 pub const SCHEMA_NAME: &str = "wedge-capture.incident";
 /// Bumped only for a change that is not additive (a field renamed, removed, or its meaning changed).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One wedge of one process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,9 @@ pub struct Incident {
     pub wedged_threads: Vec<WedgedThread>,
     /// Thread snapshots over time, oldest first.
     pub samples: Vec<Sample>,
+    /// The watcher's cheap samples of the process from before the detection (schema 2), oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistorySample>,
     /// The breadcrumb ring as read at capture time; None when the process has no ring.
     pub ring: Option<RingExcerpt>,
     /// Other rings of the same process (e.g. the CUPTI injection's beside the worker's own), same shape.
@@ -83,6 +87,7 @@ impl Default for Incident {
             process: ProcessInfo::default(),
             wedged_threads: Vec::new(),
             samples: Vec::new(),
+            history: Vec::new(),
             ring: None,
             extra_rings: Vec::new(),
             kernel_log: Vec::new(),
@@ -188,6 +193,10 @@ pub enum EpisodeStatus {
     Open,
     /// Every wedged thread left D (or the process was reaped).
     Resolved,
+    /// wedge-capture stopped (`run` exited, the agent was stopped) while a thread was still wedged: nothing
+    /// after `Episode::watcher_exited_at` was watched.
+    #[serde(rename = "still_wedged_at_exit")]
+    StillWedgedAtExit,
     /// Written by a newer version with a status this one does not know.
     #[serde(other)]
     Unknown,
@@ -202,6 +211,9 @@ pub struct Episode {
     pub resolved_at: Option<Timestamp>,
     /// Seconds from `started_at` to `resolved_at` (monotonic clock).
     pub resolved_after_s: Option<f64>,
+    /// When wedge-capture stopped watching an episode that was still open (status `still_wedged_at_exit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watcher_exited_at: Option<Timestamp>,
 }
 
 /// The host, as passed in by the caller (the reports crate reads nothing from the kernel).
@@ -270,13 +282,59 @@ impl ProcessInfo {
 }
 
 /// A thread the watchdog judged wedged.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct WedgedThread {
     pub tid: i32,
     pub comm: String,
     /// When the watchdog first saw this thread in D (the episode may have begun earlier, between scans).
     pub d_since: Timestamp,
+    /// When the watchdog judged it wedged (schema 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected_at: Option<Timestamp>,
+    /// The thread as read at detection: the evidence the verdict and the "Wedged threads" section show,
+    /// whatever later samples say (schema 2; None in older files: their readers fall back to the latest sample).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_detection: Option<ThreadSnapshot>,
+    /// What became of it: still wedged, left D, exited, or still wedged when wedge-capture stopped.
+    #[serde(skip_serializing_if = "ThreadFate::is_wedged")]
+    pub fate: ThreadFate,
+    /// When `fate` was seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fate_at: Option<Timestamp>,
+    /// Seconds in D from `d_since` to `fate_at` (monotonic clock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_d_s: Option<f64>,
+    /// The user-space pc at detection located in the process's mappings (read in a sacrificial child).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_frame: Option<UserFrame>,
+    /// Why `user_frame` is absent (the maps read timed out: the mmap lock is held; no pc; …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_frame_not_captured: Option<String>,
+}
+
+/// What became of a thread judged wedged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadFate {
+    /// Still in D at the last look.
+    #[default]
+    Wedged,
+    /// Left D and lives on.
+    Resolved,
+    /// Exited (or was reaped) while or after being in D.
+    Exited,
+    /// Still in D when wedge-capture stopped watching.
+    StillWedgedAtExit,
+    /// Written by a newer version with a fate this one does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ThreadFate {
+    pub fn is_wedged(&self) -> bool {
+        *self == ThreadFate::Wedged
+    }
 }
 
 /// One thread snapshot of the process.
@@ -302,6 +360,37 @@ impl Default for Sample {
             },
         }
     }
+}
+
+/// One scan of the watcher, kept from before the wedge was detected: what the threads were doing.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistorySample {
+    /// When the scan ran (monotonic only: the watcher reads no other clock per scan).
+    pub taken_at: Timestamp,
+    /// Threads of the process in this scan, in D, and running (`R`).
+    pub thread_count: u32,
+    pub in_d: u32,
+    pub running: u32,
+    /// The threads that matter (ever in D in the history, or judged wedged), at most a few dozen.
+    pub threads: Vec<HistoryThread>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistoryThread {
+    pub tid: i32,
+    /// One state letter from stat.
+    pub state: String,
+    /// Where it slept, when in D.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wchan: Option<String>,
+    /// Voluntary + involuntary context switches, when in D.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ctxt_switches: Option<u64>,
+    /// Change of `ctxt_switches` since this thread's previous sample in D.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ctxt_delta: Option<u64>,
 }
 
 /// The breadcrumb ring as read from outside.
@@ -376,6 +465,98 @@ pub struct KernelLogLine {
     pub kernel_time_us: Option<u64>,
     pub text: String,
     pub flags: KernelLogFlags,
+    /// Whether the line concerns the wedge (schema 2; None in older files and before classification).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relevance: Option<Relevance>,
+}
+
+/// Whom a kernel log line is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relevance {
+    /// Names a pid or tid of the watched process (`task python3:4242 blocked…`, `python3[4242]: segfault`).
+    Target,
+    /// From the NVIDIA driver: NVRM, Xid, GSP, fallen off the bus.
+    Nvidia,
+    /// About another process: a hung-task report, an oops or an OOM kill naming another pid (or the same comm
+    /// with another pid).
+    OtherProcess,
+    /// Anything else in the window.
+    Context,
+    /// Written by a newer version with a value this one does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// The pids a kernel line names, in the forms the kernel prints them: `comm:pid` (hung task), `comm[pid]`
+/// (segfault, audit), `pid N`, `pid=N`, `pid: N`, `tid N`, `Killed process N`.
+pub fn pids_named(text: &str) -> Vec<i64> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() || (i > 0 && bytes[i - 1].is_ascii_digit()) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        let before = &text[..start];
+        let after = bytes.get(i).copied();
+        let lower = before.to_ascii_lowercase();
+        // `comm:pid`: the word before the colon has a letter (not a bus address `0000:01`), and the number is
+        // not itself followed by `:`/`.` (a `PCI:0000:01:00.0`).
+        let comm_colon = before.strip_suffix(':').is_some_and(|word| {
+            let word = word.rsplit(char::is_whitespace).next().unwrap_or("");
+            word.chars().any(|c| c.is_ascii_alphabetic())
+                && word.chars().last().is_some_and(|c| !c.is_whitespace())
+        }) && !matches!(after, Some(b':' | b'.'));
+        let named = comm_colon
+            || (before.ends_with('[') && after == Some(b']') && before.len() > 1)
+            || [
+                "pid ",
+                "pid=",
+                "pid: ",
+                "pid:",
+                "tid ",
+                "tid=",
+                "killed process ",
+            ]
+            .iter()
+            .any(|p| lower.ends_with(p));
+        if named {
+            if let Ok(n) = text[start..i].parse::<i64>() {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+impl Relevance {
+    /// Whom `text` is about, for a process `pid` with threads `tids` (precedence: target, nvidia, other process).
+    pub fn classify(text: &str, flags: &KernelLogFlags, pid: i32, tids: &[i32]) -> Relevance {
+        let named = pids_named(text);
+        let ours = |n: &i64| *n == i64::from(pid) || tids.iter().any(|t| i64::from(*t) == *n);
+        if named.iter().any(ours) {
+            return Relevance::Target;
+        }
+        if flags.nvrm || flags.xid || flags.fallen_off_bus || text.contains("GSP") {
+            return Relevance::Nvidia;
+        }
+        let lower = text.to_ascii_lowercase();
+        let about_a_process = flags.hung_task
+            || lower.contains("segfault")
+            || lower.contains("killed process")
+            || lower.contains("oom-kill")
+            || lower.contains("general protection");
+        if !named.is_empty() || about_a_process {
+            return Relevance::OtherProcess;
+        }
+        Relevance::Context
+    }
 }
 
 impl KernelLogLine {
@@ -393,6 +574,26 @@ impl KernelLogLine {
             kernel_time_us,
             flags: KernelLogFlags::classify(&text),
             text,
+            relevance: None,
+        }
+    }
+}
+
+impl Incident {
+    /// Mark every kernel log line with whom it concerns: the process, every tid it is known to have had (its
+    /// samples and judged threads).
+    pub fn classify_kernel_log(&mut self) {
+        let mut tids: Vec<i32> = self
+            .samples
+            .iter()
+            .flat_map(|s| s.snapshot.threads.iter().map(|t| t.tid))
+            .chain(self.wedged_threads.iter().map(|w| w.tid))
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        let pid = self.process.pid;
+        for line in &mut self.kernel_log {
+            line.relevance = Some(Relevance::classify(&line.text, &line.flags, pid, &tids));
         }
     }
 }
@@ -550,6 +751,47 @@ mod tests {
         assert_eq!(back, inc);
         let f = back.kernel_log[0].flags;
         assert!(f.nvrm && f.xid && f.fallen_off_bus && !f.hung_task);
+    }
+
+    #[test]
+    fn kernel_lines_are_marked_by_whom_they_concern() {
+        let classify = |text: &str| {
+            Relevance::classify(text, &KernelLogFlags::classify(text), 4242, &[4242, 4251])
+        };
+        assert_eq!(
+            classify("INFO: task python3:4251 blocked for more than 122 seconds."),
+            Relevance::Target
+        );
+        assert_eq!(
+            classify("python3[4242]: segfault at 0 ip 0"),
+            Relevance::Target
+        );
+        // The same comm with another pid is another process.
+        assert_eq!(
+            classify("INFO: task python3:977 blocked for more than 122 seconds."),
+            Relevance::OtherProcess
+        );
+        assert_eq!(
+            classify("Out of memory: Killed process 31337 (java)"),
+            Relevance::OtherProcess
+        );
+        assert_eq!(
+            classify("NVRM: Xid (PCI:0000:01:00): 79, pid=977, GPU has fallen off the bus."),
+            Relevance::Nvidia
+        );
+        assert_eq!(
+            classify("NVRM: Xid (PCI:0000:01:00): 13, pid=4242, name=python3"),
+            Relevance::Target
+        );
+        // Bus addresses, times and sizes are not pids.
+        assert_eq!(
+            classify("pci 0000:01:00.0: BAR 0 [mem 0x4242]"),
+            Relevance::Context
+        );
+        assert_eq!(
+            classify("EXT4-fs (loop7): mounted filesystem 4242 r/w"),
+            Relevance::Context
+        );
     }
 
     #[test]

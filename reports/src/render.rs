@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use capture::{SyscallInfo, ThreadSnapshot};
 
 use crate::model::{
-    Args, InFlight, Incident, KernelLogFlags, ProbeOutcome, Record, RecordKind, Sample, Timestamp,
+    Args, EpisodeStatus, InFlight, Incident, KernelLogFlags, KernelLogLine, ProbeOutcome, Record,
+    RecordKind, Relevance, Sample, ThreadFate, Timestamp, WedgedThread,
 };
 
 /// GitHub's limit for an issue comment, in characters.
@@ -31,6 +32,9 @@ const NOTE_RESERVE: usize = 1_200;
 /// "thread 4242 `main` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; last breadcrumb
 /// `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned".
 pub fn verdict(incident: &Incident) -> String {
+    if let Some(verdict) = episode_verdict(incident) {
+        return verdict;
+    }
     let pid = incident.process.pid;
     let Some(sample) = incident.latest_sample() else {
         if let Some(w) = incident.wedged_threads.first() {
@@ -83,6 +87,172 @@ pub fn verdict(incident: &Incident) -> String {
     out
 }
 
+/// The verdict of a schema-2 incident: the episode as judged at detection (the first thread judged wedged,
+/// its call, site and breadcrumb), how long it lasted and how it ended. None for older incidents (no evidence
+/// as of detection): their verdict comes from the latest sample.
+fn episode_verdict(incident: &Incident) -> Option<String> {
+    let judged = judged_threads(incident);
+    let (w, t) = *judged.first()?;
+    let over = incident.episode.status != EpisodeStatus::Open
+        || matches!(w.fate, ThreadFate::Resolved | ThreadFate::Exited);
+    let ended = over && incident.episode.status != EpisodeStatus::StillWedgedAtExit;
+    let mut out = format!("thread {} `{}`", w.tid, tick_safe(&w.comm));
+    let verb = if ended { "was" } else { "has been" };
+    match in_d_ns(incident, w) {
+        Some(ns) => write!(out, " {verb} in D for {}", duration(ns)).unwrap(),
+        None if ended => out.push_str(" was in D"),
+        None => out.push_str(" is in D"),
+    }
+    out.push_str(&where_blocked(t));
+    match breadcrumb_clause(
+        incident,
+        w.tid,
+        w.detected_at.as_ref().and_then(|d| d.monotonic_ns),
+    ) {
+        Some(clause) => {
+            out.push_str("; ");
+            out.push_str(&clause);
+        }
+        None if incident.ring.is_none() => out.push_str("; no breadcrumb ring"),
+        None => {}
+    }
+    let waiters = waiting_behind(incident, w.tid);
+    if !waiters.is_empty() {
+        let n = waiters.len();
+        write!(
+            out,
+            "; {n} thread{} wait{} behind tid {} ({})",
+            plural(n),
+            if n == 1 { "s" } else { "" },
+            w.tid,
+            holder_text(t)
+        )
+        .unwrap();
+    }
+    let others = judged
+        .iter()
+        .filter(|(o, _)| o.tid != w.tid && !waiters.contains(&o.tid))
+        .count();
+    if others > 0 {
+        write!(out, "; {others} more thread{} wedged", plural(others)).unwrap();
+    }
+    match incident.episode.status {
+        EpisodeStatus::Resolved => {
+            out.push_str("; resolved");
+            if w.fate == ThreadFate::Exited {
+                out.push_str(" (the thread exited)");
+            }
+        }
+        EpisodeStatus::StillWedgedAtExit => {
+            out.push_str("; still wedged when wedge-capture exited");
+            if let Some(at) = &incident.episode.watcher_exited_at {
+                write!(out, " at {}", time_text(at)).unwrap();
+            }
+        }
+        EpisodeStatus::Open | EpisodeStatus::Unknown => {}
+    }
+    Some(out)
+}
+
+/// Threads judged wedged with their evidence as of detection, the one to read first first: longest in D,
+/// then the main thread, then the lowest tid.
+fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &ThreadSnapshot)> {
+    let mut judged: Vec<(&WedgedThread, &ThreadSnapshot)> = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| Some((w, w.at_detection.as_ref()?)))
+        .collect();
+    // A thread that waits behind another is never read first: the one it waits for is.
+    judged.sort_by_key(|(w, t)| {
+        (
+            !t.blocked_behind.is_empty(),
+            w.d_since.monotonic_ns.unwrap_or(u64::MAX),
+            w.tid != incident.process.pid,
+            w.tid,
+        )
+    });
+    judged
+}
+
+/// Tids of the threads that wait behind `tid` (`blocked_behind`), as judged at detection or in the latest sample.
+fn waiting_behind(incident: &Incident, tid: i32) -> Vec<i32> {
+    let mut tids: Vec<i32> = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| w.at_detection.as_ref())
+        .chain(
+            incident
+                .latest_sample()
+                .into_iter()
+                .flat_map(|s| s.snapshot.threads.iter()),
+        )
+        .filter(|t| t.blocked_behind.contains(&tid))
+        .map(|t| t.tid)
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    tids
+}
+
+/// What the thread others wait behind is doing, in words: "page fault on a frozen filesystem".
+fn holder_text(t: &ThreadSnapshot) -> String {
+    match t.site.as_deref() {
+        Some(site) if site.starts_with("page fault") && site.contains("filesystem freeze") => {
+            "page fault on a frozen filesystem".to_string()
+        }
+        Some(site) => tick_safe(site),
+        None => "in a page fault".to_string(),
+    }
+}
+
+/// The latest moment the incident knows about (monotonic): its newest sample, detection, resolution or the
+/// watcher's exit.
+fn last_look_ns(incident: &Incident) -> Option<u64> {
+    let e = &incident.episode;
+    incident
+        .latest_sample()
+        .and_then(sample_monotonic)
+        .into_iter()
+        .chain(incident.wedged_threads.iter().filter_map(|w| {
+            w.detected_at
+                .as_ref()
+                .and_then(|d| d.monotonic_ns)
+                .max(w.fate_at.as_ref().and_then(|f| f.monotonic_ns))
+        }))
+        .chain(e.resolved_at.as_ref().and_then(|t| t.monotonic_ns))
+        .chain(e.watcher_exited_at.as_ref().and_then(|t| t.monotonic_ns))
+        .max()
+}
+
+/// How long a judged thread was (or has been, so far) in D.
+fn in_d_ns(incident: &Incident, w: &WedgedThread) -> Option<u64> {
+    if let Some(s) = w.in_d_s.filter(|s| s.is_finite() && *s >= 0.0) {
+        return Some((s * 1e9) as u64);
+    }
+    last_look_ns(incident)?.checked_sub(w.d_since.monotonic_ns?)
+}
+
+/// A judged thread's fate in words.
+fn fate_text(incident: &Incident, w: &WedgedThread) -> String {
+    let how_long = in_d_ns(incident, w)
+        .map(duration)
+        .unwrap_or_else(|| "? s".into());
+    let at = w
+        .fate_at
+        .as_ref()
+        .map(|t| format!(" ({})", time_text(t)))
+        .unwrap_or_default();
+    match w.fate {
+        ThreadFate::Wedged => format!("still in D at the last look, {how_long} so far"),
+        ThreadFate::Resolved => format!("left D after {how_long}{at}"),
+        ThreadFate::Exited => format!("exited after {how_long} in D{at}"),
+        ThreadFate::StillWedgedAtExit => {
+            format!("still in D after {how_long} when wedge-capture exited{at}")
+        }
+        ThreadFate::Unknown => "unknown".into(),
+    }
+}
+
 /// ` in ioctl `X` on /dev/…`, ` in syscall `write` at `wchan``, or ` at `wchan``.
 fn where_blocked(t: &ThreadSnapshot) -> String {
     if let Some(ioctl) = &t.ioctl {
@@ -109,6 +279,13 @@ fn where_blocked(t: &ThreadSnapshot) -> String {
         if *nr >= 0 {
             let name = name.clone().unwrap_or_else(|| format!("#{nr}"));
             write!(out, " in syscall `{}`", tick_safe(&name)).unwrap();
+            if let Some(target) = t.syscall_files.iter().find_map(|f| f.target.as_deref()) {
+                write!(out, " on {}", tick_safe(target)).unwrap();
+            }
+        } else if let Some(site) = &t.site {
+            // A page fault (nr -1): the site says more than "outside a syscall".
+            write!(out, " in {}", tick_safe(site)).unwrap();
+            return out;
         } else {
             out.push_str(" outside a syscall");
         }
@@ -164,6 +341,16 @@ fn breadcrumb_clause(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Opti
         "no call in flight; last breadcrumb `{}` {what}{age}",
         tick_safe(&call_text(&last.call, &last.args, &last.label))
     ))
+}
+
+/// The call in flight on thread `tid` in any ring of the process.
+fn in_flight_of(incident: &Incident, tid: i32) -> Option<&InFlight> {
+    incident
+        .ring
+        .iter()
+        .chain(&incident.extra_rings)
+        .flat_map(|r| &r.in_flight)
+        .find(|f| i64::from(f.tid) == i64::from(tid))
 }
 
 fn in_flight_age(f: &InFlight, now_ns: Option<u64>) -> Option<u64> {
@@ -622,6 +809,15 @@ fn head(incident: &Incident) -> String {
         }
         (crate::model::EpisodeStatus::Resolved, None) => "episode resolved".to_string(),
         (crate::model::EpisodeStatus::Open, _) => "episode still open".to_string(),
+        (crate::model::EpisodeStatus::StillWedgedAtExit, _) => {
+            match &incident.episode.watcher_exited_at {
+                Some(at) => format!(
+                    "still wedged when wedge-capture exited at {}",
+                    time_text(at)
+                ),
+                None => "still wedged when wedge-capture exited".to_string(),
+            }
+        }
         (crate::model::EpisodeStatus::Unknown, _) => "episode status unknown".to_string(),
     };
     facts.push(episode);
@@ -642,6 +838,10 @@ fn head(incident: &Incident) -> String {
 /// Flagged kernel log lines (Xid, NVRM, hung task, off the bus) in the head, so that cutting the full log to size
 /// never hides them: the first ones (where it started) and the last ones.
 fn kernel_log_highlights(incident: &Incident, out: &mut String) {
+    if incident.kernel_log.iter().any(|l| l.relevance.is_some()) {
+        kernel_log_by_relevance(incident, out);
+        return;
+    }
     const FIRST: usize = 4;
     const LAST: usize = 4;
     let flagged: Vec<_> = incident
@@ -682,15 +882,100 @@ fn kernel_log_highlights(incident: &Incident, out: &mut String) {
     out.push_str("```\n\n");
 }
 
+/// Schema 2: the lines about the wedged process and the NVIDIA driver first, then other processes' lines under a
+/// heading that says whose they are. Context lines stay in the section below and in kernel-log.txt.
+fn kernel_log_by_relevance(incident: &Incident, out: &mut String) {
+    let of = |r: Relevance| -> Vec<&KernelLogLine> {
+        incident
+            .kernel_log
+            .iter()
+            .filter(|l| l.relevance == Some(r))
+            .collect()
+    };
+    let ours: Vec<&KernelLogLine> = incident
+        .kernel_log
+        .iter()
+        .filter(|l| matches!(l.relevance, Some(Relevance::Target | Relevance::Nvidia)))
+        .collect();
+    let others = of(Relevance::OtherProcess);
+    let mut block = |title: String, lines: &[&KernelLogLine], first: usize, last: usize| {
+        if lines.is_empty() {
+            return;
+        }
+        writeln!(
+            out,
+            "### {title}
+
+```text"
+        )
+        .unwrap();
+        for (i, l) in lines.iter().enumerate() {
+            if lines.len() > first + last && i == first {
+                writeln!(
+                    out,
+                    "… {} more lines in between (see the kernel log below and kernel-log.txt)",
+                    lines.len() - first - last
+                )
+                .unwrap();
+            }
+            if i < first || i + last >= lines.len() {
+                writeln!(out, "{}", clip(&kmsg_line(l), 300)).unwrap();
+            }
+        }
+        out.push_str(
+            "```
+
+",
+        );
+    };
+    block(
+        format!(
+            "Kernel log: the wedged process and the NVIDIA driver ({} lines)",
+            ours.len()
+        ),
+        &ours,
+        4,
+        6,
+    );
+    block(
+        format!(
+            "Kernel log: other processes ({} lines; not the wedged process)",
+            others.len()
+        ),
+        &others,
+        2,
+        4,
+    );
+}
+
+fn relevance_text(r: Option<Relevance>) -> &'static str {
+    match r {
+        Some(Relevance::Target) => " <target>",
+        Some(Relevance::Nvidia) => " <nvidia>",
+        Some(Relevance::OtherProcess) => " <other process>",
+        _ => "",
+    }
+}
+
 fn kmsg_line(l: &crate::model::KernelLogLine) -> String {
     let t = l
         .kernel_time_us
         .map(|us| format!("[{:>6}.{:06}]", us / 1_000_000, us % 1_000_000))
         .unwrap_or_else(|| "[      ?      ]".into());
-    fenced_line(&format!("{t}{} {}", flag_text(&l.flags), l.text))
+    fenced_line(&format!(
+        "{t}{}{} {}",
+        relevance_text(l.relevance),
+        flag_text(&l.flags),
+        l.text
+    ))
 }
 
 fn thread_tables(incident: &Incident, out: &mut String) {
+    let judged = judged_threads(incident);
+    if !judged.is_empty() {
+        judged_tables(incident, &judged, out);
+        return;
+    }
     let Some(sample) = incident.latest_sample() else {
         out.push_str("No thread snapshot was captured.\n\n");
         return;
@@ -719,91 +1004,217 @@ fn thread_tables(incident: &Incident, out: &mut String) {
     )
     .unwrap();
     for t in d.iter().take(MAX_THREAD_TABLES) {
-        writeln!(
-            out,
-            "| thread {} | `{}` |\n|---|---|",
-            t.tid,
-            tick_safe(&t.comm).replace('|', "\\|")
-        )
-        .unwrap();
-        let mut row = |k: &str, v: String| writeln!(out, "| {k} | {v} |").unwrap();
-        row("state", cell(&t.state));
-        if let Some(ns) = d_for_ns(incident, t.tid, now_ns) {
+        let since = d_for_ns(incident, t.tid, now_ns).map(|ns| {
             let since = incident
                 .wedged_threads
                 .iter()
                 .find(|w| w.tid == t.tid)
                 .map(|w| time_text(&w.d_since))
                 .unwrap_or_default();
-            row(
-                "in D since",
-                format!("{} ({} before the sample)", cell(&since), duration(ns)),
-            );
-        }
-        row(
-            "wchan",
-            t.wchan
-                .as_deref()
-                .map(code_cell)
-                .unwrap_or_else(|| "not read".into()),
-        );
-        row("syscall", syscall_text(t));
-        if let Some(i) = &t.ioctl {
-            let name = i.name.clone().unwrap_or_else(|| "unknown".into());
-            let mut v = format!(
-                "{} `{}` dir {} type {:#x} nr {:#x} size {}",
-                code_cell(&name),
-                cell(&i.request),
-                cell(&i.dir),
-                i.ioctl_type,
-                i.nr,
-                i.size
-            );
-            if let Some(d) = &i.driver {
-                write!(v, " ({})", cell(d)).unwrap();
-            }
-            write!(
-                v,
-                " on fd {} → {}",
-                i.fd,
-                i.fd_target
-                    .as_deref()
-                    .map(code_cell)
-                    .unwrap_or_else(|| "?".into())
-            )
-            .unwrap();
-            row("ioctl", v);
-        }
-        if let Some(site) = &t.site {
-            row("site", cell(site));
-        }
-        if let Some(top) = t.stack.first() {
-            row("top kernel frame", code_cell(&frame_text(top)));
-        }
-        if let Some(clause) = breadcrumb_clause(incident, t.tid, now_ns) {
-            row("breadcrumb", cell(&clause.replace('`', "")));
-        }
-        out.push('\n');
+            format!("{} ({} before the sample)", cell(&since), duration(ns))
+        });
+        thread_table(incident, t, since, None, now_ns, out);
     }
-    if d.len() > MAX_THREAD_TABLES {
-        let rest: Vec<String> = d[MAX_THREAD_TABLES..]
+    more_threads(d.len(), d.iter().map(|t| t.tid), "in D", out);
+}
+
+/// The threads judged wedged, each with its evidence as of detection and its fate; then one line on the latest
+/// sample, which is shown as what it is (a later look), never in place of the evidence.
+fn judged_tables(
+    incident: &Incident,
+    judged: &[(&WedgedThread, &ThreadSnapshot)],
+    out: &mut String,
+) {
+    writeln!(
+        out,
+        "### Wedged threads ({} judged wedged; evidence as of detection)\n",
+        judged.len()
+    )
+    .unwrap();
+    for (w, t) in judged.iter().take(MAX_THREAD_TABLES) {
+        let mut since = cell(&time_text(&w.d_since));
+        if let Some(at) = &w.detected_at {
+            write!(since, "; judged wedged {}", cell(&time_text(at))).unwrap();
+        }
+        let fate = fate_text(incident, w);
+        let at_ns = w.detected_at.as_ref().and_then(|d| d.monotonic_ns);
+        thread_table(incident, t, Some(since), Some(cell(&fate)), at_ns, out);
+        let user = match (&w.user_frame, &w.user_frame_not_captured) {
+            (Some(frame), _) => {
+                let mut v = format!("pc {} in {}", cell(&frame.pc), code_cell(&frame.short()));
+                if let Some(path) = &frame.path {
+                    write!(v, " ({})", cell(path)).unwrap();
+                }
+                if let Some(f) = in_flight_of(incident, w.tid) {
+                    write!(
+                        v,
+                        " while {} in flight",
+                        code_cell(&call_text(&f.call, &f.args, &f.label))
+                    )
+                    .unwrap();
+                }
+                v
+            }
+            (None, Some(why)) => format!("not captured: {}", cell(why)),
+            (None, None) => continue,
+        };
+        // The table's last row: no blank line between it and the table above.
+        out.pop();
+        writeln!(out, "| user frame | {user} |\n").unwrap();
+    }
+    more_threads(
+        judged.len(),
+        judged.iter().map(|(w, _)| w.tid),
+        "judged wedged",
+        out,
+    );
+    if let Some(sample) = incident.latest_sample() {
+        let d: Vec<String> = sample
+            .snapshot
+            .threads
             .iter()
-            .take(64)
+            .filter(|t| t.state == "D")
+            .take(16)
             .map(|t| t.tid.to_string())
             .collect();
-        let more = if d.len() - MAX_THREAD_TABLES > rest.len() {
-            ", …"
-        } else {
-            ""
-        };
         writeln!(
             out,
-            "{} more threads in D (tids {}{more}); their stacks are below.\n",
-            d.len() - MAX_THREAD_TABLES,
-            rest.join(", ")
+            "Latest sample ({}): {} threads, {} in D{}.\n",
+            time_text(&sample.taken_at),
+            sample.snapshot.threads.len(),
+            sample
+                .snapshot
+                .threads
+                .iter()
+                .filter(|t| t.state == "D")
+                .count(),
+            if d.is_empty() {
+                String::new()
+            } else {
+                format!(" (tids {})", d.join(", "))
+            }
         )
         .unwrap();
     }
+}
+
+/// `N more threads <what> (tids …)` after the tables that were shown.
+fn more_threads(total: usize, tids: impl Iterator<Item = i32>, what: &str, out: &mut String) {
+    if total <= MAX_THREAD_TABLES {
+        return;
+    }
+    let rest: Vec<String> = tids
+        .skip(MAX_THREAD_TABLES)
+        .take(64)
+        .map(|t| t.to_string())
+        .collect();
+    let more = if total - MAX_THREAD_TABLES > rest.len() {
+        ", …"
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "{} more threads {what} (tids {}{more}); their stacks are below.\n",
+        total - MAX_THREAD_TABLES,
+        rest.join(", ")
+    )
+    .unwrap();
+}
+
+/// One thread's table: state, since when, fate, wchan, syscall, ioctl, site, top frame, breadcrumb.
+fn thread_table(
+    incident: &Incident,
+    t: &ThreadSnapshot,
+    since: Option<String>,
+    fate: Option<String>,
+    now_ns: Option<u64>,
+    out: &mut String,
+) {
+    writeln!(
+        out,
+        "| thread {} | `{}` |\n|---|---|",
+        t.tid,
+        tick_safe(&t.comm).replace('|', "\\|")
+    )
+    .unwrap();
+    let mut row = |k: &str, v: String| writeln!(out, "| {k} | {v} |").unwrap();
+    row("state", cell(&t.state));
+    if let Some(since) = since {
+        row("in D since", since);
+    }
+    if let Some(fate) = fate {
+        row("fate", fate);
+    }
+    row(
+        "wchan",
+        t.wchan
+            .as_deref()
+            .map(code_cell)
+            .unwrap_or_else(|| "not read".into()),
+    );
+    row("syscall", syscall_text(t));
+    if let Some(i) = &t.ioctl {
+        let name = i.name.clone().unwrap_or_else(|| "unknown".into());
+        let mut v = format!(
+            "{} `{}` dir {} type {:#x} nr {:#x} size {}",
+            code_cell(&name),
+            cell(&i.request),
+            cell(&i.dir),
+            i.ioctl_type,
+            i.nr,
+            i.size
+        );
+        if let Some(d) = &i.driver {
+            write!(v, " ({})", cell(d)).unwrap();
+        }
+        write!(
+            v,
+            " on fd {} → {}",
+            i.fd,
+            i.fd_target
+                .as_deref()
+                .map(code_cell)
+                .unwrap_or_else(|| "?".into())
+        )
+        .unwrap();
+        row("ioctl", v);
+    }
+    if let Some(site) = &t.site {
+        row("site", cell(site));
+    }
+    if let Some(class) = &t.waits_for {
+        let behind: Vec<String> = t
+            .blocked_behind
+            .iter()
+            .take(16)
+            .map(i32::to_string)
+            .collect();
+        let v = if behind.is_empty() {
+            format!(
+                "{} (no thread of the process in D holds it)",
+                code_cell(class)
+            )
+        } else {
+            format!("{} held by tid {}", code_cell(class), behind.join(", "))
+        };
+        row("waits for", v);
+    }
+    let waiters = waiting_behind(incident, t.tid);
+    if !waiters.is_empty() {
+        let tids: Vec<String> = waiters.iter().take(16).map(i32::to_string).collect();
+        row(
+            "blocks",
+            format!("tid {} (they wait behind it)", tids.join(", ")),
+        );
+    }
+    if let Some(top) = t.stack.first() {
+        row("top kernel frame", code_cell(&frame_text(top)));
+    }
+    if let Some(clause) = breadcrumb_clause(incident, t.tid, now_ns) {
+        row("breadcrumb", cell(&clause.replace('`', "")));
+    }
+    out.push('\n');
 }
 
 fn syscall_text(t: &ThreadSnapshot) -> String {
@@ -816,11 +1227,20 @@ fn syscall_text(t: &ThreadSnapshot) -> String {
             }
             let name = name.clone().unwrap_or_else(|| "?".into());
             let shown: Vec<&str> = args.iter().take(3).map(String::as_str).collect();
-            format!(
+            let mut text = format!(
                 "{} ({nr}) args {}",
                 code_cell(&name),
                 cell(&shown.join(", "))
-            )
+            );
+            for f in &t.syscall_files {
+                let target = match (&f.target, &f.not_captured) {
+                    (Some(target), _) => code_cell(target),
+                    (None, Some(why)) => format!("? ({})", cell(why)),
+                    (None, None) => "?".into(),
+                };
+                write!(text, "; fd {} → {target}", f.fd).unwrap();
+            }
+            text
         }
     }
 }
@@ -887,12 +1307,37 @@ fn sections(incident: &Incident) -> Vec<Section> {
     let latest = incident.latest_sample();
     let now_ns = latest.and_then(sample_monotonic);
 
+    let judged = judged_threads(incident);
+    let mut at_detection = Section::new(
+        format!(
+            "Kernel stacks at detection ({} wedged threads)",
+            judged.len()
+        ),
+        Keep::Head,
+    );
+    for (w, t) in &judged {
+        at_detection.push(format!(
+            "thread {} {} state {} wchan {} ({})",
+            t.tid,
+            t.comm,
+            t.state,
+            t.wchan.as_deref().unwrap_or("-"),
+            fate_text(incident, w)
+        ));
+        push_stack(&mut at_detection, t);
+    }
+
+    let before = history_section(incident);
+
     let mut stacks = Section::new("Kernel stacks", Keep::Head);
     if let Some(sample) = latest {
         let mut threads: Vec<&ThreadSnapshot> = sample.snapshot.threads.iter().collect();
         threads.sort_by_key(|t| (t.state != "D", t.stack.is_empty(), t.tid));
         let with_stacks = threads.iter().filter(|t| !t.stack.is_empty()).count();
-        stacks.title = format!("Kernel stacks ({with_stacks} threads)");
+        stacks.title = format!(
+            "Kernel stacks in the latest sample, {} ({with_stacks} threads)",
+            time_text(&sample.taken_at)
+        );
         for t in threads
             .iter()
             .filter(|t| !t.stack.is_empty() || t.state == "D")
@@ -904,15 +1349,7 @@ fn sections(incident: &Incident) -> Vec<Section> {
                 t.state,
                 t.wchan.as_deref().unwrap_or("-")
             ));
-            if t.stack.is_empty() {
-                stacks.push("    (no stack read)");
-            }
-            for f in &t.stack {
-                stacks.push(format!("    {}", frame_text(f)));
-            }
-            for n in &t.notes {
-                stacks.push(format!("    note: {n}"));
-            }
+            push_stack(&mut stacks, t);
         }
         for n in &sample.snapshot.notes {
             stacks.push(format!("note: {n}"));
@@ -1017,8 +1454,35 @@ fn sections(incident: &Incident) -> Vec<Section> {
         ),
         Keep::Tail,
     );
-    for l in &incident.kernel_log {
-        kmsg.lines.push(kmsg_line(l));
+    if incident.kernel_log.iter().any(|l| l.relevance.is_some()) {
+        // Schema 2: what concerns the wedge, and context lines only from the episode's start on (never the
+        // boot log of a machine that booted minutes before); the whole window is kernel-log.txt.
+        let start_us = incident
+            .episode
+            .started_at
+            .monotonic_ns
+            .map(|ns| ns / 1000)
+            .unwrap_or(0);
+        let shown: Vec<&KernelLogLine> = incident
+            .kernel_log
+            .iter()
+            .filter(|l| {
+                l.relevance != Some(Relevance::Context) || l.kernel_time_us.unwrap_or(0) >= start_us
+            })
+            .collect();
+        kmsg.title = format!(
+            "Kernel log ({} of {} lines of the window: what concerns the wedge, and context since the episode \
+             began; the whole window is kernel-log.txt)",
+            shown.len(),
+            incident.kernel_log.len()
+        );
+        for l in shown {
+            kmsg.lines.push(kmsg_line(l));
+        }
+    } else {
+        for l in &incident.kernel_log {
+            kmsg.lines.push(kmsg_line(l));
+        }
     }
 
     let mut host = Section::new("Host context", Keep::Head);
@@ -1077,7 +1541,92 @@ fn sections(incident: &Incident) -> Vec<Section> {
         missing.push(format!("{}: {}", n.what, n.why));
     }
 
-    vec![stacks, history, crumbs, kmsg, host, probes, missing]
+    vec![
+        at_detection,
+        before,
+        stacks,
+        history,
+        crumbs,
+        kmsg,
+        host,
+        probes,
+        missing,
+    ]
+}
+
+/// The watcher's samples from before the detection: one state strip per thread that matters (oldest first, `.`
+/// where the thread did not exist yet), the wchans it slept in and its switch deltas while in D.
+fn history_section(incident: &Incident) -> Section {
+    let h = &incident.history;
+    let mut section = Section::new("History before detection", Keep::Head);
+    let (Some(first), Some(last)) = (h.first(), h.last()) else {
+        return section;
+    };
+    let span_ns = last
+        .taken_at
+        .monotonic_ns
+        .unwrap_or(0)
+        .saturating_sub(first.taken_at.monotonic_ns.unwrap_or(0));
+    section.title = format!(
+        "History before detection ({} samples over {})",
+        h.len(),
+        duration(span_ns)
+    );
+    let counts: Vec<String> = h.iter().map(|s| s.in_d.to_string()).collect();
+    section.push(format!("threads in D per sample: {}", counts.join(" ")));
+    let mut tids: Vec<i32> = Vec::new();
+    for sample in h {
+        for t in &sample.threads {
+            if !tids.contains(&t.tid) {
+                tids.push(t.tid);
+            }
+        }
+    }
+    for tid in tids {
+        let mut strip = Vec::with_capacity(h.len());
+        let mut wchans: Vec<&str> = Vec::new();
+        let mut switches = 0u64;
+        for sample in h {
+            match sample.threads.iter().find(|t| t.tid == tid) {
+                Some(t) => {
+                    strip.push(t.state.chars().next().unwrap_or('?'));
+                    if let Some(w) = t.wchan.as_deref() {
+                        if !wchans.contains(&w) {
+                            wchans.push(w);
+                        }
+                    }
+                    switches += t.ctxt_delta.unwrap_or(0);
+                }
+                None => strip.push('.'),
+            }
+        }
+        let strip: Vec<String> = strip.iter().map(char::to_string).collect();
+        let judged = if incident.wedged_threads.iter().any(|w| w.tid == tid) {
+            " (judged wedged)"
+        } else {
+            ""
+        };
+        let mut line = format!("tid {tid}{judged}: {}", strip.join(" "));
+        if !wchans.is_empty() {
+            write!(line, "; in D at {}", wchans.join(", ")).unwrap();
+            write!(line, "; context switches while in D +{switches}").unwrap();
+        }
+        section.push(line);
+    }
+    section
+}
+
+/// A thread's kernel frames and notes, indented under its header line.
+fn push_stack(section: &mut Section, t: &ThreadSnapshot) {
+    if t.stack.is_empty() {
+        section.push("    (no stack read)");
+    }
+    for f in &t.stack {
+        section.push(format!("    {}", frame_text(f)));
+    }
+    for n in &t.notes {
+        section.push(format!("    note: {n}"));
+    }
 }
 
 fn record_line(r: &Record, now_ns: Option<u64>) -> String {

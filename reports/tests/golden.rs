@@ -231,3 +231,133 @@ fn hostile_strings_do_not_break_the_markdown() {
         );
     }
 }
+
+/// A schema-2 incident whose wedge resolved and whose latest sample has no thread in D: the verdict, the
+/// "Wedged threads" tables and the stacks still show the evidence as of detection, and say "resolved".
+#[test]
+fn a_resolved_episode_keeps_its_evidence_and_says_resolved() {
+    let mut inc = common::incident_v2();
+    let latest = inc.samples.len() - 1;
+    for t in &mut inc.samples[latest].snapshot.threads {
+        t.state = "S".into();
+        t.stack.clear();
+        t.ioctl = None;
+        t.site = None;
+    }
+    inc.episode.status = EpisodeStatus::Resolved;
+    inc.episode.resolved_after_s = Some(330.0);
+    for w in &mut inc.wedged_threads {
+        w.fate = ThreadFate::Resolved;
+        w.in_d_s = Some(if w.tid == 4242 { 330.0 } else { 12.0 });
+    }
+    let v = verdict(&inc);
+    assert_eq!(
+        v,
+        "thread 4242 `python3` was in D for 330 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; \
+         last breadcrumb `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned; 1 more thread wedged; resolved"
+    );
+    let md = markdown(&inc);
+    assert!(md.starts_with(&format!("**Verdict:** {v}\n")));
+    let head = &md[..md.find("<details>").unwrap()];
+    assert!(head.contains("Wedged threads (2 judged wedged; evidence as of detection)"));
+    assert!(head.contains("| fate | left D after 330 s"), "{head}");
+    assert!(head.contains("NV_ESC_RM_CONTROL") && head.contains("(RM lock wait)"));
+    assert!(
+        head.contains("| top kernel frame | `__down_common+0x1b4/0x2f0` |"),
+        "{head}"
+    );
+    assert!(head.contains("Latest sample (2026-12-02T11:34:00.000Z): 3 threads, 0 in D."));
+    assert!(md.contains("Kernel stacks at detection (2 wedged threads)"));
+    assert!(md.contains("    rm_ioctl+0x6b/0xe0 [nvidia]"));
+    assert!(!md.contains("no thread in D"));
+}
+
+#[test]
+fn an_episode_open_when_wedge_capture_exited_says_so_with_the_time() {
+    let mut inc = common::incident_v2();
+    let exited = common::at(
+        "2026-12-02T11:35:00Z",
+        common::DETECTED_MONO + 60 * common::S,
+    );
+    inc.episode.status = EpisodeStatus::StillWedgedAtExit;
+    inc.episode.watcher_exited_at = Some(exited.clone());
+    for w in &mut inc.wedged_threads {
+        w.fate = ThreadFate::StillWedgedAtExit;
+        w.fate_at = Some(exited.clone());
+    }
+    let v = verdict(&inc);
+    assert!(
+        v.starts_with("thread 4242 `python3` has been in D for 372 s in ioctl `NV_ESC_RM_CONTROL`"),
+        "{v}"
+    );
+    assert!(
+        v.ends_with("; still wedged when wedge-capture exited at 2026-12-02T11:35:00.000Z"),
+        "{v}"
+    );
+    let md = markdown(&inc);
+    assert!(md.contains("still wedged when wedge-capture exited at 2026-12-02T11:35:00.000Z ·"));
+    assert!(!md.contains("episode still open"));
+    // An episode still open reads as such; its length runs to the latest look.
+    let open = common::incident_v2();
+    assert!(verdict(&open).starts_with("thread 4242 `python3` has been in D for 312 s in ioctl"));
+    assert!(markdown(&open).contains("episode still open"));
+}
+
+/// The budget with schema-2 evidence: 3,000 threads judged wedged (each with its stack as of detection) and a
+/// full kernel-log window of every relevance.
+#[test]
+fn a_huge_schema_2_incident_stays_under_the_limit() {
+    let mut inc = huge_incident();
+    inc.schema_version = SCHEMA_VERSION;
+    inc.kernel_log.clear();
+    for k in 0..20_000u64 {
+        let text = match k % 4 {
+            0 => format!(
+                "INFO: task python3:{} blocked for more than 122 seconds.",
+                70_000 + k
+            ),
+            1 => format!("NVRM: Xid (PCI:0000:01:00): 79, line {k}"),
+            2 => format!(
+                "INFO: task python3:4242 blocked, line {k} {}",
+                "t".repeat(k as usize % 500)
+            ),
+            _ => format!("context line {k} {}", "c".repeat(k as usize % 2000)),
+        };
+        inc.kernel_log
+            .push(KernelLogLine::new(Some(k), Some(4), Some(k * 1000), text));
+    }
+    inc.classify_kernel_log();
+    let latest = inc.samples.len() - 1;
+    let threads = inc.samples[latest].snapshot.threads.clone();
+    inc.wedged_threads = threads
+        .iter()
+        .filter(|t| t.state == "D")
+        .map(|t| WedgedThread {
+            tid: t.tid,
+            comm: t.comm.clone(),
+            d_since: inc.episode.started_at.clone(),
+            detected_at: Some(inc.detected_at.clone()),
+            at_detection: Some(t.clone()),
+            ..WedgedThread::default()
+        })
+        .collect();
+    assert!(inc.wedged_threads.len() >= 1500);
+    let md = markdown(&inc);
+    let chars = md.chars().count();
+    eprintln!("schema-2 huge incident: {chars} characters of report.md");
+    assert!(chars <= MAX_MARKDOWN_CHARS, "{chars} characters");
+    assert!(
+        chars > MAX_MARKDOWN_CHARS * 3 / 4,
+        "only {chars} characters"
+    );
+    assert_eq!(
+        md.matches("<details>").count(),
+        md.matches("</details>").count()
+    );
+    assert_eq!(md.matches("```").count() % 2, 0, "unbalanced code fences");
+    let head = &md[..md.find("<details>").unwrap()];
+    assert!(head.contains("### Kernel log: the wedged process and the NVIDIA driver (10000 lines)"));
+    assert!(head.contains("### Kernel log: other processes (5000 lines; not the wedged process)"));
+    assert!(head.contains("<other process> <HUNG-TASK> INFO: task python3:89996 blocked"));
+    assert!(md.contains("Kernel stacks at detection ("));
+}

@@ -336,6 +336,7 @@ fn wedged_incident(pid: i32, comm: &str) -> reports::model::Incident {
         tid: pid + 1,
         comm: comm.to_string(),
         d_since: incident.detected_at.clone(),
+        ..Default::default()
     });
     let mut sample = reports::model::Sample::default();
     sample

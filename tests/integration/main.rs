@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod episode;
 mod fleet;
 mod harness;
 mod hostile_capture;

@@ -45,6 +45,16 @@ fn seconds_since(started_wall: chrono::DateTime<chrono::Utc>, value: &serde_json
     (at - started_wall).num_milliseconds() as f64 / 1000.0
 }
 
+/// When the capture completed: its timeline entry (`updated_at` is later: the final write at `run`'s exit).
+fn completed_at(incident: &serde_json::Value) -> &serde_json::Value {
+    let timeline = incident["timeline"].as_array().unwrap();
+    let entry = timeline
+        .iter()
+        .find(|e| e["event"] == "capture complete")
+        .unwrap_or_else(|| panic!("no `capture complete` in {timeline:?}"));
+    &entry["at"]["wall"]
+}
+
 /// Wait until `pid` has exited (gone, or a zombie waiting for its new parent).
 fn wait_gone(pid: i32, limit: Duration) -> bool {
     let root = ProcRoot::default();
@@ -94,7 +104,7 @@ fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
     let verdict = incident["verdict"].as_str().unwrap();
     assert!(verdict.contains("FS_IOC_SETFLAGS"), "{verdict}");
     // threshold 2 s + 2 intervals + 1 s, from the start of the helper.
-    let written = seconds_since(started_wall, &incident["updated_at"]["wall"]);
+    let written = seconds_since(started_wall, completed_at(&incident));
     assert!(
         written <= 2.0 + 2.0 * 0.5 + 1.0,
         "incident complete {written:.2} s after start"
@@ -218,7 +228,7 @@ fn a_hanging_probe_times_out_is_recorded_and_the_incident_completes() {
         "{extra}"
     );
     // threshold + 2 intervals + the probe deadline + 1 s.
-    let written = seconds_since(started_wall, &incident["updated_at"]["wall"]);
+    let written = seconds_since(started_wall, completed_at(&incident));
     assert!(
         written <= 2.0 + 1.0 + 1.0 + 1.0,
         "complete {written:.2} s after start"

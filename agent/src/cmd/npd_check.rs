@@ -122,15 +122,19 @@ fn describe(incident: &Incident) -> String {
     out
 }
 
-/// Where the first wedged thread is blocked, from the latest sample: the ioctl, the syscall or wchan.
+/// Where the first wedged thread is blocked — from its evidence at detection (schema 2), else from the
+/// latest sample: the ioctl, the syscall or wchan.
 fn site(incident: &Incident) -> String {
-    let tid = incident.wedged_threads.first().map(|w| w.tid);
-    let thread = incident.latest_sample().and_then(|sample| {
-        let threads = &sample.snapshot.threads;
-        threads
-            .iter()
-            .find(|t| Some(t.tid) == tid)
-            .or_else(|| threads.iter().find(|t| t.state == "D"))
+    let first = incident.wedged_threads.first();
+    let tid = first.map(|w| w.tid);
+    let thread = first.and_then(|w| w.at_detection.as_ref()).or_else(|| {
+        incident.latest_sample().and_then(|sample| {
+            let threads = &sample.snapshot.threads;
+            threads
+                .iter()
+                .find(|t| Some(t.tid) == tid)
+                .or_else(|| threads.iter().find(|t| t.state == "D"))
+        })
     });
     let Some(thread) = thread else {
         return "an unknown site".to_string();

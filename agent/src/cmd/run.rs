@@ -392,6 +392,8 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
     // A last try for writes still failing (the output filesystem may have room now), then name what is lost.
     let mut last = Vec::new();
     watcher.capturer().tick(&mut last);
+    // Episodes still open (exit 3, a signal): their final write says nobody watches them any more.
+    watcher.capturer().shutdown(&mut last);
     for event in &last {
         report_event(verbose, event, &mut outcome);
     }

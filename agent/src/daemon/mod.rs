@@ -372,10 +372,16 @@ impl Daemon {
         self.notifier.stopping();
         self.end_burst(true);
         let open = self.watcher.capturer().open_incidents();
+        // Their final write says they were still wedged when the agent stopped watching.
+        let mut events = Vec::new();
+        self.watcher.capturer().shutdown(&mut events);
+        for event in &events {
+            self.log_event(event);
+        }
         let mut message = format!("{}: stopping", signal_name(signal));
         if !open.is_empty() {
             message.push_str(&format!(
-                "; {} incidents stay open (their process is still wedged): {}",
+                "; {} incidents recorded as still wedged at exit: {}",
                 open.len(),
                 open.iter()
                     .map(|(_, p)| p.display().to_string())

@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capture::{ProcRoot, SnapshotOptions};
-use reports::model::{EpisodeStatus, HostInfo, Incident, Sample, Timestamp, WedgedThread};
+use reports::model::{
+    EpisodeStatus, HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread,
+};
 use reports::store::{IncidentHandle, Store};
 
 use super::stages::{self, not_captured, timeline, Capture, Phase};
@@ -172,6 +174,8 @@ pub struct Capturer {
     closing: Vec<Episode>,
     /// Wedges whose process or thread was gone before the capture began.
     gone_before_capture: u64,
+    /// The watcher's pre-wedge history of a process about to open an episode (see [`Capturer::offer_history`]).
+    pending_history: BTreeMap<i32, Vec<reports::model::HistorySample>>,
 }
 
 fn now_mono_ns() -> u64 {
@@ -245,6 +249,66 @@ fn same_thread(root: &ProcRoot, pid: i32, tid: i32, start_time: u64) -> bool {
         .is_ok_and(|stat| stat.starttime == start_time && stat.state != 'Z' && stat.state != 'X')
 }
 
+/// Keep thread `tid`'s evidence as of detection: its record in the newest sample (taken at detection).
+fn keep_evidence(incident: &mut Incident, tid: i32) {
+    let Some(thread) = incident
+        .latest_sample()
+        .and_then(|s| s.snapshot.threads.iter().find(|t| t.tid == tid))
+        .cloned()
+    else {
+        not_captured(
+            incident,
+            "evidence as of detection",
+            format!("thread {tid} was not in the snapshot taken at detection"),
+        );
+        return;
+    };
+    if let Some(w) = incident
+        .wedged_threads
+        .iter_mut()
+        .rev()
+        .find(|w| w.tid == tid)
+    {
+        w.at_detection = Some(thread);
+    }
+}
+
+/// A thread judged wedged after the probes ran: its user frame is not located (the maps are read once per
+/// episode, in a sacrificial child); when that read timed out, the same holds for this thread.
+fn late_user_frame(incident: &mut Incident, tid: i32) {
+    let timed_out = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| w.user_frame_not_captured.as_deref())
+        .find(|why| why.contains("timed out"))
+        .map(str::to_string);
+    if let Some(w) = incident
+        .wedged_threads
+        .iter_mut()
+        .rev()
+        .find(|w| w.tid == tid)
+    {
+        w.user_frame_not_captured = Some(timed_out.unwrap_or_else(|| {
+            "judged wedged after the maps were read (read once per episode, in a sacrificial child)"
+                .to_string()
+        }));
+    }
+}
+
+/// Record what became of a thread judged wedged.
+fn set_fate(incident: &mut Incident, tid: i32, fate: ThreadFate, in_d: Duration) {
+    if let Some(w) = incident
+        .wedged_threads
+        .iter_mut()
+        .rev()
+        .find(|w| w.tid == tid)
+    {
+        w.fate = fate;
+        w.fate_at = Some(Timestamp::now());
+        w.in_d_s = Some(in_d.as_secs_f64());
+    }
+}
+
 /// What an incident path looks like before its first write succeeded.
 const UNWRITTEN: &str = "(not written yet)";
 
@@ -260,6 +324,7 @@ impl Capturer {
             episodes: BTreeMap::new(),
             closing: Vec::new(),
             gone_before_capture: 0,
+            pending_history: BTreeMap::new(),
         }
     }
 
@@ -415,18 +480,30 @@ impl Capturer {
                 tid,
                 comm: comm.to_string(),
                 d_since: Timestamp::monotonic(d_since_ns),
+                detected_at: Some(Timestamp::now()),
+                ..WedgedThread::default()
             });
             timeline(
                 &mut episode.incident,
                 format!("thread {tid} `{comm}` also wedged"),
             );
             Self::resample(&self.settings, &mut episode);
+            keep_evidence(&mut episode.incident, tid);
+            if episode.captured {
+                late_user_frame(&mut episode.incident, tid);
+            }
             episode.unwritten = true;
             self.advance(pid, &mut episode, out);
             self.episodes.insert(pid, episode);
             return;
         }
         self.open(pid, tid, start_time, comm, d_since_ns, detected, out);
+    }
+
+    /// The watcher's samples of `pid` from before its wedge, for the episode the next [`Capturer::on_wedged`]
+    /// opens (written with its first write, as the incident's `history`).
+    pub fn offer_history(&mut self, pid: i32, history: Vec<reports::model::HistorySample>) {
+        self.pending_history.insert(pid, history);
     }
 
     /// Wedges whose capture found the process or the thread gone (no incident was written for them).
@@ -465,6 +542,7 @@ impl Capturer {
         detected: Instant,
         out: &mut Vec<CaptureEvent>,
     ) {
+        let history = self.pending_history.remove(&pid).unwrap_or_default();
         let root = &self.settings.proc_root;
         // Under fork/exit churn a thread can pass the wedge test in its last moments, or its tid can already
         // belong to another thread: an incident for it would be empty. Checked before and after the snapshot.
@@ -476,10 +554,13 @@ impl Capturer {
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
         incident.episode.started_at = Timestamp::monotonic(d_since_ns);
         incident.host = self.host_info();
+        incident.history = history;
         incident.wedged_threads.push(WedgedThread {
             tid,
             comm: comm.to_string(),
             d_since: Timestamp::monotonic(d_since_ns),
+            detected_at: Some(Timestamp::now()),
+            ..WedgedThread::default()
         });
         timeline(
             &mut incident,
@@ -500,6 +581,7 @@ impl Capturer {
             self.gone(pid, tid, out);
             return;
         }
+        keep_evidence(&mut incident, tid);
         let mut wedged = BTreeMap::new();
         wedged.insert(tid, d_since_ns);
         let mut episode = Episode {
@@ -691,12 +773,28 @@ impl Capturer {
         }
     }
 
-    /// A wedged thread left D (`resolved`) or vanished.
-    pub fn on_thread_done(&mut self, pid: i32, tid: i32, how: &str, out: &mut Vec<CaptureEvent>) {
+    /// A wedged thread left D (`ThreadFate::Resolved`) or vanished (`ThreadFate::Exited`), `in_d` after it was
+    /// first seen in D.
+    pub fn on_thread_done(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        fate: ThreadFate,
+        in_d: Duration,
+        out: &mut Vec<CaptureEvent>,
+    ) {
         let Some(mut episode) = self.episodes.remove(&pid) else {
             return;
         };
-        episode.wedged.remove(&tid);
+        if episode.wedged.remove(&tid).is_none() {
+            self.episodes.insert(pid, episode);
+            return;
+        }
+        let how = match fate {
+            ThreadFate::Exited => format!("exited after {:.1} s in D", in_d.as_secs_f64()),
+            _ => format!("left D after {:.1} s", in_d.as_secs_f64()),
+        };
+        set_fate(&mut episode.incident, tid, fate, in_d);
         timeline(&mut episode.incident, format!("thread {tid} {how}"));
         episode.unwritten = true;
         if !episode.wedged.is_empty() {
@@ -751,7 +849,54 @@ impl Capturer {
         }
     }
 
+    /// wedge-capture is stopping (`run` exits, the agent is stopped): every open episode gets its final write,
+    /// saying which threads were still wedged and when watching stopped, so that the incident never reads
+    /// "still open" after nobody watches it any more. Writes that fail stay listed by [`Capturer::unwritten`].
+    pub fn shutdown(&mut self, out: &mut Vec<CaptureEvent>) {
+        let pids: Vec<i32> = self.episodes.keys().copied().collect();
+        for pid in pids {
+            let Some(mut episode) = self.episodes.remove(&pid) else {
+                continue;
+            };
+            if self.settings.proc_root.exists(pid) {
+                Self::resample(&self.settings, &mut episode);
+            }
+            let now = Timestamp::now();
+            let now_ns = now.monotonic_ns.unwrap_or(0);
+            let incident = &mut episode.incident;
+            for (&tid, &since_ns) in &episode.wedged {
+                let in_d = Duration::from_nanos(now_ns.saturating_sub(since_ns));
+                set_fate(incident, tid, ThreadFate::StillWedgedAtExit, in_d);
+            }
+            incident.episode.status = EpisodeStatus::StillWedgedAtExit;
+            incident.episode.watcher_exited_at = Some(now);
+            timeline(
+                incident,
+                format!(
+                    "still wedged when wedge-capture exited ({} thread{} in D)",
+                    episode.wedged.len(),
+                    if episode.wedged.len() == 1 { "" } else { "s" }
+                ),
+            );
+            episode.unwritten = true;
+            self.advance(pid, &mut episode, out);
+            if episode.pending_work() {
+                self.closing.push(episode);
+            }
+        }
+    }
+
+    /// A new sample of the process; once the kernel log was first read, it is read again so that its window
+    /// runs until this update.
     fn resample(settings: &CaptureSettings, episode: &mut Episode) {
+        if episode.captured {
+            stages::kernel_log::refresh(
+                settings,
+                episode.started_ns,
+                &mut episode.incident,
+                episode.handle.as_ref(),
+            );
+        }
         episode.last_sample = Instant::now();
         let pid = episode.incident.process.pid;
         match capture::snapshot_process(
@@ -899,6 +1044,44 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(incident_dirs(dir.path()), 1);
+    }
+
+    #[test]
+    fn evidence_fate_and_the_exit_write_of_an_open_episode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut capturer = capturer(dir.path());
+        let me = std::process::id() as i32;
+        let mut out = Vec::new();
+        capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+        let Some(CaptureEvent::Opened { path, .. }) = out.first().cloned() else {
+            panic!("{out:?}")
+        };
+        out.clear();
+        capturer.shutdown(&mut out);
+        assert!(!capturer.is_open(me) && capturer.unwritten().is_empty());
+        let incident =
+            reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        assert_eq!(incident.episode.status, EpisodeStatus::StillWedgedAtExit);
+        assert!(incident.episode.watcher_exited_at.is_some());
+        let w = &incident.wedged_threads[0];
+        assert_eq!(w.fate, ThreadFate::StillWedgedAtExit);
+        assert_eq!(w.at_detection.as_ref().map(|t| t.tid), Some(me));
+        assert!(
+            incident
+                .verdict
+                .contains("; still wedged when wedge-capture exited at "),
+            "{}",
+            incident.verdict
+        );
+        // A thread missing from the snapshot taken at detection (it vanished): no evidence, and why.
+        let mut gone = Incident::new(me);
+        gone.wedged_threads.push(WedgedThread {
+            tid: -5,
+            ..WedgedThread::default()
+        });
+        keep_evidence(&mut gone, -5);
+        assert!(gone.wedged_threads[0].at_detection.is_none());
+        assert_eq!(gone.not_captured[0].what, "evidence as of detection");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! - [`targets`]: the [`targets::TargetSource`] trait; [`targets::ChildTree`] for `run`.
 //! - [`scan`]: one scan of the targets' threads (stat for all, progress signature for threads in D).
 //! - [`tracker`]: pure per-thread D-state episodes (keyed by tid + start time) and the no-progress test.
+//! - [`history`]: per target, a bounded ring of the scans' cheap samples: the incident's pre-wedge `history`.
 //! - [`incident`]: the episode lifecycle: one incident per episode (open, update, retry until durable,
 //!   resolve, gone before its capture); every durable write and the verdict it carries.
 //! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
@@ -21,6 +22,7 @@
 //! command) ever inherits a real-time policy; a starved probe is bounded by its deadline like any other.
 
 pub mod bench;
+pub mod history;
 pub mod incident;
 pub mod launch;
 pub mod scan;
@@ -32,6 +34,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
+use reports::model::ThreadFate;
 
 pub use incident::{CaptureEvent, CaptureSettings, Capturer};
 use scan::{ScanStats, ThreadScanner};
@@ -61,6 +64,7 @@ pub struct Watcher {
     source: Box<dyn TargetSource + Send>,
     scanner: ThreadScanner,
     tracker: Tracker,
+    history: history::History,
     capturer: Capturer,
     targets: Vec<Target>,
     pids: Vec<i32>,
@@ -107,6 +111,7 @@ impl Watcher {
             proc_root,
             source,
             tracker: Tracker::new(config.tracker),
+            history: history::History::new(config.interval, config.tracker.threshold),
             capturer,
             targets: Vec::new(),
             pids: Vec::new(),
@@ -148,6 +153,8 @@ impl Watcher {
     pub fn set_config(&mut self, config: WatchConfig) {
         self.config = config;
         self.tracker.set_config(config.tracker);
+        self.history
+            .configure(config.interval, config.tracker.threshold);
     }
 
     /// One scan: find targets, read their threads, judge, capture. Returns what happened to incidents.
@@ -164,6 +171,7 @@ impl Watcher {
         let detected = Instant::now();
         self.last_scan_duration = detected.duration_since(scan_started);
         let now_ns = capture_clock_ns();
+        self.history.record(now_ns, &self.observations);
         let events = self.tracker.observe(now_ns, &self.observations);
         let mut out = Vec::new();
         for event in events {
@@ -175,21 +183,22 @@ impl Watcher {
                     comm,
                     d_since_ns,
                     ..
-                } => self
-                    .capturer
-                    .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out),
-                TrackerEvent::Resolved { pid, tid, after } => self.capturer.on_thread_done(
-                    pid,
-                    tid,
-                    &format!("left D after {:.1} s", after.as_secs_f64()),
-                    &mut out,
-                ),
-                TrackerEvent::Vanished { pid, tid, after } => self.capturer.on_thread_done(
-                    pid,
-                    tid,
-                    &format!("exited after {:.1} s in D", after.as_secs_f64()),
-                    &mut out,
-                ),
+                } => {
+                    if !self.capturer.is_open(pid) {
+                        let history = self.history.for_incident(pid, now_ns, &[tid]);
+                        self.capturer.offer_history(pid, history);
+                    }
+                    self.capturer
+                        .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out)
+                }
+                TrackerEvent::Resolved { pid, tid, after } => {
+                    self.capturer
+                        .on_thread_done(pid, tid, ThreadFate::Resolved, after, &mut out)
+                }
+                TrackerEvent::Vanished { pid, tid, after } => {
+                    self.capturer
+                        .on_thread_done(pid, tid, ThreadFate::Exited, after, &mut out)
+                }
             }
         }
         self.capturer.tick(&mut out);

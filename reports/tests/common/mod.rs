@@ -275,6 +275,8 @@ pub fn incident() -> Incident {
     let d_since = at("2026-12-02T11:28:48Z", DETECTED_MONO - 312 * S);
     let detected = at("2026-12-02T11:34:00Z", DETECTED_MONO);
     Incident {
+        // Written by schema version 1 (tests/data/incident-v1.json): no evidence as of detection.
+        schema_version: 1,
         id: "20261202T113400Z-gpu01-4242".into(),
         complete: true,
         verdict: String::new(),
@@ -286,6 +288,7 @@ pub fn incident() -> Incident {
             started_at: d_since.clone(),
             resolved_at: None,
             resolved_after_s: None,
+            ..Episode::default()
         },
         host: HostInfo {
             hostname: "gpu01".into(),
@@ -315,11 +318,13 @@ pub fn incident() -> Incident {
                 tid: 4242,
                 comm: "python3".into(),
                 d_since: d_since.clone(),
+                ..WedgedThread::default()
             },
             WedgedThread {
                 tid: 4251,
                 comm: "cuda-EvtHandlr".into(),
                 d_since: at("2026-12-02T11:29:30Z", DETECTED_MONO - 270 * S),
+                ..WedgedThread::default()
             },
         ],
         samples: vec![
@@ -425,4 +430,16 @@ pub fn incident() -> Incident {
         ],
         ..Incident::default()
     }
+}
+
+/// The same wedge as written by schema 2: each judged thread keeps its evidence as of detection.
+pub fn incident_v2() -> Incident {
+    let mut inc = incident();
+    inc.schema_version = SCHEMA_VERSION;
+    let detection = inc.samples.last().unwrap().snapshot.clone();
+    for w in &mut inc.wedged_threads {
+        w.detected_at = Some(inc.detected_at.clone());
+        w.at_detection = detection.threads.iter().find(|t| t.tid == w.tid).cloned();
+    }
+    inc
 }
