@@ -203,7 +203,11 @@ fn the_agent_and_run_share_their_defaults() {
             .args([command, "--help"])
             .output()
             .unwrap();
-        let help = String::from_utf8_lossy(&output.stdout);
+        // Help text is wrapped to the terminal width: compare with the wrapping undone.
+        let help = String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         assert!(help.contains("[default: 30s]"), "{command}: {help}");
         assert!(
             help.contains("[default: /var/lib/wedge-capture/incidents]"),
