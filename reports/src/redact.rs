@@ -1534,6 +1534,14 @@ mod tests {
         );
     }
 
+    #[test]
+    fn mysql_attached_password_with_equals_is_hidden_and_stable() {
+        let args: Vec<String> = vec!["mysql".into(), "-pA=AaA++A_=0A".into()];
+        let out = redact_cmdline(&args);
+        assert!(out.iter().all(|a| !a.contains("A=AaA++A_=0A")), "{out:?}");
+        assert_eq!(redact_cmdline(&out), out, "{out:?}");
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
