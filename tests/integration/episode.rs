@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::harness::{start, wait_limited, Started, Wedge};
+use crate::util::incident_dirs;
 
 /// A Python worker: a thread named `wedge-worker` makes one call on the file (`ioctl`: FS_IOC_GETFLAGS then
 /// FS_IOC_SETFLAGS; `write`: one byte), which blocks while the filesystem is frozen; once it returns the
@@ -62,20 +63,6 @@ pub(crate) fn run_python(
         .arg(file)
         .args([call, linger_s]);
     Some(start(&mut command))
-}
-
-fn incident_dirs(out: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.join("incident.json").exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
 }
 
 pub(crate) fn load(dir: &Path) -> serde_json::Value {
