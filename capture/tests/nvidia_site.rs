@@ -7,14 +7,25 @@ use capture::parse::stack;
 use capture::site::{self, NvidiaWait};
 use capture::ThreadSnapshot;
 
-fn recorded() -> Vec<ThreadSnapshot> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/h200-ioctl-arguments.json"
-    ))
-    .unwrap();
+fn recording(name: &str) -> Vec<ThreadSnapshot> {
+    let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     serde_json::from_value(v["threads"].clone()).unwrap()
+}
+
+fn recorded() -> Vec<ThreadSnapshot> {
+    recording("h200-ioctl-arguments.json")
+}
+
+fn operations(threads: &[ThreadSnapshot]) -> Vec<String> {
+    threads
+        .iter()
+        .map(|t| {
+            let a: &IoctlArgument = t.ioctl.as_ref().unwrap().argument.as_ref().unwrap();
+            site::nvidia_operation(&t.stack, a).unwrap()
+        })
+        .collect()
 }
 
 fn frames(text: &str) -> Vec<capture::StackFrame> {
@@ -25,12 +36,7 @@ fn frames(text: &str) -> Vec<capture::StackFrame> {
 fn recorded_h200_threads_name_their_operation_and_wait() {
     let threads = recorded();
     assert!(threads.len() >= 6);
-    let mut seen = Vec::new();
-    for t in &threads {
-        let a: &IoctlArgument = t.ioctl.as_ref().unwrap().argument.as_ref().unwrap();
-        let sentence = site::nvidia_operation(&t.stack, a).unwrap();
-        seen.push(sentence);
-    }
+    let seen = operations(&threads);
     let has = |s: &str| seen.iter().any(|x| x == s);
     assert!(
         has("RM control NV503C_CTRL_CMD_REGISTER_VIDMEM waits for the RM API lock (takes the API lock read-write + GPU locks (all GPUs))"),
@@ -49,6 +55,24 @@ fn recorded_h200_threads_name_their_operation_and_wait() {
         "{seen:#?}"
     );
     assert!(has("RM free waits for the RM API lock"), "{seen:#?}");
+}
+
+/// The same decode for processes started by `run --inject` (the CUPTI library loaded in each): one thread per
+/// distinct (escape, wait, operation) of 66 decoded arguments, `tests/data/h200-inject-ioctl-arguments.json`.
+#[test]
+fn recorded_h200_threads_under_run_inject_name_their_operation_and_wait() {
+    let threads = recording("h200-inject-ioctl-arguments.json");
+    assert!(threads.len() >= 10);
+    let seen = operations(&threads);
+    for expected in [
+        "RM control NV503C_CTRL_CMD_UNREGISTER_VIDMEM waits for the RM API lock (takes the API lock read-write + GPU locks (all GPUs))",
+        "RM alloc memory NV01_MEMORY_SYSTEM_OS_DESCRIPTOR waits for the RM API lock",
+        "UVM UVM_FREE waits for the RM API lock",
+        "UVM UVM_MAP_EXTERNAL_ALLOCATION waits for the GPU lock",
+        "RM free waits for the GPU lock",
+    ] {
+        assert!(seen.iter().any(|s| s == expected), "{expected}\n{seen:#?}");
+    }
 }
 
 #[test]
