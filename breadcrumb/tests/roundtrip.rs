@@ -51,7 +51,13 @@ fn records_come_back_in_order_with_their_arguments() {
     assert_eq!(snapshot.header.writer_pid, std::process::id());
     assert_eq!(snapshot.header.slot_count, 64);
     assert_eq!(snapshot.header.head, 5);
+    assert_eq!(snapshot.header.version, 2);
     assert_eq!(snapshot.header.clock, "CLOCK_MONOTONIC");
+    assert_eq!(
+        snapshot.header.counter_kind != 0,
+        writer.uses_counter(),
+        "the header says how records are stamped"
+    );
     assert_eq!(snapshot.torn_slots, 0);
     assert_eq!(snapshot.invalid_slots, 0);
     let calls: Vec<(&str, RecordKind)> = snapshot
@@ -83,7 +89,8 @@ fn records_come_back_in_order_with_their_arguments() {
     let stuck = &snapshot.in_flight[0];
     assert_eq!(stuck.call, "cuStreamSynchronize");
     assert_eq!(stuck.args.stream, 0xabc);
-    assert_eq!(Some(stuck.seq), open.index());
+    assert_eq!(stuck.lane, open.lane());
+    assert_eq!(Some(stuck.seq), open.index().map(|i| i & 0xFFFF_FFFF));
     assert_eq!(snapshot.same_boot, Some(true));
     assert!(stuck.age_ns.is_some());
 
@@ -188,6 +195,7 @@ fn coarse_clock_rings_say_so_and_still_age_their_calls() {
     let options = WriterOptions {
         slot_count: 8,
         clock: RingClock::MonotonicCoarse,
+        ..WriterOptions::default()
     };
     let writer = Writer::create_with(&path, &options, &ProcessIdentity::current()).unwrap();
     writer.enter(Call::CuCtxSynchronize, &Args::default(), "");
