@@ -438,9 +438,11 @@ pub fn read_ring_from_file_with_bytes(
     }
     let calibration = header::CALIB_SEQ..header::CALIB_MONOTONIC_NS + 8;
     if first.get(calibration.clone()) != last_header.get(calibration) {
-        // Rewritten between the copies: fall back to the creation pair.
+        // Rewritten between the copies: fall back to the creation pair, in the saved copy too
+        // (its calibration sequence word zeroed), so the copy converts times the same way.
         header.calib_counter = 0;
         header.calib_monotonic_ns = 0;
+        last_header[header::CALIB_SEQ..header::CALIB_SEQ + 8].fill(0);
     }
     first.truncate(slots_end);
     first[..slots_start].copy_from_slice(&last_header);
