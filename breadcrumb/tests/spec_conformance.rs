@@ -287,3 +287,109 @@ fn a_version_1_ring_still_reads() {
     assert_eq!(snapshot.header.status.as_deref(), Some("v1 fixture status"));
     assert_eq!(snapshot.header.status_code, -3);
 }
+
+/// A version-2 writer from the document's tables alone: two lanes of 8 slots, TSC-like counter
+/// times at 1 GHz, a wrapped lane, a call closed in place by an exit in the other lane.
+#[test]
+fn a_version_2_writer_built_from_the_spec_is_read_by_the_crate() {
+    const LANES: usize = 2;
+    const PER_LANE: usize = 8;
+    let slots_at = 512 + 64 * LANES;
+    let mut file = vec![0u8; slots_at + 128 * LANES * PER_LANE];
+    put(&mut file, 0, b"WEDGERNG");
+    put(&mut file, 8, &2u32.to_le_bytes());
+    put(&mut file, 12, &512u32.to_le_bytes());
+    put(&mut file, 16, &128u32.to_le_bytes());
+    put(&mut file, 20, &((LANES * PER_LANE) as u32).to_le_bytes());
+    put(&mut file, 24, &778u32.to_le_bytes());
+    put(&mut file, 28, &1u32.to_le_bytes());
+    put(&mut file, 72, &5_000_000u64.to_le_bytes()); // created_monotonic_ns
+    put(&mut file, 88, &(LANES as u32).to_le_bytes());
+    put(&mut file, 92, &1u32.to_le_bytes()); // x86_64 TSC
+    put(&mut file, 96, &1_000_000_000u64.to_le_bytes()); // 1 GHz: a tick is a ns
+    put(&mut file, 104, &1_000u64.to_le_bytes()); // created_counter
+    put(&mut file, 512 + 64, &4242u64.to_le_bytes()); // lane 1 owner
+    let mut record = |file: &mut Vec<u8>,
+                      lane: usize,
+                      tid: u32,
+                      kind: u8,
+                      call: u16,
+                      reference: Option<u64>,
+                      label: &str,
+                      time: u64|
+     -> u64 {
+        let head_at = 512 + 64 * lane + 8;
+        let i = u64::from_le_bytes(file[head_at..head_at + 8].try_into().unwrap());
+        put(file, head_at, &(i + 1).to_le_bytes());
+        let o = slots_at + (lane * PER_LANE + (i as usize % PER_LANE)) * 128;
+        put(file, o + 8, &time.to_le_bytes());
+        put(file, o + 16, &tid.to_le_bytes());
+        file[o + 20] = kind;
+        file[o + 21] = label.len() as u8;
+        put(file, o + 22, &call.to_le_bytes());
+        put(file, o + 24, &[0u8; 104]);
+        if kind == 1 {
+            put(file, o + 24, &(1u64 << 20).to_le_bytes());
+        }
+        let own = ((lane as u64) << 32) | (i & 0xFFFF_FFFF);
+        put(file, o + 72, &reference.unwrap_or(own).to_le_bytes());
+        put(file, o + 88, label.as_bytes());
+        put(file, o, &(2 * i + 2).to_le_bytes());
+        own
+    };
+    // Lane 1, thread 4242: 6 calls (12 records) wrap its 8 slots; a 7th never exits.
+    for n in 0..6u64 {
+        let r = record(&mut file, 1, 4242, 1, 20, None, "chunk", 2_000 + 10 * n);
+        record(&mut file, 1, 4242, 2, 20, Some(r), "", 2_005 + 10 * n);
+    }
+    let handed_over = record(&mut file, 1, 4242, 1, 28, None, "handed over", 3_000);
+    record(&mut file, 1, 4242, 1, 4, None, "stuck", 3_100);
+    // Lane 0 (shared), thread 4243: the exit of "handed over", then the lane-1 enter closed in
+    // place (bit 63 of its seq).
+    record(&mut file, 0, 4243, 2, 28, Some(handed_over), "", 3_050);
+    let enter_slot = slots_at + (PER_LANE + 12 % PER_LANE) * 128;
+    let seq = u64::from_le_bytes(file[enter_slot..enter_slot + 8].try_into().unwrap());
+    put(&mut file, enter_slot, &(seq | 1 << 63).to_le_bytes());
+
+    let snapshot = parse_ring(
+        &file,
+        &ReadOptions {
+            compute_age: false,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((snapshot.torn_slots, snapshot.invalid_slots), (0, 0));
+    assert_eq!(snapshot.header.lane_count, 2);
+    assert_eq!(snapshot.header.head, 14 + 1);
+    assert_eq!(snapshot.records.len(), 8 + 1, "lane 1 keeps its last 8");
+    let lane1: Vec<u64> = snapshot
+        .records
+        .iter()
+        .filter(|r| r.lane == 1)
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(lane1, (6..14).collect::<Vec<_>>());
+    // Times: 5 ms + (ticks - 1000) ns; sorted by time across lanes.
+    let first = &snapshot.records[0];
+    assert_eq!(first.monotonic_ns, 5_000_000 + 2_030 - 1_000);
+    let exit = snapshot.records.iter().find(|r| r.lane == 0).unwrap();
+    assert_eq!((exit.enter_lane, exit.enter_seq), (Some(1), Some(12)));
+    assert_eq!(exit.monotonic_ns, 5_000_000 + 2_050);
+    let in_flight: Vec<(&str, u32, u64)> = snapshot
+        .in_flight
+        .iter()
+        .map(|f| (f.label.as_str(), f.lane, f.seq))
+        .collect();
+    assert_eq!(in_flight, [("stuck", 1, 13)]);
+    // Without the exit record (its lane wrapped), the closed flag alone still closes the call.
+    let mut without_exit = file.clone();
+    without_exit[slots_at..slots_at + 128].fill(0);
+    let snapshot = parse_ring(&without_exit, &ReadOptions::default()).unwrap();
+    let labels: Vec<&str> = snapshot
+        .in_flight
+        .iter()
+        .map(|f| f.label.as_str())
+        .collect();
+    assert_eq!(labels, ["stuck"]);
+}
