@@ -309,14 +309,14 @@ fn a_version_2_writer_built_from_the_spec_is_read_by_the_crate() {
     put(&mut file, 96, &1_000_000_000u64.to_le_bytes()); // 1 GHz: a tick is a ns
     put(&mut file, 104, &1_000u64.to_le_bytes()); // created_counter
     put(&mut file, 512 + 64, &4242u64.to_le_bytes()); // lane 1 owner
-    let mut record = |file: &mut Vec<u8>,
-                      lane: usize,
-                      tid: u32,
-                      kind: u8,
-                      call: u16,
-                      reference: Option<u64>,
-                      label: &str,
-                      time: u64|
+    let record = |file: &mut Vec<u8>,
+                  lane: usize,
+                  tid: u32,
+                  kind: u8,
+                  call: u16,
+                  reference: Option<u64>,
+                  label: &str,
+                  time: u64|
      -> u64 {
         let head_at = 512 + 64 * lane + 8;
         let i = u64::from_le_bytes(file[head_at..head_at + 8].try_into().unwrap());
