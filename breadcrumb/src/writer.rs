@@ -671,9 +671,8 @@ impl Writer {
 
     #[inline(always)]
     fn write_body(&self, base: usize, lane_index: u32, index: u64, body: &Body<'_>) {
-        let label_len = body.label.len().min(format::LABEL_CAPACITY);
-        let mut label_bytes = [0u8; format::LABEL_CAPACITY];
-        label_bytes[..label_len].copy_from_slice(&body.label[..label_len]);
+        let label = &body.label[..body.label.len().min(format::LABEL_CAPACITY)];
+        let label_len = label.len();
         let meta = u64::from(body.tid)
             | (u64::from(body.kind) << 32)
             | ((label_len as u64) << 40)
@@ -700,10 +699,8 @@ impl Writer {
                 .unwrap_or_else(|| ref_word(lane_index, index)),
         );
         put(slot::RESULT, body.result as u64);
-        for (word_index, chunk) in label_bytes.chunks_exact(8).enumerate() {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            put(slot::LABEL + word_index * 8, u64::from_le_bytes(word));
+        for word_index in 0..format::LABEL_CAPACITY / 8 {
+            put(slot::LABEL + word_index * 8, label_word(label, word_index));
         }
     }
 
@@ -888,6 +885,23 @@ impl Writer {
             .store(monotonic_ns, Ordering::Relaxed);
         seq.store(current + 2, Ordering::Release);
     }
+}
+
+/// Bytes `8k..8k+8` of `label` as a little-endian word, zero-padded: whole words are one unaligned
+/// load each, so the record path never calls `memcpy` for a label.
+#[inline(always)]
+fn label_word(label: &[u8], k: usize) -> u64 {
+    let start = k * 8;
+    if let Some(chunk) = label.get(start..start + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        return u64::from_le_bytes(word);
+    }
+    let mut word = 0u64;
+    for (shift, &byte) in label.get(start..).unwrap_or(&[]).iter().enumerate() {
+        word |= u64::from(byte) << (8 * shift);
+    }
+    word
 }
 
 /// One record's contents, passed down the record path.
