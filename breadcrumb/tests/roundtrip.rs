@@ -179,6 +179,22 @@ fn from_env_uses_the_directory_and_names_the_file_by_pid_and_start_time() {
             snapshot.header.start_time_ticks
         )
     );
+    assert_eq!(
+        snapshot.header.lane_count, 2,
+        "32 slots: lanes of at least 16"
+    );
+    std::env::set_var("WEDGE_CAPTURE_RING_LANES", "8");
+    std::env::set_var("WEDGE_CAPTURE_RING_CLOCK", "monotonic");
+    let writer = Writer::from_env().unwrap().expect("configured");
+    let snapshot = read_ring(writer.path(), &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.header.lane_count, 8);
+    assert_eq!(snapshot.header.counter_kind, 0, "monotonic: no counter");
+    std::env::set_var("WEDGE_CAPTURE_RING_LANES", "3");
+    assert!(matches!(Writer::from_env(), Err(Error::BadLaneCount)));
+    std::env::remove_var("WEDGE_CAPTURE_RING_LANES");
+    std::env::set_var("WEDGE_CAPTURE_RING_CLOCK", "fast");
+    assert!(matches!(Writer::from_env(), Err(Error::Create(_))));
+    std::env::remove_var("WEDGE_CAPTURE_RING_CLOCK");
     std::env::set_var("WEDGE_CAPTURE_RING_SLOTS", "12");
     assert!(matches!(Writer::from_env(), Err(Error::BadSlotCount)));
     std::env::remove_var("WEDGE_CAPTURE_RING_DIR");
