@@ -88,7 +88,8 @@ pub const MAX_SLOT_SIZE: u32 = 4096;
 pub const LABEL_CAPACITY: usize = 40;
 /// Bytes of status message in the header.
 pub const STATUS_CAPACITY: usize = 248;
-/// Bits of the global record index carried in a token (and compared by exit records).
+/// Low bits of a token that identify its enter record (version 2: lane in bits 32..48 and the
+/// lane-local index's low 32 bits; version 1: the global index's low 48 bits).
 pub const TOKEN_INDEX_BITS: u32 = 48;
 /// Mask for [`TOKEN_INDEX_BITS`].
 pub const TOKEN_INDEX_MASK: u64 = (1 << TOKEN_INDEX_BITS) - 1;
