@@ -8,8 +8,10 @@
  *
  * Link: -lwedge_breadcrumb (libwedge_breadcrumb.so or libwedge_breadcrumb.a; the static library
  * also needs -lpthread -ldl -lm). Record functions are lock-free, allocation-free and make no
- * system call; they are safe to call from any number of threads. Nothing here aborts or unwinds:
- * failures are return values.
+ * system call; they are safe to call from any number of threads (each thread writes a lane of the
+ * ring of its own, with no locked instruction; its records are stamped with the CPU counter where
+ * the kernel's clocksource is that counter). Nothing here aborts or unwinds: failures are return
+ * values.
  */
 #ifndef WEDGE_BREADCRUMB_H
 #define WEDGE_BREADCRUMB_H
@@ -105,7 +107,8 @@ typedef struct wb_args {
 int wedge_breadcrumb_open(const char *path);
 
 /* Open the ring named by WEDGE_CAPTURE_RING (a file) or WEDGE_CAPTURE_RING_DIR (a directory:
- * file <pid>-<starttime>.ring); WEDGE_CAPTURE_RING_SLOTS sets the slot count (power of two).
+ * file <pid>-<starttime>.ring); WEDGE_CAPTURE_RING_SLOTS sets the slot count (power of two),
+ * WEDGE_CAPTURE_RING_LANES the lane count, WEDGE_CAPTURE_RING_CLOCK counter|monotonic|coarse.
  * Returns 0 on success, 1 if already open, 2 if neither variable is set, -1 on error. */
 int wedge_breadcrumb_open_from_env(void);
 

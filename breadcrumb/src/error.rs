@@ -38,7 +38,7 @@ pub enum Error {
     Truncated { len: u64 },
     #[error("not a breadcrumb ring: bad magic (the file does not start with \"WEDGERNG\")")]
     BadMagic,
-    #[error("unsupported ring format version (this reader knows version 1)")]
+    #[error("unsupported ring format version (this reader knows versions 1 and 2)")]
     UnsupportedVersion,
     #[error("bad header size (must be a multiple of 64 between 512 and 4096)")]
     BadHeaderSize,
@@ -46,8 +46,14 @@ pub enum Error {
     BadSlotSize,
     #[error("bad slot count (must be a power of two between 1 and 1048576)")]
     BadSlotCount,
-    #[error("unsupported clock id (version 1 rings use CLOCK_MONOTONIC = 1 or CLOCK_MONOTONIC_COARSE = 6)")]
+    #[error("unsupported clock id (rings use CLOCK_MONOTONIC = 1 or CLOCK_MONOTONIC_COARSE = 6)")]
     BadClock,
+    #[error(
+        "bad lane count (version 2: a power of two between 1 and 4096, at most the slot count)"
+    )]
+    BadLaneCount,
+    #[error("bad counter (version 2: unknown counter kind, or a counter with no frequency)")]
+    BadCounter,
     #[error("cannot create a ring: {0}")]
     Create(String),
 }

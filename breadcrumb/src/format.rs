@@ -1,12 +1,14 @@
-//! The byte layout of a ring file, version 1 (docs/breadcrumb-ring.md is the normative text; the
-//! constants here are the same numbers). Everything is little-endian. Pure: no I/O.
+//! The byte layout of a ring file, versions 1 and 2 (docs/breadcrumb-ring.md is the normative text;
+//! the constants here are the same numbers). Everything is little-endian. Pure: no I/O.
 
 use serde::{Deserialize, Serialize};
 
 /// First 8 bytes of every ring file.
 pub const MAGIC: [u8; 8] = *b"WEDGERNG";
-/// The format version this crate writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this crate writes: per-thread lanes, CPU-counter timestamps.
+pub const VERSION: u32 = 2;
+/// The first format (one shared ring, `CLOCK_MONOTONIC` timestamps); still read.
+pub const VERSION_1: u32 = 1;
 /// Header size written by this crate (a multiple of 64; slots start here).
 pub const HEADER_SIZE: u32 = 512;
 /// Slot size written by this crate (a multiple of 64).
@@ -17,11 +19,16 @@ pub const CLOCK_MONOTONIC_ID: u32 = 1;
 /// touching the hardware counter; a writer may choose it for cheaper records.
 pub const CLOCK_MONOTONIC_COARSE_ID: u32 = 6;
 
-/// The clock a ring's timestamps come from (the header's `clock_id`).
+/// The clock a writer stamps records with. Readers always see `CLOCK_MONOTONIC` (or its coarse
+/// variant) nanoseconds: the header's `clock_id` is the timebase, and a counter is converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum RingClock {
-    /// `CLOCK_MONOTONIC` (id 1): nanosecond resolution.
+    /// The CPU counter (x86_64 invariant TSC, aarch64 `CNTVCT_EL0`) calibrated to
+    /// `CLOCK_MONOTONIC` in the header; falls back to [`RingClock::Monotonic`] where the counter
+    /// is not the kernel's clocksource. Version 2 only.
     #[default]
+    Counter,
+    /// `CLOCK_MONOTONIC` (id 1): nanosecond resolution.
     Monotonic,
     /// `CLOCK_MONOTONIC_COARSE` (id 6): same timebase, tick resolution, cheaper to read.
     MonotonicCoarse,
@@ -31,12 +38,12 @@ impl RingClock {
     /// The Linux clock id stored in the header.
     pub const fn id(self) -> u32 {
         match self {
-            RingClock::Monotonic => CLOCK_MONOTONIC_ID,
+            RingClock::Counter | RingClock::Monotonic => CLOCK_MONOTONIC_ID,
             RingClock::MonotonicCoarse => CLOCK_MONOTONIC_COARSE_ID,
         }
     }
 
-    /// The clock with this header id, if version 1 allows it.
+    /// The clock with this header id, if the format allows it.
     pub const fn from_id(id: u32) -> Option<RingClock> {
         match id {
             CLOCK_MONOTONIC_ID => Some(RingClock::Monotonic),
@@ -48,13 +55,29 @@ impl RingClock {
     /// The Linux name, e.g. `CLOCK_MONOTONIC`.
     pub const fn name(self) -> &'static str {
         match self {
-            RingClock::Monotonic => "CLOCK_MONOTONIC",
+            RingClock::Counter | RingClock::Monotonic => "CLOCK_MONOTONIC",
             RingClock::MonotonicCoarse => "CLOCK_MONOTONIC_COARSE",
         }
     }
 }
-/// Default number of slots (512 KiB file with the 128-byte slots).
+/// Default number of slots, all lanes together (512 KiB of slots with the 128-byte slots).
 pub const DEFAULT_SLOT_COUNT: u32 = 4096;
+/// Default (and automatic maximum) number of lanes: lane 0 is shared, the others are each owned
+/// by one thread at a time.
+pub const DEFAULT_LANE_COUNT: u32 = 64;
+/// Largest lane count a ring may declare (the token keeps 16 bits for the lane).
+pub const MAX_LANE_COUNT: u32 = 4096;
+/// The automatic lane count gives each lane at least this many slots.
+pub const MIN_AUTO_LANE_SLOTS: u32 = 16;
+/// Bytes per entry of the version-2 lane table (one cache line: the owner's hot head word never
+/// shares a line with another lane's).
+pub const LANE_ENTRY_SIZE: u32 = 64;
+/// Bit 63 of a version-2 enter record's sequence word: closed by an exit in another lane.
+pub const SEQ_CLOSED: u64 = 1 << 63;
+/// Version 2: bits of the token (and `ref`) that hold the lane-local index.
+pub const LANE_INDEX_BITS: u32 = 32;
+/// Mask for [`LANE_INDEX_BITS`].
+pub const LANE_INDEX_MASK: u64 = (1 << LANE_INDEX_BITS) - 1;
 /// Largest slot count a ring may declare (readers reject more).
 pub const MAX_SLOT_COUNT: u32 = 1 << 20;
 /// Largest header a reader accepts.
@@ -65,7 +88,8 @@ pub const MAX_SLOT_SIZE: u32 = 4096;
 pub const LABEL_CAPACITY: usize = 40;
 /// Bytes of status message in the header.
 pub const STATUS_CAPACITY: usize = 248;
-/// Bits of the global record index carried in a token (and compared by exit records).
+/// Low bits of a token that identify its enter record (version 2: lane in bits 32..48 and the
+/// lane-local index's low 32 bits; version 1: the global index's low 48 bits).
 pub const TOKEN_INDEX_BITS: u32 = 48;
 /// Mask for [`TOKEN_INDEX_BITS`].
 pub const TOKEN_INDEX_MASK: u64 = (1 << TOKEN_INDEX_BITS) - 1;
@@ -86,19 +110,44 @@ pub mod header {
     pub const CREATED_MONOTONIC_NS: usize = 72;
     pub const TICKS_PER_SECOND: usize = 80;
     pub const FLAGS: usize = 84;
-    /// Next global record index to claim (the only hot header word; its own cache line).
+    /// Version 2: number of lanes.
+    pub const LANE_COUNT: usize = 88;
+    /// Version 2: what slot times count (`counter::COUNTER_*`; 0 = `clock_id` nanoseconds).
+    pub const COUNTER_KIND: usize = 92;
+    /// Version 2: counter ticks per second.
+    pub const COUNTER_HZ: usize = 96;
+    /// Version 2: the counter read together with `CREATED_MONOTONIC_NS`.
+    pub const CREATED_COUNTER: usize = 104;
+    /// Version 1: next global record index to claim (the only hot header word; its own cache
+    /// line). Version 2: zero (each lane has its head).
     pub const HEAD: usize = 128;
     /// Records given up because every slot tried was busy.
     pub const DROPPED: usize = 192;
+    /// Version 2: sequence word of the refreshed calibration pair (odd while rewritten).
+    pub const CALIB_SEQ: usize = 200;
+    /// Version 2: counter of the refreshed calibration pair.
+    pub const CALIB_COUNTER: usize = 208;
+    /// Version 2: `CLOCK_MONOTONIC` ns of the refreshed calibration pair.
+    pub const CALIB_MONOTONIC_NS: usize = 216;
     /// Status message length; `u32::MAX` while being rewritten.
     pub const STATUS_LEN: usize = 256;
     pub const STATUS_CODE: usize = 260;
     pub const STATUS_TEXT: usize = 264;
 }
 
+/// Version-2 lane table entry offsets (bytes from the start of the entry; the table starts at
+/// `header_size`, one [`LANE_ENTRY_SIZE`] entry per lane).
+pub mod lane {
+    /// Owning thread's id, 0 = free. Lane 0 is never owned (shared by every thread without a lane).
+    pub const OWNER: usize = 0;
+    /// Next lane-local record index to claim.
+    pub const HEAD: usize = 8;
+}
+
 /// Slot field offsets (bytes from the start of the slot).
 pub mod slot {
     pub const SEQ: usize = 0;
+    /// Version 1: `clock_id` ns. Version 2: counter ticks (or `clock_id` ns with no counter).
     pub const MONOTONIC_NS: usize = 8;
     pub const TID: usize = 16;
     pub const KIND: usize = 20;
@@ -115,7 +164,7 @@ pub mod slot {
     pub const REF_INDEX: usize = 72;
     pub const RESULT: usize = 80;
     pub const LABEL: usize = 88;
-    /// Bytes of a slot that version 1 defines.
+    /// Bytes of a slot that versions 1 and 2 define.
     pub const USED: usize = 128;
 }
 

@@ -4,7 +4,10 @@
 //!
 //! Map:
 //! - [`format`](mod@format): header and slot layout constants, [`Call`] ids, [`Args`] (pure).
-//! - [`writer`]: [`Writer`] — lock-free `enter`/`exit`, no syscall or allocation per record.
+//! - [`writer`]: [`Writer`] — `enter`/`exit` into the calling thread's own lane: no lock, no locked
+//!   instruction, no syscall or allocation per record.
+//! - [`counter`]: the CPU counter (x86_64 invariant TSC, aarch64 `CNTVCT_EL0`) version-2 records are
+//!   stamped with, and its calibration to `CLOCK_MONOTONIC` (one `/sys` read: the clocksource).
 //! - [`reader`]: [`read_ring_from_file`] / [`read_header`] (a file the caller opened), [`read_ring`]
 //!   (a path) / [`parse_ring`] (bytes) — validating copy-out reader, in-flight calls.
 //! - [`identity`]: the writer's pid, start time, pid namespace, boot id; clocks. The one `"/proc"`
@@ -13,6 +16,7 @@
 //! - [`ffi`]: the C ABI (`include/wedge_breadcrumb.h`), one process-global writer.
 //! - [`error`]: the crate's [`Error`].
 
+pub mod counter;
 pub mod error;
 pub mod ffi;
 pub mod format;

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::counter;
 use crate::error::{Error, Result};
-use crate::format::{self, byte_at, header, le_u16, le_u32, le_u64, slot, Args};
+use crate::format::{self, byte_at, header, lane, le_u16, le_u32, le_u64, slot, Args};
 use crate::identity;
 
 /// Default cap on the size of a ring file a reader accepts (memory stays bounded: about twice this).
@@ -66,6 +67,7 @@ pub struct RingHeader {
     pub version: u32,
     pub header_size: u32,
     pub slot_size: u32,
+    /// All lanes' slots together.
     pub slot_count: u32,
     pub writer_pid: u32,
     pub pidns_inode: u64,
@@ -74,25 +76,118 @@ pub struct RingHeader {
     /// Kernel boot id of the writer's boot, text form (all zeros if the writer could not read it).
     pub boot_id: String,
     pub clock_id: u32,
-    /// "CLOCK_MONOTONIC" or "CLOCK_MONOTONIC_COARSE" (same timebase).
+    /// "CLOCK_MONOTONIC" or "CLOCK_MONOTONIC_COARSE" (same timebase): what record times are in
+    /// once read (a version-2 counter is converted).
     pub clock: String,
     pub created_realtime_ns: u64,
     pub created_monotonic_ns: u64,
     pub ticks_per_second: u32,
     pub flags: u32,
-    /// Next global record index (= number of indices ever claimed).
+    /// Version 1: next global record index. Version 2: the lanes' heads added up. Either way the
+    /// number of record indices ever claimed.
     pub head: u64,
     /// Records the writer gave up because every slot it tried was busy.
     pub dropped: u64,
     /// Fail-soft status the writer left (e.g. why the injection library could not subscribe).
     pub status: Option<String>,
     pub status_code: i32,
+    /// Version 2: number of lanes (1 for version 1: one shared ring).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub lane_count: u32,
+    /// Version 2: what slot times count (`counter::COUNTER_*`; 0 = nanoseconds of `clock_id`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub counter_kind: u32,
+    /// Version 2: counter ticks per second (0 without a counter).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub counter_hz: u64,
+    /// Version 2: the counter read together with `created_monotonic_ns`.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub created_counter: u64,
+    /// Version 2: the writer's latest calibration pair (counter, `CLOCK_MONOTONIC` ns); zero when
+    /// absent, being rewritten, or not credible.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub calib_counter: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub calib_monotonic_ns: u64,
+    /// Version 2: each lane's head (next lane-local index), when the lane table was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lane_heads: Vec<u64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(value: &u32) -> bool {
+    *value == 1
+}
+
+fn is_zero_u32(value: &u32) -> bool {
+    *value == 0
+}
+
+fn is_zero_u64(value: &u64) -> bool {
+    *value == 0
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 impl RingHeader {
-    /// Bytes the file must have: header plus all slots.
+    /// Bytes the file must have: header, lane table (version 2) and all slots.
     pub fn needed_len(&self) -> u64 {
-        u64::from(self.header_size) + u64::from(self.slot_size) * u64::from(self.slot_count)
+        self.slots_offset() + u64::from(self.slot_size) * u64::from(self.slot_count)
+    }
+
+    /// Where slot 0 of lane 0 starts.
+    pub fn slots_offset(&self) -> u64 {
+        let lane_table = if self.version >= 2 {
+            u64::from(format::LANE_ENTRY_SIZE) * u64::from(self.lane_count)
+        } else {
+            0
+        };
+        u64::from(self.header_size) + lane_table
+    }
+
+    /// Slots per lane.
+    pub fn lane_slots(&self) -> u32 {
+        self.slot_count / self.lane_count.max(1)
+    }
+
+    /// A slot's time field as `CLOCK_MONOTONIC` (or coarse) ns: version 1 and counter-less
+    /// version 2 rings store ns; a counter is converted through the line of the creation pair and
+    /// the latest calibration pair (their measured frequency), or, without a credible latest pair,
+    /// the header's frequency.
+    pub fn to_monotonic_ns(&self, time: u64) -> u64 {
+        if self.counter_kind == counter::COUNTER_NONE {
+            return time;
+        }
+        match self.refined_calibration() {
+            Some(hz) => {
+                counter::to_monotonic_ns(time, self.calib_counter, self.calib_monotonic_ns, hz)
+            }
+            None => counter::to_monotonic_ns(
+                time,
+                self.created_counter,
+                self.created_monotonic_ns,
+                self.counter_hz,
+            ),
+        }
+    }
+
+    /// The frequency measured between the creation and the latest calibration pair, if they are at
+    /// least a second apart and within 1 % of the header's frequency.
+    fn refined_calibration(&self) -> Option<u64> {
+        let ticks = self.calib_counter.checked_sub(self.created_counter)?;
+        let ns = self
+            .calib_monotonic_ns
+            .checked_sub(self.created_monotonic_ns)?;
+        if ns < 1_000_000_000 {
+            return None;
+        }
+        let hz = counter::ticks_per_second(ticks, ns)?;
+        (hz.abs_diff(self.counter_hz) <= self.counter_hz / 100).then_some(hz)
     }
 }
 
@@ -107,8 +202,12 @@ pub enum RecordKind {
 /// One accepted slot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
-    /// Global record index (0-based, in claim order across all threads).
+    /// Record index within its lane (version 1: the global index, in claim order across all
+    /// threads).
     pub seq: u64,
+    /// Version 2: the lane the record is in (0 = the shared lane; version 1: always 0).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub lane: u32,
     pub tid: u32,
     pub kind: RecordKind,
     pub call_id: u16,
@@ -118,9 +217,16 @@ pub struct Record {
     pub label: String,
     /// Exit records: the call's return value.
     pub result: Option<i64>,
-    /// Exit records: the global index of the matching enter (low 48 bits).
+    /// Exit records: the index of the matching enter in its lane (version 1: the global index,
+    /// low 48 bits).
     pub enter_seq: Option<u64>,
-    /// `CLOCK_MONOTONIC` when the record was made.
+    /// Exit records of version 2: the lane of the matching enter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enter_lane: Option<u32>,
+    /// Enter records of version 2: an exit recorded in another lane marked it closed in place.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub closed: bool,
+    /// `CLOCK_MONOTONIC` when the record was made (a version-2 counter, converted).
     pub monotonic_ns: u64,
 }
 
@@ -128,8 +234,11 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InFlight {
     pub tid: u32,
-    /// Global index of the enter record.
+    /// Index of the enter record in its lane.
     pub seq: u64,
+    /// The enter record's lane (version 2; 0 = shared lane or version 1).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub lane: u32,
     pub call_id: u16,
     pub call: String,
     pub args: Args,
@@ -302,19 +411,38 @@ pub fn read_ring_from_file_with_bytes(
     let mut first = vec![0u8; len as usize];
     read_exact_from(file, &mut first, 0)?;
     let layout = parse_header(&first)?;
-    let slots_start = layout.header_size as usize;
+    let slots_start = layout.slots_offset() as usize;
     let slots_end = layout.needed_len() as usize;
     let mut second = vec![0u8; slots_end - slots_start];
     read_exact_from(file, &mut second, slots_start as u64)?;
+    // Header and lane table again, last: the heads are at least as new as every slot copied.
     let mut last_header = vec![0u8; slots_start];
     read_exact_from(file, &mut last_header, 0)?;
-    let header = parse_header_with_len(&last_header, first.len() as u64)?;
-    if (header.header_size, header.slot_size, header.slot_count)
-        != (layout.header_size, layout.slot_size, layout.slot_count)
-    {
+    let mut header = parse_header_with_len(&last_header, first.len() as u64)?;
+    if (
+        header.version,
+        header.header_size,
+        header.slot_size,
+        header.slot_count,
+        header.lane_count,
+    ) != (
+        layout.version,
+        layout.header_size,
+        layout.slot_size,
+        layout.slot_count,
+        layout.lane_count,
+    ) {
         return Err(Error::Create(
             "ring header changed while it was being read".to_string(),
         ));
+    }
+    let calibration = header::CALIB_SEQ..header::CALIB_MONOTONIC_NS + 8;
+    if first.get(calibration.clone()) != last_header.get(calibration) {
+        // Rewritten between the copies: fall back to the creation pair, in the saved copy too
+        // (its calibration sequence word zeroed), so the copy converts times the same way.
+        header.calib_counter = 0;
+        header.calib_monotonic_ns = 0;
+        last_header[header::CALIB_SEQ..header::CALIB_SEQ + 8].fill(0);
     }
     first.truncate(slots_end);
     first[..slots_start].copy_from_slice(&last_header);
@@ -332,7 +460,7 @@ pub fn parse_ring(bytes: &[u8], options: &ReadOptions) -> Result<RingSnapshot> {
         });
     }
     let header = parse_header(bytes)?;
-    let start = header.header_size as usize;
+    let start = header.slots_offset() as usize;
     let end = header.needed_len() as usize;
     let slots = bytes.get(start..end).ok_or(Error::Truncated {
         len: bytes.len() as u64,
@@ -362,7 +490,7 @@ pub(crate) fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingH
         });
     }
     let version = le_u32(bytes, header::VERSION);
-    if version != format::VERSION {
+    if version != format::VERSION && version != format::VERSION_1 {
         return Err(Error::UnsupportedVersion);
     }
     let header_size = le_u32(bytes, header::HEADER_SIZE);
@@ -383,6 +511,31 @@ pub(crate) fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingH
     let Some(clock) = format::RingClock::from_id(clock_id) else {
         return Err(Error::BadClock);
     };
+    let (lane_count, counter_kind, counter_hz, created_counter) = if version == format::VERSION_1 {
+        (1, counter::COUNTER_NONE, 0, 0)
+    } else {
+        let lanes = le_u32(bytes, header::LANE_COUNT);
+        if !lanes.is_power_of_two() || lanes > format::MAX_LANE_COUNT || lanes > slot_count {
+            return Err(Error::BadLaneCount);
+        }
+        let kind = le_u32(bytes, header::COUNTER_KIND);
+        let hz = le_u64(bytes, header::COUNTER_HZ);
+        if counter::counter_name(kind).is_none() || (kind != counter::COUNTER_NONE && hz == 0) {
+            return Err(Error::BadCounter);
+        }
+        (lanes, kind, hz, le_u64(bytes, header::CREATED_COUNTER))
+    };
+    let (calib_counter, calib_monotonic_ns) = {
+        let seq = le_u64(bytes, header::CALIB_SEQ);
+        if counter_kind != counter::COUNTER_NONE && seq != 0 && seq & 1 == 0 {
+            (
+                le_u64(bytes, header::CALIB_COUNTER),
+                le_u64(bytes, header::CALIB_MONOTONIC_NS),
+            )
+        } else {
+            (0, 0)
+        }
+    };
     let mut boot_id = [0u8; 16];
     boot_id.copy_from_slice(&bytes[header::BOOT_ID..header::BOOT_ID + 16]);
     let status_len = le_u32(bytes, header::STATUS_LEN) as usize;
@@ -390,7 +543,7 @@ pub(crate) fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingH
         String::from_utf8_lossy(&bytes[header::STATUS_TEXT..header::STATUS_TEXT + status_len])
             .into_owned()
     });
-    let header = RingHeader {
+    let mut header = RingHeader {
         version,
         header_size,
         slot_size,
@@ -409,9 +562,31 @@ pub(crate) fn parse_header_with_len(bytes: &[u8], file_len: u64) -> Result<RingH
         dropped: le_u64(bytes, header::DROPPED),
         status,
         status_code: le_u32(bytes, header::STATUS_CODE) as i32,
+        lane_count,
+        counter_kind,
+        counter_hz,
+        created_counter,
+        calib_counter,
+        calib_monotonic_ns,
+        lane_heads: Vec::new(),
     };
     if file_len < header.needed_len() {
         return Err(Error::Truncated { len: file_len });
+    }
+    if version >= 2 {
+        // The lane table, when these bytes hold it (a header-only read does not).
+        let table = header_size as usize;
+        let entry = format::LANE_ENTRY_SIZE as usize;
+        if let Some(lanes) = bytes.get(table..table + entry * lane_count as usize) {
+            header.lane_heads = lanes
+                .chunks_exact(entry)
+                .map(|lane_entry| le_u64(lane_entry, lane::HEAD))
+                .collect();
+            header.head = header
+                .lane_heads
+                .iter()
+                .fold(0u64, |sum, &head| sum.saturating_add(head));
+        }
     }
     Ok(header)
 }
@@ -426,16 +601,52 @@ enum SlotState {
     Valid(Record),
 }
 
-fn decode_slot(
+/// What a slot is checked against: its lane, position and the lane's head.
+struct SlotPlace<'a> {
+    header: &'a RingHeader,
+    lane: u32,
     position: u64,
-    bytes: &[u8],
-    again: Option<&[u8]>,
     head: u64,
-    slot_count: u64,
-) -> SlotState {
-    let seq = le_u64(bytes, slot::SEQ);
-    if seq == 0 {
+}
+
+impl SlotPlace<'_> {
+    fn head_of(&self, lane_index: u32) -> u64 {
+        if self.header.version == format::VERSION_1 {
+            self.header.head
+        } else {
+            self.header
+                .lane_heads
+                .get(lane_index as usize)
+                .copied()
+                .unwrap_or(0)
+        }
+    }
+}
+
+/// The largest index below `limit` whose low 32 bits are `low` (a version-2 `ref`), if any.
+fn index_below(limit: u64, low: u64) -> Option<u64> {
+    let mut back = limit.wrapping_sub(low) & format::LANE_INDEX_MASK;
+    if back == 0 {
+        back = format::LANE_INDEX_MASK + 1;
+    }
+    limit.checked_sub(back)
+}
+
+fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> SlotState {
+    let v2 = place.header.version >= 2;
+    let lane_slots = u64::from(place.header.lane_slots());
+    let raw_seq = le_u64(bytes, slot::SEQ);
+    let closed = v2 && raw_seq & format::SEQ_CLOSED != 0;
+    let seq = if v2 {
+        raw_seq & !format::SEQ_CLOSED
+    } else {
+        raw_seq
+    };
+    if raw_seq == 0 {
         return SlotState::Empty;
+    }
+    if seq == 0 {
+        return SlotState::Invalid;
     }
     if seq & 1 == 1 {
         return SlotState::Torn;
@@ -446,14 +657,15 @@ fn decode_slot(
         }
     }
     let index = seq / 2 - 1;
-    if index % slot_count != position {
+    if index % lane_slots != place.position {
         return SlotState::Invalid;
     }
+    let head = place.head;
     if index >= head {
         // Written after the header copy was taken (a raw copy of a live file), or hostile.
         return SlotState::Torn;
     }
-    if head - index > slot_count {
+    if head - index > lane_slots {
         return SlotState::Stale;
     }
     let meta = le_u64(bytes, slot::TID);
@@ -487,26 +699,49 @@ fn decode_slot(
     };
     let ref_index = le_u64(bytes, slot::REF_INDEX);
     let result = le_u64(bytes, slot::RESULT) as i64;
-    let (result, enter_seq) = match kind {
+    let own_ref = if v2 {
+        (u64::from(place.lane) << format::LANE_INDEX_BITS) | (index & format::LANE_INDEX_MASK)
+    } else {
+        index
+    };
+    let (result, enter_seq, enter_lane) = match kind {
         RecordKind::Enter => {
-            if ref_index != index || result != 0 {
+            if ref_index != own_ref || result != 0 {
                 return SlotState::Invalid;
             }
-            (None, None)
+            (None, None, None)
         }
         RecordKind::Exit => {
-            if ref_index >= index
-                || ref_index > format::TOKEN_INDEX_MASK
-                || args != Args::default()
-                || label_len != 0
-            {
+            if closed || args != Args::default() || label_len != 0 {
                 return SlotState::Invalid;
             }
-            (Some(result), Some(ref_index))
+            if v2 {
+                let enter_lane = (ref_index >> format::LANE_INDEX_BITS) as u32;
+                let low = ref_index & format::LANE_INDEX_MASK;
+                if ref_index > format::TOKEN_INDEX_MASK || enter_lane >= place.header.lane_count {
+                    return SlotState::Invalid;
+                }
+                // Same lane: the enter came before this exit. Another lane: before its head.
+                let limit = if enter_lane == place.lane {
+                    index
+                } else {
+                    place.head_of(enter_lane)
+                };
+                let Some(enter) = index_below(limit, low) else {
+                    return SlotState::Invalid;
+                };
+                (Some(result), Some(enter), Some(enter_lane))
+            } else {
+                if ref_index >= index || ref_index > format::TOKEN_INDEX_MASK {
+                    return SlotState::Invalid;
+                }
+                (Some(result), Some(ref_index), None)
+            }
         }
     };
     SlotState::Valid(Record {
         seq: index,
+        lane: place.lane,
         tid,
         kind,
         call_id,
@@ -515,7 +750,11 @@ fn decode_slot(
         label,
         result,
         enter_seq,
-        monotonic_ns: le_u64(bytes, slot::MONOTONIC_NS),
+        enter_lane,
+        closed,
+        monotonic_ns: place
+            .header
+            .to_monotonic_ns(le_u64(bytes, slot::MONOTONIC_NS)),
     })
 }
 
@@ -526,22 +765,38 @@ fn build_snapshot(
     options: &ReadOptions,
 ) -> RingSnapshot {
     let slot_size = header.slot_size as usize;
-    let slot_count = u64::from(header.slot_count);
+    let lane_slots = u64::from(header.lane_slots());
     let mut records = Vec::new();
     let mut torn_slots = 0u64;
     let mut invalid_slots = 0u64;
     for (position, chunk) in slots.chunks_exact(slot_size).enumerate() {
+        let position = position as u64;
+        let lane_index = (position / lane_slots) as u32;
+        let place = SlotPlace {
+            header: &header,
+            lane: lane_index,
+            position: position % lane_slots,
+            head: 0,
+        };
+        let place = SlotPlace {
+            head: place.head_of(lane_index),
+            ..place
+        };
         let used = &chunk[..slot::USED];
-        let used_again = again
-            .and_then(|again| again.get(position * slot_size..position * slot_size + slot::USED));
-        match decode_slot(position as u64, used, used_again, header.head, slot_count) {
+        let at = position as usize * slot_size;
+        let used_again = again.and_then(|again| again.get(at..at + slot::USED));
+        match decode_slot(&place, used, used_again) {
             SlotState::Empty | SlotState::Stale => {}
             SlotState::Torn => torn_slots += 1,
             SlotState::Invalid => invalid_slots += 1,
             SlotState::Valid(record) => records.push(record),
         }
     }
-    records.sort_unstable_by_key(|record| record.seq);
+    if header.version == format::VERSION_1 {
+        records.sort_unstable_by_key(|record| record.seq);
+    } else {
+        records.sort_unstable_by_key(|record| (record.monotonic_ns, record.lane, record.seq));
+    }
 
     let (same_boot, now) = if options.compute_age {
         let writer_boot = header.boot_id.as_str();
@@ -568,49 +823,62 @@ fn build_snapshot(
     }
 }
 
-/// Calls entered and not exited. An exit closes the enter whose index it names, whatever thread
-/// it came from. An open enter is in flight if it is its thread's latest record, or if every
-/// index between it and its thread's next record was read (a nested call). If a later record of
-/// the same thread exists and some index in between could not be read (torn, busy, skipped), the
-/// exit may be hiding there, so the enter is not reported: a reader copying a live ring must not
-/// call a completed call in flight.
+/// Calls entered and not exited. An exit closes the enter it names (lane and index), whatever
+/// thread it came from; a version-2 enter may also be marked closed in place. An open enter is in
+/// flight if it is its thread's latest record in its lane, or if every index of the lane between
+/// it and its thread's next record there was read (a nested call). If a later record of the same
+/// thread exists and some index in between could not be read (torn, busy, skipped), the exit may
+/// be hiding there, so the enter is not reported: a reader copying a live ring must not call a
+/// completed call in flight.
 pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec<InFlight> {
-    let mut open: HashMap<u64, usize> = HashMap::new();
+    let key = |lane_index: u32, index: u64| (lane_index, index & format::TOKEN_INDEX_MASK);
+    let mut open: HashMap<(u32, u64), usize> = HashMap::new();
     for (position, record) in records.iter().enumerate() {
-        match record.kind {
-            RecordKind::Enter => {
-                open.insert(record.seq & format::TOKEN_INDEX_MASK, position);
-            }
-            RecordKind::Exit => {
-                if let Some(enter) = record.enter_seq {
-                    open.remove(&enter);
-                }
-            }
+        if record.kind == RecordKind::Enter && !record.closed {
+            open.insert(key(record.lane, record.seq), position);
         }
     }
-    // next_of_thread[i] = position of the next record of records[i]'s thread.
-    let mut next_of_thread = vec![None; records.len()];
-    let mut later: HashMap<u32, usize> = HashMap::new();
-    for (position, record) in records.iter().enumerate().rev() {
-        next_of_thread[position] = later.insert(record.tid, position);
+    for record in records {
+        if let (RecordKind::Exit, Some(enter)) = (record.kind, record.enter_seq) {
+            open.remove(&key(record.enter_lane.unwrap_or(record.lane), enter));
+        }
     }
-    let mut by_thread: BTreeMap<(u32, u64), &Record> = BTreeMap::new();
+    // Each lane's records in index order; place[i] = (lane, position in that lane's list).
+    let mut lanes: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (position, record) in records.iter().enumerate() {
+        lanes.entry(record.lane).or_default().push(position);
+    }
+    let mut place = vec![(0u32, 0usize); records.len()];
+    for (&lane_index, members) in lanes.iter_mut() {
+        members.sort_unstable_by_key(|&position| records[position].seq);
+        for (rank, &position) in members.iter().enumerate() {
+            place[position] = (lane_index, rank);
+        }
+    }
+    let mut by_thread: BTreeMap<(u32, u32, u64), &Record> = BTreeMap::new();
     for position in open.into_values() {
         let record = &records[position];
-        if let Some(next) = next_of_thread[position] {
+        let (lane_index, rank) = place[position];
+        let members = &lanes[&lane_index];
+        let next = members[rank + 1..]
+            .iter()
+            .enumerate()
+            .find(|(_, &later)| records[later].tid == record.tid);
+        if let Some((skipped, &next)) = next {
             let indices_between = records[next].seq.saturating_sub(record.seq);
-            let records_between = (next - position) as u64;
+            let records_between = skipped as u64 + 1;
             if indices_between != records_between {
                 continue;
             }
         }
-        by_thread.insert((record.tid, record.seq), record);
+        by_thread.insert((record.tid, record.lane, record.seq), record);
     }
     by_thread
         .into_values()
         .map(|record| InFlight {
             tid: record.tid,
             seq: record.seq,
+            lane: record.lane,
             call_id: record.call_id,
             call: record.call.clone(),
             args: record.args,

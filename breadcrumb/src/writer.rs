@@ -1,23 +1,32 @@
-//! The writer: a shared file mapping and a lock-free claim protocol.
+//! The writer: a shared file mapping, per-thread lanes, and a record path without locked
+//! instructions.
 //!
-//! Record path (`enter`/`exit`): one `clock_gettime` (vDSO), a cached thread id, one `fetch_add`
-//! on the header's head counter to claim a global index `g`, one compare-and-swap on the slot's
-//! sequence word to own slot `g % slot_count` (only from an older, complete value: a writer never
-//! takes a slot another writer is still filling), the body, then a release store of the final
-//! sequence. No lock, no allocation, no system call. If the slot is busy or already newer, the
-//! writer claims the next index (a bounded number of times, then counts the record as dropped).
+//! A version-2 ring is split into lanes. The first record a thread writes claims a free lane with
+//! one compare-and-swap on the lane's owner word; from then on the thread is the lane's only
+//! writer, and a record is: one counter read (`rdtsc` / `CNTVCT_EL0`, or `clock_gettime` where
+//! the counter is not usable), a thread-local lookup, a plain store of the lane's head (the claim),
+//! a release fence, the body, and a release store of the final sequence word. No lock, no
+//! read-modify-write, no allocation, no system call. The lane is released when the thread exits.
+//!
+//! Threads that find no free lane write to lane 0, shared, with the version-1 protocol: a
+//! `fetch_add` on its head to claim an index and a compare-and-swap on the slot's sequence word to
+//! own it (never a slot another writer is still filling); they try for a lane again every
+//! [`CLAIM_RETRY_RECORDS`] records. An exit recorded in another lane than its enter also marks the
+//! enter closed in place (a compare-and-swap on the enter's sequence word), so a reader never calls
+//! a returned call in flight because the exit's lane wrapped first.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::{Arc, Mutex, Once, Weak};
 
+use crate::counter::{self, Counter};
 use crate::error::{Error, Result};
-use crate::format::{self, header, slot, Args, Call, RingClock};
+use crate::format::{self, header, lane, slot, Args, Call, RingClock};
 use crate::identity::{self, ProcessIdentity};
 
 /// Environment variable: create the ring at exactly this path.
@@ -26,32 +35,63 @@ pub const ENV_RING: &str = "WEDGE_CAPTURE_RING";
 pub const ENV_RING_DIR: &str = "WEDGE_CAPTURE_RING_DIR";
 /// Environment variable: slot count (a power of two) for rings made from the environment.
 pub const ENV_RING_SLOTS: &str = "WEDGE_CAPTURE_RING_SLOTS";
-/// Environment variable: `coarse` for `CLOCK_MONOTONIC_COARSE` timestamps (cheaper records).
+/// Environment variable: lane count (a power of two, at most the slot count); default automatic.
+pub const ENV_RING_LANES: &str = "WEDGE_CAPTURE_RING_LANES";
+/// Environment variable: `counter` (default), `monotonic`, or `coarse` for
+/// `CLOCK_MONOTONIC_COARSE` timestamps.
 pub const ENV_RING_CLOCK: &str = "WEDGE_CAPTURE_RING_CLOCK";
 
 /// How to create a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterOptions {
-    /// A power of two, 1..=2^20.
+    /// All lanes' slots together: a power of two, 1..=2^20.
     pub slot_count: u32,
     /// Clock of the slot timestamps.
     pub clock: RingClock,
+    /// A power of two, at most `slot_count` and 4096; 0 = automatic (64 lanes, fewer so that a
+    /// lane keeps at least 16 slots).
+    pub lane_count: u32,
 }
 
 impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
             slot_count: format::DEFAULT_SLOT_COUNT,
-            clock: RingClock::Monotonic,
+            clock: RingClock::Counter,
+            lane_count: 0,
         }
     }
 }
 
-/// How many global indices a record tries before it is counted as dropped.
-const MAX_CLAIM_ATTEMPTS: u32 = 64;
+impl WriterOptions {
+    /// The lane count these options give (resolving 0 = automatic), or the reason they are bad.
+    pub fn lanes(&self) -> Result<u32> {
+        let slots = self.slot_count;
+        if !slots.is_power_of_two() || slots > format::MAX_SLOT_COUNT {
+            return Err(Error::BadSlotCount);
+        }
+        let lanes = match self.lane_count {
+            0 => (slots / format::MIN_AUTO_LANE_SLOTS).clamp(1, format::DEFAULT_LANE_COUNT),
+            n => n,
+        };
+        if !lanes.is_power_of_two() || lanes > format::MAX_LANE_COUNT || lanes > slots {
+            return Err(Error::BadLaneCount);
+        }
+        Ok(lanes)
+    }
+}
 
-/// What `enter` returns and `exit` takes: the enter record's global index (low 48 bits) and call
-/// id (high 16 bits). In the C ABI it is a plain `uint64_t`.
+/// How many indices a shared-lane record tries before it is counted as dropped.
+const MAX_CLAIM_ATTEMPTS: u32 = 64;
+/// A thread writing to the shared lane tries to claim a lane of its own again after this many
+/// records.
+pub const CLAIM_RETRY_RECORDS: u32 = 256;
+/// A lane writer checks whether the header's calibration pair is due for a refresh when its
+/// lane-local index is a multiple of this (a power of two).
+const RECALIBRATE_EVERY: u64 = 64;
+
+/// What `enter` returns and `exit` takes: the enter record's call id (high 16 bits), lane (next
+/// 16 bits) and lane-local index (low 32 bits). In the C ABI it is a plain `uint64_t`.
 #[repr(transparent)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Token(u64);
@@ -60,13 +100,19 @@ impl Token {
     /// No enter record was written (no ring, or every slot tried was busy); `exit` ignores it.
     pub const NONE: Token = Token(u64::MAX);
 
-    fn new(index: u64, call_id: u16) -> Token {
-        Token((u64::from(call_id) << format::TOKEN_INDEX_BITS) | (index & format::TOKEN_INDEX_MASK))
+    fn new(lane: u32, index: u64, call_id: u16) -> Token {
+        Token((u64::from(call_id) << format::TOKEN_INDEX_BITS) | ref_word(lane, index))
     }
 
-    /// The enter record's global index (low 48 bits), or `None` for [`Token::NONE`].
+    /// The token's low 48 bits (lane and low 32 bits of the lane-local index: the `ref` an exit
+    /// record stores), or `None` for [`Token::NONE`].
     pub fn index(self) -> Option<u64> {
         (self != Token::NONE).then_some(self.0 & format::TOKEN_INDEX_MASK)
+    }
+
+    /// The enter record's lane.
+    pub fn lane(self) -> u32 {
+        ((self.0 & format::TOKEN_INDEX_MASK) >> format::LANE_INDEX_BITS) as u32
     }
 
     /// The call id of the enter record.
@@ -85,21 +131,86 @@ impl Token {
     }
 }
 
-/// A ring file mapped shared into this process. `Send + Sync`: every access to the shared
-/// mapping goes through atomics.
-pub struct Writer {
+/// A version-2 `ref` word: lane in bits 32..48, the lane-local index's low 32 bits below.
+#[inline(always)]
+fn ref_word(lane: u32, index: u64) -> u64 {
+    (u64::from(lane) << format::LANE_INDEX_BITS) | (index & format::LANE_INDEX_MASK)
+}
+
+/// The shared mapping. Threads' lane leases hold it weakly, so a lane is released at thread exit
+/// only while the mapping still exists.
+struct Mapping {
     base: NonNull<u8>,
-    map_len: usize,
-    slot_mask: u64,
-    clock: libc::clockid_t,
-    path: PathBuf,
-    status_lock: Mutex<()>,
+    len: usize,
+    /// Lanes this process's threads own, released when the writer is dropped.
+    claimed: Mutex<Vec<u32>>,
     /// Kept open for the writer's life so the agent finds the ring through the fd table.
     _file: File,
 }
 
-// SAFETY: the mapping is shared memory accessed only through atomic types (`word`, `byte_word`);
-// the raw pointer is never handed out, and the mapping lives until `Drop`.
+// SAFETY: the mapping is shared memory accessed only through atomic types; the pointer is never
+// handed out, and the mapping lives until `Drop`.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// The 8-byte atomic word at byte `offset` of the mapping.
+    #[inline(always)]
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset & 7 == 0 && offset + 8 <= self.len);
+        // SAFETY: callers pass 8-aligned offsets inside the mapping (header constants, lane
+        // entries below `lane_count`, slot offsets masked to the lane); the mapping is
+        // page-aligned, lives as long as `self`, and is only accessed through atomics.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU64>() }
+    }
+
+    fn release_lane(&self, lane_index: u32) {
+        let owner = format::HEADER_SIZE as usize
+            + lane_index as usize * format::LANE_ENTRY_SIZE as usize
+            + lane::OWNER;
+        self.word(owner).store(0, Ordering::Release);
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        let claimed = std::mem::take(self.claimed.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for lane_index in claimed {
+            self.release_lane(lane_index);
+        }
+        // SAFETY: `base`/`len` are exactly what mmap returned; no reference into the mapping
+        // outlives the `Mapping`.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Where timestamps come from.
+#[derive(Debug, Clone, Copy)]
+enum TimeSource {
+    Counter { hz: u64 },
+    Clock(libc::clockid_t),
+}
+
+/// A ring file mapped shared into this process. `Send + Sync`: every access to the shared
+/// mapping goes through atomics.
+pub struct Writer {
+    /// `mapping.base`, copied so the record path does not chase the `Arc`.
+    base: NonNull<u8>,
+    /// Unique among this process's writers (never reused), the key of the threads' lane caches.
+    id: u64,
+    lane_count: u32,
+    lane_slots_mask: u64,
+    lane_slots_shift: u32,
+    slots_offset: usize,
+    time: TimeSource,
+    path: PathBuf,
+    status_lock: Mutex<()>,
+    mapping: Arc<Mapping>,
+}
+
+// SAFETY: `base` points into `mapping`, which the writer keeps alive and which is accessed only
+// through atomics.
 unsafe impl Send for Writer {}
 // SAFETY: as above; all methods taking `&self` use atomic operations on the mapping.
 unsafe impl Sync for Writer {}
@@ -108,10 +219,14 @@ impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
             .field("path", &self.path)
-            .field("slot_count", &(self.slot_mask + 1))
+            .field("slot_count", &self.slot_count())
+            .field("lane_count", &self.lane_count)
+            .field("time", &self.time)
             .finish()
     }
 }
+
+static NEXT_WRITER_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Writer {
     /// Creates a fresh ring of `slot_count` slots (a power of two, 1..=2^20) at `path`, replacing
@@ -130,13 +245,11 @@ impl Writer {
         options: &WriterOptions,
         identity: &ProcessIdentity,
     ) -> Result<Writer> {
-        let slot_count = options.slot_count;
-        if !slot_count.is_power_of_two() || slot_count > format::MAX_SLOT_COUNT {
-            return Err(Error::BadSlotCount);
-        }
+        let lane_count = options.lanes()?;
         register_fork_handler();
-        let total =
-            u64::from(format::HEADER_SIZE) + u64::from(format::SLOT_SIZE) * u64::from(slot_count);
+        let total = u64::from(format::HEADER_SIZE)
+            + u64::from(format::LANE_ENTRY_SIZE) * u64::from(lane_count)
+            + u64::from(format::SLOT_SIZE) * u64::from(options.slot_count);
         let map_len = usize::try_from(total).map_err(|_| Error::Create("ring too large".into()))?;
 
         let file_name = path
@@ -155,7 +268,8 @@ impl Writer {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&temp)
             .map_err(|e| Error::io(&temp, "create", e))?;
-        let result = Self::init_and_publish(file, &temp, path, map_len, options, identity);
+        let result =
+            Self::init_and_publish(file, &temp, path, map_len, lane_count, options, identity);
         if result.is_err() {
             let _ = std::fs::remove_file(&temp);
         }
@@ -167,33 +281,60 @@ impl Writer {
         temp: &Path,
         path: &Path,
         map_len: usize,
+        lane_count: u32,
         options: &WriterOptions,
         identity: &ProcessIdentity,
     ) -> Result<Writer> {
-        let slot_count = options.slot_count;
         file.set_len(map_len as u64)
             .map_err(|e| Error::io(temp, "size", e))?;
-        let base = map_shared(&file, map_len, temp)?;
-        let writer = Writer {
-            base,
-            map_len,
-            slot_mask: u64::from(slot_count) - 1,
-            clock: match options.clock {
-                RingClock::Monotonic => libc::CLOCK_MONOTONIC,
-                RingClock::MonotonicCoarse => libc::CLOCK_MONOTONIC_COARSE,
-            },
-            path: path.to_path_buf(),
-            status_lock: Mutex::new(()),
-            _file: file,
+        let counter = match options.clock {
+            RingClock::Counter => counter::detect(),
+            RingClock::Monotonic | RingClock::MonotonicCoarse => None,
         };
-        writer.write_header(options, identity);
+        let time = match (counter, options.clock) {
+            (Some(counter), _) => TimeSource::Counter { hz: counter.hz },
+            (None, RingClock::MonotonicCoarse) => TimeSource::Clock(libc::CLOCK_MONOTONIC_COARSE),
+            (None, _) => TimeSource::Clock(libc::CLOCK_MONOTONIC),
+        };
+        let writer = Writer::from_mapping(
+            map_shared(file, map_len, temp)?,
+            path,
+            lane_count,
+            options.slot_count,
+            time,
+        );
+        writer.write_header(options, lane_count, counter.as_ref(), identity);
         std::fs::rename(temp, path).map_err(|e| Error::io(path, "rename into place", e))?;
         Ok(writer)
     }
 
-    /// Opens an existing ring (made by another process, e.g. a launcher) to append to it. The
-    /// claim protocol works across processes sharing the file; the header keeps its creator's
-    /// identity. The file must be a valid version-1 ring with the default header and slot sizes.
+    fn from_mapping(
+        mapping: Mapping,
+        path: &Path,
+        lane_count: u32,
+        slot_count: u32,
+        time: TimeSource,
+    ) -> Writer {
+        let lane_slots = slot_count / lane_count;
+        Writer {
+            base: mapping.base,
+            id: NEXT_WRITER_ID.fetch_add(1, Ordering::Relaxed),
+            lane_count,
+            lane_slots_mask: u64::from(lane_slots) - 1,
+            lane_slots_shift: lane_slots.trailing_zeros(),
+            slots_offset: format::HEADER_SIZE as usize
+                + format::LANE_ENTRY_SIZE as usize * lane_count as usize,
+            time,
+            path: path.to_path_buf(),
+            status_lock: Mutex::new(()),
+            mapping: Arc::new(mapping),
+        }
+    }
+
+    /// Opens an existing ring (made by another process, e.g. a launcher) to append to it. Lanes
+    /// and the shared lane's claim protocol work across processes sharing the file; the header
+    /// keeps its creator's identity. The file must be a valid version-2 ring with the default
+    /// header and slot sizes, stamped with a clock this process can read the same way.
     pub fn open(path: impl AsRef<Path>) -> Result<Writer> {
         let path = path.as_ref();
         register_fork_handler();
@@ -212,60 +353,75 @@ impl Writer {
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut head_bytes, 0)
             .map_err(|e| Error::io(path, "read", e))?;
         let header = crate::reader::parse_header_with_len(&head_bytes, meta.len())?;
+        let refuse = |why: String| Err(Error::Create(format!("{}: {why}", path.display())));
+        if header.version != format::VERSION {
+            return refuse(format!(
+                "a version {} ring; this writer appends to version {} rings only",
+                header.version,
+                format::VERSION
+            ));
+        }
         if header.header_size != format::HEADER_SIZE || header.slot_size != format::SLOT_SIZE {
-            return Err(Error::Create(format!(
-                "{}: header size {} / slot size {} differ from this writer's {} / {}",
-                path.display(),
+            return refuse(format!(
+                "header size {} / slot size {} differ from this writer's {} / {}",
                 header.header_size,
                 header.slot_size,
                 format::HEADER_SIZE,
                 format::SLOT_SIZE
-            )));
+            ));
         }
-        let map_len = header.needed_len() as usize;
-        if meta.len() < map_len as u64 {
-            return Err(Error::Truncated { len: meta.len() });
-        }
-        let base = map_shared(&file, map_len, path)?;
-        let clock = match format::RingClock::from_id(header.clock_id) {
-            Some(RingClock::MonotonicCoarse) => libc::CLOCK_MONOTONIC_COARSE,
-            _ => libc::CLOCK_MONOTONIC,
+        let time = match header.counter_kind {
+            counter::COUNTER_NONE => match format::RingClock::from_id(header.clock_id) {
+                Some(RingClock::MonotonicCoarse) => TimeSource::Clock(libc::CLOCK_MONOTONIC_COARSE),
+                _ => TimeSource::Clock(libc::CLOCK_MONOTONIC),
+            },
+            kind => match counter::detect() {
+                Some(mine) if mine.kind == kind => TimeSource::Counter {
+                    hz: header.counter_hz,
+                },
+                _ => return refuse("stamped with a CPU counter this process cannot use".into()),
+            },
         };
-        Ok(Writer {
-            base,
-            map_len,
-            slot_mask: u64::from(header.slot_count) - 1,
-            clock,
-            path: path.to_path_buf(),
-            status_lock: Mutex::new(()),
-            _file: file,
-        })
+        let map_len = header.needed_len() as usize;
+        let mapping = map_shared(file, map_len, path)?;
+        Ok(Writer::from_mapping(
+            mapping,
+            path,
+            header.lane_count,
+            header.slot_count,
+            time,
+        ))
     }
 
     /// A ring configured by the environment: `WEDGE_CAPTURE_RING` (a path) wins over
     /// `WEDGE_CAPTURE_RING_DIR` (a directory; file `<pid>-<starttime>.ring`); `Ok(None)` when
-    /// neither is set. `WEDGE_CAPTURE_RING_SLOTS` overrides the slot count and
-    /// `WEDGE_CAPTURE_RING_CLOCK=coarse` selects `CLOCK_MONOTONIC_COARSE` timestamps.
+    /// neither is set. `WEDGE_CAPTURE_RING_SLOTS` overrides the slot count,
+    /// `WEDGE_CAPTURE_RING_LANES` the lane count, and `WEDGE_CAPTURE_RING_CLOCK` the clock
+    /// (`counter`, the default; `monotonic`; `coarse`).
     pub fn from_env() -> Result<Option<Writer>> {
-        let slots = match std::env::var(ENV_RING_SLOTS) {
+        let number = |name: &str, default: u32| match std::env::var(name) {
             Ok(text) => text
                 .trim()
                 .parse::<u32>()
-                .map_err(|_| Error::Create(format!("{ENV_RING_SLOTS}={text:?} is not a number")))?,
-            Err(_) => format::DEFAULT_SLOT_COUNT,
+                .map_err(|_| Error::Create(format!("{name}={text:?} is not a number"))),
+            Err(_) => Ok(default),
         };
+        let slots = number(ENV_RING_SLOTS, format::DEFAULT_SLOT_COUNT)?;
+        let lanes = number(ENV_RING_LANES, 0)?;
         let clock = match std::env::var(ENV_RING_CLOCK).as_deref() {
+            Ok("counter") | Ok("") | Err(_) => RingClock::Counter,
+            Ok("monotonic") => RingClock::Monotonic,
             Ok("coarse") => RingClock::MonotonicCoarse,
-            Ok("monotonic") | Ok("") | Err(_) => RingClock::Monotonic,
             Ok(other) => {
                 return Err(Error::Create(format!(
-                    "{ENV_RING_CLOCK}={other:?}: expected \"monotonic\" or \"coarse\""
+                    "{ENV_RING_CLOCK}={other:?}: expected \"counter\", \"monotonic\" or \"coarse\""
                 )))
             }
         };
         let options = WriterOptions {
             slot_count: slots,
             clock,
+            lane_count: lanes,
         };
         let identity = ProcessIdentity::current();
         if let Some(path) = std::env::var_os(ENV_RING).filter(|p| !p.is_empty()) {
@@ -284,9 +440,19 @@ impl Writer {
         &self.path
     }
 
-    /// Number of slots.
+    /// Number of slots, all lanes together.
     pub fn slot_count(&self) -> u64 {
-        self.slot_mask + 1
+        u64::from(self.lane_count) << self.lane_slots_shift
+    }
+
+    /// Number of lanes (lane 0 is the shared one).
+    pub fn lane_count(&self) -> u32 {
+        self.lane_count
+    }
+
+    /// Whether records are stamped with the CPU counter (else with `clock_gettime`).
+    pub fn uses_counter(&self) -> bool {
+        matches!(self.time, TimeSource::Counter { .. })
     }
 
     /// Records that a driver call is about to be made. Lock-free; no allocation, no system call.
@@ -300,7 +466,7 @@ impl Writer {
     #[inline]
     pub fn enter_raw(&self, call_id: u16, args: &Args, label: &[u8]) -> Token {
         match self.record(format::KIND_ENTER, call_id, args, label, None, 0) {
-            Some(index) => Token::new(index, call_id),
+            Some((lane_index, index)) => Token::new(lane_index, index, call_id),
             None => Token::NONE,
         }
     }
@@ -308,15 +474,20 @@ impl Writer {
     /// Records that the call of `token` returned `result`. Ignores [`Token::NONE`].
     #[inline]
     pub fn exit(&self, token: Token, result: i64) {
-        if let Some(enter_index) = token.index() {
-            let _ = self.record(
-                format::KIND_EXIT,
-                token.call_id(),
-                &Args::default(),
-                &[],
-                Some(enter_index),
-                result,
-            );
+        let Some(enter_ref) = token.index() else {
+            return;
+        };
+        let written = self.record(
+            format::KIND_EXIT,
+            token.call_id(),
+            &Args::default(),
+            &[],
+            Some(enter_ref),
+            result,
+        );
+        let enter_lane = token.lane();
+        if written.map(|(lane_index, _)| lane_index) != Some(enter_lane) {
+            self.close_in_place(enter_lane, enter_ref & format::LANE_INDEX_MASK);
         }
     }
 
@@ -348,15 +519,20 @@ impl Writer {
         len_word.store(text.len() as u32, Ordering::Release);
     }
 
-    fn write_header(&self, options: &WriterOptions, identity: &ProcessIdentity) {
-        let slot_count = options.slot_count;
+    fn write_header(
+        &self,
+        options: &WriterOptions,
+        lane_count: u32,
+        counter: Option<&Counter>,
+        identity: &ProcessIdentity,
+    ) {
         let put64 = |at: usize, v: u64| self.word(at).store(v.to_le(), Ordering::Relaxed);
         let put32 = |at: usize, v: u32| self.u32_word(at).store(v.to_le(), Ordering::Relaxed);
         put64(header::MAGIC, u64::from_le_bytes(format::MAGIC));
         put32(header::VERSION, format::VERSION);
         put32(header::HEADER_SIZE, format::HEADER_SIZE);
         put32(header::SLOT_SIZE, format::SLOT_SIZE);
-        put32(header::SLOT_COUNT, slot_count);
+        put32(header::SLOT_COUNT, options.slot_count);
         put32(header::WRITER_PID, identity.pid);
         put32(header::CLOCK_ID, options.clock.id());
         put64(header::PIDNS_INODE, identity.pidns_inode);
@@ -366,28 +542,71 @@ impl Writer {
         put64(header::BOOT_ID, u64::from_le_bytes(boot));
         boot.copy_from_slice(&identity.boot_id[8..]);
         put64(header::BOOT_ID + 8, u64::from_le_bytes(boot));
-        put64(header::CREATED_REALTIME_NS, identity::realtime_ns());
-        put64(header::CREATED_MONOTONIC_NS, identity::clock_ns(self.clock));
         put32(header::TICKS_PER_SECOND, identity.ticks_per_second);
         put32(header::FLAGS, 0);
+        put32(header::LANE_COUNT, lane_count);
+        match counter {
+            Some(counter) => {
+                put32(header::COUNTER_KIND, counter.kind);
+                put64(header::COUNTER_HZ, counter.hz);
+                put64(header::CREATED_COUNTER, counter.counter_at);
+                put64(header::CREATED_MONOTONIC_NS, counter.monotonic_ns);
+                put64(header::CALIB_COUNTER, counter.counter_at);
+                put64(header::CALIB_MONOTONIC_NS, counter.monotonic_ns);
+                put64(header::CALIB_SEQ, 2);
+            }
+            None => {
+                let clock = match self.time {
+                    TimeSource::Clock(clock) => clock,
+                    TimeSource::Counter { .. } => libc::CLOCK_MONOTONIC,
+                };
+                put32(header::COUNTER_KIND, counter::COUNTER_NONE);
+                put64(header::CREATED_MONOTONIC_NS, identity::clock_ns(clock));
+            }
+        }
+        put64(header::CREATED_REALTIME_NS, identity::realtime_ns());
         fence(Ordering::Release);
     }
 
     /// The 8-byte atomic word at byte `offset` of the mapping.
     #[inline(always)]
     fn word(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset & 7 == 0 && offset + 8 <= self.map_len);
-        // SAFETY: every caller passes an 8-aligned offset inside the mapping (header constants or
-        // a slot offset masked by `slot_mask`); the mapping is page-aligned, lives as long as
-        // `self`, and is only ever accessed through atomics.
+        debug_assert!(offset & 7 == 0 && offset + 8 <= self.mapping.len);
+        // SAFETY: every caller passes an 8-aligned offset inside the mapping (header constants,
+        // lane entries below `lane_count`, slot offsets masked to their lane); `base` is the
+        // page-aligned mapping that `self.mapping` keeps alive, only ever accessed through atomics.
         unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU64>() }
     }
 
     #[inline(always)]
     fn u32_word(&self, offset: usize) -> &AtomicU32 {
-        debug_assert!(offset & 3 == 0 && offset + 4 <= self.map_len);
+        debug_assert!(offset & 3 == 0 && offset + 4 <= self.mapping.len);
         // SAFETY: as in `word`, for a 4-aligned offset of a header field.
         unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU32>() }
+    }
+
+    #[inline(always)]
+    fn lane_word(&self, lane_index: u32, field: usize) -> &AtomicU64 {
+        self.word(
+            format::HEADER_SIZE as usize
+                + lane_index as usize * format::LANE_ENTRY_SIZE as usize
+                + field,
+        )
+    }
+
+    #[inline(always)]
+    fn slot_offset(&self, lane_index: u32, index: u64) -> usize {
+        let position =
+            (u64::from(lane_index) << self.lane_slots_shift) | (index & self.lane_slots_mask);
+        self.slots_offset + position as usize * format::SLOT_SIZE as usize
+    }
+
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        match self.time {
+            TimeSource::Counter { .. } => counter::read(),
+            TimeSource::Clock(clock) => identity::clock_ns(clock),
+        }
     }
 
     #[inline(always)]
@@ -397,23 +616,195 @@ impl Writer {
         call_id: u16,
         args: &Args,
         label: &[u8],
-        ref_index: Option<u64>,
+        enter_ref: Option<u64>,
         result: i64,
-    ) -> Option<u64> {
-        let now = identity::clock_ns(self.clock);
-        let tid = current_tid();
-        let head = self.word(header::HEAD);
+    ) -> Option<(u32, u64)> {
+        let now = self.now();
+        let cache = LANE_CACHE.with(Cell::get);
+        if cache.writer_id == self.id
+            && cache.lane != 0
+            && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
+        {
+            let body = Body {
+                now,
+                tid: cache.tid,
+                kind,
+                call_id,
+                args,
+                label,
+                enter_ref,
+                result,
+            };
+            return Some(self.record_in_own_lane(cache.lane, &body));
+        }
+        self.record_slow(&Body {
+            now,
+            tid: 0,
+            kind,
+            call_id,
+            args,
+            label,
+            enter_ref,
+            result,
+        })
+    }
+
+    /// The single-writer record: the head store claims the index (a reader that sees any byte of
+    /// the new body also sees the head past the slot's old record, and skips that record as
+    /// stale), the body, then the final sequence word.
+    #[inline(always)]
+    fn record_in_own_lane(&self, lane_index: u32, body: &Body<'_>) -> (u32, u64) {
+        let head = self.lane_word(lane_index, lane::HEAD);
+        let index = head.load(Ordering::Relaxed);
+        head.store(index.wrapping_add(1), Ordering::Relaxed);
+        // Order the claim before every body store (on x86_64 this is only a compiler barrier).
+        fence(Ordering::Release);
+        let base = self.slot_offset(lane_index, index);
+        self.write_body(base, lane_index, index, body);
+        self.word(base + slot::SEQ)
+            .store(format::final_seq(index), Ordering::Release);
+        if index & (RECALIBRATE_EVERY - 1) == 0 {
+            self.maybe_recalibrate(body.now);
+        }
+        (lane_index, index)
+    }
+
+    #[inline(always)]
+    fn write_body(&self, base: usize, lane_index: u32, index: u64, body: &Body<'_>) {
+        let label = &body.label[..body.label.len().min(format::LABEL_CAPACITY)];
+        let label_len = label.len();
+        let meta = u64::from(body.tid)
+            | (u64::from(body.kind) << 32)
+            | ((label_len as u64) << 40)
+            | (u64::from(body.call_id) << 48);
+        let args = body.args;
+        let put = |at: usize, v: u64| self.word(base + at).store(v.to_le(), Ordering::Relaxed);
+        put(slot::MONOTONIC_NS, body.now);
+        put(slot::TID, meta);
+        put(slot::BYTES, args.bytes);
+        put(slot::PTR, args.ptr);
+        put(slot::PTR2, args.ptr2);
+        put(slot::STREAM, args.stream);
+        put(
+            slot::CHUNK,
+            u64::from(args.chunk) | (u64::from(args.chunk_count) << 32),
+        );
+        put(
+            slot::TENSOR_FIRST,
+            u64::from(args.tensor_first) | (u64::from(args.tensor_count) << 32),
+        );
+        put(
+            slot::REF_INDEX,
+            body.enter_ref
+                .unwrap_or_else(|| ref_word(lane_index, index)),
+        );
+        put(slot::RESULT, body.result as u64);
+        for word_index in 0..format::LABEL_CAPACITY / 8 {
+            put(slot::LABEL + word_index * 8, label_word(label, word_index));
+        }
+    }
+
+    /// A thread without a current lane for this writer: find or claim one, else use the shared
+    /// lane.
+    #[cold]
+    #[inline(never)]
+    fn record_slow(&self, body: &Body<'_>) -> Option<(u32, u64)> {
+        let generation = FORK_GENERATION.load(Ordering::Relaxed);
+        let mut cache = LANE_CACHE.with(Cell::get);
+        if cache.generation != generation || cache.tid == 0 {
+            // First record of this thread, or the first in a child after fork: the parent's
+            // leases belong to the parent's thread (the mapping is shared with it).
+            cache = LaneCache {
+                writer_id: 0,
+                generation,
+                tid: gettid(),
+                lane: 0,
+                retry_in: 0,
+            };
+        }
+        if cache.writer_id != self.id {
+            cache.writer_id = self.id;
+            cache.lane = leased_lane(self.id, generation).unwrap_or(0);
+            cache.retry_in = 0;
+        }
+        if cache.lane == 0 {
+            if cache.retry_in == 0 {
+                cache.lane = self.claim_lane(cache.tid, generation).unwrap_or(0);
+                cache.retry_in = CLAIM_RETRY_RECORDS;
+            }
+            cache.retry_in -= 1;
+        }
+        LANE_CACHE.with(|cell| cell.set(cache));
+        let body = Body {
+            tid: cache.tid,
+            ..*body
+        };
+        if cache.lane != 0 {
+            return Some(self.record_in_own_lane(cache.lane, &body));
+        }
+        self.record_shared(&body)
+    }
+
+    /// Claims a free lane for thread `tid` (one compare-and-swap on its owner word) and leases it
+    /// to this thread, so it is released when the thread exits. `None` if every lane is owned or
+    /// the thread is being torn down (its lease could not be released).
+    fn claim_lane(&self, tid: u32, generation: u32) -> Option<u32> {
+        let owned_lanes = self.lane_count.checked_sub(1).filter(|&n| n > 0)?;
+        let start = tid % owned_lanes;
+        for step in 0..owned_lanes {
+            let lane_index = 1 + (start + step) % owned_lanes;
+            let owner = self.lane_word(lane_index, lane::OWNER);
+            if owner.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            if owner
+                .compare_exchange(0, u64::from(tid), Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let lease = Lease {
+                mapping: Arc::downgrade(&self.mapping),
+                writer_id: self.id,
+                lane: lane_index,
+                generation,
+            };
+            let leased = LEASES
+                .try_with(|leases| {
+                    let mut leases = leases.borrow_mut();
+                    leases.retain(|lease| lease.mapping.strong_count() > 0);
+                    leases.push(lease);
+                })
+                .is_ok();
+            if !leased {
+                owner.store(0, Ordering::Release);
+                return None;
+            }
+            self.mapping
+                .claimed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(lane_index);
+            return Some(lane_index);
+        }
+        None
+    }
+
+    /// The version-1 protocol on lane 0, shared by every thread without a lane of its own.
+    fn record_shared(&self, body: &Body<'_>) -> Option<(u32, u64)> {
+        let head = self.lane_word(0, lane::HEAD);
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let index = head.fetch_add(1, Ordering::Relaxed);
-            let base = format::HEADER_SIZE as usize
-                + ((index & self.slot_mask) as usize) * format::SLOT_SIZE as usize;
+            let base = self.slot_offset(0, index);
             let seq = self.word(base + slot::SEQ);
             let busy = format::busy_seq(index);
             let mut current = seq.load(Ordering::Relaxed);
             let owned = loop {
                 // Busy (odd): another writer is filling it (or died doing so). Newer: a later
-                // index already lives here. Either way this index is skipped.
-                if current & 1 == 1 || current >= busy {
+                // index already lives here. Either way this index is skipped. The closed flag
+                // (bit 63) is ignored: it marks the old record, which is being replaced.
+                let old = current & !format::SEQ_CLOSED;
+                if old & 1 == 1 || old >= busy {
                     break false;
                 }
                 match seq.compare_exchange_weak(current, busy, Ordering::Acquire, Ordering::Relaxed)
@@ -427,56 +818,110 @@ impl Writer {
             }
             // Order the busy mark before every body store (the seqlock writer's release fence).
             fence(Ordering::Release);
-            let label_len = label.len().min(format::LABEL_CAPACITY);
-            let mut label_bytes = [0u8; format::LABEL_CAPACITY];
-            label_bytes[..label_len].copy_from_slice(&label[..label_len]);
-            let meta = u64::from(tid)
-                | (u64::from(kind) << 32)
-                | ((label_len as u64) << 40)
-                | (u64::from(call_id) << 48);
-            let put = |at: usize, v: u64| self.word(base + at).store(v.to_le(), Ordering::Relaxed);
-            put(slot::MONOTONIC_NS, now);
-            put(slot::TID, meta);
-            put(slot::BYTES, args.bytes);
-            put(slot::PTR, args.ptr);
-            put(slot::PTR2, args.ptr2);
-            put(slot::STREAM, args.stream);
-            put(
-                slot::CHUNK,
-                u64::from(args.chunk) | (u64::from(args.chunk_count) << 32),
-            );
-            put(
-                slot::TENSOR_FIRST,
-                u64::from(args.tensor_first) | (u64::from(args.tensor_count) << 32),
-            );
-            put(slot::REF_INDEX, ref_index.unwrap_or(index));
-            put(slot::RESULT, result as u64);
-            for (word_index, chunk) in label_bytes.chunks_exact(8).enumerate() {
-                let mut word = [0u8; 8];
-                word.copy_from_slice(chunk);
-                put(slot::LABEL + word_index * 8, u64::from_le_bytes(word));
-            }
+            self.write_body(base, 0, index, body);
             seq.store(format::final_seq(index), Ordering::Release);
-            return Some(index);
+            if index & (RECALIBRATE_EVERY - 1) == 0 {
+                self.maybe_recalibrate(body.now);
+            }
+            return Some((0, index));
         }
         self.word(header::DROPPED).fetch_add(1, Ordering::Relaxed);
         None
     }
+
+    /// Marks the enter record at (`lane_index`, index ≡ `index_low` mod 2^32) closed, if it is
+    /// still in its slot. Only for exits recorded in another lane than their enter.
+    #[cold]
+    #[inline(never)]
+    fn close_in_place(&self, lane_index: u32, index_low: u64) {
+        if lane_index >= self.lane_count {
+            return;
+        }
+        let seq = self.word(self.slot_offset(lane_index, index_low) + slot::SEQ);
+        let current = seq.load(Ordering::Relaxed);
+        if current == 0 || current & (format::SEQ_CLOSED | 1) != 0 {
+            return;
+        }
+        let index = current / 2 - 1;
+        if index & format::LANE_INDEX_MASK != index_low {
+            return;
+        }
+        // Fails harmlessly if the owner rewrote the slot meanwhile: the enter is gone then.
+        let _ = seq.compare_exchange(
+            current,
+            current | format::SEQ_CLOSED,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Refreshes the header's calibration pair when it is a second old (counter clocks only), so
+    /// readers convert with a frequency measured over the ring's whole life and an anchor at most
+    /// about a second (and 64 records of some lane) before any record.
+    #[cold]
+    #[inline(never)]
+    fn maybe_recalibrate(&self, now: u64) {
+        let TimeSource::Counter { hz } = self.time else {
+            return;
+        };
+        let last = self.word(header::CALIB_COUNTER).load(Ordering::Relaxed);
+        if now.saturating_sub(last) < hz {
+            return;
+        }
+        let seq = self.word(header::CALIB_SEQ);
+        let current = seq.load(Ordering::Relaxed);
+        if current & 1 == 1
+            || seq
+                .compare_exchange(current, current + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        fence(Ordering::Release);
+        let (counter_at, monotonic_ns) = counter::pair();
+        self.word(header::CALIB_COUNTER)
+            .store(counter_at, Ordering::Relaxed);
+        self.word(header::CALIB_MONOTONIC_NS)
+            .store(monotonic_ns, Ordering::Relaxed);
+        seq.store(current + 2, Ordering::Release);
+    }
 }
 
-impl Drop for Writer {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`map_len` are exactly what mmap returned; no reference into the mapping
-        // outlives `&self` borrows, which end before drop.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.map_len) };
+/// Bytes `8k..8k+8` of `label` as a little-endian word, zero-padded: whole words are one unaligned
+/// load each, so the record path never calls `memcpy` for a label.
+#[inline(always)]
+fn label_word(label: &[u8], k: usize) -> u64 {
+    let start = k * 8;
+    if let Some(chunk) = label.get(start..start + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        return u64::from_le_bytes(word);
     }
+    let mut word = 0u64;
+    for (shift, &byte) in label.get(start..).unwrap_or(&[]).iter().enumerate() {
+        word |= u64::from(byte) << (8 * shift);
+    }
+    word
+}
+
+/// One record's contents, passed down the record path.
+#[derive(Clone, Copy)]
+struct Body<'a> {
+    now: u64,
+    tid: u32,
+    kind: u8,
+    call_id: u16,
+    args: &'a Args,
+    label: &'a [u8],
+    enter_ref: Option<u64>,
+    result: i64,
 }
 
 /// Maps the first `map_len` bytes of `file` (already at least that long) read-write and shared, so
 /// records land in the page cache where the agent reads them.
-fn map_shared(file: &File, map_len: usize, path: &Path) -> Result<NonNull<u8>> {
+fn map_shared(file: File, map_len: usize, path: &Path) -> Result<Mapping> {
     // SAFETY: a fresh shared mapping of a regular file the caller sized to at least `map_len` bytes;
-    // the result is checked before use and unmapped in `Writer::drop`.
+    // the result is checked before use and unmapped in `Mapping::drop`.
     let raw = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -490,7 +935,14 @@ fn map_shared(file: &File, map_len: usize, path: &Path) -> Result<NonNull<u8>> {
     if raw == libc::MAP_FAILED {
         return Err(Error::io(path, "mmap", std::io::Error::last_os_error()));
     }
-    NonNull::new(raw.cast::<u8>()).ok_or_else(|| Error::Create("mmap returned null".into()))
+    let base =
+        NonNull::new(raw.cast::<u8>()).ok_or_else(|| Error::Create("mmap returned null".into()))?;
+    Ok(Mapping {
+        base,
+        len: map_len,
+        claimed: Mutex::new(Vec::new()),
+        _file: file,
+    })
 }
 
 /// The file name of a ring in a ring directory: `<pid>-<starttime>.ring`.
@@ -498,29 +950,74 @@ pub fn ring_file_name(pid: u32, start_time_ticks: u64) -> String {
     format!("{pid}-{start_time_ticks}.ring")
 }
 
-/// Bumped in the child after `fork`, so cached thread ids are refreshed there.
+/// Bumped in the child after `fork`, so cached thread ids and lanes are refreshed there.
 static FORK_GENERATION: AtomicU32 = AtomicU32::new(0);
 
-thread_local! {
-    /// (fork generation, tid) of this thread; tid 0 means not yet known.
-    static CACHED_TID: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+/// A thread's current lane: the record path's only thread-local state (no destructor, so it is
+/// one `fs`/`tpidr_el0`-relative load and stays readable during thread teardown).
+#[derive(Debug, Clone, Copy)]
+struct LaneCache {
+    /// The [`Writer::id`] the lane belongs to; 0 = none.
+    writer_id: u64,
+    generation: u32,
+    /// This thread's id (0 = not yet known).
+    tid: u32,
+    /// 0 = no lane of its own (the shared lane).
+    lane: u32,
+    /// Shared-lane records left before the next attempt to claim a lane.
+    retry_in: u32,
 }
 
-#[inline(always)]
-fn current_tid() -> u32 {
-    let generation = FORK_GENERATION.load(Ordering::Relaxed);
-    CACHED_TID
-        .try_with(|cell| {
-            let (cached_generation, tid) = cell.get();
-            if tid != 0 && cached_generation == generation {
-                tid
-            } else {
-                let tid = gettid();
-                cell.set((generation, tid));
-                tid
+/// A lane this thread owns; released when the thread exits (if the writer still exists and this is
+/// the process that claimed it).
+struct Lease {
+    mapping: Weak<Mapping>,
+    writer_id: u64,
+    lane: u32,
+    generation: u32,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.generation != FORK_GENERATION.load(Ordering::Relaxed) {
+            return;
+        }
+        let _ = LANE_CACHE.try_with(|cell| {
+            let cache = cell.get();
+            if cache.writer_id == self.writer_id && cache.lane == self.lane {
+                cell.set(LaneCache { lane: 0, ..cache });
             }
+        });
+        if let Some(mapping) = self.mapping.upgrade() {
+            mapping
+                .claimed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|&lane_index| lane_index != self.lane);
+            mapping.release_lane(self.lane);
+        }
+    }
+}
+
+thread_local! {
+    static LANE_CACHE: Cell<LaneCache> = const {
+        Cell::new(LaneCache { writer_id: 0, generation: 0, tid: 0, lane: 0, retry_in: 0 })
+    };
+    static LEASES: RefCell<Vec<Lease>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The lane this thread already owns in writer `writer_id`, if any.
+fn leased_lane(writer_id: u64, generation: u32) -> Option<u32> {
+    LEASES
+        .try_with(|leases| {
+            leases
+                .borrow()
+                .iter()
+                .find(|lease| lease.writer_id == writer_id && lease.generation == generation)
+                .map(|lease| lease.lane)
         })
-        .unwrap_or_else(|_| gettid())
+        .ok()
+        .flatten()
 }
 
 #[cold]
@@ -547,28 +1044,127 @@ mod tests {
     use super::*;
 
     #[test]
-    fn token_packs_index_and_call() {
-        let token = Token::new(12345, Call::CuMemcpyHtoD_v2.id());
-        assert_eq!(token.index(), Some(12345));
+    fn token_packs_lane_index_and_call() {
+        let token = Token::new(5, (7u64 << 32) | 12345, Call::CuMemcpyHtoD_v2.id());
+        assert_eq!(
+            token.index(),
+            Some((5 << 32) | 12345),
+            "index keeps its low 32 bits"
+        );
+        assert_eq!(token.lane(), 5);
         assert_eq!(token.call_id(), Call::CuMemcpyHtoD_v2.id());
         assert_eq!(Token::from_raw(token.to_raw()), token);
         assert_eq!(Token::NONE.index(), None);
     }
 
     #[test]
-    fn rejects_bad_slot_counts() {
+    fn rejects_bad_slot_and_lane_counts() {
         let dir = tempfile::tempdir().unwrap();
         for bad in [0, 3, 1000, format::MAX_SLOT_COUNT * 2] {
             let err = Writer::create(dir.path().join("r.ring"), bad).unwrap_err();
             assert!(matches!(err, Error::BadSlotCount), "{bad}: {err}");
         }
+        for (slots, lanes) in [(64, 3), (64, 128), (1 << 20, 8192)] {
+            let options = WriterOptions {
+                slot_count: slots,
+                lane_count: lanes,
+                ..WriterOptions::default()
+            };
+            let err = options.lanes().unwrap_err();
+            assert!(matches!(err, Error::BadLaneCount), "{slots}/{lanes}: {err}");
+        }
+    }
+
+    #[test]
+    fn automatic_lane_counts() {
+        let lanes = |slot_count| {
+            WriterOptions {
+                slot_count,
+                ..WriterOptions::default()
+            }
+            .lanes()
+            .unwrap()
+        };
+        assert_eq!(lanes(4096), 64);
+        assert_eq!(lanes(64), 4);
+        assert_eq!(lanes(16), 1);
+        assert_eq!(lanes(4), 1);
+        assert_eq!(lanes(1 << 20), 64);
+    }
+
+    #[test]
+    fn each_thread_gets_its_own_lane_and_gives_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Writer::create(dir.path().join("r.ring"), 64).unwrap();
+        let owners = |w: &Writer| {
+            (0..w.lane_count)
+                .map(|l| w.lane_word(l, lane::OWNER).load(Ordering::Relaxed))
+                .collect::<Vec<_>>()
+        };
+        let main_token = writer.enter(Call::CuInit, &Args::default(), "");
+        assert_ne!(
+            main_token.lane(),
+            0,
+            "the first thread gets a lane of its own"
+        );
+        let (other_lane, held) = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let token = writer.enter(Call::CuInit, &Args::default(), "");
+                    (token.lane(), owners(&writer)[token.lane() as usize])
+                })
+                .join()
+                .unwrap()
+        });
+        assert_ne!(other_lane, 0);
+        assert_ne!(other_lane, main_token.lane());
+        assert_ne!(held, 0, "owned while the thread ran");
+        assert_eq!(
+            owners(&writer)[other_lane as usize],
+            0,
+            "released when the thread exited"
+        );
+        assert_eq!(owners(&writer)[0], 0, "lane 0 is never owned");
+    }
+
+    #[test]
+    fn threads_beyond_the_lanes_share_lane_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        // 4 lanes: 3 of their own, then the shared one.
+        let writer = Writer::create(dir.path().join("r.ring"), 64).unwrap();
+        assert_eq!(writer.lane_count(), 4);
+        let barrier = std::sync::Barrier::new(5);
+        let lanes: Vec<u32> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..5)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let token = writer.enter(Call::CuInit, &Args::default(), "");
+                        barrier.wait();
+                        token.lane()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut own: Vec<u32> = lanes.iter().copied().filter(|&l| l != 0).collect();
+        own.sort_unstable();
+        assert_eq!(own, vec![1, 2, 3], "{lanes:?}");
+        assert_eq!(lanes.iter().filter(|&&l| l == 0).count(), 2, "{lanes:?}");
     }
 
     #[test]
     fn tid_is_cached_per_thread() {
-        let main = current_tid();
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Writer::create(dir.path().join("r.ring"), 64).unwrap();
+        writer.enter(Call::CuInit, &Args::default(), "");
+        let main = LANE_CACHE.with(Cell::get).tid;
         assert_eq!(main, gettid());
-        let other = std::thread::spawn(current_tid).join().unwrap();
+        let other = std::thread::spawn(move || {
+            writer.enter(Call::CuInit, &Args::default(), "");
+            LANE_CACHE.with(Cell::get).tid
+        })
+        .join()
+        .unwrap();
         assert_ne!(main, other);
     }
 }

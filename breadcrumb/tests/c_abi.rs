@@ -96,16 +96,21 @@ fn check_ring(ring: &Path, pid_text: &str) {
     );
     assert_eq!(snapshot.header.status_code, -7);
     assert_eq!(snapshot.torn_slots + snapshot.invalid_slots, 0);
-    // cuInit enter+exit, 2 threads x 100 x 2, the stuck enter.
-    assert_eq!(snapshot.records.len(), 2 + 400 + 1);
+    // The main thread's lane: cuInit enter+exit and the stuck enter. Each uploader thread wrote
+    // 100 enter+exit pairs into a lane of its own: the last 64 records of each (a lane's size in
+    // the default 4096-slot, 64-lane ring) are kept, whatever the other threads wrote.
+    let lane_slots = snapshot.header.lane_slots() as usize;
+    assert_eq!(lane_slots, 64);
+    assert_eq!(snapshot.records.len(), 2 + 2 * lane_slots + 1);
     assert_eq!(snapshot.records[0].call, "cuInit");
     assert_eq!(snapshot.records[0].label, "");
-    let tids: std::collections::BTreeSet<u32> =
-        snapshot.records[2..402].iter().map(|r| r.tid).collect();
+    let uploads = &snapshot.records[2..2 + 2 * lane_slots];
+    let tids: std::collections::BTreeSet<u32> = uploads.iter().map(|r| r.tid).collect();
     assert_eq!(tids.len(), 2, "two C threads wrote");
-    assert!(snapshot.records[2..402]
-        .iter()
-        .all(|r| r.call == "cuMemcpyHtoDAsync_v2"));
+    assert!(uploads.iter().all(|r| r.call == "cuMemcpyHtoDAsync_v2"));
+    let lanes: std::collections::BTreeSet<u32> = uploads.iter().map(|r| r.lane).collect();
+    assert_eq!(lanes.len(), 2, "one lane per thread");
+    assert!(!lanes.contains(&snapshot.records[0].lane));
     assert_eq!(snapshot.in_flight.len(), 1);
     let stuck = &snapshot.in_flight[0];
     assert_eq!(stuck.call, "cuStreamSynchronize");

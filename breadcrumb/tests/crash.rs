@@ -93,7 +93,14 @@ fn assert_stuck_call_named(ring: &Path, child_pid: u32) {
     assert!(stuck.age_ns.is_some());
     let last = snapshot.records.last().unwrap();
     assert_eq!((last.kind, last.seq), (RecordKind::Enter, stuck.seq));
-    assert_eq!(snapshot.records.len(), 25);
+    // 25 records in the worker thread's 16-slot lane (64 slots, 4 lanes): it wrapped, and the
+    // call in flight is still found.
+    assert_eq!(snapshot.header.lane_slots(), 16);
+    assert_eq!(snapshot.records.len(), 16);
+    assert!(snapshot
+        .records
+        .iter()
+        .all(|r| r.lane == last.lane && r.lane != 0));
 }
 
 #[test]

@@ -48,11 +48,26 @@ fn each_header_defect_has_its_own_error() {
     bad[0] = b'X';
     assert!(matches!(parse_ring(&bad, &opts()), Err(Error::BadMagic)));
     let mut bad = good.clone();
-    put_u32(&mut bad, header::VERSION, 2);
+    put_u32(&mut bad, header::VERSION, 3);
     assert!(matches!(
         parse_ring(&bad, &opts()),
         Err(Error::UnsupportedVersion)
     ));
+    for lanes in [0, 3, 32, 8192] {
+        let mut bad = good.clone();
+        put_u32(&mut bad, header::LANE_COUNT, lanes);
+        assert!(
+            matches!(parse_ring(&bad, &opts()), Err(Error::BadLaneCount)),
+            "{lanes} lanes in a 16-slot ring"
+        );
+    }
+    let mut bad = good.clone();
+    put_u32(&mut bad, header::COUNTER_KIND, 7);
+    assert!(matches!(parse_ring(&bad, &opts()), Err(Error::BadCounter)));
+    let mut bad = good.clone();
+    put_u32(&mut bad, header::COUNTER_KIND, 1);
+    bad[header::COUNTER_HZ..header::COUNTER_HZ + 8].fill(0);
+    assert!(matches!(parse_ring(&bad, &opts()), Err(Error::BadCounter)));
     let mut bad = good.clone();
     put_u32(&mut bad, header::HEADER_SIZE, 100);
     assert!(matches!(
@@ -111,7 +126,9 @@ fn each_header_defect_has_its_own_error() {
 #[test]
 fn a_corrupted_slot_is_skipped_not_believed() {
     let mut ring = valid_ring(16, 5);
-    let base = format::HEADER_SIZE as usize + 2 * format::SLOT_SIZE as usize;
+    // 16 slots: one lane (the shared one), its entry in the lane table, then the slots.
+    let slots = format::HEADER_SIZE as usize + format::LANE_ENTRY_SIZE as usize;
+    let base = slots + 2 * format::SLOT_SIZE as usize;
     ring[base + format::slot::KIND] = 9;
     let snapshot = parse_ring(&ring, &opts()).unwrap();
     assert_eq!(snapshot.invalid_slots, 1);
@@ -219,7 +236,25 @@ fn check_invariants(bytes: &[u8]) {
         assert!(
             snapshot.records.len() as u64 + snapshot.torn_slots + snapshot.invalid_slots <= slots
         );
-        assert!(snapshot.records.windows(2).all(|w| w[0].seq < w[1].seq));
+        let mut by_lane = std::collections::BTreeMap::<u32, Vec<u64>>::new();
+        for record in &snapshot.records {
+            by_lane.entry(record.lane).or_default().push(record.seq);
+            assert!(record.lane < snapshot.header.lane_count);
+        }
+        if snapshot.header.version == 1 {
+            assert!(snapshot.records.windows(2).all(|w| w[0].seq < w[1].seq));
+        } else {
+            assert!(snapshot
+                .records
+                .windows(2)
+                .all(|w| w[0].monotonic_ns <= w[1].monotonic_ns));
+            for (lane, mut seqs) in by_lane {
+                let count = seqs.len();
+                seqs.sort_unstable();
+                seqs.dedup();
+                assert_eq!(seqs.len(), count, "lane {lane}: one record per index");
+            }
+        }
         assert!(snapshot.in_flight.len() <= snapshot.records.len());
         assert!(snapshot
             .records

@@ -51,7 +51,13 @@ fn records_come_back_in_order_with_their_arguments() {
     assert_eq!(snapshot.header.writer_pid, std::process::id());
     assert_eq!(snapshot.header.slot_count, 64);
     assert_eq!(snapshot.header.head, 5);
+    assert_eq!(snapshot.header.version, 2);
     assert_eq!(snapshot.header.clock, "CLOCK_MONOTONIC");
+    assert_eq!(
+        snapshot.header.counter_kind != 0,
+        writer.uses_counter(),
+        "the header says how records are stamped"
+    );
     assert_eq!(snapshot.torn_slots, 0);
     assert_eq!(snapshot.invalid_slots, 0);
     let calls: Vec<(&str, RecordKind)> = snapshot
@@ -83,7 +89,8 @@ fn records_come_back_in_order_with_their_arguments() {
     let stuck = &snapshot.in_flight[0];
     assert_eq!(stuck.call, "cuStreamSynchronize");
     assert_eq!(stuck.args.stream, 0xabc);
-    assert_eq!(Some(stuck.seq), open.index());
+    assert_eq!(stuck.lane, open.lane());
+    assert_eq!(Some(stuck.seq), open.index().map(|i| i & 0xFFFF_FFFF));
     assert_eq!(snapshot.same_boot, Some(true));
     assert!(stuck.age_ns.is_some());
 
@@ -172,6 +179,22 @@ fn from_env_uses_the_directory_and_names_the_file_by_pid_and_start_time() {
             snapshot.header.start_time_ticks
         )
     );
+    assert_eq!(
+        snapshot.header.lane_count, 2,
+        "32 slots: lanes of at least 16"
+    );
+    std::env::set_var("WEDGE_CAPTURE_RING_LANES", "8");
+    std::env::set_var("WEDGE_CAPTURE_RING_CLOCK", "monotonic");
+    let writer = Writer::from_env().unwrap().expect("configured");
+    let snapshot = read_ring(writer.path(), &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.header.lane_count, 8);
+    assert_eq!(snapshot.header.counter_kind, 0, "monotonic: no counter");
+    std::env::set_var("WEDGE_CAPTURE_RING_LANES", "3");
+    assert!(matches!(Writer::from_env(), Err(Error::BadLaneCount)));
+    std::env::remove_var("WEDGE_CAPTURE_RING_LANES");
+    std::env::set_var("WEDGE_CAPTURE_RING_CLOCK", "fast");
+    assert!(matches!(Writer::from_env(), Err(Error::Create(_))));
+    std::env::remove_var("WEDGE_CAPTURE_RING_CLOCK");
     std::env::set_var("WEDGE_CAPTURE_RING_SLOTS", "12");
     assert!(matches!(Writer::from_env(), Err(Error::BadSlotCount)));
     std::env::remove_var("WEDGE_CAPTURE_RING_DIR");
@@ -188,6 +211,7 @@ fn coarse_clock_rings_say_so_and_still_age_their_calls() {
     let options = WriterOptions {
         slot_count: 8,
         clock: RingClock::MonotonicCoarse,
+        ..WriterOptions::default()
     };
     let writer = Writer::create_with(&path, &options, &ProcessIdentity::current()).unwrap();
     writer.enter(Call::CuCtxSynchronize, &Args::default(), "");
@@ -303,4 +327,116 @@ fn an_unlinked_ring_is_still_readable_through_the_writers_fd() {
         read_ring(&link, &ReadOptions::strict(None)),
         Err(Error::Symlink { .. })
     ));
+}
+
+/// An exit recorded by another thread (another lane) closes its enter, even after the exiting
+/// thread's lane wrapped and the exit record itself is gone.
+#[test]
+fn an_exit_from_another_thread_closes_its_enter_even_after_its_lane_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cross.ring");
+    // 64 slots, 4 lanes of 16.
+    let writer = Writer::create(&path, 64).unwrap();
+    let token = writer.enter(Call::CuStreamSynchronize, &Args::default(), "handed over");
+    let still_open = writer.enter(Call::CuCtxSynchronize, &Args::default(), "never exits");
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            writer.exit(token, 0);
+            // Wrap this thread's lane so the exit record is overwritten.
+            for chunk in 0..40 {
+                let t = writer.enter(Call::CuMemcpyHtoDAsync_v2, &upload_args(chunk), "");
+                writer.exit(t, 0);
+            }
+        });
+    });
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    assert!(
+        !snapshot
+            .records
+            .iter()
+            .any(|r| r.kind == RecordKind::Exit && r.enter_lane == Some(token.lane())),
+        "the cross-lane exit record was overwritten"
+    );
+    let enter = snapshot
+        .records
+        .iter()
+        .find(|r| r.lane == token.lane() && r.seq == 0)
+        .unwrap();
+    assert!(enter.closed, "closed in place: {enter:?}");
+    let in_flight: Vec<&str> = snapshot
+        .in_flight
+        .iter()
+        .map(|f| f.label.as_str())
+        .collect();
+    assert_eq!(in_flight, ["never exits"]);
+    assert_eq!(snapshot.in_flight[0].lane, still_open.lane());
+}
+
+/// A child after fork does not write into its parent thread's lane: it claims its own.
+#[test]
+fn a_forked_child_claims_its_own_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fork.ring");
+    let writer = Writer::create(&path, 64).unwrap();
+    let parent = writer.enter(Call::CuInit, &Args::default(), "parent");
+    // SAFETY: the child only writes one record and leaves with _exit (no destructors, no locks).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let child = writer.enter(Call::CuInit, &Args::default(), "child");
+        let code = if child.lane() != parent.lane() && child.lane() != 0 {
+            0
+        } else {
+            1
+        };
+        // SAFETY: ends the forked child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child used the parent's lane"
+    );
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    let labels: Vec<(&str, u32)> = snapshot
+        .in_flight
+        .iter()
+        .map(|f| (f.label.as_str(), f.lane))
+        .collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    assert!(labels.contains(&("parent", parent.lane())));
+}
+
+/// Version-2 counter timestamps come back as CLOCK_MONOTONIC nanoseconds.
+#[test]
+fn counter_timestamps_read_as_monotonic_nanoseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("time.ring");
+    let writer = Writer::create(&path, 64).unwrap();
+    let before = wedge_breadcrumb::identity::monotonic_ns();
+    writer.enter(Call::CuInit, &Args::default(), "");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    writer.enter(Call::CuInit, &Args::default(), "");
+    let after = wedge_breadcrumb::identity::monotonic_ns();
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    let [first, second] = &snapshot.records[..] else {
+        panic!("{:?}", snapshot.records);
+    };
+    assert!(
+        before <= first.monotonic_ns + 100_000,
+        "{before} vs {}",
+        first.monotonic_ns
+    );
+    assert!(
+        second.monotonic_ns <= after + 100_000,
+        "{} vs {after}",
+        second.monotonic_ns
+    );
+    let gap = second.monotonic_ns - first.monotonic_ns;
+    assert!(
+        (20_000_000..40_000_000).contains(&gap),
+        "{gap} ns between records 20 ms apart"
+    );
 }

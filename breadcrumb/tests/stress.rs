@@ -9,7 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use wedge_breadcrumb::{read_ring, Args, Call, ReadOptions, RecordKind, RingSnapshot, Writer};
+use wedge_breadcrumb::identity::ProcessIdentity;
+use wedge_breadcrumb::{
+    read_ring, Args, Call, ReadOptions, RecordKind, RingSnapshot, Writer, WriterOptions,
+};
 
 const THREADS: u64 = 8;
 const NOT_STARTED: u64 = u64::MAX;
@@ -43,7 +46,7 @@ fn check_snapshot(
     completed_before: &[u64],
 ) -> usize {
     let mut last_per_thread: HashMap<u32, (u64, u8)> = HashMap::new();
-    let mut enter_counter: HashMap<u64, (u32, u64)> = HashMap::new();
+    let mut enter_counter: HashMap<(u32, u64), (u32, u64)> = HashMap::new();
     for record in &snapshot.records {
         let thread = *tid_thread
             .get(&record.tid)
@@ -61,16 +64,16 @@ fn check_snapshot(
                     "torn label: {record:?}"
                 );
                 assert_eq!(record.call, "cuMemcpyHtoDAsync_v2");
-                enter_counter.insert(record.seq, (record.tid, record.args.bytes));
+                enter_counter.insert((record.lane, record.seq), (record.tid, record.args.bytes));
                 (record.args.bytes, 0)
             }
             RecordKind::Exit => {
                 assert_eq!(record.args, Args::default(), "torn exit: {record:?}");
                 assert!(record.label.is_empty());
                 let counter = record.result.expect("exit has a result") as u64;
-                if let Some(&(tid, entered)) =
-                    enter_counter.get(&record.enter_seq.expect("exit names its enter"))
-                {
+                let enter_lane = record.enter_lane.unwrap_or(record.lane);
+                let enter_seq = record.enter_seq.expect("exit names its enter");
+                if let Some(&(tid, entered)) = enter_counter.get(&(enter_lane, enter_seq)) {
                     assert_eq!(
                         (tid, entered),
                         (record.tid, counter),
@@ -107,13 +110,30 @@ fn check_snapshot(
     snapshot.records.len()
 }
 
+/// The default ring: 64 lanes, so each of the 8 writers has a lane of its own.
 #[test]
 fn eight_writers_and_a_concurrent_reader() {
+    stress(0);
+}
+
+/// 4 lanes: 3 writers get a lane of their own, the other 5 share lane 0 (the claim protocol).
+#[test]
+fn eight_writers_on_four_lanes_and_a_concurrent_reader() {
+    stress(4);
+}
+
+fn stress(lane_count: u32) {
     let per_thread = records_per_thread();
     let iterations = per_thread / 2;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stress.ring");
-    let writer = Arc::new(Writer::create(&path, 4096).unwrap());
+    let options = WriterOptions {
+        slot_count: 4096,
+        lane_count,
+        ..WriterOptions::default()
+    };
+    let writer =
+        Arc::new(Writer::create_with(&path, &options, &ProcessIdentity::current()).unwrap());
     let completed: Arc<Vec<AtomicU64>> =
         Arc::new((0..THREADS).map(|_| AtomicU64::new(NOT_STARTED)).collect());
     let (tid_tx, tid_rx) = std::sync::mpsc::channel();
@@ -201,16 +221,28 @@ fn eight_writers_and_a_concurrent_reader() {
     assert_eq!(finished.torn_slots, 0);
     assert_eq!(finished.invalid_slots, 0);
     assert_eq!(finished.header.dropped, 0);
-    // Indices whose slot was still busy (a preempted writer) or already newer are skipped, so
-    // the head counts claims, not records.
+    // Shared-lane indices whose slot was still busy (a preempted writer) or already newer are
+    // skipped, so the heads count claims, not records. A thread's own lane skips nothing.
     let written = THREADS * iterations * 2;
     let skipped = finished.header.head - written;
     assert!(finished.header.head >= written);
+    let lane_slots = u64::from(finished.header.lane_slots());
+    let lanes_used: std::collections::BTreeSet<u32> =
+        finished.records.iter().map(|r| r.lane).collect();
     assert!(finished.records.len() <= 4096);
     assert!(
-        finished.records.len() as u64 + skipped >= 4096,
-        "{} records",
-        finished.records.len()
+        finished.records.len() as u64 + skipped >= lanes_used.len() as u64 * lane_slots,
+        "{} records in {} lanes of {lane_slots}",
+        finished.records.len(),
+        lanes_used.len()
     );
+    if lane_count == 0 {
+        // Each thread's last records survive, however much the others wrote after it.
+        let threads_seen: std::collections::BTreeSet<u32> =
+            finished.records.iter().map(|r| r.tid).collect();
+        assert_eq!(threads_seen.len(), THREADS as usize);
+        assert_eq!(skipped, 0, "own lanes never skip an index");
+        assert_eq!(finished.records.len() as u64, THREADS * lane_slots);
+    }
     eprintln!("stress: {skipped} indices skipped over busy or newer slots, 0 records dropped");
 }

@@ -2,7 +2,7 @@
 //!
 //! | target | what it calls | seeds |
 //! |---|---|---|
-//! | `ring` | `breadcrumb::parse_ring` + `in_flight_calls`; every 256th accepted ring also rendered in an incident | rings written by `breadcrumb::Writer` (4, 16, 64 slots; enters, exits, labels, status) |
+//! | `ring` | `breadcrumb::parse_ring` + `in_flight_calls`; every 256th accepted ring also rendered in an incident | rings written by `breadcrumb::Writer` (format v2: 4, 16, 64 slots; one lane and 4 lanes with 3 threads, a cross-lane exit; enters, exits, labels, status) and the v1 fixture `breadcrumb/tests/data/ring-v1.bin` |
 //! | `ring-file` | `breadcrumb::read_ring_with_bytes` on a file of the bytes; its saved copy must re-parse to the same records | the same rings |
 //! | `ring-header` | `breadcrumb::parse_header`, `identity::parse_boot_id` | the same rings |
 //! | `stat` | `capture::parse::stat::{parse, parse_lite}`, `breadcrumb::identity::parse_stat_start_time` | this machine's `/proc/*/stat`, task stats |
@@ -58,7 +58,15 @@ pub const TARGETS: &[Target] = &[
         run: ring,
         seeds: ring_seeds,
         focus: None,
-        dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
+        dict: &[
+            b"WEDGERNG",
+            b"\x01\0\0\0",
+            b"\x02\0\0\0",
+            b"\0\x02\0\0",
+            b"\x80\0\0\0",
+            b"\0\0\0\x80",
+            b"\x40\0\0\0",
+        ],
         max_len: 64 << 10,
     },
     Target {
@@ -66,7 +74,15 @@ pub const TARGETS: &[Target] = &[
         run: ring_header,
         seeds: ring_seeds,
         focus: Some((0, 512)),
-        dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
+        dict: &[
+            b"WEDGERNG",
+            b"\x01\0\0\0",
+            b"\x02\0\0\0",
+            b"\0\x02\0\0",
+            b"\x80\0\0\0",
+            b"\0\0\0\x80",
+            b"\x40\0\0\0",
+        ],
         max_len: 64 << 10,
     },
     Target {
@@ -74,7 +90,15 @@ pub const TARGETS: &[Target] = &[
         run: ring_file,
         seeds: ring_seeds,
         focus: None,
-        dict: &[b"WEDGERNG", b"\x01\0\0\0", b"\0\x02\0\0", b"\x80\0\0\0"],
+        dict: &[
+            b"WEDGERNG",
+            b"\x01\0\0\0",
+            b"\x02\0\0\0",
+            b"\0\x02\0\0",
+            b"\x80\0\0\0",
+            b"\0\0\0\x80",
+            b"\x40\0\0\0",
+        ],
         max_len: 64 << 10,
     },
     Target {
@@ -632,6 +656,27 @@ fn ring_seeds() -> Vec<Vec<u8>> {
         if i == 1 {
             writer.set_status(-3, "cupti: subscribe failed");
         }
+        if slots == 64 {
+            // Version 2 with several lanes: two more threads in lanes of their own, one exit
+            // recorded in another lane than its enter (closed in place).
+            let handed_over = writer.enter(Call::CuStreamSynchronize, &args, "handed over");
+            std::thread::scope(|scope| {
+                for t in 0..2u32 {
+                    let writer = &writer;
+                    scope.spawn(move || {
+                        if t == 0 {
+                            writer.exit(handed_over, 0);
+                        }
+                        for n in 0..(20 + t) {
+                            let token = writer.enter(Call::CuLaunchKernel, &args, "worker");
+                            if n % 4 != 3 {
+                                writer.exit(token, 0);
+                            }
+                        }
+                    });
+                }
+            });
+        }
         drop(writer);
         if let Ok(bytes) = std::fs::read(&path) {
             seeds.push(bytes);
@@ -639,8 +684,13 @@ fn ring_seeds() -> Vec<Vec<u8>> {
         let _ = std::fs::remove_file(&path);
     }
     let _ = std::fs::remove_dir(&dir);
+    // A ring of the first format, written by the version-1 writer: still read.
+    seeds.push(RING_V1_FIXTURE.to_vec());
     seeds
 }
+
+/// `breadcrumb/tests/data/ring-v1.bin`: 16 slots, wrapped, two calls in flight, a status.
+const RING_V1_FIXTURE: &[u8] = include_bytes!("../../breadcrumb/tests/data/ring-v1.bin");
 
 /// `/proc/<pid>/<file>` and `/proc/<pid>/task/<tid>/<file>` of up to 24 processes of this machine, plus `extra`.
 /// Only files that never take the target's mmap lock (stat, status, wchan, syscall, stack, cgroup).

@@ -9,7 +9,8 @@ use uploader::strategy::{upload, PinnedOptions, Strategy, StrategyKind};
 use uploader::verify::verify;
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{CallKind, Driver, Error, Plan, TensorSource, Traced};
-use wedge_breadcrumb::{read_ring, ReadOptions, RecordKind, Writer};
+use wedge_breadcrumb::identity::ProcessIdentity;
+use wedge_breadcrumb::{read_ring, ReadOptions, RecordKind, Writer, WriterOptions};
 
 fn small_workload() -> Workload {
     Workload::synthetic(&WorkloadSpec {
@@ -288,7 +289,14 @@ fn the_ring_has_an_enter_and_an_exit_for_every_driver_call_in_order() {
     let dir = tempfile::tempdir().unwrap();
     for kind in StrategyKind::ALL {
         let path = dir.path().join(format!("{}.ring", kind.name()));
-        let ring = Writer::create(&path, 1 << 14).unwrap();
+        // Two lanes: the uploading thread owns lane 1 (8192 slots), so every record of the
+        // upload is kept (a ring's lanes split its slots; the default 64 would keep 256).
+        let options = WriterOptions {
+            slot_count: 1 << 14,
+            lane_count: 2,
+            ..WriterOptions::default()
+        };
+        let ring = Writer::create_with(&path, &options, &ProcessIdentity::current()).unwrap();
         let d = HostDriver::default();
         let t = Traced::open(&d, Some(&ring), 0).unwrap();
         let up = upload(&t, &strategy(kind), &w, &p, &mut |_| {}).unwrap();

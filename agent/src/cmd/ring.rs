@@ -146,9 +146,14 @@ pub fn render_text(path: &std::path::Path, snapshot: &RingSnapshot, count: usize
         header.writer_pid, header.start_time_ticks, header.pidns_inode
     );
     let _ = writeln!(out, "  boot id {} ({boot})", header.boot_id);
+    let lanes = if header.lane_count > 1 {
+        format!(" in {} lanes", header.lane_count)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "  format v{}: {} slots x {} B; head {}; {} records, {} torn, {} invalid, {} dropped",
+        "  format v{}: {} slots{lanes} x {} B; head {}; {} records, {} torn, {} invalid, {} dropped",
         header.version,
         header.slot_count,
         header.slot_size,
@@ -158,6 +163,15 @@ pub fn render_text(path: &std::path::Path, snapshot: &RingSnapshot, count: usize
         snapshot.invalid_slots,
         header.dropped
     );
+    if header.counter_kind != 0 {
+        let _ = writeln!(
+            out,
+            "  timestamps: {} at {} Hz, converted to {}",
+            wedge_breadcrumb::counter::counter_name(header.counter_kind).unwrap_or("counter"),
+            header.counter_hz,
+            header.clock
+        );
+    }
     if let Some(status) = &header.status {
         let _ = writeln!(
             out,
@@ -184,7 +198,7 @@ pub fn render_text(path: &std::path::Path, snapshot: &RingSnapshot, count: usize
                 "  tid {:<7} {}{age}  seq {}  {}{}",
                 call.tid,
                 call.call,
-                call.seq,
+                record_id(call.lane, call.seq),
                 quoted_label(&call.label),
                 format_args(&call.args)
             );
@@ -206,13 +220,23 @@ pub fn render_text(path: &std::path::Path, snapshot: &RingSnapshot, count: usize
     out
 }
 
+/// A record's index; in a version-2 ring's own lanes, `lane:index` (lane 0, the shared lane, and
+/// version 1 rings show the bare index).
+fn record_id(lane: u32, seq: u64) -> String {
+    if lane == 0 {
+        seq.to_string()
+    } else {
+        format!("{lane}:{seq}")
+    }
+}
+
 fn record_line(record: &Record, newest_ns: u64) -> String {
     let before = newest_ns.saturating_sub(record.monotonic_ns);
     let when = format!("-{:.3} ms", before as f64 / 1e6);
     match record.kind {
         RecordKind::Enter => format!(
             "  {:>10} {:>14}  tid {:<7} enter {}  {}{}",
-            record.seq,
+            record_id(record.lane, record.seq),
             when,
             record.tid,
             record.call,
@@ -221,14 +245,14 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
         ),
         RecordKind::Exit => format!(
             "  {:>10} {:>14}  tid {:<7} exit  {} -> {} (enter seq {})",
-            record.seq,
+            record_id(record.lane, record.seq),
             when,
             record.tid,
             record.call,
             record.result.unwrap_or_default(),
             record
                 .enter_seq
-                .map(|s| s.to_string())
+                .map(|s| record_id(record.enter_lane.unwrap_or(record.lane), s))
                 .unwrap_or_else(|| "?".into())
         ),
     }

@@ -149,6 +149,7 @@ fn record(
 ) -> Record {
     Record {
         seq,
+        lane: 0,
         tid: 4242,
         kind,
         call_id,
@@ -165,6 +166,8 @@ fn record(
         } else {
             None
         },
+        enter_lane: None,
+        closed: false,
         monotonic_ns: mono,
     }
 }
@@ -194,6 +197,13 @@ pub fn ring() -> RingExcerpt {
             dropped: 0,
             status: None,
             status_code: 0,
+            lane_count: 1,
+            counter_kind: 0,
+            counter_hz: 0,
+            created_counter: 0,
+            calib_counter: 0,
+            calib_monotonic_ns: 0,
+            lane_heads: Vec::new(),
         }),
         records: vec![
             record(
@@ -255,6 +265,7 @@ pub fn ring() -> RingExcerpt {
         in_flight: vec![InFlight {
             tid: 4242,
             seq: 4,
+            lane: 0,
             call_id: 5,
             call: "cuMemAlloc_v2".into(),
             args: args(48),
