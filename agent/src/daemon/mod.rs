@@ -26,6 +26,7 @@
 //! restarted by systemd.
 
 pub mod bench;
+pub mod bench_agent;
 pub mod config;
 pub mod http;
 pub mod log;
