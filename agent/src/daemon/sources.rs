@@ -539,6 +539,14 @@ fn is_ring_name(name: &OsStr) -> bool {
     bytes.ends_with(b".ring") && !bytes.starts_with(b".")
 }
 
+/// The stat of a process's leader thread (`task/<pid>/stat`): the same comm, start time and flags as the
+/// process's own `stat`, which the kernel makes by walking every thread (costly for a worker with
+/// thousands). A tree without task directories (a fake one) falls back to the process's `stat`.
+fn leader_stat(root: &ProcRoot, pid: i32) -> capture::Result<capture::parse::stat::Stat> {
+    root.read_task_stat(pid, pid)
+        .or_else(|_| root.read_stat(pid))
+}
+
 fn process_start(root: &ProcRoot, pid: i32) -> Option<u64> {
     root.read_stat(pid).ok().map(|s| s.starttime)
 }
@@ -653,7 +661,7 @@ impl HostSource {
             match self.procs.get_mut(&pid) {
                 Some(entry) if !due && entry.young_scans == 0 => entry.seen = generation,
                 known => {
-                    let Ok(stat) = root.read_stat(pid) else {
+                    let Ok(stat) = leader_stat(root, pid) else {
                         continue; // Gone since the listing.
                     };
                     let fresh = ProcEntry {
