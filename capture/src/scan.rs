@@ -654,7 +654,10 @@ mod tests {
         let extra = std::thread::spawn(move || rx.recv());
         let from_dir = mine.num_threads().unwrap().unwrap();
         let from_stat = mine.num_threads_from_stat().unwrap().unwrap();
-        assert!(from_dir >= 2 && from_dir == from_stat, "{from_dir} vs {from_stat}");
+        assert!(
+            from_dir >= 2 && from_dir == from_stat,
+            "{from_dir} vs {from_stat}"
+        );
         tx.send(()).unwrap();
         extra.join().unwrap().unwrap();
         child.kill().unwrap();

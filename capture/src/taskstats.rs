@@ -109,10 +109,16 @@ fn attributes(mut b: &[u8]) -> impl Iterator<Item = Result<(u16, &[u8])>> {
         let kind = u16_at(b, 2)? & NLA_TYPE_MASK;
         if len < NLA_HDR || len > b.len() {
             b = &[];
-            return Some(Err(parse_error(format!("attribute length {len} out of bounds"))));
+            return Some(Err(parse_error(format!(
+                "attribute length {len} out of bounds"
+            ))));
         }
         let payload = &b[NLA_HDR..len];
-        let padded = len.checked_add(3).map(|l| l & !3).unwrap_or(len).min(b.len());
+        let padded = len
+            .checked_add(3)
+            .map(|l| l & !3)
+            .unwrap_or(len)
+            .min(b.len());
         b = &b[padded..];
         Some(Ok((kind, payload)))
     })
@@ -132,10 +138,16 @@ fn messages(mut b: &[u8]) -> impl Iterator<Item = Result<(u16, u32, &[u8])>> {
         let len = len as usize;
         if len < NLMSG_HDR || len > b.len() {
             b = &[];
-            return Some(Err(parse_error(format!("message length {len} out of bounds"))));
+            return Some(Err(parse_error(format!(
+                "message length {len} out of bounds"
+            ))));
         }
         let payload = &b[NLMSG_HDR..len];
-        let aligned = len.checked_add(3).map(|l| l & !3).unwrap_or(len).min(b.len());
+        let aligned = len
+            .checked_add(3)
+            .map(|l| l & !3)
+            .unwrap_or(len)
+            .min(b.len());
         b = &b[aligned..];
         Some(Ok((kind, seq, payload)))
     })
@@ -149,9 +161,12 @@ fn answer<'a>(b: &'a [u8], seq: u32, what: &'static str) -> Result<&'a [u8]> {
             continue;
         }
         if kind == NLMSG_ERROR {
-            let code = u32_at(payload, 0)
-                .ok_or_else(|| parse_error("truncated error message"))? as i32;
-            return Err(netlink_error(what, code.checked_neg().unwrap_or(libc::EINVAL)));
+            let code =
+                u32_at(payload, 0).ok_or_else(|| parse_error("truncated error message"))? as i32;
+            return Err(netlink_error(
+                what,
+                code.checked_neg().unwrap_or(libc::EINVAL),
+            ));
         }
         return payload
             .get(GENL_HDR..)
@@ -191,11 +206,16 @@ pub fn parse_tgid_reply(b: &[u8], seq: u32, tgid: i32) -> Result<TgidCounters> {
             }
         }
         if who != Some(tgid as u32) {
-            return Err(parse_error(format!("answer for tgid {who:?}, asked {tgid}")));
+            return Err(parse_error(format!(
+                "answer for tgid {who:?}, asked {tgid}"
+            )));
         }
         let s = stats.ok_or_else(|| parse_error("no stats in the answer"))?;
         if s.len() < STATS_MIN_LEN {
-            return Err(parse_error(format!("stats of {} bytes, need {STATS_MIN_LEN}", s.len())));
+            return Err(parse_error(format!(
+                "stats of {} bytes, need {STATS_MIN_LEN}",
+                s.len()
+            )));
         }
         let at = |off| u64_at(s, off).unwrap_or(0);
         return Ok(TgidCounters {
@@ -431,7 +451,10 @@ mod tests {
         let mut body = vec![1, 2, 0, 0];
         body.extend(attr(CTRL_ATTR_FAMILY_NAME, b"TASKSTATS\0"));
         body.extend(attr(CTRL_ATTR_FAMILY_ID, &0x17u16.to_ne_bytes()));
-        assert_eq!(parse_family_reply(&message(GENL_ID_CTRL, 1, &body), 1).unwrap(), 0x17);
+        assert_eq!(
+            parse_family_reply(&message(GENL_ID_CTRL, 1, &body), 1).unwrap(),
+            0x17
+        );
         assert!(parse_family_reply(&message(GENL_ID_CTRL, 1, &body[..4]), 1).is_err());
     }
 
@@ -497,7 +520,9 @@ mod tests {
     fn real_counters_move_when_a_thread_runs() {
         let mut ts = match Taskstats::open() {
             Ok(ts) => ts,
-            Err(e) if !nix::unistd::Uid::effective().is_root() && std::env::var_os("CI").is_none() => {
+            Err(e)
+                if !nix::unistd::Uid::effective().is_root() && std::env::var_os("CI").is_none() =>
+            {
                 eprintln!("skipping: {e}");
                 return;
             }
@@ -509,7 +534,10 @@ mod tests {
         let after = ts.tgid(me).unwrap();
         assert!(after.nvcsw > before.nvcsw, "{before:?} → {after:?}");
 
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         // Settled: asleep in nanosleep.
         let root = crate::ProcRoot::default();

@@ -51,6 +51,10 @@ pub struct BenchAgentArgs {
     /// Child mode: park this many threads under the helper comm and wait for stdin to close.
     #[arg(long, hide = true)]
     pub park_threads: Option<usize>,
+    /// Child mode, with --park-threads: one more thread appends to FILE when a line `wedge` arrives on
+    /// stdin (a thread of a quiet process entering D on a frozen filesystem, for the tests).
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub wedge_on: Option<PathBuf>,
 }
 
 fn own_cpu() -> Duration {
@@ -59,9 +63,21 @@ fn own_cpu() -> Duration {
         .unwrap_or_default()
 }
 
-fn park(count: usize) -> anyhow::Result<ExitCode> {
+fn park(count: usize, wedge_on: Option<&Path>) -> anyhow::Result<ExitCode> {
     // Threads inherit the comm of the thread that creates them.
     nix::sys::prctl::set_name(&std::ffi::CString::new(HELPER_COMM)?)?;
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    if let Some(path) = wedge_on {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+        std::thread::Builder::new()
+            .name("wedge-writer".into())
+            .spawn(move || {
+                if wait.recv().is_ok() {
+                    let _ = file.write_all(b"x");
+                }
+            })?;
+    }
     let mut handles = Vec::with_capacity(count);
     for _ in 0..count {
         handles.push(
@@ -74,7 +90,12 @@ fn park(count: usize) -> anyhow::Result<ExitCode> {
     }
     println!("parked {count}");
     let mut line = String::new();
-    let _ = std::io::stdin().read_line(&mut line);
+    while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+        if line.trim() == "wedge" {
+            let _ = go.send(());
+        }
+        line.clear();
+    }
     std::process::exit(0);
 }
 
@@ -93,7 +114,12 @@ fn start_helper(count: usize) -> anyhow::Result<Reaped> {
     let exe = crate::watch::launch::own_executable()?;
     let mut child = Reaped(
         Command::new(exe)
-            .args(["internal", "bench-agent", "--park-threads", &count.to_string()])
+            .args([
+                "internal",
+                "bench-agent",
+                "--park-threads",
+                &count.to_string(),
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?,
@@ -213,7 +239,8 @@ fn measure(
     let (cpu1, ticks1) = process_cpu(root, agent_pid)?;
     // The agent scans once per interval; wall time over interval is the number of scans it made.
     let scans_made = (wall0.elapsed().as_secs_f64() / args.interval.as_secs_f64()).max(1.0);
-    let tick_ns = 1e9 / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
+    let tick_ns =
+        1e9 / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
     drop(agent);
 
     let mut buf = Vec::with_capacity(1024);
@@ -225,7 +252,10 @@ fn measure(
     }
     let baseline = own_cpu() - before;
     if read < (threads + 1) * scans as usize {
-        anyhow::bail!("the baseline read {read} stat files, expected {}", (threads + 1) * scans as usize);
+        anyhow::bail!(
+            "the baseline read {read} stat files, expected {}",
+            (threads + 1) * scans as usize
+        );
     }
     drop(helper);
 
@@ -250,7 +280,7 @@ fn measure(
 
 pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
     if let Some(count) = args.park_threads {
-        return park(count);
+        return park(count, args.wedge_on.as_deref());
     }
     capture::scan::raise_nofile_limit();
     let root = ProcRoot::default();
@@ -263,7 +293,8 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
                 .spawn()?,
         ));
     }
-    let out_dir = std::env::temp_dir().join(format!("wedge-capture-bench-agent-{}", std::process::id()));
+    let out_dir =
+        std::env::temp_dir().join(format!("wedge-capture-bench-agent-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir)?;
     let mut rows = Vec::new();
     for &threads in &args.threads {

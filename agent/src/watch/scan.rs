@@ -23,6 +23,8 @@ pub struct ScanStats {
     pub processes: usize,
     pub threads: usize,
     pub in_d: usize,
+    /// Sleeping threads not read because their process's counters had not moved (the quiet shortcut).
+    pub quiet: usize,
 }
 
 /// Reads the threads of the target processes: one capture [`Scanner`] per process keeps its threads' stat
@@ -44,7 +46,10 @@ impl ThreadScanner {
     pub fn new(_proc_root: &ProcRoot) -> ThreadScanner {
         let off = std::env::var_os("WEDGE_CAPTURE_TASKSTATS").is_some_and(|v| v == "off");
         let (taskstats, shortcut) = if off {
-            (None, "off (WEDGE_CAPTURE_TASKSTATS=off): every thread read every scan".to_string())
+            (
+                None,
+                "off (WEDGE_CAPTURE_TASKSTATS=off): every thread read every scan".to_string(),
+            )
         } else {
             match Taskstats::open() {
                 Ok(t) => (Some(t), "on (taskstats): quiet processes' sleeping threads skipped".to_string()),
@@ -99,10 +104,14 @@ impl ThreadScanner {
             // Queried before any of the process's files is read (see Scanner::scan_with); a failed query
             // (the process just exited, a full socket buffer) only means this scan reads every thread.
             let counters = self.taskstats.as_mut().and_then(|t| t.tgid(pid).ok());
-            if scanner.scan_with(counters).is_err() {
-                // Gone (or unreadable): its threads are absent from this scan, which the tracker reads as gone.
-                self.scanners.remove(&pid);
-                continue;
+            match scanner.scan_with(counters) {
+                Ok(summary) => stats.quiet += summary.quiet,
+                Err(_) => {
+                    // Gone (or unreadable): its threads are absent from this scan, which the tracker
+                    // reads as gone.
+                    self.scanners.remove(&pid);
+                    continue;
+                }
             }
             stats.processes += 1;
             for sample in scanner.samples() {
