@@ -90,7 +90,11 @@ pub fn parse_datagram(mut b: &[u8], out: &mut Vec<ProcEvent>) -> Result<()> {
             return Err(parse_error(format!("message length {len} out of bounds")));
         }
         let message = &b[NLMSG_HDR..len];
-        let aligned = len.checked_add(3).map(|l| l & !3).unwrap_or(len).min(b.len());
+        let aligned = len
+            .checked_add(3)
+            .map(|l| l & !3)
+            .unwrap_or(len)
+            .min(b.len());
         b = &b[aligned..];
         match kind {
             NLMSG_DONE => {}
@@ -104,7 +108,9 @@ pub fn parse_datagram(mut b: &[u8], out: &mut Vec<ProcEvent>) -> Result<()> {
             return Err(parse_error("truncated connector header"));
         };
         if (idx, val) != (CN_IDX_PROC, CN_VAL_PROC) {
-            return Err(parse_error(format!("connector message {idx}:{val}, not proc")));
+            return Err(parse_error(format!(
+                "connector message {idx}:{val}, not proc"
+            )));
         }
         let data_len = usize::from(u16_at(message, 16).unwrap_or(0));
         let event = message
@@ -332,13 +338,20 @@ mod tests {
     #[test]
     fn parses_each_kind() {
         let mut out = Vec::new();
-        parse_datagram(&datagram(PROC_EVENT_FORK, 0, &ints(&[10, 10, 11, 11])), &mut out).unwrap();
+        parse_datagram(
+            &datagram(PROC_EVENT_FORK, 0, &ints(&[10, 10, 11, 11])),
+            &mut out,
+        )
+        .unwrap();
         parse_datagram(&datagram(PROC_EVENT_EXEC, 0, &ints(&[11, 11])), &mut out).unwrap();
         let mut comm = ints(&[12, 11]);
         comm.extend_from_slice(b"worker\0\0\0\0\0\0\0\0\0\0");
         parse_datagram(&datagram(PROC_EVENT_COMM, 0, &comm), &mut out).unwrap();
-        parse_datagram(&datagram(PROC_EVENT_EXIT, 0, &ints(&[11, 11, 0, 17, 10, 10])), &mut out)
-            .unwrap();
+        parse_datagram(
+            &datagram(PROC_EVENT_EXIT, 0, &ints(&[11, 11, 0, 17, 10, 10])),
+            &mut out,
+        )
+        .unwrap();
         parse_datagram(&datagram(PROC_EVENT_NONE, 1, &ints(&[1])), &mut out).unwrap();
         parse_datagram(&datagram(0x4, 0, &ints(&[11, 11, 0, 0])), &mut out).unwrap(); // uid: skipped
         assert_eq!(
@@ -400,7 +413,8 @@ mod tests {
         assert!(child.wait().unwrap().success());
         let mut out = Vec::new();
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !out.contains(&ProcEvent::Exit { pid, tgid: pid }) && std::time::Instant::now() < until
+        while !out.contains(&ProcEvent::Exit { pid, tgid: pid })
+            && std::time::Instant::now() < until
         {
             assert!(!events.drain(&mut out).overrun, "events lost");
             std::thread::sleep(std::time::Duration::from_millis(10));
