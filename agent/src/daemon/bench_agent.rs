@@ -313,11 +313,24 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::OK);
     }
+    let switches: Vec<String> = ["WEDGE_CAPTURE_TASKSTATS", "WEDGE_CAPTURE_PROC_EVENTS"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+        .collect();
     println!(
-        "## agent CPU per watched thread per scan (from outside), {} scans at {} ms; agent args: {}",
+        "## agent CPU per watched thread per scan (from outside), {} scans at {} ms; agent args: {}; {}",
         args.scans,
         args.interval.as_millis(),
-        if args.agent_args.is_empty() { "(none)".to_string() } else { args.agent_args.join(" ") }
+        if args.agent_args.is_empty() {
+            "(none)".to_string()
+        } else {
+            args.agent_args.join(" ")
+        },
+        if switches.is_empty() {
+            "shortcuts on".to_string()
+        } else {
+            switches.join(" ")
+        }
     );
     println!("| threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio |");
     println!("|---:|---:|---:|---:|---:|---:|");

@@ -9,8 +9,8 @@
 //! Costs are bounded, whatever comes and goes:
 //! - with the netlink proc connector ([`capture::proc_events`], root in the host namespaces), the proc
 //!   root is not listed at every scan: fork, exec, comm and exit events name the pids whose `stat` is read
-//!   at the next scan, and the full listing (with every known pid's `stat`, and `cgroup` again) runs every
-//!   [`FULL_WALK_EVERY`] scans and at once after lost events (`ENOBUFS`). Without it (no privilege, a fake
+//!   at the next scan, and the full listing runs every [`FULL_WALK_EVERY`] scans (re-reading the `stat`
+//!   and `cgroup` of a quarter of the known pids, staggered) and at once after lost events (`ENOBUFS`). Without it (no privilege, a fake
 //!   proc root) every scan lists the proc root, as follows;
 //! - `stat` is read for a new pid at once and then every [`REFRESH_EVERY`] scans (staggered by pid), which
 //!   catches a comm changed by exec or `prctl(PR_SET_NAME)` within a few intervals;
@@ -551,8 +551,10 @@ fn is_ring_name(name: &OsStr) -> bool {
 /// process's own `stat`, which the kernel makes by walking every thread (costly for a worker with
 /// thousands). A tree without task directories (a fake one) falls back to the process's `stat`.
 fn leader_stat(root: &ProcRoot, pid: i32) -> capture::Result<capture::parse::stat::Stat> {
-    root.read_task_stat(pid, pid)
-        .or_else(|_| root.read_stat(pid))
+    match root.read_task_stat(pid, pid) {
+        Err(_) if !root.is_live() => root.read_stat(pid),
+        other => other,
+    }
 }
 
 fn process_start(root: &ProcRoot, pid: i32) -> Option<u64> {
@@ -622,7 +624,11 @@ impl HostSource {
             healthy: true,
             notes: Vec::new(),
             over_limit: 0,
-            events: Discovery::default(),
+            // WEDGE_CAPTURE_PROC_EVENTS=off: list the proc root every scan (benchmarks, doubting users).
+            events: Discovery {
+                tried: std::env::var_os("WEDGE_CAPTURE_PROC_EVENTS").is_some_and(|v| v == "off"),
+                ..Discovery::default()
+            },
         }
     }
 
@@ -687,6 +693,7 @@ impl HostSource {
         events.incremental_scans += 1;
         events.dirty.clear();
         let mut exec = HashSet::new();
+        let mut exited = HashSet::new();
         for event in events.buffer.drain(..) {
             match event {
                 ProcEvent::Fork {
@@ -705,6 +712,7 @@ impl HostSource {
                 }
                 ProcEvent::Exit { pid, tgid } if pid == tgid => {
                     events.exiting.insert(tgid);
+                    exited.insert(tgid);
                 }
                 _ => {}
             }
@@ -720,6 +728,11 @@ impl HostSource {
         let generation = self.generation;
         for pid in dirty {
             if pid == self.me || pid <= 0 {
+                continue;
+            }
+            // Born and dead since the last scan (a build's compiler runs): nothing to watch.
+            if exited.contains(&pid) && !self.procs.contains_key(&pid) {
+                self.events.exiting.remove(&pid);
                 continue;
             }
             let Ok(stat) = leader_stat(root, pid) else {
@@ -803,9 +816,11 @@ impl HostSource {
             self.apply_events(root);
             return;
         }
-        // Subscribed: listings are rare, so each re-reads every pid (and its cgroup); events cover
-        // the scans in between.
+        // Subscribed: events name every exec, rename and fork as it happens (a comm cannot be written
+        // from outside the process), so the `stat` (and `cgroup`) re-read of a known pid is only a
+        // safety net: at every REFRESH_EVERY-th listing per pid, staggered by listing.
         let subscribed = self.events.socket.is_some();
+        let walks = self.events.walks;
         if subscribed {
             self.events.full_walks += 1;
         }
@@ -828,8 +843,8 @@ impl HostSource {
             if pid == self.me {
                 continue;
             }
-            let due =
-                subscribed || scan.wrapping_add(pid as u64).checked_rem(REFRESH_EVERY) == Some(0);
+            let stagger = if subscribed { walks } else { scan };
+            let due = stagger.wrapping_add(pid as u64).checked_rem(REFRESH_EVERY) == Some(0);
             match self.procs.get_mut(&pid) {
                 Some(entry) if !due && entry.young_scans == 0 => entry.seen = generation,
                 known => {
@@ -1190,8 +1205,7 @@ mod tests {
     }
 
     /// A process of our own that renames itself (`prctl(PR_SET_NAME)`, no exec) when told to through a
-    /// pipe, then sleeps until killed. The child makes raw system calls only (forked from a threaded
-    /// test process).
+    /// pipe, then sleeps until killed.
     struct Renamer {
         pid: i32,
         go: std::os::fd::OwnedFd,
@@ -1200,9 +1214,10 @@ mod tests {
     impl Renamer {
         fn start(name: &std::ffi::CStr) -> Renamer {
             let (read, write) = nix::unistd::pipe().unwrap();
-            // SAFETY: the child only calls async-signal-safe functions (read, prctl, pause, _exit) on
-            // memory that exists in it after fork (the name, a stack byte).
+            // SAFETY: fork(2) in a threaded process: the child below makes raw system calls only.
             match unsafe { libc::fork() } {
+                // SAFETY: async-signal-safe calls only (read, prctl, pause) on memory that exists in
+                // the child after fork (the pipe fd, the name, a stack byte).
                 0 => unsafe {
                     use std::os::fd::AsRawFd;
                     let mut byte = 0u8;
