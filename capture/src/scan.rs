@@ -22,11 +22,14 @@
 //! ([`crate::taskstats`], one netlink round trip for the whole thread group), a scan whose counters equal
 //! the previous scan's skips every thread last seen sleeping, without even its `schedstat`: no thread of
 //! the group ran in between, so none entered D, exited, stopped or renamed itself. Threads last seen in any
-//! other state (D, R, T…) are still read (the tracker's no-progress proof needs the D ones), and so are
-//! the staggered forced `stat` reads (each thread every [`RELIST_EVERY`] scans: a comm written from
-//! outside moves no counter), the relist every [`RELIST_EVERY`] scans, and every thread whenever the
-//! thread count differs from the threads held. The counters are taken before `num_threads` and before
-//! any thread is read, so whatever runs after the query shows at the next scan.
+//! other state (D, R, T…) are still read (the tracker's no-progress proof needs the D ones); every thread
+//! is read whenever the thread count differs from the threads held. The safety nets stay: the staggered
+//! forced `stat` reads (each thread every [`RELIST_EVERY`] scans) and the relist every [`RELIST_EVERY`]
+//! scans. They cover the one case the sums could hide, a thread exiting (its counters leave the live
+//! sums) while another is created with exactly the same sums, within one interval; a comm cannot be
+//! written from outside the process (`/proc/<tid>/comm` refuses other writers). The counters are taken
+//! before the thread count and before any thread is read, so whatever runs after the query shows at the
+//! next scan.
 //!
 //! `stat` has no context-switch counters; those are in `status`, which costs ~10× more to generate.
 //! The watchdog therefore reads `status` ([`Scanner::ctxt_switches`]) only for threads already seen
