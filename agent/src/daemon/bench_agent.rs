@@ -222,7 +222,7 @@ fn measure(
             .spawn()?,
     );
     let agent_pid = agent.0.id() as i32;
-    // Settled: it keeps a stat fd per thread once it has scanned them, then a few quiet scans more.
+    // Settled: it keeps a stat fd per thread once it has scanned them.
     let deadline = Instant::now() + Duration::from_secs(60);
     while fd_count(agent_pid) < threads {
         if Instant::now() > deadline {
@@ -230,7 +230,8 @@ fn measure(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(args.interval * 3);
+    // Past the start: pids listed at the first scan are re-read for a few scans (young processes).
+    std::thread::sleep(args.interval * 8);
 
     let scans = args.scans.max(1);
     let (cpu0, ticks0) = process_cpu(root, agent_pid)?;

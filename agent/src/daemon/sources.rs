@@ -717,13 +717,8 @@ impl HostSource {
                 _ => {}
             }
         }
+        // No young-process re-reads here: the exec that follows a fork is an event of its own.
         events.dirty.extend(events.exiting.iter().copied());
-        events.dirty.extend(
-            self.procs
-                .iter()
-                .filter(|(_, e)| e.young_scans > 0)
-                .map(|(&pid, _)| pid),
-        );
         let dirty: Vec<i32> = events.dirty.iter().copied().collect();
         let generation = self.generation;
         for pid in dirty {
@@ -762,7 +757,7 @@ impl HostSource {
                             cgroups: None,
                             gpu: GpuState::default(),
                             seen: generation,
-                            young_scans: YOUNG_SCANS,
+                            young_scans: 0,
                         },
                     );
                 }
@@ -858,7 +853,8 @@ impl HostSource {
                         cgroups: None,
                         gpu: GpuState::default(),
                         seen: generation,
-                        young_scans: YOUNG_SCANS,
+                        // Subscribed, the exec after a fork is an event: no re-reads needed.
+                        young_scans: if subscribed { 0 } else { YOUNG_SCANS },
                     };
                     match known {
                         // Same process: keep its cgroup and fd knowledge.
