@@ -34,6 +34,13 @@ pub enum Error {
         path: PathBuf,
         why: crate::untrusted::Rejection,
     },
+    /// A netlink request (taskstats, the proc connector) the kernel refused or could not answer.
+    #[error("{what}: {source}")]
+    Netlink {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     /// Setting up a test fixture (frozen filesystem) failed.
     #[error("{0}")]
     Fixture(String),

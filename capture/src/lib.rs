@@ -11,6 +11,10 @@
 //! - [`kmsg`]: `/dev/kmsg` read without ever blocking, records kept around an event.
 //! - [`process`]: [`snapshot_process`] — stat of every thread, then wchan/syscall/stack/fd for D threads.
 //! - [`scan`]: [`scan::Scanner`], the watch loop's hot path (kept-open stat fds re-read with pread).
+//! - [`proc_events`]: fork/exec/comm/exit events from the netlink proc connector (incremental target
+//!   discovery), never waiting; a pure datagram parser.
+//! - [`taskstats`]: a thread group's summed activity counters in one netlink round trip (the scanner's
+//!   quiet-process shortcut); a pure parser for the reply.
 //! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
 //! - [`nvidia`]: deep NVIDIA decode from generated tables: control commands (lock flags), classes, UVM
 //!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
@@ -37,6 +41,7 @@ pub mod ioctl;
 pub mod kmsg;
 pub mod nvidia;
 pub mod parse;
+pub mod proc_events;
 pub mod proc_root;
 pub mod process;
 pub mod render;
@@ -44,6 +49,7 @@ pub mod scan;
 pub mod site;
 pub mod snapshot;
 pub mod syscalls;
+pub mod taskstats;
 pub mod testing;
 pub mod untrusted;
 pub mod user_frame;

@@ -218,6 +218,12 @@ impl ProcRoot {
         ProcRoot { root: dir.into() }
     }
 
+    /// Whether this is the running kernel's own `/proc` (not a fake or recorded tree): only then do
+    /// kernel event sources (the proc connector) describe it.
+    pub fn is_live(&self) -> bool {
+        self.root == Path::new(DEFAULT_ROOT)
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.root
     }

@@ -18,6 +18,19 @@
 //! [`RELIST_EVERY`] scans each thread's `stat` is read anyway (staggered by tid), which also refreshes
 //! a comm renamed from outside.
 //!
+//! Quiet processes cost less still ([`Scanner::scan_with`]): given the process's summed activity counters
+//! ([`crate::taskstats`], one netlink round trip for the whole thread group), a scan whose counters equal
+//! the previous scan's skips every thread last seen sleeping, without even its `schedstat`: no thread of
+//! the group ran in between, so none entered D, exited, stopped or renamed itself. Threads last seen in any
+//! other state (D, R, T…) are still read (the tracker's no-progress proof needs the D ones); every thread
+//! is read whenever the thread count differs from the threads held. The safety nets stay: the staggered
+//! forced `stat` reads (each thread every [`RELIST_EVERY`] scans) and the relist every [`RELIST_EVERY`]
+//! scans. They cover the one case the sums could hide, a thread exiting (its counters leave the live
+//! sums) while another is created with exactly the same sums, within one interval; a comm cannot be
+//! written from outside the process (`/proc/<tid>/comm` refuses other writers). The counters are taken
+//! before the thread count and before any thread is read, so whatever runs after the query shows at the
+//! next scan.
+//!
 //! `stat` has no context-switch counters; those are in `status`, which costs ~10× more to generate.
 //! The watchdog therefore reads `status` ([`Scanner::ctxt_switches`]) only for threads already seen
 //! in `D`, to prove they make no progress.
@@ -35,6 +48,7 @@ use nix::sys::stat::Mode;
 use crate::error::{Error, Result};
 use crate::parse::stat::parse_lite;
 use crate::proc_root::{classify_io, ProcRoot, TaskFile};
+use crate::taskstats::TgidCounters;
 
 /// One thread as of the latest scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +71,8 @@ pub struct ScanSummary {
     pub unkept: usize,
     /// Sleeping threads whose `stat` was skipped because `schedstat` showed they had not run.
     pub unchanged: usize,
+    /// Sleeping threads not read at all because the process's counters had not moved (a quiet scan).
+    pub quiet: usize,
 }
 
 struct Slot {
@@ -142,6 +158,8 @@ pub struct Scanner {
     buf: Vec<u8>,
     listed: Vec<i32>,
     skip_unchanged_sleepers: bool,
+    /// The process's counters given to the previous scan.
+    last_counters: Option<TgidCounters>,
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit (best effort) and returns the soft limit now in
@@ -195,6 +213,7 @@ impl Scanner {
             buf: vec![0; 1024],
             listed: Vec::new(),
             skip_unchanged_sleepers: true,
+            last_counters: None,
         })
     }
 
@@ -352,9 +371,21 @@ impl Scanner {
         }
     }
 
-    /// `num_threads` from the process's stat; None when it cannot be read or parsed (then the task
-    /// directory is always re-listed).
+    /// The process's thread count: the link count of its (kept open) task directory, which procfs gives
+    /// as 2 + the thread count (`proc_task_getattr`), O(1); else `num_threads` from the process's stat,
+    /// which the kernel makes by walking every thread (the costliest read of a quiet scan). None when
+    /// neither can be read (then the task directory is always re-listed).
     fn num_threads(&mut self) -> Result<Option<usize>> {
+        if let Ok(st) = nix::sys::stat::fstat(&self.task_dir) {
+            // 2 = no thread: the process is gone (or this is no procfs): the stat read below says which.
+            if st.st_nlink > 2 {
+                return Ok(usize::try_from(st.st_nlink - 2).ok());
+            }
+        }
+        self.num_threads_from_stat()
+    }
+
+    fn num_threads_from_stat(&mut self) -> Result<Option<usize>> {
         let Some(f) = &self.process_stat else {
             return Ok(None);
         };
@@ -373,9 +404,21 @@ impl Scanner {
 
     /// Re-reads every thread. The process gone → [`Error::NoSuchProcess`].
     pub fn scan(&mut self) -> Result<ScanSummary> {
+        self.scan_with(None)
+    }
+
+    /// [`Scanner::scan`], given the process's counters queried just now (before this call): when they
+    /// equal the previous scan's, the threads last seen sleeping are not read (see the module doc).
+    /// None (no taskstats) = read as [`Scanner::scan`] does.
+    pub fn scan_with(&mut self, counters: Option<TgidCounters>) -> Result<ScanSummary> {
         self.generation += 1;
         let gen = self.generation;
         let expected = self.num_threads()?;
+        let quiet = counters.is_some()
+            && counters == self.last_counters
+            && expected == Some(self.slots.len())
+            && gen > 1;
+        self.last_counters = counters;
         let mut summary = ScanSummary::default();
 
         // 1. Re-read the threads we hold; drop the ones that vanished.
@@ -383,13 +426,20 @@ impl Scanner {
         while i < self.slots.len() {
             let tid = self.slots[i].sample.tid as u64;
             let force = (gen.wrapping_add(tid)).checked_rem(RELIST_EVERY) == Some(0);
+            if quiet && !force && matches!(self.slots[i].sample.state, 'S' | 'I') {
+                summary.quiet += 1;
+                i += 1;
+                continue;
+            }
+            // A forced read in a quiet scan: the thread has not run, so its schedstat baseline still
+            // holds and is not read again (a disabled shortcut keeps the baseline).
             let r = Self::refresh(
                 &self.root,
                 self.pid,
                 &mut self.slots[i],
                 &mut self.buf,
                 force,
-                self.skip_unchanged_sleepers,
+                self.skip_unchanged_sleepers && !quiet,
             )?;
             if r != Refresh::Gone {
                 if r == Refresh::Unchanged {
@@ -589,6 +639,36 @@ mod tests {
         assert_eq!(scanner.sample(tid).unwrap().state, 'D');
         fs.thaw().unwrap();
         h.join().unwrap();
+    }
+
+    /// The task directory's link count is the thread count, as `num_threads` in stat says.
+    #[test]
+    fn thread_count_from_the_task_directory() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut scanner = Scanner::new(&ProcRoot::default(), pid).unwrap();
+        assert_eq!(scanner.num_threads().unwrap(), Some(1));
+        let me = std::process::id() as i32;
+        let mut mine = Scanner::new(&ProcRoot::default(), me).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let extra = std::thread::spawn(move || rx.recv());
+        let from_dir = mine.num_threads().unwrap().unwrap();
+        let from_stat = mine.num_threads_from_stat().unwrap().unwrap();
+        assert!(
+            from_dir >= 2 && from_dir == from_stat,
+            "{from_dir} vs {from_stat}"
+        );
+        tx.send(()).unwrap();
+        extra.join().unwrap().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(matches!(
+            scanner.num_threads(),
+            Err(Error::NoSuchProcess { .. })
+        ));
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! | `pressure` | `capture::parse::{pressure, meminfo, boot_id}::parse` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
 //! | `config` | `wedge_agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
 //! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted` | reports/tests/data/incident-v1.json, a new incident |
+//! | `netlink` | `capture::taskstats::{parse_tgid_reply, parse_family_reply}`, `capture::proc_events::parse_datagram` | a taskstats answer recorded from Linux 6.18, a proc connector exec event |
 //! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets |
 
 use std::cell::Cell;
@@ -330,6 +331,21 @@ pub const TARGETS: &[Target] = &[
         max_len: 256 << 10,
     },
     Target {
+        name: "netlink",
+        run: netlink_target,
+        seeds: netlink_seeds,
+        focus: Some((0, 64)),
+        dict: &[
+            b"\x10\0\0\0",
+            b"\x03\0",
+            b"\x02\0",
+            b"\x01\0\0\0\x01\0\0\0",
+            b"\x08\0\x02\0",
+            b"\x00\0\0\x80",
+        ],
+        max_len: 4096,
+    },
+    Target {
         name: "redact",
         run: redact_target,
         seeds: redact_seeds,
@@ -534,6 +550,47 @@ fn fd_target(bytes: &[u8]) -> Outcome {
         let _ = target.path();
     }
     outcome(&parsed)
+}
+
+/// Netlink datagrams: a taskstats answer (its request's seq and tgid taken from the bytes, so that
+/// mutations reach the stats) and the controller's family answer, then the same bytes as proc connector
+/// events.
+fn netlink_target(bytes: &[u8]) -> Outcome {
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(0)
+    };
+    let (seq, tgid) = (word(8), word(28) as i32);
+    let stats = capture::taskstats::parse_tgid_reply(bytes, seq, tgid);
+    let _ = capture::taskstats::parse_family_reply(bytes, seq);
+    let mut events = Vec::new();
+    let proc_events = capture::proc_events::parse_datagram(bytes, &mut events);
+    if stats.is_ok() || (proc_events.is_ok() && !events.is_empty()) {
+        Outcome::Accepted
+    } else {
+        Outcome::Rejected
+    }
+}
+
+fn netlink_seeds() -> Vec<Vec<u8>> {
+    let hex = include_str!("../../capture/tests/data/taskstats-tgid-reply.hex").trim();
+    let reply: Vec<u8> = (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+        .collect();
+    // A proc connector exec event: nlmsghdr, cn_msg (proc:proc, 24 bytes of data), proc_event.
+    let mut exec = Vec::new();
+    // Type 3 (NLMSG_DONE) with flags 0 is the second word, little or big endian alike in its u16s.
+    for w in [60u32, 3, 0, 0, 1, 1, 0, 0] {
+        exec.extend_from_slice(&w.to_ne_bytes());
+    }
+    exec.extend_from_slice(&24u16.to_ne_bytes());
+    exec.extend_from_slice(&0u16.to_ne_bytes());
+    for w in [2u32, 0, 0, 0, 4242, 4242] {
+        exec.extend_from_slice(&w.to_ne_bytes());
+    }
+    vec![reply, exec]
 }
 
 fn kmsg_target(bytes: &[u8]) -> Outcome {

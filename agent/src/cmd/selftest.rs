@@ -79,6 +79,8 @@ pub enum InternalCommand {
     },
     /// Benchmark the watch loop (see BENCHMARKS.md).
     BenchWatch(crate::watch::bench::BenchArgs),
+    /// Benchmark the agent process's CPU per watched thread (see BENCHMARKS.md).
+    BenchAgent(crate::daemon::bench_agent::BenchAgentArgs),
 }
 
 nix::ioctl_read!(fs_ioc_getflags, b'f', 1, libc::c_long);
@@ -115,6 +117,7 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
             }
         }
         InternalCommand::BenchWatch(args) => crate::watch::bench::run(args),
+        InternalCommand::BenchAgent(args) => crate::daemon::bench_agent::run(args),
     }
 }
 

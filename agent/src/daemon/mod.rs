@@ -26,6 +26,7 @@
 //! restarted by systemd.
 
 pub mod bench;
+pub mod bench_agent;
 pub mod config;
 pub mod http;
 pub mod log;
@@ -192,9 +193,10 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         settings,
     };
     daemon.logger.notice(&format!(
-        "started (pid {}): {}; watch loop scheduling: {scheduling}",
+        "started (pid {}): {}; watch loop scheduling: {scheduling}; quiet-process shortcut: {}",
         std::process::id(),
-        daemon.settings.summary()
+        daemon.settings.summary(),
+        daemon.watcher.quiet_shortcut()
     ));
     daemon.run_loop(&signals);
     Ok(ExitCode::OK)

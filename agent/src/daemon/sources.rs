@@ -7,6 +7,11 @@
 //! kernels), `fd/` links, `ns/pid`, `status`, and ring headers.
 //!
 //! Costs are bounded, whatever comes and goes:
+//! - with the netlink proc connector ([`capture::proc_events`], root in the host namespaces), the proc
+//!   root is not listed at every scan: fork, exec, comm and exit events name the pids whose `stat` is read
+//!   at the next scan, and the full listing runs every [`FULL_WALK_EVERY`] scans (re-reading the `stat`
+//!   and `cgroup` of a quarter of the known pids, staggered) and at once after lost events (`ENOBUFS`). Without it (no privilege, a fake
+//!   proc root) every scan lists the proc root, as follows;
 //! - `stat` is read for a new pid at once and then every [`REFRESH_EVERY`] scans (staggered by pid), which
 //!   catches a comm changed by exec or `prctl(PR_SET_NAME)` within a few intervals;
 //! - `cgroup` (only with a cgroup selector) for a new pid, when its comm changed, and every
@@ -30,6 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use capture::parse::fd::FdTarget;
+use capture::proc_events::{ProcEvent, ProcEvents};
 use capture::untrusted::FileIdentity;
 use capture::ProcRoot;
 use regex::Regex;
@@ -41,6 +47,8 @@ use crate::watch::targets::{Target, TargetSource};
 
 /// `stat` refresh period of a known pid, in scans.
 pub const REFRESH_EVERY: u64 = 4;
+/// Scans between full listings of the proc root while the proc connector reports every change.
+pub const FULL_WALK_EVERY: u64 = 16;
 /// `cgroup` refresh period of a known pid whose comm did not change, in scans (a multiple of
 /// [`REFRESH_EVERY`]: checked when `stat` is).
 pub const CGROUP_REFRESH_EVERY: u64 = 16;
@@ -539,6 +547,16 @@ fn is_ring_name(name: &OsStr) -> bool {
     bytes.ends_with(b".ring") && !bytes.starts_with(b".")
 }
 
+/// The stat of a process's leader thread (`task/<pid>/stat`): the same comm, start time and flags as the
+/// process's own `stat`, which the kernel makes by walking every thread (costly for a worker with
+/// thousands). A tree without task directories (a fake one) falls back to the process's `stat`.
+fn leader_stat(root: &ProcRoot, pid: i32) -> capture::Result<capture::parse::stat::Stat> {
+    match root.read_task_stat(pid, pid) {
+        Err(_) if !root.is_live() => root.read_stat(pid),
+        other => other,
+    }
+}
+
 fn process_start(root: &ProcRoot, pid: i32) -> Option<u64> {
     root.read_stat(pid).ok().map(|s| s.starttime)
 }
@@ -566,6 +584,27 @@ pub struct HostSource {
     healthy: bool,
     notes: Vec<String>,
     over_limit: usize,
+    events: Discovery,
+}
+
+/// Incremental discovery: the proc connector's subscription and what it reported since the last scan.
+#[derive(Default)]
+struct Discovery {
+    socket: Option<ProcEvents>,
+    /// Subscribing was tried (once: a refusal does not change while the agent runs).
+    tried: bool,
+    /// Full listings made while subscribed (the first one is what the events start from).
+    walks: u64,
+    /// The next scan must list the proc root (events were lost, or the socket failed).
+    walk_due: bool,
+    buffer: Vec<ProcEvent>,
+    /// Processes whose leader exited: re-read each scan until gone (a zombie is still listed, and
+    /// its reaping sends no event).
+    exiting: HashSet<i32>,
+    dirty: HashSet<i32>,
+    /// Scans done from events alone, and full listings (for tests and the benchmark).
+    incremental_scans: u64,
+    full_walks: u64,
 }
 
 impl HostSource {
@@ -585,6 +624,144 @@ impl HostSource {
             healthy: true,
             notes: Vec::new(),
             over_limit: 0,
+            // WEDGE_CAPTURE_PROC_EVENTS=off: list the proc root every scan (benchmarks, doubting users).
+            events: Discovery {
+                tried: std::env::var_os("WEDGE_CAPTURE_PROC_EVENTS").is_some_and(|v| v == "off"),
+                ..Discovery::default()
+            },
+        }
+    }
+
+    /// Turns incremental discovery off (every scan lists the proc root), or lets it be tried again.
+    pub fn set_incremental(&mut self, on: bool) {
+        self.events = Discovery {
+            tried: !on,
+            ..Discovery::default()
+        };
+    }
+
+    /// (Scans done from proc connector events alone, full listings of the proc root.)
+    pub fn discovery_counts(&self) -> (u64, u64) {
+        (self.events.incremental_scans, self.events.full_walks)
+    }
+
+    /// Whether this scan may skip the listing: subscribed (first scan: subscribe now, before the
+    /// listing, so nothing falls between), nothing lost, not a safety-net scan. Drains the events.
+    fn events_suffice(&mut self, root: &ProcRoot) -> bool {
+        if !root.is_live() {
+            return false;
+        }
+        let events = &mut self.events;
+        if !events.tried {
+            events.tried = true;
+            match ProcEvents::open() {
+                Ok(socket) => {
+                    events.socket = Some(socket);
+                    self.notes.push(format!(
+                        "incremental discovery: proc connector subscribed (full listing every {FULL_WALK_EVERY} scans)"
+                    ));
+                }
+                Err(err) => self.notes.push(format!(
+                    "incremental discovery unavailable ({err}; needs CAP_NET_ADMIN in the host namespaces): the proc root is listed every scan"
+                )),
+            }
+        }
+        let Some(socket) = events.socket.as_mut() else {
+            return false;
+        };
+        events.buffer.clear();
+        let drained = socket.drain(&mut events.buffer);
+        if drained.overrun {
+            events.walk_due = true;
+        }
+        let walk = events.walk_due
+            || events.walks == 0
+            || !self.healthy
+            || self.scan.checked_rem(FULL_WALK_EVERY) == Some(0);
+        if walk {
+            events.buffer.clear();
+            events.walk_due = false;
+            events.walks += 1;
+        }
+        !walk
+    }
+
+    /// A scan from the events alone: the pids they name, the young ones and the exiting ones get
+    /// their `stat` read; the gone ones leave the table.
+    fn apply_events(&mut self, root: &ProcRoot) {
+        let events = &mut self.events;
+        events.incremental_scans += 1;
+        events.dirty.clear();
+        let mut exec = HashSet::new();
+        let mut exited = HashSet::new();
+        for event in events.buffer.drain(..) {
+            match event {
+                ProcEvent::Fork {
+                    child_pid,
+                    child_tgid,
+                } if child_pid == child_tgid => {
+                    events.dirty.insert(child_tgid);
+                }
+                ProcEvent::Exec { tgid, .. } => {
+                    events.dirty.insert(tgid);
+                    exec.insert(tgid);
+                }
+                // The process's comm is its leader's.
+                ProcEvent::Comm { pid, tgid } if pid == tgid => {
+                    events.dirty.insert(tgid);
+                }
+                ProcEvent::Exit { pid, tgid } if pid == tgid => {
+                    events.exiting.insert(tgid);
+                    exited.insert(tgid);
+                }
+                _ => {}
+            }
+        }
+        // No young-process re-reads here: the exec that follows a fork is an event of its own.
+        events.dirty.extend(events.exiting.iter().copied());
+        let dirty: Vec<i32> = events.dirty.iter().copied().collect();
+        let generation = self.generation;
+        for pid in dirty {
+            if pid == self.me || pid <= 0 {
+                continue;
+            }
+            // Born and dead since the last scan (a build's compiler runs): nothing to watch.
+            if exited.contains(&pid) && !self.procs.contains_key(&pid) {
+                self.events.exiting.remove(&pid);
+                continue;
+            }
+            let Ok(stat) = leader_stat(root, pid) else {
+                self.procs.remove(&pid);
+                self.events.exiting.remove(&pid);
+                continue;
+            };
+            let exec = exec.contains(&pid);
+            match self.procs.get_mut(&pid) {
+                Some(entry) if entry.start == stat.starttime => {
+                    if exec || entry.comm != stat.comm || self.selection.cgroup.is_empty() {
+                        // A runtime moves the process, then execs the workload: cgroup again.
+                        entry.cgroups = None;
+                    }
+                    entry.comm = stat.comm;
+                    entry.seen = generation;
+                    entry.young_scans = entry.young_scans.saturating_sub(1);
+                }
+                _ => {
+                    self.events.exiting.remove(&pid);
+                    self.procs.insert(
+                        pid,
+                        ProcEntry {
+                            start: stat.starttime,
+                            comm: stat.comm,
+                            kernel_thread: stat.flags & PF_KTHREAD != 0,
+                            cgroups: None,
+                            gpu: GpuState::default(),
+                            seen: generation,
+                            young_scans: 0,
+                        },
+                    );
+                }
+            }
         }
     }
 
@@ -630,6 +807,18 @@ impl HostSource {
     }
 
     fn refresh_table(&mut self, root: &ProcRoot) {
+        if self.events_suffice(root) {
+            self.apply_events(root);
+            return;
+        }
+        // Subscribed: events name every exec, rename and fork as it happens (a comm cannot be written
+        // from outside the process), so the `stat` (and `cgroup`) re-read of a known pid is only a
+        // safety net: at every REFRESH_EVERY-th listing per pid, staggered by listing.
+        let subscribed = self.events.socket.is_some();
+        let walks = self.events.walks;
+        if subscribed {
+            self.events.full_walks += 1;
+        }
         let pids = match root.pids() {
             Ok(pids) => pids,
             Err(err) => {
@@ -649,11 +838,12 @@ impl HostSource {
             if pid == self.me {
                 continue;
             }
-            let due = scan.wrapping_add(pid as u64).checked_rem(REFRESH_EVERY) == Some(0);
+            let stagger = if subscribed { walks } else { scan };
+            let due = stagger.wrapping_add(pid as u64).checked_rem(REFRESH_EVERY) == Some(0);
             match self.procs.get_mut(&pid) {
                 Some(entry) if !due && entry.young_scans == 0 => entry.seen = generation,
                 known => {
-                    let Ok(stat) = root.read_stat(pid) else {
+                    let Ok(stat) = leader_stat(root, pid) else {
                         continue; // Gone since the listing.
                     };
                     let fresh = ProcEntry {
@@ -663,7 +853,8 @@ impl HostSource {
                         cgroups: None,
                         gpu: GpuState::default(),
                         seen: generation,
-                        young_scans: YOUNG_SCANS,
+                        // Subscribed, the exec after a fork is an event: no re-reads needed.
+                        young_scans: if subscribed { 0 } else { YOUNG_SCANS },
                     };
                     match known {
                         // Same process: keep its cgroup and fd knowledge.
@@ -671,7 +862,8 @@ impl HostSource {
                             // cgroup membership changes rarely, and mostly just before an exec
                             // (a runtime moves the process, then execs the workload): re-read it
                             // when the comm changed, else every CGROUP_REFRESH_EVERY scans.
-                            let cgroup_due = entry.comm != fresh.comm
+                            let cgroup_due = subscribed
+                                || entry.comm != fresh.comm
                                 || scan
                                     .wrapping_add(pid as u64)
                                     .checked_rem(CGROUP_REFRESH_EVERY)
@@ -693,6 +885,8 @@ impl HostSource {
             }
         }
         self.procs.retain(|_, entry| entry.seen == generation);
+        let procs = &self.procs;
+        self.events.exiting.retain(|pid| procs.contains_key(pid));
     }
 
     fn matches(&mut self, root: &ProcRoot, out: &mut Vec<Target>) {
@@ -1004,6 +1198,179 @@ mod tests {
             REFRESH_EVERY as usize,
             "the exec's comm must be seen at the next scan"
         );
+    }
+
+    /// A process of our own that renames itself (`prctl(PR_SET_NAME)`, no exec) when told to through a
+    /// pipe, then sleeps until killed.
+    struct Renamer {
+        pid: i32,
+        go: std::os::fd::OwnedFd,
+    }
+
+    impl Renamer {
+        fn start(name: &std::ffi::CStr) -> Renamer {
+            let (read, write) = nix::unistd::pipe().unwrap();
+            // SAFETY: fork(2) in a threaded process: the child below makes raw system calls only.
+            match unsafe { libc::fork() } {
+                // SAFETY: async-signal-safe calls only (read, prctl, pause) on memory that exists in
+                // the child after fork (the pipe fd, the name, a stack byte).
+                0 => unsafe {
+                    use std::os::fd::AsRawFd;
+                    let mut byte = 0u8;
+                    libc::read(read.as_raw_fd(), std::ptr::addr_of_mut!(byte).cast(), 1);
+                    libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
+                    loop {
+                        libc::pause();
+                    }
+                },
+                pid if pid > 0 => Renamer { pid, go: write },
+                _ => panic!("fork failed"),
+            }
+        }
+
+        fn rename_now(&self) {
+            nix::unistd::write(&self.go, b"x").unwrap();
+        }
+    }
+
+    impl Drop for Renamer {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) and waitpid(2) on our own child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+
+    fn live_source(comm: &str) -> HostSource {
+        HostSource::new(
+            Selection {
+                comm: vec![Regex::new(&format!("^{comm}$")).unwrap()],
+                ..Selection::default()
+            },
+            SourceSettings::default(),
+        )
+    }
+
+    fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// With the proc connector (root), a process that execs or renames itself after the subscription
+    /// is found at the next scan, from the events alone: no listing of the proc root.
+    #[test]
+    fn exec_and_rename_are_found_from_events_without_a_listing() {
+        let root = ProcRoot::default();
+        let comm = format!("wcq{}", std::process::id() % 100_000);
+        let mut source = live_source(&comm);
+        source.targets(&root); // subscribes, then the first listing
+        if source.events.socket.is_none() {
+            assert!(
+                !nix::unistd::Uid::effective().is_root() && std::env::var_os("CI").is_none(),
+                "the proc connector must work as root: {:?}",
+                source.take_notes()
+            );
+            eprintln!("skipping: {:?}", source.take_notes());
+            return;
+        }
+        // Past the young-process window of everything listed, and not at a safety-net scan.
+        for _ in 0..(YOUNG_SCANS as u64 + 1) {
+            source.targets(&root);
+        }
+        let (_, walks) = source.discovery_counts();
+
+        let renamer = Renamer::start(&std::ffi::CString::new(comm.clone()).unwrap());
+        // Old enough that the young-process re-reads no longer look at it.
+        for _ in 0..(YOUNG_SCANS as u64 + 1) {
+            assert!(source.targets(&root).iter().all(|t| t.pid != renamer.pid));
+        }
+        renamer.rename_now();
+        assert!(wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(format!("/proc/{}/comm", renamer.pid))
+                .is_ok_and(|c| c.trim() == comm)
+        }));
+        let found = pids(&source.targets(&root));
+        assert!(found.contains(&renamer.pid), "renamed: {found:?}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join(&comm);
+        std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
+        let mut exec = std::process::Command::new(&program)
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let exec_pid = exec.id() as i32;
+        assert!(wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(format!("/proc/{exec_pid}/comm"))
+                .is_ok_and(|c| c.trim() == comm)
+        }));
+        let found = pids(&source.targets(&root));
+        assert!(found.contains(&exec_pid), "exec'd: {found:?}");
+        assert_eq!(
+            source.discovery_counts().1,
+            walks,
+            "found from events, without listing the proc root"
+        );
+
+        // Exit: gone from the targets at the next scan, still without a listing.
+        exec.kill().unwrap();
+        exec.wait().unwrap();
+        let found = pids(&source.targets(&root));
+        assert!(!found.contains(&exec_pid), "reaped: {found:?}");
+        assert_eq!(source.discovery_counts().1, walks);
+        drop(renamer);
+    }
+
+    /// Lost events (an overrun) or a lost socket: the proc root is listed again, and what appeared in
+    /// between is found.
+    #[test]
+    fn losing_the_events_falls_back_to_listing() {
+        let root = ProcRoot::default();
+        let comm = format!("wcl{}", std::process::id() % 100_000);
+        let mut source = live_source(&comm);
+        source.targets(&root);
+        if source.events.socket.is_none() {
+            assert!(
+                !nix::unistd::Uid::effective().is_root() && std::env::var_os("CI").is_none(),
+                "the proc connector must work as root"
+            );
+            return;
+        }
+        source.targets(&root);
+        let (_, walks) = source.discovery_counts();
+        // An overrun: the next scan lists.
+        source.events.walk_due = true;
+        source.targets(&root);
+        assert_eq!(source.discovery_counts().1, walks + 1);
+        source.targets(&root);
+        assert_eq!(source.discovery_counts().1, walks + 1, "then events again");
+
+        // The socket gone: every scan lists, and a process that execs is found.
+        source.events.socket = None;
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join(&comm);
+        std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
+        let mut child = std::process::Command::new(&program)
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        }));
+        let found = pids(&source.targets(&root));
+        assert!(found.contains(&pid), "{found:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!pids(&source.targets(&root)).contains(&pid));
     }
 
     #[test]

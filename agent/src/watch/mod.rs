@@ -130,6 +130,11 @@ impl Watcher {
         &self.targets
     }
 
+    /// Whether the scan's quiet-process shortcut (taskstats) is in use, and why not.
+    pub fn quiet_shortcut(&self) -> &str {
+        self.scanner.quiet_shortcut()
+    }
+
     pub fn last_stats(&self) -> ScanStats {
         self.last_stats
     }

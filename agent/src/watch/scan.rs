@@ -2,10 +2,17 @@
 //! (wchan, stack hash, context switches) of the threads in D only, with their start time, which also
 //! is read for the threads that were in D at the previous scan (so the tracker can tell a thread that left
 //! D from a new thread that got its tid).
+//!
+//! Quiet processes are nearly free: before scanning a process its summed activity counters are asked of
+//! taskstats (one netlink round trip, [`capture::taskstats`]); unchanged since the previous scan, its
+//! sleeping threads are not read at all ([`Scanner::scan_with`]). Without the privilege (`CAP_NET_ADMIN`
+//! in the initial network namespace) every thread is read as before; [`ThreadScanner::quiet_shortcut`]
+//! says which. `WEDGE_CAPTURE_TASKSTATS=off` turns the shortcut off (for benchmarks and doubting users).
 
 use std::collections::{HashMap, HashSet};
 
 use capture::scan::Scanner;
+use capture::taskstats::Taskstats;
 use capture::ProcRoot;
 
 use super::tracker::{stack_hash, Observation, Progress};
@@ -16,6 +23,8 @@ pub struct ScanStats {
     pub processes: usize,
     pub threads: usize,
     pub in_d: usize,
+    /// Sleeping threads not read because their process's counters had not moved (the quiet shortcut).
+    pub quiet: usize,
 }
 
 /// Reads the threads of the target processes: one capture [`Scanner`] per process keeps its threads' stat
@@ -23,6 +32,9 @@ pub struct ScanStats {
 #[derive(Default)]
 pub struct ThreadScanner {
     scanners: HashMap<i32, Scanner>,
+    /// The quiet-process shortcut's counters (None: unavailable or turned off, see `shortcut`).
+    taskstats: Option<Taskstats>,
+    shortcut: String,
     /// Stacks are unreadable (no CAP_SYS_ADMIN): don't retry at every scan.
     stack_denied: bool,
     /// Tids seen in D by the previous scan, and by this one (swapped at each scan).
@@ -32,7 +44,31 @@ pub struct ThreadScanner {
 
 impl ThreadScanner {
     pub fn new(_proc_root: &ProcRoot) -> ThreadScanner {
-        ThreadScanner::default()
+        let off = std::env::var_os("WEDGE_CAPTURE_TASKSTATS").is_some_and(|v| v == "off");
+        let (taskstats, shortcut) = if off {
+            (
+                None,
+                "off (WEDGE_CAPTURE_TASKSTATS=off): every thread read every scan".to_string(),
+            )
+        } else {
+            match Taskstats::open() {
+                Ok(t) => (Some(t), "on (taskstats): quiet processes' sleeping threads skipped".to_string()),
+                Err(err) => (
+                    None,
+                    format!("unavailable ({err}; needs CAP_NET_ADMIN in the host network namespace): every thread read every scan"),
+                ),
+            }
+        };
+        ThreadScanner {
+            taskstats,
+            shortcut,
+            ..ThreadScanner::default()
+        }
+    }
+
+    /// Whether the quiet-process shortcut is in use, and why not, for the start-up log.
+    pub fn quiet_shortcut(&self) -> &str {
+        &self.shortcut
     }
 
     /// Processes with an open scanner.
@@ -65,10 +101,17 @@ impl ThreadScanner {
                     }
                 }
             };
-            if scanner.scan().is_err() {
-                // Gone (or unreadable): its threads are absent from this scan, which the tracker reads as gone.
-                self.scanners.remove(&pid);
-                continue;
+            // Queried before any of the process's files is read (see Scanner::scan_with); a failed query
+            // (the process just exited, a full socket buffer) only means this scan reads every thread.
+            let counters = self.taskstats.as_mut().and_then(|t| t.tgid(pid).ok());
+            match scanner.scan_with(counters) {
+                Ok(summary) => stats.quiet += summary.quiet,
+                Err(_) => {
+                    // Gone (or unreadable): its threads are absent from this scan, which the tracker
+                    // reads as gone.
+                    self.scanners.remove(&pid);
+                    continue;
+                }
             }
             stats.processes += 1;
             for sample in scanner.samples() {

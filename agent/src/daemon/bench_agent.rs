@@ -1,0 +1,351 @@
+//! `wedge-capture internal bench-agent`: the CPU of the real `agent` process per watched thread per scan,
+//! measured from outside as a user would, against an xcapture-style scan of the same threads in the same
+//! run (issue 16; figures in BENCHMARKS.md).
+//!
+//! For each thread count: a helper process parks N idle threads under a comm of its own; the `agent` binary
+//! runs as a child (`--match-comm` on that comm, `--interval` as given) with everything else default. Once
+//! it holds every thread (its fd count says so) and has settled, the agent's CPU is read from outside over
+//! `--scans` intervals: the sum of `sum_exec_runtime` over its threads' `schedstat` (ns; the same CPU
+//! time `utime+stime` reports, without its 10 ms ticks) and, as a cross-check, `utime+stime` from its
+//! `stat`. The baseline, in this process: list `/proc/<helper>/task/` and open/read/close every `stat`
+//! (what xcapture does every sample), the same number of times.
+//!
+//! The agent's cost per scan does not depend on the interval (it scans once per interval and sleeps in
+//! between), so `--interval 200ms` gives the figure of the issue's 1 s in a fifth of the time; the share of
+//! a core at 1 Hz is the per-scan CPU itself. `--busy-host N` starts N `sleep` processes first, for the
+//! discovery cost on a host with many processes.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capture::ProcRoot;
+
+use crate::duration::parse_duration;
+use crate::exit::ExitCode;
+
+/// The helper's comm: what the agent under test matches.
+const HELPER_COMM: &str = "wcbench-idle";
+
+#[derive(Debug, clap::Args)]
+pub struct BenchAgentArgs {
+    /// Idle thread counts of the watched process.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    pub threads: Vec<usize>,
+    /// Scans measured per thread count.
+    #[arg(long, default_value_t = 30)]
+    pub scans: u32,
+    /// The agent's --interval.
+    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Start this many `sleep` processes first (a busy host: discovery walks them all).
+    #[arg(long, default_value_t = 0)]
+    pub busy_host: usize,
+    /// Extra arguments for the agent (e.g. `--agent-arg=--no-shortcut`), repeatable.
+    #[arg(long = "agent-arg", allow_hyphen_values = true)]
+    pub agent_args: Vec<String>,
+    /// One JSON object instead of the Markdown table.
+    #[arg(long)]
+    pub json: bool,
+    /// Child mode: park this many threads under the helper comm and wait for stdin to close.
+    #[arg(long, hide = true)]
+    pub park_threads: Option<usize>,
+    /// Child mode, with --park-threads: one more thread appends to FILE when a line `wedge` arrives on
+    /// stdin (a thread of a quiet process entering D on a frozen filesystem, for the tests).
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub wedge_on: Option<PathBuf>,
+}
+
+fn own_cpu() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
+}
+
+fn park(count: usize, wedge_on: Option<&Path>) -> anyhow::Result<ExitCode> {
+    // Threads inherit the comm of the thread that creates them.
+    nix::sys::prctl::set_name(&std::ffi::CString::new(HELPER_COMM)?)?;
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    if let Some(path) = wedge_on {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+        std::thread::Builder::new()
+            .name("wedge-writer".into())
+            .spawn(move || {
+                if wait.recv().is_ok() {
+                    let _ = file.write_all(b"x");
+                }
+            })?;
+    }
+    let mut handles = Vec::with_capacity(count);
+    for _ in 0..count {
+        handles.push(
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(|| loop {
+                    std::thread::park();
+                })?,
+        );
+    }
+    println!("parked {count}");
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+        if line.trim() == "wedge" {
+            let _ = go.send(());
+        }
+        line.clear();
+    }
+    std::process::exit(0);
+}
+
+/// A child killed and reaped on drop.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_helper(count: usize) -> anyhow::Result<Reaped> {
+    let exe = crate::watch::launch::own_executable()?;
+    let mut child = Reaped(
+        Command::new(exe)
+            .args([
+                "internal",
+                "bench-agent",
+                "--park-threads",
+                &count.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?,
+    );
+    let stdout = child
+        .0
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    if !line.starts_with("parked") {
+        anyhow::bail!("the idle-thread helper failed to start");
+    }
+    Ok(child)
+}
+
+/// CPU of a whole process, read from outside: (Σ schedstat sum_exec_runtime over its threads, utime+stime
+/// from its stat in ticks).
+fn process_cpu(root: &ProcRoot, pid: i32) -> anyhow::Result<(Duration, u64)> {
+    let mut ns = 0u64;
+    for tid in root.tasks(pid)? {
+        let path = format!("/proc/{pid}/task/{tid}/schedstat");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue; // a thread that just exited
+        };
+        ns += text
+            .split_whitespace()
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    let stat = root.read_stat(pid)?;
+    Ok((Duration::from_nanos(ns), stat.utime + stat.stime))
+}
+
+fn fd_count(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// One xcapture-style sample of a process's threads: list task/, open/read/close every stat.
+fn xcapture_scan(pid: i32, buf: &mut Vec<u8>) -> usize {
+    use std::io::Read;
+    let task = PathBuf::from(format!("/proc/{pid}/task"));
+    let Ok(entries) = std::fs::read_dir(&task) else {
+        return 0;
+    };
+    let mut read = 0;
+    for entry in entries.flatten() {
+        let mut path = entry.path();
+        path.push("stat");
+        if let Ok(mut f) = std::fs::File::open(&path) {
+            buf.clear();
+            if f.read_to_end(buf).is_ok() && !buf.is_empty() {
+                read += 1;
+            }
+        }
+    }
+    read
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+struct Row {
+    threads: usize,
+    host_processes: usize,
+    scans: u32,
+    interval_ms: u64,
+    agent_ns_per_thread_scan: f64,
+    agent_ticks_ns_per_thread_scan: f64,
+    agent_us_per_scan: f64,
+    baseline_ns_per_thread_scan: f64,
+    baseline_us_per_scan: f64,
+    ratio: f64,
+}
+
+fn measure(
+    args: &BenchAgentArgs,
+    root: &ProcRoot,
+    threads: usize,
+    out_dir: &Path,
+) -> anyhow::Result<Row> {
+    let helper = start_helper(threads)?;
+    let helper_pid = helper.0.id() as i32;
+    let host_processes = root.pids().map(|p| p.len()).unwrap_or(0);
+    let exe = crate::watch::launch::own_executable()?;
+    let interval_arg = format!("{}ms", args.interval.as_millis().max(1));
+    let agent = Reaped(
+        Command::new(exe)
+            .arg("agent")
+            .args(["--match-comm", &format!("^{HELPER_COMM}$")])
+            .args(["--interval", &interval_arg])
+            .arg("--out")
+            .arg(out_dir)
+            .args(&args.agent_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let agent_pid = agent.0.id() as i32;
+    // Settled: it keeps a stat fd per thread once it has scanned them.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fd_count(agent_pid) < threads {
+        if Instant::now() > deadline {
+            anyhow::bail!("the agent never opened the helper's {threads} threads");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Past the start: pids listed at the first scan are re-read for a few scans (young processes).
+    std::thread::sleep(args.interval * 8);
+
+    let scans = args.scans.max(1);
+    let (cpu0, ticks0) = process_cpu(root, agent_pid)?;
+    let wall0 = Instant::now();
+    std::thread::sleep(args.interval * scans);
+    let (cpu1, ticks1) = process_cpu(root, agent_pid)?;
+    // The agent scans once per interval; wall time over interval is the number of scans it made.
+    let scans_made = (wall0.elapsed().as_secs_f64() / args.interval.as_secs_f64()).max(1.0);
+    let tick_ns =
+        1e9 / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
+    drop(agent);
+
+    let mut buf = Vec::with_capacity(1024);
+    xcapture_scan(helper_pid, &mut buf); // warm the dentries, as the agent had them warm
+    let before = own_cpu();
+    let mut read = 0;
+    for _ in 0..scans {
+        read += xcapture_scan(helper_pid, &mut buf);
+    }
+    let baseline = own_cpu() - before;
+    if read < (threads + 1) * scans as usize {
+        anyhow::bail!(
+            "the baseline read {read} stat files, expected {}",
+            (threads + 1) * scans as usize
+        );
+    }
+    drop(helper);
+
+    let watched = (threads + 1) as f64;
+    let agent_ns = (cpu1 - cpu0).as_nanos() as f64 / scans_made;
+    let baseline_ns = baseline.as_nanos() as f64 / f64::from(scans);
+    Ok(Row {
+        threads: threads + 1,
+        host_processes,
+        scans,
+        interval_ms: args.interval.as_millis() as u64,
+        agent_ns_per_thread_scan: agent_ns / watched,
+        agent_ticks_ns_per_thread_scan: (ticks1.saturating_sub(ticks0)) as f64 * tick_ns
+            / scans_made
+            / watched,
+        agent_us_per_scan: agent_ns / 1e3,
+        baseline_ns_per_thread_scan: baseline_ns / watched,
+        baseline_us_per_scan: baseline_ns / 1e3,
+        ratio: agent_ns / baseline_ns.max(1.0),
+    })
+}
+
+pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
+    if let Some(count) = args.park_threads {
+        return park(count, args.wedge_on.as_deref());
+    }
+    capture::scan::raise_nofile_limit();
+    let root = ProcRoot::default();
+    let mut sleepers = Vec::new();
+    for _ in 0..args.busy_host {
+        sleepers.push(Reaped(
+            Command::new("sleep")
+                .arg("600")
+                .stdin(Stdio::null())
+                .spawn()?,
+        ));
+    }
+    let out_dir =
+        std::env::temp_dir().join(format!("wedge-capture-bench-agent-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir)?;
+    let mut rows = Vec::new();
+    for &threads in &args.threads {
+        let row = measure(&args, &root, threads, &out_dir);
+        match row {
+            Ok(row) => rows.push(row),
+            Err(err) => {
+                let _ = std::fs::remove_dir_all(&out_dir);
+                return Err(err);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+    drop(sleepers);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::OK);
+    }
+    let switches: Vec<String> = ["WEDGE_CAPTURE_TASKSTATS", "WEDGE_CAPTURE_PROC_EVENTS"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+        .collect();
+    println!(
+        "## agent CPU per watched thread per scan (from outside), {} scans at {} ms; agent args: {}; {}",
+        args.scans,
+        args.interval.as_millis(),
+        if args.agent_args.is_empty() {
+            "(none)".to_string()
+        } else {
+            args.agent_args.join(" ")
+        },
+        if switches.is_empty() {
+            "shortcuts on".to_string()
+        } else {
+            switches.join(" ")
+        }
+    );
+    println!("| threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} |",
+            r.threads,
+            r.host_processes,
+            r.agent_ns_per_thread_scan / 1e3,
+            r.agent_ticks_ns_per_thread_scan / 1e3,
+            r.agent_us_per_scan,
+            r.baseline_ns_per_thread_scan / 1e3,
+            r.ratio
+        );
+    }
+    Ok(ExitCode::OK)
+}
