@@ -31,6 +31,8 @@ pub struct PinnedBreakdown {
     /// What the arenas were, e.g. "pool ×21" (`device` is `cuMemAlloc`).
     pub arenas: String,
     pub pack_wait_ms: f64,
+    pub first_slice_ms: f64,
+    pub register_ms: f64,
     pub copy_wait_ms: f64,
     pub teardown_ms: f64,
     /// Which store the runs packed with, e.g. "plain ×10, streaming ×1" (`Auto` decides per run).
@@ -82,6 +84,8 @@ impl PinnedBreakdown {
             arena_ms: ms(|s| s.arena_ns),
             arenas: arenas.join(", "),
             pack_wait_ms: ms(|s| s.pack_wait_ns),
+            first_slice_ms: ms(|s| s.first_slice_ns),
+            register_ms: ms(|s| s.register_ns),
             copy_wait_ms: ms(|s| s.copy_wait_ns),
             teardown_ms: ms(|s| s.teardown_ns),
             stores: stores.join(", "),
@@ -436,7 +440,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
     "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
-     [:hostalloc|:register][:pool|:alloc][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
+     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
 /// defaults. Bytes take KiB/MiB/GiB.
@@ -467,6 +471,7 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "auto" => options.store = PackStore::Auto,
             "hostalloc" => options.staging = StagingMemory::HostAlloc,
             "register" => options.staging = StagingMemory::Register,
+            "overlap" => options.staging = StagingMemory::Overlap,
             "pool" => options.arena = ArenaMemory::Pool,
             "alloc" => options.arena = ArenaMemory::Alloc,
             other => match other.strip_prefix("piece=") {

@@ -49,6 +49,11 @@ pub enum StagingMemory {
     /// An anonymous mapping (2 MiB aligned, `MADV_HUGEPAGE`) page-locked with
     /// `cuMemHostRegister`: fewer, larger pages to pin where transparent huge pages are on.
     Register,
+    /// The same mapping, but each buffer is registered by the upload that first fills it, just
+    /// before its first copy: packing starts at once (the packers' first writes fault the
+    /// pages in, in parallel), and registering memory already touched is fast, so setting up
+    /// staging overlaps packing instead of preceding it. Each buffer is its own registration.
+    Overlap,
 }
 
 impl StagingMemory {
@@ -56,6 +61,7 @@ impl StagingMemory {
         match self {
             StagingMemory::HostAlloc => "hostalloc",
             StagingMemory::Register => "register",
+            StagingMemory::Overlap => "overlap",
         }
     }
 }
@@ -173,8 +179,12 @@ pub struct PinnedStats {
     pub arena_ns: u64,
     /// What the arena was allocated as (`Pool`, or `Device` for `cuMemAlloc`).
     pub arena_memory: DeviceMemory,
-    /// The submitting thread waiting for packers (pack-bound time).
+    /// The submitting thread waiting for packers (pack-bound time), the first slice included.
     pub pack_wait_ns: u64,
+    /// Of that: from the start of packing until the first slice was packed (start-up latency).
+    pub first_slice_ns: u64,
+    /// `Overlap` staging: registering buffers inside this upload (0 once all are registered).
+    pub register_ns: u64,
     /// The submitting thread waiting for copies to finish (copy-bound time).
     pub copy_wait_ns: u64,
     /// Staging teardown (0 when the stager was reused).
@@ -193,15 +203,17 @@ const CHUNK_ALIGN: u64 = 256;
 /// Transparent huge page size the registered mapping is aligned to.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// Arena offsets of each placement (ascending: chunks are laid out in order).
-pub(crate) struct ArenaLayout {
+/// Where a plan's chunks and tensors lie in the pinned strategy's one device allocation: each
+/// chunk at the next [`CHUNK_ALIGN`] boundary, its tensors at their planned offsets (ascending:
+/// chunks are laid out in order).
+pub struct ArenaLayout {
     pub(crate) chunk_base: Vec<u64>,
     starts: Vec<u64>,
     pub(crate) bytes: u64,
 }
 
 impl ArenaLayout {
-    pub(crate) fn new(plan: &Plan) -> ArenaLayout {
+    pub fn new(plan: &Plan) -> ArenaLayout {
         let mut chunk_base = Vec::with_capacity(plan.chunks.len());
         let mut end = 0u64;
         for c in &plan.chunks {
@@ -219,6 +231,16 @@ impl ArenaLayout {
             starts,
             bytes: end,
         }
+    }
+
+    /// Bytes of the arena (the end of its last chunk).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Arena offset of placement `i` (`None` past the last).
+    pub fn start(&self, i: usize) -> Option<u64> {
+        self.starts.get(i).copied()
     }
 
     /// Placements overlapping arena range `[from, to)`.
@@ -245,6 +267,14 @@ struct Staging {
     /// Distance between buffers (the buffer size rounded up to a page).
     stride: usize,
     memory: StagingMemory,
+    /// Per buffer: page-locked yet (all true but for `Overlap` staging before first use).
+    registered: Vec<AtomicBool>,
+}
+
+impl Staging {
+    fn buffer(&self, b: usize) -> *mut u8 {
+        self.base.wrapping_add(b * self.stride)
+    }
 }
 
 /// Pinned staging buffers, their events and the copy stream. Create once and reuse across
@@ -346,6 +376,7 @@ impl PinnedStager {
             created_ns: 0,
         };
         let site = Site::plain("pinned setup");
+        let registered = |yes: bool| (0..options.buffers).map(|_| AtomicBool::new(yes)).collect();
         let made = (|| -> Result<()> {
             stager.stream = Some(t.stream_create(&site)?);
             let stride = usize::try_from(options.buffer_bytes)
@@ -361,7 +392,18 @@ impl PinnedStager {
                     len: total,
                     stride,
                     memory: StagingMemory::HostAlloc,
+                    registered: registered(true),
                 },
+                StagingMemory::Overlap => {
+                    let len = total.next_multiple_of(HUGE_PAGE);
+                    Staging {
+                        base: map_huge_aligned(len)?,
+                        len,
+                        stride,
+                        memory: StagingMemory::Overlap,
+                        registered: registered(false),
+                    }
+                }
                 StagingMemory::Register => {
                     let len = total.next_multiple_of(HUGE_PAGE);
                     let base = map_huge_aligned(len)?;
@@ -378,6 +420,7 @@ impl PinnedStager {
                         len,
                         stride,
                         memory: StagingMemory::Register,
+                        registered: registered(true),
                     }
                 }
             });
@@ -421,6 +464,27 @@ impl PinnedStager {
                     // synchronized above).
                     if let Err(err) = unsafe { t.host_free_pinned(&site, s.base, s.len as u64) } {
                         first_err.get_or_insert(err);
+                    }
+                }
+                StagingMemory::Overlap => {
+                    let mut all_unregistered = true;
+                    for (b, registered) in s.registered.iter().enumerate() {
+                        if !registered.load(Ordering::Acquire) {
+                            continue;
+                        }
+                        // SAFETY: buffer b was registered once (by an upload), no copy in
+                        // flight (stream synchronized above).
+                        let done =
+                            unsafe { t.host_unregister(&site, s.buffer(b), s.stride as u64) };
+                        if let Err(err) = done {
+                            all_unregistered = false;
+                            first_err.get_or_insert(err);
+                        }
+                    }
+                    if all_unregistered {
+                        // SAFETY: our mapping, no part of it registered any more; nothing
+                        // refers to it. (Otherwise it leaks, as for `Register` below.)
+                        unsafe { libc::munmap(s.base.cast(), s.len) };
                     }
                 }
                 StagingMemory::Register => {
@@ -474,6 +538,8 @@ impl PinnedStager {
             arena_ns: 0,
             arena_memory: DeviceMemory::Device,
             pack_wait_ns: 0,
+            first_slice_ns: 0,
+            register_ns: 0,
             copy_wait_ns: 0,
             teardown_ns: 0,
             store: self.options.store,
@@ -561,6 +627,7 @@ impl PinnedStager {
             }
         };
 
+        let packing = Instant::now();
         let outcome = std::thread::scope(|scope| -> Result<()> {
             let mut stop = StopOnDrop {
                 stop: &pipeline.stop,
@@ -583,10 +650,24 @@ impl PinnedStager {
                 let waited = Instant::now();
                 pipeline.wait_filled(s)?;
                 stats.pack_wait_ns += elapsed_ns(waited);
+                if s == 0 {
+                    stats.first_slice_ns = elapsed_ns(packing);
+                }
                 let site = site_of(s);
                 let buffer = pipeline.buffer(s);
                 let step = (|| -> Result<()> {
                     let b = (s % pipeline.buffers) as usize;
+                    if !staging.registered[b].load(Ordering::Acquire) {
+                        let registering = Instant::now();
+                        // SAFETY: buffer b (`stride` bytes, page-aligned) lies in our mapping,
+                        // is registered once (the flag is set right after, and only this thread
+                        // registers), and is unregistered in `destroy` before the unmap.
+                        unsafe {
+                            t.host_register(&site, staging.buffer(b), staging.stride as u64)
+                        }?;
+                        staging.registered[b].store(true, Ordering::Release);
+                        stats.register_ns += elapsed_ns(registering);
+                    }
                     // SAFETY: destination `arena+from .. arena+to` lies in the arena; the source
                     // is staging buffer b, fully packed (every piece published), and not
                     // written again until `events[b]` (recorded right after) was waited for.
@@ -677,6 +758,66 @@ impl PinnedStager {
 
 pub(crate) fn elapsed_ns(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Sources a packer looks up and prefetches ahead of the tensor it copies. Four 772-byte
+/// tensors are ~50 cache lines in flight, about what one core can have outstanding.
+const PACK_AHEAD: usize = 4;
+
+/// Copies arena bytes `[from, to)` of `plan`'s tensors (laid out by `layout`) to `dst`: the
+/// packing threads' inner loop, public so `benches/pack.rs` measures the very same code.
+///
+/// Per tensor it does one source lookup, a few prefetch hints and one copy: each source is
+/// looked up [`PACK_AHEAD`] tensors before it is copied and its first lines prefetched, so the
+/// cache misses on many small, separately allocated tensors overlap instead of stalling the
+/// copy of each one (BENCHMARKS.md, "Uploader").
+///
+/// # Safety
+/// `dst..dst + (to - from)` must be valid for writes and not read or written by anyone else
+/// during the call; `to ≤ layout.bytes()`.
+pub unsafe fn pack_range(
+    src: &dyn TensorSource,
+    plan: &Plan,
+    layout: &ArenaLayout,
+    store: PackStore,
+    dst: *mut u8,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    let range = layout.overlapping(plan, from, to);
+    let placements = &plan.placements[range.clone()];
+    let starts = &layout.starts[range];
+    let mut ahead: [&[u8]; PACK_AHEAD] = [&[]; PACK_AHEAD];
+    for (slot, p) in ahead.iter_mut().zip(placements) {
+        *slot = placed_bytes(src, p)?;
+        pack::prefetch(slot);
+    }
+    for (j, (p, &start)) in placements.iter().zip(starts).enumerate() {
+        let bytes = ahead[j % PACK_AHEAD];
+        if let Some(later) = placements.get(j + PACK_AHEAD) {
+            let later = placed_bytes(src, later)?;
+            pack::prefetch(later);
+            ahead[j % PACK_AHEAD] = later;
+        }
+        let lo = start.max(from);
+        let hi = (start + p.bytes).min(to);
+        if lo >= hi {
+            continue;
+        }
+        let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
+        // SAFETY: `lo..hi` lies in `from..to`, so the write of `hi - lo` bytes at `dst + (lo -
+        // from)` stays inside the caller's destination (caller contract); `piece` is the
+        // tensor's own host memory, a different allocation.
+        unsafe {
+            pack::copy(
+                store,
+                piece.as_ptr(),
+                dst.add((lo - from) as usize),
+                piece.len(),
+            )
+        };
+    }
+    Ok(())
 }
 
 /// One upload's shared packing state.
@@ -879,31 +1020,22 @@ impl Pipeline<'_> {
 
     /// Copies arena bytes `[from, to)` of the tensors to staging address `dst`.
     fn pack(&self, store: PackStore, dst: usize, from: u64, to: u64) -> Result<()> {
-        for i in self.layout.overlapping(self.plan, from, to) {
-            let p = &self.plan.placements[i];
-            let bytes = placed_bytes(self.src, p)?;
-            let start = self.layout.starts[i];
-            let lo = start.max(from);
-            let hi = (start + p.bytes).min(to);
-            if lo >= hi {
-                continue;
-            }
-            let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
-            // SAFETY: `dst` addresses arena offset `from` inside a live staging buffer that
-            // holds the whole slice; `lo..hi` lies in `from..to`, inside that slice, so the
-            // write stays inside the buffer. Pieces are disjoint, and the buffer's previous
-            // copy completed (its event was waited for before `released` passed this slice),
-            // so nothing else reads or writes these bytes meanwhile.
-            unsafe {
-                pack::copy(
-                    store,
-                    piece.as_ptr(),
-                    (dst + (lo - from) as usize) as *mut u8,
-                    piece.len(),
-                );
-            }
+        // SAFETY: `dst` addresses arena offset `from` inside a live staging buffer that holds
+        // the whole slice, and `from..to` lies in that slice, so every write stays inside the
+        // buffer. Pieces are disjoint, and the buffer's previous copy completed (its event was
+        // waited for before `released` passed this slice), so nothing else reads or writes
+        // these bytes meanwhile.
+        unsafe {
+            pack_range(
+                self.src,
+                self.plan,
+                self.layout,
+                store,
+                dst as *mut u8,
+                from,
+                to,
+            )
         }
-        Ok(())
     }
 
     /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed.
@@ -949,6 +1081,138 @@ mod tests {
         let rc = unsafe { libc::mincore(base.cast(), len, vec.as_mut_ptr()) };
         assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
         vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    /// The arena image of `plan`: every tensor's bytes at its arena offset, zeros elsewhere.
+    fn arena_image(src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) -> Vec<u8> {
+        let mut image = vec![0u8; layout.bytes() as usize];
+        for (i, p) in plan.placements.iter().enumerate() {
+            let at = layout.start(i).unwrap() as usize;
+            image[at..at + p.bytes as usize].copy_from_slice(src.bytes(p.tensor));
+        }
+        image
+    }
+
+    fn bulk(src: &crate::Workload, options: &crate::PlanOptions) -> Plan {
+        match crate::plan(src.infos(), options).unwrap() {
+            crate::Planned::Bulk(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Any arena range, cut anywhere (inside a tensor, across chunk padding, fewer tensors than
+    /// the lookahead, more), packs exactly the arena image's bytes of that range.
+    #[test]
+    fn pack_range_writes_exactly_the_arena_image_of_any_range() {
+        use crate::workload::{Workload, WorkloadSpec};
+        let w = Workload::synthetic(&WorkloadSpec {
+            samples: 300,
+            sample_floats: 193,
+            params: 3,
+            param_floats: 3000,
+            seed: 3,
+        });
+        let options = crate::PlanOptions {
+            chunk_bytes: 10_000,
+            chunk_tensors: 7,
+            min_eligible: 1,
+            alignment: None,
+        };
+        let plan = bulk(&w, &options);
+        let layout = ArenaLayout::new(&plan);
+        let image = arena_image(&w, &plan, &layout);
+        let mut in_tensor = vec![false; image.len()];
+        for (i, p) in plan.placements.iter().enumerate() {
+            let at = layout.start(i).unwrap() as usize;
+            in_tensor[at..at + p.bytes as usize].fill(true);
+        }
+        assert!(in_tensor.contains(&false), "padding between chunks");
+        let end = layout.bytes();
+        let mut cuts = vec![
+            (0, end),
+            (0, 1),
+            (end - 1, end),
+            (771, 773),
+            (100, 100 + 772 * 3),
+        ];
+        for step in [64u64, 1000, 4096, 12_345] {
+            cuts.extend(
+                (0..end)
+                    .step_by(step as usize)
+                    .map(|f| (f, (f + step).min(end))),
+            );
+        }
+        for store in [PackStore::Plain, PackStore::Streaming] {
+            for &(from, to) in &cuts {
+                let mut out = vec![0xa5u8; (to - from) as usize + 64];
+                // SAFETY: `out` has `to - from` bytes (and a guard tail), ours alone.
+                unsafe { pack_range(&w, &plan, &layout, store, out.as_mut_ptr(), from, to) }
+                    .unwrap();
+                pack::publish_fence(store);
+                let (packed, guard) = out.split_at((to - from) as usize);
+                // Padding bytes are not written: compare tensor bytes only.
+                for (k, (&got, &want)) in packed
+                    .iter()
+                    .zip(&image[from as usize..to as usize])
+                    .enumerate()
+                {
+                    let at = from + k as u64;
+                    if in_tensor[at as usize] {
+                        assert_eq!(got, want, "{store:?} [{from}, {to}) at {at}");
+                    } else {
+                        assert_eq!(
+                            got, 0xa5,
+                            "{store:?} [{from}, {to}): padding at {at} written"
+                        );
+                    }
+                }
+                assert!(
+                    guard.iter().all(|&b| b == 0xa5),
+                    "wrote past [{from}, {to})"
+                );
+            }
+        }
+    }
+
+    /// A source whose bytes do not match the plan is an error from the packer, not a write
+    /// past the tensor's place; ranges without that tensor still pack.
+    #[test]
+    fn pack_range_refuses_a_source_that_does_not_match_the_plan() {
+        use crate::plan::TensorInfo;
+        let mut infos = vec![TensorInfo::f32(10); 8];
+        infos[6] = TensorInfo::f32(11);
+        let data: Vec<Vec<f32>> = (0..8).map(|i| vec![i as f32 + 1.0; 10]).collect();
+        let w = crate::Workload::from_parts(infos, data);
+        let options = crate::PlanOptions {
+            min_eligible: 1,
+            ..crate::PlanOptions::default()
+        };
+        let plan = bulk(&w, &options);
+        let layout = ArenaLayout::new(&plan);
+        let mut out = vec![0u8; layout.bytes() as usize];
+        let mut pack = |from: u64, to: u64| {
+            // SAFETY: `out` holds the whole arena and is ours alone.
+            unsafe {
+                pack_range(
+                    &w,
+                    &plan,
+                    &layout,
+                    PackStore::Plain,
+                    out.as_mut_ptr(),
+                    from,
+                    to,
+                )
+            }
+        };
+        // Tensor 6 is planned at 240..284.
+        assert!(pack(0, 240).is_ok());
+        for (from, to) in [(0, 320), (250, 260), (200, 241)] {
+            let packed = pack(from, to);
+            assert!(
+                matches!(packed, Err(Error::InvalidOptions(ref m)) if m.contains("tensor 6")),
+                "[{from}, {to}): {packed:?}"
+            );
+        }
     }
 
     #[test]

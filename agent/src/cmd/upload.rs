@@ -66,6 +66,9 @@ pub enum StagingArg {
     Hostalloc,
     /// An anonymous mapping advised for huge pages, page-locked with cuMemHostRegister.
     Register,
+    /// The same mapping, each buffer registered just before its first copy, while packing
+    /// goes on.
+    Overlap,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -189,7 +192,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PackWait::Spin)]
     pub pack_wait: PackWait,
     /// --compare: also time these pinned configurations, cold and with staging reused (comma list of
-    /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register][:pool|:alloc]
+    /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register|:overlap][:pool|:alloc]
     /// [:piece=BYTES], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
     #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
     pub sweep: Vec<PinnedOptions>,
@@ -304,6 +307,7 @@ fn pinned_options(args: &Args) -> PinnedOptions {
             None => d.staging,
             Some(StagingArg::Hostalloc) => StagingMemory::HostAlloc,
             Some(StagingArg::Register) => StagingMemory::Register,
+            Some(StagingArg::Overlap) => StagingMemory::Overlap,
         },
         arena: match args.arena {
             None => d.arena,
@@ -524,8 +528,8 @@ fn print_compare(r: &CompareReport, args: &Args) {
         );
         if let Some(b) = &m.pinned {
             println!(
-                "{:<32} staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
-                "", b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.copy_wait_ms, b.teardown_ms, b.stores
+                "{:<32} staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), registering {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
+                "", b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.first_slice_ms, b.register_ms, b.copy_wait_ms, b.teardown_ms, b.stores
             );
         }
     };
@@ -565,8 +569,8 @@ fn print_compare(r: &CompareReport, args: &Args) {
                 );
                 if let Some(b) = &m.pinned {
                     println!(
-                        "      staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms, for copies {:.2} ms; stores {}",
-                        b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.copy_wait_ms, b.stores
+                        "      staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), registering {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
+                        b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.first_slice_ms, b.register_ms, b.copy_wait_ms, b.teardown_ms, b.stores
                     );
                 }
             }
