@@ -440,7 +440,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
     "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
-     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
+     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
 /// defaults. Bytes take KiB/MiB/GiB.
@@ -474,6 +474,7 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "overlap" => options.staging = StagingMemory::Overlap,
             "pool" => options.arena = ArenaMemory::Pool,
             "alloc" => options.arena = ArenaMemory::Alloc,
+            "help" => options.submitter_packs = true,
             other => match other.strip_prefix("piece=") {
                 Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
                 None => return Err(bad()),

@@ -107,6 +107,9 @@ pub struct PinnedOptions {
     pub staging: StagingMemory,
     /// Where the device arena comes from.
     pub arena: ArenaMemory,
+    /// The submitting thread packs pieces while it waits for packers, instead of spinning: one
+    /// more packer where packing is the bottleneck, idle where copying is.
+    pub submitter_packs: bool,
 }
 
 impl Default for PinnedOptions {
@@ -125,6 +128,7 @@ impl Default for PinnedOptions {
             staging: StagingMemory::Register,
             // Fresh cuMemAlloc memory filled ~10 ms slower per 4 GiB (BENCHMARKS.md).
             arena: ArenaMemory::Pool,
+            submitter_packs: false,
         }
     }
 }
@@ -148,7 +152,7 @@ impl PinnedOptions {
     /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
     pub fn describe(&self) -> String {
         format!(
-            "{}x{}x{}:{}:{}:{}:{}:piece={}",
+            "{}x{}x{}:{}:{}:{}:{}:piece={}{}",
             self.buffers,
             human_bytes(self.buffer_bytes),
             self.threads,
@@ -156,7 +160,8 @@ impl PinnedOptions {
             self.store.name(),
             self.staging.name(),
             self.arena.name(),
-            human_bytes(self.piece_bytes)
+            human_bytes(self.piece_bytes),
+            if self.submitter_packs { ":help" } else { "" }
         )
     }
 }
@@ -648,7 +653,7 @@ impl PinnedStager {
                 let from = s * slice;
                 let to = (from + slice).min(layout.bytes);
                 let waited = Instant::now();
-                pipeline.wait_filled(s)?;
+                pipeline.wait_filled(s, self.options.submitter_packs)?;
                 stats.pack_wait_ns += elapsed_ns(waited);
                 if s == 0 {
                     stats.first_slice_ns = elapsed_ns(packing);
@@ -946,37 +951,70 @@ impl Pipeline<'_> {
                 }
                 self.idle(&mut spins);
             }
-            if self.stop.load(Ordering::Acquire) {
+            if !self.pack_piece(k) {
                 return;
             }
-            let from = s * self.slice + (k % self.pieces_per_slice) * self.piece;
-            let to = (from + self.piece)
-                .min((s + 1) * self.slice)
-                .min(self.layout.bytes);
-            if from < to {
-                let dst = self.buffer(s) + (from - s * self.slice) as usize;
-                let (store, calibrating) = self.store_for(k);
-                let started = calibrating.then(Instant::now);
-                let packed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    self.pack(store, dst, from, to)
-                }))
-                .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
-                if let Err(e) = packed {
-                    self.fail(s, e);
-                    return;
-                }
-                pack::publish_fence(store);
-                // Only whole pieces are comparable samples.
-                if let (Some(started), true) = (started, to - from == self.piece) {
-                    self.calibrate(store, started, to - from);
-                }
+        }
+    }
+
+    /// Packs claimed piece `k`, whose buffer is free, and publishes it; false if the upload
+    /// stopped or packing failed (then the failure is recorded).
+    fn pack_piece(&self, k: u64) -> bool {
+        let s = k / self.pieces_per_slice;
+        if self.stop.load(Ordering::Acquire) {
+            return false;
+        }
+        let from = s * self.slice + (k % self.pieces_per_slice) * self.piece;
+        let to = (from + self.piece)
+            .min((s + 1) * self.slice)
+            .min(self.layout.bytes);
+        if from < to {
+            let dst = self.buffer(s) + (from - s * self.slice) as usize;
+            let (store, calibrating) = self.store_for(k);
+            let started = calibrating.then(Instant::now);
+            let packed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.pack(store, dst, from, to)
+            }))
+            .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
+            if let Err(e) = packed {
+                self.fail(s, e);
+                return false;
             }
-            // Release: the piece's bytes are visible to the submitter that sees the count.
-            let n = self.filled[s as usize].fetch_add(1, Ordering::Release) + 1;
-            if self.park && u64::from(n) == self.pieces_per_slice {
-                self.submitter.unpark();
+            pack::publish_fence(store);
+            // Only whole pieces are comparable samples.
+            if let (Some(started), true) = (started, to - from == self.piece) {
+                self.calibrate(store, started, to - from);
             }
         }
+        // Release: the piece's bytes are visible to the submitter that sees the count.
+        let n = self.filled[s as usize].fetch_add(1, Ordering::Release) + 1;
+        if self.park && u64::from(n) == self.pieces_per_slice {
+            self.submitter.unpark();
+        }
+        true
+    }
+
+    /// Submitter: claims and packs the next piece if its buffer is free now; false if there is
+    /// none to take. It never claims a piece it would have to wait for: only the submitter
+    /// frees buffers, so that wait could never end.
+    fn help_pack(&self) -> bool {
+        let total = self.filled.len() as u64 * self.pieces_per_slice;
+        let k = self.next_piece.load(Ordering::Relaxed);
+        if k >= total
+            || k / self.pieces_per_slice >= self.released.load(Ordering::Acquire) + self.buffers
+        {
+            return false;
+        }
+        if self
+            .next_piece
+            .compare_exchange(k, k + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            // A packer took it: that piece is in hand, which is what waiting is for.
+            return true;
+        }
+        self.pack_piece(k);
+        true
     }
 
     /// The store for piece `k`, and whether the piece is a calibration sample (`Auto`,
@@ -1038,8 +1076,9 @@ impl Pipeline<'_> {
         }
     }
 
-    /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed.
-    fn wait_filled(&self, slice: u64) -> Result<()> {
+    /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed;
+    /// with `help`, packs pieces itself meanwhile rather than spin.
+    fn wait_filled(&self, slice: u64, help: bool) -> Result<()> {
         let mut spins = 0u32;
         loop {
             // Acquire: pairs with the packers' release, so their bytes are visible.
@@ -1054,6 +1093,9 @@ impl Pipeline<'_> {
                     Some((s, e)) => chunk_failed("slice", s as usize, self.filled.len(), e),
                     None => Error::Worker("packing stopped".into()),
                 });
+            }
+            if help && self.help_pack() {
+                continue;
             }
             self.idle(&mut spins);
         }

@@ -178,6 +178,10 @@ pub struct Args {
     /// pinned: where the device arena comes from (default pool).
     #[arg(long, value_enum, value_name = "HOW")]
     pub arena: Option<ArenaArg>,
+    /// pinned: the submitting thread packs pieces while it waits for packers (true) or spins
+    /// (false) (default false).
+    #[arg(long, value_name = "BOOL")]
+    pub submitter_packs: Option<bool>,
     /// pinned: packing threads; the submitting thread does not pack (default: half the CPUs, at most 8).
     #[arg(long, value_name = "N")]
     pub pack_threads: Option<usize>,
@@ -193,7 +197,7 @@ pub struct Args {
     pub pack_wait: PackWait,
     /// --compare: also time these pinned configurations, cold and with staging reused (comma list of
     /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register|:overlap][:pool|:alloc]
-    /// [:piece=BYTES], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
+    /// [:piece=BYTES][:help], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
     #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
     pub sweep: Vec<PinnedOptions>,
     /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
@@ -314,6 +318,7 @@ fn pinned_options(args: &Args) -> PinnedOptions {
             Some(ArenaArg::Pool) => ArenaMemory::Pool,
             Some(ArenaArg::Alloc) => ArenaMemory::Alloc,
         },
+        submitter_packs: args.submitter_packs.unwrap_or(d.submitter_packs),
     }
 }
 
