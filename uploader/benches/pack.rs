@@ -119,7 +119,7 @@ struct Real<'a> {
 impl Real<'_> {
     /// The per-tensor reference loop (the pipeline's `pack` of commit 6c50d19).
     fn pack_per_tensor(&self, dst: *mut u8, from: u64, to: u64) {
-        let starts = |i: usize| self.layout.start(i).unwrap_or(u64::MAX);
+        let starts = |i: usize| self.layout.start(self.plan, i).unwrap_or(u64::MAX);
         let n = self.plan.placements.len();
         // First placement ending after `from`: binary search on starts, then one step back.
         let (mut lo, mut hi) = (0usize, n);
@@ -216,7 +216,7 @@ fn real_workload(threads: &[usize], rounds: usize) {
     let layout = ArenaLayout::new(&plan);
     let mut image = vec![0u8; layout.bytes() as usize];
     for (i, p) in plan.placements.iter().enumerate() {
-        let at = layout.start(i).expect("placement start") as usize;
+        let at = layout.start(&plan, i).expect("placement start") as usize;
         image[at..at + p.bytes as usize].copy_from_slice(workload.bytes(p.tensor));
     }
     let real = Real {

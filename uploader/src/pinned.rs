@@ -117,9 +117,12 @@ impl Default for PinnedOptions {
         PinnedOptions {
             buffers: 8,
             buffer_bytes: 4 << 20,
-            // Half the CPUs, at most 8: the driver's own threads and the submitting thread
-            // need CPUs too.
-            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
+            // Three quarters of the CPUs, at most 12: the driver's own threads and the
+            // submitting thread need CPUs too (all 16 of 16 spinning was slow), and on an H200
+            // host 12 packed 217 MB of 772-byte tensors 1.5× faster than 8 without slowing the
+            // 4 GiB upload (BENCHMARKS.md).
+            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) * 3 / 4)
+                .clamp(1, 12),
             spin: true,
             piece_bytes: 256 << 10,
             // Plain won end to end in every 4 GiB run of the current pipeline (BENCHMARKS.md);
@@ -190,6 +193,12 @@ pub struct PinnedStats {
     pub first_slice_ns: u64,
     /// `Overlap` staging: registering buffers inside this upload (0 once all are registered).
     pub register_ns: u64,
+    /// From the call until every packer was started (arena layout, arena, thread starts).
+    pub setup_ns: u64,
+    /// The submitting thread issuing copies and checking events (waits excluded).
+    pub submit_ns: u64,
+    /// From the last copy's end until the call returns (joining packers, per-tensor views).
+    pub finish_ns: u64,
     /// The submitting thread waiting for copies to finish (copy-bound time).
     pub copy_wait_ns: u64,
     /// Staging teardown (0 when the stager was reused).
@@ -210,10 +219,10 @@ const HUGE_PAGE: usize = 2 << 20;
 
 /// Where a plan's chunks and tensors lie in the pinned strategy's one device allocation: each
 /// chunk at the next [`CHUNK_ALIGN`] boundary, its tensors at their planned offsets (ascending:
-/// chunks are laid out in order).
+/// chunks are laid out in order). Per chunk only: a tensor's place is computed when needed, so
+/// an upload of many small tensors allocates and fills no per-tensor table before packing.
 pub struct ArenaLayout {
     pub(crate) chunk_base: Vec<u64>,
-    starts: Vec<u64>,
     pub(crate) bytes: u64,
 }
 
@@ -226,14 +235,8 @@ impl ArenaLayout {
             chunk_base.push(base);
             end = base + c.bytes;
         }
-        let starts = plan
-            .placements
-            .iter()
-            .map(|p| chunk_base[p.chunk as usize] + p.offset)
-            .collect();
         ArenaLayout {
             chunk_base,
-            starts,
             bytes: end,
         }
     }
@@ -243,22 +246,38 @@ impl ArenaLayout {
         self.bytes
     }
 
-    /// Arena offset of placement `i` (`None` past the last).
-    pub fn start(&self, i: usize) -> Option<u64> {
-        self.starts.get(i).copied()
+    /// Arena offset of `plan`'s placement `i` (`None` past the last).
+    pub fn start(&self, plan: &Plan, i: usize) -> Option<u64> {
+        let p = plan.placements.get(i)?;
+        Some(self.chunk_base[p.chunk as usize] + p.offset)
     }
 
     /// Placements overlapping arena range `[from, to)`.
     fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
-        let first = self.starts.partition_point(|&s| s < from);
+        let start = |i: usize| {
+            self.chunk_base[plan.placements[i].chunk as usize] + plan.placements[i].offset
+        };
+        // Placements are in arena order, so their starts ascend: binary searches.
+        let starting_before = |at: u64| {
+            let (mut lo, mut hi) = (0, plan.placements.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if start(mid) < at {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        let first = starting_before(from);
         // The tensor before `first` may straddle `from`.
-        let first = if first > 0 && self.starts[first - 1] + plan.placements[first - 1].bytes > from
-        {
+        let first = if first > 0 && start(first - 1) + plan.placements[first - 1].bytes > from {
             first - 1
         } else {
             first
         };
-        let last = self.starts.partition_point(|&s| s < to);
+        let last = starting_before(to);
         first..last.max(first)
     }
 }
@@ -534,6 +553,7 @@ impl PinnedStager {
         let (Some(stream), Some(staging)) = (self.stream, self.staging.as_ref()) else {
             return Err(Error::InvalidOptions("pinned stager is not set up".into()));
         };
+        let called = Instant::now();
         let layout = ArenaLayout::new(plan);
         let slice = self.options.buffer_bytes;
         let slices = layout.bytes.div_ceil(slice);
@@ -545,6 +565,9 @@ impl PinnedStager {
             pack_wait_ns: 0,
             first_slice_ns: 0,
             register_ns: 0,
+            setup_ns: 0,
+            submit_ns: 0,
+            finish_ns: 0,
             copy_wait_ns: 0,
             teardown_ns: 0,
             store: self.options.store,
@@ -632,7 +655,12 @@ impl PinnedStager {
             }
         };
 
+        let mut views = ViewBuilder {
+            views: Vec::with_capacity(plan.placements.len()),
+            next_chunk: 0,
+        };
         let packing = Instant::now();
+        let mut finishing = None;
         let outcome = std::thread::scope(|scope| -> Result<()> {
             let mut stop = StopOnDrop {
                 stop: &pipeline.stop,
@@ -647,17 +675,22 @@ impl PinnedStager {
                     .map_err(|e| Error::Worker(format!("cannot start a packing thread: {e}")))?;
                 stop.workers.push(handle.thread().clone());
             }
+            stats.setup_ns = elapsed_ns(called);
             let mut in_flight = std::collections::VecDeque::with_capacity(self.options.buffers);
             let mut done_bytes = 0;
             for s in 0..slices {
                 let from = s * slice;
                 let to = (from + slice).min(layout.bytes);
                 let waited = Instant::now();
-                pipeline.wait_filled(s, self.options.submitter_packs)?;
+                pipeline.wait_filled(s, self.options.submitter_packs, &mut || {
+                    views.step(plan, &layout, arena)
+                })?;
                 stats.pack_wait_ns += elapsed_ns(waited);
                 if s == 0 {
                     stats.first_slice_ns = elapsed_ns(packing);
                 }
+                let submitting = Instant::now();
+                let copy_waited = stats.copy_wait_ns;
                 let site = site_of(s);
                 let buffer = pipeline.buffer(s);
                 let step = (|| -> Result<()> {
@@ -713,6 +746,7 @@ impl PinnedStager {
                     in_flight.pop_front();
                     pipeline.release(oldest + 1, &stop.workers);
                 }
+                stats.submit_ns += elapsed_ns(submitting) - (stats.copy_wait_ns - copy_waited);
                 done_bytes += to - from;
                 progress(&Progress {
                     unit: "slice",
@@ -728,6 +762,7 @@ impl PinnedStager {
             unsafe { t.stream_synchronize(&site_of(last), stream) }
                 .map_err(|e| chunk_failed("slice", last as usize, slices as usize, e))?;
             stats.copy_wait_ns += elapsed_ns(waited);
+            finishing = Some(Instant::now());
             Ok(())
         });
         stats.store = pipeline.store_used();
@@ -746,10 +781,9 @@ impl PinnedStager {
             let _ = free_all(t, &[allocation], &site);
             return Err(e);
         }
-        let mut views = Vec::with_capacity(plan.placements.len());
-        for (k, base) in layout.chunk_base.iter().enumerate() {
-            views_for(plan, k, arena + base, 0, &mut views);
-        }
+        while views.step(plan, &layout, arena) {}
+        let views = views.views;
+        stats.finish_ns = finishing.map_or(0, elapsed_ns);
         Ok(Uploaded {
             strategy: StrategyKind::Pinned,
             allocations: vec![allocation],
@@ -790,14 +824,14 @@ pub unsafe fn pack_range(
     to: u64,
 ) -> Result<()> {
     let range = layout.overlapping(plan, from, to);
-    let placements = &plan.placements[range.clone()];
-    let starts = &layout.starts[range];
+    let placements = &plan.placements[range];
     let mut ahead: [&[u8]; PACK_AHEAD] = [&[]; PACK_AHEAD];
     for (slot, p) in ahead.iter_mut().zip(placements) {
         *slot = placed_bytes(src, p)?;
         pack::prefetch(slot);
     }
-    for (j, (p, &start)) in placements.iter().zip(starts).enumerate() {
+    for (j, p) in placements.iter().enumerate() {
+        let start = layout.chunk_base[p.chunk as usize] + p.offset;
         let bytes = ahead[j % PACK_AHEAD];
         if let Some(later) = placements.get(j + PACK_AHEAD) {
             let later = placed_bytes(src, later)?;
@@ -823,6 +857,26 @@ pub unsafe fn pack_range(
         };
     }
     Ok(())
+}
+
+/// The upload's per-tensor views, built one chunk at a time while the submitting thread waits
+/// for packers: for many small tensors they are megabytes of fresh memory to write (page
+/// faults included), which after the last copy would add to the upload's time.
+struct ViewBuilder {
+    views: Vec<crate::strategy::View>,
+    next_chunk: usize,
+}
+
+impl ViewBuilder {
+    /// Adds the next chunk's views; false once every chunk has its views.
+    fn step(&mut self, plan: &Plan, layout: &ArenaLayout, arena: crate::DevicePtr) -> bool {
+        let Some(&base) = layout.chunk_base.get(self.next_chunk) else {
+            return false;
+        };
+        views_for(plan, self.next_chunk, arena + base, 0, &mut self.views);
+        self.next_chunk += 1;
+        true
+    }
 }
 
 /// One upload's shared packing state.
@@ -1076,9 +1130,10 @@ impl Pipeline<'_> {
         }
     }
 
-    /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed;
-    /// with `help`, packs pieces itself meanwhile rather than spin.
-    fn wait_filled(&self, slice: u64, help: bool) -> Result<()> {
+    /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed.
+    /// Meanwhile, rather than spin, it does `chore` (a short piece of other work; false when
+    /// there is none left) and, with `help`, packs pieces itself.
+    fn wait_filled(&self, slice: u64, help: bool, chore: &mut dyn FnMut() -> bool) -> Result<()> {
         let mut spins = 0u32;
         loop {
             // Acquire: pairs with the packers' release, so their bytes are visible.
@@ -1094,7 +1149,7 @@ impl Pipeline<'_> {
                     None => Error::Worker("packing stopped".into()),
                 });
             }
-            if help && self.help_pack() {
+            if chore() || (help && self.help_pack()) {
                 continue;
             }
             self.idle(&mut spins);
@@ -1129,7 +1184,7 @@ mod tests {
     fn arena_image(src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) -> Vec<u8> {
         let mut image = vec![0u8; layout.bytes() as usize];
         for (i, p) in plan.placements.iter().enumerate() {
-            let at = layout.start(i).unwrap() as usize;
+            let at = layout.start(plan, i).unwrap() as usize;
             image[at..at + p.bytes as usize].copy_from_slice(src.bytes(p.tensor));
         }
         image
@@ -1165,7 +1220,7 @@ mod tests {
         let image = arena_image(&w, &plan, &layout);
         let mut in_tensor = vec![false; image.len()];
         for (i, p) in plan.placements.iter().enumerate() {
-            let at = layout.start(i).unwrap() as usize;
+            let at = layout.start(&plan, i).unwrap() as usize;
             in_tensor[at..at + p.bytes as usize].fill(true);
         }
         assert!(in_tensor.contains(&false), "padding between chunks");
