@@ -226,6 +226,18 @@ fn real_workload(threads: &[usize], rounds: usize) {
         image: &image,
     };
     let ring = mapping(8 << 22, true);
+    // Between timed packs, write this much elsewhere so the sources come from memory, as in
+    // `upload --compare`, where other contenders run between two pinned uploads (217 MB would
+    // otherwise stay in a 300 MiB last-level cache and flatter every row).
+    let flush_mib = env_list("WEDGE_BENCH_PACK_FLUSH_MIB", &[512])[0];
+    let mut flush = (flush_mib > 0).then(|| mapping(flush_mib << 20, true));
+    let evict = |flush: &mut Option<&'static mut [u8]>| {
+        if let Some(f) = flush.as_deref_mut() {
+            for (i, line) in f.chunks_mut(64).enumerate() {
+                line[0] = i as u8;
+            }
+        }
+    };
     // Correctness first: the pipeline's loop writes exactly the arena image.
     {
         let mut out = vec![0u8; layout.bytes() as usize];
@@ -248,7 +260,8 @@ fn real_workload(threads: &[usize], rounds: usize) {
         assert!(out == image, "pack_range wrote the arena image");
     }
     println!(
-        "\nreal workload: {} tensors, {:.1} MB, ring 8 x 4 MiB (huge pages), pieces of {} KiB; \
+        "\nreal workload: {} tensors, {:.1} MB, ring 8 x 4 MiB (huge pages), pieces of {} KiB, \
+         {flush_mib} MiB written between packs; \
          GB/s of tensor bytes (x = against the per-tensor loop, same threads; % = of the \
          contiguous image, same threads)",
         workload.len(),
@@ -273,6 +286,7 @@ fn real_workload(threads: &[usize], rounds: usize) {
         let mut samples = vec![Vec::new(); threads.len()];
         for _ in 0..rounds {
             for (col, &t) in threads.iter().enumerate() {
+                evict(&mut flush);
                 samples[col].push(real.pack_all(ring, packer, t));
             }
         }

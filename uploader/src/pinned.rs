@@ -191,7 +191,8 @@ pub struct PinnedStats {
     pub pack_wait_ns: u64,
     /// Of that: from the start of packing until the first slice was packed (start-up latency).
     pub first_slice_ns: u64,
-    /// `Overlap` staging: registering buffers inside this upload (0 once all are registered).
+    /// `cuMemHostRegister` of this upload's staging: at setup for a fresh stager (part of
+    /// `staging_ns`), inside the upload for `Overlap` buffers used for the first time.
     pub register_ns: u64,
     /// From the call until every packer was started (arena layout, arena, thread starts).
     pub setup_ns: u64,
@@ -312,6 +313,8 @@ pub struct PinnedStager {
     stream: Option<Stream>,
     /// Time `create` took (reported in the first upload's stats by `upload`).
     created_ns: u64,
+    /// Of that, `cuMemHostRegister` (`Register` staging).
+    created_register_ns: u64,
 }
 
 /// An anonymous private mapping of `len` bytes (a multiple of [`HUGE_PAGE`]) aligned to
@@ -398,6 +401,7 @@ impl PinnedStager {
             events: Vec::new(),
             stream: None,
             created_ns: 0,
+            created_register_ns: 0,
         };
         let site = Site::plain("pinned setup");
         let registered = |yes: bool| (0..options.buffers).map(|_| AtomicBool::new(yes)).collect();
@@ -432,9 +436,12 @@ impl PinnedStager {
                     let len = total.next_multiple_of(HUGE_PAGE);
                     let base = map_huge_aligned(len)?;
                     prefault(base, len, options.threads);
+                    let registering = Instant::now();
                     // SAFETY: our own fresh mapping of `len` bytes, page-aligned, unmapped only
                     // after unregistering (destroy).
-                    if let Err(e) = unsafe { t.host_register(&site, base, len as u64) } {
+                    let registered_now = unsafe { t.host_register(&site, base, len as u64) };
+                    stager.created_register_ns = elapsed_ns(registering);
+                    if let Err(e) = registered_now {
                         // SAFETY: our mapping, never registered, nothing refers to it.
                         unsafe { libc::munmap(base.cast(), len) };
                         return Err(e);
@@ -540,6 +547,11 @@ impl PinnedStager {
     /// Nanoseconds `create` took.
     pub fn created_ns(&self) -> u64 {
         self.created_ns
+    }
+
+    /// Nanoseconds of `create` spent in `cuMemHostRegister`.
+    pub fn created_register_ns(&self) -> u64 {
+        self.created_register_ns
     }
 
     /// Uploads `plan` into one device allocation through the staging buffers.

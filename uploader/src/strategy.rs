@@ -204,6 +204,7 @@ pub fn upload(
                 .min(usize::try_from(slices).unwrap_or(usize::MAX));
             let stager = PinnedStager::create(t, &options)?;
             let created_ns = stager.created_ns();
+            let created_register_ns = stager.created_register_ns();
             let result = stager.upload(t, src, plan, progress);
             let teardown = std::time::Instant::now();
             let destroyed = stager.destroy(t);
@@ -215,6 +216,7 @@ pub fn upload(
             }
             if let Some(stats) = uploaded.pinned.as_mut() {
                 stats.staging_ns = created_ns;
+                stats.register_ns += created_register_ns;
                 stats.teardown_ns = teardown_ns;
             }
             Ok(uploaded)
