@@ -446,7 +446,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
     "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
-     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help], e.g. 8x2MiBx8:streaming:piece=256KiB";
+     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
 /// defaults. Bytes take KiB/MiB/GiB.
@@ -463,6 +463,8 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
         return Err(bad());
     };
     let mut options = PinnedOptions {
+        // The ring is as given unless `:fit` says otherwise.
+        fit_ring: false,
         buffers: buffers.trim().parse().map_err(|_| bad())?,
         buffer_bytes: parse_bytes(bytes).map_err(|_| bad())?,
         threads: threads.trim().parse().map_err(|_| bad())?,
@@ -481,6 +483,7 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "pool" => options.arena = ArenaMemory::Pool,
             "alloc" => options.arena = ArenaMemory::Alloc,
             "help" => options.submitter_packs = true,
+            "fit" => options.fit_ring = true,
             other => match other.strip_prefix("piece=") {
                 Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
                 None => return Err(bad()),

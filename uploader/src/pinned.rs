@@ -110,6 +110,9 @@ pub struct PinnedOptions {
     /// The submitting thread packs pieces while it waits for packers, instead of spinning: one
     /// more packer where packing is the bottleneck, idle where copying is.
     pub submitter_packs: bool,
+    /// A stager made for a single upload (`strategy::upload`, the cold path) sizes its ring to
+    /// the upload: one buffer per 16 slices, at least 4, at most `buffers`.
+    pub fit_ring: bool,
 }
 
 impl Default for PinnedOptions {
@@ -132,6 +135,7 @@ impl Default for PinnedOptions {
             // Fresh cuMemAlloc memory filled ~10 ms slower per 4 GiB (BENCHMARKS.md).
             arena: ArenaMemory::Pool,
             submitter_packs: false,
+            fit_ring: true,
         }
     }
 }
@@ -155,7 +159,7 @@ impl PinnedOptions {
     /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
     pub fn describe(&self) -> String {
         format!(
-            "{}x{}x{}:{}:{}:{}:{}:piece={}{}",
+            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}",
             self.buffers,
             human_bytes(self.buffer_bytes),
             self.threads,
@@ -164,7 +168,8 @@ impl PinnedOptions {
             self.staging.name(),
             self.arena.name(),
             human_bytes(self.piece_bytes),
-            if self.submitter_packs { ":help" } else { "" }
+            if self.submitter_packs { ":help" } else { "" },
+            if self.fit_ring { ":fit" } else { "" }
         )
     }
 }

@@ -518,6 +518,7 @@ fn pinned_verifies_in_every_pipeline_shape() {
                         // Both submitters: with a ring of one buffer a helping one must not
                         // claim a piece it would wait for itself.
                         submitter_packs: buffers % 2 == 1,
+                        fit_ring: false,
                     };
                     let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
                     let stats = up.pinned.expect("pinned uploads report their phases");

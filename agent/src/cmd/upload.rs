@@ -198,7 +198,7 @@ pub struct Args {
     pub pack_wait: PackWait,
     /// --compare: also time these pinned configurations, cold and with staging reused (comma list of
     /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register|:overlap][:pool|:alloc]
-    /// [:piece=BYTES][:help], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
+    /// [:piece=BYTES][:help][:fit], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
     #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
     pub sweep: Vec<PinnedOptions>,
     /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
@@ -320,6 +320,8 @@ fn pinned_options(args: &Args) -> PinnedOptions {
             Some(ArenaArg::Alloc) => ArenaMemory::Alloc,
         },
         submitter_packs: args.submitter_packs.unwrap_or(d.submitter_packs),
+        // An explicit ring is used as given.
+        fit_ring: d.fit_ring && args.staging_buffers.is_none(),
     }
 }
 
