@@ -16,9 +16,10 @@
 //! Then the real workload's shape (213,304 tensors of 772 bytes and 50 of 1 MiB, each its own
 //! allocation, generated as `upload` generates them), packed through the pipeline's own
 //! `pack_range` into an 8 × 4 MiB ring in 256 KiB pieces, against two references in the same
-//! run: the per-tensor loop the pipeline had before (one lookup and one copy per tensor, no
-//! prefetch) and the same bytes copied from one contiguous image (no per-tensor cost at all).
-//! The ratio to that image is the per-tensor cost made visible.
+//! run: the per-tensor loop of commit 6c50d19 (a per-tensor arena table, one lookup and one
+//! copy per tensor) and the same bytes copied from one contiguous image (no per-tensor cost at
+//! all). The ratio to that image is the per-tensor cost made visible. 512 MiB are written
+//! between packs (`WEDGE_BENCH_PACK_FLUSH_MIB`) so the sources come from memory.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -103,7 +104,7 @@ fn pack_all(sources: &[&[u8]], ring: &mut [u8], store: PackStore, threads: usize
 enum RealPacker {
     /// `uploader::pinned::pack_range`, as the pipeline does now.
     Pipeline,
-    /// The pipeline's loop before prefetching: per tensor, one lookup and one copy.
+    /// The pipeline's loop of commit 6c50d19: per tensor, one lookup and one copy.
     PerTensor,
     /// The same arena image from one contiguous buffer: one copy per piece.
     Contiguous,

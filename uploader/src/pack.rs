@@ -85,53 +85,6 @@ pub fn publish_fence(store: PackStore) {
     let _ = store;
 }
 
-/// Lines of a source a packer asks the CPU to fetch ahead of copying it (2 KiB): enough for a
-/// small tensor whole; the hardware prefetcher follows a larger one by itself.
-const PREFETCH_MAX: usize = 2048;
-
-/// Asks the CPU to start loading the first [`PREFETCH_MAX`] bytes of `bytes` into its caches.
-/// Why: a packer copying many small tensors, each its own allocation, otherwise stalls on the
-/// first lines of every one (the hardware prefetcher does not follow a jump to the next
-/// allocation); fetching a few tensors ahead overlaps those misses with the copies. A hint
-/// only: it never faults and never changes memory.
-#[inline]
-pub fn prefetch(bytes: &[u8]) {
-    let lines = bytes.len().min(PREFETCH_MAX);
-    let base = bytes.as_ptr();
-    let mut at = 0;
-    while at < lines {
-        // `wrapping_add`: the address is only a hint; it stays inside `bytes` anyway.
-        prefetch_line(base.wrapping_add(at));
-        at += 64;
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn prefetch_line(p: *const u8) {
-    // SAFETY: `prefetcht0` is a hint (SSE, part of the x86_64 baseline); it does not fault on
-    // any address and does not access memory architecturally.
-    unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast()) };
-}
-
-#[cfg(target_arch = "aarch64")]
-#[inline(always)]
-fn prefetch_line(p: *const u8) {
-    // SAFETY: `prfm` is a hint: it never faults (an invalid address is ignored), writes no
-    // register or memory, and leaves the flags alone.
-    unsafe {
-        std::arch::asm!(
-            "prfm pldl1keep, [{p}]",
-            p = in(reg) p,
-            options(nostack, readonly, preserves_flags)
-        )
-    };
-}
-
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-#[inline(always)]
-fn prefetch_line(_p: *const u8) {}
-
 /// Plain stores up to the first 64-byte boundary of `dst`, then whole cache lines with
 /// non-temporal stores (so the write-combining buffers flush full lines), then a plain tail.
 ///

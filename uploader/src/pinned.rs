@@ -111,7 +111,9 @@ pub struct PinnedOptions {
     /// more packer where packing is the bottleneck, idle where copying is.
     pub submitter_packs: bool,
     /// A stager made for a single upload (`strategy::upload`, the cold path) sizes its ring to
-    /// the upload: one buffer per 16 slices, at least 4, at most `buffers`.
+    /// the upload: one buffer per 16 slices, at least 4, at most `buffers`. Off by default: on
+    /// the real workload it halved the locked memory and setup + teardown (−0.6 ms) but the
+    /// shallower ring gave it back in waits (BENCHMARKS.md).
     pub fit_ring: bool,
 }
 
@@ -135,7 +137,7 @@ impl Default for PinnedOptions {
             // Fresh cuMemAlloc memory filled ~10 ms slower per 4 GiB (BENCHMARKS.md).
             arena: ArenaMemory::Pool,
             submitter_packs: false,
-            fit_ring: true,
+            fit_ring: false,
         }
     }
 }
@@ -816,17 +818,10 @@ pub(crate) fn elapsed_ns(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Sources a packer looks up and prefetches ahead of the tensor it copies. Four 772-byte
-/// tensors are ~50 cache lines in flight, about what one core can have outstanding.
-const PACK_AHEAD: usize = 4;
-
 /// Copies arena bytes `[from, to)` of `plan`'s tensors (laid out by `layout`) to `dst`: the
-/// packing threads' inner loop, public so `benches/pack.rs` measures the very same code.
-///
-/// Per tensor it does one source lookup, a few prefetch hints and one copy: each source is
-/// looked up [`PACK_AHEAD`] tensors before it is copied and its first lines prefetched, so the
-/// cache misses on many small, separately allocated tensors overlap instead of stalling the
-/// copy of each one (BENCHMARKS.md, "Uploader").
+/// packing threads' inner loop, public so `benches/pack.rs` measures the very same code. Per
+/// tensor: one source lookup and one copy. (Looking sources up four tensors ahead and
+/// prefetching them measured 5–9 % slower on the H200 host, so it is not done; BENCHMARKS.md.)
 ///
 /// # Safety
 /// `dst..dst + (to - from)` must be valid for writes and not read or written by anyone else
@@ -840,21 +835,9 @@ pub unsafe fn pack_range(
     from: u64,
     to: u64,
 ) -> Result<()> {
-    let range = layout.overlapping(plan, from, to);
-    let placements = &plan.placements[range];
-    let mut ahead: [&[u8]; PACK_AHEAD] = [&[]; PACK_AHEAD];
-    for (slot, p) in ahead.iter_mut().zip(placements) {
-        *slot = placed_bytes(src, p)?;
-        pack::prefetch(slot);
-    }
-    for (j, p) in placements.iter().enumerate() {
+    for p in &plan.placements[layout.overlapping(plan, from, to)] {
+        let bytes = placed_bytes(src, p)?;
         let start = layout.chunk_base[p.chunk as usize] + p.offset;
-        let bytes = ahead[j % PACK_AHEAD];
-        if let Some(later) = placements.get(j + PACK_AHEAD) {
-            let later = placed_bytes(src, later)?;
-            pack::prefetch(later);
-            ahead[j % PACK_AHEAD] = later;
-        }
         let lo = start.max(from);
         let hi = (start + p.bytes).min(to);
         if lo >= hi {

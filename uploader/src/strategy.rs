@@ -229,9 +229,8 @@ const FIT_RING_SLICES_PER_BUFFER: u64 = 16;
 /// Buffers of a stager made for one upload of `slices` slices. A ring larger than the upload
 /// would only cost page-locking. With `fit_ring`, a small upload also gets a shallower ring:
 /// page-locking and unlocking a 4 MiB buffer costs about as long as copying it three or four
-/// times, and a pack-bound upload (many small tensors) needs no deep ring, so a buffer that
-/// is used fewer than [`FIT_RING_SLICES_PER_BUFFER`] times costs a cold upload more than its
-/// depth saves (BENCHMARKS.md, "Uploader").
+/// times, so a buffer used fewer than [`FIT_RING_SLICES_PER_BUFFER`] times is mostly setup
+/// (BENCHMARKS.md, "Uploader", measures what that saves and costs).
 pub(crate) fn one_shot_buffers(options: &PinnedOptions, slices: u64) -> usize {
     let cap = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     let mut buffers = options.buffers.min(cap(slices));
