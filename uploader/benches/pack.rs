@@ -6,16 +6,28 @@
 //!
 //!   cargo bench -p uploader --bench pack
 //!   WEDGE_BENCH_PACK_MIB=4096 WEDGE_BENCH_PACK_THREADS=1,4,8,12 cargo bench -p uploader --bench pack
+//!   WEDGE_BENCH_PACK_MIB=0 cargo bench -p uploader --bench pack    # the real workload only
 //!
 //! Rows: source (each tensor its own allocation, as `Workload` does, or one mapping advised for
 //! transparent huge pages) × store (plain memcpy, non-temporal) × ring (4 KiB pages, or advised
 //! huge pages) × thread count. Baseline: one thread, plain stores, per-tensor source, 4 KiB ring,
 //! measured in the same run. Median of the rounds.
+//!
+//! Then the real workload's shape (213,304 tensors of 772 bytes and 50 of 1 MiB, each its own
+//! allocation, generated as `upload` generates them), packed through the pipeline's own
+//! `pack_range` into an 8 × 4 MiB ring in 256 KiB pieces, against two references in the same
+//! run: the per-tensor loop of commit 6c50d19 (a per-tensor arena table, one lookup and one
+//! copy per tensor) and the same bytes copied from one contiguous image (no per-tensor cost at
+//! all). The ratio to that image is the per-tensor cost made visible. 512 MiB are written
+//! between packs (`WEDGE_BENCH_PACK_FLUSH_MIB`) so the sources come from memory.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use uploader::pack::{copy, publish_fence, PackStore};
+use uploader::pinned::{pack_range, ArenaLayout};
+use uploader::workload::{Workload, WorkloadSpec};
+use uploader::{plan, PlanOptions, Planned, TensorSource};
 
 const TENSOR: usize = 256 << 10;
 const PIECE: usize = 256 << 10;
@@ -87,6 +99,220 @@ fn pack_all(sources: &[&[u8]], ring: &mut [u8], store: PackStore, threads: usize
     (pieces * PIECE) as f64 / started.elapsed().as_secs_f64() / 1e9
 }
 
+/// How the real-workload rows pack one piece: arena bytes `[from, to)` into `dst`.
+#[derive(Clone, Copy)]
+enum RealPacker {
+    /// `uploader::pinned::pack_range`, as the pipeline does now.
+    Pipeline,
+    /// The pipeline's loop of commit 6c50d19: per tensor, one lookup and one copy.
+    PerTensor,
+    /// The same arena image from one contiguous buffer: one copy per piece.
+    Contiguous,
+}
+
+struct Real<'a> {
+    workload: &'a Workload,
+    plan: &'a uploader::Plan,
+    layout: &'a ArenaLayout,
+    image: &'a [u8],
+}
+
+impl Real<'_> {
+    /// The per-tensor reference loop (the pipeline's `pack` of commit 6c50d19).
+    fn pack_per_tensor(&self, dst: *mut u8, from: u64, to: u64) {
+        let starts = |i: usize| self.layout.start(self.plan, i).unwrap_or(u64::MAX);
+        let n = self.plan.placements.len();
+        // First placement ending after `from`: binary search on starts, then one step back.
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if starts(mid) < from {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut i = lo.saturating_sub(1);
+        while i < n && starts(i) < to {
+            let p = &self.plan.placements[i];
+            let bytes = self.workload.bytes(p.tensor);
+            assert_eq!(bytes.len() as u64, p.bytes);
+            let start = starts(i);
+            let (a, b) = (start.max(from), (start + p.bytes).min(to));
+            if a < b {
+                let piece = &bytes[(a - start) as usize..(b - start) as usize];
+                // SAFETY: `a..b` lies in `from..to`; `dst` has `to - from` bytes (caller).
+                unsafe {
+                    copy(
+                        PackStore::Plain,
+                        piece.as_ptr(),
+                        dst.add((a - from) as usize),
+                        piece.len(),
+                    )
+                };
+            }
+            i += 1;
+        }
+    }
+
+    /// Packs the whole arena in 256 KiB pieces of 4 MiB slices into an 8 × 4 MiB ring with
+    /// `threads` threads; returns GB/s of tensor bytes.
+    fn pack_all(&self, ring: &mut [u8], packer: RealPacker, threads: usize) -> f64 {
+        const SLICE: u64 = 4 << 20;
+        let arena = self.layout.bytes();
+        let pieces_per_slice = SLICE / PIECE as u64;
+        let pieces = arena.div_ceil(SLICE) * pieces_per_slice;
+        let next = AtomicUsize::new(0);
+        let ring_base = ring.as_mut_ptr() as usize;
+        let ring_len = ring.len() as u64;
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed) as u64;
+                    if k >= pieces {
+                        break;
+                    }
+                    let from = k * PIECE as u64;
+                    let to = (from + PIECE as u64).min(arena);
+                    if from >= to {
+                        continue;
+                    }
+                    let dst = (ring_base + (from % ring_len) as usize) as *mut u8;
+                    match packer {
+                        // SAFETY: `dst..dst + (to - from)` lies in the ring (a multiple of the
+                        // piece size); concurrent pieces may share ring bytes (bandwidth, not
+                        // contents, is measured).
+                        RealPacker::Pipeline => unsafe {
+                            pack_range(
+                                self.workload,
+                                self.plan,
+                                self.layout,
+                                PackStore::Plain,
+                                dst,
+                                from,
+                                to,
+                            )
+                            .expect("pack_range")
+                        },
+                        RealPacker::PerTensor => self.pack_per_tensor(dst, from, to),
+                        RealPacker::Contiguous => {
+                            let src = &self.image[from as usize..to as usize];
+                            // SAFETY: as above.
+                            unsafe { copy(PackStore::Plain, src.as_ptr(), dst, src.len()) };
+                        }
+                    }
+                });
+            }
+        });
+        self.plan.tensor_bytes as f64 / started.elapsed().as_secs_f64() / 1e9
+    }
+}
+
+fn real_workload(threads: &[usize], rounds: usize) {
+    let workload = Workload::synthetic(&WorkloadSpec::default());
+    let Ok(Planned::Bulk(plan)) = plan(workload.infos(), &PlanOptions::default()) else {
+        panic!("the real workload plans a bulk upload");
+    };
+    let layout = ArenaLayout::new(&plan);
+    let mut image = vec![0u8; layout.bytes() as usize];
+    for (i, p) in plan.placements.iter().enumerate() {
+        let at = layout.start(&plan, i).expect("placement start") as usize;
+        image[at..at + p.bytes as usize].copy_from_slice(workload.bytes(p.tensor));
+    }
+    let real = Real {
+        workload: &workload,
+        plan: &plan,
+        layout: &layout,
+        image: &image,
+    };
+    let ring = mapping(8 << 22, true);
+    // Between timed packs, write this much elsewhere so the sources come from memory, as in
+    // `upload --compare`, where other contenders run between two pinned uploads (217 MB would
+    // otherwise stay in a 300 MiB last-level cache and flatter every row).
+    let flush_mib = env_list("WEDGE_BENCH_PACK_FLUSH_MIB", &[512])[0];
+    let mut flush = (flush_mib > 0).then(|| mapping(flush_mib << 20, true));
+    let evict = |flush: &mut Option<&'static mut [u8]>| {
+        if let Some(f) = flush.as_deref_mut() {
+            for (i, line) in f.chunks_mut(64).enumerate() {
+                line[0] = i as u8;
+            }
+        }
+    };
+    // Correctness first: the pipeline's loop writes exactly the arena image.
+    {
+        let mut out = vec![0u8; layout.bytes() as usize];
+        for from in (0..layout.bytes()).step_by(PIECE) {
+            let to = (from + PIECE as u64).min(layout.bytes());
+            // SAFETY: `out[from..to]` is ours and unaliased.
+            unsafe {
+                pack_range(
+                    &workload,
+                    &plan,
+                    &layout,
+                    PackStore::Plain,
+                    out.as_mut_ptr().add(from as usize),
+                    from,
+                    to,
+                )
+            }
+            .expect("pack_range");
+        }
+        assert!(out == image, "pack_range wrote the arena image");
+    }
+    println!(
+        "\nreal workload: {} tensors, {:.1} MB, ring 8 x 4 MiB (huge pages), pieces of {} KiB, \
+         {flush_mib} MiB written between packs; \
+         GB/s of tensor bytes (x = against the per-tensor loop, same threads; % = of the \
+         contiguous image, same threads)",
+        workload.len(),
+        plan.tensor_bytes as f64 / 1e6,
+        PIECE >> 10
+    );
+    println!(
+        "{:<34}{}",
+        "packer",
+        threads
+            .iter()
+            .map(|t| format!("{:>22}", format!("{t} thr")))
+            .collect::<String>()
+    );
+    let mut results = Vec::new();
+    for (name, packer) in [
+        ("contiguous image (reference)", RealPacker::Contiguous),
+        ("per-tensor loop (before)", RealPacker::PerTensor),
+        ("pack_range (pipeline now)", RealPacker::Pipeline),
+    ] {
+        // Interleave rounds across thread counts so drift hits every column alike.
+        let mut samples = vec![Vec::new(); threads.len()];
+        for _ in 0..rounds {
+            for (col, &t) in threads.iter().enumerate() {
+                evict(&mut flush);
+                samples[col].push(real.pack_all(ring, packer, t));
+            }
+        }
+        results.push((name, samples.into_iter().map(median).collect::<Vec<_>>()));
+    }
+    let (contiguous, per_tensor) = (results[0].1.clone(), results[1].1.clone());
+    for (name, gbps) in &results {
+        let cells: String = gbps
+            .iter()
+            .enumerate()
+            .map(|(c, g)| {
+                format!(
+                    "{:>22}",
+                    format!(
+                        "{g:.1} ({:.2}x, {:.0}%)",
+                        g / per_tensor[c],
+                        g / contiguous[c] * 100.0
+                    )
+                )
+            })
+            .collect();
+        println!("{name:<34}{cells}");
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -96,6 +322,10 @@ fn main() {
     let mib = env_list("WEDGE_BENCH_PACK_MIB", &[1024])[0];
     let threads = env_list("WEDGE_BENCH_PACK_THREADS", &[1, 2, 4, 8]);
     let rounds = env_list("WEDGE_BENCH_PACK_ROUNDS", &[3])[0].max(1);
+    if mib == 0 {
+        real_workload(&threads, rounds);
+        return;
+    }
     let tensors = (mib << 20) / TENSOR;
     println!(
         "pack bench: {tensors} tensors of {} KiB ({mib} MiB), pieces of {} KiB, ring {} MiB, \
@@ -147,4 +377,5 @@ fn main() {
             }
         }
     }
+    real_workload(&threads, rounds);
 }

@@ -31,6 +31,11 @@ pub struct PinnedBreakdown {
     /// What the arenas were, e.g. "pool ×21" (`device` is `cuMemAlloc`).
     pub arenas: String,
     pub pack_wait_ms: f64,
+    pub first_slice_ms: f64,
+    pub register_ms: f64,
+    pub setup_ms: f64,
+    pub submit_ms: f64,
+    pub finish_ms: f64,
     pub copy_wait_ms: f64,
     pub teardown_ms: f64,
     /// Which store the runs packed with, e.g. "plain ×10, streaming ×1" (`Auto` decides per run).
@@ -82,6 +87,11 @@ impl PinnedBreakdown {
             arena_ms: ms(|s| s.arena_ns),
             arenas: arenas.join(", "),
             pack_wait_ms: ms(|s| s.pack_wait_ns),
+            first_slice_ms: ms(|s| s.first_slice_ns),
+            register_ms: ms(|s| s.register_ns),
+            setup_ms: ms(|s| s.setup_ns),
+            submit_ms: ms(|s| s.submit_ns),
+            finish_ms: ms(|s| s.finish_ns),
             copy_wait_ms: ms(|s| s.copy_wait_ns),
             teardown_ms: ms(|s| s.teardown_ns),
             stores: stores.join(", "),
@@ -436,7 +446,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
     "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
-     [:hostalloc|:register][:pool|:alloc][:piece=BYTES], e.g. 8x2MiBx8:streaming:piece=256KiB";
+     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
 /// defaults. Bytes take KiB/MiB/GiB.
@@ -453,6 +463,8 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
         return Err(bad());
     };
     let mut options = PinnedOptions {
+        // The ring is as given unless `:fit` says otherwise.
+        fit_ring: false,
         buffers: buffers.trim().parse().map_err(|_| bad())?,
         buffer_bytes: parse_bytes(bytes).map_err(|_| bad())?,
         threads: threads.trim().parse().map_err(|_| bad())?,
@@ -467,8 +479,11 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "auto" => options.store = PackStore::Auto,
             "hostalloc" => options.staging = StagingMemory::HostAlloc,
             "register" => options.staging = StagingMemory::Register,
+            "overlap" => options.staging = StagingMemory::Overlap,
             "pool" => options.arena = ArenaMemory::Pool,
             "alloc" => options.arena = ArenaMemory::Alloc,
+            "help" => options.submitter_packs = true,
+            "fit" => options.fit_ring = true,
             other => match other.strip_prefix("piece=") {
                 Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
                 None => return Err(bad()),

@@ -49,6 +49,11 @@ pub enum StagingMemory {
     /// An anonymous mapping (2 MiB aligned, `MADV_HUGEPAGE`) page-locked with
     /// `cuMemHostRegister`: fewer, larger pages to pin where transparent huge pages are on.
     Register,
+    /// The same mapping, but each buffer is registered by the upload that first fills it, just
+    /// before its first copy: packing starts at once (the packers' first writes fault the
+    /// pages in, in parallel), and registering memory already touched is fast, so setting up
+    /// staging overlaps packing instead of preceding it. Each buffer is its own registration.
+    Overlap,
 }
 
 impl StagingMemory {
@@ -56,6 +61,7 @@ impl StagingMemory {
         match self {
             StagingMemory::HostAlloc => "hostalloc",
             StagingMemory::Register => "register",
+            StagingMemory::Overlap => "overlap",
         }
     }
 }
@@ -101,6 +107,14 @@ pub struct PinnedOptions {
     pub staging: StagingMemory,
     /// Where the device arena comes from.
     pub arena: ArenaMemory,
+    /// The submitting thread packs pieces while it waits for packers, instead of spinning: one
+    /// more packer where packing is the bottleneck, idle where copying is.
+    pub submitter_packs: bool,
+    /// A stager made for a single upload (`strategy::upload`, the cold path) sizes its ring to
+    /// the upload: one buffer per 16 slices, at least 4, at most `buffers`. Off by default: on
+    /// the real workload it halved the locked memory and setup + teardown (−0.6 ms) but the
+    /// shallower ring gave it back in waits (BENCHMARKS.md).
+    pub fit_ring: bool,
 }
 
 impl Default for PinnedOptions {
@@ -108,9 +122,12 @@ impl Default for PinnedOptions {
         PinnedOptions {
             buffers: 8,
             buffer_bytes: 4 << 20,
-            // Half the CPUs, at most 8: the driver's own threads and the submitting thread
-            // need CPUs too.
-            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) / 2).clamp(1, 8),
+            // Three quarters of the CPUs, at most 12: the driver's own threads and the
+            // submitting thread need CPUs too (all 16 of 16 spinning was slow), and on an H200
+            // host 12 packed 217 MB of 772-byte tensors 1.5× faster than 8 without slowing the
+            // 4 GiB upload (BENCHMARKS.md).
+            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) * 3 / 4)
+                .clamp(1, 12),
             spin: true,
             piece_bytes: 256 << 10,
             // Plain won end to end in every 4 GiB run of the current pipeline (BENCHMARKS.md);
@@ -119,6 +136,8 @@ impl Default for PinnedOptions {
             staging: StagingMemory::Register,
             // Fresh cuMemAlloc memory filled ~10 ms slower per 4 GiB (BENCHMARKS.md).
             arena: ArenaMemory::Pool,
+            submitter_packs: false,
+            fit_ring: false,
         }
     }
 }
@@ -142,7 +161,7 @@ impl PinnedOptions {
     /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
     pub fn describe(&self) -> String {
         format!(
-            "{}x{}x{}:{}:{}:{}:{}:piece={}",
+            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}",
             self.buffers,
             human_bytes(self.buffer_bytes),
             self.threads,
@@ -150,7 +169,9 @@ impl PinnedOptions {
             self.store.name(),
             self.staging.name(),
             self.arena.name(),
-            human_bytes(self.piece_bytes)
+            human_bytes(self.piece_bytes),
+            if self.submitter_packs { ":help" } else { "" },
+            if self.fit_ring { ":fit" } else { "" }
         )
     }
 }
@@ -173,8 +194,19 @@ pub struct PinnedStats {
     pub arena_ns: u64,
     /// What the arena was allocated as (`Pool`, or `Device` for `cuMemAlloc`).
     pub arena_memory: DeviceMemory,
-    /// The submitting thread waiting for packers (pack-bound time).
+    /// The submitting thread waiting for packers (pack-bound time), the first slice included.
     pub pack_wait_ns: u64,
+    /// Of that: from the start of packing until the first slice was packed (start-up latency).
+    pub first_slice_ns: u64,
+    /// `cuMemHostRegister` of this upload's staging: at setup for a fresh stager (part of
+    /// `staging_ns`), inside the upload for `Overlap` buffers used for the first time.
+    pub register_ns: u64,
+    /// From the call until every packer was started (arena layout, arena, thread starts).
+    pub setup_ns: u64,
+    /// The submitting thread issuing copies and checking events (waits excluded).
+    pub submit_ns: u64,
+    /// From the last copy's end until the call returns (joining packers, per-tensor views).
+    pub finish_ns: u64,
     /// The submitting thread waiting for copies to finish (copy-bound time).
     pub copy_wait_ns: u64,
     /// Staging teardown (0 when the stager was reused).
@@ -193,15 +225,17 @@ const CHUNK_ALIGN: u64 = 256;
 /// Transparent huge page size the registered mapping is aligned to.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// Arena offsets of each placement (ascending: chunks are laid out in order).
-pub(crate) struct ArenaLayout {
+/// Where a plan's chunks and tensors lie in the pinned strategy's one device allocation: each
+/// chunk at the next [`CHUNK_ALIGN`] boundary, its tensors at their planned offsets (ascending:
+/// chunks are laid out in order). Per chunk only: a tensor's place is computed when needed, so
+/// an upload of many small tensors allocates and fills no per-tensor table before packing.
+pub struct ArenaLayout {
     pub(crate) chunk_base: Vec<u64>,
-    starts: Vec<u64>,
     pub(crate) bytes: u64,
 }
 
 impl ArenaLayout {
-    pub(crate) fn new(plan: &Plan) -> ArenaLayout {
+    pub fn new(plan: &Plan) -> ArenaLayout {
         let mut chunk_base = Vec::with_capacity(plan.chunks.len());
         let mut end = 0u64;
         for c in &plan.chunks {
@@ -209,29 +243,49 @@ impl ArenaLayout {
             chunk_base.push(base);
             end = base + c.bytes;
         }
-        let starts = plan
-            .placements
-            .iter()
-            .map(|p| chunk_base[p.chunk as usize] + p.offset)
-            .collect();
         ArenaLayout {
             chunk_base,
-            starts,
             bytes: end,
         }
     }
 
+    /// Bytes of the arena (the end of its last chunk).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Arena offset of `plan`'s placement `i` (`None` past the last).
+    pub fn start(&self, plan: &Plan, i: usize) -> Option<u64> {
+        let p = plan.placements.get(i)?;
+        Some(self.chunk_base[p.chunk as usize] + p.offset)
+    }
+
     /// Placements overlapping arena range `[from, to)`.
     fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
-        let first = self.starts.partition_point(|&s| s < from);
+        let start = |i: usize| {
+            self.chunk_base[plan.placements[i].chunk as usize] + plan.placements[i].offset
+        };
+        // Placements are in arena order, so their starts ascend: binary searches.
+        let starting_before = |at: u64| {
+            let (mut lo, mut hi) = (0, plan.placements.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if start(mid) < at {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        let first = starting_before(from);
         // The tensor before `first` may straddle `from`.
-        let first = if first > 0 && self.starts[first - 1] + plan.placements[first - 1].bytes > from
-        {
+        let first = if first > 0 && start(first - 1) + plan.placements[first - 1].bytes > from {
             first - 1
         } else {
             first
         };
-        let last = self.starts.partition_point(|&s| s < to);
+        let last = starting_before(to);
         first..last.max(first)
     }
 }
@@ -245,6 +299,14 @@ struct Staging {
     /// Distance between buffers (the buffer size rounded up to a page).
     stride: usize,
     memory: StagingMemory,
+    /// Per buffer: page-locked yet (all true but for `Overlap` staging before first use).
+    registered: Vec<AtomicBool>,
+}
+
+impl Staging {
+    fn buffer(&self, b: usize) -> *mut u8 {
+        self.base.wrapping_add(b * self.stride)
+    }
 }
 
 /// Pinned staging buffers, their events and the copy stream. Create once and reuse across
@@ -258,6 +320,8 @@ pub struct PinnedStager {
     stream: Option<Stream>,
     /// Time `create` took (reported in the first upload's stats by `upload`).
     created_ns: u64,
+    /// Of that, `cuMemHostRegister` (`Register` staging).
+    created_register_ns: u64,
 }
 
 /// An anonymous private mapping of `len` bytes (a multiple of [`HUGE_PAGE`]) aligned to
@@ -344,8 +408,10 @@ impl PinnedStager {
             events: Vec::new(),
             stream: None,
             created_ns: 0,
+            created_register_ns: 0,
         };
         let site = Site::plain("pinned setup");
+        let registered = |yes: bool| (0..options.buffers).map(|_| AtomicBool::new(yes)).collect();
         let made = (|| -> Result<()> {
             stager.stream = Some(t.stream_create(&site)?);
             let stride = usize::try_from(options.buffer_bytes)
@@ -361,14 +427,28 @@ impl PinnedStager {
                     len: total,
                     stride,
                     memory: StagingMemory::HostAlloc,
+                    registered: registered(true),
                 },
+                StagingMemory::Overlap => {
+                    let len = total.next_multiple_of(HUGE_PAGE);
+                    Staging {
+                        base: map_huge_aligned(len)?,
+                        len,
+                        stride,
+                        memory: StagingMemory::Overlap,
+                        registered: registered(false),
+                    }
+                }
                 StagingMemory::Register => {
                     let len = total.next_multiple_of(HUGE_PAGE);
                     let base = map_huge_aligned(len)?;
                     prefault(base, len, options.threads);
+                    let registering = Instant::now();
                     // SAFETY: our own fresh mapping of `len` bytes, page-aligned, unmapped only
                     // after unregistering (destroy).
-                    if let Err(e) = unsafe { t.host_register(&site, base, len as u64) } {
+                    let registered_now = unsafe { t.host_register(&site, base, len as u64) };
+                    stager.created_register_ns = elapsed_ns(registering);
+                    if let Err(e) = registered_now {
                         // SAFETY: our mapping, never registered, nothing refers to it.
                         unsafe { libc::munmap(base.cast(), len) };
                         return Err(e);
@@ -378,6 +458,7 @@ impl PinnedStager {
                         len,
                         stride,
                         memory: StagingMemory::Register,
+                        registered: registered(true),
                     }
                 }
             });
@@ -423,6 +504,27 @@ impl PinnedStager {
                         first_err.get_or_insert(err);
                     }
                 }
+                StagingMemory::Overlap => {
+                    let mut all_unregistered = true;
+                    for (b, registered) in s.registered.iter().enumerate() {
+                        if !registered.load(Ordering::Acquire) {
+                            continue;
+                        }
+                        // SAFETY: buffer b was registered once (by an upload), no copy in
+                        // flight (stream synchronized above).
+                        let done =
+                            unsafe { t.host_unregister(&site, s.buffer(b), s.stride as u64) };
+                        if let Err(err) = done {
+                            all_unregistered = false;
+                            first_err.get_or_insert(err);
+                        }
+                    }
+                    if all_unregistered {
+                        // SAFETY: our mapping, no part of it registered any more; nothing
+                        // refers to it. (Otherwise it leaks, as for `Register` below.)
+                        unsafe { libc::munmap(s.base.cast(), s.len) };
+                    }
+                }
                 StagingMemory::Register => {
                     // SAFETY: registered once in `create`, no copy in flight.
                     let unregistered = unsafe { t.host_unregister(&site, s.base, s.len as u64) };
@@ -454,6 +556,11 @@ impl PinnedStager {
         self.created_ns
     }
 
+    /// Nanoseconds of `create` spent in `cuMemHostRegister`.
+    pub fn created_register_ns(&self) -> u64 {
+        self.created_register_ns
+    }
+
     /// Uploads `plan` into one device allocation through the staging buffers.
     pub fn upload(
         &self,
@@ -465,6 +572,7 @@ impl PinnedStager {
         let (Some(stream), Some(staging)) = (self.stream, self.staging.as_ref()) else {
             return Err(Error::InvalidOptions("pinned stager is not set up".into()));
         };
+        let called = Instant::now();
         let layout = ArenaLayout::new(plan);
         let slice = self.options.buffer_bytes;
         let slices = layout.bytes.div_ceil(slice);
@@ -474,6 +582,11 @@ impl PinnedStager {
             arena_ns: 0,
             arena_memory: DeviceMemory::Device,
             pack_wait_ns: 0,
+            first_slice_ns: 0,
+            register_ns: 0,
+            setup_ns: 0,
+            submit_ns: 0,
+            finish_ns: 0,
             copy_wait_ns: 0,
             teardown_ns: 0,
             store: self.options.store,
@@ -561,6 +674,12 @@ impl PinnedStager {
             }
         };
 
+        let mut views = ViewBuilder {
+            views: Vec::with_capacity(plan.placements.len()),
+            next_chunk: 0,
+        };
+        let packing = Instant::now();
+        let mut finishing = None;
         let outcome = std::thread::scope(|scope| -> Result<()> {
             let mut stop = StopOnDrop {
                 stop: &pipeline.stop,
@@ -575,18 +694,37 @@ impl PinnedStager {
                     .map_err(|e| Error::Worker(format!("cannot start a packing thread: {e}")))?;
                 stop.workers.push(handle.thread().clone());
             }
+            stats.setup_ns = elapsed_ns(called);
             let mut in_flight = std::collections::VecDeque::with_capacity(self.options.buffers);
             let mut done_bytes = 0;
             for s in 0..slices {
                 let from = s * slice;
                 let to = (from + slice).min(layout.bytes);
                 let waited = Instant::now();
-                pipeline.wait_filled(s)?;
+                pipeline.wait_filled(s, self.options.submitter_packs, &mut || {
+                    views.step(plan, &layout, arena)
+                })?;
                 stats.pack_wait_ns += elapsed_ns(waited);
+                if s == 0 {
+                    stats.first_slice_ns = elapsed_ns(packing);
+                }
+                let submitting = Instant::now();
+                let copy_waited = stats.copy_wait_ns;
                 let site = site_of(s);
                 let buffer = pipeline.buffer(s);
                 let step = (|| -> Result<()> {
                     let b = (s % pipeline.buffers) as usize;
+                    if !staging.registered[b].load(Ordering::Acquire) {
+                        let registering = Instant::now();
+                        // SAFETY: buffer b (`stride` bytes, page-aligned) lies in our mapping,
+                        // is registered once (the flag is set right after, and only this thread
+                        // registers), and is unregistered in `destroy` before the unmap.
+                        unsafe {
+                            t.host_register(&site, staging.buffer(b), staging.stride as u64)
+                        }?;
+                        staging.registered[b].store(true, Ordering::Release);
+                        stats.register_ns += elapsed_ns(registering);
+                    }
                     // SAFETY: destination `arena+from .. arena+to` lies in the arena; the source
                     // is staging buffer b, fully packed (every piece published), and not
                     // written again until `events[b]` (recorded right after) was waited for.
@@ -627,6 +765,7 @@ impl PinnedStager {
                     in_flight.pop_front();
                     pipeline.release(oldest + 1, &stop.workers);
                 }
+                stats.submit_ns += elapsed_ns(submitting) - (stats.copy_wait_ns - copy_waited);
                 done_bytes += to - from;
                 progress(&Progress {
                     unit: "slice",
@@ -642,6 +781,7 @@ impl PinnedStager {
             unsafe { t.stream_synchronize(&site_of(last), stream) }
                 .map_err(|e| chunk_failed("slice", last as usize, slices as usize, e))?;
             stats.copy_wait_ns += elapsed_ns(waited);
+            finishing = Some(Instant::now());
             Ok(())
         });
         stats.store = pipeline.store_used();
@@ -660,10 +800,9 @@ impl PinnedStager {
             let _ = free_all(t, &[allocation], &site);
             return Err(e);
         }
-        let mut views = Vec::with_capacity(plan.placements.len());
-        for (k, base) in layout.chunk_base.iter().enumerate() {
-            views_for(plan, k, arena + base, 0, &mut views);
-        }
+        while views.step(plan, &layout, arena) {}
+        let views = views.views;
+        stats.finish_ns = finishing.map_or(0, elapsed_ns);
         Ok(Uploaded {
             strategy: StrategyKind::Pinned,
             allocations: vec![allocation],
@@ -677,6 +816,67 @@ impl PinnedStager {
 
 pub(crate) fn elapsed_ns(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Copies arena bytes `[from, to)` of `plan`'s tensors (laid out by `layout`) to `dst`: the
+/// packing threads' inner loop, public so `benches/pack.rs` measures the very same code. Per
+/// tensor: one source lookup and one copy. (Looking sources up four tensors ahead and
+/// prefetching them measured 5–9 % slower on the H200 host, so it is not done; BENCHMARKS.md.)
+///
+/// # Safety
+/// `dst..dst + (to - from)` must be valid for writes and not read or written by anyone else
+/// during the call; `to ≤ layout.bytes()`.
+pub unsafe fn pack_range(
+    src: &dyn TensorSource,
+    plan: &Plan,
+    layout: &ArenaLayout,
+    store: PackStore,
+    dst: *mut u8,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    for p in &plan.placements[layout.overlapping(plan, from, to)] {
+        let bytes = placed_bytes(src, p)?;
+        let start = layout.chunk_base[p.chunk as usize] + p.offset;
+        let lo = start.max(from);
+        let hi = (start + p.bytes).min(to);
+        if lo >= hi {
+            continue;
+        }
+        let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
+        // SAFETY: `lo..hi` lies in `from..to`, so the write of `hi - lo` bytes at `dst + (lo -
+        // from)` stays inside the caller's destination (caller contract); `piece` is the
+        // tensor's own host memory, a different allocation.
+        unsafe {
+            pack::copy(
+                store,
+                piece.as_ptr(),
+                dst.add((lo - from) as usize),
+                piece.len(),
+            )
+        };
+    }
+    Ok(())
+}
+
+/// The upload's per-tensor views, built one chunk at a time while the submitting thread waits
+/// for packers: for many small tensors they are megabytes of fresh memory to write (page
+/// faults included), which after the last copy would add to the upload's time.
+struct ViewBuilder {
+    views: Vec<crate::strategy::View>,
+    next_chunk: usize,
+}
+
+impl ViewBuilder {
+    /// Adds the next chunk's views; false once every chunk has its views.
+    fn step(&mut self, plan: &Plan, layout: &ArenaLayout, arena: crate::DevicePtr) -> bool {
+        let Some(&base) = layout.chunk_base.get(self.next_chunk) else {
+            return false;
+        };
+        views_for(plan, self.next_chunk, arena + base, 0, &mut self.views);
+        self.next_chunk += 1;
+        true
+    }
 }
 
 /// One upload's shared packing state.
@@ -805,37 +1005,70 @@ impl Pipeline<'_> {
                 }
                 self.idle(&mut spins);
             }
-            if self.stop.load(Ordering::Acquire) {
+            if !self.pack_piece(k) {
                 return;
             }
-            let from = s * self.slice + (k % self.pieces_per_slice) * self.piece;
-            let to = (from + self.piece)
-                .min((s + 1) * self.slice)
-                .min(self.layout.bytes);
-            if from < to {
-                let dst = self.buffer(s) + (from - s * self.slice) as usize;
-                let (store, calibrating) = self.store_for(k);
-                let started = calibrating.then(Instant::now);
-                let packed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    self.pack(store, dst, from, to)
-                }))
-                .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
-                if let Err(e) = packed {
-                    self.fail(s, e);
-                    return;
-                }
-                pack::publish_fence(store);
-                // Only whole pieces are comparable samples.
-                if let (Some(started), true) = (started, to - from == self.piece) {
-                    self.calibrate(store, started, to - from);
-                }
+        }
+    }
+
+    /// Packs claimed piece `k`, whose buffer is free, and publishes it; false if the upload
+    /// stopped or packing failed (then the failure is recorded).
+    fn pack_piece(&self, k: u64) -> bool {
+        let s = k / self.pieces_per_slice;
+        if self.stop.load(Ordering::Acquire) {
+            return false;
+        }
+        let from = s * self.slice + (k % self.pieces_per_slice) * self.piece;
+        let to = (from + self.piece)
+            .min((s + 1) * self.slice)
+            .min(self.layout.bytes);
+        if from < to {
+            let dst = self.buffer(s) + (from - s * self.slice) as usize;
+            let (store, calibrating) = self.store_for(k);
+            let started = calibrating.then(Instant::now);
+            let packed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.pack(store, dst, from, to)
+            }))
+            .unwrap_or_else(|_| Err(Error::Worker("packing thread panicked".into())));
+            if let Err(e) = packed {
+                self.fail(s, e);
+                return false;
             }
-            // Release: the piece's bytes are visible to the submitter that sees the count.
-            let n = self.filled[s as usize].fetch_add(1, Ordering::Release) + 1;
-            if self.park && u64::from(n) == self.pieces_per_slice {
-                self.submitter.unpark();
+            pack::publish_fence(store);
+            // Only whole pieces are comparable samples.
+            if let (Some(started), true) = (started, to - from == self.piece) {
+                self.calibrate(store, started, to - from);
             }
         }
+        // Release: the piece's bytes are visible to the submitter that sees the count.
+        let n = self.filled[s as usize].fetch_add(1, Ordering::Release) + 1;
+        if self.park && u64::from(n) == self.pieces_per_slice {
+            self.submitter.unpark();
+        }
+        true
+    }
+
+    /// Submitter: claims and packs the next piece if its buffer is free now; false if there is
+    /// none to take. It never claims a piece it would have to wait for: only the submitter
+    /// frees buffers, so that wait could never end.
+    fn help_pack(&self) -> bool {
+        let total = self.filled.len() as u64 * self.pieces_per_slice;
+        let k = self.next_piece.load(Ordering::Relaxed);
+        if k >= total
+            || k / self.pieces_per_slice >= self.released.load(Ordering::Acquire) + self.buffers
+        {
+            return false;
+        }
+        if self
+            .next_piece
+            .compare_exchange(k, k + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            // A packer took it: that piece is in hand, which is what waiting is for.
+            return true;
+        }
+        self.pack_piece(k);
+        true
     }
 
     /// The store for piece `k`, and whether the piece is a calibration sample (`Auto`,
@@ -879,35 +1112,28 @@ impl Pipeline<'_> {
 
     /// Copies arena bytes `[from, to)` of the tensors to staging address `dst`.
     fn pack(&self, store: PackStore, dst: usize, from: u64, to: u64) -> Result<()> {
-        for i in self.layout.overlapping(self.plan, from, to) {
-            let p = &self.plan.placements[i];
-            let bytes = placed_bytes(self.src, p)?;
-            let start = self.layout.starts[i];
-            let lo = start.max(from);
-            let hi = (start + p.bytes).min(to);
-            if lo >= hi {
-                continue;
-            }
-            let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
-            // SAFETY: `dst` addresses arena offset `from` inside a live staging buffer that
-            // holds the whole slice; `lo..hi` lies in `from..to`, inside that slice, so the
-            // write stays inside the buffer. Pieces are disjoint, and the buffer's previous
-            // copy completed (its event was waited for before `released` passed this slice),
-            // so nothing else reads or writes these bytes meanwhile.
-            unsafe {
-                pack::copy(
-                    store,
-                    piece.as_ptr(),
-                    (dst + (lo - from) as usize) as *mut u8,
-                    piece.len(),
-                );
-            }
+        // SAFETY: `dst` addresses arena offset `from` inside a live staging buffer that holds
+        // the whole slice, and `from..to` lies in that slice, so every write stays inside the
+        // buffer. Pieces are disjoint, and the buffer's previous copy completed (its event was
+        // waited for before `released` passed this slice), so nothing else reads or writes
+        // these bytes meanwhile.
+        unsafe {
+            pack_range(
+                self.src,
+                self.plan,
+                self.layout,
+                store,
+                dst as *mut u8,
+                from,
+                to,
+            )
         }
-        Ok(())
     }
 
     /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed.
-    fn wait_filled(&self, slice: u64) -> Result<()> {
+    /// Meanwhile, rather than spin, it does `chore` (a short piece of other work; false when
+    /// there is none left) and, with `help`, packs pieces itself.
+    fn wait_filled(&self, slice: u64, help: bool, chore: &mut dyn FnMut() -> bool) -> Result<()> {
         let mut spins = 0u32;
         loop {
             // Acquire: pairs with the packers' release, so their bytes are visible.
@@ -922,6 +1148,9 @@ impl Pipeline<'_> {
                     Some((s, e)) => chunk_failed("slice", s as usize, self.filled.len(), e),
                     None => Error::Worker("packing stopped".into()),
                 });
+            }
+            if chore() || (help && self.help_pack()) {
+                continue;
             }
             self.idle(&mut spins);
         }
@@ -949,6 +1178,138 @@ mod tests {
         let rc = unsafe { libc::mincore(base.cast(), len, vec.as_mut_ptr()) };
         assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
         vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    /// The arena image of `plan`: every tensor's bytes at its arena offset, zeros elsewhere.
+    fn arena_image(src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) -> Vec<u8> {
+        let mut image = vec![0u8; layout.bytes() as usize];
+        for (i, p) in plan.placements.iter().enumerate() {
+            let at = layout.start(plan, i).unwrap() as usize;
+            image[at..at + p.bytes as usize].copy_from_slice(src.bytes(p.tensor));
+        }
+        image
+    }
+
+    fn bulk(src: &crate::Workload, options: &crate::PlanOptions) -> Plan {
+        match crate::plan(src.infos(), options).unwrap() {
+            crate::Planned::Bulk(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Any arena range, cut anywhere (inside a tensor, across chunk padding, fewer tensors than
+    /// the lookahead, more), packs exactly the arena image's bytes of that range.
+    #[test]
+    fn pack_range_writes_exactly_the_arena_image_of_any_range() {
+        use crate::workload::{Workload, WorkloadSpec};
+        let w = Workload::synthetic(&WorkloadSpec {
+            samples: 300,
+            sample_floats: 193,
+            params: 3,
+            param_floats: 3000,
+            seed: 3,
+        });
+        let options = crate::PlanOptions {
+            chunk_bytes: 10_000,
+            chunk_tensors: 7,
+            min_eligible: 1,
+            alignment: None,
+        };
+        let plan = bulk(&w, &options);
+        let layout = ArenaLayout::new(&plan);
+        let image = arena_image(&w, &plan, &layout);
+        let mut in_tensor = vec![false; image.len()];
+        for (i, p) in plan.placements.iter().enumerate() {
+            let at = layout.start(&plan, i).unwrap() as usize;
+            in_tensor[at..at + p.bytes as usize].fill(true);
+        }
+        assert!(in_tensor.contains(&false), "padding between chunks");
+        let end = layout.bytes();
+        let mut cuts = vec![
+            (0, end),
+            (0, 1),
+            (end - 1, end),
+            (771, 773),
+            (100, 100 + 772 * 3),
+        ];
+        for step in [64u64, 1000, 4096, 12_345] {
+            cuts.extend(
+                (0..end)
+                    .step_by(step as usize)
+                    .map(|f| (f, (f + step).min(end))),
+            );
+        }
+        for store in [PackStore::Plain, PackStore::Streaming] {
+            for &(from, to) in &cuts {
+                let mut out = vec![0xa5u8; (to - from) as usize + 64];
+                // SAFETY: `out` has `to - from` bytes (and a guard tail), ours alone.
+                unsafe { pack_range(&w, &plan, &layout, store, out.as_mut_ptr(), from, to) }
+                    .unwrap();
+                pack::publish_fence(store);
+                let (packed, guard) = out.split_at((to - from) as usize);
+                // Padding bytes are not written: compare tensor bytes only.
+                for (k, (&got, &want)) in packed
+                    .iter()
+                    .zip(&image[from as usize..to as usize])
+                    .enumerate()
+                {
+                    let at = from + k as u64;
+                    if in_tensor[at as usize] {
+                        assert_eq!(got, want, "{store:?} [{from}, {to}) at {at}");
+                    } else {
+                        assert_eq!(
+                            got, 0xa5,
+                            "{store:?} [{from}, {to}): padding at {at} written"
+                        );
+                    }
+                }
+                assert!(
+                    guard.iter().all(|&b| b == 0xa5),
+                    "wrote past [{from}, {to})"
+                );
+            }
+        }
+    }
+
+    /// A source whose bytes do not match the plan is an error from the packer, not a write
+    /// past the tensor's place; ranges without that tensor still pack.
+    #[test]
+    fn pack_range_refuses_a_source_that_does_not_match_the_plan() {
+        use crate::plan::TensorInfo;
+        let mut infos = vec![TensorInfo::f32(10); 8];
+        infos[6] = TensorInfo::f32(11);
+        let data: Vec<Vec<f32>> = (0..8).map(|i| vec![i as f32 + 1.0; 10]).collect();
+        let w = crate::Workload::from_parts(infos, data);
+        let options = crate::PlanOptions {
+            min_eligible: 1,
+            ..crate::PlanOptions::default()
+        };
+        let plan = bulk(&w, &options);
+        let layout = ArenaLayout::new(&plan);
+        let mut out = vec![0u8; layout.bytes() as usize];
+        let mut pack = |from: u64, to: u64| {
+            // SAFETY: `out` holds the whole arena and is ours alone.
+            unsafe {
+                pack_range(
+                    &w,
+                    &plan,
+                    &layout,
+                    PackStore::Plain,
+                    out.as_mut_ptr(),
+                    from,
+                    to,
+                )
+            }
+        };
+        // Tensor 6 is planned at 240..284.
+        assert!(pack(0, 240).is_ok());
+        for (from, to) in [(0, 320), (250, 260), (200, 241)] {
+            let packed = pack(from, to);
+            assert!(
+                matches!(packed, Err(Error::InvalidOptions(ref m)) if m.contains("tensor 6")),
+                "[{from}, {to}): {packed:?}"
+            );
+        }
     }
 
     #[test]

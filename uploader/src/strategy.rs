@@ -193,17 +193,15 @@ pub fn upload(
         StrategyKind::Ztensor => upload_ztensor(t, src, plan, progress),
         StrategyKind::Managed => upload_managed(t, &strategy.managed, src, plan, progress),
         StrategyKind::Pinned => {
-            // A ring larger than the upload would only cost page-locking.
             let mut options = strategy.pinned;
             let slices = plan
                 .tensor_bytes
                 .div_ceil(options.buffer_bytes.max(1))
                 .max(1);
-            options.buffers = options
-                .buffers
-                .min(usize::try_from(slices).unwrap_or(usize::MAX));
+            options.buffers = one_shot_buffers(&options, slices);
             let stager = PinnedStager::create(t, &options)?;
             let created_ns = stager.created_ns();
+            let created_register_ns = stager.created_register_ns();
             let result = stager.upload(t, src, plan, progress);
             let teardown = std::time::Instant::now();
             let destroyed = stager.destroy(t);
@@ -215,11 +213,33 @@ pub fn upload(
             }
             if let Some(stats) = uploaded.pinned.as_mut() {
                 stats.staging_ns = created_ns;
+                stats.register_ns += created_register_ns;
                 stats.teardown_ns = teardown_ns;
             }
             Ok(uploaded)
         }
     }
+}
+
+/// With `fit_ring`, a one-shot stager gets at least this many buffers...
+const FIT_RING_MIN_BUFFERS: usize = 4;
+/// ...and one buffer per this many slices of the upload, up to the configured ring.
+const FIT_RING_SLICES_PER_BUFFER: u64 = 16;
+
+/// Buffers of a stager made for one upload of `slices` slices. A ring larger than the upload
+/// would only cost page-locking. With `fit_ring`, a small upload also gets a shallower ring:
+/// page-locking and unlocking a 4 MiB buffer costs about as long as copying it three or four
+/// times, so a buffer used fewer than [`FIT_RING_SLICES_PER_BUFFER`] times is mostly setup
+/// (BENCHMARKS.md, "Uploader", measures what that saves and costs).
+pub(crate) fn one_shot_buffers(options: &PinnedOptions, slices: u64) -> usize {
+    let cap = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let mut buffers = options.buffers.min(cap(slices));
+    if options.fit_ring {
+        let fitted = cap(slices / FIT_RING_SLICES_PER_BUFFER).max(FIT_RING_MIN_BUFFERS);
+        buffers = buffers.min(fitted);
+    }
+    // 0 stays 0: `create` refuses it.
+    buffers
 }
 
 /// The host bytes of a placed tensor, checked against the plan (a source whose data does not
@@ -426,4 +446,43 @@ fn upload_managed(
         bytes: plan.tensor_bytes,
         pinned: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_one_shot_ring_fits_the_upload() {
+        let fixed = PinnedOptions {
+            buffers: 8,
+            fit_ring: false,
+            ..PinnedOptions::default()
+        };
+        let fit = PinnedOptions {
+            fit_ring: true,
+            ..fixed
+        };
+        // (slices, buffers as given, buffers fitted)
+        for (slices, given, fitted) in [
+            (1, 1, 1),
+            (3, 3, 3),
+            (52, 8, 4),   // the real workload in 4 MiB slices
+            (100, 8, 6),  // one buffer per 16 slices
+            (1024, 8, 8), // 4 GiB: the whole configured ring
+        ] {
+            assert_eq!(one_shot_buffers(&fixed, slices), given, "{slices} slices");
+            assert_eq!(
+                one_shot_buffers(&fit, slices),
+                fitted,
+                "{slices} slices, fit"
+            );
+        }
+        let deep = PinnedOptions { buffers: 2, ..fit };
+        assert_eq!(
+            one_shot_buffers(&deep, 1024),
+            2,
+            "never more than configured"
+        );
+    }
 }

@@ -494,6 +494,7 @@ fn pinned_verifies_with_spinning_and_sleeping_packers_and_odd_thread_counts() {
 #[test]
 fn pinned_verifies_in_every_pipeline_shape() {
     use uploader::pack::PackStore;
+    use uploader::pinned::ArenaLayout;
     use uploader::strategy::{ArenaMemory, StagingMemory};
     let w = small_workload();
     let p = small_plan(&w);
@@ -508,6 +509,7 @@ fn pinned_verifies_in_every_pipeline_shape() {
                 for (staging, arena) in [
                     (StagingMemory::HostAlloc, ArenaMemory::Alloc),
                     (StagingMemory::Register, ArenaMemory::Pool),
+                    (StagingMemory::Overlap, ArenaMemory::Pool),
                 ] {
                     let d = HostDriver::default();
                     let t = Traced::open(&d, None, 0).unwrap();
@@ -521,6 +523,10 @@ fn pinned_verifies_in_every_pipeline_shape() {
                         arena,
                         threads: 3,
                         spin: true,
+                        // Both submitters: with a ring of one buffer a helping one must not
+                        // claim a piece it would wait for itself.
+                        submitter_packs: buffers % 2 == 1,
+                        fit_ring: false,
                     };
                     let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
                     let stats = up.pinned.expect("pinned uploads report their phases");
@@ -539,7 +545,17 @@ fn pinned_verifies_in_every_pipeline_shape() {
                             assert_eq!((alloc, register), (0, 1));
                             assert_eq!(d.calls(CallKind::MemHostUnregister), 1);
                         }
+                        // One registration per buffer the upload used (the ring is capped at
+                        // the slice count), each undone at teardown.
+                        StagingMemory::Overlap => {
+                            let slices = ArenaLayout::new(&p).bytes().div_ceil(buffer_bytes);
+                            let used = (buffers as u64).min(slices);
+                            assert_eq!((alloc, register), (0, used));
+                            assert_eq!(d.calls(CallKind::MemHostUnregister), used);
+                            assert!(stats.register_ns > 0, "{stats:?}");
+                        }
                     }
+                    assert!(stats.first_slice_ns > 0, "{stats:?}");
                 }
             }
         }
@@ -737,4 +753,80 @@ fn host_driver_rejects_freeing_with_the_wrong_call() {
     }
     t.close().unwrap();
     assert_all_released(&d);
+}
+
+/// `Overlap` staging registers each buffer once, in the first upload that fills it: a reused
+/// stager registers nothing more, and its teardown unregisters every buffer once.
+#[test]
+fn overlap_staging_registers_each_buffer_once_across_uploads() {
+    use uploader::strategy::{PinnedStager, StagingMemory};
+    let w = small_workload();
+    let p = small_plan(&w);
+    let d = HostDriver::default();
+    let t = Traced::open(&d, None, 0).unwrap();
+    let options = PinnedOptions {
+        buffers: 3,
+        staging: StagingMemory::Overlap,
+        ..strategy(StrategyKind::Pinned).pinned
+    };
+    let stager = PinnedStager::create(&t, &options).unwrap();
+    assert_eq!(
+        d.calls(CallKind::MemHostRegister),
+        0,
+        "nothing locked before packing"
+    );
+    for round in 0..3 {
+        let up = stager.upload(&t, &w, &p, &mut |_| {}).unwrap();
+        let stats = up.pinned.unwrap();
+        assert_eq!(d.calls(CallKind::MemHostRegister), 3, "round {round}");
+        assert_eq!(
+            stats.register_ns > 0,
+            round == 0,
+            "round {round}: {stats:?}"
+        );
+        verify(&t, &up, &w).unwrap();
+        up.free(&t).unwrap();
+    }
+    stager.destroy(&t).unwrap();
+    assert_eq!(d.calls(CallKind::MemHostUnregister), 3);
+    t.close().unwrap();
+    assert_all_released(&d);
+}
+
+/// A registration that fails inside an `Overlap` upload fails the upload at that slice, and
+/// the buffers registered before it are unregistered: nothing leaks.
+#[test]
+fn a_failing_overlap_registration_fails_the_upload_and_leaks_nothing() {
+    use uploader::strategy::StagingMemory;
+    let w = small_workload();
+    let p = small_plan(&w);
+    for nth in [1, 2] {
+        let d = HostDriver::default();
+        d.fail_on(CallKind::MemHostRegister, nth, 2);
+        let t = Traced::open(&d, None, 0).unwrap();
+        let mut s = strategy(StrategyKind::Pinned);
+        s.pinned.staging = StagingMemory::Overlap;
+        let err = upload(&t, &s, &w, &p, &mut |_| {}).unwrap_err();
+        match &err {
+            Error::ChunkFailed {
+                unit: "slice",
+                source,
+                ..
+            } => assert!(
+                matches!(
+                    **source,
+                    Error::Driver {
+                        call: CallKind::MemHostRegister,
+                        code: 2,
+                        ..
+                    }
+                ),
+                "{err}"
+            ),
+            other => panic!("registration {nth}: expected ChunkFailed, got {other:?}"),
+        }
+        assert_eq!(d.calls(CallKind::MemHostUnregister), nth - 1);
+        t.close().unwrap();
+        assert_all_released(&d);
+    }
 }

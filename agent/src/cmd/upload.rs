@@ -66,6 +66,9 @@ pub enum StagingArg {
     Hostalloc,
     /// An anonymous mapping advised for huge pages, page-locked with cuMemHostRegister.
     Register,
+    /// The same mapping, each buffer registered just before its first copy, while packing
+    /// goes on.
+    Overlap,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -175,7 +178,12 @@ pub struct Args {
     /// pinned: where the device arena comes from (default pool).
     #[arg(long, value_enum, value_name = "HOW")]
     pub arena: Option<ArenaArg>,
-    /// pinned: packing threads; the submitting thread does not pack (default: half the CPUs, at most 8).
+    /// pinned: the submitting thread packs pieces while it waits for packers (true) or spins
+    /// (false) (default false).
+    #[arg(long, value_name = "BOOL")]
+    pub submitter_packs: Option<bool>,
+    /// pinned: packing threads; the submitting thread does not pack (default: three quarters of
+    /// the CPUs, at most 12).
     #[arg(long, value_name = "N")]
     pub pack_threads: Option<usize>,
     /// pinned: bytes a packing thread claims at a time (default 256KiB).
@@ -189,8 +197,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PackWait::Spin)]
     pub pack_wait: PackWait,
     /// --compare: also time these pinned configurations, cold and with staging reused (comma list of
-    /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register][:pool|:alloc]
-    /// [:piece=BYTES], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
+    /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register|:overlap][:pool|:alloc]
+    /// [:piece=BYTES][:help][:fit], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
     #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
     pub sweep: Vec<PinnedOptions>,
     /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
@@ -304,12 +312,16 @@ fn pinned_options(args: &Args) -> PinnedOptions {
             None => d.staging,
             Some(StagingArg::Hostalloc) => StagingMemory::HostAlloc,
             Some(StagingArg::Register) => StagingMemory::Register,
+            Some(StagingArg::Overlap) => StagingMemory::Overlap,
         },
         arena: match args.arena {
             None => d.arena,
             Some(ArenaArg::Pool) => ArenaMemory::Pool,
             Some(ArenaArg::Alloc) => ArenaMemory::Alloc,
         },
+        submitter_packs: args.submitter_packs.unwrap_or(d.submitter_packs),
+        // An explicit ring is used as given.
+        fit_ring: d.fit_ring && args.staging_buffers.is_none(),
     }
 }
 
@@ -524,8 +536,8 @@ fn print_compare(r: &CompareReport, args: &Args) {
         );
         if let Some(b) = &m.pinned {
             println!(
-                "{:<32} staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
-                "", b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.copy_wait_ms, b.teardown_ms, b.stores
+                "{:<32} staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), registering {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
+                "", b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.first_slice_ms, b.register_ms, b.copy_wait_ms, b.teardown_ms, b.stores
             );
         }
     };
@@ -565,8 +577,8 @@ fn print_compare(r: &CompareReport, args: &Args) {
                 );
                 if let Some(b) = &m.pinned {
                     println!(
-                        "      staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms, for copies {:.2} ms; stores {}",
-                        b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.copy_wait_ms, b.stores
+                        "      staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), registering {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
+                        b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.first_slice_ms, b.register_ms, b.copy_wait_ms, b.teardown_ms, b.stores
                     );
                 }
             }
