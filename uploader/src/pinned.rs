@@ -117,17 +117,24 @@ pub struct PinnedOptions {
     pub fit_ring: bool,
 }
 
+/// The default number of packing threads on a machine with `cpus` CPUs.
+pub fn default_packing_threads(cpus: usize) -> usize {
+    (cpus * 3 / 4).max(cpus.saturating_sub(2)).clamp(1, 14)
+}
+
 impl Default for PinnedOptions {
     fn default() -> Self {
         PinnedOptions {
             buffers: 8,
             buffer_bytes: 4 << 20,
-            // Three quarters of the CPUs, at most 12: the driver's own threads and the
-            // submitting thread need CPUs too (all 16 of 16 spinning was slow), and on an H200
-            // host 12 packed 217 MB of 772-byte tensors 1.5× faster than 8 without slowing the
-            // 4 GiB upload (BENCHMARKS.md).
-            threads: (std::thread::available_parallelism().map_or(1, |p| p.get()) * 3 / 4)
-                .clamp(1, 12),
+            // All CPUs but two (at least three quarters of them), at most 14: the driver's own
+            // threads and the submitting thread need CPUs too. On an H200 host (16 CPUs), 14
+            // packers beat 12 in each of 6 same-process comparisons on 217 MB of 772-byte tensors
+            // (cold +0.2-4 points of the copy ceiling, reused +1-19), 16 lost to both, and 4 GiB did
+            // not change (BENCHMARKS.md, runs 23-24).
+            threads: default_packing_threads(
+                std::thread::available_parallelism().map_or(1, |p| p.get()),
+            ),
             spin: true,
             piece_bytes: 256 << 10,
             // Plain won end to end in every 4 GiB run of the current pipeline (BENCHMARKS.md);
@@ -1170,6 +1177,15 @@ impl Pipeline<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_packing_threads_leave_two_cpus_and_cap_at_14() {
+        let by_cpus: Vec<usize> = [1, 2, 4, 8, 12, 16, 32, 128]
+            .iter()
+            .map(|&c| default_packing_threads(c))
+            .collect();
+        assert_eq!(by_cpus, [1, 1, 3, 6, 10, 14, 14, 14]);
+    }
 
     /// Pages of `base..base+len` that are resident (`mincore`).
     fn resident_pages(base: *mut u8, len: usize) -> usize {

@@ -182,8 +182,8 @@ pub struct Args {
     /// (false) (default false).
     #[arg(long, value_name = "BOOL")]
     pub submitter_packs: Option<bool>,
-    /// pinned: packing threads; the submitting thread does not pack (default: three quarters of
-    /// the CPUs, at most 12).
+    /// pinned: packing threads; the submitting thread does not pack (default: all CPUs but
+    /// two, at least three quarters of them, at most 14).
     #[arg(long, value_name = "N")]
     pub pack_threads: Option<usize>,
     /// pinned: bytes a packing thread claims at a time (default 256KiB).
