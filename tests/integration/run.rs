@@ -385,6 +385,8 @@ fn doctor_reports_every_check_as_json() {
         "hung_task_timeout_secs",
         "nvidia-driver",
         "libcuda",
+        "taskstats",
+        "proc-connector",
     ] {
         assert!(
             names.iter().any(|n| n.contains(expected)),
@@ -410,6 +412,55 @@ fn doctor_reports_every_check_as_json() {
             .unwrap();
         assert_eq!(admin["status"], "ok", "{admin}");
     }
+}
+
+/// `doctor` tries the agent's two netlink shortcuts for real and names what each one needs: taskstats
+/// needs CAP_NET_ADMIN, the proc connector the host's network namespace.
+#[test]
+fn doctor_names_what_the_netlink_shortcuts_need() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(!in_ci(), "CI=true but not root");
+        eprintln!("skipping: needs root (unshare -n, setpriv)");
+        return;
+    }
+    let status_of = |prefix: &[&str], name: &str| -> (String, String) {
+        let mut args: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+        args.push(bin().to_string());
+        args.extend(["doctor".into(), "--json".into()]);
+        let done = wait_limited(
+            start(Command::new(&args[0]).args(&args[1..])),
+            Duration::from_secs(30),
+        );
+        let report: serde_json::Value = serde_json::from_str(done.stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {} {}", done.stdout, done.stderr));
+        let check = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {report}"))
+            .clone();
+        (
+            check["status"].as_str().unwrap().to_string(),
+            check.to_string(),
+        )
+    };
+    let (status, check) = status_of(&["env"], "taskstats");
+    assert_eq!(status, "ok", "{check}");
+    let (status, check) = status_of(&["env"], "proc-connector");
+    assert_eq!(status, "ok", "{check}");
+    let no_net_admin = [
+        "setpriv",
+        "--inh-caps=-net_admin",
+        "--bounding-set=-net_admin",
+    ];
+    let (status, check) = status_of(&no_net_admin, "taskstats");
+    assert_eq!(status, "warn", "{check}");
+    assert!(check.contains("CAP_NET_ADMIN"), "{check}");
+    let (status, check) = status_of(&["unshare", "-n"], "proc-connector");
+    assert_eq!(status, "warn", "{check}");
+    assert!(check.contains("network namespace"), "{check}");
 }
 
 #[test]

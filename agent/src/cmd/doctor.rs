@@ -174,9 +174,39 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     } else {
         check("proc-children", Status::Warn, "task/<tid>/children is missing (CONFIG_PROC_CHILDREN off): run watches only its direct child", "use a kernel with CONFIG_PROC_CHILDREN=y")
     });
+    out_checks.extend(netlink_checks());
     out_checks.push(output_dir_check(out));
     out_checks.extend(driver_checks(proc_root));
     out_checks
+}
+
+/// The agent's two CPU shortcuts, tried for real rather than judged from capability bits: taskstats
+/// (needs CAP_NET_ADMIN, works in any network namespace) for our own process, and a proc connector
+/// subscription (the connector exists only in the host's network namespace).
+fn netlink_checks() -> Vec<Check> {
+    let me = std::process::id() as i32;
+    let taskstats = capture::taskstats::Taskstats::open().and_then(|mut t| t.tgid(me));
+    let events = capture::proc_events::ProcEvents::open();
+    vec![
+        match taskstats {
+            Ok(_) => check("taskstats", Status::Ok, "per-process counters readable: the agent skips the threads of quiet processes", ""),
+            Err(err) => check(
+                "taskstats",
+                Status::Warn,
+                format!("unavailable ({err}): the agent reads every watched thread's state each scan (more CPU, same detection)"),
+                "grant CAP_NET_ADMIN (systemd unit: as shipped; Kubernetes: add NET_ADMIN)",
+            ),
+        },
+        match events {
+            Ok(_) => check("proc-connector", Status::Ok, "fork/exec/exit events received: the agent lists /proc only every 16 scans", ""),
+            Err(err) => check(
+                "proc-connector",
+                Status::Warn,
+                format!("unavailable ({err}): the agent lists every process each scan (more CPU, same discovery)"),
+                "run in the host's network namespace (Kubernetes: hostNetwork: true)",
+            ),
+        },
+    ]
 }
 
 /// The output directory's filesystem must survive a reboot (not tmpfs/ramfs) and be writable.
