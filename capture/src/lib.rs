@@ -14,7 +14,8 @@
 //! - [`proc_events`]: fork/exec/comm/exit events from the netlink proc connector (incremental target
 //!   discovery), never waiting; a pure datagram parser.
 //! - [`taskstats`]: a thread group's summed activity counters in one netlink round trip (the scanner's
-//!   quiet-process shortcut); a pure parser for the reply.
+//!   quiet-process shortcut); a pure parser for the reply. Both share `netlink` (socket, field readers,
+//!   the message walk).
 //! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
 //! - [`nvidia`]: deep NVIDIA decode from generated tables: control commands (lock flags), classes, UVM
 //!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
@@ -39,6 +40,7 @@ pub mod error;
 pub mod frozen_fs;
 pub mod ioctl;
 pub mod kmsg;
+mod netlink;
 pub mod nvidia;
 pub mod parse;
 pub mod proc_events;

@@ -3,23 +3,24 @@
 //!
 //! The socket is non-blocking and drained once per scan ([`ProcEvents::drain`]); nothing here ever waits.
 //! Lost events are not silent: a receive buffer that overflowed reads `ENOBUFS`, reported as
-//! [`Drained::overrun`], after which the caller must list the proc root again (its safety net). Needs
-//! `CAP_NET_ADMIN` in the initial user namespace, from the initial pid namespace (the connector reports
-//! host pids); the kernel answers the subscription with an acknowledgement carrying its errno, which
+//! [`Drained::overrun`], after which the caller must list the proc root again (its safety net). Needs the
+//! initial network namespace (the connector exists only there: `ECONNREFUSED` elsewhere) and the initial
+//! user and pid namespaces (it reports host pids); older kernels also want `CAP_NET_ADMIN`, 6.18 does not; the kernel answers the subscription with an acknowledgement carrying its errno, which
 //! [`ProcEvents::open`] checks.
 //!
 //! Datagrams are parsed by [`parse_datagram`], pure and bounded: any bytes give events or an error.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
+use crate::netlink::{
+    i32_at, last_errno, messages, netlink_error, u16_at, u32_at, NLMSG_DONE, NLMSG_ERROR,
+    NLMSG_HDR, NLMSG_OVERRUN,
+};
 
 const NETLINK_CONNECTOR: libc::c_int = 11;
 const CN_IDX_PROC: u32 = 1;
 const CN_VAL_PROC: u32 = 1;
-const NLMSG_DONE: u16 = 3;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_OVERRUN: u16 = 4;
 const PROC_CN_MCAST_LISTEN: u32 = 1;
 
 const PROC_EVENT_NONE: u32 = 0;
@@ -28,7 +29,6 @@ const PROC_EVENT_EXEC: u32 = 2;
 const PROC_EVENT_COMM: u32 = 0x200;
 const PROC_EVENT_EXIT: u32 = 0x8000_0000;
 
-const NLMSG_HDR: usize = 16;
 /// `struct cn_msg`: id (idx, val), seq, ack, len (u16), flags (u16).
 const CN_MSG_HDR: usize = 20;
 /// `struct proc_event` up to its union: what, cpu, timestamp_ns.
@@ -58,44 +58,16 @@ pub enum ProcEvent {
 }
 
 fn parse_error(why: impl Into<String>) -> Error {
-    Error::Parse {
-        what: "proc connector datagram",
-        why: why.into(),
-    }
+    crate::netlink::parse_error(WHAT, why)
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    b.get(at..at.checked_add(2)?)
-        .map(|s| u16::from_ne_bytes([s[0], s[1]]))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at.checked_add(4)?)
-        .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-fn i32_at(b: &[u8], at: usize) -> Option<i32> {
-    u32_at(b, at).map(|v| v as i32)
-}
+const WHAT: &str = "proc connector datagram";
 
 /// The events in one datagram, appended to `out`. Events of other kinds (uid, gid, sid, ptrace,
 /// coredump) are skipped; a message that is not from the proc connector is an error.
-pub fn parse_datagram(mut b: &[u8], out: &mut Vec<ProcEvent>) -> Result<()> {
-    while !b.is_empty() {
-        let (Some(len), Some(kind)) = (u32_at(b, 0), u16_at(b, 4)) else {
-            return Err(parse_error("truncated netlink header"));
-        };
-        let len = len as usize;
-        if len < NLMSG_HDR || len > b.len() {
-            return Err(parse_error(format!("message length {len} out of bounds")));
-        }
-        let message = &b[NLMSG_HDR..len];
-        let aligned = len
-            .checked_add(3)
-            .map(|l| l & !3)
-            .unwrap_or(len)
-            .min(b.len());
-        b = &b[aligned..];
+pub fn parse_datagram(b: &[u8], out: &mut Vec<ProcEvent>) -> Result<()> {
+    for message in messages(b, WHAT) {
+        let (kind, _seq, message) = message?;
         match kind {
             NLMSG_DONE => {}
             NLMSG_ERROR | NLMSG_OVERRUN => {
@@ -163,34 +135,15 @@ pub struct ProcEvents {
     buf: Vec<u8>,
 }
 
-fn last_errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-fn netlink_error(what: &'static str, errno: i32) -> Error {
-    Error::Netlink {
-        what,
-        source: std::io::Error::from_raw_os_error(errno),
-    }
-}
-
 impl ProcEvents {
     /// Subscribes; fails when the kernel refuses (no privilege, not the initial pid namespace, no
     /// `CONFIG_PROC_EVENTS`). Events from now on are queued for [`ProcEvents::drain`].
     pub fn open() -> Result<ProcEvents> {
-        // SAFETY: socket(2) with constant arguments; the result is checked before use.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                NETLINK_CONNECTOR,
-            )
-        };
-        if raw < 0 {
-            return Err(netlink_error("proc connector socket", last_errno()));
-        }
-        // SAFETY: `raw` is a socket we just created and own alone.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = crate::netlink::socket(
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK,
+            NETLINK_CONNECTOR,
+            "proc connector socket",
+        )?;
         let size = RECEIVE_BUFFER;
         for option in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
             // SAFETY: setsockopt(2) reads one c_int from a live local.

@@ -14,12 +14,14 @@
 //!
 //! The reply is parsed by [`parse_tgid_reply`], pure and bounded: any bytes give counters or an error.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
+use crate::netlink::{
+    aligned, last_errno, messages, netlink_error, u16_at, u32_at, u64_at, NLMSG_ERROR, NLMSG_HDR,
+};
 
 const NETLINK_GENERIC: libc::c_int = 16;
-const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
 const GENL_ID_CTRL: u16 = 16;
 const CTRL_CMD_GETFAMILY: u8 = 3;
@@ -33,7 +35,6 @@ const TASKSTATS_TYPE_AGGR_TGID: u16 = 5;
 /// `nla_type` bits that are flags, not the type.
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
-const NLMSG_HDR: usize = 16;
 const GENL_HDR: usize = 4;
 const NLA_HDR: usize = 4;
 
@@ -68,35 +69,10 @@ pub struct TgidCounters {
     pub cpu_run_virtual_ns: u64,
 }
 
-fn netlink_error(what: &'static str, errno: i32) -> Error {
-    Error::Netlink {
-        what,
-        source: std::io::Error::from_raw_os_error(errno),
-    }
-}
+const WHAT: &str = "taskstats netlink reply";
 
 fn parse_error(why: impl Into<String>) -> Error {
-    Error::Parse {
-        what: "taskstats netlink reply",
-        why: why.into(),
-    }
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    b.get(at..at.checked_add(2)?)
-        .map(|s| u16::from_ne_bytes([s[0], s[1]]))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at.checked_add(4)?)
-        .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    let s = b.get(at..at.checked_add(8)?)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(s);
-    Some(u64::from_ne_bytes(a))
+    crate::netlink::parse_error(WHAT, why)
 }
 
 /// Netlink attributes of `b`: (type, payload). Stops at the first malformed attribute with an error.
@@ -114,48 +90,14 @@ fn attributes(mut b: &[u8]) -> impl Iterator<Item = Result<(u16, &[u8])>> {
             ))));
         }
         let payload = &b[NLA_HDR..len];
-        let padded = len
-            .checked_add(3)
-            .map(|l| l & !3)
-            .unwrap_or(len)
-            .min(b.len());
-        b = &b[padded..];
+        b = &b[aligned(len, b.len())..];
         Some(Ok((kind, payload)))
-    })
-}
-
-/// The messages in one datagram: (type, seq, payload after the netlink header).
-fn messages(mut b: &[u8]) -> impl Iterator<Item = Result<(u16, u32, &[u8])>> {
-    std::iter::from_fn(move || {
-        if b.is_empty() {
-            return None;
-        }
-        let header = (u32_at(b, 0), u16_at(b, 4), u32_at(b, 8));
-        let (Some(len), Some(kind), Some(seq)) = header else {
-            b = &[];
-            return Some(Err(parse_error("truncated netlink header")));
-        };
-        let len = len as usize;
-        if len < NLMSG_HDR || len > b.len() {
-            b = &[];
-            return Some(Err(parse_error(format!(
-                "message length {len} out of bounds"
-            ))));
-        }
-        let payload = &b[NLMSG_HDR..len];
-        let aligned = len
-            .checked_add(3)
-            .map(|l| l & !3)
-            .unwrap_or(len)
-            .min(b.len());
-        b = &b[aligned..];
-        Some(Ok((kind, seq, payload)))
     })
 }
 
 /// The one message answering request `seq`: its generic netlink attributes, or the kernel's errno.
 fn answer<'a>(b: &'a [u8], seq: u32, what: &'static str) -> Result<&'a [u8]> {
-    for message in messages(b) {
+    for message in messages(b, WHAT) {
         let (kind, got_seq, payload) = message?;
         if got_seq != seq {
             continue;
@@ -262,22 +204,7 @@ impl Taskstats {
     /// Opens the socket, resolves the family and makes one query of our own process, so that a missing
     /// privilege shows here (`EPERM`) and not at the first scan.
     pub fn open() -> Result<Taskstats> {
-        // SAFETY: socket(2) with constant arguments; the result is checked before use.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                NETLINK_GENERIC,
-            )
-        };
-        if raw < 0 {
-            return Err(netlink_error(
-                "netlink socket",
-                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-            ));
-        }
-        // SAFETY: `raw` is a socket we just created and own alone.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = crate::netlink::socket(libc::SOCK_RAW, NETLINK_GENERIC, "netlink socket")?;
         let mut taskstats = Taskstats {
             fd,
             family: 0,
@@ -323,8 +250,7 @@ impl Taskstats {
             )
         };
         if sent < 0 {
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            return Err(netlink_error(what, errno));
+            return Err(netlink_error(what, last_errno()));
         }
         // A stale answer (an earlier request that failed half way) is skipped; bounded.
         for _ in 0..4 {
@@ -338,14 +264,13 @@ impl Taskstats {
                 )
             };
             if n < 0 {
-                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                return Err(netlink_error(what, errno));
+                return Err(netlink_error(what, last_errno()));
             }
             let n = n as usize;
             if n > self.buf.len() {
                 return Err(parse_error(format!("answer of {n} bytes truncated")));
             }
-            if messages(&self.buf[..n]).any(|m| matches!(m, Ok((_, s, _)) if s == seq)) {
+            if messages(&self.buf[..n], WHAT).any(|m| matches!(m, Ok((_, s, _)) if s == seq)) {
                 return Ok(n);
             }
         }
