@@ -53,21 +53,24 @@ fn outcome<T, E>(r: &Result<T, E>) -> Outcome {
     }
 }
 
+/// Tokens of the ring format (magic, versions 1 and 2, lane/slot counts, the closed bit) for every ring target.
+const RING_DICT: &[&[u8]] = &[
+    b"WEDGERNG",
+    b"\x01\0\0\0",
+    b"\x02\0\0\0",
+    b"\0\x02\0\0",
+    b"\x80\0\0\0",
+    b"\0\0\0\x80",
+    b"\x40\0\0\0",
+];
+
 pub const TARGETS: &[Target] = &[
     Target {
         name: "ring",
         run: ring,
         seeds: ring_seeds,
         focus: None,
-        dict: &[
-            b"WEDGERNG",
-            b"\x01\0\0\0",
-            b"\x02\0\0\0",
-            b"\0\x02\0\0",
-            b"\x80\0\0\0",
-            b"\0\0\0\x80",
-            b"\x40\0\0\0",
-        ],
+        dict: RING_DICT,
         max_len: 64 << 10,
     },
     Target {
@@ -75,15 +78,7 @@ pub const TARGETS: &[Target] = &[
         run: ring_header,
         seeds: ring_seeds,
         focus: Some((0, 512)),
-        dict: &[
-            b"WEDGERNG",
-            b"\x01\0\0\0",
-            b"\x02\0\0\0",
-            b"\0\x02\0\0",
-            b"\x80\0\0\0",
-            b"\0\0\0\x80",
-            b"\x40\0\0\0",
-        ],
+        dict: RING_DICT,
         max_len: 64 << 10,
     },
     Target {
@@ -91,15 +86,7 @@ pub const TARGETS: &[Target] = &[
         run: ring_file,
         seeds: ring_seeds,
         focus: None,
-        dict: &[
-            b"WEDGERNG",
-            b"\x01\0\0\0",
-            b"\x02\0\0\0",
-            b"\0\x02\0\0",
-            b"\x80\0\0\0",
-            b"\0\0\0\x80",
-            b"\x40\0\0\0",
-        ],
+        dict: RING_DICT,
         max_len: 64 << 10,
     },
     Target {
