@@ -619,26 +619,8 @@ impl Writer {
         enter_ref: Option<u64>,
         result: i64,
     ) -> Option<(u32, u64)> {
-        let now = self.now();
-        let cache = LANE_CACHE.with(Cell::get);
-        if cache.writer_id == self.id
-            && cache.lane != 0
-            && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
-        {
-            let body = Body {
-                now,
-                tid: cache.tid,
-                kind,
-                call_id,
-                args,
-                label,
-                enter_ref,
-                result,
-            };
-            return Some(self.record_in_own_lane(cache.lane, &body));
-        }
-        self.record_slow(&Body {
-            now,
+        let mut body = Body {
+            now: self.now(),
             tid: 0,
             kind,
             call_id,
@@ -646,7 +628,16 @@ impl Writer {
             label,
             enter_ref,
             result,
-        })
+        };
+        let cache = LANE_CACHE.with(Cell::get);
+        if cache.writer_id == self.id
+            && cache.lane != 0
+            && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
+        {
+            body.tid = cache.tid;
+            return Some(self.record_in_own_lane(cache.lane, &body));
+        }
+        self.record_slow(&body)
     }
 
     /// The single-writer record: the head store claims the index (a reader that sees any byte of

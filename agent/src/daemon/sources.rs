@@ -1300,18 +1300,8 @@ mod tests {
         let found = pids(&source.targets(&root));
         assert!(found.contains(&renamer.pid), "renamed: {found:?}");
 
-        let dir = tempfile::tempdir().unwrap();
-        let program = dir.path().join(&comm);
-        std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
-        let mut exec = std::process::Command::new(&program)
-            .arg("30")
-            .spawn()
-            .unwrap();
+        let (_dir, mut exec) = sleep_named(&comm);
         let exec_pid = exec.id() as i32;
-        assert!(wait_until(Duration::from_secs(5), || {
-            std::fs::read_to_string(format!("/proc/{exec_pid}/comm"))
-                .is_ok_and(|c| c.trim() == comm)
-        }));
         let found = pids(&source.targets(&root));
         assert!(found.contains(&exec_pid), "exec'd: {found:?}");
         assert_eq!(
@@ -1327,6 +1317,23 @@ mod tests {
         assert!(!found.contains(&exec_pid), "reaped: {found:?}");
         assert_eq!(source.discovery_counts().1, walks);
         drop(renamer);
+    }
+
+    /// `sleep 30` exec'd under the name `comm` (a symlink in a temporary directory, kept alive by the
+    /// returned guard), once its comm reads `comm`.
+    fn sleep_named(comm: &str) -> (tempfile::TempDir, std::process::Child) {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join(comm);
+        std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
+        let child = std::process::Command::new(&program)
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        }));
+        (dir, child)
     }
 
     /// Lost events (an overrun) or a lost socket: the proc root is listed again, and what appeared in
@@ -1355,17 +1362,8 @@ mod tests {
 
         // The socket gone: every scan lists, and a process that execs is found.
         source.events.socket = None;
-        let dir = tempfile::tempdir().unwrap();
-        let program = dir.path().join(&comm);
-        std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
-        let mut child = std::process::Command::new(&program)
-            .arg("30")
-            .spawn()
-            .unwrap();
+        let (_dir, mut child) = sleep_named(&comm);
         let pid = child.id() as i32;
-        assert!(wait_until(Duration::from_secs(5), || {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
-        }));
         let found = pids(&source.targets(&root));
         assert!(found.contains(&pid), "{found:?}");
         child.kill().unwrap();
