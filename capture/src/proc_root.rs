@@ -219,7 +219,7 @@ impl ProcRoot {
     }
 
     /// Whether this is the running kernel's own `/proc` (not a fake or recorded tree): only then do
-    /// kernel event sources (the proc connector) describe it.
+    /// kernel sources (the proc connector, taskstats) describe it.
     pub fn is_live(&self) -> bool {
         self.root == Path::new(DEFAULT_ROOT)
     }

@@ -9,8 +9,8 @@
 //!
 //! The kernel answers inside `sendmsg` (generic netlink `doit`), so the reply is queued when the send
 //! returns; it is read with `MSG_DONTWAIT` and a missing reply is an error, never a wait. Needs
-//! `CAP_NET_ADMIN` (the command is `GENL_ADMIN_PERM`) in the initial network namespace (the family is
-//! not visible elsewhere); without it [`Taskstats::open`] fails and callers read every thread instead.
+//! `CAP_NET_ADMIN` (the command is `GENL_ADMIN_PERM`; any network namespace will do: checked with
+//! `unshare -n` on 6.18); without it [`Taskstats::open`] fails and callers read every thread instead.
 //!
 //! The reply is parsed by [`parse_tgid_reply`], pure and bounded: any bytes give counters or an error.
 

@@ -5,8 +5,8 @@
 //!
 //! Quiet processes are nearly free: before scanning a process its summed activity counters are asked of
 //! taskstats (one netlink round trip, [`capture::taskstats`]); unchanged since the previous scan, its
-//! sleeping threads are not read at all ([`Scanner::scan_with`]). Without the privilege (`CAP_NET_ADMIN`
-//! in the initial network namespace) every thread is read as before; [`ThreadScanner::quiet_shortcut`]
+//! sleeping threads are not read at all ([`Scanner::scan_with`]). Without the privilege (`CAP_NET_ADMIN`)
+//! or on a fake proc root every thread is read as before; [`ThreadScanner::quiet_shortcut`]
 //! says which. `WEDGE_CAPTURE_TASKSTATS=off` turns the shortcut off (for benchmarks and doubting users).
 
 use std::collections::{HashMap, HashSet};
@@ -43,19 +43,30 @@ pub struct ThreadScanner {
 }
 
 impl ThreadScanner {
-    pub fn new(_proc_root: &ProcRoot) -> ThreadScanner {
+    pub fn new(proc_root: &ProcRoot) -> ThreadScanner {
         let off = std::env::var_os("WEDGE_CAPTURE_TASKSTATS").is_some_and(|v| v == "off");
-        let (taskstats, shortcut) = if off {
+        let (taskstats, shortcut) = if !proc_root.is_live() {
+            // taskstats describes the running kernel's processes, not a fake or recorded tree's pids.
+            (
+                None,
+                "off (not the live /proc): every thread read every scan".to_string(),
+            )
+        } else if off {
             (
                 None,
                 "off (WEDGE_CAPTURE_TASKSTATS=off): every thread read every scan".to_string(),
             )
         } else {
             match Taskstats::open() {
-                Ok(t) => (Some(t), "on (taskstats): quiet processes' sleeping threads skipped".to_string()),
+                Ok(t) => (
+                    Some(t),
+                    "on (taskstats): quiet processes' sleeping threads skipped".to_string(),
+                ),
                 Err(err) => (
                     None,
-                    format!("unavailable ({err}; needs CAP_NET_ADMIN in the host network namespace): every thread read every scan"),
+                    format!(
+                        "unavailable ({err}; needs CAP_NET_ADMIN): every thread read every scan"
+                    ),
                 ),
             }
         };
