@@ -269,25 +269,14 @@ impl ArenaLayout {
 
     /// Placements overlapping arena range `[from, to)`.
     fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
-        let start = |i: usize| {
-            self.chunk_base[plan.placements[i].chunk as usize] + plan.placements[i].offset
-        };
+        let start = |p: &crate::plan::Placement| self.chunk_base[p.chunk as usize] + p.offset;
         // Placements are in arena order, so their starts ascend: binary searches.
-        let starting_before = |at: u64| {
-            let (mut lo, mut hi) = (0, plan.placements.len());
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if start(mid) < at {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo
-        };
+        let starting_before = |at: u64| plan.placements.partition_point(|p| start(p) < at);
         let first = starting_before(from);
         // The tensor before `first` may straddle `from`.
-        let first = if first > 0 && start(first - 1) + plan.placements[first - 1].bytes > from {
+        let first = if first > 0
+            && start(&plan.placements[first - 1]) + plan.placements[first - 1].bytes > from
+        {
             first - 1
         } else {
             first
