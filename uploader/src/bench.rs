@@ -37,6 +37,7 @@ pub struct PinnedBreakdown {
     pub submit_ms: f64,
     pub finish_ms: f64,
     pub copy_wait_ms: f64,
+    pub unregister_ms: f64,
     pub teardown_ms: f64,
     /// Which store the runs packed with, e.g. "plain ×10, streaming ×1" (`Auto` decides per run).
     pub stores: String,
@@ -93,6 +94,7 @@ impl PinnedBreakdown {
             submit_ms: ms(|s| s.submit_ns),
             finish_ms: ms(|s| s.finish_ns),
             copy_wait_ms: ms(|s| s.copy_wait_ns),
+            unregister_ms: ms(|s| s.unregister_ns),
             teardown_ms: ms(|s| s.teardown_ns),
             stores: stores.join(", "),
             calibration_plain_mbps: med(|s| s.calibration_plain_mbps),

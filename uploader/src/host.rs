@@ -22,6 +22,8 @@ const INVALID_HANDLE: i32 = 400;
 const ALREADY_REGISTERED: i32 = 712;
 const NOT_REGISTERED: i32 = 713;
 const NOT_SUPPORTED: i32 = 801;
+/// `CUDA_ERROR_ILLEGAL_STATE`: unregistering memory a queued copy still reads.
+const ILLEGAL_STATE: i32 = 401;
 
 /// Settings of the simulated device.
 #[derive(Debug, Clone, Copy)]
@@ -566,11 +568,23 @@ impl Driver for HostDriver {
 
     unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()> {
         let mut s = self.begin(CallKind::MemHostUnregister, true)?;
+        let base = ptr as u64;
+        let len = *s
+            .registered
+            .get(&base)
+            .ok_or_else(|| err(CallKind::MemHostUnregister, NOT_REGISTERED))?;
+        // The contract says no copy out of the range is in flight; on a GPU breaking it is a
+        // DMA from unlocked pages, so here it is an error the tests see.
+        let copying_from_it = s.streams.values().flatten().any(|op| {
+            matches!(*op, Op::Copy { src, len: n, .. }
+                if (src as u64) < base + len && src as u64 + n as u64 > base)
+        });
+        if copying_from_it {
+            return Err(err(CallKind::MemHostUnregister, ILLEGAL_STATE));
+        }
         Self::drain_all(&mut s);
-        s.registered
-            .remove(&(ptr as u64))
-            .map(|_| ())
-            .ok_or_else(|| err(CallKind::MemHostUnregister, NOT_REGISTERED))
+        s.registered.remove(&base);
+        Ok(())
     }
 
     unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {

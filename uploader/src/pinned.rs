@@ -22,7 +22,7 @@
 //! [`PinnedStats`] says where an upload's time went (staging, arena, waiting for packers,
 //! waiting for copies), so a slow run explains itself.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -216,6 +216,9 @@ pub struct PinnedStats {
     pub finish_ns: u64,
     /// The submitting thread waiting for copies to finish (copy-bound time).
     pub copy_wait_ns: u64,
+    /// `cuMemHostUnregister` inside a one-shot `Overlap` upload: groups of buffers it no longer
+    /// needed, unlocked while it waited (the rest is in `teardown_ns`).
+    pub unregister_ns: u64,
     /// Staging teardown (0 when the stager was reused).
     pub teardown_ns: u64,
     /// The store most pieces were packed with (`Auto` resolved; `Auto` only if the upload was
@@ -286,22 +289,133 @@ impl ArenaLayout {
     }
 }
 
+/// Buffers registered by one `cuMemHostRegister` each, in ring order: `[0]`, `[1]`, `[2, 3]`,
+/// `[4..8)`, … (boundaries at powers of two, the last group cut at `buffers`). Filled lazily
+/// (`Overlap`), the first buffer is page-locked after one small registration, so the first copy
+/// starts early, and the ring needs only about log2(buffers) + 1 calls (each costs a fixed
+/// ~60 µs on top of ~30 µs per MiB on an H200 host).
+pub fn registration_groups(buffers: usize) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while start < buffers {
+        let end = if start == 0 { 1 } else { start * 2 }.min(buffers);
+        groups.push(start..end);
+        start = end;
+    }
+    groups
+}
+
+/// Consecutive staging buffers page-locked (or not yet) by one registration.
+#[derive(Debug)]
+struct Registration {
+    buffers: std::ops::Range<usize>,
+    /// Page-locked now. Only the submitting thread registers and unregisters.
+    registered: AtomicBool,
+}
+
+/// `Overlap` staging's page faults, taken by the packing threads of the stager's first
+/// uploads before they pack: each claims the next huge page of the mapping (in ring order, so
+/// the first buffers are ready first) and writes to it. Nothing is packed into a page, and no
+/// group is registered, before its fault is done: registering touched memory is ~7× faster
+/// than letting `cuMemHostRegister` fault it in on one thread, and the zeroing write must not
+/// race a packer's bytes.
+#[derive(Debug)]
+struct FaultPass {
+    /// The mapping's address (as an integer: the pass is shared between threads).
+    base: usize,
+    /// Next huge page to claim.
+    next: AtomicUsize,
+    /// Per huge page: faulted in.
+    done: Vec<AtomicBool>,
+}
+
+impl FaultPass {
+    fn new(base: *mut u8, len: usize) -> FaultPass {
+        FaultPass {
+            base: base as usize,
+            next: AtomicUsize::new(0),
+            done: (0..len.div_ceil(HUGE_PAGE))
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+        }
+    }
+
+    /// Huge pages holding mapping offsets `[from, to)`.
+    fn pages(from: usize, to: usize) -> std::ops::Range<usize> {
+        from / HUGE_PAGE..to.div_ceil(HUGE_PAGE)
+    }
+
+    /// Claims the next page below `limit` and faults it in; false when every page below
+    /// `limit` is claimed (some may still be faulting on other threads).
+    fn fault_next(&self, limit: usize) -> bool {
+        let limit = limit.min(self.done.len());
+        let mut page = self.next.load(Ordering::Relaxed);
+        loop {
+            if page >= limit {
+                return false;
+            }
+            match self.next.compare_exchange_weak(
+                page,
+                page + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => page = now,
+            }
+        }
+        for at in (page * HUGE_PAGE..(page + 1) * HUGE_PAGE).step_by(4096) {
+            // SAFETY: inside the mapping (`page < done.len()`, and the mapping's length is a
+            // multiple of HUGE_PAGE), readable and writable. Only this thread claimed the page,
+            // and until `done[page]` is set nobody else reads or writes it (packers and the
+            // registering submitter wait for it).
+            unsafe { std::ptr::write_volatile((self.base + at) as *mut u8, 0) };
+        }
+        // Release: the faulted, zeroed page is the packers' from here on.
+        self.done[page].store(true, Ordering::Release);
+        true
+    }
+
+    /// Every page holding mapping offsets `[from, to)` is faulted in.
+    fn is_done(&self, from: usize, to: usize) -> bool {
+        self.done[Self::pages(from, to)]
+            .iter()
+            .all(|d| d.load(Ordering::Acquire))
+    }
+}
+
 /// Pinned staging memory: one allocation holding every buffer.
 #[derive(Debug)]
 struct Staging {
     base: *mut u8,
-    /// Bytes allocated (and registered).
+    /// Bytes allocated.
     len: usize,
     /// Distance between buffers (the buffer size rounded up to a page).
     stride: usize,
     memory: StagingMemory,
-    /// Per buffer: page-locked yet (all true but for `Overlap` staging before first use).
-    registered: Vec<AtomicBool>,
+    /// The buffers' registrations: one group of all of them, page-locked at creation, but for
+    /// `Overlap` staging ([`registration_groups`], each locked by the upload that first needs it).
+    groups: Vec<Registration>,
+    /// `Overlap`: the page faults still to take (by packing threads).
+    faults: Option<FaultPass>,
 }
 
 impl Staging {
-    fn buffer(&self, b: usize) -> *mut u8 {
-        self.base.wrapping_add(b * self.stride)
+    /// The registration group holding buffer `b`.
+    fn group_of(&self, b: usize) -> usize {
+        self.groups.partition_point(|g| g.buffers.end <= b)
+    }
+
+    /// Mapping offsets `[from, to)` of group `g`'s buffers.
+    fn group_span(&self, g: usize) -> (usize, usize) {
+        let buffers = &self.groups[g].buffers;
+        (buffers.start * self.stride, buffers.end * self.stride)
+    }
+
+    /// Every page of group `g` is faulted in (always, but for `Overlap` staging).
+    fn group_faulted(&self, g: usize) -> bool {
+        let (from, to) = self.group_span(g);
+        self.faults.as_ref().is_none_or(|f| f.is_done(from, to))
     }
 }
 
@@ -318,6 +432,8 @@ pub struct PinnedStager {
     created_ns: u64,
     /// Of that, `cuMemHostRegister` (`Register` staging).
     created_register_ns: u64,
+    /// Made for one upload ([`PinnedStager::create_one_shot`]).
+    one_shot: bool,
 }
 
 /// An anonymous private mapping of `len` bytes (a multiple of [`HUGE_PAGE`]) aligned to
@@ -393,6 +509,41 @@ fn prefault(base: *mut u8, len: usize, threads: usize) {
     });
 }
 
+/// Page-locks group `g` of `Overlap` staging unless it is locked; its pages must be faulted
+/// in. Returns the nanoseconds the registration took (0 if there was none).
+fn register_group(t: &Traced, site: &Site, s: &Staging, g: usize) -> Result<u64> {
+    let group = &s.groups[g];
+    if group.registered.load(Ordering::Acquire) {
+        return Ok(0);
+    }
+    let (from, to) = s.group_span(g);
+    let started = Instant::now();
+    // SAFETY: the group's buffers lie in our mapping and start on a page (the stride is a
+    // multiple of 4096); they are registered once (the flag is set right after, and only the
+    // submitting thread registers) and unregistered by `unregister_group` before the unmap.
+    unsafe { t.host_register(site, s.base.wrapping_add(from), (to - from) as u64) }?;
+    group.registered.store(true, Ordering::Release);
+    Ok(elapsed_ns(started))
+}
+
+/// Unlocks group `g` of `Overlap` staging if it is locked; returns the nanoseconds it took.
+///
+/// # Safety
+/// No copy out of the group's buffers may be in flight.
+unsafe fn unregister_group(t: &Traced, site: &Site, s: &Staging, g: usize) -> Result<u64> {
+    let group = &s.groups[g];
+    if !group.registered.load(Ordering::Acquire) {
+        return Ok(0);
+    }
+    let (from, to) = s.group_span(g);
+    let started = Instant::now();
+    // SAFETY: registered once by `register_group` at this address; no copy in flight (the
+    // caller's contract). Still registered if this fails, so teardown tries again.
+    unsafe { t.host_unregister(site, s.base.wrapping_add(from), (to - from) as u64) }?;
+    group.registered.store(false, Ordering::Release);
+    Ok(elapsed_ns(started))
+}
+
 impl PinnedStager {
     /// Allocates the staging memory, one event per buffer and the copy stream.
     pub fn create(t: &Traced, options: &PinnedOptions) -> Result<PinnedStager> {
@@ -405,9 +556,16 @@ impl PinnedStager {
             stream: None,
             created_ns: 0,
             created_register_ns: 0,
+            one_shot: false,
         };
         let site = Site::plain("pinned setup");
-        let registered = |yes: bool| (0..options.buffers).map(|_| AtomicBool::new(yes)).collect();
+        // Every buffer in one group, locked at creation (`HostAlloc`, `Register`).
+        let locked_at_once = || {
+            vec![Registration {
+                buffers: 0..options.buffers,
+                registered: AtomicBool::new(true),
+            }]
+        };
         let made = (|| -> Result<()> {
             stager.stream = Some(t.stream_create(&site)?);
             let stride = usize::try_from(options.buffer_bytes)
@@ -423,16 +581,25 @@ impl PinnedStager {
                     len: total,
                     stride,
                     memory: StagingMemory::HostAlloc,
-                    registered: registered(true),
+                    groups: locked_at_once(),
+                    faults: None,
                 },
                 StagingMemory::Overlap => {
                     let len = total.next_multiple_of(HUGE_PAGE);
+                    let base = map_huge_aligned(len)?;
                     Staging {
-                        base: map_huge_aligned(len)?,
+                        base,
                         len,
                         stride,
                         memory: StagingMemory::Overlap,
-                        registered: registered(false),
+                        groups: registration_groups(options.buffers)
+                            .into_iter()
+                            .map(|buffers| Registration {
+                                buffers,
+                                registered: AtomicBool::new(false),
+                            })
+                            .collect(),
+                        faults: Some(FaultPass::new(base, len)),
                     }
                 }
                 StagingMemory::Register => {
@@ -454,7 +621,8 @@ impl PinnedStager {
                         len,
                         stride,
                         memory: StagingMemory::Register,
-                        registered: registered(true),
+                        groups: locked_at_once(),
+                        faults: None,
                     }
                 }
             });
@@ -502,15 +670,9 @@ impl PinnedStager {
                 }
                 StagingMemory::Overlap => {
                     let mut all_unregistered = true;
-                    for (b, registered) in s.registered.iter().enumerate() {
-                        if !registered.load(Ordering::Acquire) {
-                            continue;
-                        }
-                        // SAFETY: buffer b was registered once (by an upload), no copy in
-                        // flight (stream synchronized above).
-                        let done =
-                            unsafe { t.host_unregister(&site, s.buffer(b), s.stride as u64) };
-                        if let Err(err) = done {
+                    for g in 0..s.groups.len() {
+                        // SAFETY: the stream was synchronized above: no copy in flight.
+                        if let Err(err) = unsafe { unregister_group(t, &site, s, g) } {
                             all_unregistered = false;
                             first_err.get_or_insert(err);
                         }
@@ -557,6 +719,43 @@ impl PinnedStager {
         self.created_register_ns
     }
 
+    /// A stager for one upload only ([`crate::strategy::upload`]): with `Overlap` staging, that
+    /// upload unlocks each group of buffers as soon as it holds no more of its slices, while
+    /// it waits for packers or the last copies, instead of in teardown.
+    pub(crate) fn create_one_shot(t: &Traced, options: &PinnedOptions) -> Result<PinnedStager> {
+        let mut stager = PinnedStager::create(t, options)?;
+        stager.one_shot = true;
+        Ok(stager)
+    }
+
+    /// One-shot `Overlap` stager: unlocks every locked group whose buffers hold no more slices
+    /// of the upload (each buffer's last slice is below `released`, so its copy finished).
+    /// Returns the nanoseconds it took.
+    fn retire(&self, t: &Traced, staging: &Staging, released: u64, slices: u64) -> Result<u64> {
+        if staging.memory != StagingMemory::Overlap {
+            return Ok(0);
+        }
+        let buffers = self.options.buffers as u64;
+        let last_slice_of = |b: u64| b + (slices - 1 - b) / buffers * buffers;
+        let mut spent = 0;
+        for (g, group) in staging.groups.iter().enumerate() {
+            let finished = group.buffers.clone().all(|b| {
+                let b = b as u64;
+                b >= slices || last_slice_of(b) < released
+            });
+            if !finished || !group.registered.load(Ordering::Acquire) {
+                continue;
+            }
+            let site = Site::plain("pinned retire");
+            // SAFETY: every slice of the group's buffers was released, so its copy finished
+            // (its event was seen complete), and no later slice uses them: this upload is the
+            // stager's only one.
+            spent += unsafe { unregister_group(t, &site, staging, g) }
+                .map_err(|e| chunk_failed("slice", group.buffers.start, slices as usize, e))?;
+        }
+        Ok(spent)
+    }
+
     /// Uploads `plan` into one device allocation through the staging buffers.
     pub fn upload(
         &self,
@@ -584,6 +783,7 @@ impl PinnedStager {
             submit_ns: 0,
             finish_ns: 0,
             copy_wait_ns: 0,
+            unregister_ns: 0,
             teardown_ns: 0,
             store: self.options.store,
             calibration_plain_mbps: 0,
@@ -628,10 +828,19 @@ impl PinnedStager {
             .min(slice)
             .next_multiple_of(64)
             .min(slice.next_multiple_of(64));
+        // Buffers this upload fills, and the pages they span (to fault in, for `Overlap`).
+        let used_buffers = usize::try_from(slices)
+            .unwrap_or(usize::MAX)
+            .min(self.options.buffers);
+        let used_groups = staging
+            .groups
+            .partition_point(|g| g.buffers.start < used_buffers);
         let pipeline = Pipeline {
             src,
             plan,
             layout: &layout,
+            faults: staging.faults.as_ref(),
+            fault_limit: FaultPass::pages(0, used_buffers * staging.stride).end,
             staging_base: staging.base as usize,
             stride: staging.stride as u64,
             buffers: self.options.buffers as u64,
@@ -693,13 +902,38 @@ impl PinnedStager {
             stats.setup_ns = elapsed_ns(called);
             let mut in_flight = std::collections::VecDeque::with_capacity(self.options.buffers);
             let mut done_bytes = 0;
+            let register_site = |g: usize| site_of(staging.groups[g].buffers.start as u64);
+            let register_failed = |g: usize, e| {
+                let s = staging.groups[g].buffers.start;
+                chunk_failed("slice", s, slices as usize, e)
+            };
+            // Groups below this one are page-locked (`Overlap` locks them while it waits).
+            let mut next_group = 0;
+            // Slices below this were released when finished groups were last looked for.
+            let mut retired_at = 0;
             for s in 0..slices {
                 let from = s * slice;
                 let to = (from + slice).min(layout.bytes);
                 let waited = Instant::now();
-                pipeline.wait_filled(s, self.options.submitter_packs, &mut || {
-                    views.step(plan, &layout, arena)
-                })?;
+                // While waiting: lock the next group whose pages are in, retire groups no
+                // longer needed, build views.
+                let mut chore = || -> Result<bool> {
+                    if next_group < used_groups && staging.group_faulted(next_group) {
+                        stats.register_ns +=
+                            register_group(t, &register_site(next_group), staging, next_group)
+                                .map_err(|e| register_failed(next_group, e))?;
+                        next_group += 1;
+                        return Ok(true);
+                    }
+                    let released = pipeline.released.load(Ordering::Relaxed);
+                    if self.one_shot && released > retired_at {
+                        retired_at = released;
+                        stats.unregister_ns += self.retire(t, staging, released, slices)?;
+                        return Ok(true);
+                    }
+                    Ok(views.step(plan, &layout, arena))
+                };
+                pipeline.wait_filled(s, self.options.submitter_packs, &mut chore)?;
                 stats.pack_wait_ns += elapsed_ns(waited);
                 if s == 0 {
                     stats.first_slice_ns = elapsed_ns(packing);
@@ -710,20 +944,18 @@ impl PinnedStager {
                 let buffer = pipeline.buffer(s);
                 let step = (|| -> Result<()> {
                     let b = (s % pipeline.buffers) as usize;
-                    if !staging.registered[b].load(Ordering::Acquire) {
+                    let g = staging.group_of(b);
+                    if !staging.groups[g].registered.load(Ordering::Acquire) {
                         let registering = Instant::now();
-                        // SAFETY: buffer b (`stride` bytes, page-aligned) lies in our mapping,
-                        // is registered once (the flag is set right after, and only this thread
-                        // registers), and is unregistered in `destroy` before the unmap.
-                        unsafe {
-                            t.host_register(&site, staging.buffer(b), staging.stride as u64)
-                        }?;
-                        staging.registered[b].store(true, Ordering::Release);
+                        pipeline.wait_faulted(staging, g)?;
+                        register_group(t, &site, staging, g)?;
                         stats.register_ns += elapsed_ns(registering);
+                        next_group = next_group.max(g + 1);
                     }
                     // SAFETY: destination `arena+from .. arena+to` lies in the arena; the source
-                    // is staging buffer b, fully packed (every piece published), and not
-                    // written again until `events[b]` (recorded right after) was waited for.
+                    // is staging buffer b, fully packed (every piece published), page-locked,
+                    // and not written again until `events[b]` (recorded right after) was waited
+                    // for.
                     unsafe {
                         t.memcpy_htod_async(
                             &site,
@@ -772,6 +1004,22 @@ impl PinnedStager {
                 });
             }
             let last = slices.saturating_sub(1);
+            if self.one_shot {
+                // Unlock what is finished while the last copies run.
+                while let Some(&oldest) = in_flight.front() {
+                    let b = (oldest % pipeline.buffers) as usize;
+                    // SAFETY: our live event, recorded after the copy out of buffer b.
+                    let done = unsafe { t.event_query(&site_of(oldest), self.events[b]) }
+                        .map_err(|e| chunk_failed("slice", oldest as usize, slices as usize, e))?;
+                    if !done {
+                        break;
+                    }
+                    in_flight.pop_front();
+                    pipeline.release(oldest + 1, &stop.workers);
+                }
+                let released = pipeline.released.load(Ordering::Relaxed);
+                stats.unregister_ns += self.retire(t, staging, released, slices)?;
+            }
             let waited = Instant::now();
             // SAFETY: our live stream.
             unsafe { t.stream_synchronize(&site_of(last), stream) }
@@ -880,6 +1128,11 @@ struct Pipeline<'a> {
     src: &'a dyn TensorSource,
     plan: &'a Plan,
     layout: &'a ArenaLayout,
+    /// `Overlap` staging's page faults: taken by packers before they pack, waited for before
+    /// a piece is written or a group registered.
+    faults: Option<&'a FaultPass>,
+    /// Huge pages of staging this upload uses (faults beyond are left to later uploads).
+    fault_limit: usize,
     staging_base: usize,
     stride: u64,
     buffers: u64,
@@ -987,6 +1240,13 @@ impl Pipeline<'_> {
 
     /// Packing thread: claim pieces in order until none are left or the upload stops.
     fn worker(&self) {
+        if let Some(faults) = self.faults {
+            while !self.stop.load(Ordering::Relaxed) {
+                if !faults.fault_next(self.fault_limit) {
+                    break;
+                }
+            }
+        }
         let total = self.filled.len() as u64 * self.pieces_per_slice;
         loop {
             let k = self.next_piece.fetch_add(1, Ordering::Relaxed);
@@ -1020,6 +1280,18 @@ impl Pipeline<'_> {
             .min(self.layout.bytes);
         if from < to {
             let dst = self.buffer(s) + (from - s * self.slice) as usize;
+            if let Some(faults) = self.faults {
+                let at = dst - self.staging_base;
+                let mut spins = 0u32;
+                while !faults.is_done(at, at + (to - from) as usize) {
+                    if self.stop.load(Ordering::Acquire) {
+                        return false;
+                    }
+                    if !faults.fault_next(self.fault_limit) {
+                        self.idle(&mut spins);
+                    }
+                }
+            }
             let (store, calibrating) = self.store_for(k);
             let started = calibrating.then(Instant::now);
             let packed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1129,7 +1401,12 @@ impl Pipeline<'_> {
     /// Submitter: waits until every piece of `slice` is packed, or a packing thread failed.
     /// Meanwhile, rather than spin, it does `chore` (a short piece of other work; false when
     /// there is none left) and, with `help`, packs pieces itself.
-    fn wait_filled(&self, slice: u64, help: bool, chore: &mut dyn FnMut() -> bool) -> Result<()> {
+    fn wait_filled(
+        &self,
+        slice: u64,
+        help: bool,
+        chore: &mut dyn FnMut() -> Result<bool>,
+    ) -> Result<()> {
         let mut spins = 0u32;
         loop {
             // Acquire: pairs with the packers' release, so their bytes are visible.
@@ -1138,18 +1415,38 @@ impl Pipeline<'_> {
             {
                 return Ok(());
             }
-            if self.stop.load(Ordering::Acquire) {
-                let failed = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
-                return Err(match failed {
-                    Some((s, e)) => chunk_failed("slice", s as usize, self.filled.len(), e),
-                    None => Error::Worker("packing stopped".into()),
-                });
-            }
-            if chore() || (help && self.help_pack()) {
+            self.stopped()?;
+            if chore()? || (help && self.help_pack()) {
                 continue;
             }
             self.idle(&mut spins);
         }
+    }
+
+    /// Submitter: waits until every page of staging group `g` is faulted in, taking faults
+    /// itself while any are unclaimed, or a packing thread failed.
+    fn wait_faulted(&self, staging: &Staging, g: usize) -> Result<()> {
+        let mut spins = 0u32;
+        while !staging.group_faulted(g) {
+            self.stopped()?;
+            let took = self.faults.is_some_and(|f| f.fault_next(self.fault_limit));
+            if !took {
+                self.idle(&mut spins);
+            }
+        }
+        Ok(())
+    }
+
+    /// `Err` with the packers' failure once the upload stopped.
+    fn stopped(&self) -> Result<()> {
+        if !self.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let failed = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Err(match failed {
+            Some((s, e)) => chunk_failed("slice", s as usize, self.filled.len(), e),
+            None => Error::Worker("packing stopped".into()),
+        })
     }
 
     /// Submitter: slices below `upto` were copied out; their buffers may be refilled.
@@ -1332,5 +1629,63 @@ mod tests {
             // SAFETY: our mapping, unused elsewhere.
             unsafe { libc::munmap(base.cast(), len) };
         }
+    }
+
+    #[test]
+    fn registration_groups_double_and_cover_the_ring_once() {
+        assert!(registration_groups(0).is_empty());
+        assert_eq!(
+            registration_groups(1),
+            vec![std::ops::Range { start: 0, end: 1 }]
+        );
+        assert_eq!(registration_groups(3), [0..1, 1..2, 2..3]);
+        assert_eq!(registration_groups(8), [0..1, 1..2, 2..4, 4..8]);
+        assert_eq!(registration_groups(11), [0..1, 1..2, 2..4, 4..8, 8..11]);
+        for n in 1..100 {
+            let groups = registration_groups(n);
+            assert_eq!(groups.first().unwrap().start, 0);
+            assert_eq!(groups.last().unwrap().end, n);
+            assert!(groups.windows(2).all(|w| w[0].end == w[1].start));
+            assert!(groups.len() <= n.ilog2() as usize + 2, "{n}: {groups:?}");
+        }
+    }
+
+    /// The fault pass hands out each page once, in order, never past the limit (a later, larger
+    /// upload takes the rest), and makes exactly the pages it marks done resident.
+    #[test]
+    fn the_fault_pass_faults_each_page_once_up_to_the_limit() {
+        let len = 5 * HUGE_PAGE;
+        let base = map_huge_aligned(len).unwrap();
+        let faults = FaultPass::new(base, len);
+        assert!(!faults.is_done(0, 1));
+        let mut taken = 0;
+        while faults.fault_next(2) {
+            taken += 1;
+        }
+        assert_eq!(taken, 2);
+        assert!(faults.is_done(0, 2 * HUGE_PAGE));
+        assert!(!faults.is_done(0, 2 * HUGE_PAGE + 1));
+        assert_eq!(resident_pages(base, len), 2 * HUGE_PAGE / 4096);
+        // Threads share the rest; a limit past the end stops at the end.
+        let taken_by_threads: usize = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut taken = 0;
+                        while faults.fault_next(usize::MAX) {
+                            taken += 1;
+                        }
+                        taken
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).sum()
+        });
+        assert_eq!(taken_by_threads, 3);
+        assert!(faults.is_done(0, len));
+        assert_eq!(resident_pages(base, len), len / 4096);
+        assert!(!faults.fault_next(usize::MAX));
+        // SAFETY: our mapping, unused elsewhere.
+        unsafe { libc::munmap(base.cast(), len) };
     }
 }

@@ -199,7 +199,7 @@ pub fn upload(
                 .div_ceil(options.buffer_bytes.max(1))
                 .max(1);
             options.buffers = one_shot_buffers(&options, slices);
-            let stager = PinnedStager::create(t, &options)?;
+            let stager = PinnedStager::create_one_shot(t, &options)?;
             let created_ns = stager.created_ns();
             let created_register_ns = stager.created_register_ns();
             let result = stager.upload(t, src, plan, progress);

@@ -494,7 +494,7 @@ fn pinned_verifies_with_spinning_and_sleeping_packers_and_odd_thread_counts() {
 #[test]
 fn pinned_verifies_in_every_pipeline_shape() {
     use uploader::pack::PackStore;
-    use uploader::pinned::ArenaLayout;
+    use uploader::pinned::{registration_groups, ArenaLayout};
     use uploader::strategy::{ArenaMemory, StagingMemory};
     let w = small_workload();
     let p = small_plan(&w);
@@ -545,13 +545,14 @@ fn pinned_verifies_in_every_pipeline_shape() {
                             assert_eq!((alloc, register), (0, 1));
                             assert_eq!(d.calls(CallKind::MemHostUnregister), 1);
                         }
-                        // One registration per buffer the upload used (the ring is capped at
-                        // the slice count), each undone at teardown.
+                        // One registration per group of the buffers the upload used (the
+                        // ring is capped at the slice count), each undone once.
                         StagingMemory::Overlap => {
                             let slices = ArenaLayout::new(&p).bytes().div_ceil(buffer_bytes);
-                            let used = (buffers as u64).min(slices);
-                            assert_eq!((alloc, register), (0, used));
-                            assert_eq!(d.calls(CallKind::MemHostUnregister), used);
+                            let used = (buffers as u64).min(slices) as usize;
+                            let groups = registration_groups(used).len() as u64;
+                            assert_eq!((alloc, register), (0, groups));
+                            assert_eq!(d.calls(CallKind::MemHostUnregister), groups);
                             assert!(stats.register_ns > 0, "{stats:?}");
                         }
                     }
@@ -826,6 +827,40 @@ fn a_failing_overlap_registration_fails_the_upload_and_leaks_nothing() {
             other => panic!("registration {nth}: expected ChunkFailed, got {other:?}"),
         }
         assert_eq!(d.calls(CallKind::MemHostUnregister), nth - 1);
+        t.close().unwrap();
+        assert_all_released(&d);
+    }
+}
+
+/// A one-shot `Overlap` upload unlocks each group of buffers as soon as no slice of it is left
+/// (the host driver refuses to unlock memory a queued copy still reads), teardown unlocks the
+/// rest, and every group is locked and unlocked exactly once.
+#[test]
+fn a_one_shot_overlap_upload_unlocks_finished_groups_while_it_runs() {
+    use uploader::pinned::registration_groups;
+    use uploader::strategy::StagingMemory;
+    let w = small_workload();
+    let p = small_plan(&w);
+    for threads in [1, 3] {
+        let d = HostDriver::default();
+        let t = Traced::open(&d, None, 0).unwrap();
+        let mut s = strategy(StrategyKind::Pinned);
+        s.pinned.staging = StagingMemory::Overlap;
+        s.pinned.buffers = 7;
+        s.pinned.buffer_bytes = 4096;
+        s.pinned.piece_bytes = 1024;
+        s.pinned.threads = threads;
+        let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+        let stats = up.pinned.unwrap();
+        assert!(
+            stats.unregister_ns > 0,
+            "no group unlocked inside the upload: {stats:?}"
+        );
+        verify(&t, &up, &w).unwrap();
+        let groups = registration_groups(7).len() as u64;
+        assert_eq!(d.calls(CallKind::MemHostRegister), groups);
+        assert_eq!(d.calls(CallKind::MemHostUnregister), groups);
+        up.free(&t).unwrap();
         t.close().unwrap();
         assert_all_released(&d);
     }

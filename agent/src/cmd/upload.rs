@@ -535,10 +535,7 @@ fn print_compare(r: &CompareReport, args: &Args) {
             m.driver_calls
         );
         if let Some(b) = &m.pinned {
-            println!(
-                "{:<32} staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), registering {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
-                "", b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.first_slice_ms, b.register_ms, b.copy_wait_ms, b.teardown_ms, b.stores
-            );
+            println!("{:<32} {}", "", breakdown_line(b));
         }
     };
     row(&r.ceiling_pinned);
@@ -576,14 +573,30 @@ fn print_compare(r: &CompareReport, args: &Args) {
                     m.gbps / ceiling * 100.0
                 );
                 if let Some(b) = &m.pinned {
-                    println!(
-                        "      staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), registering {:.2} ms, for copies {:.2} ms, teardown {:.2} ms; stores {}",
-                        b.staging_ms, b.arena_ms, b.arenas, b.pack_wait_ms, b.first_slice_ms, b.register_ms, b.copy_wait_ms, b.teardown_ms, b.stores
-                    );
+                    println!("      {}", breakdown_line(b));
                 }
             }
         }
     }
+}
+
+/// Where a pinned upload's time went, one line (medians).
+fn breakdown_line(b: &uploader::bench::PinnedBreakdown) -> String {
+    format!(
+        "staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), \
+         registering {:.2} ms, for copies {:.2} ms, unregistering early {:.2} ms, teardown {:.2} ms; \
+         stores {}",
+        b.staging_ms,
+        b.arena_ms,
+        b.arenas,
+        b.pack_wait_ms,
+        b.first_slice_ms,
+        b.register_ms,
+        b.copy_wait_ms,
+        b.unregister_ms,
+        b.teardown_ms,
+        b.stores
+    )
 }
 
 #[cfg(test)]
