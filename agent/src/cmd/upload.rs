@@ -66,8 +66,8 @@ pub enum StagingArg {
     Hostalloc,
     /// An anonymous mapping advised for huge pages, page-locked with cuMemHostRegister.
     Register,
-    /// The same mapping, each buffer registered just before its first copy, while packing
-    /// goes on.
+    /// The same mapping, faulted in by the packers and registered in doubling groups of
+    /// buffers while packing goes on (the default).
     Overlap,
 }
 
@@ -172,7 +172,7 @@ pub struct Args {
     /// pinned: bytes per staging buffer, one async copy each (default 4MiB).
     #[arg(long, value_parser = parse_bytes, value_name = "B")]
     pub staging_bytes: Option<u64>,
-    /// pinned: how staging memory is page-locked (default register).
+    /// pinned: how staging memory is page-locked (default overlap).
     #[arg(long, value_enum, value_name = "HOW")]
     pub staging_memory: Option<StagingArg>,
     /// pinned: where the device arena comes from (default pool).
