@@ -49,11 +49,11 @@ pub enum StagingMemory {
     /// An anonymous mapping (2 MiB aligned, `MADV_HUGEPAGE`) page-locked with
     /// `cuMemHostRegister`: fewer, larger pages to pin where transparent huge pages are on.
     Register,
-    /// The same mapping, faulted in by the packing threads and page-locked by the upload
-    /// that first needs it, while packing goes on: packing starts at once, the first buffer is
-    /// locked after one small registration, the rest in doubling groups
+    /// The same mapping, faulted in by the packing threads (a huge page each at a time) and
+    /// page-locked by the upload that first needs it, while packing goes on: the first buffer
+    /// is locked after one small registration, the rest in doubling groups
     /// ([`registration_groups`]) while the submitter waits for packers. An upload of a stager
-    /// made for it alone unlocks each group as soon as its last copy is done.
+    /// made for it alone unlocks each group it no longer needs while it waits for packers.
     Overlap,
 }
 
@@ -317,43 +317,38 @@ struct Registration {
 }
 
 /// `Overlap` staging's page faults, taken by the packing threads of the stager's first
-/// uploads before they pack: each claims the next [`FAULT_UNIT`] of the mapping (in ring
-/// order, so the first buffers are ready first) and writes to each of its pages. Nothing is
-/// packed into a unit, and no group is registered, before its faults are done: registering
-/// touched memory is ~7× faster than letting `cuMemHostRegister` fault it in on one thread,
-/// and the zeroing writes must not race a packer's bytes.
+/// uploads before they pack: each claims the next huge page of the mapping (in ring order, so
+/// the first buffers are ready first) and writes to it. Nothing is packed into a page, and no
+/// group is registered, before its fault is done: registering touched memory is ~7× faster
+/// than letting `cuMemHostRegister` fault it in on one thread, and the zeroing write must not
+/// race a packer's bytes.
 #[derive(Debug)]
 struct FaultPass {
     /// The mapping's address (as an integer: the pass is shared between threads).
     base: usize,
-    /// Next unit to claim.
+    /// Next huge page to claim.
     next: AtomicUsize,
-    /// Per unit: faulted in.
+    /// Per huge page: faulted in.
     done: Vec<AtomicBool>,
 }
-
-/// Bytes one thread faults in at a time: small enough that all packers share the first
-/// buffer's faults (where huge pages are off, 4 KiB faults cost the H200 host ~0.8 ms per
-/// 2 MiB on one thread), a multiple of 4 KiB and a divisor of [`HUGE_PAGE`].
-const FAULT_UNIT: usize = 256 << 10;
 
 impl FaultPass {
     fn new(base: *mut u8, len: usize) -> FaultPass {
         FaultPass {
             base: base as usize,
             next: AtomicUsize::new(0),
-            done: (0..len.div_ceil(FAULT_UNIT))
+            done: (0..len.div_ceil(HUGE_PAGE))
                 .map(|_| AtomicBool::new(false))
                 .collect(),
         }
     }
 
-    /// Units holding mapping offsets `[from, to)`.
-    fn units(from: usize, to: usize) -> std::ops::Range<usize> {
-        from / FAULT_UNIT..to.div_ceil(FAULT_UNIT)
+    /// Huge pages holding mapping offsets `[from, to)`.
+    fn pages(from: usize, to: usize) -> std::ops::Range<usize> {
+        from / HUGE_PAGE..to.div_ceil(HUGE_PAGE)
     }
 
-    /// Claims the next unit below `limit` and faults it in; false when every unit below
+    /// Claims the next page below `limit` and faults it in; false when every page below
     /// `limit` is claimed (some may still be faulting on other threads).
     fn fault_next(&self, limit: usize) -> bool {
         let limit = limit.min(self.done.len());
@@ -372,11 +367,11 @@ impl FaultPass {
                 Err(now) => page = now,
             }
         }
-        for at in (page * FAULT_UNIT..(page + 1) * FAULT_UNIT).step_by(4096) {
+        for at in (page * HUGE_PAGE..(page + 1) * HUGE_PAGE).step_by(4096) {
             // SAFETY: inside the mapping (`page < done.len()`, and the mapping's length is a
-            // multiple of HUGE_PAGE, so of FAULT_UNIT), readable and writable. Only this thread
-            // claimed the unit, and until `done[page]` is set nobody else reads or writes it
-            // (packers and the registering submitter wait for it).
+            // multiple of HUGE_PAGE), readable and writable. Only this thread claimed the page,
+            // and until `done[page]` is set nobody else reads or writes it (packers and the
+            // registering submitter wait for it).
             unsafe { std::ptr::write_volatile((self.base + at) as *mut u8, 0) };
         }
         // Release: the faulted, zeroed page is the packers' from here on.
@@ -384,9 +379,9 @@ impl FaultPass {
         true
     }
 
-    /// Every unit holding mapping offsets `[from, to)` is faulted in.
+    /// Every page holding mapping offsets `[from, to)` is faulted in.
     fn is_done(&self, from: usize, to: usize) -> bool {
-        self.done[Self::units(from, to)]
+        self.done[Self::pages(from, to)]
             .iter()
             .all(|d| d.load(Ordering::Acquire))
     }
@@ -848,7 +843,7 @@ impl PinnedStager {
             plan,
             layout: &layout,
             faults: staging.faults.as_ref(),
-            fault_limit: FaultPass::units(0, used_buffers * staging.stride).end,
+            fault_limit: FaultPass::pages(0, used_buffers * staging.stride).end,
             staging_base: staging.base as usize,
             stride: staging.stride as u64,
             buffers: self.options.buffers as u64,
@@ -1012,19 +1007,21 @@ impl PinnedStager {
                 });
             }
             let last = slices.saturating_sub(1);
-            if self.one_shot && staging.memory == StagingMemory::Overlap {
-                // Every slice is submitted: wait for the copies one at a time and unlock each
-                // group as soon as its last copy is done, while the later copies still run.
-                while let Some(oldest) = in_flight.pop_front() {
+            if self.one_shot {
+                // Unlock what is finished while the last copies run.
+                while let Some(&oldest) = in_flight.front() {
                     let b = (oldest % pipeline.buffers) as usize;
-                    let waited = Instant::now();
                     // SAFETY: our live event, recorded after the copy out of buffer b.
-                    unsafe { t.event_synchronize(&site_of(oldest), self.events[b]) }
+                    let done = unsafe { t.event_query(&site_of(oldest), self.events[b]) }
                         .map_err(|e| chunk_failed("slice", oldest as usize, slices as usize, e))?;
-                    stats.copy_wait_ns += elapsed_ns(waited);
+                    if !done {
+                        break;
+                    }
+                    in_flight.pop_front();
                     pipeline.release(oldest + 1, &stop.workers);
-                    stats.unregister_ns += self.retire(t, staging, oldest + 1, slices)?;
                 }
+                let released = pipeline.released.load(Ordering::Relaxed);
+                stats.unregister_ns += self.retire(t, staging, released, slices)?;
             }
             let waited = Instant::now();
             // SAFETY: our live stream.
@@ -1665,15 +1662,13 @@ mod tests {
         let faults = FaultPass::new(base, len);
         assert!(!faults.is_done(0, 1));
         let mut taken = 0;
-        // One huge page's worth of units: resident alike with and without huge pages.
-        let units_per_huge_page = HUGE_PAGE / FAULT_UNIT;
-        while faults.fault_next(units_per_huge_page) {
+        while faults.fault_next(2) {
             taken += 1;
         }
-        assert_eq!(taken, units_per_huge_page);
-        assert!(faults.is_done(0, HUGE_PAGE));
-        assert!(!faults.is_done(0, HUGE_PAGE + 1));
-        assert_eq!(resident_pages(base, len), HUGE_PAGE / 4096);
+        assert_eq!(taken, 2);
+        assert!(faults.is_done(0, 2 * HUGE_PAGE));
+        assert!(!faults.is_done(0, 2 * HUGE_PAGE + 1));
+        assert_eq!(resident_pages(base, len), 2 * HUGE_PAGE / 4096);
         // Threads share the rest; a limit past the end stops at the end.
         let taken_by_threads: usize = std::thread::scope(|scope| {
             let threads: Vec<_> = (0..4)
@@ -1689,7 +1684,7 @@ mod tests {
                 .collect();
             threads.into_iter().map(|t| t.join().unwrap()).sum()
         });
-        assert_eq!(taken_by_threads, 4 * units_per_huge_page);
+        assert_eq!(taken_by_threads, 3);
         assert!(faults.is_done(0, len));
         assert_eq!(resident_pages(base, len), len / 4096);
         assert!(!faults.fault_next(usize::MAX));
