@@ -321,7 +321,8 @@ struct Registration {
 /// the first buffers are ready first) and writes to it. Nothing is packed into a page, and no
 /// group is registered, before its fault is done: registering touched memory is ~7× faster
 /// than letting `cuMemHostRegister` fault it in on one thread, and the zeroing write must not
-/// race a packer's bytes.
+/// race a packer's bytes. `Register` staging's [`prefault`] takes the same faults before it
+/// registers, from threads of its own.
 #[derive(Debug)]
 struct FaultPass {
     /// The mapping's address (as an integer: the pass is shared between threads).
@@ -488,27 +489,19 @@ fn map_huge_aligned(len: usize) -> Result<*mut u8> {
 /// fault every page in itself, on one thread: on an H200 host, registering 32 MiB took 6.8 ms
 /// untouched against 1.0 ms touched, and one thread faults 32 MiB in 4.6 ms.
 fn prefault(base: *mut u8, len: usize, threads: usize) {
-    let huge_pages = len / HUGE_PAGE;
-    let per_thread = huge_pages.div_ceil(threads.clamp(1, huge_pages.max(1)));
-    let base = base as usize;
-    let touch = move |first: usize, last: usize| {
-        for page in (first * HUGE_PAGE..last * HUGE_PAGE).step_by(4096) {
-            // SAFETY: inside our fresh mapping of `len` bytes (page < huge_pages * HUGE_PAGE =
-            // len), readable and writable; nothing else uses it yet, and each caller touches
-            // its own disjoint range.
-            unsafe { std::ptr::write_volatile((base + page) as *mut u8, 0) };
-        }
-    };
+    let faults = FaultPass::new(base, len);
+    let fault_all = || while faults.fault_next(usize::MAX) {};
     std::thread::scope(|scope| {
-        for first in (0..huge_pages).step_by(per_thread.max(1)) {
-            let last = (first + per_thread).min(huge_pages);
-            let spawned =
-                std::thread::Builder::new().spawn_scoped(scope, move || touch(first, last));
-            if spawned.is_err() {
-                // No thread to spare: fault this part in here (registration would anyway).
-                touch(first, last);
+        for _ in 1..threads.clamp(1, faults.done.len().max(1)) {
+            if std::thread::Builder::new()
+                .spawn_scoped(scope, fault_all)
+                .is_err()
+            {
+                // No thread to spare: this thread faults the rest.
+                break;
             }
         }
+        fault_all();
     });
 }
 
