@@ -30,6 +30,9 @@ pub struct PinnedBreakdown {
     pub arena_ms: f64,
     /// What the arenas were, e.g. "pool ×21" (`device` is `cuMemAlloc`).
     pub arenas: String,
+    /// How staging was page-locked for the device, e.g. "read-only ×31" (`writable` where
+    /// the option is off or the device cannot).
+    pub staging_locks: String,
     pub pack_wait_ms: f64,
     pub first_slice_ms: f64,
     pub register_ms: f64,
@@ -83,7 +86,18 @@ impl PinnedBreakdown {
                 arenas.push(format!("{name} ×{n}"));
             }
         }
+        let read_only = stats.iter().filter(|s| s.staging_read_only).count();
+        let staging_locks = [
+            ("read-only", read_only),
+            ("writable", stats.len() - read_only),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
         Some(PinnedBreakdown {
+            staging_locks,
             staging_ms: ms(|s| s.staging_ns),
             arena_ms: ms(|s| s.arena_ns),
             arenas: arenas.join(", "),
@@ -448,7 +462,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
     "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
-     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit], e.g. 8x2MiBx8:streaming:piece=256KiB";
+     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit][:writable|:read-only], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
 /// defaults. Bytes take KiB/MiB/GiB.
@@ -486,6 +500,8 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "alloc" => options.arena = ArenaMemory::Alloc,
             "help" => options.submitter_packs = true,
             "fit" => options.fit_ring = true,
+            "writable" => options.read_only_staging = false,
+            "read-only" => options.read_only_staging = true,
             other => match other.strip_prefix("piece=") {
                 Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
                 None => return Err(bad()),

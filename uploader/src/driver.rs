@@ -41,6 +41,9 @@ pub enum DeviceAttribute {
     PageableMemoryAccess,
     /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`: stream-ordered pools (`cuMemPoolCreate`).
     MemoryPoolsSupported,
+    /// `CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED`: `cuMemHostRegister` takes
+    /// `CU_MEMHOSTREGISTER_READ_ONLY`.
+    ReadOnlyHostRegisterSupported,
 }
 
 /// The one list of the uploader's driver calls. Adding a call is one entry here, plus its real
@@ -143,12 +146,14 @@ macro_rules! for_each_driver_call {
             [unsafe] MemFreeHost("cuMemFreeHost", CuMemFreeHost)
                 pub fn host_free_pinned(ptr: *mut u8) [bytes: u64]
                 { bytes: bytes, ptr: ptr as u64 };
-            /// Page-locks existing host memory (`cuMemHostRegister_v2`, flags 0).
+            /// Page-locks existing host memory (`cuMemHostRegister_v2`): flags 0, or
+            /// `CU_MEMHOSTREGISTER_READ_ONLY` when `read_only` (the device only reads it; only
+            /// where [`DeviceAttribute::ReadOnlyHostRegisterSupported`] is non-zero).
             /// # Safety
             /// `ptr..ptr+bytes` is mapped, page-aligned memory of the caller's that stays mapped
-            /// until [`Driver::host_unregister`].
+            /// until [`Driver::host_unregister`]; with `read_only`, nothing on the device writes it.
             [unsafe] MemHostRegister("cuMemHostRegister_v2", CuMemHostRegister_v2)
-                pub fn host_register(ptr: *mut u8, bytes: u64) []
+                pub fn host_register(ptr: *mut u8, bytes: u64, read_only: bool) []
                 { bytes: bytes, ptr: ptr as u64 };
             /// `cuMemHostUnregister`.
             /// # Safety

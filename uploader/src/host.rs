@@ -34,6 +34,9 @@ pub struct HostConfig {
     pub concurrent_managed_access: bool,
     /// What `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` reports.
     pub memory_pools: bool,
+    /// What `CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED` reports; without it a
+    /// read-only registration fails with `CUDA_ERROR_NOT_SUPPORTED`, as the driver's does.
+    pub read_only_host_register: bool,
 }
 
 impl Default for HostConfig {
@@ -42,6 +45,7 @@ impl Default for HostConfig {
             memory_bytes: 16 << 30,
             concurrent_managed_access: true,
             memory_pools: true,
+            read_only_host_register: true,
         }
     }
 }
@@ -422,6 +426,9 @@ impl Driver for HostDriver {
             }
             DeviceAttribute::PageableMemoryAccess => 0,
             DeviceAttribute::MemoryPoolsSupported => i32::from(self.config.memory_pools),
+            DeviceAttribute::ReadOnlyHostRegisterSupported => {
+                i32::from(self.config.read_only_host_register)
+            }
         })
     }
 
@@ -547,8 +554,11 @@ impl Driver for HostDriver {
         Ok(())
     }
 
-    unsafe fn host_register(&self, ptr: *mut u8, bytes: u64) -> Result<()> {
+    unsafe fn host_register(&self, ptr: *mut u8, bytes: u64, read_only: bool) -> Result<()> {
         let mut s = self.begin(CallKind::MemHostRegister, true)?;
+        if read_only && !self.config.read_only_host_register {
+            return Err(err(CallKind::MemHostRegister, NOT_SUPPORTED));
+        }
         if ptr.is_null() || bytes == 0 || !(ptr as usize).is_multiple_of(4096) {
             return Err(err(CallKind::MemHostRegister, INVALID_VALUE));
         }

@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::driver::{Event, Stream};
+use crate::driver::{DeviceAttribute, Event, Stream};
 use crate::error::{Error, Result};
 use crate::pack::{self, PackStore};
 use crate::plan::Plan;
@@ -112,10 +112,15 @@ pub struct PinnedOptions {
     /// more packer where packing is the bottleneck, idle where copying is.
     pub submitter_packs: bool,
     /// A stager made for a single upload (`strategy::upload`, the cold path) sizes its ring to
-    /// the upload: one buffer per 16 slices, at least 4, at most `buffers`. Off by default: on
-    /// the real workload it halved the locked memory and setup + teardown (−0.6 ms) but the
-    /// shallower ring gave it back in waits (BENCHMARKS.md).
+    /// the upload: one buffer per 8 slices, at least 6, at most `buffers`. On the real workload
+    /// (53 slices of 4 MiB) 6 buffers beat 8 cold by 3-6 points of the copy ceiling in each of
+    /// six processes (less memory to fault, lock and unlock); 4 buffers lost 4-10 points to
+    /// waits, and 4 GiB keeps the whole ring (BENCHMARKS.md, runs 25-27).
     pub fit_ring: bool,
+    /// Page-lock `Register`/`Overlap` staging read-only for the device
+    /// (`CU_MEMHOSTREGISTER_READ_ONLY`) where the device supports it: the device only reads
+    /// staging, and unlocking read-only pages takes half as long (no page is marked dirty).
+    pub read_only_staging: bool,
 }
 
 /// The default number of packing threads on a machine with `cpus` CPUs.
@@ -147,7 +152,8 @@ impl Default for PinnedOptions {
             // Fresh cuMemAlloc memory filled ~10 ms slower per 4 GiB (BENCHMARKS.md).
             arena: ArenaMemory::Pool,
             submitter_packs: false,
-            fit_ring: false,
+            fit_ring: true,
+            read_only_staging: true,
         }
     }
 }
@@ -171,7 +177,7 @@ impl PinnedOptions {
     /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
     pub fn describe(&self) -> String {
         format!(
-            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}",
+            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}{}",
             self.buffers,
             human_bytes(self.buffer_bytes),
             self.threads,
@@ -181,7 +187,12 @@ impl PinnedOptions {
             self.arena.name(),
             human_bytes(self.piece_bytes),
             if self.submitter_packs { ":help" } else { "" },
-            if self.fit_ring { ":fit" } else { "" }
+            if self.fit_ring { ":fit" } else { "" },
+            if self.read_only_staging {
+                ""
+            } else {
+                ":writable"
+            }
         )
     }
 }
@@ -224,6 +235,9 @@ pub struct PinnedStats {
     pub unregister_ns: u64,
     /// Staging teardown (0 when the stager was reused).
     pub teardown_ns: u64,
+    /// Staging was page-locked read-only for the device ([`PinnedOptions::read_only_staging`]
+    /// and the device supports it).
+    pub staging_read_only: bool,
     /// The store most pieces were packed with (`Auto` resolved; `Auto` only if the upload was
     /// too small to decide).
     pub store: PackStore,
@@ -402,6 +416,8 @@ struct Staging {
     groups: Vec<Registration>,
     /// `Overlap`: the page faults still to take (by packing threads).
     faults: Option<FaultPass>,
+    /// Page-locked read-only for the device (`CU_MEMHOSTREGISTER_READ_ONLY`).
+    read_only: bool,
 }
 
 impl Staging {
@@ -516,8 +532,18 @@ fn register_group(t: &Traced, site: &Site, s: &Staging, g: usize) -> Result<u64>
     let started = Instant::now();
     // SAFETY: the group's buffers lie in our mapping and start on a page (the stride is a
     // multiple of 4096); they are registered once (the flag is set right after, and only the
-    // submitting thread registers) and unregistered by `unregister_group` before the unmap.
-    unsafe { t.host_register(site, s.base.wrapping_add(from), (to - from) as u64) }?;
+    // submitting thread registers) and unregistered by `unregister_group` before the unmap;
+    // registered read-only only if nothing on the device writes staging (it is only ever a
+    // copy's source); every page was faulted in by a write (`FaultPass`), so a read-only pin
+    // holds the pages the packers write, not the shared zero page.
+    unsafe {
+        t.host_register(
+            site,
+            s.base.wrapping_add(from),
+            (to - from) as u64,
+            s.read_only,
+        )
+    }?;
     group.registered.store(true, Ordering::Release);
     Ok(elapsed_ns(started))
 }
@@ -564,6 +590,11 @@ impl PinnedStager {
         };
         let made = (|| -> Result<()> {
             stager.stream = Some(t.stream_create(&site)?);
+            // A device that cannot say (an older driver) cannot take the flag either.
+            let read_only = options.read_only_staging
+                && options.staging != StagingMemory::HostAlloc
+                && t.device_attribute(&site, DeviceAttribute::ReadOnlyHostRegisterSupported)
+                    .is_ok_and(|supported| supported != 0);
             let stride = usize::try_from(options.buffer_bytes)
                 .ok()
                 .and_then(|b| b.checked_next_multiple_of(4096))
@@ -579,6 +610,7 @@ impl PinnedStager {
                     memory: StagingMemory::HostAlloc,
                     groups: locked_at_once(),
                     faults: None,
+                    read_only: false,
                 },
                 StagingMemory::Overlap => {
                     let len = total.next_multiple_of(HUGE_PAGE);
@@ -596,6 +628,7 @@ impl PinnedStager {
                             })
                             .collect(),
                         faults: Some(FaultPass::new(base, len)),
+                        read_only,
                     }
                 }
                 StagingMemory::Register => {
@@ -604,8 +637,11 @@ impl PinnedStager {
                     prefault(base, len, options.threads);
                     let registering = Instant::now();
                     // SAFETY: our own fresh mapping of `len` bytes, page-aligned, unmapped only
-                    // after unregistering (destroy).
-                    let registered_now = unsafe { t.host_register(&site, base, len as u64) };
+                    // after unregistering (destroy); registered read-only only if nothing on the
+                    // device writes it (staging is only ever a copy's source), and `prefault`
+                    // wrote every page, so the pin holds the pages the packers write.
+                    let registered_now =
+                        unsafe { t.host_register(&site, base, len as u64, read_only) };
                     stager.created_register_ns = elapsed_ns(registering);
                     if let Err(e) = registered_now {
                         // SAFETY: our mapping, never registered, nothing refers to it.
@@ -619,6 +655,7 @@ impl PinnedStager {
                         memory: StagingMemory::Register,
                         groups: locked_at_once(),
                         faults: None,
+                        read_only,
                     }
                 }
             });
@@ -781,6 +818,7 @@ impl PinnedStager {
             copy_wait_ns: 0,
             unregister_ns: 0,
             teardown_ns: 0,
+            staging_read_only: staging.read_only,
             store: self.options.store,
             calibration_plain_mbps: 0,
             calibration_streaming_mbps: 0,

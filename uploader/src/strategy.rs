@@ -222,14 +222,15 @@ pub fn upload(
 }
 
 /// With `fit_ring`, a one-shot stager gets at least this many buffers...
-const FIT_RING_MIN_BUFFERS: usize = 4;
+const FIT_RING_MIN_BUFFERS: usize = 6;
 /// ...and one buffer per this many slices of the upload, up to the configured ring.
-const FIT_RING_SLICES_PER_BUFFER: u64 = 16;
+const FIT_RING_SLICES_PER_BUFFER: u64 = 8;
 
 /// Buffers of a stager made for one upload of `slices` slices. A ring larger than the upload
 /// would only cost page-locking. With `fit_ring`, a small upload also gets a shallower ring:
-/// page-locking and unlocking a 4 MiB buffer costs about as long as copying it three or four
-/// times, so a buffer used fewer than [`FIT_RING_SLICES_PER_BUFFER`] times is mostly setup
+/// faulting in, page-locking and unlocking a 4 MiB buffer costs about as long as copying it
+/// three or four times, so a buffer used fewer than [`FIT_RING_SLICES_PER_BUFFER`] times is
+/// mostly setup; below [`FIT_RING_MIN_BUFFERS`] the packers stall on the copies instead
 /// (BENCHMARKS.md, "Uploader", measures what that saves and costs).
 pub(crate) fn one_shot_buffers(options: &PinnedOptions, slices: u64) -> usize {
     let cap = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
@@ -467,8 +468,9 @@ mod tests {
         for (slices, given, fitted) in [
             (1, 1, 1),
             (3, 3, 3),
-            (52, 8, 4),   // the real workload in 4 MiB slices
-            (100, 8, 6),  // one buffer per 16 slices
+            (40, 8, 6),   // never fewer than 6
+            (53, 8, 6),   // the real workload in 4 MiB slices
+            (56, 8, 7),   // one buffer per 8 slices
             (1024, 8, 8), // 4 GiB: the whole configured ring
         ] {
             assert_eq!(one_shot_buffers(&fixed, slices), given, "{slices} slices");

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use uploader::host::{HostConfig, HostDriver};
 use uploader::plan::{plan, PlanOptions, Planned};
 use uploader::strategy::{upload, PinnedOptions, Strategy, StrategyKind};
+use uploader::trace::Site;
 use uploader::verify::verify;
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{CallKind, Driver, Error, Plan, TensorSource, Traced};
@@ -530,10 +531,17 @@ fn pinned_verifies_in_every_pipeline_shape() {
                         // claim a piece it would wait for itself.
                         submitter_packs: buffers % 2 == 1,
                         fit_ring: false,
+                        read_only_staging: buffer_bytes != 5_000,
                     };
                     let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
                     let stats = up.pinned.expect("pinned uploads report their phases");
                     assert!(stats.staging_ns > 0 && stats.arena_ns > 0, "{stats:?}");
+                    assert_eq!(
+                        stats.staging_read_only,
+                        s.pinned.read_only_staging && staging != StagingMemory::HostAlloc,
+                        "{:?}",
+                        s.pinned
+                    );
                     verify(&t, &up, &w).unwrap_or_else(|e| panic!("{:?}: {e}", s.pinned));
                     up.free(&t).unwrap();
                     t.close().unwrap();
@@ -708,6 +716,56 @@ fn pinned_arenas_come_from_one_pool_per_session() {
         assert_eq!(d.calls(CallKind::MemPoolCreate), 0);
         assert_all_released(&d);
     }
+}
+
+/// Staging is page-locked read-only for the device only where the device says it can be; a
+/// device that cannot still uploads, through writable staging.
+#[test]
+fn read_only_staging_needs_the_device_to_support_it() {
+    use uploader::strategy::StagingMemory;
+    let w = small_workload();
+    let p = small_plan(&w);
+    for (supported, staging) in [
+        (true, StagingMemory::Overlap),
+        (false, StagingMemory::Overlap),
+        (true, StagingMemory::Register),
+        (false, StagingMemory::Register),
+    ] {
+        let d = HostDriver::new(HostConfig {
+            read_only_host_register: supported,
+            ..HostConfig::default()
+        });
+        let t = Traced::open(&d, None, 0).unwrap();
+        let mut s = strategy(StrategyKind::Pinned);
+        s.pinned.staging = staging;
+        assert!(s.pinned.read_only_staging, "on by default");
+        let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+        assert_eq!(
+            up.pinned.unwrap().staging_read_only,
+            supported,
+            "{staging:?}, supported: {supported}"
+        );
+        assert!(d.calls(CallKind::DeviceGetAttribute) >= 1);
+        verify(&t, &up, &w).unwrap();
+        up.free(&t).unwrap();
+        t.close().unwrap();
+        assert_all_released(&d);
+    }
+    // The simulated driver refuses the flag where the attribute says no, as libcuda does: the
+    // stager must not have asked for it.
+    let d = HostDriver::new(HostConfig {
+        read_only_host_register: false,
+        ..HostConfig::default()
+    });
+    let t = Traced::open(&d, None, 0).unwrap();
+    let mut page = vec![0u8; 2 * 4096];
+    let at = page
+        .as_mut_ptr()
+        .wrapping_add(page.as_ptr().align_offset(4096));
+    // SAFETY: a page of our own buffer, never registered (the call fails).
+    let refused = unsafe { t.host_register(&Site::plain("test"), at, 4096, true) };
+    assert!(refused.is_err());
+    t.close().unwrap();
 }
 
 /// A failing pool call fails the upload with that call named, and nothing leaks.
