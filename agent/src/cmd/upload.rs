@@ -590,14 +590,15 @@ fn print_compare(r: &CompareReport, args: &Args) {
 fn breakdown_line(b: &uploader::bench::PinnedBreakdown) -> String {
     format!(
         "staging {:.2} ms, arena {:.2} ms ({}), waiting for packers {:.2} ms (first slice {:.2}), \
-         registering {:.2} ms, for copies {:.2} ms, unregistering early {:.2} ms, teardown {:.2} ms; \
-         stores {}",
+         registering {:.2} ms ({}), for copies {:.2} ms, unregistering early {:.2} ms, teardown \
+         {:.2} ms; stores {}",
         b.staging_ms,
         b.arena_ms,
         b.arenas,
         b.pack_wait_ms,
         b.first_slice_ms,
         b.register_ms,
+        b.staging_locks,
         b.copy_wait_ms,
         b.unregister_ms,
         b.teardown_ms,
