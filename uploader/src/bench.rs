@@ -68,39 +68,36 @@ impl PinnedBreakdown {
             median(&mut v)
         };
         let ms = |f: fn(&PinnedStats) -> u64| med(f) / 1e6;
-        let mut stores = Vec::new();
-        for store in [PackStore::Plain, PackStore::Streaming, PackStore::Auto] {
-            let n = stats.iter().filter(|s| s.store == store).count();
-            if n > 0 {
-                stores.push(format!("{} ×{n}", store.name()));
-            }
-        }
-        let mut arenas = Vec::new();
-        for memory in [DeviceMemory::Pool, DeviceMemory::Device] {
-            let n = stats.iter().filter(|s| s.arena_memory == memory).count();
-            if n > 0 {
-                let name = match memory {
-                    DeviceMemory::Pool => "pool",
-                    _ => "cuMemAlloc",
-                };
-                arenas.push(format!("{name} ×{n}"));
-            }
-        }
-        let read_only = stats.iter().filter(|s| s.staging_read_only).count();
-        let staging_locks = [
-            ("read-only", read_only),
-            ("writable", stats.len() - read_only),
-        ]
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(name, n)| format!("{name} ×{n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+        let count = |is: &dyn Fn(&PinnedStats) -> bool| stats.iter().filter(|s| is(s)).count();
+        // The non-empty categories with their counts, e.g. "plain ×20, streaming ×11".
+        let tally = |counts: &[(&str, usize)]| {
+            counts
+                .iter()
+                .filter(|&&(_, n)| n > 0)
+                .map(|(name, n)| format!("{name} ×{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let stores = tally(
+            &[PackStore::Plain, PackStore::Streaming, PackStore::Auto]
+                .map(|store| (store.name(), count(&|s| s.store == store))),
+        );
+        let arenas = tally(&[
+            ("pool", count(&|s| s.arena_memory == DeviceMemory::Pool)),
+            (
+                "cuMemAlloc",
+                count(&|s| s.arena_memory == DeviceMemory::Device),
+            ),
+        ]);
+        let staging_locks = tally(&[
+            ("read-only", count(&|s| s.staging_read_only)),
+            ("writable", count(&|s| !s.staging_read_only)),
+        ]);
         Some(PinnedBreakdown {
             staging_locks,
             staging_ms: ms(|s| s.staging_ns),
             arena_ms: ms(|s| s.arena_ns),
-            arenas: arenas.join(", "),
+            arenas,
             pack_wait_ms: ms(|s| s.pack_wait_ns),
             first_slice_ms: ms(|s| s.first_slice_ns),
             register_ms: ms(|s| s.register_ns),
@@ -110,7 +107,7 @@ impl PinnedBreakdown {
             copy_wait_ms: ms(|s| s.copy_wait_ns),
             unregister_ms: ms(|s| s.unregister_ns),
             teardown_ms: ms(|s| s.teardown_ns),
-            stores: stores.join(", "),
+            stores,
             calibration_plain_mbps: med(|s| s.calibration_plain_mbps),
             calibration_streaming_mbps: med(|s| s.calibration_streaming_mbps),
         })

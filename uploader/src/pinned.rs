@@ -113,9 +113,9 @@ pub struct PinnedOptions {
     pub submitter_packs: bool,
     /// A stager made for a single upload (`strategy::upload`, the cold path) sizes its ring to
     /// the upload: one buffer per 8 slices, at least 6, at most `buffers`. On the real workload
-    /// (53 slices of 4 MiB) 6 buffers beat 8 cold by 3-6 points of the copy ceiling in each of
-    /// six processes (less memory to fault, lock and unlock); 4 buffers lost 4-10 points to
-    /// waits, and 4 GiB keeps the whole ring (BENCHMARKS.md, runs 25-27).
+    /// (53 slices of 4 MiB) 6 buffers lock 24 MiB instead of 32 and beat 8 cold by 2-7 points of
+    /// the copy ceiling with writable locks (runs 25-28), level with read-only ones; 4 buffers
+    /// lost 4-10 points to waits, and 4 GiB keeps the whole ring (BENCHMARKS.md).
     pub fit_ring: bool,
     /// Page-lock `Register`/`Overlap` staging read-only for the device
     /// (`CU_MEMHOSTREGISTER_READ_ONLY`) where the device supports it: the device only reads
