@@ -66,7 +66,7 @@ pub fn command() -> clap::Command {
             for (flag, value) in &defaults {
                 let Some(id) = sub
                     .get_arguments()
-                    .find(|arg| arg.get_long() == Some(flag))
+                    .find(|arg| arg.get_long() == Some(flag.as_str()))
                     .map(|arg| arg.get_id().clone())
                 else {
                     continue;

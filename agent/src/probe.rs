@@ -149,8 +149,8 @@ pub struct ProbeRunner {
 impl Default for ProbeRunner {
     fn default() -> Self {
         ProbeRunner::new(
-            crate::settings::PROBE_TIMEOUT,
-            crate::settings::MAX_STUCK_PROBES,
+            crate::defaults::PROBE_TIMEOUT,
+            crate::defaults::MAX_STUCK_PROBES,
         )
     }
 }

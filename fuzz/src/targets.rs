@@ -607,12 +607,18 @@ fn config_target(bytes: &[u8]) -> Outcome {
         if std::fs::write(path, bytes).is_err() {
             return Outcome::Rejected;
         }
-        let overrides = wedge_agent::daemon::config::Overrides::default();
-        let resolved = wedge_agent::daemon::config::resolve(Some(path), &overrides);
+        use wedge_agent::settings::{Options, Settings};
+        let resolved = Settings::load(Some(path), &Options::default());
         if let Ok(settings) = &resolved {
             let _ = settings.summary();
             let _ = settings.selection();
             let _ = settings.needs_restart(settings);
+            // --check-config's output is a config that means the same.
+            let printed = serde_json::to_vec(&settings.to_config()).expect("settings serialize");
+            let again = Options::from_config(&printed)
+                .and_then(Settings::resolve)
+                .expect("--check-config output is accepted as a config");
+            assert_eq!(&again, settings, "config round trip changed the settings");
         }
         outcome(&resolved)
     })

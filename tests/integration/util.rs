@@ -25,6 +25,9 @@ pub fn incident_dirs(out: &Path) -> Vec<PathBuf> {
         .map(|entries| {
             entries
                 .flatten()
+                // Dot names are the store's staging and ring directories: a new incident is assembled
+                // in `.tmp-*` and renamed into place, so reading one races with that rename.
+                .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
                 .map(|e| e.path())
                 .filter(|p| p.join("incident.json").exists())
                 .collect()

@@ -271,7 +271,7 @@ fn output_dir_check(out: &Path) -> Check {
 
 fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
     let mut out = Vec::new();
-    let mut runner = ProbeRunner::new(crate::settings::PROBE_TIMEOUT, 2);
+    let mut runner = ProbeRunner::new(crate::defaults::PROBE_TIMEOUT, 2);
     let version = runner.run_all(&[Probe::read_file(
         "nvidia-version",
         proc_root.risky_path(RiskyFile::NvidiaVersion),

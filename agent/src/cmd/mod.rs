@@ -10,4 +10,3 @@ pub mod ring;
 pub mod run;
 pub mod selftest;
 pub mod upload;
-pub mod watch_flags;

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 use reports::model::{EpisodeStatus, Incident, Trigger};
 use reports::store::Store;
 
+use crate::defaults;
 use crate::duration::parse_duration;
 use crate::exit::ExitCode;
-use crate::settings;
 
 /// NPD's plugin protocol: a problem.
 pub const PROBLEM: ExitCode = ExitCode(1);
@@ -29,7 +29,7 @@ const BUDGET: Duration = Duration::from_millis(800);
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The agent's incident directory.
-    #[arg(long, value_name = "DIR", default_value = settings::INCIDENT_DIR)]
+    #[arg(long, value_name = "DIR", default_value = defaults::INCIDENT_DIR)]
     pub out: PathBuf,
     /// Ignore open episodes whose incident was last written longer ago than this.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -37,7 +37,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let max_age = args.max_age.unwrap_or(settings::NPD_MAX_AGE);
+    let max_age = args.max_age.unwrap_or(defaults::NPD_MAX_AGE);
     let (code, message) = check(&args.out, max_age);
     println!("{}", clip(&message));
     Ok(code)

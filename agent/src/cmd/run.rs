@@ -10,11 +10,11 @@ use capture::ProcRoot;
 use reports::retention::Retention;
 use reports::store::Store;
 
-use crate::cmd::watch_flags::WatchFlags;
+use crate::defaults;
 use crate::duration::parse_duration;
 use crate::exit::{ExitCode, Failure};
 use crate::preflight;
-use crate::settings::{self, WatchSettings};
+use crate::settings::{WatchOptions, WatchSettings};
 use crate::watch::launch::{self, LaunchError, SignalChannel};
 use crate::watch::targets::ChildTree;
 use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
@@ -39,7 +39,7 @@ use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher
     SIGINT/SIGTERM makes wedge-capture exit with status 3 at once (the wedged command cannot be reaped).")]
 pub struct Args {
     #[command(flatten)]
-    pub watch: WatchFlags,
+    pub watch: WatchOptions,
     /// Where workers write breadcrumb rings (exported as WEDGE_CAPTURE_RING_DIR). Default: a per-run
     /// directory `.rings/<run-id>` inside --out, removed at exit unless a wedge was captured.
     #[arg(long, value_name = "DIR")]
@@ -71,22 +71,13 @@ pub struct Args {
 }
 
 impl Args {
-    /// The flags given, over the defaults of [`WatchSettings`].
+    /// The flags given, over the defaults (`run` has no config file). Between captures of one open
+    /// episode, `run` re-samples every --threshold, but not more often than every 10 s.
     pub fn watch_settings(&self) -> Result<WatchSettings, Failure> {
-        let defaults = WatchSettings::default();
-        let threshold = self.watch.threshold.unwrap_or(defaults.threshold);
-        let settings = WatchSettings {
-            out: self.watch.out.clone().unwrap_or(defaults.out),
-            interval: self.watch.interval.unwrap_or(defaults.interval),
-            threshold,
-            samples: self.watch.samples.unwrap_or(defaults.samples),
-            probe_timeout: self.watch.probe_timeout.unwrap_or(defaults.probe_timeout),
-            resample_every: threshold.max(settings::MIN_RUN_RESAMPLE_EVERY),
-            nvidia_smi: !self.watch.no_nvidia_smi,
-            kill_on_wedge: self.kill_on_wedge,
-            extra_probe: self.watch.extra_probe.clone(),
-            ring_dirs: self.ring_dir.iter().cloned().collect(),
-        };
+        let mut settings = self.watch.clone().resolve();
+        if self.watch.resample_every.is_none() {
+            settings.resample_every = settings.threshold.max(defaults::MIN_RUN_RESAMPLE_EVERY);
+        }
         settings
             .validate()
             .map_err(|why| Failure::new(ExitCode::USAGE, format!("--{why}")))?;
@@ -97,7 +88,7 @@ impl Args {
 /// The per-run ring directory inside the incident directory: the store skips dot names, so it is
 /// never taken for an incident, bundled or removed by retention.
 pub fn run_ring_dir(out: &Path, run_id: &str) -> PathBuf {
-    out.join(settings::RINGS_SUBDIR).join(run_id)
+    out.join(defaults::RINGS_SUBDIR).join(run_id)
 }
 
 /// Everything `supervise` needs.
@@ -141,7 +132,7 @@ pub struct Outcome {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut watch_settings = args.watch_settings()?;
+    let watch_settings = args.watch_settings()?;
     let run_id = format!(
         "{}-{}",
         chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
@@ -151,7 +142,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(dir) => (dir.clone(), false),
         None => (run_ring_dir(&watch_settings.out, &run_id), true),
     };
-    watch_settings.ring_dirs = vec![ring_dir.clone()];
     let extra_env = if args.inject {
         crate::inject_env::injection_env(args.cupti.as_deref())
             .map_err(|err| Failure::new(ExitCode::ERROR, format!("--inject: {err}")))?
@@ -161,7 +151,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let outcome = supervise(Supervise {
         command: args.command,
         watch: watch_settings.watch_config(),
-        capture: watch_settings.capture_settings(ProcRoot::default()),
+        capture: CaptureSettings {
+            kill_on_wedge: args.kill_on_wedge,
+            ..watch_settings.capture_settings(ProcRoot::default(), std::slice::from_ref(&ring_dir))
+        },
         out: watch_settings.out,
         ring_dir,
         remove_ring_dir,
@@ -519,18 +512,18 @@ mod tests {
     #[test]
     fn flags_left_out_take_the_shared_defaults() {
         let settings = args(&[]).watch_settings().unwrap();
-        assert_eq!(settings.threshold, settings::THRESHOLD);
-        assert_eq!(settings.interval, settings::INTERVAL);
-        assert_eq!(settings.samples, settings::SAMPLES);
-        assert_eq!(settings.probe_timeout, settings::PROBE_TIMEOUT);
-        assert_eq!(settings.out, PathBuf::from(settings::INCIDENT_DIR));
-        assert!(settings.nvidia_smi && !settings.kill_on_wedge);
-        assert_eq!(settings.resample_every, settings::THRESHOLD);
+        assert_eq!(settings.threshold, defaults::THRESHOLD);
+        assert_eq!(settings.interval, defaults::INTERVAL);
+        assert_eq!(settings.samples, defaults::SAMPLES);
+        assert_eq!(settings.probe_timeout, defaults::PROBE_TIMEOUT);
+        assert_eq!(settings.out, PathBuf::from(defaults::INCIDENT_DIR));
+        assert!(settings.nvidia_smi && !args(&[]).kill_on_wedge);
+        assert_eq!(settings.resample_every, defaults::THRESHOLD);
     }
 
     #[test]
     fn flags_given_win_and_bad_ones_are_usage_errors() {
-        let settings = args(&[
+        let given = args(&[
             "--threshold",
             "2s",
             "--interval",
@@ -541,16 +534,15 @@ mod tests {
             "/srv/x",
             "--kill-on-wedge",
             "--no-nvidia-smi",
-        ])
-        .watch_settings()
-        .unwrap();
+        ]);
+        let settings = given.watch_settings().unwrap();
         assert_eq!(settings.threshold, Duration::from_secs(2));
         assert_eq!(settings.interval, Duration::from_millis(250));
         assert_eq!(settings.samples, 5);
         assert_eq!(settings.out, PathBuf::from("/srv/x"));
-        assert!(settings.kill_on_wedge && !settings.nvidia_smi);
+        assert!(given.kill_on_wedge && !settings.nvidia_smi);
         // A short threshold does not make `run` re-sample more often than the floor.
-        assert_eq!(settings.resample_every, settings::MIN_RUN_RESAMPLE_EVERY);
+        assert_eq!(settings.resample_every, defaults::MIN_RUN_RESAMPLE_EVERY);
         for (flag, value) in [("--interval", "0"), ("--samples", "0")] {
             let err = args(&[flag, value]).watch_settings().unwrap_err();
             assert_eq!(err.code, ExitCode::USAGE, "{flag}");

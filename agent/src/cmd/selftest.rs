@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 use capture::frozen_fs::FrozenFs;
 use capture::ProcRoot;
 
+use crate::defaults;
 use crate::exit::{ExitCode, Failure};
 use crate::preflight;
-use crate::settings::{self, WatchSettings};
+use crate::settings::WatchSettings;
 
 /// Demonstrate a real capture end to end (the README's main command).
 ///
@@ -343,9 +344,8 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
     let ring_dir = crate::cmd::run::run_ring_dir(base, &format!("selftest-{}", std::process::id()));
     let watch = WatchSettings {
         out: base.to_path_buf(),
-        ring_dirs: vec![ring_dir.clone()],
-        interval: settings::SELFTEST_INTERVAL,
-        threshold: settings::SELFTEST_THRESHOLD,
+        interval: defaults::SELFTEST_INTERVAL,
+        threshold: defaults::SELFTEST_THRESHOLD,
         nvidia_smi: false,
         ..WatchSettings::default()
     };
@@ -363,7 +363,7 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
             file.clone().into_os_string(),
         ],
         watch: watch.watch_config(),
-        capture: watch.capture_settings(proc_root),
+        capture: watch.capture_settings(proc_root, std::slice::from_ref(&ring_dir)),
         out: watch.out.clone(),
         ring_dir,
         remove_ring_dir: false,

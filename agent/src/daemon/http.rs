@@ -4,10 +4,10 @@
 //! - `GET /metrics`: the last [`Published`] text, as the watch loop left it; `GET /healthz`: 200 while the
 //!   loop publishes, 503 once it has not for [`Published::stale_after`] (a stuck loop gets its pod
 //!   restarted). Anything else: 404/405/400/431. Every response closes the connection.
-//! - Bounds: at most [`settings::METRICS_MAX_CONNECTIONS`] connections are served at once (one short-lived
+//! - Bounds: at most [`defaults::METRICS_MAX_CONNECTIONS`] connections are served at once (one short-lived
 //!   thread each); the next ones are closed as soon as they are accepted. A request head larger than
-//!   [`settings::METRICS_MAX_REQUEST_BYTES`], or not complete within
-//!   [`settings::METRICS_REQUEST_DEADLINE`], ends its connection; writes share the same deadline.
+//!   [`defaults::METRICS_MAX_REQUEST_BYTES`], or not complete within
+//!   [`defaults::METRICS_REQUEST_DEADLINE`], ends its connection; writes share the same deadline.
 //! - The watch loop never waits on a client: it only swaps an `Arc` under a mutex that the server holds
 //!   for an `Arc` clone (never while reading or writing a socket).
 
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::settings;
+use crate::defaults;
 
 /// What the watch loop last published: the exposition text and when.
 #[derive(Debug)]
@@ -75,7 +75,7 @@ fn accept_loop(listener: TcpListener, published: Arc<Published>) {
                 continue;
             }
         };
-        if active.fetch_add(1, Ordering::SeqCst) >= settings::METRICS_MAX_CONNECTIONS {
+        if active.fetch_add(1, Ordering::SeqCst) >= defaults::METRICS_MAX_CONNECTIONS {
             active.fetch_sub(1, Ordering::SeqCst);
             drop(stream);
             continue;
@@ -103,7 +103,7 @@ impl Drop for Slot {
 }
 
 fn handle(mut stream: TcpStream, published: &Published) {
-    let deadline = Instant::now() + settings::METRICS_REQUEST_DEADLINE;
+    let deadline = Instant::now() + defaults::METRICS_REQUEST_DEADLINE;
     let response = match read_head(&mut stream, deadline) {
         Ok(head) => respond(&head, published),
         Err(HeadError::TooLarge) => plain(431, "Request Header Fields Too Large", "too large\n"),
@@ -142,7 +142,7 @@ fn read_head(stream: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, HeadE
             head.truncate(end);
             return Ok(head);
         }
-        if head.len() > settings::METRICS_MAX_REQUEST_BYTES {
+        if head.len() > defaults::METRICS_MAX_REQUEST_BYTES {
             return Err(HeadError::TooLarge);
         }
     }
@@ -277,7 +277,7 @@ mod tests {
     fn an_oversized_request_is_refused() {
         let (addr, _) = server();
         let mut request = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
-        request.extend(vec![b'a'; settings::METRICS_MAX_REQUEST_BYTES * 2]);
+        request.extend(vec![b'a'; defaults::METRICS_MAX_REQUEST_BYTES * 2]);
         let mut stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))

@@ -3,7 +3,7 @@
 //!
 //! The watch loop owns [`Metrics`]: after each scan it sets the numbers ([`Metrics::observe_scan`]),
 //! renders the text once and publishes it ([`http::Published`]) for the server thread, and, at most every
-//! [`settings::TEXTFILE_EVERY`] (sooner when the wedged-threads gauge changes), writes
+//! [`defaults::TEXTFILE_EVERY`] (sooner when the wedged-threads gauge changes), writes
 //! `<dir>/wedge_capture.prom` (temp file + rename: node_exporter never reads half a file; no timestamps).
 //!
 //! The text is the classic Prometheus format (`text/plain; version=0.0.4`), which both Prometheus and
@@ -25,7 +25,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::http::Published;
-use crate::settings;
+use crate::defaults;
 use crate::watch::WedgeSummary;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -205,7 +205,7 @@ impl Metrics {
         let due = match self.textfile_written {
             None => true,
             Some((at, last_wedged)) => {
-                at.elapsed() >= settings::TEXTFILE_EVERY || last_wedged != wedged
+                at.elapsed() >= defaults::TEXTFILE_EVERY || last_wedged != wedged
             }
         };
         if !due {
@@ -260,9 +260,9 @@ pub fn to_prometheus_text(open_metrics: &str) -> String {
 /// `<dir>/wedge_capture.prom`, replaced whole. Not fsynced on purpose: it is rewritten every few seconds,
 /// and a watch loop must not wait on a slow disk for numbers that are only current anyway.
 fn write_textfile(dir: &Path, text: &str) -> Result<(), String> {
-    let target = dir.join(settings::TEXTFILE_NAME);
+    let target = dir.join(defaults::TEXTFILE_NAME);
     // node_exporter reads only `*.prom`: the temp name must not end so.
-    let temp = dir.join(format!(".{}.tmp", settings::TEXTFILE_NAME));
+    let temp = dir.join(format!(".{}.tmp", defaults::TEXTFILE_NAME));
     let result = (|| {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -350,7 +350,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut metrics = Metrics::new(Some(dir.path().to_path_buf()), Duration::from_secs(60));
         metrics.observe_scan(numbers(0)).unwrap();
-        let path = dir.path().join(settings::TEXTFILE_NAME);
+        let path = dir.path().join(defaults::TEXTFILE_NAME);
         let first = std::fs::read_to_string(&path).unwrap();
         assert!(first.contains("wedge_capture_wedged_threads 0\n"));
         metrics.observe_scan(numbers(1)).unwrap();
@@ -365,7 +365,7 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            vec![std::ffi::OsString::from(settings::TEXTFILE_NAME)]
+            vec![std::ffi::OsString::from(defaults::TEXTFILE_NAME)]
         );
     }
 

@@ -53,7 +53,7 @@ use crate::watch::launch::{signal_name, SignalChannel};
 use crate::watch::{CaptureEvent, Capturer, Watcher};
 use sources::{HostSource, SharedSource};
 
-use config::{Overrides, Settings};
+use config::Settings;
 use log::{Level, Logger};
 use notify::Notifier;
 use ratelimit::{OnDemandLimit, RateLimit};
@@ -93,7 +93,8 @@ struct Burst {
 #[derive(Debug, Clone)]
 pub struct Origin {
     pub config: Option<PathBuf>,
-    pub overrides: Overrides,
+    /// The flags given (they win over the file).
+    pub flags: crate::settings::Options,
 }
 
 struct Daemon {
@@ -124,9 +125,9 @@ struct Daemon {
 
 /// Run the agent until SIGTERM or SIGINT.
 pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
-    let settings = config::resolve(origin.config.as_deref(), &origin.overrides)
+    let settings = Settings::load(origin.config.as_deref(), &origin.flags)
         .map_err(|e| Failure::new(ExitCode::USAGE, format!("bad configuration: {e}")))?;
-    let logger = Logger::new(settings.log_format);
+    let logger = Logger::new(settings.agent.log_format);
     // The store creates a missing directory with its own restrictive mode (0700, like `run`); then
     // prove it can be written.
     let store = Store::open(&settings.watch.out, Retention::DEFAULT)
@@ -154,8 +155,7 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     for (cap, cost) in preflight::missing_capabilities(&proc_root) {
         logger.warning(&format!("missing {cap}: {cost}"));
     }
-    let mut capture = settings.watch.capture_settings(proc_root.clone());
-    capture.pods_log_dir = settings.pods_log_dir.clone();
+    let capture = settings.capture_settings(proc_root.clone());
     let source = SharedSource::new(HostSource::new(
         settings.selection(),
         settings.source_settings(),
@@ -172,8 +172,8 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         .probe_runner()
         .set_cancel(stop_requested.clone());
     let mut daemon = Daemon {
-        rate: RateLimit::new(settings.rate_limit),
-        on_demand: OnDemandLimit::new(settings.on_demand_rate_limit),
+        rate: RateLimit::new(settings.agent.rate_limit),
+        on_demand: OnDemandLimit::new(settings.agent.on_demand_rate_limit),
         stop_requested,
         pending: Pending::default(),
         burst: None,
@@ -206,9 +206,9 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
 /// priority: the server's threads keep the normal policy).
 fn start_metrics(settings: &Settings, logger: &Logger) -> anyhow::Result<metrics::Metrics> {
     // Generous: a capture's probes can hold the loop for several probe deadlines.
-    let stale_after = (settings.watch.interval * 10).max(crate::settings::METRICS_STALE_AFTER);
-    let metrics = metrics::Metrics::new(settings.textfile_dir.clone(), stale_after);
-    if let Some(addr) = settings.metrics_listen {
+    let stale_after = (settings.watch.interval * 10).max(crate::defaults::METRICS_STALE_AFTER);
+    let metrics = metrics::Metrics::new(settings.agent.textfile_dir.clone(), stale_after);
+    if let Some(addr) = settings.agent.metrics_listen {
         let bound = http::serve(addr, metrics.published()).map_err(|e| {
             Failure::new(
                 ExitCode::ERROR,
@@ -565,7 +565,7 @@ impl Daemon {
     /// SIGHUP: re-read the config; a bad one keeps the current settings.
     fn reload(&mut self) {
         self.notifier.reloading();
-        match config::resolve(self.origin.config.as_deref(), &self.origin.overrides) {
+        match Settings::load(self.origin.config.as_deref(), &self.origin.flags) {
             Ok(new) => {
                 let fixed = self.settings.needs_restart(&new);
                 if !fixed.is_empty() {
@@ -581,11 +581,12 @@ impl Daemon {
                 self.watcher.set_config(new.watch.watch_config());
                 self.watcher
                     .capturer()
-                    .set_ring_dirs(new.watch.ring_dirs.clone());
-                self.rate.set_window(new.rate_limit);
-                self.on_demand.set_window(new.on_demand_rate_limit);
-                self.metrics.set_textfile_dir(new.textfile_dir.clone());
-                self.logger = Logger::new(new.log_format);
+                    .set_ring_dirs(new.agent.ring_dir.clone());
+                self.rate.set_window(new.agent.rate_limit);
+                self.on_demand.set_window(new.agent.on_demand_rate_limit);
+                self.metrics
+                    .set_textfile_dir(new.agent.textfile_dir.clone());
+                self.logger = Logger::new(new.agent.log_format);
                 self.settings = new;
                 self.logger.notice(&format!(
                     "SIGHUP: configuration reloaded: {}",

@@ -103,8 +103,8 @@ pub struct SourceSettings {
 impl Default for SourceSettings {
     fn default() -> Self {
         SourceSettings {
-            gpu_rescan: crate::settings::GPU_RESCAN,
-            max_targets: crate::settings::MAX_TARGETS,
+            gpu_rescan: crate::defaults::GPU_RESCAN,
+            max_targets: crate::defaults::MAX_TARGETS,
         }
     }
 }

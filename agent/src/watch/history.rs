@@ -13,7 +13,7 @@ use std::time::Duration;
 use reports::model::{HistorySample, HistoryThread, Timestamp};
 
 use super::tracker::Observation;
-use crate::settings;
+use crate::defaults;
 
 /// One scan of one process, compact.
 struct Scan {
@@ -34,7 +34,7 @@ pub struct History {
 }
 
 impl History {
-    /// Rings long enough for `threshold` plus [`settings::HISTORY_BEYOND_THRESHOLD`] at `interval`.
+    /// Rings long enough for `threshold` plus [`defaults::HISTORY_BEYOND_THRESHOLD`] at `interval`.
     pub fn new(interval: Duration, threshold: Duration) -> History {
         let mut history = History::default();
         history.configure(interval, threshold);
@@ -43,10 +43,10 @@ impl History {
 
     /// A new interval or threshold (the daemon's reload): rings keep what they hold, trimmed to the new length.
     pub fn configure(&mut self, interval: Duration, threshold: Duration) {
-        let span = threshold + settings::HISTORY_BEYOND_THRESHOLD;
+        let span = threshold + defaults::HISTORY_BEYOND_THRESHOLD;
         let per_interval = interval.max(Duration::from_millis(1));
         let needed = span.as_nanos().div_ceil(per_interval.as_nanos()) as usize + 1;
-        self.keep = needed.clamp(2, settings::HISTORY_MAX_SAMPLES);
+        self.keep = needed.clamp(2, defaults::HISTORY_MAX_SAMPLES);
     }
 
     /// Record one scan (observations of every target, grouped by pid as the scanner emits them).
@@ -66,14 +66,14 @@ impl History {
                 at_ns,
                 threads: group
                     .iter()
-                    .take(settings::HISTORY_MAX_THREADS)
+                    .take(defaults::HISTORY_MAX_THREADS)
                     .map(|o| (o.tid, o.state))
                     .collect(),
                 thread_count: group.len() as u32,
                 in_d: group
                     .iter()
                     .filter(|o| o.state == b'D')
-                    .take(settings::HISTORY_THREADS_WRITTEN)
+                    .take(defaults::HISTORY_THREADS_WRITTEN)
                     .map(|o| {
                         let progress = o.progress.as_ref();
                         (
@@ -95,7 +95,7 @@ impl History {
 
     /// The history of `pid` up to `until_ns` (the detection), for an incident: every sample's counts, and for the
     /// threads that matter (`tids`, and every thread ever in D in the ring, at most
-    /// [`settings::HISTORY_THREADS_WRITTEN`]) their state, wchan and switch deltas.
+    /// [`defaults::HISTORY_THREADS_WRITTEN`]) their state, wchan and switch deltas.
     pub fn for_incident(&self, pid: i32, until_ns: u64, tids: &[i32]) -> Vec<HistorySample> {
         let Some(ring) = self.per_pid.get(&pid) else {
             return Vec::new();
@@ -108,7 +108,7 @@ impl History {
                 }
             }
         }
-        wanted.truncate(settings::HISTORY_THREADS_WRITTEN);
+        wanted.truncate(defaults::HISTORY_THREADS_WRITTEN);
         let mut last_switches: HashMap<i32, u64> = HashMap::new();
         ring.iter()
             .filter(|scan| scan.at_ns <= until_ns)

@@ -27,9 +27,9 @@ use reports::model::{
 use reports::store::{IncidentHandle, Store};
 
 use super::stages::{self, not_captured, timeline, Capture, Phase};
+use crate::defaults;
 use crate::host::identity::HostIdentity;
 use crate::probe::ProbeRunner;
-use crate::settings;
 use capture::kmsg;
 
 /// How to capture.
@@ -64,17 +64,17 @@ impl CaptureSettings {
         CaptureSettings {
             proc_root,
             ring_dirs: Vec::new(),
-            probe_timeout: settings::PROBE_TIMEOUT,
-            max_stuck_probes: settings::MAX_STUCK_PROBES,
+            probe_timeout: defaults::PROBE_TIMEOUT,
+            max_stuck_probes: defaults::MAX_STUCK_PROBES,
             nvidia_smi: true,
             extra_probe_files: Vec::new(),
             kmsg_path: PathBuf::from(kmsg::KMSG_PATH),
-            kmsg_before: settings::KMSG_BEFORE,
-            resample_every: settings::RESAMPLE_EVERY,
-            max_samples: settings::MAX_SAMPLES,
+            kmsg_before: defaults::KMSG_BEFORE,
+            resample_every: defaults::RESAMPLE_EVERY,
+            max_samples: defaults::MAX_SAMPLES,
             kill_on_wedge: false,
-            max_census: settings::MAX_CENSUS,
-            pods_log_dir: PathBuf::from(settings::PODS_LOG_DIR),
+            max_census: defaults::MAX_CENSUS,
+            pods_log_dir: PathBuf::from(defaults::PODS_LOG_DIR),
         }
     }
 }

@@ -51,7 +51,7 @@ pub struct WatchConfig {
 impl Default for WatchConfig {
     fn default() -> Self {
         WatchConfig {
-            interval: crate::settings::INTERVAL,
+            interval: crate::defaults::INTERVAL,
             tracker: TrackerConfig::default(),
         }
     }

@@ -48,8 +48,8 @@ pub struct TrackerConfig {
 impl Default for TrackerConfig {
     fn default() -> Self {
         TrackerConfig {
-            threshold: crate::settings::THRESHOLD,
-            samples: crate::settings::SAMPLES,
+            threshold: crate::defaults::THRESHOLD,
+            samples: crate::defaults::SAMPLES,
         }
     }
 }

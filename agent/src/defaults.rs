@@ -1,0 +1,70 @@
+//! Every default of the watch loop, the capture path and the agent, as a named constant here and
+//! nowhere else. A leaf: it imports nothing of this crate, so the watch loop, the settings layer and the
+//! daemon all reach down to it (the settings layer builds the watch loop's types, never the reverse).
+
+use std::time::Duration;
+
+/// How often every watched thread is sampled.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+/// How long a thread must sit in D without progress to count as wedged.
+pub const THRESHOLD: Duration = Duration::from_secs(30);
+/// K: unchanged samples needed on top of the threshold (the no-progress proof).
+pub const SAMPLES: u32 = 3;
+/// Deadline of the risky reads done in sacrificial children.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Probe children still stuck (unkillable) before further probes are skipped.
+pub const MAX_STUCK_PROBES: usize = 4;
+/// While an episode is open, a new thread snapshot is added this often.
+pub const RESAMPLE_EVERY: Duration = Duration::from_secs(30);
+/// `run` re-samples every threshold, but not more often than this (a short test threshold must not
+/// fill the incident with samples).
+pub const MIN_RUN_RESAMPLE_EVERY: Duration = Duration::from_secs(10);
+/// Kernel log kept from this long before the wedge began.
+pub const KMSG_BEFORE: Duration = Duration::from_secs(600);
+/// Samples kept per incident (the first and the latest ones).
+pub const MAX_SAMPLES: usize = 8;
+/// Pre-wedge history: each watched process's cheap samples cover the threshold plus this much.
+pub const HISTORY_BEYOND_THRESHOLD: Duration = Duration::from_secs(30);
+/// Pre-wedge history bounds: samples per process, threads per sample (5 bytes each: ≤ 1.2 MiB per 1,000
+/// threads), and threads written into an incident.
+pub const HISTORY_MAX_SAMPLES: usize = 240;
+pub const HISTORY_MAX_THREADS: usize = 4096;
+pub const HISTORY_THREADS_WRITTEN: usize = 64;
+/// Most D-state tasks listed in the host census.
+pub const MAX_CENSUS: usize = 256;
+/// Agent: at most one new incident per process in this window.
+pub const RATE_LIMIT: Duration = Duration::from_secs(600);
+/// Agent: at most one on-demand (SIGUSR1) incident per process in this window.
+pub const ON_DEMAND_RATE_LIMIT: Duration = Duration::from_secs(60);
+/// Agent: shortest time between two reads of one process's fd links for `--gpu`.
+pub const GPU_RESCAN: Duration = Duration::from_secs(5);
+/// Agent: most processes watched at once.
+pub const MAX_TARGETS: usize = 4096;
+/// Agent metrics endpoint: most connections served at once; more are closed at once (a flood of
+/// clients costs a socket each, never a thread each).
+pub const METRICS_MAX_CONNECTIONS: usize = 64;
+/// Agent metrics endpoint: the whole request head must arrive within this (a slow client is dropped).
+pub const METRICS_REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+/// Agent metrics endpoint: the largest request head read (a scrape's is a few hundred bytes).
+pub const METRICS_MAX_REQUEST_BYTES: usize = 8 * 1024;
+/// Agent metrics endpoint: `/healthz` fails once the loop has not published for this long (or 10
+/// intervals, if longer): a watch loop stuck that long gets its pod restarted.
+pub const METRICS_STALE_AFTER: Duration = Duration::from_secs(60);
+/// Agent `--textfile-dir`: the file node_exporter's textfile collector reads.
+pub const TEXTFILE_NAME: &str = "wedge_capture.prom";
+/// Agent `--textfile-dir`: rewritten at most this often unless a gauge an alert reads changed.
+pub const TEXTFILE_EVERY: Duration = Duration::from_secs(10);
+/// Where the kubelet keeps one directory per pod, `<namespace>_<name>_<uid>` (pod names of incidents).
+pub const PODS_LOG_DIR: &str = "/var/log/pods";
+/// `npd-check`: an open episode whose incident was last written longer ago than this is stale (its
+/// agent died; an open episode is rewritten every `resample_every`), so the node is not marked for it.
+pub const NPD_MAX_AGE: Duration = Duration::from_secs(3600);
+/// `selftest`: sampling interval of its (deliberately fast) watch.
+pub const SELFTEST_INTERVAL: Duration = Duration::from_millis(250);
+/// `selftest`: wedge threshold of its watch.
+pub const SELFTEST_THRESHOLD: Duration = Duration::from_secs(2);
+/// Where incidents go unless `--out` (or the config's `out`) says otherwise.
+pub const INCIDENT_DIR: &str = reports::store::DEFAULT_DIR;
+/// Directory inside `--out` where `run` and `selftest` put their per-run ring directories. A dot name:
+/// the incident store skips it (not an incident, never bundled, never removed by retention).
+pub const RINGS_SUBDIR: &str = ".rings";

@@ -1,0 +1,161 @@
+//! How setting values are written: in the config file (serde `with` modules), in `--help` ([`HelpText`]),
+//! and the value types that only settings have ([`LogFormat`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::format_duration;
+
+/// How log lines look on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `journal` when stderr is connected to the journal (JOURNAL_STREAM is set), else `plain`.
+    #[default]
+    Auto,
+    /// `wedge-capture agent: warning: …`
+    Plain,
+    /// `<4>warning: …`: the syslog priority prefix journald understands.
+    Journal,
+    /// One JSON object per line: ts, level, msg and event fields.
+    Json,
+}
+
+/// A default as `--help` shows it after the flag's text; `None` for values whose flag already says it
+/// (switches) or that have nothing to show (empty lists).
+pub trait HelpText {
+    fn help_text(&self) -> Option<String>;
+}
+
+impl HelpText for Duration {
+    fn help_text(&self) -> Option<String> {
+        Some(format_duration(*self))
+    }
+}
+
+impl HelpText for PathBuf {
+    fn help_text(&self) -> Option<String> {
+        Some(self.display().to_string())
+    }
+}
+
+impl HelpText for u32 {
+    fn help_text(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+impl HelpText for usize {
+    fn help_text(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+impl HelpText for bool {
+    fn help_text(&self) -> Option<String> {
+        None
+    }
+}
+
+impl HelpText for LogFormat {
+    fn help_text(&self) -> Option<String> {
+        None
+    }
+}
+
+impl<T> HelpText for Vec<T> {
+    fn help_text(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A duration: seconds as a number, or text such as "30s", "250ms", "10m"; printed as seconds.
+pub mod duration {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Seconds(f64),
+        Text(String),
+    }
+
+    pub fn serialize<S: serde::Serializer>(
+        value: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => s.serialize_f64(d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let parsed = match Option::<Written>::deserialize(d)? {
+            None => return Ok(None),
+            Some(Written::Seconds(s)) => crate::duration::parse_duration(&s.to_string()),
+            Some(Written::Text(t)) => crate::duration::parse_duration(&t),
+        };
+        parsed.map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One path or a list of paths; printed as a list.
+pub mod paths {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        One(PathBuf),
+        Many(Vec<PathBuf>),
+    }
+
+    pub fn serialize<S: serde::Serializer>(
+        value: &Option<Vec<PathBuf>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<PathBuf>>, D::Error> {
+        Ok(Option::<Written>::deserialize(d)?.map(|w| match w {
+            Written::One(p) => vec![p],
+            Written::Many(v) => v,
+        }))
+    }
+}
+
+/// `IP:PORT` as text.
+pub mod socket_addr {
+    use super::*;
+
+    pub fn serialize<S: serde::Serializer>(
+        value: &Option<SocketAddr>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(addr) => s.serialize_str(&addr.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SocketAddr>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| {
+                text.parse::<SocketAddr>().map_err(|e| {
+                    serde::de::Error::custom(format!("{e} (give IP:PORT, e.g. 127.0.0.1:9464)"))
+                })
+            })
+            .transpose()
+    }
+}
