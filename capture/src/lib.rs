@@ -20,6 +20,7 @@
 //! - [`nvidia`]: deep NVIDIA decode from generated tables: control commands (lock flags), classes, UVM
 //!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
 //! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
+//! - [`rm_lock`]: who likely holds the NVIDIA RM API / GPU lock that threads in D wait for.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
 //! - [`user_frame`]: a user pc located in `maps` text a sacrificial child read ([`RiskyFile::Maps`]).
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
@@ -47,6 +48,7 @@ pub mod proc_events;
 pub mod proc_root;
 pub mod process;
 pub mod render;
+pub mod rm_lock;
 pub mod scan;
 pub mod site;
 pub mod snapshot;

@@ -186,7 +186,8 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
 }
 
 /// Who blocks whom inside the process: every thread in D waiting for the mmap lock is `blocked_behind` the threads
-/// in D inside a page fault (they hold the mmap lock, or their VMA's lock, while they sleep).
+/// in D inside a page fault (they hold the mmap lock, or their VMA's lock, while they sleep); every thread in D
+/// waiting for an NVIDIA RM lock is `blocked_behind` the threads inside another RM call ([`crate::rm_lock`]).
 pub fn link_blockers(threads: &mut [ThreadSnapshot]) {
     let holders: Vec<i32> = threads
         .iter()
@@ -200,6 +201,7 @@ pub fn link_blockers(threads: &mut [ThreadSnapshot]) {
         t.waits_for = Some(class.to_string());
         t.blocked_behind = holders.iter().copied().filter(|&h| h != t.tid).collect();
     }
+    crate::rm_lock::link_rm_lock_holders(threads);
 }
 
 /// Snapshot of every thread of `pid` under `root`.
@@ -254,6 +256,20 @@ pub fn snapshot_process(
             t.gone = true;
         }
         threads.push(t);
+    }
+    // A thread waiting for an RM lock waits behind a thread inside another RM call, which is often not in D
+    // (running, pinning pages, asleep on a GSP reply): read the others too, so the holder can be named.
+    if !opts.all_threads && opts.only_tid.is_none() && crate::rm_lock::any_rm_lock_waiter(&threads)
+    {
+        for t in threads.iter_mut() {
+            if !t.gone
+                && t.state != "D"
+                && t.syscall.is_none()
+                && !read_deep(root, pid, t, opts.arch)
+            {
+                t.gone = true;
+            }
+        }
     }
     link_blockers(&mut threads);
     if threads.iter().all(|t| t.gone) && !root.exists(pid) {
