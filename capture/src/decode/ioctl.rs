@@ -8,7 +8,7 @@
 //! - `data/drm-kfd-ioctls.tsv` ([`super::drm`]): DRM core ioctls, the DRM driver ioctls of amdgpu, i915
 //!   and xe (chosen by the driver bound to the node), and AMD KFD ioctls on `/dev/kfd`.
 //! - `data/linux-ioctls.tsv`: common Linux requests (FS_IOC_*, FIFREEZE, TCGETS, FIONREAD),
-//!   computed from UAPI headers by `data/gen_linux_ioctls.sh`.
+//!   computed from UAPI headers by `data/gen/gen_linux_ioctls.sh`.
 //!
 //! The device node (from the fd link, classified by [`super::device::DeviceKind`]) decides which table
 //! applies. Unknown requests still show their `_IOC` fields. Encoding (asm-generic/ioctl.h, identical on

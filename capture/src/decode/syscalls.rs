@@ -1,5 +1,5 @@
 //! Syscall number → name, per architecture. The tables are data (`capture/data/syscalls-*.tsv`),
-//! generated from the kernel UAPI headers by `capture/data/gen_syscalls.py`; each file's header names
+//! generated from the kernel UAPI headers by `capture/data/gen/gen_syscalls.py`; each file's header names
 //! its source and version. Which arguments of a syscall are file descriptors is data too
 //! (`capture/data/syscall-fd-args.tsv`, by name: the same on every architecture).
 

@@ -2,7 +2,7 @@
 # Regenerate linux-ioctls.tsv: compiles a tiny C program against the installed UAPI headers
 # (linux-libc-dev: linux/fs.h, asm-generic/ioctls.h via asm/ioctls.h) and prints each request word.
 # DRM and KFD ioctls have their own per-driver table: gen/gen_drm_kfd_ioctls.sh -> drm-kfd-ioctls.tsv. x86_64 and aarch64 share asm-generic/ioctl.h and LP64
-# struct layouts, so the words are valid for both. Run: sh capture/data/gen_linux_ioctls.sh > capture/data/linux-ioctls.tsv
+# struct layouts, so the words are valid for both. Run: sh capture/data/gen/gen_linux_ioctls.sh > capture/data/linux-ioctls.tsv
 set -eu
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -67,6 +67,6 @@ int main(void) {
 C
 gcc -o "$tmp/gen" "$tmp/gen.c"
 libc=$(dpkg-query -W -f='${Version}' linux-libc-dev 2>/dev/null || echo unknown)
-echo "# Linux ioctl request words, computed by capture/data/gen_linux_ioctls.sh with gcc on $(uname -m) from UAPI headers: linux-libc-dev $libc (linux/fs.h, asm/ioctls.h = asm-generic/ioctls.h, linux/dma-buf.h, linux/sync_file.h). DRM ioctls: drm-kfd-ioctls.tsv. Same words on aarch64 (asm-generic ioctl encoding, LP64)."
+echo "# Linux ioctl request words, computed by capture/data/gen/gen_linux_ioctls.sh with gcc on $(uname -m) from UAPI headers: linux-libc-dev $libc (linux/fs.h, asm/ioctls.h = asm-generic/ioctls.h, linux/dma-buf.h, linux/sync_file.h). DRM ioctls: drm-kfd-ioctls.tsv. Same words on aarch64 (asm-generic ioctl encoding, LP64)."
 printf '# request\tname\tdriver\tnote\n'
 "$tmp/gen"
