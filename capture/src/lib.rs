@@ -16,9 +16,9 @@
 //! - [`taskstats`]: a thread group's summed activity counters in one netlink round trip (the scanner's
 //!   quiet-process shortcut); a pure parser for the reply. Both share `netlink` (socket, field readers,
 //!   the message walk).
-//! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
-//! - [`nvidia`]: deep NVIDIA decode from generated tables: control commands (lock flags), classes, UVM
-//!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
+//! - [`decode`]: every decode table and decoder in one home (one loader, one hex parser, one device
+//!   classifier): [`syscalls`] per arch, [`ioctl`] names (NVIDIA, DRM/KFD, Linux), [`nvidia`] deep decode of
+//!   the RM escape structs read at a wedged ioctl's pointer; re-exported here under those names.
 //! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
 //! - [`rm_lock`]: who likely holds the NVIDIA RM API / GPU lock that threads in D wait for.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
@@ -36,13 +36,11 @@
 //!
 //! Never read `cmdline`, `environ`, `maps`, `smaps` or `mem` here: they take the target's mmap lock.
 
-pub mod arch;
+pub mod decode;
 pub mod error;
 pub mod frozen_fs;
-pub mod ioctl;
 pub mod kmsg;
 mod netlink;
-pub mod nvidia;
 pub mod parse;
 pub mod proc_events;
 pub mod proc_root;
@@ -52,13 +50,14 @@ pub mod rm_lock;
 pub mod scan;
 pub mod site;
 pub mod snapshot;
-pub mod syscalls;
 pub mod taskstats;
 pub mod testing;
 pub mod untrusted;
 pub mod user_frame;
 
+// The decode modules keep their old paths (`capture::nvidia`, `capture::ioctl`, …) for callers.
 pub use arch::Arch;
+pub use decode::{arch, ioctl, nvidia, syscalls};
 pub use error::{Error, Result};
 pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};

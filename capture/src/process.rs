@@ -6,8 +6,9 @@
 //! read leaves the field empty with a note naming the missing privilege.
 
 use crate::arch::Arch;
+use crate::decode::device::{self, DeviceKind};
+use crate::decode::ioctl;
 use crate::error::{Error, Result};
-use crate::ioctl;
 use crate::parse::syscall::Syscall;
 use crate::proc_root::{ProcRoot, TaskFile};
 use crate::site;
@@ -22,6 +23,10 @@ pub struct SnapshotOptions {
     pub only_tid: Option<i32>,
     /// Syscall ABI of the target (the host's unless the snapshot comes from another machine).
     pub arch: Arch,
+    /// Where sysfs is, to name the driver bound to a DRM node an ioctl works on
+    /// (`<sys>/class/drm/<node>/device/driver`). None: `/sys` for the live `/proc`, nothing for a fake or
+    /// recorded tree (its DRM driver ioctls then read "driver unknown").
+    pub sys_root: Option<std::path::PathBuf>,
 }
 
 impl Default for SnapshotOptions {
@@ -30,6 +35,7 @@ impl Default for SnapshotOptions {
             all_threads: false,
             only_tid: None,
             arch: Arch::host(),
+            sys_root: None,
         }
     }
 }
@@ -108,9 +114,24 @@ fn syscall_files(
         .collect()
 }
 
+/// Names the request on the fd's device; for a DRM node, with the driver sysfs says is bound to it.
+fn decode_ioctl(
+    root: &ProcRoot,
+    opts: &SnapshotOptions,
+    request: u32,
+    fd_target: Option<&str>,
+) -> ioctl::Decoded {
+    let live_sys = || root.is_live().then(|| std::path::PathBuf::from("/sys"));
+    let drm_driver = fd_target
+        .filter(|path| DeviceKind::of(path) == DeviceKind::Drm)
+        .and_then(|path| device::drm_driver(&opts.sys_root.clone().or_else(live_sys)?, path));
+    ioctl::decode_on(request, fd_target, drm_driver.as_deref())
+}
+
 /// Fills wchan, syscall (+ioctl), stack, counters and site for one thread. Returns false when the
 /// thread vanished.
-fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> bool {
+fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, opts: &SnapshotOptions) -> bool {
+    let arch = opts.arch;
     let tid = t.tid;
     match root.read_wchan(pid, tid) {
         Ok(w) => t.wchan = w,
@@ -137,7 +158,7 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
                 let request = args[1] as u32;
                 let (fd_target, note) = fd_link(root, pid, tid, fd);
                 t.notes.extend(note);
-                let decoded = ioctl::decode(request, fd_target.as_deref());
+                let decoded = decode_ioctl(root, opts, request, fd_target.as_deref());
                 t.ioctl = Some(decoded.into_info(fd, fd_target));
             }
             if let Some(name) = syscall_name.filter(|&n| n != "ioctl") {
@@ -252,7 +273,7 @@ pub fn snapshot_process(
             }
         }
         let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D";
-        if deep && !read_deep(root, pid, &mut t, opts.arch) {
+        if deep && !read_deep(root, pid, &mut t, opts) {
             t.gone = true;
         }
         threads.push(t);

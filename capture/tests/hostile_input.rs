@@ -49,3 +49,39 @@ proptest! {
         prop_assert_eq!(info.request, format!("{request:#010x}"));
     }
 }
+
+proptest! {
+    /// Any word on any GPU node, host or container path, with any (or no) DRM driver: decoded, never a panic;
+    /// a container path and its host path give the same name and driver.
+    #[test]
+    fn every_request_word_decodes_on_gpu_nodes_with_any_driver(
+        request in any::<u32>(),
+        node in prop_oneof![
+            Just("nvidiactl"), Just("nvidia0"), Just("nvidia-uvm"), Just("dri/renderD128"),
+            Just("dri/card0"), Just("kfd"),
+        ],
+        driver in prop_oneof![
+            Just(None), Just(Some("amdgpu")), Just(Some("i915")), Just(Some("xe")),
+            Just(Some("nouveau")), Just(Some("")),
+        ],
+    ) {
+        let host = format!("/dev/{node}");
+        let container = format!("/{node}");
+        let on_host = capture::ioctl::decode_on(request, Some(&host), driver);
+        let in_container = capture::ioctl::decode_on(request, Some(&container), driver);
+        prop_assert_eq!(&on_host.name, &in_container.name);
+        prop_assert_eq!(&on_host.driver, &in_container.driver);
+        prop_assert_eq!(on_host.request, request);
+    }
+
+    /// Any fd link text classifies without a panic, and only `/dev/…` or a top-level GPU node is a device.
+    #[test]
+    fn any_path_classifies(path in ".{0,64}") {
+        use capture::decode::device::DeviceKind;
+        let kind = DeviceKind::of(&path);
+        if kind != DeviceKind::Other {
+            prop_assert!(path.starts_with('/'), "{path:?}");
+        }
+        let _ = capture::decode::device::drm_node_name(&path);
+    }
+}

@@ -150,3 +150,36 @@ fn issue_example_sentence() {
         "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for a GSP RPC reply (takes the API lock read-only + GPU lock (device only))"
     );
 }
+
+/// The recorded H200 threads' ioctls decode today as they did when recorded (name, driver, note), from the
+/// fd path as the host saw it and from the same path as a container's private /dev shows it to the host
+/// (`/nvidiactl`, `/nvidia0`, `/nvidia-uvm`), and their argument structs get the same decoder either way.
+#[test]
+fn recorded_ioctls_decode_the_same_from_host_and_container_paths() {
+    let mut threads = recorded();
+    threads.extend(recording("h200-inject-ioctl-arguments.json"));
+    let mut checked = 0;
+    for t in &threads {
+        let Some(info) = t.ioctl.as_ref() else {
+            continue;
+        };
+        let request = capture::decode::hex::u32_hex(&info.request).unwrap();
+        let host = info.fd_target.as_deref().unwrap();
+        let container = host.strip_prefix("/dev").unwrap();
+        for path in [host, container] {
+            let d = capture::ioctl::decode(request, Some(path));
+            assert_eq!(d.name, info.name, "{path} {}", info.request);
+            assert_eq!(d.driver, info.driver, "{path} {}", info.request);
+            assert_eq!(d.note, info.note, "{path} {}", info.request);
+            let decoded = d.into_info(info.fd, Some(path.to_string()));
+            assert_eq!(
+                nvidia::ArgumentKind::of(&decoded),
+                nvidia::ArgumentKind::of(info),
+                "{path}"
+            );
+            assert!(nvidia::ArgumentKind::of(&decoded).is_some(), "{path}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "{checked}");
+}

@@ -25,7 +25,9 @@ pub enum Format {
 #[command(after_help = "\
 Reads stat for every thread, then wchan, syscall, stack and fd links for threads in D
 (or for all with --all-threads). Never reads cmdline, environ or maps, so it cannot hang
-on the wedged process. /proc/<tid>/stack needs CAP_SYS_ADMIN; without it the stack is left
+on the wedged process. For threads in D inside an NVIDIA ioctl it decodes the struct at the
+ioctl's pointer (RM control command and its locks, alloc class, UVM command), read from
+<pid>/mem in a sacrificial child with a deadline (--no-ioctl-arguments: never). /proc/<tid>/stack needs CAP_SYS_ADMIN; without it the stack is left
 empty and a note says so.
 
 Examples:
@@ -50,10 +52,14 @@ pub struct Args {
     /// A directory laid out like /proc (a recorded snapshot from another machine).
     #[arg(long, value_name = "DIR")]
     pub proc_root: Option<PathBuf>,
-    /// Also read and decode the struct at the pointer of NVIDIA ioctls (RM/UVM) from <proc root>/<pid>/mem,
-    /// in a sacrificial child with the probe deadline; every thread with a blocked ioctl, not only D ones.
+    /// Decode the NVIDIA ioctl argument (RM/UVM struct at the ioctl's pointer) of every thread in an
+    /// ioctl, not only of threads in D (those are decoded by default). Read from <proc root>/<pid>/mem
+    /// in a sacrificial child with the probe deadline.
     #[arg(long)]
     pub ioctl_arguments: bool,
+    /// Never read <proc root>/<pid>/mem: no ioctl argument decoded, not even for threads in D.
+    #[arg(long, conflicts_with = "ioctl_arguments")]
+    pub no_ioctl_arguments: bool,
     /// Syscall ABI of the target: x86_64 or aarch64 (default: this machine's).
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<Arch>,
@@ -72,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         all_threads: args.all_threads,
         only_tid: args.tid,
         arch: args.arch.unwrap_or_else(Arch::host),
+        ..SnapshotOptions::default()
     };
     let mut snap = match snapshot_process(&root, args.pid, &opts) {
         Ok(s) => s,
@@ -89,14 +96,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
-    if args.ioctl_arguments {
+    // Threads in D by default: the sacrificial child bounds the read, and the argument is what names the
+    // RM control or UVM command a wedged thread is in.
+    if !args.no_ioctl_arguments {
         let mut runner = crate::probe::ProbeRunner::default();
         crate::watch::stages::ioctl_argument::read_ioctl_arguments(
             &mut runner,
             &root,
             args.pid,
             &mut snap,
-            false,
+            !args.ioctl_arguments,
         );
     }
     let out = match args.format {

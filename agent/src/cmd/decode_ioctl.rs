@@ -1,7 +1,7 @@
 //! `wedge-capture decode-ioctl`: what an ioctl request word means on a given device.
 
 use anyhow::Context;
-use capture::{ioctl, nvidia};
+use capture::decode::{device, drm, hex, ioctl, nvidia};
 
 use crate::exit::{ExitCode, Failure};
 
@@ -11,11 +11,17 @@ use crate::exit::{ExitCode, Failure};
 Splits the word into _IOC dir/type/nr/size and names it from the tables: NVIDIA RM
 escapes on /dev/nvidiactl and /dev/nvidiaN (decoded by nr and size, as the driver does),
 raw UVM commands on /dev/nvidia-uvm[-tools] (compared whole, never _IOC-decoded), NVKMS on
-/dev/nvidia-modeset, and common Linux requests (FS_IOC_*, FIFREEZE, TCGETS, FIONREAD, DRM).
+/dev/nvidia-modeset, DRM core ioctls and the amdgpu/i915/xe driver ioctls on
+/dev/dri/card*|renderD* (driver numbers 0x40..0x9f mean what the bound driver says: give
+--driver, or it is read from /sys/class/drm/<node>/device/driver), AMD KFD ioctls on
+/dev/kfd, and common Linux requests (FS_IOC_*, FIFREEZE, TCGETS, FIONREAD). A container's
+paths as the host sees them (/nvidia0, /dri/renderD128, /kfd) mean the same devices.
 
 Examples:
   wedge-capture decode-ioctl 0xc020462a --device /dev/nvidiactl
   wedge-capture decode-ioctl 0x30000001 --device /dev/nvidia-uvm
+  wedge-capture decode-ioctl 0xc0186444 --device /dev/dri/renderD128 --driver amdgpu
+  wedge-capture decode-ioctl 0xc0184b0c --device /dev/kfd
   wedge-capture decode-ioctl 0x40086602 --json
   wedge-capture decode-ioctl 0xc020462a --device /dev/nvidiactl \\
       --arg '01 00 d0 c1 03 00 00 5c 02 01 80 20 00 00 00 00 00 50 34 12 fd 7f 00 00 08 04 00 00 00 00 00 00'
@@ -32,6 +38,10 @@ pub struct Args {
     /// The device node the fd points at (from /proc/<pid>/fd/<fd>); decides which table applies.
     #[arg(long, value_name = "PATH")]
     pub device: Option<String>,
+    /// The kernel driver bound to a DRM --device (amdgpu, i915, xe): picks the table of the
+    /// driver-specific numbers. Default: this machine's /sys/class/drm/<node>/device/driver.
+    #[arg(long, value_name = "NAME")]
+    pub driver: Option<String>,
     /// The argument struct's bytes in hex (what the ioctl's pointer points at); repeated values are joined.
     #[arg(long = "arg", value_name = "HEX", num_args = 1..)]
     pub arg: Vec<String>,
@@ -43,40 +53,8 @@ pub struct Args {
     pub json: bool,
 }
 
-fn parse_request(s: &str) -> Option<u32> {
-    let s = s.trim();
-    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16).ok()?,
-        None => s.parse::<u64>().ok()?,
-    };
-    // A sign-extended 32-bit request (0xffffffffc020462a) means the same word.
-    Some(v as u32)
-}
-
-/// Hex bytes, whitespace, `:` and `0x` prefixes allowed: "01 00 d0 c1", "0100d0c1", "0x01:0x00".
-fn parse_hex_bytes(parts: &[String]) -> Option<Vec<u8>> {
-    let mut digits = String::new();
-    for token in parts
-        .iter()
-        .flat_map(|p| p.split(|c: char| c.is_whitespace() || c == ':' || c == ','))
-    {
-        let token = token
-            .strip_prefix("0x")
-            .or_else(|| token.strip_prefix("0X"))
-            .unwrap_or(token);
-        digits.push_str(token);
-    }
-    if !digits.len().is_multiple_of(2) || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).ok())
-        .collect()
-}
-
 fn bytes_arg(flag: &str, parts: &[String]) -> anyhow::Result<Vec<u8>> {
-    parse_hex_bytes(parts).ok_or_else(|| {
+    hex::bytes(&parts.join(" ")).ok_or_else(|| {
         Failure::new(
             ExitCode::USAGE,
             format!("{flag} takes hex bytes (e.g. '01 00 d0 c1' or 0100d0c1): an even number of hex digits"),
@@ -167,7 +145,7 @@ fn print_argument(a: &nvidia::IoctlArgument) {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let request = parse_request(&args.request).ok_or_else(|| {
+    let request = hex::request_word(&args.request).ok_or_else(|| {
         Failure::new(
             ExitCode::USAGE,
             format!(
@@ -176,12 +154,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ),
         )
     })?;
-    let d = ioctl::decode(request, args.device.as_deref());
+    let drm_driver = args.driver.clone().or_else(|| {
+        let path = args.device.as_deref()?;
+        device::drm_driver(std::path::Path::new("/sys"), path)
+    });
+    let d = ioctl::decode_on(request, args.device.as_deref(), drm_driver.as_deref());
     let argument = decode_arg(&d, &args)?;
     if args.json {
         let v = serde_json::json!({
             "request": format!("{:#010x}", d.request),
             "device": args.device,
+            "drm_driver": drm_driver,
             "dir": d.dir,
             "type": d.ioctl_type,
             "nr": d.nr,
@@ -205,6 +188,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(drv) = &d.driver {
         println!("driver   {drv}");
     }
+    if d.driver.as_deref().is_some_and(drm::has_table) {
+        println!("table    {}", drm::header_version());
+    }
     if d.dir == "raw" {
         println!(
             "encoding raw command {:#x} (not _IOC-encoded; compared whole by the driver)",
@@ -227,35 +213,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         print_argument(a);
     }
     Ok(ExitCode::OK)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{parse_hex_bytes, parse_request};
-
-    #[test]
-    fn hex_byte_forms() {
-        let v = |s: &str| vec![s.to_string()];
-        assert_eq!(
-            parse_hex_bytes(&v("01 00 d0 c1")),
-            Some(vec![1, 0, 0xd0, 0xc1])
-        );
-        assert_eq!(
-            parse_hex_bytes(&v("0100d0c1")),
-            Some(vec![1, 0, 0xd0, 0xc1])
-        );
-        assert_eq!(parse_hex_bytes(&v("0x01:0x00")), Some(vec![1, 0]));
-        assert_eq!(parse_hex_bytes(&v("010")), None);
-        assert_eq!(parse_hex_bytes(&v("zz")), None);
-    }
-
-    #[test]
-    fn request_forms() {
-        assert_eq!(parse_request("0xc020462a"), Some(0xc020462a));
-        assert_eq!(parse_request("0XC020462A"), Some(0xc020462a));
-        assert_eq!(parse_request("0xffffffffc020462a"), Some(0xc020462a));
-        assert_eq!(parse_request("21505"), Some(0x5401));
-        assert_eq!(parse_request("nope"), None);
-        assert_eq!(parse_request("0x"), None);
-    }
 }

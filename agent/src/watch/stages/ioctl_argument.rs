@@ -7,7 +7,8 @@
 //! behind a writer, so a read that does not finish is a reason ("timed out …"), like an unreadable or
 //! short one; the decoder never guesses from partial bytes.
 
-use capture::nvidia::{self, ArgumentKind, IoctlArgument};
+use capture::decode::hex;
+use capture::decode::nvidia::{self, ArgumentKind, IoctlArgument};
 use capture::parse::syscall::Syscall;
 use capture::{ProcRoot, ProcessSnapshot, RiskyFile, SyscallInfo};
 
@@ -26,10 +27,7 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
 
 fn pointer_of(syscall: Option<&SyscallInfo>) -> Option<u64> {
     match syscall? {
-        SyscallInfo::Blocked { args, .. } => {
-            let text = args.get(2)?;
-            u64::from_str_radix(text.trim_start_matches("0x"), 16).ok()
-        }
+        SyscallInfo::Blocked { args, .. } => hex::u64_hex(args.get(2)?),
         SyscallInfo::Running { .. } => None,
     }
 }
@@ -138,22 +136,11 @@ fn still_in(root: &ProcRoot, pid: i32, tid: i32, sampled: Option<&SyscallInfo>) 
     }
 }
 
-fn unhex(line: &str) -> Option<Vec<u8>> {
-    let line = line.trim();
-    if !line.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..line.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(line.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 /// The decoded argument from one mem probe, or the reason (the probe's own detail) it is missing.
 fn argument_of(kind: ArgumentKind, ptr: u64, outcome: &ProbeOutcome) -> IoctlArgument {
     let mut lines = outcome.output.lines();
-    let first = lines.next().and_then(unhex);
-    let inner = lines.next().and_then(unhex);
+    let first = lines.next().and_then(hex::bytes);
+    let inner = lines.next().and_then(hex::bytes);
     match (&outcome.status, first) {
         (ProbeStatus::Ok, Some(first)) => {
             let mut a = nvidia::decode_argument(kind, ptr, &first, inner.as_deref());
@@ -410,5 +397,42 @@ mod tests {
         let a = argument(&snap, PID + 1);
         assert_eq!(a.cmd_name, None);
         assert!(a.unavailable.unwrap().contains("left this ioctl"));
+    }
+
+    #[test]
+    fn a_containers_device_paths_are_read_like_the_hosts() {
+        // Seen from the host, a container's private /dev loses its prefix: `/nvidiactl`, `/nvidia0`,
+        // `/nvidia-uvm`. The same structs are read and decoded as for `/dev/…`.
+        for arch in [Arch::X86_64, Arch::Aarch64] {
+            let fake = tree(arch);
+            fake.process(PID)
+                .fd(5, "/nvidiactl")
+                .fd(6, "/nvidia0")
+                .fd(7, "/nvidia-uvm");
+            let snap = read(&fake, arch, Duration::from_secs(2));
+            let control = argument(&snap, PID + 1);
+            assert_eq!(
+                control.cmd_name.as_deref(),
+                Some("NV2080_CTRL_CMD_GPU_GET_INFO_V2"),
+                "{arch:?} {control:?}"
+            );
+            assert_eq!(
+                argument(&snap, PID + 2).structure.as_deref(),
+                Some("NVOS64_PARAMETERS")
+            );
+            let memory = argument(&snap, PID + 3);
+            assert!(
+                memory
+                    .summary
+                    .as_deref()
+                    .unwrap_or("")
+                    .starts_with("RM alloc memory"),
+                "{arch:?} {memory:?}"
+            );
+            assert_eq!(
+                argument(&snap, PID + 4).uvm_command.as_deref(),
+                Some("UVM_MIGRATE")
+            );
+        }
     }
 }

@@ -1,43 +1,37 @@
 //! Syscall number → name, per architecture. The tables are data (`capture/data/syscalls-*.tsv`),
-//! generated from the kernel UAPI headers by `capture/data/gen_syscalls.py`; each file's header names
+//! generated from the kernel UAPI headers by `capture/data/gen/gen_syscalls.py`; each file's header names
 //! its source and version. Which arguments of a syscall are file descriptors is data too
 //! (`capture/data/syscall-fd-args.tsv`, by name: the same on every architecture).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::arch::Arch;
+use super::arch::Arch;
+use super::table::Table;
 
-const X86_64_TSV: &str = include_str!("../data/syscalls-x86_64.tsv");
-const AARCH64_TSV: &str = include_str!("../data/syscalls-aarch64.tsv");
+const X86_64_TSV: Table = Table::new(include_str!("../../data/syscalls-x86_64.tsv"), "nr");
+const AARCH64_TSV: Table = Table::new(include_str!("../../data/syscalls-aarch64.tsv"), "nr");
 
-struct Table {
+struct Syscalls {
     by_nr: HashMap<i64, &'static str>,
     by_name: HashMap<&'static str, i64>,
 }
 
-fn load(tsv: &'static str) -> Table {
+fn load(tsv: Table) -> Syscalls {
     let mut by_nr = HashMap::new();
     let mut by_name = HashMap::new();
-    for line in tsv.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let mut cols = line.split('\t');
-        let (Some(nr), Some(name)) = (cols.next(), cols.next()) else {
-            continue;
-        };
-        if let Ok(nr) = nr.trim().parse::<i64>() {
-            by_nr.insert(nr, name.trim());
-            by_name.insert(name.trim(), nr);
+    for cols in tsv.rows(2) {
+        if let Ok(nr) = cols[0].trim().parse::<i64>() {
+            by_nr.insert(nr, cols[1].trim());
+            by_name.insert(cols[1].trim(), nr);
         }
     }
-    Table { by_nr, by_name }
+    Syscalls { by_nr, by_name }
 }
 
-fn table(arch: Arch) -> &'static Table {
-    static X86_64: OnceLock<Table> = OnceLock::new();
-    static AARCH64: OnceLock<Table> = OnceLock::new();
+fn table(arch: Arch) -> &'static Syscalls {
+    static X86_64: OnceLock<Syscalls> = OnceLock::new();
+    static AARCH64: OnceLock<Syscalls> = OnceLock::new();
     match arch {
         Arch::X86_64 => X86_64.get_or_init(|| load(X86_64_TSV)),
         Arch::Aarch64 => AARCH64.get_or_init(|| load(AARCH64_TSV)),
@@ -54,23 +48,22 @@ pub fn number(arch: Arch, name: &str) -> Option<i64> {
     table(arch).by_name.get(name).copied()
 }
 
-const FD_ARGS_TSV: &str = include_str!("../data/syscall-fd-args.tsv");
+const FD_ARGS_TSV: Table = Table::new(include_str!("../../data/syscall-fd-args.tsv"), "name");
 
 /// The indexes of the arguments of syscall `name` that are file descriptors (empty for other syscalls).
 pub fn fd_args(name: &str) -> &'static [usize] {
     static TABLE: OnceLock<HashMap<&'static str, Vec<usize>>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
         FD_ARGS_TSV
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(|l| {
-                let (name, args) = l.split_once('\t')?;
+            .rows(2)
+            .map(|cols| {
+                let (name, args) = (cols[0], cols[1]);
                 let args = args
                     .split(',')
                     .filter_map(|a| a.trim().parse().ok())
                     .filter(|&a: &usize| a < 6)
                     .collect();
-                Some((name.trim(), args))
+                (name.trim(), args)
             })
             .collect()
     });

@@ -1,24 +1,30 @@
-//! ioctl request decoding: `_IOC` fields, and names from three data tables.
+//! ioctl request decoding: `_IOC` fields, and names from the generated tables.
 //!
 //! - `data/nvidia-ioctls.tsv` (copied from the project's reference, source header kept): NVIDIA RM escapes
 //!   on `/dev/nvidiactl` and `/dev/nvidiaN` (magic `F`; the driver keys on `_IOC_NR` and `_IOC_SIZE` only,
 //!   so type and dir are ignored here too), the NVKMS command on `/dev/nvidia-modeset`, and UVM commands on
 //!   `/dev/nvidia-uvm` / `-tools`, which are raw integers compared whole and must NOT be `_IOC`-decoded
 //!   (0x30000001 read as `_IOC` would collide with UVM_RESERVE_VA = 1).
-//! - `data/linux-ioctls.tsv`: common Linux requests (FS_IOC_*, FIFREEZE, TCGETS, FIONREAD, DRM basics),
-//!   computed from UAPI headers by `data/gen_linux_ioctls.sh`.
+//! - `data/drm-kfd-ioctls.tsv` ([`super::drm`]): DRM core ioctls, the DRM driver ioctls of amdgpu, i915
+//!   and xe (chosen by the driver bound to the node), and AMD KFD ioctls on `/dev/kfd`.
+//! - `data/linux-ioctls.tsv`: common Linux requests (FS_IOC_*, FIFREEZE, TCGETS, FIONREAD),
+//!   computed from UAPI headers by `data/gen/gen_linux_ioctls.sh`.
 //!
-//! The device node (from the fd link) decides which table applies. Unknown requests still show their
-//! `_IOC` fields. Encoding (asm-generic/ioctl.h, identical on x86_64 and aarch64):
-//! `dir<<30 | size<<16 | type<<8 | nr`, dir 1 = write, 2 = read.
+//! The device node (from the fd link, classified by [`super::device::DeviceKind`]) decides which table
+//! applies. Unknown requests still show their `_IOC` fields. Encoding (asm-generic/ioctl.h, identical on
+//! x86_64 and aarch64): `dir<<30 | size<<16 | type<<8 | nr`, dir 1 = write, 2 = read.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use super::device::{self, DeviceKind};
+use super::drm;
+use super::hex;
+use super::table::Table;
 use crate::snapshot::IoctlInfo;
 
-const NVIDIA_TSV: &str = include_str!("../data/nvidia-ioctls.tsv");
-const LINUX_TSV: &str = include_str!("../data/linux-ioctls.tsv");
+const NVIDIA_TSV: Table = Table::new(include_str!("../../data/nvidia-ioctls.tsv"), "device");
+const LINUX_TSV: Table = Table::new(include_str!("../../data/linux-ioctls.tsv"), "request");
 
 /// What the kernel's `_IOC_*` macros extract from a request word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,49 +55,6 @@ impl IocFields {
     }
 }
 
-/// Which driver a device node belongs to, from its path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceKind {
-    /// `/dev/nvidiactl` or `/dev/nvidiaN`: RM escapes.
-    NvidiaRm,
-    NvidiaUvm,
-    NvidiaUvmTools,
-    NvidiaModeset,
-    /// `/dev/dri/*`.
-    Drm,
-    /// Terminals and pseudo-terminals.
-    Tty,
-    /// Anything else (a regular file, a socket, unknown).
-    Other,
-}
-
-impl DeviceKind {
-    pub fn of(path: &str) -> DeviceKind {
-        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-        match path {
-            "/dev/nvidiactl" => DeviceKind::NvidiaRm,
-            "/dev/nvidia-uvm" => DeviceKind::NvidiaUvm,
-            "/dev/nvidia-uvm-tools" => DeviceKind::NvidiaUvmTools,
-            "/dev/nvidia-modeset" => DeviceKind::NvidiaModeset,
-            "/dev/console" | "/dev/tty" | "/dev/ptmx" => DeviceKind::Tty,
-            _ => {
-                if let Some(n) = path.strip_prefix("/dev/nvidia") {
-                    if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) {
-                        return DeviceKind::NvidiaRm;
-                    }
-                }
-                if path.starts_with("/dev/dri/") {
-                    DeviceKind::Drm
-                } else if path.starts_with("/dev/pts/") || path.starts_with("/dev/tty") {
-                    DeviceKind::Tty
-                } else {
-                    DeviceKind::Other
-                }
-            }
-        }
-    }
-}
-
 /// A decoded request word, before it is tied to a thread's fd.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
@@ -108,6 +71,20 @@ pub struct Decoded {
 }
 
 impl Decoded {
+    /// The request's `_IOC` fields, nothing named.
+    fn fields(request: u32, f: IocFields) -> Decoded {
+        Decoded {
+            request,
+            dir: f.dir_name().into(),
+            ioctl_type: f.ioctl_type,
+            nr: f.nr,
+            size: f.size,
+            name: None,
+            driver: None,
+            note: None,
+        }
+    }
+
     /// A request named from a table, its `_IOC` fields as encoded.
     fn named(
         request: u32,
@@ -177,11 +154,6 @@ struct Tables {
     uvm_by_cmd: HashMap<u32, Vec<NvRow>>,
     modeset: Vec<NvRow>,
     linux_by_request: HashMap<u32, LinuxRow>,
-    drm_by_nr: HashMap<u32, &'static str>,
-}
-
-fn parse_hex_u32(s: &str) -> Option<u32> {
-    u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
 }
 
 fn sizes_in(notes: &str) -> Vec<u32> {
@@ -205,14 +177,9 @@ fn load() -> Tables {
         uvm_by_cmd: HashMap::new(),
         modeset: Vec::new(),
         linux_by_request: HashMap::new(),
-        drm_by_nr: HashMap::new(),
     };
-    for line in NVIDIA_TSV.lines().skip(1) {
-        let cols: Vec<&'static str> = line.split('\t').collect();
-        if cols.len() < 5 || cols[0] == "device" {
-            continue;
-        }
-        let Some(value) = parse_hex_u32(cols[2]) else {
+    for cols in NVIDIA_TSV.rows(5) {
+        let Some(value) = hex::u32_hex(cols[2]) else {
             continue;
         };
         let kind = if cols[1].starts_with("F(") {
@@ -245,15 +212,8 @@ fn load() -> Tables {
     for rows in t.rm_by_nr.values_mut().chain(t.uvm_by_cmd.values_mut()) {
         rows.sort_by_key(|r| r.historical);
     }
-    for line in LINUX_TSV.lines() {
-        if line.starts_with('#') {
-            continue;
-        }
-        let cols: Vec<&'static str> = line.split('\t').collect();
-        if cols.len() < 3 {
-            continue;
-        }
-        let Some(request) = parse_hex_u32(cols[0]) else {
+    for cols in LINUX_TSV.rows(3) {
+        let Some(request) = hex::u32_hex(cols[0]) else {
             continue;
         };
         let row = LinuxRow {
@@ -261,9 +221,6 @@ fn load() -> Tables {
             driver: cols[2],
             note: cols.get(3).copied().unwrap_or(""),
         };
-        if row.driver == "drm" {
-            t.drm_by_nr.insert(request & 0xff, row.name);
-        }
         t.linux_by_request.entry(request).or_insert(row);
     }
     t
@@ -308,7 +265,7 @@ fn decode_rm(request: u32, f: IocFields, device: Option<&str>) -> Option<Decoded
     }
     // The validator tables accept some escapes only on the control node, others only on a GPU node.
     if let Some(dev) = device {
-        let on_ctl = dev == "/dev/nvidiactl";
+        let on_ctl = device::is_nvidia_control_node(dev);
         if on_ctl && row.device.starts_with("/dev/nvidiaN") {
             notes.push(
                 "the driver accepts this escape only on /dev/nvidiaN, not /dev/nvidiactl".into(),
@@ -400,80 +357,177 @@ fn decode_modeset(request: u32, f: IocFields) -> Option<Decoded> {
     ))
 }
 
-fn decode_linux(request: u32, f: IocFields, kind: DeviceKind) -> Option<Decoded> {
-    let t = tables();
-    let (name, driver, note) = match t.linux_by_request.get(&request) {
-        Some(row) => (row.name, row.driver, row.note),
-        None if kind == DeviceKind::Drm && f.ioctl_type == u32::from(b'd') => {
-            let name = t.drm_by_nr.get(&f.nr)?;
-            (
-                *name,
-                "drm",
-                "matched by DRM nr; size differs from the libdrm header's",
-            )
-        }
-        None => return None,
-    };
-    Some(Decoded::named(
+/// Common Linux requests, then the DRM core's by their whole word (a DRM fd seen as a regular file, or
+/// no device given).
+fn decode_linux(request: u32, f: IocFields) -> Option<Decoded> {
+    if let Some(row) = tables().linux_by_request.get(&request) {
+        return Some(Decoded::named(
+            request,
+            f,
+            row.name,
+            row.driver,
+            (!row.note.is_empty()).then(|| row.note.to_string()),
+        ));
+    }
+    drm::find(drm::CORE, request)
+        .filter(|found| found.exact)
+        .map(|found| from_drm_table(request, f, found))
+}
+
+/// A DRM/KFD table row as a decoded request; a row matched by number only says so.
+fn from_drm_table(request: u32, f: IocFields, found: drm::Found) -> Decoded {
+    let row = found.ioctl;
+    let mut notes = Vec::new();
+    if !row.note.is_empty() {
+        notes.push(row.note.to_string());
+    }
+    if !found.exact {
+        notes.push(format!(
+            "matched by nr; the {} header's word is {:#010x} (size {}, dir {}): another kernel version's struct",
+            drm::header_version(),
+            row.request,
+            IocFields::of(row.request).size,
+            IocFields::of(row.request).dir_name()
+        ));
+    }
+    Decoded::named(
         request,
         f,
-        name,
-        driver,
-        (!note.is_empty()).then(|| note.to_string()),
-    ))
+        row.name,
+        row.driver,
+        (!notes.is_empty()).then(|| notes.join("; ")),
+    )
+}
+
+/// An ioctl on a DRM node: core numbers from drm.h, driver numbers from the bound driver's table.
+fn decode_drm(request: u32, f: IocFields, drm_driver: Option<&str>) -> Option<Decoded> {
+    if f.ioctl_type != drm::DRM_TYPE {
+        return decode_linux(request, f);
+    }
+    if !drm::DRIVER_RANGE.contains(&f.nr) {
+        return drm::find(drm::CORE, request).map(|found| from_drm_table(request, f, found));
+    }
+    let unnamed = |driver: &str, note: String| Decoded {
+        driver: Some(driver.to_string()),
+        note: Some(note),
+        name: None,
+        ..Decoded::fields(request, f)
+    };
+    let Some(driver) = drm_driver else {
+        let mut note = format!("driver-specific ioctl {:#04x} (driver unknown)", f.nr);
+        let candidates = drm::exact_candidates(request);
+        if !candidates.is_empty() {
+            let named: Vec<String> = candidates
+                .iter()
+                .map(|c| format!("{} on {}", c.name, c.driver))
+                .collect();
+            note.push_str(&format!("; this word is {}", named.join(", ")));
+        }
+        return Some(unnamed("drm", note));
+    };
+    if !drm::has_table(driver) {
+        return Some(unnamed(
+            driver,
+            format!(
+                "driver-specific ioctl {:#04x} of {driver} (no table for this driver; tables: {})",
+                f.nr,
+                drm::drm_drivers().join(", ")
+            ),
+        ));
+    }
+    Some(match drm::find(driver, request) {
+        Some(found) => from_drm_table(request, f, found),
+        None => unnamed(
+            driver,
+            format!(
+                "driver-specific ioctl {:#04x} not in the {driver} table ({} headers)",
+                f.nr,
+                drm::header_version()
+            ),
+        ),
+    })
+}
+
+/// An ioctl on `/dev/kfd`.
+fn decode_kfd(request: u32, f: IocFields) -> Option<Decoded> {
+    if f.ioctl_type != drm::KFD_TYPE {
+        return None;
+    }
+    drm::find(drm::KFD, request).map(|found| from_drm_table(request, f, found))
+}
+
+/// Device unknown (decode-ioctl without --device): names only where the word is unambiguous.
+fn decode_unknown_device(request: u32, f: IocFields) -> Option<Decoded> {
+    let rm = (f.ioctl_type == u32::from(b'F'))
+        .then(|| decode_rm(request, f, None))
+        .flatten()
+        .filter(|d| !d.note.as_deref().unwrap_or("").contains("differs"));
+    rm.or_else(|| decode_modeset(request, f))
+        .or_else(|| {
+            (request >> 16 == 0x3000)
+                .then(|| decode_uvm(request, DeviceKind::Other))
+                .flatten()
+        })
+        .or_else(|| {
+            let found = drm::find(drm::KFD, request).filter(|found| found.exact)?;
+            let mut d = from_drm_table(request, f, found);
+            d.note = Some(format!(
+                "fd device unknown: named as an AMD KFD ioctl (valid only on /dev/kfd){}",
+                d.note.map(|n| format!("; {n}")).unwrap_or_default()
+            ));
+            Some(d)
+        })
+}
+
+/// The driver a request on a device of `kind` is attributed to when no table names it.
+fn fallback_driver(kind: DeviceKind) -> Option<&'static str> {
+    Some(match kind {
+        DeviceKind::NvidiaRm => "nvidia-rm",
+        DeviceKind::NvidiaUvm => "nvidia-uvm",
+        DeviceKind::NvidiaUvmTools => "nvidia-uvm-tools",
+        DeviceKind::NvidiaModeset => "nvidia-modeset",
+        DeviceKind::Drm => "drm",
+        DeviceKind::Kfd => drm::KFD,
+        DeviceKind::Tty => "tty",
+        DeviceKind::NvidiaCaps | DeviceKind::Other => return None,
+    })
 }
 
 /// Decodes `request` (the low 32 bits of the ioctl's second argument) for the device at `device`
-/// (the fd's link target), or for an unknown device.
+/// (the fd's link target), or for an unknown device. A DRM driver ioctl is named only with its driver:
+/// see [`decode_on`].
 pub fn decode(request: u32, device: Option<&str>) -> Decoded {
+    decode_on(request, device, None)
+}
+
+/// [`decode`], with the kernel driver bound to a DRM node (`amdgpu`, `i915`, `xe`, from
+/// [`device::drm_driver`]) choosing the table of the driver-specific numbers.
+pub fn decode_on(request: u32, device: Option<&str>, drm_driver: Option<&str>) -> Decoded {
     let f = IocFields::of(request);
     let kind = device.map_or(DeviceKind::Other, DeviceKind::of);
+    let raw = matches!(kind, DeviceKind::NvidiaUvm | DeviceKind::NvidiaUvmTools);
     let named = match kind {
         DeviceKind::NvidiaRm => decode_rm(request, f, device),
         DeviceKind::NvidiaUvm | DeviceKind::NvidiaUvmTools => decode_uvm(request, kind),
         DeviceKind::NvidiaModeset => decode_modeset(request, f),
-        DeviceKind::Drm | DeviceKind::Tty => decode_linux(request, f, kind),
-        DeviceKind::Other => decode_linux(request, f, kind).or_else(|| {
-            if device.is_some() {
-                return None;
-            }
-            // Device unknown (decode-ioctl without --device): try NVIDIA where it is unambiguous.
-            let rm = (f.ioctl_type == u32::from(b'F'))
-                .then(|| decode_rm(request, f, None))
-                .flatten()
-                .filter(|d| !d.note.as_deref().unwrap_or("").contains("differs"));
-            rm.or_else(|| decode_modeset(request, f)).or_else(|| {
-                (request >> 16 == 0x3000)
-                    .then(|| decode_uvm(request, kind))
-                    .flatten()
-            })
+        DeviceKind::Drm => decode_drm(request, f, drm_driver),
+        DeviceKind::Kfd => decode_kfd(request, f),
+        DeviceKind::Tty | DeviceKind::NvidiaCaps => decode_linux(request, f),
+        DeviceKind::Other => decode_linux(request, f).or_else(|| {
+            device
+                .is_none()
+                .then(|| decode_unknown_device(request, f))?
         }),
     };
     named.unwrap_or_else(|| Decoded {
-        request,
-        dir: if matches!(kind, DeviceKind::NvidiaUvm | DeviceKind::NvidiaUvmTools) {
+        dir: if raw {
             "raw".into()
         } else {
             f.dir_name().into()
         },
-        ioctl_type: f.ioctl_type,
-        nr: if matches!(kind, DeviceKind::NvidiaUvm | DeviceKind::NvidiaUvmTools) {
-            request
-        } else {
-            f.nr
-        },
-        size: f.size,
-        name: None,
-        driver: match kind {
-            DeviceKind::NvidiaRm => Some("nvidia-rm".into()),
-            DeviceKind::NvidiaUvm => Some("nvidia-uvm".into()),
-            DeviceKind::NvidiaUvmTools => Some("nvidia-uvm-tools".into()),
-            DeviceKind::NvidiaModeset => Some("nvidia-modeset".into()),
-            DeviceKind::Drm => Some("drm".into()),
-            DeviceKind::Tty => Some("tty".into()),
-            DeviceKind::Other => None,
-        },
-        note: None,
+        nr: if raw { request } else { f.nr },
+        driver: fallback_driver(kind).map(str::to_string),
+        ..Decoded::fields(request, f)
     })
 }
 
@@ -489,26 +543,6 @@ mod tests {
         assert_eq!(IocFields::of(0x40086602).dir_name(), "write");
         assert_eq!(IocFields::of(0x80086601).dir_name(), "read");
         assert_eq!(IocFields::of(0x5401).dir_name(), "none");
-    }
-
-    #[test]
-    fn device_kinds() {
-        assert_eq!(DeviceKind::of("/dev/nvidiactl"), DeviceKind::NvidiaRm);
-        assert_eq!(DeviceKind::of("/dev/nvidia0"), DeviceKind::NvidiaRm);
-        assert_eq!(DeviceKind::of("/dev/nvidia12"), DeviceKind::NvidiaRm);
-        assert_eq!(DeviceKind::of("/dev/nvidia-uvm"), DeviceKind::NvidiaUvm);
-        assert_eq!(
-            DeviceKind::of("/dev/nvidia-uvm-tools"),
-            DeviceKind::NvidiaUvmTools
-        );
-        assert_eq!(
-            DeviceKind::of("/dev/nvidia-modeset"),
-            DeviceKind::NvidiaModeset
-        );
-        assert_eq!(DeviceKind::of("/dev/nvidia-caps"), DeviceKind::Other);
-        assert_eq!(DeviceKind::of("/dev/dri/card0"), DeviceKind::Drm);
-        assert_eq!(DeviceKind::of("/dev/pts/3"), DeviceKind::Tty);
-        assert_eq!(DeviceKind::of("/mnt/x/file"), DeviceKind::Other);
     }
 
     #[test]
@@ -605,9 +639,10 @@ mod tests {
             decode(0xc0406400, Some("/dev/dri/card0")).name.as_deref(),
             Some("DRM_IOCTL_VERSION")
         );
-        // DRM by nr when the struct grew (SYNCOBJ_WAIT gained a field in newer kernels).
-        let d = decode(0xc02864c3, Some("/dev/dri/renderD128"));
+        // DRM by nr when the struct differs (SYNCOBJ_WAIT gained a field in 6.x: 0x20 → 0x28 bytes).
+        let d = decode(0xc02064c3, Some("/dev/dri/renderD128"));
         assert_eq!(d.name.as_deref(), Some("DRM_IOCTL_SYNCOBJ_WAIT"));
+        assert!(d.note.unwrap().contains("matched by nr"));
         // Unknown everywhere: fields only.
         let d = decode(0xdeadbeef, None);
         assert_eq!(d.name, None);
@@ -621,5 +656,142 @@ mod tests {
             decode(0x5401, None).into_info(0, None).request,
             "0x00005401"
         );
+    }
+
+    #[test]
+    fn container_device_paths_decode_like_host_ones() {
+        // A container's private /dev reads `/nvidia0` from the host: the same escape, the same driver
+        // (before the one classifier, `/nvidia0` decoded as an unknown device, so the argument stage
+        // skipped it while the daemon counted the process as a GPU holder).
+        for (host, container) in [
+            ("/dev/nvidiactl", "/nvidiactl"),
+            ("/dev/nvidia0", "/nvidia0"),
+            ("/dev/nvidia0 (deleted)", "/nvidia0 (deleted)"),
+        ] {
+            let on_host = decode(0xc020462a, Some(host));
+            assert_eq!(on_host.name.as_deref(), Some("NV_ESC_RM_CONTROL"), "{host}");
+            let mut in_container = decode(0xc020462a, Some(container));
+            // Notes name the path as the fd showed it.
+            in_container.note = in_container.note.map(|n| n.replace(container, host));
+            assert_eq!(in_container, on_host, "{container}");
+        }
+        assert_eq!(
+            decode(0x33, Some("/nvidia-uvm")),
+            decode(0x33, Some("/dev/nvidia-uvm"))
+        );
+        // CARD_INFO is accepted only on the control node: the same note in a container.
+        let note = |dev| decode(0xc04846c8, Some(dev)).note;
+        assert!(note("/nvidia0").unwrap().contains("only on /dev/nvidiactl"));
+        assert!(note("/dev/nvidia0")
+            .unwrap()
+            .contains("only on /dev/nvidiactl"));
+        assert_eq!(note("/nvidiactl"), None);
+        assert_eq!(note("/dev/nvidiactl"), None);
+        assert_eq!(
+            decode(0xc0186444, Some("/dri/renderD128")),
+            decode(0xc0186444, Some("/dev/dri/renderD128"))
+        );
+    }
+
+    /// The request words of the generated table's headers (Linux 6.12 UAPI), one per family.
+    const VERSION: u32 = 0xc0406400;
+    const SYNCOBJ_WAIT: u32 = 0xc02864c3;
+    const AMDGPU_CS: u32 = 0xc0186444;
+    const AMDGPU_WAIT_CS: u32 = 0xc0206449;
+    const I915_GEM_EXECBUFFER2: u32 = 0x40406469;
+    const KFD_ALLOC_MEMORY_OF_GPU: u32 = 0xc0284b16;
+    const KFD_WAIT_EVENTS: u32 = 0xc0184b0c;
+
+    fn name_and_driver(d: &Decoded) -> (Option<&str>, Option<&str>) {
+        (d.name.as_deref(), d.driver.as_deref())
+    }
+
+    #[test]
+    fn drm_core_and_driver_ioctls_by_the_bound_driver() {
+        let node = Some("/dev/dri/renderD128");
+        for driver in [
+            None,
+            Some("amdgpu"),
+            Some("i915"),
+            Some("xe"),
+            Some("nouveau"),
+        ] {
+            let d = decode_on(VERSION, node, driver);
+            assert_eq!(
+                name_and_driver(&d),
+                (Some("DRM_IOCTL_VERSION"), Some("drm"))
+            );
+            let d = decode_on(SYNCOBJ_WAIT, node, driver);
+            assert_eq!(
+                name_and_driver(&d),
+                (Some("DRM_IOCTL_SYNCOBJ_WAIT"), Some("drm"))
+            );
+            assert_eq!(d.note.as_deref(), Some("waits for GPU fences"));
+        }
+        let d = decode_on(AMDGPU_CS, node, Some("amdgpu"));
+        assert_eq!(
+            name_and_driver(&d),
+            (Some("DRM_IOCTL_AMDGPU_CS"), Some("amdgpu"))
+        );
+        assert_eq!((d.ioctl_type, d.nr, d.size), (u32::from(b'd'), 0x44, 0x18));
+        let d = decode_on(AMDGPU_WAIT_CS, Some("/dev/dri/card1"), Some("amdgpu"));
+        assert_eq!(
+            name_and_driver(&d),
+            (Some("DRM_IOCTL_AMDGPU_WAIT_CS"), Some("amdgpu"))
+        );
+        let d = decode_on(I915_GEM_EXECBUFFER2, node, Some("i915"));
+        assert_eq!(
+            name_and_driver(&d),
+            (Some("DRM_IOCTL_I915_GEM_EXECBUFFER2"), Some("i915"))
+        );
+        // The same number means something else on another driver: 0x44 on i915 is not AMDGPU_CS.
+        let d = decode_on(AMDGPU_CS, node, Some("i915"));
+        assert_ne!(d.name.as_deref(), Some("DRM_IOCTL_AMDGPU_CS"));
+        assert_eq!(d.driver.as_deref(), Some("i915"));
+        // Driver unknown: no name, the number, and what the word would be per driver.
+        let d = decode_on(AMDGPU_CS, node, None);
+        assert_eq!(name_and_driver(&d), (None, Some("drm")));
+        let note = d.note.unwrap();
+        assert!(
+            note.starts_with("driver-specific ioctl 0x44 (driver unknown)"),
+            "{note}"
+        );
+        assert!(note.contains("DRM_IOCTL_AMDGPU_CS on amdgpu"), "{note}");
+        // A driver without a table.
+        let d = decode_on(AMDGPU_CS, node, Some("nouveau"));
+        assert_eq!(name_and_driver(&d), (None, Some("nouveau")));
+        assert!(d.note.unwrap().contains("no table for this driver"));
+        // A number the driver's table lacks.
+        let d = decode_on(0xc0086499, node, Some("amdgpu"));
+        assert_eq!(d.name, None);
+        assert!(d.note.unwrap().contains("not in the amdgpu table"));
+    }
+
+    #[test]
+    fn kfd_ioctls_on_dev_kfd() {
+        for dev in ["/dev/kfd", "/kfd"] {
+            let d = decode(KFD_ALLOC_MEMORY_OF_GPU, Some(dev));
+            assert_eq!(
+                name_and_driver(&d),
+                (Some("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU"), Some("amdkfd"))
+            );
+            let d = decode(KFD_WAIT_EVENTS, Some(dev));
+            assert_eq!(
+                name_and_driver(&d),
+                (Some("AMDKFD_IOC_WAIT_EVENTS"), Some("amdkfd"))
+            );
+            assert!(d.note.unwrap().contains("waits for KFD events"));
+        }
+        // 'K' words mean nothing on a DRM node, and a DRM word nothing on /dev/kfd.
+        assert_eq!(
+            decode(KFD_WAIT_EVENTS, Some("/dev/dri/renderD128")).name,
+            None
+        );
+        let d = decode(AMDGPU_CS, Some("/dev/kfd"));
+        assert_eq!(name_and_driver(&d), (None, Some("amdkfd")));
+        // Without a device a whole KFD word is still named, with the caveat.
+        let d = decode(KFD_WAIT_EVENTS, None);
+        assert_eq!(d.name.as_deref(), Some("AMDKFD_IOC_WAIT_EVENTS"));
+        assert!(d.note.unwrap().contains("fd device unknown"));
     }
 }

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Regenerate linux-ioctls.tsv: compiles a tiny C program against the installed UAPI headers
-# (linux-libc-dev: linux/fs.h, asm-generic/ioctls.h via asm/ioctls.h; libdrm-dev: libdrm/drm.h,
-# drm_mode.h) and prints each request word. x86_64 and aarch64 share asm-generic/ioctl.h and LP64
-# struct layouts, so the words are valid for both. Run: sh capture/data/gen_linux_ioctls.sh > capture/data/linux-ioctls.tsv
+# (linux-libc-dev: linux/fs.h, asm-generic/ioctls.h via asm/ioctls.h) and prints each request word.
+# DRM and KFD ioctls have their own per-driver table: gen/gen_drm_kfd_ioctls.sh -> drm-kfd-ioctls.tsv. x86_64 and aarch64 share asm-generic/ioctl.h and LP64
+# struct layouts, so the words are valid for both. Run: sh capture/data/gen/gen_linux_ioctls.sh > capture/data/linux-ioctls.tsv
 set -eu
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -15,7 +15,6 @@ cat > "$tmp/gen.c" <<'C'
 #include <linux/dma-buf.h>
 #include <linux/sync_file.h>
 #include <asm/ioctls.h>
-#include <libdrm/drm.h>
 #define R(name, drv, note) printf("0x%08x\t%s\t%s\t%s\n", (unsigned)(name), #name, drv, note)
 int main(void) {
   R(FS_IOC_GETFLAGS, "linux-fs", "inode flags (chattr/lsattr); _IOR('f',1,long)");
@@ -63,34 +62,11 @@ int main(void) {
   R(FIONCLEX, "generic", "clear close-on-exec");
   R(DMA_BUF_IOCTL_SYNC, "dma-buf", "CPU access begin/end");
   R(SYNC_IOC_MERGE, "sync-file", "");
-  R(DRM_IOCTL_VERSION, "drm", "driver name/version");
-  R(DRM_IOCTL_GET_UNIQUE, "drm", "");
-  R(DRM_IOCTL_GET_MAGIC, "drm", "");
-  R(DRM_IOCTL_AUTH_MAGIC, "drm", "");
-  R(DRM_IOCTL_GET_CAP, "drm", "");
-  R(DRM_IOCTL_SET_CLIENT_CAP, "drm", "");
-  R(DRM_IOCTL_SET_MASTER, "drm", "");
-  R(DRM_IOCTL_DROP_MASTER, "drm", "");
-  R(DRM_IOCTL_GEM_CLOSE, "drm", "");
-  R(DRM_IOCTL_GEM_FLINK, "drm", "");
-  R(DRM_IOCTL_GEM_OPEN, "drm", "");
-  R(DRM_IOCTL_PRIME_HANDLE_TO_FD, "drm", "export a GEM handle as a dma-buf fd");
-  R(DRM_IOCTL_PRIME_FD_TO_HANDLE, "drm", "import a dma-buf fd");
-  R(DRM_IOCTL_SYNCOBJ_CREATE, "drm", "");
-  R(DRM_IOCTL_SYNCOBJ_DESTROY, "drm", "");
-  R(DRM_IOCTL_SYNCOBJ_WAIT, "drm", "waits for GPU fences");
-  R(DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, "drm", "waits for GPU timeline points");
-  R(DRM_IOCTL_MODE_GETRESOURCES, "drm", "KMS");
-  R(DRM_IOCTL_MODE_CREATE_DUMB, "drm", "KMS dumb buffer");
-  R(DRM_IOCTL_MODE_MAP_DUMB, "drm", "KMS dumb buffer");
-  R(DRM_IOCTL_MODE_DESTROY_DUMB, "drm", "KMS dumb buffer");
-  R(DRM_IOCTL_MODE_ATOMIC, "drm", "KMS atomic commit");
   return 0;
 }
 C
 gcc -o "$tmp/gen" "$tmp/gen.c"
 libc=$(dpkg-query -W -f='${Version}' linux-libc-dev 2>/dev/null || echo unknown)
-drm=$(dpkg-query -W -f='${Version}' libdrm-dev 2>/dev/null || echo unknown)
-echo "# Linux ioctl request words, computed by capture/data/gen_linux_ioctls.sh with gcc on $(uname -m) from UAPI headers: linux-libc-dev $libc (linux/fs.h, asm/ioctls.h = asm-generic/ioctls.h, linux/dma-buf.h, linux/sync_file.h) and libdrm-dev $drm (libdrm/drm.h). Same words on aarch64 (asm-generic ioctl encoding, LP64)."
+echo "# Linux ioctl request words, computed by capture/data/gen/gen_linux_ioctls.sh with gcc on $(uname -m) from UAPI headers: linux-libc-dev $libc (linux/fs.h, asm/ioctls.h = asm-generic/ioctls.h, linux/dma-buf.h, linux/sync_file.h). DRM ioctls: drm-kfd-ioctls.tsv. Same words on aarch64 (asm-generic ioctl encoding, LP64)."
 printf '# request\tname\tdriver\tnote\n'
 "$tmp/gen"

@@ -22,10 +22,13 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-const CONTROLS_TSV: &str = include_str!("../data/nvidia-rm-controls.tsv");
-const CLASSES_TSV: &str = include_str!("../data/nvidia-rm-classes.tsv");
-const ESCAPES_TSV: &str = include_str!("../data/nvidia-escapes.tsv");
-const UVM_TSV: &str = include_str!("../data/nvidia-uvm-commands.tsv");
+use super::hex::u32_hex as hex;
+use super::table::Table;
+
+const CONTROLS_TSV: Table = Table::new(include_str!("../../data/nvidia-rm-controls.tsv"), "cmd");
+const CLASSES_TSV: Table = Table::new(include_str!("../../data/nvidia-rm-classes.tsv"), "class");
+const ESCAPES_TSV: Table = Table::new(include_str!("../../data/nvidia-escapes.tsv"), "nr");
+const UVM_TSV: Table = Table::new(include_str!("../../data/nvidia-uvm-commands.tsv"), "cmd");
 
 /// The escape numbers (`_IOC_NR`) whose structs are decoded.
 pub const NV_ESC_RM_ALLOC_MEMORY: u32 = 0x27;
@@ -74,18 +77,6 @@ struct Tables {
     uvm: HashMap<u32, UvmCmd>,
 }
 
-fn hex(s: &str) -> Option<u32> {
-    u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
-}
-
-/// Data rows of a generated table: the `# source:` line and the column header skipped.
-fn rows(tsv: &'static str) -> impl Iterator<Item = Vec<&'static str>> {
-    tsv.lines()
-        .filter(|l| !l.starts_with('#'))
-        .skip(1)
-        .map(|l| l.split('\t').collect::<Vec<_>>())
-}
-
 fn load() -> Tables {
     let mut t = Tables {
         controls: HashMap::new(),
@@ -93,7 +84,7 @@ fn load() -> Tables {
         escapes: HashMap::new(),
         uvm: HashMap::new(),
     };
-    for c in rows(CONTROLS_TSV).filter(|c| c.len() >= 5) {
+    for c in CONTROLS_TSV.rows(5) {
         let Some(cmd) = hex(c[0]) else { continue };
         t.controls.entry(cmd).or_insert(ControlCmd {
             cmd,
@@ -103,17 +94,17 @@ fn load() -> Tables {
             params: c[4],
         });
     }
-    for c in rows(CLASSES_TSV).filter(|c| c.len() >= 2) {
+    for c in CLASSES_TSV.rows(2) {
         if let Some(class) = hex(c[0]) {
             t.classes.entry(class).or_insert(c[1]);
         }
     }
-    for c in rows(ESCAPES_TSV).filter(|c| c.len() >= 2) {
+    for c in ESCAPES_TSV.rows(2) {
         if let Some(nr) = hex(c[0]) {
             t.escapes.entry(nr).or_insert(c[1]);
         }
     }
-    for c in rows(UVM_TSV).filter(|c| c.len() >= 4) {
+    for c in UVM_TSV.rows(4) {
         let Some(cmd) = hex(c[0]) else { continue };
         t.uvm.entry(cmd).or_insert(UvmCmd {
             cmd,
@@ -132,7 +123,7 @@ fn tables() -> &'static Tables {
 
 /// The driver version and commit the tables were generated from (their `# source:` line).
 pub fn tables_source() -> &'static str {
-    CONTROLS_TSV.lines().next().unwrap_or("")
+    CONTROLS_TSV.source()
 }
 
 pub fn control(cmd: u32) -> Option<&'static ControlCmd> {
