@@ -283,11 +283,7 @@ pub fn snapshot_process(
     if !opts.all_threads && opts.only_tid.is_none() && crate::rm_lock::any_rm_lock_waiter(&threads)
     {
         for t in threads.iter_mut() {
-            if !t.gone
-                && t.state != "D"
-                && t.syscall.is_none()
-                && !read_deep(root, pid, t, opts.arch)
-            {
+            if !t.gone && t.state != "D" && t.syscall.is_none() && !read_deep(root, pid, t, opts) {
                 t.gone = true;
             }
         }

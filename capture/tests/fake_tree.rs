@@ -114,7 +114,10 @@ fn aarch64_gb10_snapshot_from_a_fake_tree() {
     assert!(main.syscall.is_some() && main.wchan.is_some());
     assert!(!capture::rm_lock::in_rm_call(main));
     assert_eq!(snap.threads[1].waits_for.as_deref(), Some("RM API lock"));
-    assert!(snap.threads[1].blocked_behind.is_empty(), "no holder visible");
+    assert!(
+        snap.threads[1].blocked_behind.is_empty(),
+        "no holder visible"
+    );
 
     let rm = &snap.threads[1];
     assert_eq!(rm.comm, "pt_main (gpu) 0");
