@@ -60,7 +60,8 @@ static void *ctx_loop(void *arg) {
       cuCtxCreate(&c, NULL, 0, dev);
 #else
       cuCtxCreate(&c, 0, dev);
-#endif double d = now() - a;
+#endif
+    double d = now() - a;
     if (r == CUDA_SUCCESS) cuCtxDestroy(c);
     n++; if (d > mx) mx = d;
   }
@@ -74,6 +75,22 @@ int main(int argc, char **argv) {
   if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev)) { fprintf(stderr, "cuda init failed\n"); return 1; }
   cuCtxSetCurrent(ctx);
   fprintf(stderr, "%s pid %d: context in %.3f s (now %.3f)\n", argv[1], getpid(), now() - t, now());
+  if (!strcmp(argv[1], "both")) {
+    /* both GIB N STOPFILE: N hammer threads and, 3 s later, this thread pins GIB GiB (one process) */
+    size_t blen = (size_t)atoi(argv[2]) << 30; int nt = atoi(argv[3]); stopfile = argv[4]; deadline = now() + 120;
+    pthread_t th[64]; if (nt > 64) nt = 64;
+    for (int i = 0; i < nt; i++) pthread_create(&th[i], NULL, hammer, NULL);
+    sleep(3);
+    char *buf = mmap(NULL, blen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    double a = now(); CUresult r = cuMemHostRegister(buf, blen, 0); double b = now();
+    fprintf(stderr, "A tid %ld cuMemHostRegister %s GiB -> %d start %.3f end %.3f (%.3f s)\n", (long)syscall(SYS_gettid), argv[2], r, a, b, b - a);
+    a = now(); r = cuMemHostUnregister(buf); b = now();
+    fprintf(stderr, "A cuMemHostUnregister -> %d (%.3f s)\n", r, b - a);
+    munmap(buf, blen); sleep(1);
+    FILE *f = fopen(stopfile, "w"); if (f) fclose(f);
+    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+    return 0;
+  }
   if (!strcmp(argv[1], "hammer")) {
     int nt = atoi(argv[2]); stopfile = argv[3]; deadline = now() + (argc > 4 ? atof(argv[4]) : 60);
     pthread_t th[64]; if (nt > 64) nt = 64;

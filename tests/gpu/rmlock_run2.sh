@@ -31,6 +31,13 @@ phase devalloc devalloc "$DEVGIB"
 phase multireg multireg 20 3
 phase ctxstorm ctxstorm 16 10
 
+echo "== run --inject, one process: 8 hammer threads + one thread pinning 32 GiB, threshold 0.4 s"
+rm -f /tmp/stop
+"$BIN/wedge-capture" run --inject --threshold 0.4s --interval 0.1 --samples 2 --out "$OUT/incidents1" -- \
+  /tmp/rmlock both 32 8 /tmp/stop 2> "$OUT/run1.log"
+echo "run exit $?"
+for d in "$OUT"/incidents1/*/; do [ -f "$d/report.md" ] && { echo "== $d"; head -30 "$d/report.md"; }; done | head -120
+
 echo "== run --inject over a tree with A (register 32 GiB) and B (hammer 8), threshold 0.4 s"
 rm -f /tmp/stop
 "$BIN/wedge-capture" run --inject --threshold 0.4s --interval 0.1 --samples 2 --out "$OUT/incidents" -- \
