@@ -362,14 +362,28 @@ fn wedged_incident(pid: i32, comm: &str) -> reports::model::Incident {
     incident
 }
 
+/// `incident` made the record of live process `pid` on this boot (its identity as a watcher records it).
+fn as_live(mut incident: reports::model::Incident, pid: i32) -> reports::model::Incident {
+    let root = capture::ProcRoot::default();
+    incident.process.pid = pid;
+    incident.process.start_time = Some(root.read_stat(pid).unwrap().starttime);
+    incident.host.boot_id = root.boot_id().unwrap();
+    incident
+}
+
 #[test]
 fn npd_check_exit_codes() {
     use reports::retention::Retention;
     use reports::store::Store;
     let dir = TempDir::new("npd");
     let out = dir.path().join("incidents");
-    let store = Store::open(&out, Retention::DEFAULT).unwrap();
 
+    // The forgotten hostPath mount: unknown, never healthy.
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(2), "{message}");
+    assert!(message.starts_with("no incident store at"), "{message}");
+
+    let store = Store::open(&out, Retention::DEFAULT).unwrap();
     let (code, message, _) = npd_check(&out, &[]);
     assert_eq!((code, message.as_str()), (Some(0), "no open wedge episode"));
 
@@ -379,21 +393,59 @@ fn npd_check_exit_codes() {
     let (code, message, _) = npd_check(&out, &[]);
     assert_eq!(code, Some(0), "a resolved episode is no problem: {message}");
 
-    store.create(&wedged_incident(4242, "python3")).unwrap();
+    // An open episode whose process is gone (a reaped child's pid, start time recorded): not a problem.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let mut dead = wedged_incident(gone.id() as i32, "gone");
+    dead.process.start_time = Some(1);
+    gone.wait().unwrap();
+    store.create(&dead).unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(0), "the process is gone: {message}");
+
+    // Still wedged when its watcher exited, and the process (same pid and start time) lives: a problem.
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let mut wedged = as_live(wedged_incident(0, "python3"), sleeper.id() as i32);
+    wedged.episode.status = reports::model::EpisodeStatus::StillWedgedAtExit;
+    let handle = store.create(&wedged).unwrap();
+    let id = handle.id().to_string();
+    drop(handle);
     let (code, message, _) = npd_check(&out, &[]);
     assert_eq!(code, Some(1), "{message}");
-    assert!(message.contains("pid 4242 (python3)"), "{message}");
+    assert!(
+        message.contains(&format!("pid {} (python3)", sleeper.id())),
+        "{message}"
+    );
     assert!(
         message.contains("uvm_va_block_make_resident"),
         "the site: {message}"
     );
     assert!(message.contains("pod ml/trainer-0"), "the pod: {message}");
 
-    // An open episode nobody rewrote within --max-age: its agent is gone.
+    // Nobody watched it for longer than --max-age: unknown.
     std::thread::sleep(Duration::from_millis(20));
     let (code, message, _) = npd_check(&out, &["--max-age", "10ms"]);
-    assert_eq!(code, Some(0), "{message}");
-    assert!(message.contains("stale"), "{message}");
+    assert_eq!(code, Some(2), "{message}");
+    assert!(message.contains("unwatched"), "{message}");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(0), "its process is gone now: {message}");
+
+    // A FIFO where an incident.json must be: unknown, and it does not hang (npd_check asserts < 1 s).
+    let fifo = out.join(&id).join("incident.json");
+    std::fs::remove_file(&fifo).unwrap();
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(2), "{message}");
+    assert!(message.contains("unreadable"), "{message}");
+    std::fs::remove_file(&fifo).unwrap();
+    // Corrupt: unknown too.
+    std::fs::write(&fifo, b"{not json").unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(2), "{message}");
 
     // Unreadable: root reads any mode, so the store is a file where a directory must be.
     let not_a_dir = dir.path().join("file");

@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod continuity;
 mod episode;
 mod fleet;
 mod harness;

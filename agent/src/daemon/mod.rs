@@ -550,6 +550,29 @@ impl Daemon {
                 serde_json::json!({"event": "landed", "pid": pid, "incident": path,
                     "after_s": after.as_secs_f64(), "why": why}),
             ),
+            // Not a new incident: neither `incidents_written` nor the incidents counter moves.
+            CaptureEvent::Adopted { pid, path, in_d } => {
+                if let Ok(stat) = self.proc_root.read_stat(*pid) {
+                    self.rate.record(*pid, stat.starttime, Instant::now());
+                }
+                self.logger.event(
+                    Level::Notice,
+                    &format!(
+                        "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
+                         (left by an earlier watcher)",
+                        path.display(),
+                        in_d.as_secs_f64()
+                    ),
+                    serde_json::json!({"event": "adopted", "pid": pid, "incident": path,
+                        "in_d_s": in_d.as_secs_f64()}),
+                )
+            }
+            CaptureEvent::Unwatched { pid, path, why } => self.logger.event(
+                Level::Notice,
+                &format!("incident {}: pid {pid} closed: {why}", path.display()),
+                serde_json::json!({"event": "closed-unwatched", "pid": pid, "incident": path,
+                    "why": why}),
+            ),
             CaptureEvent::Gone { pid, tid, total } => self.logger.event(
                 Level::Info,
                 &format!(
