@@ -11,7 +11,7 @@ use crate::agent::{link_as, unique_comm, wait_in_d, wedge_helper, Agent, TempDir
 use crate::util::{bin, frozen_fs_or_skip, in_ci};
 
 /// One HTTP GET on 127.0.0.1 (no client crate: the request is one line); the body, or None.
-fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
@@ -26,13 +26,13 @@ fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
 }
 
 /// The address the agent logged for its metrics server (it listens on port 0).
-fn metrics_addr(agent: &mut Agent) -> SocketAddr {
+pub(crate) fn metrics_addr(agent: &mut Agent) -> SocketAddr {
     let log = agent.wait_log("serving metrics on http://", 1, Duration::from_secs(10));
     let rest = log.split("serving metrics on http://").nth(1).unwrap();
     rest.split('/').next().unwrap().parse().unwrap()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -41,12 +41,12 @@ fn free_port() -> u16 {
 }
 
 /// A sample's value in exposition text.
-fn sample(text: &str, name: &str) -> Option<f64> {
+pub(crate) fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
 
-fn promtool_clean(text: &str, what: &str) {
+pub(crate) fn promtool_clean(text: &str, what: &str) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -70,7 +70,7 @@ fn promtool_clean(text: &str, what: &str) {
 }
 
 /// Prometheus's binary, or None (skip) when the package is missing and this is not CI.
-fn prometheus_or_skip(test: &str) -> Option<()> {
+pub(crate) fn prometheus_or_skip(test: &str) -> Option<()> {
     let found = ["prometheus", "promtool"].iter().all(|tool| {
         Command::new(tool)
             .arg("--version")
@@ -91,7 +91,7 @@ fn prometheus_or_skip(test: &str) -> Option<()> {
 }
 
 /// Kills and reaps the Prometheus server on drop.
-struct Server(std::process::Child);
+pub(crate) struct Server(pub(crate) std::process::Child);
 
 impl Drop for Server {
     fn drop(&mut self) {

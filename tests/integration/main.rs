@@ -12,6 +12,7 @@ mod hostile_daemon;
 mod hostile_rings;
 mod hostile_store;
 mod inject;
+mod liveness;
 mod nvidia_decode;
 mod quiet_scan;
 mod redaction;

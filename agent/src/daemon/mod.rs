@@ -380,6 +380,10 @@ impl Daemon {
         for event in &events {
             self.log_event(event);
         }
+        // The textfile keeps the last numbers and says when the agent stopped (never numbers that look current).
+        if let Err(err) = self.metrics.stopped() {
+            self.logger.warning(&err);
+        }
         let mut message = format!("{}: stopping", signal_name(signal));
         if !open.is_empty() {
             message.push_str(&format!(
@@ -445,6 +449,10 @@ impl Daemon {
             summary: self.watcher.wedge_summary(),
             targets: self.watcher.targets().len(),
             probe_timeouts: self.watcher.capturer().probe_runner().timeouts(),
+            finished_at: self
+                .watcher
+                .last_scan_at()
+                .unwrap_or_else(std::time::SystemTime::now),
         };
         if let Err(err) = self.metrics.observe_scan(numbers) {
             self.logger.warning(&err);
