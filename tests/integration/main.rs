@@ -13,6 +13,7 @@ mod hostile_rings;
 mod hostile_store;
 mod inject;
 mod liveness;
+mod log_storm;
 mod nvidia_decode;
 mod quiet_scan;
 mod redaction;
