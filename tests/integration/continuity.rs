@@ -225,6 +225,24 @@ fn a_process_killed_while_nobody_watched_is_closed_as_outcome_unknown() {
 }
 
 #[test]
+fn npd_check_help_states_the_codes_and_the_default_max_age() {
+    let help = Command::new(bin())
+        .args(["npd-check", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    for needle in [
+        "0 = False, 1 = True",
+        "(default 1h)",
+        "  2  unknown",
+        "  1  a wedge",
+        "  0  none",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+    }
+}
+
+#[test]
 fn run_exit_3_leaves_an_episode_npd_check_reports() {
     let Some(mut wedge) = Wedge::new("run exit 3 then npd-check", "continuity-run") else {
         return;
@@ -245,6 +263,35 @@ fn run_exit_3_leaves_an_episode_npd_check_reports() {
         "`run` said still wedged; npd-check agrees: {message}"
     );
     assert!(message.contains("wedged in"), "{message}");
+    // A later `run` on the same store takes the episode up (its process is not the command's), follows it
+    // while its own command runs, and leaves it still wedged at its exit: the same one incident.
+    let again = Command::new(bin())
+        .args(["run", "--no-nvidia-smi", "--interval", "0.25", "--out"])
+        .arg(&wedge.out)
+        .args(["--", "sleep", "0.6"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&again.stderr).to_string()
+        + &String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{said}");
+    assert!(said.contains("taking up the episode"), "{said}");
+    assert_eq!(incident_dirs(&wedge.out).len(), 1);
+    let taken: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(found[0].join("incident.json")).unwrap()).unwrap();
+    assert_eq!(
+        status(&taken),
+        "still_wedged_at_exit",
+        "{}",
+        taken["episode"]
+    );
+    assert_eq!(
+        taken["episode"]["unwatched"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(taken["timeline"]
+        .to_string()
+        .contains("watcher restarted at "));
+    assert_eq!(npd(&wedge.out).0, Some(1));
     wedge.fs.thaw().unwrap();
     let until = Instant::now() + Duration::from_secs(10);
     let mut last = npd(&wedge.out);

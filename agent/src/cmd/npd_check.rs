@@ -28,6 +28,17 @@ pub const MAX_MESSAGE: usize = 80;
 /// Stop reading incidents after this (NPD's default plugin timeout is 5 s; the issue asks for 1 s).
 const BUDGET: Duration = Duration::from_millis(800);
 
+/// What `npd-check --help` says after the options: NPD's three codes and when each is given.
+const EXIT_CODES_HELP: &str = "\
+Exit codes (node-problem-detector's plugin protocol: 0 = False, 1 = True, other = Unknown):
+  1  a wedge episode is going on: `open` or `still_wedged_at_exit`, and its process (same pid and
+     start time, read from /proc/<pid>/stat only) still exists
+  0  none: every episode resolved, closed, or its process is gone
+  2  unknown: no store at --out, the store or an incident unreadable, corrupt or not a regular
+     file, an episode nobody watches last written longer ago than --max-age (default 1h), or the
+     0.8 s time budget ran out
+One line of at most 80 characters on stdout says which.";
+
 /// Tell node-problem-detector whether a GPU worker on this node is wedged.
 ///
 /// Exit 1 (True): an episode is `open` or `still_wedged_at_exit` and its process (same pid and start time,
@@ -36,6 +47,7 @@ const BUDGET: Duration = Duration::from_millis(800);
 /// corrupt or not a regular file, an episode has gone unwatched for longer than --max-age (default 1h),
 /// or the time budget (0.8 s) ran out. One line of at most 80 characters says which.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES_HELP)]
 pub struct Args {
     /// The agent's incident directory.
     #[arg(long, value_name = "DIR", default_value = defaults::INCIDENT_DIR)]

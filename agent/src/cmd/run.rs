@@ -303,6 +303,9 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             for event in events {
                 report_event(verbose, &event, &mut outcome);
                 match event {
+                    // An episode adopted from an earlier watcher is not this command's wedge.
+                    CaptureEvent::Completed { pid, .. }
+                        if watcher.adopted_pids().contains(&pid) => {}
                     CaptureEvent::Completed { .. } => {
                         captured_at = Some(Instant::now());
                         outcome.wedged = true;
