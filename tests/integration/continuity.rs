@@ -65,7 +65,17 @@ fn agent_args<'a>(out: &'a str, pattern: &'a str, textfile: &'a str) -> Vec<&'a 
 
 #[test]
 fn an_agent_restarted_mid_wedge_continues_the_same_incident() {
-    let test = "agent restarted mid-wedge";
+    restarted_mid_wedge("agent restarted mid-wedge", false);
+}
+
+#[test]
+fn an_agent_killed_mid_wedge_is_continued_by_the_next_one() {
+    restarted_mid_wedge("agent killed mid-wedge", true);
+}
+
+/// The first agent stopped (SIGTERM: `still_wedged_at_exit`) or killed (SIGKILL: left `open`, its marker
+/// stale) mid-wedge; the next one takes the episode up and closes it at the thaw.
+fn restarted_mid_wedge(test: &str, kill: bool) {
     let Some(mut fs) = frozen_fs_or_skip(test) else {
         return;
     };
@@ -99,10 +109,16 @@ fn an_agent_restarted_mid_wedge_continues_the_same_incident() {
     );
     assert_eq!(npd(&out).0, Some(1), "{test}: while watched");
 
-    let (code, _, log) = first.terminate();
-    assert_eq!(code, Some(0), "{log}");
-    let stopped = &incidents_for(&out, pid)[0];
-    assert_eq!(status(stopped), "still_wedged_at_exit");
+    if kill {
+        let _ = first.child.kill();
+        let _ = first.child.wait();
+        assert_eq!(status(&incidents_for(&out, pid)[0]), "open");
+    } else {
+        let (code, _, log) = first.terminate();
+        assert_eq!(code, Some(0), "{log}");
+        let stopped = &incidents_for(&out, pid)[0];
+        assert_eq!(status(stopped), "still_wedged_at_exit");
+    }
     let (code, message) = npd(&out);
     assert_eq!(
         code,
