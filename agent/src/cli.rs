@@ -46,7 +46,7 @@ pub enum Command {
     Doctor(cmd::doctor::Args),
     /// The host daemon: find GPU workers by comm, cgroup, /dev/nvidia* fds or ring files; capture wedges.
     Agent(cmd::agent::Args),
-    /// node-problem-detector plugin: exit 1 when an open wedge episode is recorded, 0 when not, 2 unknown.
+    /// node-problem-detector plugin: exit 1 a wedge is going on, 0 none, 2 unknown (see --help).
     NpdCheck(cmd::npd_check::Args),
     /// Helpers run by selftest, tests and benchmarks (not a stable interface).
     #[command(subcommand, hide = true)]

@@ -197,9 +197,22 @@ pub enum EpisodeStatus {
     /// after `Episode::watcher_exited_at` was watched.
     #[serde(rename = "still_wedged_at_exit")]
     StillWedgedAtExit,
-    /// Written by a newer version with a status this one does not know.
+    /// The outcome is not known: nobody watched the episode until its end (its process was gone, or was
+    /// another process, when a watcher started again: `Episode::outcome_unknown` says between when and
+    /// when). Also what a file written by a newer version with a status this one does not know reads as.
     #[serde(other)]
     Unknown,
+}
+
+/// A stretch of an episode that no wedge-capture watched (between a watcher's exit or death and the start
+/// of the next one on the same store).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Unwatched {
+    /// The last time a watcher said anything about the episode (its exit, or its last write if it died).
+    pub from: Timestamp,
+    /// When the next watcher looked again.
+    pub until: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -214,6 +227,14 @@ pub struct Episode {
     /// When wedge-capture stopped watching an episode that was still open (status `still_wedged_at_exit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watcher_exited_at: Option<Timestamp>,
+    /// Stretches nobody watched: each time a watcher adopted the episode (it was still in D), or closed it
+    /// (status `unknown`), the gap since the previous watcher's last word.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unwatched: Vec<Unwatched>,
+    /// With status `unknown`: why the outcome is not known ("not watched between … and …: the process is
+    /// gone").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome_unknown: Option<String>,
 }
 
 /// The host, as passed in by the caller (the reports crate reads nothing from the kernel).
@@ -237,6 +258,10 @@ pub struct HostInfo {
 pub struct ProcessInfo {
     /// PID in the host's PID namespace.
     pub pid: i32,
+    /// Start time of the process (field 22 of /proc/<pid>/stat, clock ticks since boot): with the boot id
+    /// and the pid, the process's identity (a reused pid has another start time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
     /// NSpid from status: the PID in each nested namespace, outermost first (last = inside the container).
     pub nspid: Vec<i32>,
     pub comm: String,
@@ -286,6 +311,9 @@ impl ProcessInfo {
 #[serde(default)]
 pub struct WedgedThread {
     pub tid: i32,
+    /// Start time of the thread (field 22 of its stat): with the tid, the thread's identity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
     pub comm: String,
     /// When the watchdog first saw this thread in D (the episode may have begun earlier, between scans).
     pub d_since: Timestamp,
@@ -326,7 +354,8 @@ pub enum ThreadFate {
     Exited,
     /// Still in D when wedge-capture stopped watching.
     StillWedgedAtExit,
-    /// Written by a newer version with a fate this one does not know.
+    /// Not known: nobody watched the thread until its end (see `Episode::outcome_unknown`). Also what a
+    /// fate written by a newer version reads as.
     #[serde(other)]
     Unknown,
 }

@@ -297,6 +297,41 @@ impl Store {
         ))
     }
 
+    /// Take up incident `id` again (a watcher adopting an episode an earlier one left): its `.in-progress`
+    /// marker is created or taken over and flock-ed, as [`Store::create`] does for a new incident. Fails when
+    /// a live writer holds the marker (two watchers never write one incident). `complete`: the incident's
+    /// capture was finished (later updates keep complete=true and re-render report.md).
+    pub fn reopen(&self, id: &str, complete: bool) -> Result<IncidentHandle> {
+        self.require_writable()?;
+        let path = self.path_of(id)?;
+        let marker_path = path.join(MARKER_FILE);
+        let marker = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(self.modes.file)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(&marker_path)
+            .map_err(Error::io("open", &marker_path))?;
+        if !marker.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(Error::Untrusted {
+                path: marker_path,
+                why: Rejection::NotRegular("not a regular file"),
+            });
+        }
+        let lock = Flock::lock(marker, FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| Error::errno("flock", &marker_path)(errno))?;
+        fsync_dir(&path)?;
+        Ok(IncidentHandle {
+            id: id.to_string(),
+            store: self.clone(),
+            path,
+            modes: self.modes,
+            finished: complete,
+            lock: Some(lock),
+        })
+    }
+
     /// Every incident, newest first. A directory whose incident.json cannot be read is listed with `error`.
     pub fn list(&self) -> Result<Vec<IncidentSummary>> {
         let mut out = Vec::new();

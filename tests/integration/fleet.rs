@@ -11,7 +11,7 @@ use crate::agent::{link_as, unique_comm, wait_in_d, wedge_helper, Agent, TempDir
 use crate::util::{bin, frozen_fs_or_skip, in_ci};
 
 /// One HTTP GET on 127.0.0.1 (no client crate: the request is one line); the body, or None.
-fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
@@ -26,13 +26,13 @@ fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
 }
 
 /// The address the agent logged for its metrics server (it listens on port 0).
-fn metrics_addr(agent: &mut Agent) -> SocketAddr {
+pub(crate) fn metrics_addr(agent: &mut Agent) -> SocketAddr {
     let log = agent.wait_log("serving metrics on http://", 1, Duration::from_secs(10));
     let rest = log.split("serving metrics on http://").nth(1).unwrap();
     rest.split('/').next().unwrap().parse().unwrap()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -41,12 +41,12 @@ fn free_port() -> u16 {
 }
 
 /// A sample's value in exposition text.
-fn sample(text: &str, name: &str) -> Option<f64> {
+pub(crate) fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
 
-fn promtool_clean(text: &str, what: &str) {
+pub(crate) fn promtool_clean(text: &str, what: &str) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -70,7 +70,7 @@ fn promtool_clean(text: &str, what: &str) {
 }
 
 /// Prometheus's binary, or None (skip) when the package is missing and this is not CI.
-fn prometheus_or_skip(test: &str) -> Option<()> {
+pub(crate) fn prometheus_or_skip(test: &str) -> Option<()> {
     let found = ["prometheus", "promtool"].iter().all(|tool| {
         Command::new(tool)
             .arg("--version")
@@ -91,7 +91,7 @@ fn prometheus_or_skip(test: &str) -> Option<()> {
 }
 
 /// Kills and reaps the Prometheus server on drop.
-struct Server(std::process::Child);
+pub(crate) struct Server(pub(crate) std::process::Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -362,14 +362,28 @@ fn wedged_incident(pid: i32, comm: &str) -> reports::model::Incident {
     incident
 }
 
+/// `incident` made the record of live process `pid` on this boot (its identity as a watcher records it).
+fn as_live(mut incident: reports::model::Incident, pid: i32) -> reports::model::Incident {
+    let root = capture::ProcRoot::default();
+    incident.process.pid = pid;
+    incident.process.start_time = Some(root.read_stat(pid).unwrap().starttime);
+    incident.host.boot_id = root.boot_id().unwrap();
+    incident
+}
+
 #[test]
 fn npd_check_exit_codes() {
     use reports::retention::Retention;
     use reports::store::Store;
     let dir = TempDir::new("npd");
     let out = dir.path().join("incidents");
-    let store = Store::open(&out, Retention::DEFAULT).unwrap();
 
+    // The forgotten hostPath mount: unknown, never healthy.
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(2), "{message}");
+    assert!(message.starts_with("no incident store at"), "{message}");
+
+    let store = Store::open(&out, Retention::DEFAULT).unwrap();
     let (code, message, _) = npd_check(&out, &[]);
     assert_eq!((code, message.as_str()), (Some(0), "no open wedge episode"));
 
@@ -379,21 +393,59 @@ fn npd_check_exit_codes() {
     let (code, message, _) = npd_check(&out, &[]);
     assert_eq!(code, Some(0), "a resolved episode is no problem: {message}");
 
-    store.create(&wedged_incident(4242, "python3")).unwrap();
+    // An open episode whose process is gone (a reaped child's pid, start time recorded): not a problem.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let mut dead = wedged_incident(gone.id() as i32, "gone");
+    dead.process.start_time = Some(1);
+    gone.wait().unwrap();
+    store.create(&dead).unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(0), "the process is gone: {message}");
+
+    // Still wedged when its watcher exited, and the process (same pid and start time) lives: a problem.
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let mut wedged = as_live(wedged_incident(0, "python3"), sleeper.id() as i32);
+    wedged.episode.status = reports::model::EpisodeStatus::StillWedgedAtExit;
+    let handle = store.create(&wedged).unwrap();
+    let id = handle.id().to_string();
+    drop(handle);
     let (code, message, _) = npd_check(&out, &[]);
     assert_eq!(code, Some(1), "{message}");
-    assert!(message.contains("pid 4242 (python3)"), "{message}");
+    assert!(
+        message.contains(&format!("pid {} (python3)", sleeper.id())),
+        "{message}"
+    );
     assert!(
         message.contains("uvm_va_block_make_resident"),
         "the site: {message}"
     );
     assert!(message.contains("pod ml/trainer-0"), "the pod: {message}");
 
-    // An open episode nobody rewrote within --max-age: its agent is gone.
+    // Nobody watched it for longer than --max-age: unknown.
     std::thread::sleep(Duration::from_millis(20));
     let (code, message, _) = npd_check(&out, &["--max-age", "10ms"]);
-    assert_eq!(code, Some(0), "{message}");
-    assert!(message.contains("stale"), "{message}");
+    assert_eq!(code, Some(2), "{message}");
+    assert!(message.contains("unwatched"), "{message}");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(0), "its process is gone now: {message}");
+
+    // A FIFO where an incident.json must be: unknown, and it does not hang (npd_check asserts < 1 s).
+    let fifo = out.join(&id).join("incident.json");
+    std::fs::remove_file(&fifo).unwrap();
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(2), "{message}");
+    assert!(message.contains("unreadable"), "{message}");
+    std::fs::remove_file(&fifo).unwrap();
+    // Corrupt: unknown too.
+    std::fs::write(&fifo, b"{not json").unwrap();
+    let (code, message, _) = npd_check(&out, &[]);
+    assert_eq!(code, Some(2), "{message}");
 
     // Unreadable: root reads any mode, so the store is a file where a directory must be.
     let not_a_dir = dir.path().join("file");

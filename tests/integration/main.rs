@@ -3,6 +3,7 @@
 
 mod agent;
 mod capture;
+mod continuity;
 mod episode;
 mod fleet;
 mod harness;
@@ -11,6 +12,8 @@ mod hostile_daemon;
 mod hostile_rings;
 mod hostile_store;
 mod inject;
+mod liveness;
+mod log_storm;
 mod nvidia_decode;
 mod quiet_scan;
 mod redaction;

@@ -303,6 +303,9 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             for event in events {
                 report_event(verbose, &event, &mut outcome);
                 match event {
+                    // An episode adopted from an earlier watcher is not this command's wedge.
+                    CaptureEvent::Completed { pid, .. }
+                        if watcher.adopted_pids().contains(&pid) => {}
                     CaptureEvent::Completed { .. } => {
                         captured_at = Some(Instant::now());
                         outcome.wedged = true;
@@ -312,9 +315,8 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
                         outcome.wedged = true;
                     }
                     // The wedge ended while the command lives on: back to watching, no exit 3.
-                    CaptureEvent::Resolved { .. }
-                        if watcher.capturer().open_incidents().is_empty() =>
-                    {
+                    // (Episodes adopted from an earlier watcher are not this command's.)
+                    CaptureEvent::Resolved { .. } if only_adopted_open(&mut watcher) => {
                         captured_at = None;
                         outcome.wedged = false;
                     }
@@ -418,6 +420,13 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
+/// No episode of the command is open (only episodes adopted from an earlier watcher, if any).
+fn only_adopted_open(watcher: &mut Watcher) -> bool {
+    let open = watcher.capturer().open_incidents();
+    open.iter()
+        .all(|(pid, _)| watcher.adopted_pids().contains(pid))
+}
+
 fn report_event(verbose: bool, event: &CaptureEvent, outcome: &mut Outcome) {
     match event {
         CaptureEvent::Opened {
@@ -485,6 +494,18 @@ fn report_event(verbose: bool, event: &CaptureEvent, outcome: &mut Outcome) {
                 path.display(),
                 after.as_secs_f64()
             ),
+        ),
+        CaptureEvent::Adopted { pid, path, in_d } => say(
+            verbose,
+            format!(
+                "pid {pid} still in D after {:.1} s: taking up the episode an earlier watcher left ({})",
+                in_d.as_secs_f64(),
+                path.display()
+            ),
+        ),
+        CaptureEvent::Unwatched { pid, path, why } => say(
+            verbose,
+            format!("episode of pid {pid} closed: {why} ({})", path.display()),
         ),
         CaptureEvent::Gone { pid, tid, .. } => say(
             verbose,

@@ -6,10 +6,19 @@
 //! [`escape`] (the message and every string of the JSON fields alike), so no control character (ESC, a
 //! newline that forges a second line, a bidi override) reaches a terminal or the journal, and one value
 //! reads the same in the plain and the JSON form.
+//!
+//! What a container controls (processes it forks that match the selection, ring files it writes, wedges it
+//! causes) must not fill the journal: such lines go through a [`Limiter`], keyed by cause, so a call site
+//! stays one line (`self.limiter.event(&self.logger, "target", Level::Info, …)`). Per minute, each cause
+//! writes at most [`LINES_PER_CAUSE_PER_MINUTE`] lines and all causes together at most
+//! [`LIMITED_LINES_PER_MINUTE`]; what is left out is counted and summed up in **one** line when the minute
+//! ends: at most `LIMITED_LINES_PER_MINUTE + 1` lines a minute, whatever a container does.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use super::config::LogFormat;
 
@@ -162,6 +171,175 @@ impl Logger {
                 _ => format!("wedge-capture agent: {}: {message}\n", level.name()),
             },
         }
+    }
+}
+
+/// Lines one container-controlled cause may write per minute; the rest are counted and summed up.
+pub const LINES_PER_CAUSE_PER_MINUTE: u32 = 10;
+/// Lines all container-controlled causes together may write per minute (plus one summary line).
+pub const LIMITED_LINES_PER_MINUTE: u32 = 50;
+/// The limiter's window.
+pub const LIMIT_WINDOW: Duration = Duration::from_secs(60);
+
+/// Lines written and left out for one cause in the current window.
+#[derive(Debug, Default, Clone, Copy)]
+struct CauseCount {
+    written: u32,
+    suppressed: u64,
+}
+
+/// A per-cause, per-minute limit on log lines a container can cause (see the module doc).
+#[derive(Debug)]
+pub struct Limiter {
+    window: Duration,
+    started: Instant,
+    written: u32,
+    causes: BTreeMap<&'static str, CauseCount>,
+}
+
+impl Default for Limiter {
+    fn default() -> Self {
+        Limiter::new(LIMIT_WINDOW)
+    }
+}
+
+impl Limiter {
+    pub fn new(window: Duration) -> Limiter {
+        Limiter {
+            window,
+            started: Instant::now(),
+            written: 0,
+            causes: BTreeMap::new(),
+        }
+    }
+
+    /// Write an event of `cause` through `logger`, unless the cause or all causes together used up this
+    /// window's lines (then it is counted for the window's summary line).
+    pub fn event(
+        &mut self,
+        logger: &Logger,
+        cause: &'static str,
+        level: Level,
+        message: &str,
+        fields: serde_json::Value,
+    ) {
+        self.flush(logger);
+        if self.admit(cause, Instant::now()) {
+            logger.event(level, message, fields);
+        }
+    }
+
+    /// [`Limiter::event`] without structured fields.
+    pub fn log(&mut self, logger: &Logger, cause: &'static str, level: Level, message: &str) {
+        self.event(logger, cause, level, message, serde_json::Value::Null);
+    }
+
+    /// Whether a line of `cause` may be written at `now` (counted either way).
+    pub fn admit(&mut self, cause: &'static str, now: Instant) -> bool {
+        if now.saturating_duration_since(self.started) >= self.window {
+            // The window's summary is written by `flush`; a caller that only admits drops it.
+            let _ = self.summary(now);
+        }
+        let count = self.causes.entry(cause).or_default();
+        if count.written < LINES_PER_CAUSE_PER_MINUTE && self.written < LIMITED_LINES_PER_MINUTE {
+            count.written += 1;
+            self.written += 1;
+            true
+        } else {
+            count.suppressed += 1;
+            false
+        }
+    }
+
+    /// Once the window is over: its summary line when lines were left out (then a new window starts).
+    /// Called by [`Limiter::event`] and by the loop after every scan, so the summary never waits for the
+    /// next line.
+    pub fn flush(&mut self, logger: &Logger) {
+        if let Some((message, fields)) = self.summary(Instant::now()) {
+            logger.event(Level::Notice, &message, fields);
+        }
+    }
+
+    /// The summary of what was left out so far, whatever the window's age (the agent is stopping).
+    pub fn flush_now(&mut self, logger: &Logger) {
+        let now = self.started + self.window;
+        if let Some((message, fields)) = self.summary(now.max(Instant::now())) {
+            logger.event(Level::Notice, &message, fields);
+        }
+    }
+
+    /// The summary line of a window that ended by `now` (None while it runs, or when nothing was left
+    /// out); starts the next window.
+    pub fn summary(&mut self, now: Instant) -> Option<(String, serde_json::Value)> {
+        let age = now.saturating_duration_since(self.started);
+        if age < self.window {
+            return None;
+        }
+        let causes = std::mem::take(&mut self.causes);
+        self.started = now;
+        self.written = 0;
+        let suppressed: Vec<(&str, u64)> = causes
+            .iter()
+            .filter(|(_, c)| c.suppressed > 0)
+            .map(|(cause, c)| (*cause, c.suppressed))
+            .collect();
+        if suppressed.is_empty() {
+            return None;
+        }
+        let total: u64 = suppressed.iter().map(|(_, n)| n).sum();
+        let list: Vec<String> = suppressed.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let message = format!(
+            "log rate limit: {total} lines left out in the last {:.0} s ({}); at most {} per cause and {} \
+             in all per minute",
+            age.as_secs_f64(),
+            list.join(", "),
+            LINES_PER_CAUSE_PER_MINUTE,
+            LIMITED_LINES_PER_MINUTE
+        );
+        let by_cause: serde_json::Map<String, serde_json::Value> = suppressed
+            .iter()
+            .map(|(c, n)| (c.to_string(), (*n).into()))
+            .collect();
+        let fields = serde_json::json!({"event": "log-suppressed", "suppressed": total,
+            "by_cause": by_cause, "window_s": age.as_secs_f64()});
+        Some((message, fields))
+    }
+}
+
+#[cfg(test)]
+mod limiter_tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_and_all_causes_are_capped_per_window_and_summed_up_once() {
+        let t0 = Instant::now();
+        let mut limiter = Limiter::new(Duration::from_secs(60));
+        limiter.started = t0;
+        let admitted = (0..1000)
+            .filter(|_| limiter.admit("target", t0 + Duration::from_secs(1)))
+            .count();
+        assert_eq!(admitted, LINES_PER_CAUSE_PER_MINUTE as usize);
+        // Many causes: all of them together stop at the overall cap.
+        let causes: [&'static str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let mut more = 0;
+        for cause in causes {
+            more += (0..100)
+                .filter(|_| limiter.admit(cause, t0 + Duration::from_secs(2)))
+                .count();
+        }
+        assert_eq!(
+            admitted + more,
+            LIMITED_LINES_PER_MINUTE as usize,
+            "overall cap"
+        );
+        assert!(limiter.summary(t0 + Duration::from_secs(59)).is_none());
+        let (message, fields) = limiter.summary(t0 + Duration::from_secs(60)).unwrap();
+        assert!(message.starts_with("log rate limit: "), "{message}");
+        assert!(message.contains("target 990"), "{message}");
+        assert_eq!(fields["by_cause"]["target"], 990);
+        // A new window: lines pass again, and a quiet window has no summary.
+        assert!(limiter.admit("target", t0 + Duration::from_secs(61)));
+        assert!(limiter.summary(t0 + Duration::from_secs(121)).is_none());
     }
 }
 

@@ -6,6 +6,14 @@
 //! [`defaults::TEXTFILE_EVERY`] (sooner when the wedged-threads gauge changes), writes
 //! `<dir>/wedge_capture.prom` (temp file + rename: node_exporter never reads half a file; no timestamps).
 //!
+//! Numbers that cannot lie when the agent is gone: `wedge_capture_last_scan_timestamp_seconds` is the Unix
+//! time of the last finished scan, on `/metrics` and in the textfile. A dead agent's textfile keeps its last
+//! numbers (node_exporter serves it on), and a stuck loop's server keeps serving its last text, but the
+//! timestamp stops: `time() - wedge_capture_last_scan_timestamp_seconds > 120` is the dead-agent alert of both
+//! scrape paths (docs/agent.md, "Metrics"). On a clean stop the textfile is rewritten once more with the last
+//! numbers and `wedge_capture_stopped_timestamp_seconds` (the stop time), never removed: the series stay, so
+//! per-node staleness alerts keep working and a reader sees when and that it stopped.
+//!
 //! The text is the classic Prometheus format (`text/plain; version=0.0.4`), which both Prometheus and
 //! node_exporter's textfile collector parse: the crate writes OpenMetrics, so [`to_prometheus_text`]
 //! names counter families by their `_total` samples and drops the `# EOF` line. No label names a process:
@@ -15,7 +23,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -55,12 +63,25 @@ impl IncidentTrigger {
 }
 
 /// The numbers of one scan.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ScanNumbers {
     pub summary: WedgeSummary,
     pub targets: usize,
     /// Probe timeouts since the start (a running total; the counter follows it).
     pub probe_timeouts: u64,
+    /// When the scan finished (wall clock): `wedge_capture_last_scan_timestamp_seconds`.
+    pub finished_at: SystemTime,
+}
+
+impl Default for ScanNumbers {
+    fn default() -> Self {
+        ScanNumbers {
+            summary: WedgeSummary::default(),
+            targets: 0,
+            probe_timeouts: 0,
+            finished_at: SystemTime::UNIX_EPOCH,
+        }
+    }
 }
 
 pub struct Metrics {
@@ -73,6 +94,7 @@ pub struct Metrics {
     scan: Histogram,
     probe_timeouts: Counter,
     probe_timeouts_seen: u64,
+    last_scan: Gauge<f64, AtomicU64>,
     published: Arc<Published>,
     textfile_dir: Option<PathBuf>,
     textfile_written: Option<(Instant, i64)>,
@@ -133,6 +155,12 @@ impl Metrics {
             "Risky reads (in sacrificial children) that ran into their deadline",
             probe_timeouts.clone(),
         );
+        let last_scan = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "wedge_capture_last_scan_timestamp_seconds",
+            "Unix time the watch loop last finished a scan; stops moving when the agent dies or its loop is stuck (alert on time() minus this)",
+            last_scan.clone(),
+        );
         let build = Family::<VersionLabel, Gauge>::default();
         build
             .get_or_create(&VersionLabel {
@@ -154,6 +182,7 @@ impl Metrics {
             scan,
             probe_timeouts,
             probe_timeouts_seen: 0,
+            last_scan,
             published: Arc::new(Published::new(stale_after)),
             textfile_dir,
             textfile_written: None,
@@ -191,6 +220,7 @@ impl Metrics {
             .set(summary.oldest_wedge.unwrap_or_default().as_secs_f64());
         self.targets.set(numbers.targets as i64);
         self.scan.observe(summary.scan_duration.as_secs_f64());
+        self.last_scan.set(unix_seconds(numbers.finished_at));
         if numbers.probe_timeouts > self.probe_timeouts_seen {
             self.probe_timeouts
                 .inc_by(numbers.probe_timeouts - self.probe_timeouts_seen);
@@ -215,6 +245,25 @@ impl Metrics {
         write_textfile(dir, &text)
     }
 
+    /// The agent stops cleanly: the textfile is rewritten with the last numbers and the stop time
+    /// (`wedge_capture_stopped_timestamp_seconds`), so node_exporter never serves numbers that look current
+    /// from a stopped agent. Its error is returned for the log.
+    pub fn stopped(&mut self) -> Result<(), String> {
+        let stopped = Gauge::<f64, AtomicU64>::default();
+        stopped.set(unix_seconds(SystemTime::now()));
+        self.registry.register(
+            "wedge_capture_stopped_timestamp_seconds",
+            "Unix time the agent stopped (present only in the textfile it leaves behind); its numbers are as of wedge_capture_last_scan_timestamp_seconds",
+            stopped,
+        );
+        let text = self.render();
+        self.published.publish(text.clone().into_bytes());
+        match &self.textfile_dir {
+            Some(dir) => write_textfile(dir, &text),
+            None => Ok(()),
+        }
+    }
+
     /// The exposition text, in the classic Prometheus format.
     pub fn render(&self) -> String {
         let mut open_metrics = String::new();
@@ -223,6 +272,12 @@ impl Metrics {
             prometheus_client::encoding::text::encode_registry(&mut open_metrics, &self.registry);
         to_prometheus_text(&open_metrics)
     }
+}
+
+fn unix_seconds(at: SystemTime) -> f64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// The crate's OpenMetrics text as the classic text format: a counter family is named after its
@@ -290,6 +345,7 @@ mod tests {
             },
             targets: 5,
             probe_timeouts: 2,
+            finished_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
         }
     }
 
@@ -313,6 +369,8 @@ mod tests {
             "wedge_capture_scan_duration_seconds_count 1",
             "# TYPE wedge_capture_probe_timeouts_total counter",
             "wedge_capture_probe_timeouts_total 2",
+            "# TYPE wedge_capture_last_scan_timestamp_seconds gauge",
+            "wedge_capture_last_scan_timestamp_seconds 1800000000.0",
             &format!(
                 "wedge_capture_build_info{{version=\"{}\"}} 1",
                 env!("CARGO_PKG_VERSION")
@@ -367,6 +425,29 @@ mod tests {
             names,
             vec![std::ffi::OsString::from(defaults::TEXTFILE_NAME)]
         );
+    }
+
+    #[test]
+    fn a_clean_stop_rewrites_the_textfile_with_the_last_numbers_and_the_stop_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut metrics = Metrics::new(Some(dir.path().to_path_buf()), Duration::from_secs(60));
+        metrics.observe_scan(numbers(1)).unwrap();
+        let path = dir.path().join(defaults::TEXTFILE_NAME);
+        assert!(!std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("wedge_capture_stopped_timestamp_seconds"));
+        let before = unix_seconds(SystemTime::now());
+        metrics.stopped().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("wedge_capture_wedged_threads 1\n"), "{text}");
+        assert!(text.contains("wedge_capture_last_scan_timestamp_seconds 1800000000.0\n"));
+        let stopped: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("wedge_capture_stopped_timestamp_seconds "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(stopped >= before && stopped < before + 5.0, "{text}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! Map:
 //! - [`config`]: the JSON config file, command-line overrides, validation (reloaded on SIGHUP).
-//! - [`log`]: one line per event on stderr (journald priority prefixes, plain or JSON).
+//! - [`log`]: one line per event on stderr (journald priority prefixes, plain or JSON); what a container
+//!   can cause goes through its per-cause, per-minute [`log::Limiter`].
 //! - [`notify`]: sd_notify (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`ratelimit`]: at most one new incident per process per window; one on-demand incident per process
 //!   per `on_demand_rate_limit`.
@@ -16,7 +17,8 @@
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
 //! next scan. Signals are coalesced ([`Pending`]) and served by priority: SIGTERM/SIGINT first, ahead of
-//! any queued work; then SIGHUP (re-read the config; a bad one keeps the old settings), a due scan, and
+//! any queued work; then SIGHUP (re-read the config, at most once per interval; a bad one keeps the old
+//! settings; a storm is summed up in one line), a due scan, and
 //! SIGUSR1 (an on-demand incident for every current target, at most one per process per
 //! `on_demand_rate_limit`). Any number of SIGUSR1 arriving during a capture make one more run, and a
 //! burst of them is summed up in one log line when it is over. SIGTERM also sets a flag the probe runner
@@ -121,6 +123,35 @@ struct Daemon {
     /// The last STATUS= sent to the service manager.
     last_status: String,
     metrics: metrics::Metrics,
+    /// Log lines a container can cause, capped per cause and per minute (see [`log::Limiter`]).
+    limiter: log::Limiter,
+    /// SIGHUPs coalesced into at most one reload per interval, summed up in one line per storm.
+    reloads: Reloads,
+}
+
+/// SIGHUPs of one storm (until [`BURST_QUIET`] passes without one and no reload is due).
+#[derive(Debug, Default)]
+struct Reloads {
+    last: Option<Instant>,
+    signals: u64,
+    done: u64,
+    failed: u64,
+    first: Option<Instant>,
+    last_signal: Option<Instant>,
+    /// What the previous reload of the storm logged: a later one logs only when it differs.
+    last_outcome: String,
+}
+
+/// The limiter's cause of a host source's note: ring files refused, ring writers found (both made by
+/// containers, each capped on its own so one never hides the other), and the rest.
+fn note_cause(note: &str) -> &'static str {
+    if note.starts_with("ring ") && note.contains(": writer is pid ") {
+        "ring-writer"
+    } else if note.starts_with("ring ") || note.contains(" ring files ") {
+        "ring-refused"
+    } else {
+        "source-note"
+    }
 }
 
 /// Run the agent until SIGTERM or SIGINT.
@@ -190,6 +221,8 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         open_count: 0,
         last_status: String::new(),
         metrics,
+        limiter: log::Limiter::default(),
+        reloads: Reloads::default(),
         settings,
     };
     daemon.logger.notice(&format!(
@@ -241,7 +274,8 @@ impl Daemon {
                     self.ping(&mut last_ping);
                 }
             }
-            if std::mem::take(&mut self.pending.reload) {
+            if self.pending.reload && self.reload_due() {
+                self.pending.reload = false;
                 self.reload();
                 next_scan = Instant::now();
             }
@@ -260,7 +294,11 @@ impl Daemon {
                 continue;
             }
             self.end_burst(false);
+            self.end_reload_storm(false);
             let mut wait = next_scan.saturating_duration_since(Instant::now());
+            if let Some(due) = self.next_reload() {
+                wait = wait.min(due.saturating_duration_since(Instant::now()));
+            }
             if let Some(watchdog) = self.notifier.watchdog() {
                 wait = wait.min(watchdog / 4);
             }
@@ -280,7 +318,13 @@ impl Daemon {
             libc::SIGTERM | libc::SIGINT => {
                 self.pending.stop.get_or_insert(signal);
             }
-            libc::SIGHUP => self.pending.reload = true,
+            libc::SIGHUP => {
+                self.pending.reload = true;
+                let now = Instant::now();
+                self.reloads.signals += 1;
+                self.reloads.first.get_or_insert(now);
+                self.reloads.last_signal = Some(now);
+            }
             libc::SIGUSR1 => {
                 self.pending.capture += 1;
                 let now = Instant::now();
@@ -373,12 +417,17 @@ impl Daemon {
     fn stop(&mut self, signal: i32) {
         self.notifier.stopping();
         self.end_burst(true);
+        self.end_reload_storm(true);
         let open = self.watcher.capturer().open_incidents();
         // Their final write says they were still wedged when the agent stopped watching.
         let mut events = Vec::new();
         self.watcher.capturer().shutdown(&mut events);
         for event in &events {
             self.log_event(event);
+        }
+        // The textfile keeps the last numbers and says when the agent stopped (never numbers that look current).
+        if let Err(err) = self.metrics.stopped() {
+            self.logger.warning(&err);
         }
         let mut message = format!("{}: stopping", signal_name(signal));
         if !open.is_empty() {
@@ -391,7 +440,52 @@ impl Daemon {
                     .join(", ")
             ));
         }
+        self.limiter.flush_now(&self.logger);
         self.logger.notice(&message);
+    }
+
+    /// A reload may run now: none ran within the last interval (a SIGHUP storm is one reload per interval).
+    fn reload_due(&self) -> bool {
+        self.next_reload().is_none_or(|due| Instant::now() >= due)
+    }
+
+    /// When a pending reload may run (None: no reload ran yet, it may run at once).
+    fn next_reload(&self) -> Option<Instant> {
+        if !self.pending.reload {
+            return None;
+        }
+        self.reloads
+            .last
+            .map(|last| last + self.settings.watch.interval)
+    }
+
+    /// Sum up a SIGHUP storm in one line once it is over (`force`: now, at stop): nothing when every
+    /// signal got its own reload.
+    fn end_reload_storm(&mut self, force: bool) {
+        let Some(last_signal) = self.reloads.last_signal else {
+            return;
+        };
+        if !force && (self.pending.reload || last_signal.elapsed() < BURST_QUIET) {
+            return;
+        }
+        let storm = std::mem::take(&mut self.reloads);
+        self.reloads.last = storm.last;
+        if storm.signals <= storm.done.max(1) {
+            return;
+        }
+        let first = storm.first.unwrap_or(last_signal);
+        self.logger.event(
+            Level::Notice,
+            &format!(
+                "SIGHUP storm: {} signals in {:.1} s served by {} reloads (at most one per interval; {} failed)",
+                storm.signals,
+                last_signal.duration_since(first).as_secs_f64(),
+                storm.done,
+                storm.failed
+            ),
+            serde_json::json!({"event": "reload-storm", "signals": storm.signals,
+                "reloads": storm.done, "failed": storm.failed}),
+        );
     }
 
     /// One scan: rate limit, targets, capture; log what changed.
@@ -421,15 +515,19 @@ impl Daemon {
             let mut source = self.source.lock();
             (source.take_notes(), source.healthy())
         };
+        // The sources' notes are about what containers put on the host (ring files, processes): limited.
         for note in notes {
-            if let Some(rest) = note.strip_prefix("warning: ") {
-                self.logger.warning(rest);
+            let (level, text) = if let Some(rest) = note.strip_prefix("warning: ") {
+                (Level::Warning, rest)
             } else if let Some(rest) = note.strip_prefix("error: ") {
-                self.logger.error(rest);
+                (Level::Error, rest)
             } else {
-                self.logger.info(&note);
-            }
+                (Level::Info, note.as_str())
+            };
+            self.limiter
+                .log(&self.logger, note_cause(text), level, text);
         }
+        self.limiter.flush(&self.logger);
         if healthy != self.healthy {
             if healthy {
                 self.logger
@@ -445,6 +543,10 @@ impl Daemon {
             summary: self.watcher.wedge_summary(),
             targets: self.watcher.targets().len(),
             probe_timeouts: self.watcher.capturer().probe_runner().timeouts(),
+            finished_at: self
+                .watcher
+                .last_scan_at()
+                .unwrap_or_else(std::time::SystemTime::now),
         };
         if let Err(err) = self.metrics.observe_scan(numbers) {
             self.logger.warning(&err);
@@ -461,7 +563,9 @@ impl Daemon {
         let mut current = HashMap::with_capacity(targets.len());
         for target in targets {
             if !self.watched.contains_key(&target.pid) {
-                self.logger.event(
+                self.limiter.event(
+                    &self.logger,
+                    "target",
                     Level::Info,
                     &format!("watching pid {}: {}", target.pid, target.why),
                     serde_json::json!({"event": "target", "pid": target.pid, "why": target.why}),
@@ -471,7 +575,9 @@ impl Daemon {
         }
         for pid in self.watched.keys() {
             if !current.contains_key(pid) {
-                self.logger.event(
+                self.limiter.event(
+                    &self.logger,
+                    "target-gone",
                     Level::Info,
                     &format!("pid {pid} no longer watched"),
                     serde_json::json!({"event": "target-gone", "pid": pid}),
@@ -494,7 +600,9 @@ impl Daemon {
                 if let Ok(stat) = self.proc_root.read_stat(*pid) {
                     self.rate.record(*pid, stat.starttime, Instant::now());
                 }
-                self.logger.event(
+                self.limiter.event(
+                    &self.logger,
+                    "incident",
                     Level::Notice,
                     &format!(
                         "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
@@ -507,14 +615,18 @@ impl Daemon {
             }
             CaptureEvent::Completed {
                 pid, path, verdict, ..
-            } => self.logger.event(
+            } => self.limiter.event(
+                &self.logger,
+                "complete",
                 Level::Info,
                 &format!("incident {} complete: {verdict}", path.display()),
                 serde_json::json!({"event": "complete", "pid": pid, "incident": path,
                     "verdict": verdict}),
             ),
             CaptureEvent::Updated { .. } => {}
-            CaptureEvent::Resolved { pid, path, after } => self.logger.event(
+            CaptureEvent::Resolved { pid, path, after } => self.limiter.event(
+                &self.logger,
+                "resolved",
                 Level::Notice,
                 &format!(
                     "incident {}: pid {pid} recovered after {} s",
@@ -524,13 +636,17 @@ impl Daemon {
                 serde_json::json!({"event": "resolved", "pid": pid, "incident": path,
                     "after_s": after.as_secs_f64()}),
             ),
-            CaptureEvent::Failed { pid, message } => self.logger.event(
+            CaptureEvent::Failed { pid, message } => self.limiter.event(
+                &self.logger,
+                "capture-failed",
                 Level::Error,
                 &format!("capture of pid {pid} failed: {message}"),
                 serde_json::json!({"event": "failed", "pid": pid}),
             ),
             // Raised once per episode by the capturer, which retries the write at every scan.
-            CaptureEvent::WritePending { pid, tid, message } => self.logger.event(
+            CaptureEvent::WritePending { pid, tid, message } => self.limiter.event(
+                &self.logger,
+                "write-pending",
                 Level::Error,
                 &format!("pid {pid}: {message}"),
                 serde_json::json!({"event": "write-pending", "pid": pid, "tid": tid}),
@@ -540,7 +656,9 @@ impl Daemon {
                 path,
                 after,
                 why,
-            } => self.logger.event(
+            } => self.limiter.event(
+                &self.logger,
+                "landed",
                 Level::Warning,
                 &format!(
                     "incident {}: pid {pid} durable {:.1} s after detection; {why}",
@@ -550,7 +668,36 @@ impl Daemon {
                 serde_json::json!({"event": "landed", "pid": pid, "incident": path,
                     "after_s": after.as_secs_f64(), "why": why}),
             ),
-            CaptureEvent::Gone { pid, tid, total } => self.logger.event(
+            // Not a new incident: neither `incidents_written` nor the incidents counter moves.
+            CaptureEvent::Adopted { pid, path, in_d } => {
+                if let Ok(stat) = self.proc_root.read_stat(*pid) {
+                    self.rate.record(*pid, stat.starttime, Instant::now());
+                }
+                self.limiter.event(
+                    &self.logger,
+                    "adopted",
+                    Level::Notice,
+                    &format!(
+                        "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
+                         (left by an earlier watcher)",
+                        path.display(),
+                        in_d.as_secs_f64()
+                    ),
+                    serde_json::json!({"event": "adopted", "pid": pid, "incident": path,
+                        "in_d_s": in_d.as_secs_f64()}),
+                )
+            }
+            CaptureEvent::Unwatched { pid, path, why } => self.limiter.event(
+                &self.logger,
+                "closed-unwatched",
+                Level::Notice,
+                &format!("incident {}: pid {pid} closed: {why}", path.display()),
+                serde_json::json!({"event": "closed-unwatched", "pid": pid, "incident": path,
+                    "why": why}),
+            ),
+            CaptureEvent::Gone { pid, tid, total } => self.limiter.event(
+                &self.logger,
+                "gone-before-capture",
                 Level::Info,
                 &format!(
                     "pid {pid} thread {tid} was gone before its capture began: no incident \
@@ -565,37 +712,50 @@ impl Daemon {
     /// SIGHUP: re-read the config; a bad one keeps the current settings.
     fn reload(&mut self) {
         self.notifier.reloading();
-        match Settings::load(self.origin.config.as_deref(), &self.origin.flags) {
-            Ok(new) => {
-                let fixed = self.settings.needs_restart(&new);
-                if !fixed.is_empty() {
-                    self.logger.warning(&format!(
-                        "reload: {} cannot change without a restart; keeping the current value",
-                        fixed.join(", ")
-                    ));
+        self.reloads.last = Some(Instant::now());
+        self.reloads.done += 1;
+        let (level, outcome) =
+            match Settings::load(self.origin.config.as_deref(), &self.origin.flags) {
+                Ok(new) => {
+                    let fixed = self.settings.needs_restart(&new);
+                    let new = self.settings.reloaded(new);
+                    self.source
+                        .lock()
+                        .reconfigure(new.selection(), new.source_settings());
+                    self.watcher.set_config(new.watch.watch_config());
+                    self.watcher
+                        .capturer()
+                        .set_ring_dirs(new.agent.ring_dir.clone());
+                    self.rate.set_window(new.agent.rate_limit);
+                    self.on_demand.set_window(new.agent.on_demand_rate_limit);
+                    self.metrics
+                        .set_textfile_dir(new.agent.textfile_dir.clone());
+                    self.logger = Logger::new(new.agent.log_format);
+                    self.settings = new;
+                    let mut line = format!(
+                        "SIGHUP: configuration reloaded: {}",
+                        self.settings.summary()
+                    );
+                    if !fixed.is_empty() {
+                        line.push_str(&format!(
+                            "; {} cannot change without a restart: kept the current value",
+                            fixed.join(", ")
+                        ));
+                    }
+                    (Level::Notice, line)
                 }
-                let new = self.settings.reloaded(new);
-                self.source
-                    .lock()
-                    .reconfigure(new.selection(), new.source_settings());
-                self.watcher.set_config(new.watch.watch_config());
-                self.watcher
-                    .capturer()
-                    .set_ring_dirs(new.agent.ring_dir.clone());
-                self.rate.set_window(new.agent.rate_limit);
-                self.on_demand.set_window(new.agent.on_demand_rate_limit);
-                self.metrics
-                    .set_textfile_dir(new.agent.textfile_dir.clone());
-                self.logger = Logger::new(new.agent.log_format);
-                self.settings = new;
-                self.logger.notice(&format!(
-                    "SIGHUP: configuration reloaded: {}",
-                    self.settings.summary()
-                ));
-            }
-            Err(err) => self.logger.error(&format!(
-                "SIGHUP: reload failed, keeping the previous configuration: {err}"
-            )),
+                Err(err) => {
+                    self.reloads.failed += 1;
+                    (
+                        Level::Error,
+                        format!("SIGHUP: reload failed, keeping the previous configuration: {err}"),
+                    )
+                }
+            };
+        // In a storm, a reload that changed nothing says nothing: the storm's summary line counts it.
+        if outcome != self.reloads.last_outcome {
+            self.logger.log(level, &outcome);
+            self.reloads.last_outcome = outcome;
         }
         self.notifier.ready(&self.status());
     }

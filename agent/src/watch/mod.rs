@@ -30,16 +30,16 @@ pub mod stages;
 pub mod targets;
 pub mod tracker;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
 use reports::model::ThreadFate;
 
-pub use incident::{CaptureEvent, CaptureSettings, Capturer};
+pub use incident::{AdoptedThread, CaptureEvent, CaptureSettings, Capturer};
 use scan::{ScanStats, ThreadScanner};
 use targets::{Target, TargetSource};
-use tracker::{Observation, Tracker, TrackerConfig, TrackerEvent};
+use tracker::{Observation, ThreadKey, Tracker, TrackerConfig, TrackerEvent};
 
 /// Watch-loop settings shared by every front end.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +72,13 @@ pub struct Watcher {
     last_stats: ScanStats,
     /// How long the last scan took to list the targets and read their threads (not the capture).
     last_scan_duration: Duration,
+    /// The store's episodes left by an earlier watcher were looked at (done by the first tick).
+    adoption_done: bool,
+    /// Processes of adopted episodes: scanned whether or not the target source names them, until their
+    /// episode closes (an episode is followed to its end).
+    adopted: BTreeSet<i32>,
+    /// When the last scan ended (wall clock): the metrics' last-scan timestamp.
+    last_scan_at: Option<std::time::SystemTime>,
 }
 
 /// What the watch loop knows now, for the metrics: threads wedged and in D, the oldest wedge.
@@ -118,6 +125,34 @@ impl Watcher {
             observations: Vec::new(),
             last_stats: ScanStats::default(),
             last_scan_duration: Duration::ZERO,
+            adoption_done: false,
+            adopted: BTreeSet::new(),
+            last_scan_at: None,
+        }
+    }
+
+    /// Pids of adopted episodes still open.
+    pub fn adopted_pids(&self) -> &BTreeSet<i32> {
+        &self.adopted
+    }
+
+    /// When the last scan ended (wall clock), None before the first.
+    pub fn last_scan_at(&self) -> Option<std::time::SystemTime> {
+        self.last_scan_at
+    }
+
+    /// Take up the episodes an earlier watcher left in the store (see `incident::adopt`); done once, by
+    /// the first tick, before its scan.
+    fn adopt_episodes(&mut self, out: &mut Vec<CaptureEvent>) {
+        self.adoption_done = true;
+        for thread in self.capturer.adopt_episodes(out) {
+            let key = ThreadKey {
+                tid: thread.tid,
+                start_time: thread.start_time,
+            };
+            self.tracker
+                .adopt(thread.pid, key, &thread.comm, thread.d_since_ns);
+            self.adopted.insert(thread.pid);
         }
     }
 
@@ -164,12 +199,23 @@ impl Watcher {
 
     /// One scan: find targets, read their threads, judge, capture. Returns what happened to incidents.
     pub fn tick(&mut self) -> Vec<CaptureEvent> {
+        let mut out = Vec::new();
+        if !self.adoption_done {
+            self.adopt_episodes(&mut out);
+        }
         let scan_started = Instant::now();
         let probe_children: HashSet<i32> = self.capturer.probe_children().into_iter().collect();
         self.source.exclude(&probe_children);
         self.targets = self.source.targets(&self.proc_root);
         self.pids.clear();
         self.pids.extend(self.targets.iter().map(|t| t.pid));
+        let capturer = &self.capturer;
+        self.adopted.retain(|&pid| capturer.is_open(pid));
+        for &pid in &self.adopted {
+            if !self.pids.contains(&pid) {
+                self.pids.push(pid);
+            }
+        }
         self.last_stats = self
             .scanner
             .scan(&self.proc_root, &self.pids, &mut self.observations);
@@ -177,8 +223,8 @@ impl Watcher {
         self.last_scan_duration = detected.duration_since(scan_started);
         let now_ns = capture_clock_ns();
         self.history.record(now_ns, &self.observations);
+        self.last_scan_at = Some(std::time::SystemTime::now());
         let events = self.tracker.observe(now_ns, &self.observations);
-        let mut out = Vec::new();
         for event in events {
             match event {
                 TrackerEvent::Wedged {

@@ -164,6 +164,25 @@ impl Tracker {
         out
     }
 
+    /// Take up a thread an earlier watcher judged wedged (episode continuity): tracked as wedged since
+    /// `d_since_ns`, so it is not judged (and reported) again, and leaving D or vanishing reports it with
+    /// its whole time in D. Its progress signature starts with the next scan.
+    pub fn adopt(&mut self, pid: i32, key: ThreadKey, comm: &str, d_since_ns: u64) {
+        self.threads.insert(
+            key,
+            Track {
+                pid,
+                comm: comm.to_string(),
+                d_since_ns,
+                signature: Progress::default(),
+                stable_since_ns: d_since_ns,
+                stable_samples: 0,
+                wedged: true,
+                seen_in_scan: self.scan,
+            },
+        );
+    }
+
     /// Feed one complete scan taken at `now_ns` (CLOCK_MONOTONIC). Threads absent from the scan are gone.
     pub fn observe<'a>(
         &mut self,
@@ -309,6 +328,42 @@ mod tests {
             threshold: Duration::from_secs(threshold_s),
             samples: k,
         })
+    }
+
+    #[test]
+    fn an_adopted_thread_is_not_judged_again_and_resolves_with_its_whole_time_in_d() {
+        let mut t = tracker(3, 3);
+        let key = ThreadKey {
+            tid: 101,
+            start_time: START,
+        };
+        // Judged wedged by an earlier watcher, in D since 2 s.
+        t.adopt(100, key, "worker", 2 * S);
+        assert_eq!(t.wedged_now(10 * S), (1, Some(Duration::from_secs(8))));
+        for second in 10..20 {
+            let events = t.observe(second * S, &[d(101, "percpu_rwsem_wait", 7)]);
+            assert!(events.is_empty(), "{events:?}");
+        }
+        let events = t.observe(20 * S, &[s(101)]);
+        assert_eq!(
+            events,
+            vec![TrackerEvent::Resolved {
+                pid: 100,
+                tid: 101,
+                after: Duration::from_secs(18)
+            }]
+        );
+        // Gone before the first scan after the adoption: vanished, with its time in D.
+        t.adopt(100, key, "worker", 2 * S);
+        let events = t.observe(21 * S, &[]);
+        assert_eq!(
+            events,
+            vec![TrackerEvent::Vanished {
+                pid: 100,
+                tid: 101,
+                after: Duration::from_secs(19)
+            }]
+        );
     }
 
     #[test]

@@ -310,6 +310,7 @@ pub fn incident() -> Incident {
         },
         process: ProcessInfo {
             pid: 4242,
+            start_time: None,
             nspid: vec![4242, 17],
             comm: "python3".into(),
             cgroup: Some("/kubepods.slice/kubepods-pod1.slice/cri-containerd-9d1e0c7a3b.scope".into()),
