@@ -2,6 +2,7 @@
 //! `wedge-capture` binary (`env!("CARGO_BIN_EXE_wedge-capture")`).
 
 mod agent;
+mod bundle;
 mod capture;
 mod episode;
 mod fleet;
