@@ -18,6 +18,7 @@ mod redaction;
 mod report;
 mod ring;
 mod run;
+mod sandbox;
 mod settings;
 mod upload;
 mod util;
