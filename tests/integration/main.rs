@@ -4,6 +4,7 @@
 mod agent;
 mod bundle;
 mod capture;
+mod deploy;
 mod episode;
 mod fleet;
 mod harness;
