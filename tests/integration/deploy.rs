@@ -25,7 +25,9 @@ fn docs(path: &Path) -> Vec<Value> {
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
-    at(v, path).as_str().unwrap_or_else(|| panic!("{path:?} is not a string"))
+    at(v, path)
+        .as_str()
+        .unwrap_or_else(|| panic!("{path:?} is not a string"))
 }
 
 fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
@@ -37,18 +39,32 @@ fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
 fn resources(dir: &Path) -> Vec<(String, String, Value)> {
     let kustomization = dir.join("kustomization.yaml");
     let k = &docs(&kustomization)[0];
-    assert_eq!(str_at(k, &["kind"]), "Kustomization", "{}", kustomization.display());
+    assert_eq!(
+        str_at(k, &["kind"]),
+        "Kustomization",
+        "{}",
+        kustomization.display()
+    );
     let mut out = Vec::new();
     for entry in k["resources"].as_sequence().expect("resources") {
         let path = dir.join(entry.as_str().unwrap());
         if path.is_dir() {
             out.extend(resources(&path));
         } else {
-            assert!(path.is_file(), "{} names {} which does not exist", kustomization.display(), path.display());
+            assert!(
+                path.is_file(),
+                "{} names {} which does not exist",
+                kustomization.display(),
+                path.display()
+            );
             for doc in docs(&path) {
                 let kind = str_at(&doc, &["kind"]).to_string();
                 let name = str_at(&doc, &["metadata", "name"]).to_string();
-                assert!(doc["apiVersion"].as_str().is_some(), "{}: no apiVersion", path.display());
+                assert!(
+                    doc["apiVersion"].as_str().is_some(),
+                    "{}: no apiVersion",
+                    path.display()
+                );
                 out.push((kind, name, doc));
             }
         }
@@ -56,8 +72,14 @@ fn resources(dir: &Path) -> Vec<(String, String, Value)> {
     for patch in k["patches"].as_sequence().into_iter().flatten() {
         let path = dir.join(str_at(patch, &["path"]));
         let body = &docs(&path)[0];
-        let (kind, name) = (str_at(patch, &["target", "kind"]), str_at(patch, &["target", "name"]));
-        assert_eq!((str_at(body, &["kind"]), str_at(body, &["metadata", "name"])), (kind, name));
+        let (kind, name) = (
+            str_at(patch, &["target", "kind"]),
+            str_at(patch, &["target", "name"]),
+        );
+        assert_eq!(
+            (str_at(body, &["kind"]), str_at(body, &["metadata", "name"])),
+            (kind, name)
+        );
         assert!(
             out.iter().any(|(k, n, _)| k == kind && n == name),
             "{}: patch target {kind}/{name} is not in the build",
@@ -68,7 +90,11 @@ fn resources(dir: &Path) -> Vec<(String, String, Value)> {
 }
 
 fn find<'a>(objects: &'a [(String, String, Value)], kind: &str) -> &'a Value {
-    &objects.iter().find(|(k, _, _)| k == kind).unwrap_or_else(|| panic!("no {kind}")).2
+    &objects
+        .iter()
+        .find(|(k, _, _)| k == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+        .2
 }
 
 #[test]
@@ -80,11 +106,19 @@ fn the_kustomize_base_has_what_a_typical_cluster_needs() {
         assert!(kinds.contains(&want), "{want} missing: {kinds:?}");
     }
     // Clusters without the Prometheus Operator CRDs must be able to apply the base: no CRD kinds in it.
-    assert!(!kinds.iter().any(|k| *k == "ServiceMonitor" || *k == "PrometheusRule"), "{kinds:?}");
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| *k == "ServiceMonitor" || *k == "PrometheusRule"),
+        "{kinds:?}"
+    );
 
     let namespace = find(&objects, "Namespace");
     assert_eq!(
-        str_at(namespace, &["metadata", "labels", "pod-security.kubernetes.io/enforce"]),
+        str_at(
+            namespace,
+            &["metadata", "labels", "pod-security.kubernetes.io/enforce"]
+        ),
         "privileged"
     );
     let ns = str_at(namespace, &["metadata", "name"]);
@@ -93,27 +127,44 @@ fn the_kustomize_base_has_what_a_typical_cluster_needs() {
     assert_eq!(str_at(ds, &["metadata", "namespace"]), ns);
     let pod = at(ds, &["spec", "template", "spec"]);
     assert_eq!(pod["hostPID"], Value::Bool(true));
-    assert_eq!(str_at(pod, &["securityContext", "seccompProfile", "type"]), "RuntimeDefault");
+    assert_eq!(
+        str_at(pod, &["securityContext", "seccompProfile", "type"]),
+        "RuntimeDefault"
+    );
     let tolerations = pod["tolerations"].as_sequence().expect("tolerations");
     assert!(
-        tolerations.iter().any(|t| t["operator"] == "Exists" && t.get("key").is_none() && t.get("effect").is_none()),
+        tolerations.iter().any(|t| t["operator"] == "Exists"
+            && t.get("key").is_none()
+            && t.get("effect").is_none()),
         "no toleration of every taint: {tolerations:?}"
     );
     let container = &pod["containers"][0];
     let env = container["env"].as_sequence().expect("env");
     assert!(
-        env.iter().any(|e| e["name"] == "NODE_NAME" && str_at(e, &["valueFrom", "fieldRef", "fieldPath"]) == "spec.nodeName"),
+        env.iter().any(|e| e["name"] == "NODE_NAME"
+            && str_at(e, &["valueFrom", "fieldRef", "fieldPath"]) == "spec.nodeName"),
         "{env:?}"
     );
     let port_name = str_at(&container["ports"][0], &["name"]);
     for probe in ["livenessProbe", "readinessProbe"] {
-        assert_eq!(str_at(container, &[probe, "httpGet", "path"]), "/healthz", "{probe}");
-        assert_eq!(str_at(container, &[probe, "httpGet", "port"]), port_name, "{probe}");
+        assert_eq!(
+            str_at(container, &[probe, "httpGet", "path"]),
+            "/healthz",
+            "{probe}"
+        );
+        assert_eq!(
+            str_at(container, &[probe, "httpGet", "port"]),
+            port_name,
+            "{probe}"
+        );
     }
     // /dev/kmsg mounted from the host, and the container allowed to open it (see the comment in daemonset.yaml).
     let mounts = container["volumeMounts"].as_sequence().unwrap();
     assert!(mounts.iter().any(|m| m["mountPath"] == "/dev/kmsg"));
-    assert_eq!(container["securityContext"]["privileged"], Value::Bool(true));
+    assert_eq!(
+        container["securityContext"]["privileged"],
+        Value::Bool(true)
+    );
 
     // The image is the one the kustomization sets, with a real tag.
     let image = str_at(container, &["image"]);
@@ -122,10 +173,18 @@ fn the_kustomize_base_has_what_a_typical_cluster_needs() {
     let (repo_name, tag) = image.rsplit_once(':').unwrap();
     assert_eq!(repo_name, str_at(set, &["name"]));
     assert_eq!(tag, str_at(set, &["newTag"]));
-    assert!(!["latest", "TAG", "placeholder", ""].contains(&tag), "{image}");
+    assert!(
+        !["latest", "TAG", "placeholder", ""].contains(&tag),
+        "{image}"
+    );
 
     // The container's arguments are ones the agent accepts.
-    let args: Vec<&str> = container["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let args: Vec<&str> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
     assert_eq!(args[0], "agent");
     let dir = tempfile::tempdir().unwrap();
     let checked = Command::new(bin())
@@ -142,7 +201,9 @@ fn the_kustomize_base_has_what_a_typical_cluster_needs() {
 
     // The Service selects the pods and exposes the named port.
     let service = find(&objects, "Service");
-    let pod_labels = at(ds, &["spec", "template", "metadata", "labels"]).as_mapping().unwrap();
+    let pod_labels = at(ds, &["spec", "template", "metadata", "labels"])
+        .as_mapping()
+        .unwrap();
     for (key, value) in service["spec"]["selector"].as_mapping().unwrap() {
         assert_eq!(pod_labels.get(key), Some(value), "service selector {key:?}");
     }
@@ -154,8 +215,15 @@ fn the_kustomize_base_has_what_a_typical_cluster_needs() {
     assert_eq!(str_at(monitor, &["kind"]), "ServiceMonitor");
     assert_eq!(str_at(monitor, &["metadata", "namespace"]), ns);
     let service_labels = service["metadata"]["labels"].as_mapping().unwrap();
-    for (key, value) in monitor["spec"]["selector"]["matchLabels"].as_mapping().unwrap() {
-        assert_eq!(service_labels.get(key), Some(value), "monitor selector {key:?}");
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap()
+    {
+        assert_eq!(
+            service_labels.get(key),
+            Some(value),
+            "monitor selector {key:?}"
+        );
     }
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(str_at(endpoint, &["port"]), str_at(service_port, &["name"]));
@@ -183,15 +251,27 @@ fn the_prometheus_rule_object_holds_the_rules_file() {
     let rules = &docs(&repo().join("deploy/prometheus/rules.yml"))[0];
     let object = &docs(&repo().join("deploy/kubernetes/prometheusrule.yaml"))[0];
     assert_eq!(str_at(object, &["kind"]), "PrometheusRule");
-    assert_eq!(object["spec"]["groups"], rules["groups"], "prometheusrule.yaml drifted from rules.yml");
+    assert_eq!(
+        object["spec"]["groups"], rules["groups"],
+        "prometheusrule.yaml drifted from rules.yml"
+    );
     for rule in rules["groups"][0]["rules"].as_sequence().unwrap() {
         let name = str_at(rule, &["alert"]);
-        assert!(rule["labels"]["severity"].as_str().is_some(), "{name}: severity");
+        assert!(
+            rule["labels"]["severity"].as_str().is_some(),
+            "{name}: severity"
+        );
         let runbook = str_at(rule, &["annotations", "runbook_url"]);
         let anchor = runbook.rsplit_once('#').unwrap().1;
         assert_eq!(anchor, name.to_lowercase(), "{name}");
         let doc = std::fs::read_to_string(repo().join("docs/runbook.md")).unwrap();
-        assert!(doc.contains(&format!("## {name}")), "docs/runbook.md has no section for {name}");
-        assert!(str_at(rule, &["expr"]).contains("by (node)"), "{name}: not aggregated by node");
+        assert!(
+            doc.contains(&format!("## {name}")),
+            "docs/runbook.md has no section for {name}"
+        );
+        assert!(
+            str_at(rule, &["expr"]).contains("by (node)"),
+            "{name}: not aggregated by node"
+        );
     }
 }

@@ -385,3 +385,101 @@ fn node_name_names_the_incident_in_a_uts_namespace_with_another_host_name() {
     let _ = target.kill();
     let _ = target.wait();
 }
+
+/// `doctor --json` run through `wrapper` (e.g. `unshare -p -f`): exit code and checks by name.
+fn doctor(wrapper: &[&str], args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mut command = Command::new(wrapper.first().copied().unwrap_or(bin()));
+    if !wrapper.is_empty() {
+        command.args(&wrapper[1..]).arg(bin());
+    }
+    let out = command
+        .arg("doctor")
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{wrapper:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let mut by_name = serde_json::Map::new();
+    for check in report["checks"].as_array().unwrap() {
+        by_name.insert(check["name"].as_str().unwrap().to_string(), check.clone());
+    }
+    (out.status.code(), serde_json::Value::Object(by_name))
+}
+
+#[test]
+fn doctor_reports_what_a_fleet_node_lacks() {
+    if !root_or_skip("doctor fleet") {
+        return;
+    }
+    let dir = TempDir::new("doctor");
+    let ring = dir.path().join("rings");
+    std::fs::create_dir(&ring).unwrap();
+    let missing_out = dir.path().join("no-such-dir/incidents");
+    let missing_textfile = dir.path().join("no-textfile-dir");
+    let args = [
+        "--out",
+        missing_out.to_str().unwrap(),
+        "--textfile-dir",
+        missing_textfile.to_str().unwrap(),
+        "--ring-dir",
+        ring.to_str().unwrap(),
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ];
+    // On the host: the pid namespace is the host's, the port binds.
+    let (_, checks) = doctor(&[], &args);
+    assert_eq!(checks["host-pid-namespace"]["status"], "ok", "{checks}");
+    assert_eq!(checks["metrics-port"]["status"], "ok", "{checks}");
+    // A missing directory is not "writable".
+    assert_eq!(
+        checks["output-dir"]["status"], "warn",
+        "{}",
+        checks["output-dir"]
+    );
+    assert!(checks["output-dir"]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("does not exist"));
+    assert_eq!(
+        checks["textfile-dir"]["status"], "fail",
+        "{}",
+        checks["textfile-dir"]
+    );
+    // 0755 (what std creates here): non-root workers cannot create rings.
+    std::fs::set_permissions(&ring, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, checks) = doctor(&[], &args);
+    assert_eq!(
+        checks["ring-dir"]["status"], "warn",
+        "{}",
+        checks["ring-dir"]
+    );
+    assert_eq!(code, Some(1), "a failed check exits 1");
+
+    // A pod without hostPID: its own pid namespace.
+    let (_, checks) = doctor(&["unshare", "--pid", "--fork"], &args);
+    assert_eq!(
+        checks["host-pid-namespace"]["status"], "fail",
+        "{}",
+        checks["host-pid-namespace"]
+    );
+    assert!(checks["host-pid-namespace"]["fix"]
+        .as_str()
+        .unwrap()
+        .contains("hostPID"));
+
+    // /dev/kmsg that cannot be read (dmesg_restrict=1 without CAP_SYSLOG) is reported.
+    let restricted =
+        std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").is_ok_and(|v| v.trim() == "1");
+    if restricted {
+        let (_, checks) = doctor(
+            &["setpriv", "--inh-caps=-syslog", "--bounding-set=-syslog"],
+            &args,
+        );
+        assert_eq!(checks["kmsg"]["status"], "warn", "{}", checks["kmsg"]);
+        assert!(checks["kmsg"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no kernel log"));
+    }
+}
