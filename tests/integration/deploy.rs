@@ -275,3 +275,106 @@ fn the_prometheus_rule_object_holds_the_rules_file() {
         );
     }
 }
+
+/// The example config sets every key `--check-config` prints (but the hidden test hook), is valid, and its comm
+/// selector watches GPU workers only: not the host's Python daemons (which `^python` did, and SIGUSR1 captured).
+#[test]
+fn the_example_config_sets_every_key_and_no_system_python_daemon_matches() {
+    let example = repo().join("systemd/agent.example.json");
+    let out = Command::new(bin())
+        .args(["agent", "--check-config", "--config"])
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = std::fs::read_to_string(&example).unwrap();
+    let written: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let keys = |v: &serde_json::Value| -> std::collections::BTreeSet<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    };
+    let mut want = keys(&printed);
+    want.remove("extra_probe");
+    assert_eq!(
+        keys(&written),
+        want,
+        "systemd/agent.example.json must set every key (docs/agent.md explains each)"
+    );
+    let patterns: Vec<regex::Regex> = written["match_comm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| regex::Regex::new(p.as_str().unwrap()).unwrap())
+        .collect();
+    // comms of Python daemons on stock distributions (a script run through its shebang is named after the script).
+    for comm in [
+        "python3",
+        "python",
+        "python3.11",
+        "networkd-dispat",
+        "unattended-upgr",
+        "cloud-init",
+        "tuned",
+        "firewalld",
+    ] {
+        assert!(
+            !patterns.iter().any(|p| p.is_match(comm)),
+            "{comm} would be watched"
+        );
+    }
+    assert!(patterns.iter().any(|p| p.is_match("pt_main_thread")));
+}
+
+/// node-problem-detector's patch gives the plugin what wedge-capture-plugin-monitor.json runs: the binary at its
+/// `path`, the incident store its `--out` names, and the plugin file where the README's argument points.
+#[test]
+fn the_npd_patch_provides_what_the_plugin_runs() {
+    let patch = &docs(&repo().join("deploy/npd/node-problem-detector-patch.yaml"))[0];
+    let plugin: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("deploy/npd/wedge-capture-plugin-monitor.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let pod = at(patch, &["spec", "template", "spec"]);
+    let mounts = pod["containers"][0]["volumeMounts"].as_sequence().unwrap();
+    let volumes = pod["volumes"].as_sequence().unwrap();
+    for mount in mounts {
+        let name = str_at(mount, &["name"]);
+        assert!(
+            volumes.iter().any(|v| v["name"] == name),
+            "volume {name} missing"
+        );
+    }
+    let mounted = |path: &str| {
+        mounts
+            .iter()
+            .any(|m| path.starts_with(str_at(m, &["mountPath"])))
+    };
+    let rule = &plugin["rules"][0];
+    assert!(mounted(rule["path"].as_str().unwrap()), "{}", rule["path"]);
+    let args: Vec<&str> = rule["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let out = args[args.iter().position(|a| *a == "--out").unwrap() + 1];
+    assert!(mounted(out), "{out}");
+    assert!(mounted(
+        "/config/wedge-capture/wedge-capture-plugin-monitor.json"
+    ));
+    let image = volumes
+        .iter()
+        .find(|v| v["name"] == "wedge-capture-bin")
+        .unwrap();
+    let daemonset = &docs(&repo().join("deploy/kubernetes/base/daemonset.yaml"))[0];
+    let agent_image = str_at(
+        &daemonset["spec"]["template"]["spec"]["containers"][0],
+        &["image"],
+    );
+    assert_eq!(str_at(image, &["image", "reference"]), agent_image);
+}
