@@ -8,6 +8,8 @@
 //!   read through `capture::untrusted` (no FIFO, no symlink, bounded).
 //! - [`retention`]: wedge count, on-demand cap, max bytes, min free space; on-demand first, never an incident in
 //!   progress or a wedge under the 24 h floor; every removal returned with its reason.
+//! - [`bundle`]: the `.tar.gz` of one incident, dated at the incident, optionally scrubbed ([`scrub`]: host name,
+//!   boot id, other tenants' processes and kernel-log lines, GPU serials and UUIDs) for a public issue.
 //! - [`redact`]: secrets in a captured command line or free text: a table of forms (flags, headers, URLs, short
 //!   password flags by command, token prefixes), run to its fixed point.
 //! - [`render`]: Markdown for a bug thread (≤ 65,536 characters), the one-line verdict, and control characters
@@ -15,12 +17,14 @@
 //!
 //! This crate reads nothing from the kernel: host facts and snapshots are passed in by the caller.
 
+pub mod bundle;
 pub mod durable;
 pub mod error;
 pub mod model;
 pub mod redact;
 pub mod render;
 pub mod retention;
+pub mod scrub;
 pub mod store;
 
 pub use error::{Error, Result};

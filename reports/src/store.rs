@@ -22,7 +22,6 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +34,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
+use crate::bundle::{BundleOptions, Bundled};
 use crate::durable::{
     self, commit_together, create_dir_mode, fsync_dir, is_temp_name, stage_bytes,
     write_atomic_mode, TEMP_PREFIX,
@@ -412,28 +412,14 @@ impl Store {
 
     /// Write a `.tar.gz` of incident `id` (its files under `<id>/`) to `out`, atomically. Returns its size.
     pub fn bundle(&self, id: &str, out: &Path) -> Result<u64> {
+        self.bundle_with(id, out, &BundleOptions::default())
+            .map(|bundled| bundled.bytes)
+    }
+
+    /// [`Store::bundle`] with options (`public`: scrubbed for a public issue); see [`crate::bundle`].
+    pub fn bundle_with(&self, id: &str, out: &Path, options: &BundleOptions) -> Result<Bundled> {
         let src = self.path_of(id)?;
-        let out_dir = match out.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let out_name =
-            out.file_name()
-                .and_then(|n| n.to_str())
-                .ok_or_else(|| Error::InvalidName {
-                    name: out.display().to_string(),
-                    why: "the bundle path needs a UTF-8 file name",
-                })?;
-        // Dropped on any error below, the temp file is removed.
-        let file = durable::AtomicFile::create(&out_dir, out_name, self.modes.file)?;
-        let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-        let mut tar = tar::Builder::new(gz);
-        tar.follow_symlinks(false);
-        append_dir(&mut tar, &src, Path::new(id))?;
-        let gz = tar.into_inner().map_err(Error::io("write", out))?;
-        let file = gz.finish().map_err(Error::io("write", out))?;
-        file.commit()?;
-        Ok(fs::metadata(out).map(|m| m.len()).unwrap_or(0))
+        crate::bundle::write(&src, id, out, self.modes.file, options)
     }
 
     /// Remove incidents over the limits by the rules of [`crate::retention`] (never one in progress, never a
@@ -950,65 +936,4 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         u64::from(st.fragment_size()),
     );
     Some(avail.saturating_mul(frsize))
-}
-
-/// Append `src` (a real directory, not a symlink) as `name`, with the modes of the incident's own files and
-/// directories. Symlinks, FIFOs, devices and hidden names (temps, the marker) are left out; every file is opened
-/// through [`capture::untrusted`], so nothing outside the incident can be pulled in.
-fn append_dir<W: std::io::Write>(tar: &mut tar::Builder<W>, src: &Path, name: &Path) -> Result<()> {
-    let meta = fs::symlink_metadata(src).map_err(Error::io("stat", src))?;
-    if !meta.is_dir() {
-        return Err(Error::Untrusted {
-            path: src.to_path_buf(),
-            why: if meta.file_type().is_symlink() {
-                Rejection::Symlink
-            } else {
-                Rejection::NotRegular("not a directory")
-            },
-        });
-    }
-    let mut header = tar_header(&meta);
-    tar.append_data(&mut header, name, std::io::empty())
-        .map_err(Error::io("bundle", src))?;
-    let mut entries: Vec<_> = fs::read_dir(src)
-        .map_err(Error::io("read directory", src))?
-        .flatten()
-        .collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let file_name = entry.file_name();
-        if file_name.to_str().is_none_or(|n| n.starts_with('.')) {
-            continue;
-        }
-        // The entry's own type: a symlink is never followed.
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let path = entry.path();
-        if kind.is_dir() {
-            append_dir(tar, &path, &name.join(&file_name))?;
-        } else if kind.is_file() {
-            let file = untrusted::open(&path, Limits::max_len(MAX_BUNDLED_FILE_BYTES))
-                .map_err(|err| Error::from_untrusted(err, &path))?;
-            let meta = file.file().metadata().map_err(Error::io("stat", &path))?;
-            let mut header = tar_header(&meta);
-            // Exactly the size in the header: store files are replaced by rename, never rewritten in place.
-            tar.append_data(
-                &mut header,
-                name.join(&file_name),
-                file.file().take(meta.len()),
-            )
-            .map_err(Error::io("bundle", &path))?;
-        }
-    }
-    Ok(())
-}
-
-/// A header without owner names or times (reproducible bundles), but with the file's own permission bits: 0600
-/// files and 0700 directories stay so when unpacked.
-fn tar_header(meta: &fs::Metadata) -> tar::Header {
-    let mut header = tar::Header::new_gnu();
-    header.set_metadata_in_mode(meta, tar::HeaderMode::Deterministic);
-    header.set_mode(meta.mode() & 0o7777);
-    header
 }

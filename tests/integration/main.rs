@@ -2,8 +2,10 @@
 //! `wedge-capture` binary (`env!("CARGO_BIN_EXE_wedge-capture")`).
 
 mod agent;
+mod bundle;
 mod capture;
 mod continuity;
+mod deploy;
 mod episode;
 mod fleet;
 mod harness;
@@ -20,6 +22,7 @@ mod redaction;
 mod report;
 mod ring;
 mod run;
+mod sandbox;
 mod settings;
 mod upload;
 mod util;

@@ -8,18 +8,44 @@ use std::path::{Path, PathBuf};
 use capture::{ProcRoot, RiskyFile};
 use serde::Serialize;
 
-use crate::exit::ExitCode;
+use crate::exit::{ExitCode, Failure};
 use crate::probe::{self, Probe, ProbeRunner, ProbeStatus};
+
+mod fleet;
+
+pub use fleet::FleetTargets;
 
 /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
 ///
 /// Each check prints ok, warn, fail or info, what was found, and the fix. Exit status 0 when nothing failed,
-/// 1 otherwise.
+/// 1 otherwise (2: the --config file is invalid).
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  wedge-capture doctor
+  wedge-capture doctor --config /etc/wedge-capture/agent.json     # check what the agent is configured to use
+  kubectl -n wedge-capture exec ds/wedge-capture -- wedge-capture doctor --metrics-listen 0.0.0.0:9465
+
+Fleet checks: the host's pid namespace (hostPID), the metrics port bindable, the node_exporter
+textfile directory writable (a file is created and removed), the ring directories' modes
+(sticky and world-writable, parents searchable), /dev/kmsg readable.")]
 pub struct Args {
-    /// The incident directory to check (durable filesystem, writable).
-    #[arg(long, default_value = reports::store::DEFAULT_DIR, value_name = "DIR")]
-    pub out: PathBuf,
+    /// The incident directory to check (durable filesystem, writable)
+    /// [default: the config's `out`, else /var/lib/wedge-capture/incidents].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The agent's config file: check its `out`, `metrics_listen`, `textfile_dir` and `ring_dir` (flags win).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Check that the agent could listen on ADDR (IP:PORT).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Check that the agent could write node_exporter's textfile into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub textfile_dir: Option<PathBuf>,
+    /// Check a ring directory's mode (repeatable) [default: the config's, else /var/lib/wedge-capture/rings].
+    #[arg(long, value_name = "DIR")]
+    pub ring_dir: Vec<PathBuf>,
     /// Print the checks as JSON.
     #[arg(long)]
     pub json: bool,
@@ -53,7 +79,7 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<S
 }
 
 /// Run every check.
-pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
+pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Check> {
     let mut out_checks = Vec::new();
     let me = std::process::id() as i32;
     let status = proc_root.read_task_status(me, me).ok();
@@ -151,7 +177,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
                 "{err} (kernel.dmesg_restrict={}): incidents will have no kernel log",
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
-            "grant CAP_SYSLOG, or sysctl -w kernel.dmesg_restrict=0",
+            kmsg_fix(&err),
         )),
     }
     let stack = proc_root.read_stack(me, me);
@@ -176,6 +202,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path) -> Vec<Check> {
     });
     out_checks.extend(netlink_checks());
     out_checks.push(output_dir_check(out));
+    out_checks.extend(fleet::checks(fleet));
     out_checks.extend(driver_checks(proc_root));
     out_checks
 }
@@ -241,18 +268,35 @@ fn output_dir_check(out: &Path) -> Check {
             "use --out on a disk filesystem (default /var/lib/wedge-capture/incidents)",
         );
     }
-    // SAFETY: access(2) with a NUL-terminated path; no memory is shared.
-    let writable = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes())
-        .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
-        .unwrap_or(false);
-    if !writable {
+    if existing != out {
+        // Not there yet: the agent creates it (0700) at start. Say so rather than calling it writable: a
+        // typo in --out looks exactly like this.
+        let parent_ok = fleet::write_probe(&existing).is_ok();
+        return check(
+            "output-dir",
+            if parent_ok { Status::Warn } else { Status::Fail },
+            format!(
+                "{} does not exist; its nearest existing parent {} is {}",
+                out.display(),
+                existing.display(),
+                if parent_ok {
+                    "writable, so the agent will create it (0700) at start"
+                } else {
+                    "not writable: the agent cannot create it"
+                }
+            ),
+            "check the path; create it with `install -d -m 0700 DIR` (systemd: the tmpfiles entry does)",
+        );
+    }
+    // A real file, created and removed: a read-only mount or a sandbox refuses what permission bits allow.
+    if let Err(err) = fleet::write_probe(out) {
         return check(
             "output-dir",
             Status::Fail,
             format!(
-                "{} is not writable (checked {})",
+                "cannot write into {}: {err}{}",
                 out.display(),
-                existing.display()
+                crate::host::sandbox::write_hint(&err)
             ),
             "run as root or choose a writable --out",
         );
@@ -261,7 +305,7 @@ fn output_dir_check(out: &Path) -> Check {
         "output-dir",
         Status::Ok,
         format!(
-            "{} is on a disk filesystem (statfs type {:#x}) and writable",
+            "{} is on a disk filesystem (statfs type {:#x}) and writable (a file was created and removed)",
             out.display(),
             kind.0
         ),
@@ -343,9 +387,61 @@ fn library_check(name: &str, names: &[&str], fix: &str) -> Check {
     )
 }
 
+/// The incident directory and fleet targets: flags, then the agent's config file, then the defaults.
+fn targets(args: &Args) -> anyhow::Result<(PathBuf, FleetTargets)> {
+    let settings = match &args.config {
+        Some(path) => Some(
+            crate::settings::Settings::load(Some(path), &crate::settings::Options::default())
+                .map_err(|e| Failure::new(ExitCode::USAGE, format!("bad configuration: {e}")))?,
+        ),
+        None => None,
+    };
+    let out = args
+        .out
+        .clone()
+        .or_else(|| settings.as_ref().map(|s| s.watch.out.clone()))
+        .unwrap_or_else(|| PathBuf::from(reports::store::DEFAULT_DIR));
+    let mut ring_dirs = args.ring_dir.clone();
+    if ring_dirs.is_empty() {
+        ring_dirs = match &settings {
+            Some(s) => s.agent.ring_dir.clone(),
+            None => vec![PathBuf::from(DEFAULT_RING_DIR)],
+        };
+    }
+    let fleet = FleetTargets {
+        metrics_listen: args
+            .metrics_listen
+            .or_else(|| settings.as_ref().and_then(|s| s.agent.metrics_listen)),
+        textfile_dir: args
+            .textfile_dir
+            .clone()
+            .or_else(|| settings.as_ref().and_then(|s| s.agent.textfile_dir.clone())),
+        ring_dirs,
+    };
+    Ok((out, fleet))
+}
+
+/// The ring directory of the shipped unit, tmpfiles entry and DaemonSet.
+const DEFAULT_RING_DIR: &str = "/var/lib/wedge-capture/rings";
+
+/// What to do about a /dev/kmsg that cannot be opened, by why.
+fn kmsg_fix(err: &capture::Error) -> &'static str {
+    let text = err.to_string();
+    if text.contains("Operation not permitted") || text.contains("os error 1)") {
+        // EPERM from open(2) of a device: the device cgroup, not a permission bit.
+        "in a container the device cgroup refuses it: Kubernetes needs privileged: true (deploy/kubernetes/base/\
+         daemonset.yaml says why); under systemd keep DeviceAllow=/dev/kmsg r"
+    } else if text.contains("No such file") {
+        "mount the host's /dev/kmsg (Kubernetes: a hostPath CharDevice volume)"
+    } else {
+        "grant CAP_SYSLOG, or sysctl -w kernel.dmesg_restrict=0"
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let proc_root = ProcRoot::default();
-    let results = checks(&proc_root, &args.out);
+    let (out, fleet) = targets(&args)?;
+    let results = checks(&proc_root, &out, &fleet);
     let failed = results.iter().any(|c| c.status == Status::Fail);
     if args.json {
         println!(

@@ -36,12 +36,21 @@ Exit codes: 0 printed, 1 unknown id, missing directory or unreadable incident.")
     #[command(after_help = "\
 Examples:
   wedge-capture report bundle latest
-  wedge-capture report bundle 20261202T113400Z-gpu01-4242 -o /tmp/wedge.tar.gz
+  wedge-capture report bundle 20261202T113400Z-gpu01-4242 --output /tmp/wedge.tar.gz
+  wedge-capture report bundle latest --public        # for a public issue: scrubbed
 
 The archive is written atomically (mode 0600) and holds the incident directory without
-temp files, markers or symlinks; files and directories keep their own modes (0600/0700).
-An incident directory that is itself a symlink is refused, and a failed bundle leaves
-no file behind. Exit codes: 0 written, 1 unknown id, refused incident or I/O error.")]
+temp files, markers or symlinks; files and directories keep their own modes (0600/0700)
+and are dated at the incident's detection time. An incident directory that is itself a
+symlink is refused, and a failed bundle leaves no file behind.
+
+--public drops or masks what identifies the host or other tenants, in every file: the host
+name (the archive's directory becomes <time>-scrubbed-<pid>), the boot id, other processes
+of the host-wide D-state census (comm, cgroup), kernel-log lines about other processes, GPU
+serial numbers and UUIDs, and nvidia-smi's process list; report.md says at its top what
+was scrubbed. The watched process's own data stays: review before posting.
+
+Exit codes: 0 written, 1 unknown id, refused or unreadable incident, or I/O error.")]
     Bundle(BundleArgs),
 }
 
@@ -92,9 +101,13 @@ pub struct BundleArgs {
     pub id: String,
     #[command(flatten)]
     pub out: OutArg,
-    /// Output file [default: ./<ID>.tar.gz].
+    /// Output file [default: ./<ID>.tar.gz; with --public ./<time>-scrubbed-<pid>.tar.gz].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Scrub for a public issue: drop or mask the host name, boot id, other processes' data and GPU
+    /// serials/UUIDs (report.md says what).
+    #[arg(long)]
+    pub public: bool,
 }
 
 pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
@@ -245,14 +258,35 @@ fn bundle(args: BundleArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.out.out;
     let store = open(dir)?;
     let id = resolve_id(&store, &args.id)?;
-    store.path_of(&id).map_err(|err| not_found_hint(err, dir))?;
-    let output = args
-        .output
-        .unwrap_or_else(|| PathBuf::from(format!("{id}.tar.gz")));
-    let size = store
-        .bundle(&id, &output)
+    let src = store.path_of(&id).map_err(|err| not_found_hint(err, dir))?;
+    let options = reports::bundle::BundleOptions {
+        public: args.public,
+    };
+    let output = match args.output {
+        Some(output) => output,
+        // The public name must not carry the host name either.
+        None if args.public => PathBuf::from(format!(
+            "{}.tar.gz",
+            reports::bundle::public_id(&src).with_context(|| format!("read incident {id}"))?
+        )),
+        None => PathBuf::from(format!("{id}.tar.gz")),
+    };
+    let bundled = store
+        .bundle_with(&id, &output, &options)
         .with_context(|| format!("bundle incident {id} into {}", output.display()))?;
-    write_stdout(format!("{} ({})\n", output.display(), reports::render::bytes(size)).as_bytes())?;
+    let mut line = format!(
+        "{} ({})\n",
+        output.display(),
+        reports::render::bytes(bundled.bytes)
+    );
+    if let Some(summary) = &bundled.scrubbed {
+        line.push_str(&format!(
+            "scrubbed: host name, boot id, {} other D-state process(es), {} kernel-log line(s), {} GPU \
+             identifier(s); review report.md before posting\n",
+            summary.other_dstate_tasks, summary.kernel_log_lines, summary.gpu_identifiers
+        ));
+    }
+    write_stdout(line.as_bytes())?;
     Ok(ExitCode::OK)
 }
 

@@ -328,7 +328,10 @@ fn write_textfile(dir: &Path, text: &str) -> Result<(), String> {
         drop(file);
         std::fs::rename(&temp, &target)
     })();
-    result.map_err(|e| format!("cannot write {}: {e}", target.display()))
+    result.map_err(|e| {
+        let hint = crate::host::sandbox::write_hint(&e);
+        format!("cannot write {}: {e}{hint}", target.display())
+    })
 }
 
 #[cfg(test)]

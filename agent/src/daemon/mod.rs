@@ -245,7 +245,10 @@ fn start_metrics(settings: &Settings, logger: &Logger) -> anyhow::Result<metrics
         let bound = http::serve(addr, metrics.published()).map_err(|e| {
             Failure::new(
                 ExitCode::ERROR,
-                format!("cannot serve metrics on {addr} (metrics_listen): {e}"),
+                format!(
+                    "cannot serve metrics on {addr} (metrics_listen): {e}{}",
+                    crate::host::sandbox::bind_hint(&e)
+                ),
             )
         })?;
         logger.notice(&format!("serving metrics on http://{bound}/metrics"));

@@ -1,0 +1,489 @@
+//! `report bundle --public`: what of an incident must not reach a public issue, and how it is removed.
+//!
+//! An incident describes one process, but it is taken on a shared host. Before it is posted where anyone can read
+//! it, [`scrub`] drops or masks what identifies the host or belongs to other tenants:
+//! - the host name (also inside the incident id: the archive's directory is renamed `<time>-scrubbed-<pid>`) and
+//!   the boot id (also the 16 raw bytes of the ring header's copy);
+//! - the host-wide D-state census rows of other processes (their comm and cgroup name other pods); the count stays;
+//! - kernel-log lines about other processes (classified `other_process`, or naming a pid that is not one of the
+//!   watched process's pids and tids);
+//! - GPU serial numbers and UUIDs (`GPU-…`, `MIG-…`, `Serial Number : …` in `nvidia-smi -q`), and the process list
+//!   of `nvidia-smi -q` (other processes' pids and names).
+//!
+//! The values removed from structured fields are then masked ([`MASK`]) wherever else they occur, in every file of
+//! the archive (text and binary: a binary match is overwritten with `*` bytes of the same length, so a ring copy
+//! keeps its layout). Values shorter than [`MIN_MASKED_LEN`] bytes are only dropped from their fields: masking
+//! `sh` everywhere would destroy the report without hiding anything. The watched process's own comm and cgroup
+//! are never masked (they are what the bug is about), even when another process shares them.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::model::{Incident, KernelLogLine, Relevance};
+
+/// What replaces a scrubbed value in text.
+pub const MASK: &str = "[scrubbed]";
+/// Values shorter than this are dropped from their fields but not searched for elsewhere.
+pub const MIN_MASKED_LEN: usize = 3;
+
+/// An incident with the host's and other tenants' data removed, and the means to scrub the raw files beside it.
+#[derive(Debug, Clone)]
+pub struct Scrubbed {
+    pub incident: Incident,
+    /// The id the archive uses (the host name removed).
+    pub id: String,
+    pub summary: Summary,
+    /// Literal values masked wherever they occur, longest first (a value containing another is masked whole).
+    values: Vec<String>,
+    /// Texts of the kernel-log lines dropped: a raw file's line containing one is dropped too.
+    dropped_lines: Vec<String>,
+    /// The boot id as the 16 bytes a ring header holds.
+    boot_id_raw: Option<[u8; 16]>,
+}
+
+/// What was scrubbed, for the note at the top of report.md.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub hostname: bool,
+    pub boot_id: bool,
+    pub other_dstate_tasks: usize,
+    pub kernel_log_lines: usize,
+    pub gpu_identifiers: usize,
+    pub nvidia_smi_processes: usize,
+}
+
+impl Summary {
+    /// The Markdown note put at the top of a public report.md.
+    pub fn note(&self) -> String {
+        let mut parts = Vec::new();
+        parts.push(if self.hostname {
+            "the host name (also in the incident id)".to_string()
+        } else {
+            "the host name (none recorded)".to_string()
+        });
+        parts.push(if self.boot_id {
+            "the boot id (also in the ring copy's header)".to_string()
+        } else {
+            "the boot id (none recorded)".to_string()
+        });
+        parts.push(format!(
+            "{} other process{} in the host's D-state census (comm, cgroup; the total stays)",
+            self.other_dstate_tasks,
+            plural_es(self.other_dstate_tasks)
+        ));
+        parts.push(format!(
+            "{} kernel-log line{} about other processes",
+            self.kernel_log_lines,
+            plural_s(self.kernel_log_lines)
+        ));
+        parts.push(format!(
+            "{} GPU serial number{} and UUID{}",
+            self.gpu_identifiers,
+            plural_s(self.gpu_identifiers),
+            plural_s(self.gpu_identifiers)
+        ));
+        parts.push(format!(
+            "{} `nvidia-smi -q` process entr{}",
+            self.nvidia_smi_processes,
+            if self.nvidia_smi_processes == 1 {
+                "y"
+            } else {
+                "ies"
+            }
+        ));
+        format!(
+            "> **Scrubbed for a public issue** (`wedge-capture report bundle --public`): removed or masked as \
+             `{MASK}`: {}. Every file of this archive was scrubbed the same way.\n\n",
+            parts.join("; ")
+        )
+    }
+}
+
+fn plural_s(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn plural_es(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "es"
+    }
+}
+
+/// GPU and MIG UUIDs as NVIDIA prints them.
+fn uuid_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?i)\b(?:GPU|MIG)-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b")
+            .expect("valid regex")
+    })
+}
+
+/// `nvidia-smi -q` lines whose value identifies a board or another process: serials, UUIDs, process ids and names.
+fn smi_line_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r"(?m)^(\s*(?:Serial Number|GPU UUID|Process ID|Name|Module ID)\s*:\s*)(\S[^\r\n]*)$",
+        )
+        .expect("valid regex")
+    })
+}
+
+/// Pids a kernel-log line names: `comm[pid]`, `pid=N`, `pid N`, `task comm:N`, `Killed process N`.
+fn pid_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r"(?i)(?:\[(\d+)\]|\bpid[=: ]\s*(\d+)|\btask [^\s:]+:(\d+)|\bkilled process (\d+))",
+        )
+        .expect("valid regex")
+    })
+}
+
+/// Remove the host's and other tenants' data from `incident` (see the module documentation).
+pub fn scrub(incident: &Incident) -> Scrubbed {
+    let mut out = incident.clone();
+    let mut summary = Summary::default();
+    let mut values = BTreeSet::new();
+    let own_pids = own_pids(incident);
+    let own_comm = incident.process.comm.clone();
+    let own_cgroup = incident.process.cgroup.clone().unwrap_or_default();
+
+    let hostname = std::mem::take(&mut out.host.hostname);
+    if !hostname.is_empty() {
+        summary.hostname = true;
+        values.insert(id_safe(&hostname));
+        values.insert(hostname);
+    }
+    let boot_id = std::mem::take(&mut out.host.boot_id);
+    let boot_id_raw = parse_uuid(&boot_id);
+    if !boot_id.is_empty() {
+        summary.boot_id = true;
+        values.insert(boot_id.replace('-', ""));
+        values.insert(boot_id);
+    }
+
+    let tasks = std::mem::take(&mut out.host_context.d_state_tasks);
+    for task in tasks {
+        if task.pid == incident.process.pid {
+            out.host_context.d_state_tasks.push(task);
+            continue;
+        }
+        summary.other_dstate_tasks += 1;
+        if task.comm != own_comm {
+            values.insert(task.comm);
+        }
+        if let Some(cgroup) = task.cgroup.filter(|c| *c != own_cgroup) {
+            values.insert(cgroup);
+        }
+    }
+
+    let mut dropped_lines = Vec::new();
+    let lines = std::mem::take(&mut out.kernel_log);
+    for line in lines {
+        if about_another_process(&line, &own_pids) {
+            summary.kernel_log_lines += 1;
+            dropped_lines.push(line.text);
+        } else {
+            out.kernel_log.push(line);
+        }
+    }
+
+    // GPU identifiers and nvidia-smi's process list, wherever text is stored.
+    let mut json = serde_json::to_value(&out).unwrap_or_default();
+    let mut gpu = BTreeSet::new();
+    collect_gpu_values(&json, &mut gpu, &mut summary);
+    summary.gpu_identifiers = gpu.len();
+    values.extend(gpu);
+    values.retain(|v| v.len() >= MIN_MASKED_LEN && *v != own_comm && *v != own_cgroup);
+    let mut values: Vec<String> = values.into_iter().collect();
+    values.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+
+    let id = public_id(&incident.id, incident.process.pid);
+    let mut scrubbed = Scrubbed {
+        incident: Incident::default(),
+        id: id.clone(),
+        summary,
+        values,
+        dropped_lines,
+        boot_id_raw,
+    };
+    scrubbed.mask_strings(&mut json);
+    let mut incident: Incident = serde_json::from_value(json).unwrap_or_else(|_| out.clone());
+    incident.id = id;
+    scrubbed.incident = incident;
+    scrubbed
+}
+
+impl Scrubbed {
+    /// Scrub a text: lines holding a dropped kernel-log line go, GPU identifiers and scrubbed values are masked.
+    pub fn text(&self, text: &str) -> String {
+        let mut kept = String::with_capacity(text.len());
+        for line in text.split_inclusive('\n') {
+            if self
+                .dropped_lines
+                .iter()
+                .any(|dropped| !dropped.is_empty() && line.contains(dropped.as_str()))
+            {
+                continue;
+            }
+            kept.push_str(line);
+        }
+        self.mask(&kept)
+    }
+
+    /// Scrub a file's bytes: UTF-8 text as [`Scrubbed::text`]; anything else byte for byte, every scrubbed
+    /// value (and the boot id's raw bytes) overwritten with as many `*`, so that binary layouts survive.
+    pub fn bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            return self.text(text).into_bytes();
+        }
+        let mut out = bytes.to_vec();
+        let mut needles: Vec<Vec<u8>> = self.values.iter().map(|v| v.as_bytes().to_vec()).collect();
+        needles.extend(self.boot_id_raw.map(|raw| raw.to_vec()));
+        for needle in needles.iter().filter(|n| !n.is_empty()) {
+            let mut at = 0;
+            while let Some(pos) = find(&out[at..], needle) {
+                let start = at + pos;
+                out[start..start + needle.len()].fill(b'*');
+                at = start + needle.len();
+            }
+        }
+        out
+    }
+
+    fn mask(&self, text: &str) -> String {
+        let mut text = smi_line_regex()
+            .replace_all(text, |c: &regex::Captures| format!("{}{MASK}", &c[1]))
+            .into_owned();
+        text = uuid_regex().replace_all(&text, MASK).into_owned();
+        for value in &self.values {
+            if text.contains(value.as_str()) {
+                text = text.replace(value.as_str(), MASK);
+            }
+        }
+        text
+    }
+
+    fn mask_strings(&self, value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(s) => {
+                let masked = self.mask(s);
+                if masked != *s {
+                    *s = masked;
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.mask_strings(v)),
+            serde_json::Value::Object(map) => map.values_mut().for_each(|v| self.mask_strings(v)),
+            _ => {}
+        }
+    }
+}
+
+/// The watched process's pid and every tid the incident names.
+fn own_pids(incident: &Incident) -> BTreeSet<u64> {
+    let mut pids = BTreeSet::new();
+    pids.insert(incident.process.pid as u64);
+    pids.extend(incident.process.nspid.iter().map(|p| *p as u64));
+    pids.extend(incident.wedged_threads.iter().map(|t| t.tid as u64));
+    for sample in &incident.samples {
+        pids.extend(sample.snapshot.threads.iter().map(|t| t.tid as u64));
+    }
+    for sample in &incident.history {
+        pids.extend(sample.threads.iter().map(|t| t.tid as u64));
+    }
+    pids
+}
+
+/// Whether a kernel-log line is about another process: classified so, or naming a pid that is not ours.
+fn about_another_process(line: &KernelLogLine, own: &BTreeSet<u64>) -> bool {
+    match line.relevance {
+        Some(Relevance::OtherProcess) => return true,
+        Some(Relevance::Target) => return false,
+        _ => {}
+    }
+    pid_regex().captures_iter(&line.text).any(|c| {
+        c.iter()
+            .skip(1)
+            .flatten()
+            .filter_map(|m| m.as_str().parse::<u64>().ok())
+            .any(|pid| !own.contains(&pid))
+    })
+}
+
+/// Collect UUIDs, serials and nvidia-smi process entries found in any string of `value`.
+fn collect_gpu_values(
+    value: &serde_json::Value,
+    out: &mut BTreeSet<String>,
+    summary: &mut Summary,
+) {
+    match value {
+        serde_json::Value::String(s) => {
+            out.extend(uuid_regex().find_iter(s).map(|m| m.as_str().to_string()));
+            for c in smi_line_regex().captures_iter(s) {
+                let key = c[1].trim().trim_end_matches(':').trim();
+                let value = c[2].trim().to_string();
+                match key {
+                    "Process ID" => summary.nvidia_smi_processes += 1,
+                    // A process name is not a GPU identifier; masked through the line, counted with its pid.
+                    "Name" => {}
+                    _ => {
+                        out.insert(value);
+                    }
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items
+            .iter()
+            .for_each(|v| collect_gpu_values(v, out, summary)),
+        serde_json::Value::Object(map) => map
+            .values()
+            .for_each(|v| collect_gpu_values(v, out, summary)),
+        _ => {}
+    }
+}
+
+/// The host name as [`crate::model::incident_id`] writes it into an id (`[A-Za-z0-9.-]`, others `_`).
+fn id_safe(host: &str) -> String {
+    host.chars()
+        .take(63)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `<time>-<host>-<pid>[-N]` → `<time>-scrubbed-<pid>`.
+fn public_id(id: &str, pid: i32) -> String {
+    let time = id
+        .split('-')
+        .next()
+        .filter(|t| !t.is_empty())
+        .unwrap_or("incident");
+    format!("{time}-scrubbed-{pid}")
+}
+
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` → its 16 bytes.
+fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::DStateTask;
+
+    fn planted() -> Incident {
+        let mut incident = Incident {
+            id: "20261202T113400Z-secret-host-42-4242".into(),
+            ..Incident::default()
+        };
+        incident.host.hostname = "secret-host-42".into();
+        incident.host.boot_id = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".into();
+        incident.process.pid = 4242;
+        incident.process.comm = "trainer".into();
+        incident.host_context.d_state_tasks = vec![
+            DStateTask {
+                pid: 4242,
+                tid: 4243,
+                comm: "trainer".into(),
+                wchan: None,
+                cgroup: Some("/own.slice".into()),
+            },
+            DStateTask {
+                pid: 777,
+                tid: 777,
+                comm: "tenant-daemon".into(),
+                wchan: None,
+                cgroup: Some("/kubepods/pod-tenant-secret".into()),
+            },
+        ];
+        incident.kernel_log = vec![
+            KernelLogLine {
+                text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=777, name=tenant-daemon".into(),
+                ..KernelLogLine::default()
+            },
+            KernelLogLine {
+                text: "NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, name=trainer".into(),
+                ..KernelLogLine::default()
+            },
+        ];
+        incident
+    }
+
+    #[test]
+    fn planted_values_are_gone_and_own_ones_stay() {
+        let s = scrub(&planted());
+        let json = serde_json::to_string(&s.incident).unwrap();
+        for gone in [
+            "secret-host-42",
+            "0f1e2d3c",
+            "tenant-daemon",
+            "pod-tenant-secret",
+            "pid=777",
+        ] {
+            assert!(!json.contains(gone), "{gone} in {json}");
+        }
+        assert!(json.contains("pid=4242, name=trainer"), "{json}");
+        assert_eq!(s.id, "20261202T113400Z-scrubbed-4242");
+        assert_eq!(s.summary.other_dstate_tasks, 1);
+        assert_eq!(s.summary.kernel_log_lines, 1);
+        assert!(s.summary.note().contains("1 kernel-log line about"));
+        let text = s.text(
+            "a secret-host-42 b\nNVRM: Xid (PCI:0000:3b:00): 79, pid=777, name=tenant-daemon\nc\n",
+        );
+        assert_eq!(text, "a [scrubbed] b\nc\n");
+    }
+
+    #[test]
+    fn gpu_identifiers_and_smi_processes_are_masked_and_binary_keeps_its_length() {
+        let mut incident = planted();
+        incident.probes.push(crate::model::Probe {
+            name: "nvidia-smi".into(),
+            output_excerpt: "    Product Name : NVIDIA H100\n    Serial Number : 1650923012345\n    GPU UUID : \
+                             GPU-12345678-abcd-ef01-2345-6789abcdef01\n        Process ID : 777\n            Name : \
+                             /opt/tenant/bin/secret\n"
+                .into(),
+            ..Default::default()
+        });
+        let s = scrub(&incident);
+        let json = serde_json::to_string(&s.incident).unwrap();
+        for gone in ["1650923012345", "GPU-12345678", "/opt/tenant", "777"] {
+            assert!(!json.contains(gone), "{gone} in {json}");
+        }
+        assert!(json.contains("NVIDIA H100"));
+        assert_eq!(s.summary.gpu_identifiers, 2);
+        assert_eq!(s.summary.nvidia_smi_processes, 1);
+        let mut ring = vec![0xffu8, 0, 1];
+        ring.extend(parse_uuid("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0").unwrap());
+        ring.extend(b"1650923012345\xff");
+        let out = s.bytes(&ring);
+        assert_eq!(out.len(), ring.len());
+        assert_eq!(&out[3..19], &[b'*'; 16]);
+        assert!(find(&out, b"1650923012345").is_none());
+    }
+}
