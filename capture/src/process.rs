@@ -283,8 +283,9 @@ pub fn snapshot_process(
     if !opts.all_threads && opts.only_tid.is_none() && crate::rm_lock::any_rm_lock_waiter(&threads)
     {
         for t in threads.iter_mut() {
-            if !t.gone && t.state != "D" && t.syscall.is_none() && !read_deep(root, pid, t, opts) {
-                t.gone = true;
+            if !t.gone && t.state != "D" && t.syscall.is_none() {
+                // A thread that vanishes now holds nothing; its stat (read above) stays the record of it.
+                read_deep(root, pid, t, opts);
             }
         }
     }
