@@ -20,6 +20,8 @@
 //! - [`nvidia`]: deep NVIDIA decode from generated tables: control commands (lock flags), classes, UVM
 //!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
 //! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
+//! - [`escape`]: the one escaping path for text others choose (comms, paths, log lines): control characters,
+//!   HTML, table pipes, backticks; used by [`render`], report.md (`reports::render`) and the agent's log.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
 //! - [`user_frame`]: a user pc located in `maps` text a sacrificial child read ([`RiskyFile::Maps`]).
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
@@ -37,6 +39,7 @@
 
 pub mod arch;
 pub mod error;
+pub mod escape;
 pub mod frozen_fs;
 pub mod ioctl;
 pub mod kmsg;
