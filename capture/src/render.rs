@@ -281,7 +281,10 @@ mod tests {
             if line.starts_with("```") {
                 fenced = !fenced;
             } else if !fenced {
-                assert!(!prose(line).contains('<'), "raw HTML reached the Markdown: {line}");
+                assert!(
+                    !prose(line).contains('<'),
+                    "raw HTML reached the Markdown: {line}"
+                );
             }
         }
         assert!(
@@ -297,9 +300,17 @@ mod tests {
         }
         // Code spans and fences stay closed: each line has an even number of single backticks.
         for line in md.lines().filter(|l| !l.starts_with("```")) {
-            assert_eq!(line.replace("\\`", "").matches('`').count() % 2, 0, "{line}");
+            assert_eq!(
+                line.replace("\\`", "").matches('`').count() % 2,
+                0,
+                "{line}"
+            );
         }
-        assert_eq!(md.matches("\n```\n").count(), 2 * HOSTILE_COMMS.len(), "{md}");
+        assert_eq!(
+            md.matches("\n```\n").count(),
+            2 * HOSTILE_COMMS.len(),
+            "{md}"
+        );
         assert!(md.contains("bad\u{fffd}\u{fffd}utf8"), "{md}");
         assert!(md.contains("&lt;img src=x onerror=alert(1)&gt;"), "{md}");
 

@@ -10,8 +10,10 @@
 //!   progress or a wedge under the 24 h floor; every removal returned with its reason.
 //! - [`redact`]: secrets in a captured command line or free text: a table of forms (flags, headers, URLs, short
 //!   password flags by command, token prefixes), run to its fixed point.
-//! - [`render`]: Markdown for a bug thread (≤ 65,536 characters), the one-line verdict, and control characters
-//!   escaped for terminals ([`render::escape_controls`]).
+//! - [`render`]: Markdown for a bug thread (≤ 65,536 characters; every limit in `render/budget.rs`), the
+//!   one-line verdict (`render/verdict.rs`, a function per clause), the head and the `<details>` sections as
+//!   tables of small functions. Text from the incident is escaped by `capture::escape`, the workspace's one
+//!   escaper (re-exported for terminals as [`render::escape_controls`]).
 //!
 //! This crate reads nothing from the kernel: host facts and snapshots are passed in by the caller.
 

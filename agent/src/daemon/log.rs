@@ -186,7 +186,10 @@ mod tests {
                     .to_string(),
                 _ => line,
             };
-            assert!(shown.contains("<img src=x onerror=alert(1)>|`x`\\x00\\e[2J"), "{shown:?}");
+            assert!(
+                shown.contains("<img src=x onerror=alert(1)>|`x`\\x00\\e[2J"),
+                "{shown:?}"
+            );
             assert!(shown.contains("bad\u{fffd}\\n<2>x.ring"), "{shown:?}");
         }
     }
