@@ -185,7 +185,7 @@ pub fn text(p: &ProcessSnapshot) -> String {
         out,
         "pid {} ({}): {} threads, {} in D",
         p.pid,
-        p.arch,
+        controls(&p.arch),
         p.threads.len(),
         d
     );

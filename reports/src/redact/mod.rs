@@ -33,6 +33,7 @@
 mod commands;
 mod inline;
 mod names;
+mod structured;
 mod tokens;
 mod words;
 
@@ -40,6 +41,7 @@ mod words;
 mod tests;
 
 use inline::inline;
+use structured::{redact_mappings, redact_pem};
 use words::{split_keeping_space, unquote, Words};
 
 /// What replaces a secret.
@@ -66,14 +68,33 @@ fn fixed_point<T: PartialEq>(first: T, pass: impl Fn(&T) -> T) -> T {
 pub fn redact_cmdline(args: &[String]) -> Vec<String> {
     let pass = |args: &Vec<String>| -> Vec<String> {
         let mut words = Words::new();
-        args.iter().map(|arg| words.arg(arg)).collect()
+        pem_in_args(args)
+            .iter()
+            .map(|arg| words.arg(&redact_mappings(arg)))
+            .collect()
     };
     fixed_point(pass(&args.to_vec()), pass)
 }
 
+/// PEM bodies hidden across arguments (an unquoted `$(cat key.pem)` gives one argument per word); the number of
+/// arguments stays.
+fn pem_in_args(args: &[String]) -> Vec<String> {
+    if !args.iter().any(|a| a.contains("-----BEGIN")) {
+        return args.to_vec();
+    }
+    if args.iter().any(|a| a.contains('\0')) {
+        // Not from /proc (an argument there never holds NUL): judged one by one.
+        return args.iter().map(|a| redact_pem(a).into_owned()).collect();
+    }
+    redact_pem(&args.join("\0"))
+        .split('\0')
+        .map(str::to_string)
+        .collect()
+}
+
 /// Redact free text (a URL, a shell command, a log line): judged word by word like a command line.
 pub fn redact_text(text: &str) -> String {
-    let pass = |text: &String| Words::new().arg(text);
+    let pass = |text: &String| Words::new().arg(&redact_mappings(&redact_pem(text)));
     fixed_point(pass(&text.to_string()), pass)
 }
 

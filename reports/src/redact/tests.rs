@@ -327,6 +327,34 @@ const MORE: &[Form] = &[
       &["sh", "-c", "echo ghp_[REDACTED] | gh auth login --with-token"], "16C7e42F292c"),
 ];
 
+/// The three forms issue 26 found leaking, and their relatives by the same rules: PEM blocks anywhere, secret keys
+/// of JSON/YAML in an argument, JVM options named for a secret.
+#[rustfmt::skip]
+const ISSUE_26: &[Form] = &[
+    f(&["app", "--tls", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nS3cr3tV4lue==\n-----END PRIVATE KEY-----"],
+      &["app", "--tls", "-----BEGIN PRIVATE KEY-----\n[REDACTED]\n-----END PRIVATE KEY-----"], "S3cr3tV4lue"),
+    f(&["app", "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE S3cr3tV4lue"],
+      &["app", "-----BEGIN OPENSSH PRIVATE KEY----- [REDACTED]"], "S3cr3tV4lue"),
+    f(&["app", "-----BEGIN", "RSA", "PRIVATE", "KEY-----", "MIIEowIBAAKCAQEA", "S3cr3tV4lue", "-----END", "RSA", "PRIVATE", "KEY-----", "--v"],
+      &["app", "-----BEGIN", "RSA", "PRIVATE", "KEY-----", "[REDACTED]", "[REDACTED]", "-----END", "RSA", "PRIVATE", "KEY-----", "--v"], "S3cr3tV4lue"),
+    f(&["app", "--config", r#"{"token": "S3cr3tV4lue", "model": "llama"}"#],
+      &["app", "--config", r#"{"token": "[REDACTED]", "model": "llama"}"#], "S3cr3tV4lue"),
+    f(&["app", r#"{"db":{"user":"u","password":"S3cr3tV4lue"}}"#],
+      &["app", r#"{"db":{"user":"u","password":"[REDACTED]"}}"#], "S3cr3tV4lue"),
+    f(&["helm", "install", "x", "--set-json", r#"db={"apiKey":"S3cr3tV4lue"}"#],
+      &["helm", "install", "x", "--set-json", r#"db={"apiKey":"[REDACTED]"}"#], "S3cr3tV4lue"),
+    f(&["app", "--values", "db:\n  client_secret: S3cr3tV4lue\n  user: bob"],
+      &["app", "--values", "db:\n  client_secret: [REDACTED]\n  user: bob"], "S3cr3tV4lue"),
+    f(&["sh", "-c", r#"curl -d '{"password":"S3cr3tV4lue"}' https://x"#],
+      &["sh", "-c", r#"curl -d '{"password":"[REDACTED]"}' https://x"#], "S3cr3tV4lue"),
+    f(&["java", "-Xpassword", "S3cr3tV4lue", "-jar", "app.jar"],
+      &["java", "-Xpassword", "[REDACTED]", "-jar", "app.jar"], "S3cr3tV4lue"),
+    f(&["java", "-Xpassword:S3cr3tV4lue", "-XX:KeyStorePassword=S3cr3tV4lue", "-Dkey=S3cr3tV4lue", "Main"],
+      &["java", "-Xpassword:[REDACTED]", "-XX:KeyStorePassword=[REDACTED]", "-Dkey=[REDACTED]", "Main"], "S3cr3tV4lue"),
+    f(&["java", "-XapiToken", "S3cr3tV4lue", "-Dtrust.store.password", "S3cr3tV4lue"],
+      &["java", "-XapiToken", "[REDACTED]", "-Dtrust.store.password", "[REDACTED]"], "S3cr3tV4lue"),
+];
+
 fn check(forms: &[Form]) {
     for form in forms {
         let got = r(form.args);
@@ -356,6 +384,41 @@ fn the_twenty_forms_that_leaked_are_hidden() {
 fn the_forms_hidden_before_stay_hidden() {
     assert_eq!(HIDDEN_BEFORE.len(), 20);
     check(HIDDEN_BEFORE);
+}
+
+#[test]
+fn pem_blocks_json_yaml_secrets_and_jvm_options_are_hidden() {
+    check(ISSUE_26);
+    // What the same rules leave alone.
+    let harmless: &[&[&str]] = &[
+        &[
+            "java",
+            "-Xmx4g",
+            "-Xss512k",
+            "-XX:+UseG1GC",
+            "-XX:MaxRAMPercentage=75",
+            "-Xlog:gc",
+            "Main",
+        ],
+        &[
+            "java",
+            "-Dfile.encoding=UTF-8",
+            "-Duser.timezone=UTC",
+            "-XpasswordFile",
+            "/etc/pw",
+        ],
+        &[
+            "app",
+            "--config",
+            r#"{"model": "llama", "max_tokens": 64, "tokenizer": "t"}"#,
+        ],
+        &["app", "--cert", "-----BEGIN CERTIFICATE-----"],
+        &["curl", "-X", "POST", "-D", "-", "https://x"],
+        &["ssh", "-D", "1080", "host"],
+    ];
+    for args in harmless {
+        assert_eq!(r(args), *args);
+    }
 }
 
 #[test]
@@ -615,6 +678,18 @@ fn redaction_is_idempotent_and_total_on_odd_text() {
         "Authorization: Bearer",
         "key: key:",
         "x::?sig=x:x?:x",
+        // The structured forms, cut anywhere.
+        "-----BEGIN",
+        "-----BEGIN X-----",
+        "-----BEGIN X-----y",
+        "-----END X-----",
+        "{\"token\":",
+        "{\"token\": \"",
+        "{token: [",
+        "a:\n  key: ",
+        "-Xpassword",
+        "-XX:",
+        "-Dkey=",
     ];
     for a in odd {
         for b in odd {

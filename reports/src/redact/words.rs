@@ -156,6 +156,9 @@ impl Words {
 
     /// `-x`, `-xVALUE`, `-name`, `-name=value` (the part after `-`, not empty).
     fn short_flag(&mut self, short: &str) -> String {
+        if let Some(judged) = self.jvm_option(short) {
+            return judged;
+        }
         if let Some((name, _)) = short.split_once('=') {
             if is_secret_name(name) {
                 return format!("-{name}={REDACTED}");
@@ -206,6 +209,36 @@ impl Words {
             return format!("-p{REDACTED}");
         }
         format!("-{}", inline(short))
+    }
+}
+
+impl Words {
+    /// `-Xpassword V`, `-Xpassword:V`, `-XX:KeyStorePassword=V`, `-Dkey=V`: Java and JVM options put a namespace
+    /// (`-X`, `-XX:`, `-D`) before the option's name, which is judged like a flag's name: a value attached
+    /// after `=` or `:` is hidden when the name is secret-looking, the next argument when the name ends with a
+    /// secret word. None when `short` is not such an option or the name is harmless (`-Xmx4g`, `-XX:+UseG1GC`).
+    fn jvm_option(&mut self, short: &str) -> Option<String> {
+        let (prefix, rest) = match short.strip_prefix("XX:") {
+            Some(rest) => ("XX:", rest),
+            None => {
+                let rest = short.strip_prefix(['X', 'D'])?;
+                (&short[..1], rest)
+            }
+        };
+        // `-XX:+Flag`, `-XX:-Flag` are switches; `-X`, `-D 1080` (ssh) no namespaced name.
+        if !rest.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return None;
+        }
+        if let Some(at) = rest.find(['=', ':']) {
+            let (name, separator) = (&rest[..at], &rest[at..=at]);
+            return is_secret_name(name).then(|| format!("-{prefix}{name}{separator}{REDACTED}"));
+        }
+        let last_word = split_words(rest).pop()?;
+        if is_variable_name(rest) && is_secret_name(&last_word) && !is_switch(rest) {
+            self.pending = Pending::Value;
+            return Some(format!("-{short}"));
+        }
+        None
     }
 }
 
