@@ -26,6 +26,16 @@ pub(super) const MAX_HIGHLIGHT_CHARS: usize = 300;
 pub(super) const MAX_TIDS_LISTED: usize = 16;
 /// At most this many tids named after the thread tables that were shown.
 pub(super) const MAX_MORE_TIDS: usize = 64;
+/// Syscall arguments shown in a thread table.
+pub(super) const MAX_SYSCALL_ARGS_SHOWN: usize = 3;
+/// NSpid levels shown.
+pub(super) const MAX_NSPID_SHOWN: usize = 8;
+/// Flagged kernel log lines in the head (schema 1): the first and the last ones.
+pub(super) const HIGHLIGHTS_FIRST_LAST: (usize, usize) = (4, 4);
+/// Kernel log lines in the head (schema 2) about the wedged process and the driver: the first and the last ones.
+pub(super) const OURS_FIRST_LAST: (usize, usize) = (4, 6);
+/// Kernel log lines in the head (schema 2) about other processes: the first and the last ones.
+pub(super) const OTHERS_FIRST_LAST: (usize, usize) = (2, 4);
 /// At most this many lines of one probe's output.
 pub(super) const MAX_PROBE_OUTPUT_LINES: usize = 200;
 

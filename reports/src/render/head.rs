@@ -5,11 +5,14 @@ use std::fmt::Write as _;
 
 use capture::escape;
 
-use super::budget::{clip, MAX_HIGHLIGHT_CHARS, MAX_TIMELINE, MAX_VERDICT_CHARS};
+use super::budget::{
+    clip, HIGHLIGHTS_FIRST_LAST, MAX_HIGHLIGHT_CHARS, MAX_NSPID_SHOWN, MAX_TIMELINE,
+    MAX_VERDICT_CHARS, OTHERS_FIRST_LAST, OURS_FIRST_LAST,
+};
 use super::text::{cell, code_cell, fenced_line, secs, tick_safe, time_text};
 use super::threads::thread_tables;
-use super::verdict::verdict;
 use crate::model::{EpisodeStatus, Incident, KernelLogFlags, KernelLogLine, Relevance, Trigger};
+use crate::verdict::verdict;
 
 /// The head's parts, in order.
 pub(super) const HEAD: &[fn(&Incident, &mut String)] = &[
@@ -100,7 +103,12 @@ fn process_table(incident: &Incident, out: &mut String) {
     writeln!(out, "### Process\n\n| | |\n|---|---|").unwrap();
     writeln!(out, "| pid | {} |", p.pid).unwrap();
     if !p.nspid.is_empty() {
-        let chain: Vec<String> = p.nspid.iter().take(8).map(i32::to_string).collect();
+        let chain: Vec<String> = p
+            .nspid
+            .iter()
+            .take(MAX_NSPID_SHOWN)
+            .map(i32::to_string)
+            .collect();
         writeln!(out, "| NSpid | {} |", chain.join(" → ")).unwrap();
     }
     if !p.comm.is_empty() {
@@ -152,8 +160,8 @@ fn kernel_log_highlights(incident: &Incident, out: &mut String) {
         kernel_log_by_relevance(incident, out);
         return;
     }
-    const FIRST: usize = 4;
-    const LAST: usize = 4;
+    const FIRST: usize = HIGHLIGHTS_FIRST_LAST.0;
+    const LAST: usize = HIGHLIGHTS_FIRST_LAST.1;
     let flagged: Vec<_> = incident
         .kernel_log
         .iter()
@@ -244,8 +252,8 @@ fn kernel_log_by_relevance(incident: &Incident, out: &mut String) {
             ours.len()
         ),
         &ours,
-        4,
-        6,
+        OURS_FIRST_LAST.0,
+        OURS_FIRST_LAST.1,
     );
     block(
         format!(
@@ -253,8 +261,8 @@ fn kernel_log_by_relevance(incident: &Incident, out: &mut String) {
             others.len()
         ),
         &others,
-        2,
-        4,
+        OTHERS_FIRST_LAST.0,
+        OTHERS_FIRST_LAST.1,
     );
 }
 

@@ -7,7 +7,7 @@
 //! incident (no clock read), so the output is reproducible.
 //!
 //! Map:
-//! - [`verdict`](fn@verdict) (`verdict.rs`): the one-line verdict, one function per clause.
+//! - the verdict is its own module, [`crate::verdict`] (one function per clause), re-exported here.
 //! - `head.rs`: the head's parts as a table of functions (verdict line, facts, thread tables in `threads.rs`,
 //!   process, timeline, kernel log highlights).
 //! - `sections.rs`: the `<details>` sections as a table of functions; `section.rs` renders one block.
@@ -19,18 +19,17 @@ mod budget;
 mod head;
 mod section;
 mod sections;
-mod text;
+pub(crate) mod text;
 mod threads;
-mod verdict;
 
 #[cfg(test)]
 mod tests;
 
+pub use crate::verdict::verdict;
 pub use budget::MAX_MARKDOWN_CHARS;
 /// Text safe to print to a terminal (`report list`, kernel-log.txt): the workspace's one escaper, re-exported.
 pub use capture::escape::controls as escape_controls;
 pub use text::{bytes, call_text, duration};
-pub use verdict::verdict;
 
 use budget::{clip, enforce_cap, fit, NOTE_RESERVE};
 use section::Section;

@@ -9,10 +9,10 @@ use super::budget::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
 use super::head::kmsg_line;
 use super::section::{Keep, Section};
 use super::text::{call_text, duration, frame_text, label, opt, time_text};
-use super::verdict::{fate_text, in_flight_age, judged_threads, sample_monotonic};
 use crate::model::{
     Incident, KernelLogLine, ProbeOutcome, Record, RecordKind, Relevance, RingExcerpt,
 };
+use crate::verdict::{fate_text, in_flight_age, judged_threads, sample_monotonic};
 
 /// The sections, in order.
 pub(super) const SECTIONS: &[fn(&Incident) -> Section] = &[

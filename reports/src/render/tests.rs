@@ -3,8 +3,8 @@
 use capture::ThreadSnapshot;
 
 use super::text::{cell, code_cell, fenced_line, tick_safe};
-use super::verdict::where_blocked;
 use super::*;
+use crate::verdict::where_blocked;
 
 #[test]
 fn units() {

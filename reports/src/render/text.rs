@@ -9,27 +9,27 @@ use super::budget::{clip, MAX_CELL_CHARS, MAX_CODE_CHARS, MAX_LINE};
 use crate::model::{Args, Timestamp};
 
 /// Text that goes inside single backticks: no backticks, no newlines, no control characters, bounded.
-pub(super) fn tick_safe(s: &str) -> String {
+pub(crate) fn tick_safe(s: &str) -> String {
     escape::code_span(&clip(s, MAX_CODE_CHARS))
 }
 
 /// Text for a Markdown table cell or HTML summary: HTML-escaped, pipes and backticks escaped, one line, bounded.
-pub(super) fn cell(s: &str) -> String {
+pub(crate) fn cell(s: &str) -> String {
     escape::cell(&clip(s, MAX_CELL_CHARS))
 }
 
 /// A code span in a table cell.
-pub(super) fn code_cell(s: &str) -> String {
+pub(crate) fn code_cell(s: &str) -> String {
     escape::code_cell(&clip(s, MAX_CODE_CHARS))
 }
 
 /// One line inside a fenced block: bounded, and unable to close the fence.
-pub(super) fn fenced_line(s: &str) -> String {
+pub(crate) fn fenced_line(s: &str) -> String {
     // Clip first: lines can be megabytes long.
     escape::fence_line(&clip(s, MAX_LINE)).into_owned()
 }
 
-pub(super) fn time_text(t: &Timestamp) -> String {
+pub(crate) fn time_text(t: &Timestamp) -> String {
     match (t.wall, t.monotonic_ns) {
         (Some(w), _) => w.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
         (None, Some(m)) => format!("monotonic {:.3} s", m as f64 / 1e9),
@@ -92,7 +92,7 @@ pub fn duration(ns: u64) -> String {
     secs(ns as f64 / 1e9)
 }
 
-pub(super) fn secs(s: f64) -> String {
+pub(crate) fn secs(s: f64) -> String {
     if !s.is_finite() || s < 0.0 {
         return "? s".to_string();
     }
@@ -106,7 +106,7 @@ pub(super) fn secs(s: f64) -> String {
     }
 }
 
-pub(super) fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
     } else {
@@ -114,7 +114,7 @@ pub(super) fn plural(n: usize) -> &'static str {
     }
 }
 
-pub(super) fn label(l: &str) -> String {
+pub(crate) fn label(l: &str) -> String {
     if l.is_empty() {
         String::new()
     } else {
@@ -122,11 +122,11 @@ pub(super) fn label(l: &str) -> String {
     }
 }
 
-pub(super) fn opt(v: Option<u64>) -> String {
+pub(crate) fn opt(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
 }
 
-pub(super) fn frame_text(f: &capture::StackFrame) -> String {
+pub(crate) fn frame_text(f: &capture::StackFrame) -> String {
     let mut s = format!("{}+{:#x}/{:#x}", f.function, f.offset, f.size);
     if let Some(m) = &f.module {
         write!(s, " [{m}]").unwrap();

@@ -5,13 +5,13 @@ use std::fmt::Write as _;
 
 use capture::{SyscallInfo, ThreadSnapshot};
 
-use super::budget::{MAX_MORE_TIDS, MAX_THREAD_TABLES, MAX_TIDS_LISTED};
+use super::budget::{MAX_MORE_TIDS, MAX_SYSCALL_ARGS_SHOWN, MAX_THREAD_TABLES, MAX_TIDS_LISTED};
 use super::text::{call_text, cell, code_cell, duration, frame_text, time_text};
-use super::verdict::{
+use crate::model::{Incident, WedgedThread};
+use crate::verdict::{
     breadcrumb_clause, d_for_ns, fate_text, in_flight_of, judged_threads, primary_thread,
     sample_monotonic, waiting_behind,
 };
-use crate::model::{Incident, WedgedThread};
 
 pub(super) fn thread_tables(incident: &Incident, out: &mut String) {
     let judged = judged_threads(incident);
@@ -273,7 +273,11 @@ fn syscall_text(t: &ThreadSnapshot) -> String {
                 return "blocked outside a syscall (nr -1)".into();
             }
             let name = name.clone().unwrap_or_else(|| "?".into());
-            let shown: Vec<&str> = args.iter().take(3).map(String::as_str).collect();
+            let shown: Vec<&str> = args
+                .iter()
+                .take(MAX_SYSCALL_ARGS_SHOWN)
+                .map(String::as_str)
+                .collect();
             let mut text = format!(
                 "{} ({nr}) args {}",
                 code_cell(&name),

@@ -9,10 +9,10 @@ use std::fmt::Write as _;
 
 use capture::{SyscallInfo, ThreadSnapshot};
 
-use super::text::{call_text, duration, plural, secs, tick_safe, time_text};
 use crate::model::{
     EpisodeStatus, InFlight, Incident, RecordKind, Sample, ThreadFate, WedgedThread,
 };
+use crate::render::text::{call_text, duration, plural, secs, tick_safe, time_text};
 
 /// The one-line verdict: which thread, in which call, for how long, and the last breadcrumb.
 ///
@@ -52,18 +52,18 @@ fn join(clauses: impl Iterator<Item = String>) -> String {
 
 /// A schema-2 incident as judged at detection: the thread to read first (longest in D, not waiting behind
 /// another) and its evidence. None for older incidents (no evidence as of detection).
-pub(super) struct Judged<'a> {
-    pub(super) incident: &'a Incident,
-    pub(super) wedged: &'a WedgedThread,
-    pub(super) thread: &'a ThreadSnapshot,
+struct Judged<'a> {
+    incident: &'a Incident,
+    wedged: &'a WedgedThread,
+    thread: &'a ThreadSnapshot,
     /// Every judged thread with its evidence, the one read first first.
-    pub(super) all: Vec<(&'a WedgedThread, &'a ThreadSnapshot)>,
+    all: Vec<(&'a WedgedThread, &'a ThreadSnapshot)>,
     /// Tids of the threads that wait behind the first one.
-    pub(super) waiters: Vec<i32>,
+    waiters: Vec<i32>,
 }
 
 impl<'a> Judged<'a> {
-    pub(super) fn of(incident: &'a Incident) -> Option<Judged<'a>> {
+    fn of(incident: &'a Incident) -> Option<Judged<'a>> {
         let all = judged_threads(incident);
         let (wedged, thread) = *all.first()?;
         Some(Judged {
@@ -85,7 +85,7 @@ impl<'a> Judged<'a> {
 }
 
 /// The verdict of a schema-2 incident, clause by clause.
-pub(super) const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
+const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
     judged_thread_clause,
     judged_breadcrumb_clause,
     waiters_clause,
@@ -158,7 +158,7 @@ fn outcome_clause(j: &Judged) -> Option<String> {
 }
 
 /// An older incident seen through its latest sample: the D thread to read first.
-pub(super) struct Sampled<'a> {
+struct Sampled<'a> {
     incident: &'a Incident,
     now_ns: Option<u64>,
     primary: &'a ThreadSnapshot,
@@ -184,7 +184,7 @@ impl<'a> Sampled<'a> {
 }
 
 /// The verdict from the latest sample, clause by clause.
-pub(super) const SAMPLE_CLAUSES: &[fn(&Sampled) -> Option<String>] = &[
+const SAMPLE_CLAUSES: &[fn(&Sampled) -> Option<String>] = &[
     sampled_thread_clause,
     sampled_breadcrumb_clause,
     more_in_d_clause,
@@ -220,7 +220,7 @@ fn breadcrumb_or_no_ring(incident: &Incident, tid: i32, now_ns: Option<u64>) -> 
 
 /// Threads judged wedged with their evidence as of detection, the one to read first first: longest in D,
 /// then the main thread, then the lowest tid.
-pub(super) fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &ThreadSnapshot)> {
+pub(crate) fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &ThreadSnapshot)> {
     let mut judged: Vec<(&WedgedThread, &ThreadSnapshot)> = incident
         .wedged_threads
         .iter()
@@ -239,7 +239,7 @@ pub(super) fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &Thread
 }
 
 /// Tids of the threads that wait behind `tid` (`blocked_behind`), as judged at detection or in the latest sample.
-pub(super) fn waiting_behind(incident: &Incident, tid: i32) -> Vec<i32> {
+pub(crate) fn waiting_behind(incident: &Incident, tid: i32) -> Vec<i32> {
     let mut tids: Vec<i32> = incident
         .wedged_threads
         .iter()
@@ -259,7 +259,7 @@ pub(super) fn waiting_behind(incident: &Incident, tid: i32) -> Vec<i32> {
 }
 
 /// What the thread others wait behind is doing, in words: "page fault on a frozen filesystem".
-pub(super) fn holder_text(t: &ThreadSnapshot) -> String {
+fn holder_text(t: &ThreadSnapshot) -> String {
     match t.site.as_deref() {
         Some(site) if site.starts_with("page fault") && site.contains("filesystem freeze") => {
             "page fault on a frozen filesystem".to_string()
@@ -271,7 +271,7 @@ pub(super) fn holder_text(t: &ThreadSnapshot) -> String {
 
 /// The latest moment the incident knows about (monotonic): its newest sample, detection, resolution or the
 /// watcher's exit.
-pub(super) fn last_look_ns(incident: &Incident) -> Option<u64> {
+fn last_look_ns(incident: &Incident) -> Option<u64> {
     let e = &incident.episode;
     incident
         .latest_sample()
@@ -289,7 +289,7 @@ pub(super) fn last_look_ns(incident: &Incident) -> Option<u64> {
 }
 
 /// How long a judged thread was (or has been, so far) in D.
-pub(super) fn in_d_ns(incident: &Incident, w: &WedgedThread) -> Option<u64> {
+fn in_d_ns(incident: &Incident, w: &WedgedThread) -> Option<u64> {
     if let Some(s) = w.in_d_s.filter(|s| s.is_finite() && *s >= 0.0) {
         return Some((s * 1e9) as u64);
     }
@@ -297,7 +297,7 @@ pub(super) fn in_d_ns(incident: &Incident, w: &WedgedThread) -> Option<u64> {
 }
 
 /// A judged thread's fate in words.
-pub(super) fn fate_text(incident: &Incident, w: &WedgedThread) -> String {
+pub(crate) fn fate_text(incident: &Incident, w: &WedgedThread) -> String {
     let how_long = in_d_ns(incident, w)
         .map(duration)
         .unwrap_or_else(|| "? s".into());
@@ -318,7 +318,7 @@ pub(super) fn fate_text(incident: &Incident, w: &WedgedThread) -> String {
 }
 
 /// ` in ioctl `X` on /dev/…`, ` in syscall `write` at `wchan``, or ` at `wchan``.
-pub(super) fn where_blocked(t: &ThreadSnapshot) -> String {
+pub(crate) fn where_blocked(t: &ThreadSnapshot) -> String {
     if let Some(ioctl) = &t.ioctl {
         let name = ioctl.name.clone().unwrap_or_else(|| ioctl.request.clone());
         let dev = ioctl
@@ -362,7 +362,7 @@ pub(super) fn where_blocked(t: &ThreadSnapshot) -> String {
     out
 }
 
-pub(super) fn breadcrumb_clause(
+pub(crate) fn breadcrumb_clause(
     incident: &Incident,
     tid: i32,
     now_ns: Option<u64>,
@@ -412,7 +412,7 @@ pub(super) fn breadcrumb_clause(
 }
 
 /// The call in flight on thread `tid` in any ring of the process.
-pub(super) fn in_flight_of(incident: &Incident, tid: i32) -> Option<&InFlight> {
+pub(crate) fn in_flight_of(incident: &Incident, tid: i32) -> Option<&InFlight> {
     incident
         .ring
         .iter()
@@ -421,13 +421,13 @@ pub(super) fn in_flight_of(incident: &Incident, tid: i32) -> Option<&InFlight> {
         .find(|f| i64::from(f.tid) == i64::from(tid))
 }
 
-pub(super) fn in_flight_age(f: &InFlight, now_ns: Option<u64>) -> Option<u64> {
+pub(crate) fn in_flight_age(f: &InFlight, now_ns: Option<u64>) -> Option<u64> {
     f.age_ns
         .or_else(|| now_ns?.checked_sub(f.entered_monotonic_ns))
 }
 
 /// The thread a reader should look at first: longest in D, then the main thread, then the lowest tid.
-pub(super) fn primary_thread<'a>(
+pub(crate) fn primary_thread<'a>(
     incident: &Incident,
     d: &[&'a ThreadSnapshot],
     now_ns: Option<u64>,
@@ -441,7 +441,7 @@ pub(super) fn primary_thread<'a>(
     })
 }
 
-pub(super) fn d_for_ns(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Option<u64> {
+pub(crate) fn d_for_ns(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Option<u64> {
     let since = incident
         .wedged_threads
         .iter()
@@ -451,7 +451,7 @@ pub(super) fn d_for_ns(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Op
     now_ns?.checked_sub(since)
 }
 
-pub(super) fn sample_monotonic(sample: &Sample) -> Option<u64> {
+pub(crate) fn sample_monotonic(sample: &Sample) -> Option<u64> {
     sample
         .taken_at
         .monotonic_ns
