@@ -21,6 +21,8 @@
 //!   the RM escape structs read at a wedged ioctl's pointer; re-exported here under those names.
 //! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
 //! - [`rm_lock`]: who likely holds the NVIDIA RM API / GPU lock that threads in D wait for.
+//! - [`escape`]: the one escaping path for text others choose (comms, paths, log lines): control characters,
+//!   HTML, table pipes, backticks; used by [`render`], report.md (`reports::render`) and the agent's log.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
 //! - [`user_frame`]: a user pc located in `maps` text a sacrificial child read ([`RiskyFile::Maps`]).
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
@@ -38,6 +40,7 @@
 
 pub mod decode;
 pub mod error;
+pub mod escape;
 pub mod frozen_fs;
 pub mod kmsg;
 mod netlink;

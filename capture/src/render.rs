@@ -3,23 +3,18 @@
 //! Markdown layout: a title with the D-thread count, one summary line per D thread (the site and
 //! the decoded ioctl), a table of all threads, then per deep-read thread its wchan, syscall, ioctl
 //! and stack in a code block.
+//!
+//! Comms, wchans, sites, notes and fd targets come from the target (a comm is whatever the process
+//! names itself): every one goes through [`crate::escape`] for its context, in Markdown and in text.
 
 use std::fmt::Write;
 
+use crate::escape::{self, cell, controls, inline};
 use crate::snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};
 
-/// A table cell: no pipes or newlines.
-pub fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
-
-/// An inline code span that survives backticks in the text.
-pub fn code(s: &str) -> String {
-    if s.contains('`') {
-        format!("`` {} ``", s.replace('\n', " "))
-    } else {
-        format!("`{}`", s.replace('\n', " "))
-    }
+/// An inline code span (see [`escape::code_span`]).
+fn code(s: &str) -> String {
+    format!("`{}`", escape::code_span(s))
 }
 
 pub fn syscall_line(s: &SyscallInfo) -> String {
@@ -74,9 +69,9 @@ pub fn stack_text(frames: &[StackFrame]) -> String {
 }
 
 fn summary(t: &ThreadSnapshot) -> String {
-    let mut s = format!("tid {} {} — {}", t.tid, code(&t.comm), t.state);
+    let mut s = format!("tid {} {} — {}", t.tid, code(&t.comm), inline(&t.state));
     if let Some(site) = &t.site {
-        let _ = write!(s, " · {site}");
+        let _ = write!(s, " · {}", inline(site));
     } else if let Some(w) = &t.wchan {
         let _ = write!(s, " · in {}", code(w));
     }
@@ -112,7 +107,7 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
         out.push('\n');
     }
     for n in &p.notes {
-        let _ = writeln!(out, "> note: {}", n.replace('\n', " "));
+        let _ = writeln!(out, "> note: {}", inline(n));
     }
     if !p.notes.is_empty() {
         out.push('\n');
@@ -127,17 +122,13 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
             },
             None => String::new(),
         };
-        let state = if t.gone {
-            "gone".to_string()
-        } else {
-            t.state.clone()
-        };
+        let state = if t.gone { "gone" } else { t.state.as_str() };
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} |",
             t.tid,
             cell(&t.comm),
-            state,
+            cell(state),
             cell(t.wchan.as_deref().unwrap_or("")),
             cell(&syscall),
             cell(t.site.as_deref().unwrap_or(""))
@@ -146,9 +137,15 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
     for t in p.threads.iter().filter(|t| {
         t.syscall.is_some() || !t.stack.is_empty() || t.wchan.is_some() || !t.notes.is_empty()
     }) {
-        let _ = writeln!(out, "\n## tid {} {} ({})\n", t.tid, code(&t.comm), t.state);
+        let _ = writeln!(
+            out,
+            "\n## tid {} {} ({})\n",
+            t.tid,
+            code(&t.comm),
+            inline(&t.state)
+        );
         if let Some(site) = &t.site {
-            let _ = writeln!(out, "- site: **{}**", site);
+            let _ = writeln!(out, "- site: **{}**", inline(site));
         }
         if let Some(w) = &t.wchan {
             let _ = writeln!(out, "- wchan: {}", code(w));
@@ -159,23 +156,28 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
         if let Some(i) = &t.ioctl {
             let _ = writeln!(out, "- ioctl: {}", code(&ioctl_line(i)));
             if let Some(n) = &i.note {
-                let _ = writeln!(out, "  - {}", n);
+                let _ = writeln!(out, "  - {}", inline(n));
             }
         }
         if let (Some(v), Some(n)) = (t.voluntary_ctxt_switches, t.nonvoluntary_ctxt_switches) {
             let _ = writeln!(out, "- context switches: {v} voluntary, {n} involuntary");
         }
         for n in &t.notes {
-            let _ = writeln!(out, "- note: {n}");
+            let _ = writeln!(out, "- note: {}", inline(n));
         }
         if !t.stack.is_empty() {
-            let _ = write!(out, "\n```\n{}```\n", stack_text(&t.stack));
+            out.push_str("\n```\n");
+            for line in stack_text(&t.stack).lines() {
+                let _ = writeln!(out, "{}", escape::fence_line(line));
+            }
+            out.push_str("```\n");
         }
     }
     out
 }
 
-/// Plain text, one block per thread that was read in depth, one line for the others.
+/// Plain text, one block per thread that was read in depth, one line for the others; every string from the
+/// target through [`controls`], so a comm cannot drive the terminal.
 pub fn text(p: &ProcessSnapshot) -> String {
     let mut out = String::new();
     let d = p.threads.iter().filter(|t| t.state == "D").count();
@@ -183,12 +185,12 @@ pub fn text(p: &ProcessSnapshot) -> String {
         out,
         "pid {} ({}): {} threads, {} in D",
         p.pid,
-        p.arch,
+        controls(&p.arch),
         p.threads.len(),
         d
     );
     for n in &p.notes {
-        let _ = writeln!(out, "note: {n}");
+        let _ = writeln!(out, "note: {}", controls(n));
     }
     for t in &p.threads {
         let state = if t.gone { "gone" } else { t.state.as_str() };
@@ -196,24 +198,24 @@ pub fn text(p: &ProcessSnapshot) -> String {
             out,
             "{:>8} {:<16} {} {}",
             t.tid,
-            t.comm,
-            state,
-            t.site.as_deref().unwrap_or("")
+            controls(&t.comm),
+            controls(state),
+            controls(t.site.as_deref().unwrap_or(""))
         );
         if let Some(w) = &t.wchan {
-            let _ = writeln!(out, "         wchan   {w}");
+            let _ = writeln!(out, "         wchan   {}", controls(w));
         }
         if let Some(s) = &t.syscall {
-            let _ = writeln!(out, "         syscall {}", syscall_line(s));
+            let _ = writeln!(out, "         syscall {}", controls(&syscall_line(s)));
         }
         if let Some(i) = &t.ioctl {
-            let _ = writeln!(out, "         ioctl   {}", ioctl_line(i));
+            let _ = writeln!(out, "         ioctl   {}", controls(&ioctl_line(i)));
         }
         for n in &t.notes {
-            let _ = writeln!(out, "         note    {n}");
+            let _ = writeln!(out, "         note    {}", controls(n));
         }
         for line in stack_text(&t.stack).lines() {
-            let _ = writeln!(out, "           {line}");
+            let _ = writeln!(out, "           {}", controls(line));
         }
     }
     out
@@ -223,10 +225,111 @@ pub fn text(p: &ProcessSnapshot) -> String {
 mod tests {
     use super::*;
 
+    /// Comms a process can give itself (prctl(PR_SET_NAME) takes any bytes but NUL; a recorded tree, any bytes).
+    const HOSTILE_COMMS: &[&[u8]] = &[
+        b"<img src=x onerror=alert(1)>",
+        b"\x1b]0;pwned\x07\x1b[2J",
+        b"two\nlines\r\n| forged | row |",
+        b"tick`s```fence",
+        b"nul\0byte",
+        b"bad\xff\xfeutf8",
+        "bidi\u{202e}txt.exe".as_bytes(),
+    ];
+
+    /// A snapshot read through the real parsers from a fake tree whose thread comms (and the D threads' wchan
+    /// and stack) are hostile.
+    fn hostile_snapshot() -> ProcessSnapshot {
+        let tree = crate::testing::FakeProc::new();
+        tree.process(300);
+        for (i, comm) in HOSTILE_COMMS.iter().enumerate() {
+            let tid = 301 + i as i32;
+            tree.task(300, tid)
+                .comm("COMM")
+                .state('D')
+                .wchan("<script>x</script>")
+                .syscall("running")
+                .stack("[<0>] evil<b>+0x1/0x2 [m`|```]\n");
+            // The stat line as the builder wrote it, with the comm's raw bytes in place.
+            let stat = tree.path().join(format!("300/task/{tid}/stat"));
+            let line = std::fs::read(&stat).unwrap();
+            let at = line.windows(4).position(|w| w == b"COMM").unwrap();
+            let mut raw = line[..at].to_vec();
+            raw.extend_from_slice(comm);
+            raw.extend_from_slice(&line[at + 4..]);
+            std::fs::write(&stat, raw).unwrap();
+        }
+        let opts = crate::SnapshotOptions::default();
+        crate::snapshot_process(&tree.root(), 300, &opts).unwrap()
+    }
+
+    /// A Markdown line without its code spans (and without escaped backticks): what a reader sees as prose.
+    fn prose(line: &str) -> String {
+        let line = line.replace("\\`", "");
+        line.split('`').step_by(2).collect()
+    }
+
+    #[test]
+    fn hostile_comms_cannot_inject_markup_or_control_characters() {
+        let snap = hostile_snapshot();
+        assert_eq!(snap.threads.len(), 1 + HOSTILE_COMMS.len());
+        for t in &snap.threads[1..] {
+            assert!(t.state == "D" && !t.stack.is_empty(), "{t:?}");
+        }
+        let md = markdown(&snap);
+        let mut fenced = false;
+        for line in md.lines() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+            } else if !fenced {
+                assert!(
+                    !prose(line).contains('<'),
+                    "raw HTML reached the Markdown: {line}"
+                );
+            }
+        }
+        assert!(
+            !md.chars().any(|c| c != '\n' && escape::needs_escape(c)),
+            "a control character reached the Markdown:\n{md:?}"
+        );
+        // Every table row keeps its 6 columns: no pipe or newline from a comm split or forged one.
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(rows.len(), 1 + snap.threads.len(), "{md}");
+        for row in rows {
+            let columns = row.replace("\\|", "").matches('|').count();
+            assert_eq!(columns, 7, "{row}");
+        }
+        // Code spans and fences stay closed: each line has an even number of single backticks.
+        for line in md.lines().filter(|l| !l.starts_with("```")) {
+            assert_eq!(
+                line.replace("\\`", "").matches('`').count() % 2,
+                0,
+                "{line}"
+            );
+        }
+        assert_eq!(
+            md.matches("\n```\n").count(),
+            2 * HOSTILE_COMMS.len(),
+            "{md}"
+        );
+        assert!(md.contains("bad\u{fffd}\u{fffd}utf8"), "{md}");
+        assert!(md.contains("&lt;img src=x onerror=alert(1)&gt;"), "{md}");
+
+        let txt = text(&snap);
+        assert!(
+            !txt.chars().any(|c| c != '\n' && escape::needs_escape(c)),
+            "a control character reached the text view:\n{txt:?}"
+        );
+        // No forged line: after the header, every line is a thread line or indented under one.
+        assert!(txt.lines().skip(1).all(|l| l.starts_with(' ')), "{txt}");
+        assert!(txt.contains("\\e]0;pwned\\x07\\e[2J"), "{txt}");
+        assert!(txt.contains("nul\\x00byte"), "{txt}");
+        assert!(txt.contains("bidi\\u{202e}txt.exe"), "{txt}");
+    }
+
     #[test]
     fn escapes_and_summaries() {
         assert_eq!(cell("a|b\nc"), "a\\|b c");
-        assert_eq!(code("x`y"), "`` x`y ``");
+        assert_eq!(code("x`y"), "`x'y`");
         let p = ProcessSnapshot {
             pid: 5,
             arch: "x86_64".into(),

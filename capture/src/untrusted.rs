@@ -276,14 +276,11 @@ pub fn read(path: &Path, limits: Limits) -> Result<Vec<u8>> {
     open(path, limits)?.read_all()
 }
 
-/// Whether a name is safe to print in a log line as it is (no control bytes, valid UTF-8); otherwise the
-/// caller prints it escaped. Directory entry names are chosen by whoever writes the directory.
+/// A name fit for a log line or a report: control characters written out and invalid UTF-8 bytes as `\xNN`
+/// ([`crate::escape::lossy`], the workspace's one escaper). Directory entry names are chosen by whoever writes
+/// the directory.
 pub fn printable_name(name: &std::ffi::OsStr) -> String {
-    let bytes = name.as_bytes();
-    match std::str::from_utf8(bytes) {
-        Ok(s) if !s.chars().any(char::is_control) => s.to_string(),
-        _ => bytes.escape_ascii().to_string(),
-    }
+    crate::escape::lossy(name.as_bytes()).into_owned()
 }
 
 #[cfg(test)]
@@ -376,5 +373,7 @@ mod tests {
         assert_eq!(printable_name(std::ffi::OsStr::new("a.ring")), "a.ring");
         let odd = printable_name(std::ffi::OsStr::from_bytes(b"\x1b[31mx\n.ring"));
         assert!(!odd.contains('\x1b') && !odd.contains('\n'), "{odd}");
+        let bad = printable_name(std::ffi::OsStr::from_bytes(b"caf\xc3\xa9\xff\x00.ring"));
+        assert_eq!(bad, "caf\u{e9}\\xff\\x00.ring");
     }
 }

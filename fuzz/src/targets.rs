@@ -15,9 +15,9 @@
 //! | `kmsg` | `capture::parse::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
 //! | `pressure` | `capture::parse::{pressure, meminfo, boot_id}::parse` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
 //! | `config` | `wedge_agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
-//! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted` | reports/tests/data/incident-v1.json, a new incident |
+//! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted`, `capture::render::{markdown, text}` of its latest samples; asserts no control character reaches a view | reports/tests/data/incident-v1.json, a new incident |
 //! | `netlink` | `capture::taskstats::{parse_tgid_reply, parse_family_reply}`, `capture::proc_events::parse_datagram` | a taskstats answer recorded from Linux 6.18, a proc connector exec event |
-//! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets |
+//! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets, PEM blocks, JSON/YAML arguments, JVM options |
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -643,9 +643,27 @@ fn incident_target(bytes: &[u8]) -> Outcome {
             md.chars().count() <= reports::render::MAX_MARKDOWN_CHARS,
             "markdown over its cap"
         );
+        assert_escaped(&md, "report.md");
+        // The same snapshots through `capture --format markdown|text`.
+        for sample in redacted.samples.iter().rev().take(2) {
+            let snapshot = &sample.snapshot;
+            assert_escaped(&capture::render::markdown(snapshot), "capture markdown");
+            assert_escaped(&capture::render::text(snapshot), "capture text");
+        }
         let _ = serde_json::to_vec(&redacted);
     }
     outcome(&parsed)
+}
+
+/// Every string of an incident is someone else's choice: none may reach a view with a control or bidi character
+/// of its own (the view's newlines are its own).
+fn assert_escaped(view: &str, what: &str) {
+    assert!(
+        !view
+            .chars()
+            .any(|c| c != '\n' && capture::escape::needs_escape(c)),
+        "an unescaped control character reached {what}"
+    );
 }
 
 fn redact_target(bytes: &[u8]) -> Outcome {
@@ -845,6 +863,13 @@ fn redact_seeds() -> Vec<Vec<u8>> {
         "sh\0-c\0mysql -uroot -phunter2 db && curl -H 'X-Api-Key: k' https://hooks.slack.com/services/T/B/X",
         "env\0HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz\0ghp_16C7e42F292c6912E7710c838347Ae178B4a\0AKIAIOSFODNN7EXAMPLE",
         "x\0eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig\0--db-password:x\0-Dpassword=y",
+        // Issue 26: PEM blocks (whole, spread over arguments, cut short), JSON/YAML with secret keys, JVM options.
+        "app\0--tls\0-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+        "app\0-----BEGIN\0RSA\0PRIVATE\0KEY-----\0MIIEowIBAAKCAQEA\0-----END\0RSA\0PRIVATE\0KEY-----",
+        "app\0-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE",
+        "app\0--config\0{\"token\": \"abc\", \"db\": {\"password\": \"p\"}, \"max_tokens\": 64}",
+        "app\0--values\0auth:\n  - apiKey: abc\n{token: x, user: y}\0sh\0-c\0curl -d '{\\\"secret\\\": \\\"s\\\"}'",
+        "java\0-Xpassword\0pw\0-Xpassword:pw\0-XX:KeyStorePassword=pw\0-Dkey=pw\0-Xmx4g",
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())

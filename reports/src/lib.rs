@@ -12,8 +12,11 @@
 //!   boot id, other tenants' processes and kernel-log lines, GPU serials and UUIDs) for a public issue.
 //! - [`redact`]: secrets in a captured command line or free text: a table of forms (flags, headers, URLs, short
 //!   password flags by command, token prefixes), run to its fixed point.
-//! - [`render`]: Markdown for a bug thread (≤ 65,536 characters), the one-line verdict, and control characters
-//!   escaped for terminals ([`render::escape_controls`]).
+//! - [`verdict`]: the one-line verdict (which thread, which call, how long, the breadcrumb, how it ended), a
+//!   function per clause in a table; stored in incident.json, logged, and the first line of report.md.
+//! - [`render`]: Markdown for a bug thread (≤ 65,536 characters; every limit in `render/budget.rs`), the head
+//!   and the `<details>` sections as tables of small functions. Text from the incident is escaped by `capture::escape`, the workspace's one
+//!   escaper (re-exported for terminals as [`render::escape_controls`]).
 //!
 //! This crate reads nothing from the kernel: host facts and snapshots are passed in by the caller.
 
@@ -26,6 +29,7 @@ pub mod render;
 pub mod retention;
 pub mod scrub;
 pub mod store;
+pub mod verdict;
 
 pub use error::{Error, Result};
 pub use model::Incident;

@@ -232,6 +232,105 @@ fn hostile_strings_do_not_break_the_markdown() {
     }
 }
 
+/// Comms and paths a process or container chooses (a comm is read lossily, so invalid UTF-8 arrives as U+FFFD).
+const HOSTILE: &[&str] = &[
+    "<img src=x onerror=alert(1)>",
+    "\x1b]0;pwned\x07\x1b[2J",
+    "two\nlines\r\n| forged | row |",
+    "tick`s```fence",
+    "nul\0byte",
+    "bad\u{fffd}\u{fffd}utf8",
+    "bidi\u{202e}txt.exe\u{200b}",
+];
+
+/// Every comm, cgroup, fd target, hostname and wchan of the incident made hostile.
+fn with_hostile_strings(mut inc: Incident) -> Incident {
+    let mut next = HOSTILE.iter().cycle().map(|s| s.to_string());
+    let hostile_thread = |t: &mut ThreadSnapshot, next: &mut dyn Iterator<Item = String>| {
+        t.comm = next.next().unwrap();
+        t.wchan = Some(next.next().unwrap());
+        t.site = Some(next.next().unwrap());
+        if let Some(i) = &mut t.ioctl {
+            i.fd_target = Some(next.next().unwrap());
+            i.name = Some(next.next().unwrap());
+        }
+    };
+    for s in &mut inc.samples {
+        for t in &mut s.snapshot.threads {
+            hostile_thread(t, &mut next);
+        }
+    }
+    for w in &mut inc.wedged_threads {
+        w.comm = next.next().unwrap();
+        if let Some(t) = &mut w.at_detection {
+            hostile_thread(t, &mut next);
+        }
+    }
+    inc.process.comm = next.next().unwrap();
+    inc.process.cgroup = Some(next.next().unwrap());
+    inc.host.hostname = next.next().unwrap();
+    inc.verdict.clear();
+    inc
+}
+
+/// What a reader sees as prose on a Markdown line: code spans and escaped backticks removed, and the HTML
+/// the renderer writes itself.
+fn prose(line: &str) -> String {
+    let line = line.replace("\\`", "");
+    let outside: String = line.split('`').step_by(2).collect();
+    [
+        "<details>",
+        "</details>",
+        "<summary>",
+        "</summary>",
+        "<sub>",
+        "</sub>",
+    ]
+    .iter()
+    .fold(outside, |l, tag| l.replace(tag, ""))
+}
+
+/// The bug of issue 25 in report.md's form: hostile comms in the verdict, the thread tables, the process table and
+/// the sections, for an incident judged at detection and for one seen through its latest sample.
+#[test]
+fn hostile_comms_reach_report_md_escaped_everywhere() {
+    for inc in [common::incident(), common::incident_v2()] {
+        let inc = with_hostile_strings(inc);
+        let v = verdict(&inc);
+        let md = markdown(&inc);
+        assert!(
+            !md.chars()
+                .any(|c| c != '\n' && capture::escape::needs_escape(c)),
+            "a control or bidi character reached report.md: {md:?}"
+        );
+        let mut fenced = false;
+        for line in md.lines() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                assert!(!line.contains("```"), "{line}");
+                continue;
+            }
+            assert!(!prose(line).contains('<'), "raw HTML in report.md: {line}");
+            assert_eq!(
+                line.replace("\\`", "").matches('`').count() % 2,
+                0,
+                "{line}"
+            );
+            if line.starts_with("| ") {
+                // Every head table has two columns: a comm cannot split or forge a cell.
+                assert_eq!(line.replace("\\|", "").matches('|').count(), 3, "{line}");
+            }
+        }
+        assert!(!fenced, "a fence left open");
+        assert!(md.starts_with("**Verdict:** thread "), "{v}");
+        // Plain text elsewhere (report list, logs) keeps the verdict readable: escaped, not entity-encoded.
+        assert!(!v.contains("&lt;") && !v.contains('\n'), "{v}");
+    }
+}
+
 /// A schema-2 incident whose wedge resolved and whose latest sample has no thread in D: the verdict, the
 /// "Wedged threads" tables and the stacks still show the evidence as of detection, and say "resolved".
 #[test]

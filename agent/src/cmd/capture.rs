@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use capture::{snapshot_process, Arch, ProcRoot, SnapshotOptions};
+use capture::{snapshot_process, Arch, ProcRoot, ProcessSnapshot, SnapshotOptions};
 
 use crate::exit::{ExitCode, Failure};
 
@@ -108,15 +108,76 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             !args.ioctl_arguments,
         );
     }
-    let out = match args.format {
-        Format::Markdown => capture::render::markdown(&snap),
-        Format::Text => capture::render::text(&snap),
+    print!("{}", render(args.format, &snap)?);
+    Ok(ExitCode::OK)
+}
+
+/// The snapshot in `format`. Comms, wchans and paths are the target's to choose: the Markdown and text views
+/// escape them (`capture::escape`), JSON by its own quoting.
+fn render(format: Format, snap: &ProcessSnapshot) -> anyhow::Result<String> {
+    Ok(match format {
+        Format::Markdown => capture::render::markdown(snap),
+        Format::Text => capture::render::text(snap),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&snap).context("serializing the snapshot")?;
+            let mut s = serde_json::to_string_pretty(snap).context("serializing the snapshot")?;
             s.push('\n');
             s
         }
-    };
-    print!("{out}");
-    Ok(ExitCode::OK)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bug of issue 25: a process named `<b>…` with ESC, a pipe, backticks and a newline in its comm was
+    /// printed raw by `capture --format markdown` (and the ESC by `--format text`). A real process, named by the
+    /// symlink it was started through.
+    #[test]
+    fn a_hostile_comm_is_escaped_in_markdown_and_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let comm = "<b>\x1b[2J|`x`\n#";
+        assert!(comm.len() <= 15);
+        let link = dir.path().join(comm);
+        std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
+        let mut child = std::process::Command::new(&link).arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        let snap = (0..100)
+            .find_map(|_| {
+                let snap = snapshot_process(&ProcRoot::default(), pid, &SnapshotOptions::default());
+                match snap {
+                    Ok(s) if s.threads[0].comm == comm => Some(s),
+                    _ => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        None
+                    }
+                }
+            })
+            .expect("the child took its comm");
+        let _ = child.kill();
+        let _ = child.wait();
+
+        let md = render(Format::Markdown, &snap).unwrap();
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {pid} |")))
+            .unwrap();
+        let state = &snap.threads[0].state;
+        assert_eq!(
+            row,
+            format!("| {pid} | &lt;b&gt;\\e[2J\\|\\`x\\` # | {state} |  |  |  |")
+        );
+        assert!(!md.contains("<b>") && !md.contains('\x1b'), "{md}");
+        assert!(
+            !md.lines().any(|l| l.starts_with('#') && l.len() == 1),
+            "{md}"
+        );
+        let txt = render(Format::Text, &snap).unwrap();
+        assert!(!txt.contains('\x1b'), "{txt:?}");
+        assert!(txt.contains("<b>\\e[2J|`x`\\n#"), "{txt}");
+        assert_eq!(txt.lines().count(), 2, "{txt}");
+        let json: serde_json::Value =
+            serde_json::from_str(&render(Format::Json, &snap).unwrap()).unwrap();
+        assert_eq!(json["threads"][0]["comm"], comm);
+    }
 }

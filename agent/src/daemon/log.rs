@@ -16,46 +16,16 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use super::config::LogFormat;
 
-/// `text` with every control or invisible formatting character written out: `\n`, `\r`, `\t`, `\e` (ESC),
-/// `\xNN` for other C0 controls and DEL, `\u{NNNN}` for C1 controls and Unicode format characters (bidi
-/// overrides, zero-width ones, the line and paragraph separators). Backslashes stay as they are, so regexes
-/// and paths read naturally; the cost is that a name containing the four characters `\x1b` and one holding
-/// ESC look alike, which hides nothing.
-pub fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(needs_escape) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\x1b' => out.push_str("\\e"),
-            c if (c as u32) < 0x20 || c == '\x7f' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if needs_escape(c) => {
-                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{00ad}' | '\u{061c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
-}
+/// The workspace's one escaper for terminals and log lines (`capture::escape`): `\n`, `\r`, `\t`, `\e` (ESC),
+/// `\xNN` for other C0 controls and DEL, `\u{NNNN}` for C1 controls and Unicode format characters.
+pub use capture::escape::controls as escape;
+#[cfg(test)]
+use capture::escape::needs_escape;
 
 /// Every string inside `value` (keys too) through [`escape`].
 fn escape_json(value: serde_json::Value) -> serde_json::Value {
@@ -371,6 +341,35 @@ mod tests {
         assert_eq!(value["level"], "notice");
         assert_eq!(value["incident"], "/var/lib/x");
         assert_eq!(value["pid"], 7);
+    }
+
+    #[test]
+    fn hostile_comms_and_paths_give_one_line_in_every_format() {
+        use std::os::unix::ffi::OsStrExt;
+        // What a container controls: its comm (NUL included, from a recorded tree), a ring path with invalid
+        // UTF-8 and a newline, markup that means nothing in a journal and is kept as it is.
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(b"/run/r/bad\xff\n<2>x.ring"));
+        let message = format!(
+            "watching pid 7 comm <img src=x onerror=alert(1)>|`x`\0\x1b[2J ring {}",
+            path.display()
+        );
+        for format in [LogFormat::Plain, LogFormat::Journal, LogFormat::Json] {
+            let line = Logger::new(format).render(Level::Warning, &message, serde_json::json!({}));
+            assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+            assert!(line.ends_with('\n') && !line.contains('\0') && !line.contains('\x1b'));
+            let shown = match format {
+                LogFormat::Json => serde_json::from_str::<serde_json::Value>(&line).unwrap()["msg"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                _ => line,
+            };
+            assert!(
+                shown.contains("<img src=x onerror=alert(1)>|`x`\\x00\\e[2J"),
+                "{shown:?}"
+            );
+            assert!(shown.contains("bad\u{fffd}\\n<2>x.ring"), "{shown:?}");
+        }
     }
 
     #[test]

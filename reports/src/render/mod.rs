@@ -1,0 +1,85 @@
+//! Markdown for a GitHub bug thread, and the one-line verdict.
+//!
+//! Layout: the verdict first, then a short table per wedged thread, the process, the timeline, and `<details>`
+//! blocks (stacks, samples, breadcrumbs, kernel log, host context, probes, not captured). The whole is never longer
+//! than [`MAX_MARKDOWN_CHARS`] (a GitHub comment's limit): the longest `<details>` sections are cut first, each cut
+//! says how many lines it dropped, and a note under the verdict lists them. Rendering is a pure function of the
+//! incident (no clock read), so the output is reproducible.
+//!
+//! Map:
+//! - the verdict is its own module, [`crate::verdict`] (one function per clause), re-exported here.
+//! - `head.rs`: the head's parts as a table of functions (verdict line, facts, thread tables in `threads.rs`,
+//!   process, timeline, kernel log highlights).
+//! - `sections.rs`: the `<details>` sections as a table of functions; `section.rs` renders one block.
+//! - `budget.rs`: every size limit ([`MAX_MARKDOWN_CHARS`] and the per-line, per-cell, per-list ones) and the fit.
+//! - `text.rs`: Markdown primitives (cells, code spans, fenced lines: all through [`capture::escape`], the
+//!   workspace's one escaper) and units ([`bytes`], [`duration`], [`call_text`]).
+
+mod budget;
+mod head;
+mod section;
+mod sections;
+pub(crate) mod text;
+mod threads;
+
+#[cfg(test)]
+mod tests;
+
+pub use crate::verdict::verdict;
+pub use budget::MAX_MARKDOWN_CHARS;
+/// Text safe to print to a terminal (`report list`, kernel-log.txt): the workspace's one escaper, re-exported.
+pub use capture::escape::controls as escape_controls;
+pub use text::{bytes, call_text, duration};
+
+use budget::{clip, enforce_cap, fit, NOTE_RESERVE};
+use section::Section;
+use text::cell;
+
+use crate::model::Incident;
+
+/// Render the incident as Markdown, at most [`MAX_MARKDOWN_CHARS`] characters.
+pub fn markdown(incident: &Incident) -> String {
+    let mut head = String::new();
+    for part in head::HEAD {
+        part(incident, &mut head);
+    }
+    let sections: Vec<Section> = sections::SECTIONS
+        .iter()
+        .map(|section| section(incident))
+        .filter(|s| !s.lines.is_empty())
+        .collect();
+    let footer = format!(
+        "<sub>wedge-capture incident schema {} v{}; times are UTC wall clock unless marked.</sub>\n",
+        cell(&incident.schema),
+        incident.schema_version
+    );
+
+    let budget = MAX_MARKDOWN_CHARS.saturating_sub(head.len() + footer.len() + NOTE_RESERVE);
+    let shown = fit(&sections, budget);
+
+    let cut: Vec<String> = sections
+        .iter()
+        .zip(&shown)
+        .filter(|(s, n)| **n < s.lines.len())
+        .map(|(s, n)| format!("{} ({} of {} lines shown)", s.title, n, s.lines.len()))
+        .collect();
+
+    let mut out = String::with_capacity(MAX_MARKDOWN_CHARS);
+    out.push_str(&head);
+    if !cut.is_empty() {
+        let note = format!(
+            "> **Note:** this report was truncated to fit GitHub's {MAX_MARKDOWN_CHARS}-character limit: {}. \
+             The full data is in incident.json.\n\n",
+            cut.join("; ")
+        );
+        out.push_str(&clip(&note, NOTE_RESERVE - 20));
+        if !out.ends_with('\n') {
+            out.push_str("\n\n");
+        }
+    }
+    for (section, n) in sections.iter().zip(&shown) {
+        section.render(*n, &mut out);
+    }
+    out.push_str(&footer);
+    enforce_cap(out)
+}

@@ -1,0 +1,135 @@
+//! Markdown primitives of report.md: text from the incident made safe for its place (through
+//! [`capture::escape`], the workspace's one escaper, after the budget's clip) and the units every section uses.
+
+use std::fmt::Write as _;
+
+use capture::escape;
+
+use super::budget::{clip, MAX_CELL_CHARS, MAX_CODE_CHARS, MAX_LINE};
+use crate::model::{Args, Timestamp};
+
+/// Text that goes inside single backticks: no backticks, no newlines, no control characters, bounded.
+pub(crate) fn tick_safe(s: &str) -> String {
+    escape::code_span(&clip(s, MAX_CODE_CHARS))
+}
+
+/// Text for a Markdown table cell or HTML summary: HTML-escaped, pipes and backticks escaped, one line, bounded.
+pub(crate) fn cell(s: &str) -> String {
+    escape::cell(&clip(s, MAX_CELL_CHARS))
+}
+
+/// A code span in a table cell.
+pub(crate) fn code_cell(s: &str) -> String {
+    escape::code_cell(&clip(s, MAX_CODE_CHARS))
+}
+
+/// One line inside a fenced block: bounded, and unable to close the fence.
+pub(crate) fn fenced_line(s: &str) -> String {
+    // Clip first: lines can be megabytes long.
+    escape::fence_line(&clip(s, MAX_LINE)).into_owned()
+}
+
+pub(crate) fn time_text(t: &Timestamp) -> String {
+    match (t.wall, t.monotonic_ns) {
+        (Some(w), _) => w.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        (None, Some(m)) => format!("monotonic {:.3} s", m as f64 / 1e9),
+        (None, None) => match t.boottime_ns {
+            Some(b) => format!("boottime {:.3} s", b as f64 / 1e9),
+            None => "time unknown".to_string(),
+        },
+    }
+}
+
+/// `cuMemAlloc_v2(48 B)`, `cuMemcpyHtoD_v2(64 MiB, chunk 3/10)`.
+/// A custom call (id 0) has no name of its own: its label names it (`selftest ioctl FS_IOC_SETFLAGS(…)`).
+pub fn call_text(call: &str, args: &Args, label: &str) -> String {
+    let mut parts = Vec::new();
+    if args.bytes > 0 {
+        parts.push(bytes(args.bytes));
+    }
+    if args.chunk_count > 0 {
+        parts.push(format!(
+            "chunk {}/{}",
+            args.chunk.saturating_add(1),
+            args.chunk_count
+        ));
+    }
+    if args.tensor_count > 0 {
+        parts.push(format!(
+            "tensors {}..{}",
+            args.tensor_first,
+            args.tensor_first.saturating_add(args.tensor_count)
+        ));
+    }
+    let name = match (call, label.trim()) {
+        ("" | "custom", label) if !label.is_empty() => label,
+        ("", _) => "?",
+        (call, _) => call,
+    };
+    format!("{name}({})", parts.join(", "))
+}
+
+/// `48 B`, `1.5 KiB`, `64 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// `0.3 s`, `312 s`, `1 h 05 min`.
+pub fn duration(ns: u64) -> String {
+    secs(ns as f64 / 1e9)
+}
+
+pub(crate) fn secs(s: f64) -> String {
+    if !s.is_finite() || s < 0.0 {
+        return "? s".to_string();
+    }
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else if s < 3600.0 {
+        format!("{s:.0} s")
+    } else {
+        let total = s as u64;
+        format!("{} h {:02} min", total / 3600, (total % 3600) / 60)
+    }
+}
+
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+pub(crate) fn label(l: &str) -> String {
+    if l.is_empty() {
+        String::new()
+    } else {
+        format!("\"{l}\"")
+    }
+}
+
+pub(crate) fn opt(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
+}
+
+pub(crate) fn frame_text(f: &capture::StackFrame) -> String {
+    let mut s = format!("{}+{:#x}/{:#x}", f.function, f.offset, f.size);
+    if let Some(m) = &f.module {
+        write!(s, " [{m}]").unwrap();
+    }
+    s
+}

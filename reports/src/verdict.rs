@@ -1,0 +1,459 @@
+//! The one-line verdict: which thread, in which call, for how long, the last breadcrumb, and how it ended.
+//!
+//! Built clause by clause: each clause is one function of a [`Judged`] (schema 2: the evidence as of detection)
+//! or a [`Sampled`] (older incidents: the latest sample) view, listed in [`EPISODE_CLAUSES`] or
+//! [`SAMPLE_CLAUSES`] in the order they are read, joined with `; `. A new clause is one function and one table
+//! entry. Used by report.md's head, `report list`, the agent's log and incident.json's `verdict`.
+
+use std::fmt::Write as _;
+
+use capture::{SyscallInfo, ThreadSnapshot};
+
+use crate::model::{
+    EpisodeStatus, InFlight, Incident, RecordKind, Sample, ThreadFate, WedgedThread,
+};
+use crate::render::text::{call_text, duration, plural, secs, tick_safe, time_text};
+
+/// The one-line verdict: which thread, in which call, for how long, and the last breadcrumb.
+///
+/// Built from the latest sample, the wedged-thread list and the ring's in-flight calls, e.g.
+/// "thread 4242 `main` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; last breadcrumb
+/// `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned".
+pub fn verdict(incident: &Incident) -> String {
+    if let Some(judged) = Judged::of(incident) {
+        return join(EPISODE_CLAUSES.iter().filter_map(|clause| clause(&judged)));
+    }
+    let pid = incident.process.pid;
+    let Some(sample) = incident.latest_sample() else {
+        if let Some(w) = incident.wedged_threads.first() {
+            return format!(
+                "thread {} `{}` is in D (no thread snapshot captured yet)",
+                w.tid,
+                tick_safe(&w.comm)
+            );
+        }
+        return format!("pid {pid}: no thread snapshot captured");
+    };
+    match Sampled::of(incident, sample) {
+        Some(sampled) => join(SAMPLE_CLAUSES.iter().filter_map(|clause| clause(&sampled))),
+        None => match (incident.episode.status, incident.episode.resolved_after_s) {
+            (EpisodeStatus::Resolved, Some(s)) => format!(
+                "pid {pid}: no thread in D any more; the episode resolved after {}",
+                secs(s)
+            ),
+            _ => format!("pid {pid}: no thread in D in the latest sample"),
+        },
+    }
+}
+
+fn join(clauses: impl Iterator<Item = String>) -> String {
+    clauses.collect::<Vec<String>>().join("; ")
+}
+
+/// A schema-2 incident as judged at detection: the thread to read first (longest in D, not waiting behind
+/// another) and its evidence. None for older incidents (no evidence as of detection).
+struct Judged<'a> {
+    incident: &'a Incident,
+    wedged: &'a WedgedThread,
+    thread: &'a ThreadSnapshot,
+    /// Every judged thread with its evidence, the one read first first.
+    all: Vec<(&'a WedgedThread, &'a ThreadSnapshot)>,
+    /// Tids of the threads that wait behind the first one.
+    waiters: Vec<i32>,
+}
+
+impl<'a> Judged<'a> {
+    fn of(incident: &'a Incident) -> Option<Judged<'a>> {
+        let all = judged_threads(incident);
+        let (wedged, thread) = *all.first()?;
+        Some(Judged {
+            incident,
+            wedged,
+            thread,
+            waiters: waiting_behind(incident, wedged.tid),
+            all,
+        })
+    }
+
+    /// Whether the episode is over for good (resolved or exited), not merely left behind by the watcher.
+    fn ended(&self) -> bool {
+        let status = self.incident.episode.status;
+        let over = status != EpisodeStatus::Open
+            || matches!(self.wedged.fate, ThreadFate::Resolved | ThreadFate::Exited);
+        over && status != EpisodeStatus::StillWedgedAtExit
+    }
+}
+
+/// The verdict of a schema-2 incident, clause by clause.
+const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
+    judged_thread_clause,
+    judged_breadcrumb_clause,
+    waiters_clause,
+    more_wedged_clause,
+    outcome_clause,
+];
+
+/// "thread 7 `python3` has been in D for 312 s in ioctl `X` on /dev/nvidiactl".
+fn judged_thread_clause(j: &Judged) -> Option<String> {
+    let w = j.wedged;
+    let mut out = format!("thread {} `{}`", w.tid, tick_safe(&w.comm));
+    let ended = j.ended();
+    let verb = if ended { "was" } else { "has been" };
+    match in_d_ns(j.incident, w) {
+        Some(ns) => write!(out, " {verb} in D for {}", duration(ns)).unwrap(),
+        None if ended => out.push_str(" was in D"),
+        None => out.push_str(" is in D"),
+    }
+    out.push_str(&where_blocked(j.thread));
+    Some(out)
+}
+
+/// The breadcrumb as of detection.
+fn judged_breadcrumb_clause(j: &Judged) -> Option<String> {
+    let at = j.wedged.detected_at.as_ref().and_then(|d| d.monotonic_ns);
+    breadcrumb_or_no_ring(j.incident, j.wedged.tid, at)
+}
+
+/// "2 threads wait behind tid 7 (page fault on a frozen filesystem)".
+fn waiters_clause(j: &Judged) -> Option<String> {
+    let n = j.waiters.len();
+    (n > 0).then(|| {
+        format!(
+            "{n} thread{} wait{} behind tid {} ({})",
+            plural(n),
+            if n == 1 { "s" } else { "" },
+            j.wedged.tid,
+            holder_text(j.thread)
+        )
+    })
+}
+
+/// "2 more threads wedged" (those not waiting behind the first).
+fn more_wedged_clause(j: &Judged) -> Option<String> {
+    let others = j
+        .all
+        .iter()
+        .filter(|(o, _)| o.tid != j.wedged.tid && !j.waiters.contains(&o.tid))
+        .count();
+    (others > 0).then(|| format!("{others} more thread{} wedged", plural(others)))
+}
+
+/// "resolved (the thread exited)", "still wedged when wedge-capture exited at …".
+fn outcome_clause(j: &Judged) -> Option<String> {
+    let episode = &j.incident.episode;
+    match episode.status {
+        EpisodeStatus::Resolved if j.wedged.fate == ThreadFate::Exited => {
+            Some("resolved (the thread exited)".into())
+        }
+        EpisodeStatus::Resolved => Some("resolved".into()),
+        EpisodeStatus::StillWedgedAtExit => {
+            let mut out = "still wedged when wedge-capture exited".to_string();
+            if let Some(at) = &episode.watcher_exited_at {
+                write!(out, " at {}", time_text(at)).unwrap();
+            }
+            Some(out)
+        }
+        EpisodeStatus::Open | EpisodeStatus::Unknown => None,
+    }
+}
+
+/// An older incident seen through its latest sample: the D thread to read first.
+struct Sampled<'a> {
+    incident: &'a Incident,
+    now_ns: Option<u64>,
+    primary: &'a ThreadSnapshot,
+    d_threads: usize,
+}
+
+impl<'a> Sampled<'a> {
+    fn of(incident: &'a Incident, sample: &'a Sample) -> Option<Sampled<'a>> {
+        let now_ns = sample_monotonic(sample);
+        let d: Vec<&ThreadSnapshot> = sample
+            .snapshot
+            .threads
+            .iter()
+            .filter(|t| t.state == "D")
+            .collect();
+        Some(Sampled {
+            incident,
+            now_ns,
+            primary: primary_thread(incident, &d, now_ns)?,
+            d_threads: d.len(),
+        })
+    }
+}
+
+/// The verdict from the latest sample, clause by clause.
+const SAMPLE_CLAUSES: &[fn(&Sampled) -> Option<String>] = &[
+    sampled_thread_clause,
+    sampled_breadcrumb_clause,
+    more_in_d_clause,
+];
+
+fn sampled_thread_clause(s: &Sampled) -> Option<String> {
+    let mut out = format!("thread {} `{}`", s.primary.tid, tick_safe(&s.primary.comm));
+    match d_for_ns(s.incident, s.primary.tid, s.now_ns) {
+        Some(ns) => write!(out, " has been in D for {}", duration(ns)).unwrap(),
+        None => out.push_str(" is in D"),
+    }
+    out.push_str(&where_blocked(s.primary));
+    Some(out)
+}
+
+fn sampled_breadcrumb_clause(s: &Sampled) -> Option<String> {
+    breadcrumb_or_no_ring(s.incident, s.primary.tid, s.now_ns)
+}
+
+fn more_in_d_clause(s: &Sampled) -> Option<String> {
+    let others = s.d_threads.saturating_sub(1);
+    (others > 0).then(|| format!("{others} more thread{} in D", plural(others)))
+}
+
+/// The breadcrumb clause, or "no breadcrumb ring" when the process had none.
+fn breadcrumb_or_no_ring(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Option<String> {
+    match breadcrumb_clause(incident, tid, now_ns) {
+        Some(clause) => Some(clause),
+        None if incident.ring.is_none() => Some("no breadcrumb ring".into()),
+        None => None,
+    }
+}
+
+/// Threads judged wedged with their evidence as of detection, the one to read first first: longest in D,
+/// then the main thread, then the lowest tid.
+pub(crate) fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &ThreadSnapshot)> {
+    let mut judged: Vec<(&WedgedThread, &ThreadSnapshot)> = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| Some((w, w.at_detection.as_ref()?)))
+        .collect();
+    // A thread that waits behind another is never read first: the one it waits for is.
+    judged.sort_by_key(|(w, t)| {
+        (
+            !t.blocked_behind.is_empty(),
+            w.d_since.monotonic_ns.unwrap_or(u64::MAX),
+            w.tid != incident.process.pid,
+            w.tid,
+        )
+    });
+    judged
+}
+
+/// Tids of the threads that wait behind `tid` (`blocked_behind`), as judged at detection or in the latest sample.
+pub(crate) fn waiting_behind(incident: &Incident, tid: i32) -> Vec<i32> {
+    let mut tids: Vec<i32> = incident
+        .wedged_threads
+        .iter()
+        .filter_map(|w| w.at_detection.as_ref())
+        .chain(
+            incident
+                .latest_sample()
+                .into_iter()
+                .flat_map(|s| s.snapshot.threads.iter()),
+        )
+        .filter(|t| t.blocked_behind.contains(&tid))
+        .map(|t| t.tid)
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    tids
+}
+
+/// What the thread others wait behind is doing, in words: "page fault on a frozen filesystem".
+fn holder_text(t: &ThreadSnapshot) -> String {
+    match t.site.as_deref() {
+        Some(site) if site.starts_with("page fault") && site.contains("filesystem freeze") => {
+            "page fault on a frozen filesystem".to_string()
+        }
+        Some(site) => tick_safe(site),
+        None => "in a page fault".to_string(),
+    }
+}
+
+/// The latest moment the incident knows about (monotonic): its newest sample, detection, resolution or the
+/// watcher's exit.
+fn last_look_ns(incident: &Incident) -> Option<u64> {
+    let e = &incident.episode;
+    incident
+        .latest_sample()
+        .and_then(sample_monotonic)
+        .into_iter()
+        .chain(incident.wedged_threads.iter().filter_map(|w| {
+            w.detected_at
+                .as_ref()
+                .and_then(|d| d.monotonic_ns)
+                .max(w.fate_at.as_ref().and_then(|f| f.monotonic_ns))
+        }))
+        .chain(e.resolved_at.as_ref().and_then(|t| t.monotonic_ns))
+        .chain(e.watcher_exited_at.as_ref().and_then(|t| t.monotonic_ns))
+        .max()
+}
+
+/// How long a judged thread was (or has been, so far) in D.
+fn in_d_ns(incident: &Incident, w: &WedgedThread) -> Option<u64> {
+    if let Some(s) = w.in_d_s.filter(|s| s.is_finite() && *s >= 0.0) {
+        return Some((s * 1e9) as u64);
+    }
+    last_look_ns(incident)?.checked_sub(w.d_since.monotonic_ns?)
+}
+
+/// A judged thread's fate in words.
+pub(crate) fn fate_text(incident: &Incident, w: &WedgedThread) -> String {
+    let how_long = in_d_ns(incident, w)
+        .map(duration)
+        .unwrap_or_else(|| "? s".into());
+    let at = w
+        .fate_at
+        .as_ref()
+        .map(|t| format!(" ({})", time_text(t)))
+        .unwrap_or_default();
+    match w.fate {
+        ThreadFate::Wedged => format!("still in D at the last look, {how_long} so far"),
+        ThreadFate::Resolved => format!("left D after {how_long}{at}"),
+        ThreadFate::Exited => format!("exited after {how_long} in D{at}"),
+        ThreadFate::StillWedgedAtExit => {
+            format!("still in D after {how_long} when wedge-capture exited{at}")
+        }
+        ThreadFate::Unknown => "unknown".into(),
+    }
+}
+
+/// ` in ioctl `X` on /dev/…`, ` in syscall `write` at `wchan``, or ` at `wchan``.
+pub(crate) fn where_blocked(t: &ThreadSnapshot) -> String {
+    if let Some(ioctl) = &t.ioctl {
+        let name = ioctl.name.clone().unwrap_or_else(|| ioctl.request.clone());
+        let dev = ioctl
+            .fd_target
+            .clone()
+            .unwrap_or_else(|| format!("fd {}", ioctl.fd));
+        let operation = ioctl
+            .argument
+            .as_ref()
+            .and_then(|a| a.operation.clone().or_else(|| a.summary.clone()))
+            .map(|op| format!(" ({})", tick_safe(&op)))
+            .unwrap_or_default();
+        return format!(
+            " in ioctl `{}` on {}{operation}",
+            tick_safe(&name),
+            tick_safe(&dev)
+        );
+    }
+    let wchan = t.wchan.as_deref().filter(|w| !w.is_empty() && *w != "0");
+    let mut out = String::new();
+    if let Some(SyscallInfo::Blocked { nr, name, .. }) = &t.syscall {
+        if *nr >= 0 {
+            let name = name.clone().unwrap_or_else(|| format!("#{nr}"));
+            write!(out, " in syscall `{}`", tick_safe(&name)).unwrap();
+            if let Some(target) = t.syscall_files.iter().find_map(|f| f.target.as_deref()) {
+                write!(out, " on {}", tick_safe(target)).unwrap();
+            }
+        } else if let Some(site) = &t.site {
+            // A page fault (nr -1): the site says more than "outside a syscall".
+            write!(out, " in {}", tick_safe(site)).unwrap();
+            return out;
+        } else {
+            out.push_str(" outside a syscall");
+        }
+    }
+    if let Some(w) = wchan {
+        write!(out, " at `{}`", tick_safe(w)).unwrap();
+    } else if let Some(site) = &t.site {
+        write!(out, " ({})", tick_safe(site)).unwrap();
+    }
+    out
+}
+
+pub(crate) fn breadcrumb_clause(
+    incident: &Incident,
+    tid: i32,
+    now_ns: Option<u64>,
+) -> Option<String> {
+    let ring = incident.ring.as_ref()?;
+    let own = ring
+        .in_flight
+        .iter()
+        .chain(incident.extra_rings.iter().flat_map(|r| &r.in_flight))
+        .find(|f| i64::from(f.tid) == i64::from(tid));
+    if let Some(f) = own.or_else(|| {
+        ring.in_flight
+            .iter()
+            .max_by_key(|f| in_flight_age(f, now_ns))
+    }) {
+        let age = in_flight_age(f, now_ns)
+            .map(|ns| format!(" {} ago", duration(ns)))
+            .unwrap_or_default();
+        let other = if i64::from(f.tid) == i64::from(tid) {
+            String::new()
+        } else {
+            format!(" on thread {}", f.tid)
+        };
+        return Some(format!(
+            "last breadcrumb `{}`{other} entered{age} and never returned",
+            tick_safe(&call_text(&f.call, &f.args, &f.label))
+        ));
+    }
+    let last = ring
+        .records
+        .iter()
+        .rev()
+        .find(|r| i64::from(r.tid) == i64::from(tid))
+        .or(ring.records.last())?;
+    let age = now_ns
+        .and_then(|now| now.checked_sub(last.monotonic_ns))
+        .map(|ns| format!(" {} before the sample", duration(ns)))
+        .unwrap_or_default();
+    let what = match last.kind {
+        RecordKind::Enter => "entered",
+        RecordKind::Exit => "returned",
+    };
+    Some(format!(
+        "no call in flight; last breadcrumb `{}` {what}{age}",
+        tick_safe(&call_text(&last.call, &last.args, &last.label))
+    ))
+}
+
+/// The call in flight on thread `tid` in any ring of the process.
+pub(crate) fn in_flight_of(incident: &Incident, tid: i32) -> Option<&InFlight> {
+    incident
+        .ring
+        .iter()
+        .chain(&incident.extra_rings)
+        .flat_map(|r| &r.in_flight)
+        .find(|f| i64::from(f.tid) == i64::from(tid))
+}
+
+pub(crate) fn in_flight_age(f: &InFlight, now_ns: Option<u64>) -> Option<u64> {
+    f.age_ns
+        .or_else(|| now_ns?.checked_sub(f.entered_monotonic_ns))
+}
+
+/// The thread a reader should look at first: longest in D, then the main thread, then the lowest tid.
+pub(crate) fn primary_thread<'a>(
+    incident: &Incident,
+    d: &[&'a ThreadSnapshot],
+    now_ns: Option<u64>,
+) -> Option<&'a ThreadSnapshot> {
+    d.iter().copied().max_by_key(|t| {
+        (
+            d_for_ns(incident, t.tid, now_ns).unwrap_or(0),
+            t.tid == incident.process.pid,
+            -t.tid,
+        )
+    })
+}
+
+pub(crate) fn d_for_ns(incident: &Incident, tid: i32, now_ns: Option<u64>) -> Option<u64> {
+    let since = incident
+        .wedged_threads
+        .iter()
+        .find(|w| w.tid == tid)?
+        .d_since
+        .monotonic_ns?;
+    now_ns?.checked_sub(since)
+}
+
+pub(crate) fn sample_monotonic(sample: &Sample) -> Option<u64> {
+    sample
+        .taken_at
+        .monotonic_ns
+        .or((sample.snapshot.monotonic_ns > 0).then_some(sample.snapshot.monotonic_ns))
+}
