@@ -23,8 +23,13 @@ use crate::error::{Error, Result};
 use crate::format::{self, byte_at, header, lane, le_u16, le_u32, le_u64, slot, Args};
 use crate::identity;
 
-/// Default cap on the size of a ring file a reader accepts (memory stays bounded: about twice this).
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
+/// Default cap on the size of a ring file a reader accepts: the largest ring a writer can create
+/// ([`format::MAX_RING_BYTES`]). Memory stays bounded: one copy of the file plus one
+/// [`REREAD_CHUNK_BYTES`] chunk, and the decoded records.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = format::MAX_RING_BYTES;
+/// The second copy of the slots is read and compared in chunks of this size (a whole second copy
+/// of a 128 MiB ring would double the reader's memory).
+pub const REREAD_CHUNK_BYTES: usize = 1 << 20;
 
 /// How to read a ring.
 #[derive(Debug, Clone)]
@@ -413,8 +418,8 @@ pub fn read_ring_from_file_with_bytes(
     let layout = parse_header(&first)?;
     let slots_start = layout.slots_offset() as usize;
     let slots_end = layout.needed_len() as usize;
-    let mut second = vec![0u8; slots_end - slots_start];
-    read_exact_from(file, &mut second, slots_start as u64)?;
+    // The second copy, after the whole first one (as before), compared chunk by chunk.
+    let differs = reread_slots(file, &first[slots_start..slots_end], &layout)?;
     // Header and lane table again, last: the heads are at least as new as every slot copied.
     let mut last_header = vec![0u8; slots_start];
     read_exact_from(file, &mut last_header, 0)?;
@@ -446,8 +451,56 @@ pub fn read_ring_from_file_with_bytes(
     }
     first.truncate(slots_end);
     first[..slots_start].copy_from_slice(&last_header);
-    let snapshot = build_snapshot(header, &first[slots_start..], Some(&second), options);
+    let snapshot = build_snapshot(header, &first[slots_start..], Some(&differs), options);
     Ok((snapshot, first))
+}
+
+/// Reads the slots a second time, [`REREAD_CHUNK_BYTES`] at a time, and marks each slot whose
+/// validated part (`slot::USED` bytes) differs from the first copy: a slot written between the two
+/// copies. Memory: one chunk and one bit per slot.
+fn reread_slots(file: &File, first: &[u8], layout: &RingHeader) -> Result<SlotBits> {
+    let slot_size = layout.slot_size as usize;
+    let mut differs = SlotBits::new(first.len() / slot_size.max(1));
+    // A whole number of slots per chunk (slot sizes are multiples of 64 up to 4096).
+    let chunk_len = (REREAD_CHUNK_BYTES / slot_size).max(1) * slot_size;
+    let mut chunk = vec![0u8; chunk_len.min(first.len())];
+    let slots_offset = layout.slots_offset();
+    for (n, before) in first.chunks(chunk_len).enumerate() {
+        let again = &mut chunk[..before.len()];
+        read_exact_from(file, again, slots_offset + (n * chunk_len) as u64)?;
+        let first_slot = n * chunk_len / slot_size;
+        for (k, (a, b)) in before
+            .chunks_exact(slot_size)
+            .zip(again.chunks_exact(slot_size))
+            .enumerate()
+        {
+            if a[..slot::USED] != b[..slot::USED] {
+                differs.set(first_slot + k);
+            }
+        }
+    }
+    Ok(differs)
+}
+
+/// One bit per slot.
+struct SlotBits(Vec<u64>);
+
+impl SlotBits {
+    fn new(slots: usize) -> SlotBits {
+        SlotBits(vec![0; slots.div_ceil(64)])
+    }
+
+    fn set(&mut self, slot: usize) {
+        if let Some(word) = self.0.get_mut(slot / 64) {
+            *word |= 1 << (slot % 64);
+        }
+    }
+
+    fn get(&self, slot: usize) -> bool {
+        self.0
+            .get(slot / 64)
+            .is_some_and(|word| word & (1 << (slot % 64)) != 0)
+    }
 }
 
 /// Parses ring bytes (e.g. a saved `ring.bin`). Pure apart from reading the reader's own clock
@@ -632,7 +685,8 @@ fn index_below(limit: u64, low: u64) -> Option<u64> {
     limit.checked_sub(back)
 }
 
-fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> SlotState {
+/// `changed`: the slot differed between the reader's two copies (a slot being written).
+fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], changed: bool) -> SlotState {
     let v2 = place.header.version >= 2;
     let lane_slots = u64::from(place.header.lane_slots());
     let raw_seq = le_u64(bytes, slot::SEQ);
@@ -651,10 +705,8 @@ fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> Slo
     if seq & 1 == 1 {
         return SlotState::Torn;
     }
-    if let Some(again) = again {
-        if again != bytes {
-            return SlotState::Torn;
-        }
+    if changed {
+        return SlotState::Torn;
     }
     let index = seq / 2 - 1;
     if index % lane_slots != place.position {
@@ -761,7 +813,7 @@ fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> Slo
 fn build_snapshot(
     header: RingHeader,
     slots: &[u8],
-    again: Option<&[u8]>,
+    differs: Option<&SlotBits>,
     options: &ReadOptions,
 ) -> RingSnapshot {
     let slot_size = header.slot_size as usize;
@@ -783,9 +835,8 @@ fn build_snapshot(
             ..place
         };
         let used = &chunk[..slot::USED];
-        let at = position as usize * slot_size;
-        let used_again = again.and_then(|again| again.get(at..at + slot::USED));
-        match decode_slot(&place, used, used_again) {
+        let changed = differs.is_some_and(|bits| bits.get(position as usize));
+        match decode_slot(&place, used, changed) {
             SlotState::Empty | SlotState::Stale => {}
             SlotState::Torn => torn_slots += 1,
             SlotState::Invalid => invalid_slots += 1,
