@@ -16,6 +16,7 @@ mod quiet_scan;
 mod redaction;
 mod report;
 mod ring;
+mod ring_dir;
 mod run;
 mod settings;
 mod upload;
