@@ -749,47 +749,10 @@ fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], changed: bool) -> SlotState 
         tensor_first: le_u32(bytes, slot::TENSOR_FIRST),
         tensor_count: le_u32(bytes, slot::TENSOR_COUNT),
     };
-    let ref_index = le_u64(bytes, slot::REF_INDEX);
-    let result = le_u64(bytes, slot::RESULT) as i64;
-    let own_ref = if v2 {
-        (u64::from(place.lane) << format::LANE_INDEX_BITS) | (index & format::LANE_INDEX_MASK)
-    } else {
-        index
-    };
-    let (result, enter_seq, enter_lane) = match kind {
-        RecordKind::Enter => {
-            if ref_index != own_ref || result != 0 {
-                return SlotState::Invalid;
-            }
-            (None, None, None)
-        }
-        RecordKind::Exit => {
-            if closed || args != Args::default() || label_len != 0 {
-                return SlotState::Invalid;
-            }
-            if v2 {
-                let enter_lane = (ref_index >> format::LANE_INDEX_BITS) as u32;
-                let low = ref_index & format::LANE_INDEX_MASK;
-                if ref_index > format::TOKEN_INDEX_MASK || enter_lane >= place.header.lane_count {
-                    return SlotState::Invalid;
-                }
-                // Same lane: the enter came before this exit. Another lane: before its head.
-                let limit = if enter_lane == place.lane {
-                    index
-                } else {
-                    place.head_of(enter_lane)
-                };
-                let Some(enter) = index_below(limit, low) else {
-                    return SlotState::Invalid;
-                };
-                (Some(result), Some(enter), Some(enter_lane))
-            } else {
-                if ref_index >= index || ref_index > format::TOKEN_INDEX_MASK {
-                    return SlotState::Invalid;
-                }
-                (Some(result), Some(ref_index), None)
-            }
-        }
+    let Some((result, enter_seq, enter_lane)) =
+        links(place, kind, index, closed, &args, label_len, bytes)
+    else {
+        return SlotState::Invalid;
     };
     SlotState::Valid(Record {
         seq: index,
@@ -808,6 +771,57 @@ fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], changed: bool) -> SlotState 
             .header
             .to_monotonic_ns(le_u64(bytes, slot::MONOTONIC_NS)),
     })
+}
+
+/// What a record links to: its result and, for an exit, the enter it closes (index, lane).
+type Links = (Option<i64>, Option<u64>, Option<u32>);
+
+/// The links of an enter or exit record; `None` when they are inconsistent (an invalid slot).
+fn links(
+    place: &SlotPlace<'_>,
+    kind: RecordKind,
+    index: u64,
+    closed: bool,
+    args: &Args,
+    label_len: usize,
+    bytes: &[u8],
+) -> Option<Links> {
+    let v2 = place.header.version >= 2;
+    let ref_index = le_u64(bytes, slot::REF_INDEX);
+    let result = le_u64(bytes, slot::RESULT) as i64;
+    let own_ref = if v2 {
+        (u64::from(place.lane) << format::LANE_INDEX_BITS) | (index & format::LANE_INDEX_MASK)
+    } else {
+        index
+    };
+    match kind {
+        RecordKind::Enter => (ref_index == own_ref && result == 0).then_some((None, None, None)),
+        RecordKind::Exit => {
+            if closed || *args != Args::default() || label_len != 0 {
+                return None;
+            }
+            if v2 {
+                let enter_lane = (ref_index >> format::LANE_INDEX_BITS) as u32;
+                let low = ref_index & format::LANE_INDEX_MASK;
+                if ref_index > format::TOKEN_INDEX_MASK || enter_lane >= place.header.lane_count {
+                    return None;
+                }
+                // Same lane: the enter came before this exit. Another lane: before its head.
+                let limit = if enter_lane == place.lane {
+                    index
+                } else {
+                    place.head_of(enter_lane)
+                };
+                let enter = index_below(limit, low)?;
+                Some((Some(result), Some(enter), Some(enter_lane)))
+            } else {
+                if ref_index >= index || ref_index > format::TOKEN_INDEX_MASK {
+                    return None;
+                }
+                Some((Some(result), Some(ref_index), None))
+            }
+        }
+    }
 }
 
 fn build_snapshot(

@@ -64,7 +64,10 @@ fn ring_of(s: &Setup, pid: i32) -> PathBuf {
 /// The incident's ring: the helper's own, of `slots` slots, with its in-flight call, and copied whole.
 fn check_big_ring(s: &Setup, incident: &serde_json::Value, slots: u64, label: &str, len: u64) {
     let ring = &incident["ring"];
-    assert!(ring["error"].is_null(), "the ring was not read: {ring}");
+    assert!(
+        ring.is_object() && ring["error"].is_null(),
+        "the ring was not read: {ring}"
+    );
     assert_eq!(ring["header"]["slot_count"], slots, "{}", ring["header"]);
     assert!(
         ring["in_flight"]
