@@ -42,6 +42,11 @@ pub struct ReadOptions {
     pub max_file_bytes: u64,
     /// Compute in-flight ages from the reader's `CLOCK_MONOTONIC` (only when the boot ids match).
     pub compute_age: bool,
+    /// Keep only the newest this many records in the snapshot (`None`: all of them). The calls in
+    /// flight are found among every record either way; with a limit the reader holds a 48-byte key
+    /// per record while it decides them, not the whole record (about 230 bytes with its strings):
+    /// a full 2^20-slot ring then costs the copy of the file and ~50 MB, not ~250 MB more.
+    pub keep_records: Option<usize>,
 }
 
 impl Default for ReadOptions {
@@ -51,6 +56,7 @@ impl Default for ReadOptions {
             expected_owner: None,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             compute_age: true,
+            keep_records: None,
         }
     }
 }
@@ -271,6 +277,9 @@ pub struct RingSnapshot {
     pub same_boot: Option<bool>,
     /// The reader's `CLOCK_MONOTONIC` when ages were computed.
     pub reader_monotonic_ns: Option<u64>,
+    /// Valid records left out of `records` ([`ReadOptions::keep_records`]): the oldest ones.
+    #[serde(default)]
+    pub records_omitted: u64,
 }
 
 impl RingSnapshot {
@@ -831,52 +840,81 @@ fn build_snapshot(
     options: &ReadOptions,
 ) -> RingSnapshot {
     let slot_size = header.slot_size as usize;
-    let lane_slots = u64::from(header.lane_slots());
-    let mut records = Vec::new();
-    let mut torn_slots = 0u64;
-    let mut invalid_slots = 0u64;
-    for (position, chunk) in slots.chunks_exact(slot_size).enumerate() {
-        let position = position as u64;
-        let lane_index = (position / lane_slots) as u32;
+    let lane_slots = u64::from(header.lane_slots()).max(1);
+    let decode = |position: usize| -> SlotState {
+        let Some(bytes) = slots.get(position * slot_size..(position + 1) * slot_size) else {
+            return SlotState::Empty;
+        };
+        let lane_index = (position as u64 / lane_slots) as u32;
         let place = SlotPlace {
             header: &header,
             lane: lane_index,
-            position: position % lane_slots,
+            position: position as u64 % lane_slots,
             head: 0,
         };
         let place = SlotPlace {
             head: place.head_of(lane_index),
             ..place
         };
-        let used = &chunk[..slot::USED];
-        let changed = differs.is_some_and(|bits| bits.get(position as usize));
-        match decode_slot(&place, used, changed) {
-            SlotState::Empty | SlotState::Stale => {}
-            SlotState::Torn => torn_slots += 1,
-            SlotState::Invalid => invalid_slots += 1,
-            SlotState::Valid(record) => records.push(record),
-        }
-    }
-    if header.version == format::VERSION_1 {
-        records.sort_unstable_by_key(|record| record.seq);
-    } else {
-        records.sort_unstable_by_key(|record| (record.monotonic_ns, record.lane, record.seq));
-    }
-
-    let (same_boot, now) = if options.compute_age {
-        let writer_boot = header.boot_id.as_str();
-        let zero = identity::format_boot_id(&[0; 16]);
-        let same = match identity::current_boot_id() {
-            Some(mine) if writer_boot != zero => {
-                Some(identity::format_boot_id(&mine) == writer_boot)
-            }
-            _ => None,
-        };
-        (same, Some(identity::monotonic_ns()))
-    } else {
-        (None, None)
+        let changed = differs.is_some_and(|bits| bits.get(position));
+        decode_slot(&place, &bytes[..slot::USED], changed)
     };
-    let in_flight = in_flight_calls(&records, if same_boot == Some(true) { now } else { None });
+    let (same_boot, now) = reader_clock(&header, options);
+    let age_now = if same_boot == Some(true) { now } else { None };
+    let slot_count = slots.len() / slot_size.max(1);
+    let mut torn_slots = 0u64;
+    let mut invalid_slots = 0u64;
+    let mut count = |state: &SlotState| match state {
+        SlotState::Torn => torn_slots += 1,
+        SlotState::Invalid => invalid_slots += 1,
+        _ => {}
+    };
+    let v1 = header.version == format::VERSION_1;
+    let (records, in_flight, records_omitted) = match options.keep_records {
+        None => {
+            let mut records = Vec::new();
+            for position in 0..slot_count {
+                match decode(position) {
+                    SlotState::Valid(record) => records.push(record),
+                    other => count(&other),
+                }
+            }
+            if v1 {
+                records.sort_unstable_by_key(|record| record.seq);
+            } else {
+                records.sort_unstable_by_key(|r| (r.monotonic_ns, r.lane, r.seq));
+            }
+            let in_flight = in_flight_calls(&records, age_now);
+            (records, in_flight, 0)
+        }
+        Some(keep) => {
+            let mut keys = Vec::new();
+            for position in 0..slot_count {
+                match decode(position) {
+                    SlotState::Valid(record) => keys.push(RecordKey::of(&record, position)),
+                    other => count(&other),
+                }
+            }
+            if v1 {
+                keys.sort_unstable_by_key(|key| key.seq);
+            } else {
+                keys.sort_unstable_by_key(|k| (k.monotonic_ns, k.lane, k.seq));
+            }
+            // Decoded again (the same bytes give the same record) only for what is kept.
+            let full = |key: &RecordKey| match decode(key.slot as usize) {
+                SlotState::Valid(record) => Some(record),
+                _ => None,
+            };
+            let in_flight = open_calls(&keys)
+                .into_iter()
+                .filter_map(|position| full(&keys[position]))
+                .map(|record| InFlight::of(&record, age_now))
+                .collect();
+            let start = keys.len().saturating_sub(keep);
+            let records = keys[start..].iter().filter_map(full).collect();
+            (records, in_flight, start as u64)
+        }
+    };
     RingSnapshot {
         header,
         records,
@@ -885,6 +923,124 @@ fn build_snapshot(
         invalid_slots,
         same_boot,
         reader_monotonic_ns: now,
+        records_omitted,
+    }
+}
+
+/// Whether the reader runs on the writer's boot, and the reader's `CLOCK_MONOTONIC` (when
+/// `compute_age` is set).
+fn reader_clock(header: &RingHeader, options: &ReadOptions) -> (Option<bool>, Option<u64>) {
+    if !options.compute_age {
+        return (None, None);
+    }
+    let writer_boot = header.boot_id.as_str();
+    let zero = identity::format_boot_id(&[0; 16]);
+    let same = match identity::current_boot_id() {
+        Some(mine) if writer_boot != zero => Some(identity::format_boot_id(&mine) == writer_boot),
+        _ => None,
+    };
+    (same, Some(identity::monotonic_ns()))
+}
+
+/// What finding the calls in flight looks at in a record.
+trait Linked {
+    fn kind(&self) -> RecordKind;
+    fn closed(&self) -> bool;
+    fn lane(&self) -> u32;
+    fn seq(&self) -> u64;
+    fn tid(&self) -> u32;
+    /// An exit record's enter: (lane, index).
+    fn closes(&self) -> Option<(u32, u64)>;
+}
+
+impl Linked for Record {
+    fn kind(&self) -> RecordKind {
+        self.kind
+    }
+    fn closed(&self) -> bool {
+        self.closed
+    }
+    fn lane(&self) -> u32 {
+        self.lane
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn tid(&self) -> u32 {
+        self.tid
+    }
+    fn closes(&self) -> Option<(u32, u64)> {
+        match (self.kind, self.enter_seq) {
+            (RecordKind::Exit, Some(enter)) => Some((self.enter_lane.unwrap_or(self.lane), enter)),
+            _ => None,
+        }
+    }
+}
+
+/// A record reduced to what ordering and [`open_calls`] need, and the slot it came from (decoded
+/// again when the whole record is wanted).
+#[derive(Debug, Clone, Copy)]
+struct RecordKey {
+    seq: u64,
+    monotonic_ns: u64,
+    closes: Option<(u32, u64)>,
+    slot: u32,
+    lane: u32,
+    tid: u32,
+    kind: RecordKind,
+    closed: bool,
+}
+
+impl RecordKey {
+    fn of(record: &Record, slot: usize) -> RecordKey {
+        RecordKey {
+            seq: record.seq,
+            monotonic_ns: record.monotonic_ns,
+            closes: record.closes(),
+            // At most 2^20 slots: fits.
+            slot: slot as u32,
+            lane: record.lane,
+            tid: record.tid,
+            kind: record.kind,
+            closed: record.closed,
+        }
+    }
+}
+
+impl Linked for RecordKey {
+    fn kind(&self) -> RecordKind {
+        self.kind
+    }
+    fn closed(&self) -> bool {
+        self.closed
+    }
+    fn lane(&self) -> u32 {
+        self.lane
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn tid(&self) -> u32 {
+        self.tid
+    }
+    fn closes(&self) -> Option<(u32, u64)> {
+        self.closes
+    }
+}
+
+impl InFlight {
+    fn of(record: &Record, now_monotonic_ns: Option<u64>) -> InFlight {
+        InFlight {
+            tid: record.tid,
+            seq: record.seq,
+            lane: record.lane,
+            call_id: record.call_id,
+            call: record.call.clone(),
+            args: record.args,
+            label: record.label.clone(),
+            entered_monotonic_ns: record.monotonic_ns,
+            age_ns: now_monotonic_ns.map(|now| now.saturating_sub(record.monotonic_ns)),
+        }
     }
 }
 
@@ -896,31 +1052,39 @@ fn build_snapshot(
 /// be hiding there, so the enter is not reported: a reader copying a live ring must not call a
 /// completed call in flight.
 pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec<InFlight> {
+    open_calls(records)
+        .into_iter()
+        .map(|position| InFlight::of(&records[position], now_monotonic_ns))
+        .collect()
+}
+
+/// [`in_flight_calls`]: the positions in `records` of the calls in flight, by thread, lane, index.
+fn open_calls<R: Linked>(records: &[R]) -> Vec<usize> {
     let key = |lane_index: u32, index: u64| (lane_index, index & format::TOKEN_INDEX_MASK);
     let mut open: HashMap<(u32, u64), usize> = HashMap::new();
     for (position, record) in records.iter().enumerate() {
-        if record.kind == RecordKind::Enter && !record.closed {
-            open.insert(key(record.lane, record.seq), position);
+        if record.kind() == RecordKind::Enter && !record.closed() {
+            open.insert(key(record.lane(), record.seq()), position);
         }
     }
     for record in records {
-        if let (RecordKind::Exit, Some(enter)) = (record.kind, record.enter_seq) {
-            open.remove(&key(record.enter_lane.unwrap_or(record.lane), enter));
+        if let Some((lane_index, enter)) = record.closes() {
+            open.remove(&key(lane_index, enter));
         }
     }
     // Each lane's records in index order; place[i] = (lane, position in that lane's list).
     let mut lanes: HashMap<u32, Vec<usize>> = HashMap::new();
     for (position, record) in records.iter().enumerate() {
-        lanes.entry(record.lane).or_default().push(position);
+        lanes.entry(record.lane()).or_default().push(position);
     }
     let mut place = vec![(0u32, 0usize); records.len()];
     for (&lane_index, members) in lanes.iter_mut() {
-        members.sort_unstable_by_key(|&position| records[position].seq);
+        members.sort_unstable_by_key(|&position| records[position].seq());
         for (rank, &position) in members.iter().enumerate() {
             place[position] = (lane_index, rank);
         }
     }
-    let mut by_thread: BTreeMap<(u32, u32, u64), &Record> = BTreeMap::new();
+    let mut by_thread: BTreeMap<(u32, u32, u64), usize> = BTreeMap::new();
     for position in open.into_values() {
         let record = &records[position];
         let (lane_index, rank) = place[position];
@@ -928,28 +1092,15 @@ pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec
         let next = members[rank + 1..]
             .iter()
             .enumerate()
-            .find(|(_, &later)| records[later].tid == record.tid);
+            .find(|(_, &later)| records[later].tid() == record.tid());
         if let Some((skipped, &next)) = next {
-            let indices_between = records[next].seq.saturating_sub(record.seq);
+            let indices_between = records[next].seq().saturating_sub(record.seq());
             let records_between = skipped as u64 + 1;
             if indices_between != records_between {
                 continue;
             }
         }
-        by_thread.insert((record.tid, record.lane, record.seq), record);
+        by_thread.insert((record.tid(), record.lane(), record.seq()), position);
     }
-    by_thread
-        .into_values()
-        .map(|record| InFlight {
-            tid: record.tid,
-            seq: record.seq,
-            lane: record.lane,
-            call_id: record.call_id,
-            call: record.call.clone(),
-            args: record.args,
-            label: record.label.clone(),
-            entered_monotonic_ns: record.monotonic_ns,
-            age_ns: now_monotonic_ns.map(|now| now.saturating_sub(record.monotonic_ns)),
-        })
-        .collect()
+    by_thread.into_values().collect()
 }

@@ -41,13 +41,18 @@ pub fn is_ring_name(name: &OsStr) -> bool {
     bytes.ends_with(b".ring") && !bytes.starts_with(b".")
 }
 
-/// Reads an opened ring file (two copies, every slot validated) with the one size limit; also
-/// returns the copied bytes for the incident's ring copy.
+/// Records of a ring an incident keeps (the newest; the calls in flight are found among all of them).
+pub const EXCERPT_RECORDS: usize = 256;
+
+/// Reads an opened ring file (two copies, every slot validated) with the one size limit, keeping the
+/// newest [`EXCERPT_RECORDS`] records (`records_omitted` counts the others); also returns the copied
+/// bytes for the incident's ring copy. Memory: the file's size plus ~50 bytes per valid record.
 pub fn read(
     file: &std::fs::File,
 ) -> wedge_breadcrumb::Result<(wedge_breadcrumb::RingSnapshot, Vec<u8>)> {
     let options = wedge_breadcrumb::ReadOptions {
         max_file_bytes: MAX_RING_BYTES,
+        keep_records: Some(EXCERPT_RECORDS),
         ..wedge_breadcrumb::ReadOptions::default()
     };
     wedge_breadcrumb::read_ring_from_file_with_bytes(file, &options)

@@ -108,7 +108,13 @@ fn read_ring_excerpt(
     let shown = crate::rings::files::printable_path(&ring.path);
     match crate::rings::read(&ring.file) {
         Ok((snapshot, bytes)) => {
-            let mut excerpt = RingExcerpt::from_snapshot(Some(shown.clone()), &snapshot, 256);
+            let mut excerpt = RingExcerpt::from_snapshot(
+                Some(shown.clone()),
+                &snapshot,
+                crate::rings::EXCERPT_RECORDS,
+            );
+            // The reader kept only the newest records: the older ones are omitted too.
+            excerpt.records_omitted += snapshot.records_omitted;
             excerpt.read_at = read_at;
             if incident.process.nspid.len() > 1 {
                 let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
