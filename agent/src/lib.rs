@@ -14,8 +14,12 @@
 //! - [`watch`]: the watch loop shared by `run`, `selftest` and `agent`: target sources → hot scan →
 //!   tracker (D-state episodes, no-progress proof) → episode lifecycle (`watch::incident`) → the capture's
 //!   ordered stages (`watch::stages::STAGES`) → durable incident.
+//! - [`rings`]: everything about breadcrumb ring files — discovery in ring directories, trust checks
+//!   (a header is a claim the kernel must confirm), the one "is this a ring" predicate, the one size
+//!   limit, reading, the env-var names. `run` (the capture's `rings` stage) and the daemon both use it;
+//!   it uses neither.
 //! - [`daemon`]: what only the host agent needs: config file, reload, sd_notify, rate limits, and the host
-//!   target sources (comm, cgroup, GPU fds, ring directories; ring headers verified against the kernel).
+//!   target sources (comm, cgroup, GPU fds; ring directories through [`rings::discovery`]).
 //! - [`host`]: the host identity recorded with incidents. Every kernel file (kmsg, PSI, meminfo, fd links,
 //!   children, …) is read through `capture::ProcRoot` / `capture::kmsg`: nothing here builds a /proc path.
 //! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline.
@@ -31,5 +35,6 @@ pub mod host;
 pub mod inject_env;
 pub mod preflight;
 pub mod probe;
+pub mod rings;
 pub mod settings;
 pub mod watch;

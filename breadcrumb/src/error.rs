@@ -46,6 +46,15 @@ pub enum Error {
     BadSlotSize,
     #[error("bad slot count (must be a power of two between 1 and 1048576)")]
     BadSlotCount,
+    #[error(
+        "a ring of {slots} slots is too large: at most {max_slots} slots (WEDGE_CAPTURE_RING_SLOTS), \
+         a file of at most {max_bytes} bytes, the largest ring the agent reads"
+    )]
+    RingTooLarge {
+        slots: u64,
+        max_slots: u32,
+        max_bytes: u64,
+    },
     #[error("unsupported clock id (rings use CLOCK_MONOTONIC = 1 or CLOCK_MONOTONIC_COARSE = 6)")]
     BadClock,
     #[error(

@@ -80,6 +80,18 @@ pub const LANE_INDEX_BITS: u32 = 32;
 pub const LANE_INDEX_MASK: u64 = (1 << LANE_INDEX_BITS) - 1;
 /// Largest slot count a ring may declare (readers reject more).
 pub const MAX_SLOT_COUNT: u32 = 1 << 20;
+/// Bytes of a ring of `slot_count` slots in `lane_count` lanes as this crate writes it: the header,
+/// the version-2 lane table, the slots.
+pub const fn ring_len(slot_count: u32, lane_count: u32) -> u64 {
+    HEADER_SIZE as u64
+        + LANE_ENTRY_SIZE as u64 * lane_count as u64
+        + SLOT_SIZE as u64 * slot_count as u64
+}
+/// The largest ring file, and the one size limit of every ring: [`MAX_SLOT_COUNT`] slots in
+/// [`MAX_LANE_COUNT`] lanes (128 MiB of slots, 256 KiB of lane table, the header). The writer never
+/// creates a larger ring, and the agent's discovery, trust checks and reader accept every ring up to
+/// this size, so a ring the writer can create is a ring the agent reads.
+pub const MAX_RING_BYTES: u64 = ring_len(MAX_SLOT_COUNT, MAX_LANE_COUNT);
 /// Largest header a reader accepts.
 pub const MAX_HEADER_SIZE: u32 = 4096;
 /// Largest slot a reader accepts.

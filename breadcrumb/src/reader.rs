@@ -23,8 +23,13 @@ use crate::error::{Error, Result};
 use crate::format::{self, byte_at, header, lane, le_u16, le_u32, le_u64, slot, Args};
 use crate::identity;
 
-/// Default cap on the size of a ring file a reader accepts (memory stays bounded: about twice this).
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
+/// Default cap on the size of a ring file a reader accepts: the largest ring a writer can create
+/// ([`format::MAX_RING_BYTES`]). Memory stays bounded: one copy of the file plus one
+/// [`REREAD_CHUNK_BYTES`] chunk, and the decoded records.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = format::MAX_RING_BYTES;
+/// The second copy of the slots is read and compared in chunks of this size (a whole second copy
+/// of a 128 MiB ring would double the reader's memory).
+pub const REREAD_CHUNK_BYTES: usize = 1 << 20;
 
 /// How to read a ring.
 #[derive(Debug, Clone)]
@@ -37,6 +42,11 @@ pub struct ReadOptions {
     pub max_file_bytes: u64,
     /// Compute in-flight ages from the reader's `CLOCK_MONOTONIC` (only when the boot ids match).
     pub compute_age: bool,
+    /// Keep only the newest this many records in the snapshot (`None`: all of them). The calls in
+    /// flight are found among every record either way; with a limit the reader holds a 48-byte key
+    /// per record while it decides them, not the whole record (about 230 bytes with its strings):
+    /// a full 2^20-slot ring then costs the copy of the file and ~50 MB, not ~250 MB more.
+    pub keep_records: Option<usize>,
 }
 
 impl Default for ReadOptions {
@@ -46,6 +56,7 @@ impl Default for ReadOptions {
             expected_owner: None,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             compute_age: true,
+            keep_records: None,
         }
     }
 }
@@ -266,6 +277,9 @@ pub struct RingSnapshot {
     pub same_boot: Option<bool>,
     /// The reader's `CLOCK_MONOTONIC` when ages were computed.
     pub reader_monotonic_ns: Option<u64>,
+    /// Valid records left out of `records` ([`ReadOptions::keep_records`]): the oldest ones.
+    #[serde(default)]
+    pub records_omitted: u64,
 }
 
 impl RingSnapshot {
@@ -413,8 +427,8 @@ pub fn read_ring_from_file_with_bytes(
     let layout = parse_header(&first)?;
     let slots_start = layout.slots_offset() as usize;
     let slots_end = layout.needed_len() as usize;
-    let mut second = vec![0u8; slots_end - slots_start];
-    read_exact_from(file, &mut second, slots_start as u64)?;
+    // The second copy, after the whole first one (as before), compared chunk by chunk.
+    let differs = reread_slots(file, &first[slots_start..slots_end], &layout)?;
     // Header and lane table again, last: the heads are at least as new as every slot copied.
     let mut last_header = vec![0u8; slots_start];
     read_exact_from(file, &mut last_header, 0)?;
@@ -446,8 +460,56 @@ pub fn read_ring_from_file_with_bytes(
     }
     first.truncate(slots_end);
     first[..slots_start].copy_from_slice(&last_header);
-    let snapshot = build_snapshot(header, &first[slots_start..], Some(&second), options);
+    let snapshot = build_snapshot(header, &first[slots_start..], Some(&differs), options);
     Ok((snapshot, first))
+}
+
+/// Reads the slots a second time, [`REREAD_CHUNK_BYTES`] at a time, and marks each slot whose
+/// validated part (`slot::USED` bytes) differs from the first copy: a slot written between the two
+/// copies. Memory: one chunk and one bit per slot.
+fn reread_slots(file: &File, first: &[u8], layout: &RingHeader) -> Result<SlotBits> {
+    let slot_size = layout.slot_size as usize;
+    let mut differs = SlotBits::new(first.len() / slot_size.max(1));
+    // A whole number of slots per chunk (slot sizes are multiples of 64 up to 4096).
+    let chunk_len = (REREAD_CHUNK_BYTES / slot_size).max(1) * slot_size;
+    let mut chunk = vec![0u8; chunk_len.min(first.len())];
+    let slots_offset = layout.slots_offset();
+    for (n, before) in first.chunks(chunk_len).enumerate() {
+        let again = &mut chunk[..before.len()];
+        read_exact_from(file, again, slots_offset + (n * chunk_len) as u64)?;
+        let first_slot = n * chunk_len / slot_size;
+        for (k, (a, b)) in before
+            .chunks_exact(slot_size)
+            .zip(again.chunks_exact(slot_size))
+            .enumerate()
+        {
+            if a[..slot::USED] != b[..slot::USED] {
+                differs.set(first_slot + k);
+            }
+        }
+    }
+    Ok(differs)
+}
+
+/// One bit per slot.
+struct SlotBits(Vec<u64>);
+
+impl SlotBits {
+    fn new(slots: usize) -> SlotBits {
+        SlotBits(vec![0; slots.div_ceil(64)])
+    }
+
+    fn set(&mut self, slot: usize) {
+        if let Some(word) = self.0.get_mut(slot / 64) {
+            *word |= 1 << (slot % 64);
+        }
+    }
+
+    fn get(&self, slot: usize) -> bool {
+        self.0
+            .get(slot / 64)
+            .is_some_and(|word| word & (1 << (slot % 64)) != 0)
+    }
 }
 
 /// Parses ring bytes (e.g. a saved `ring.bin`). Pure apart from reading the reader's own clock
@@ -632,7 +694,8 @@ fn index_below(limit: u64, low: u64) -> Option<u64> {
     limit.checked_sub(back)
 }
 
-fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> SlotState {
+/// `changed`: the slot differed between the reader's two copies (a slot being written).
+fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], changed: bool) -> SlotState {
     let v2 = place.header.version >= 2;
     let lane_slots = u64::from(place.header.lane_slots());
     let raw_seq = le_u64(bytes, slot::SEQ);
@@ -651,10 +714,8 @@ fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> Slo
     if seq & 1 == 1 {
         return SlotState::Torn;
     }
-    if let Some(again) = again {
-        if again != bytes {
-            return SlotState::Torn;
-        }
+    if changed {
+        return SlotState::Torn;
     }
     let index = seq / 2 - 1;
     if index % lane_slots != place.position {
@@ -697,47 +758,10 @@ fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> Slo
         tensor_first: le_u32(bytes, slot::TENSOR_FIRST),
         tensor_count: le_u32(bytes, slot::TENSOR_COUNT),
     };
-    let ref_index = le_u64(bytes, slot::REF_INDEX);
-    let result = le_u64(bytes, slot::RESULT) as i64;
-    let own_ref = if v2 {
-        (u64::from(place.lane) << format::LANE_INDEX_BITS) | (index & format::LANE_INDEX_MASK)
-    } else {
-        index
-    };
-    let (result, enter_seq, enter_lane) = match kind {
-        RecordKind::Enter => {
-            if ref_index != own_ref || result != 0 {
-                return SlotState::Invalid;
-            }
-            (None, None, None)
-        }
-        RecordKind::Exit => {
-            if closed || args != Args::default() || label_len != 0 {
-                return SlotState::Invalid;
-            }
-            if v2 {
-                let enter_lane = (ref_index >> format::LANE_INDEX_BITS) as u32;
-                let low = ref_index & format::LANE_INDEX_MASK;
-                if ref_index > format::TOKEN_INDEX_MASK || enter_lane >= place.header.lane_count {
-                    return SlotState::Invalid;
-                }
-                // Same lane: the enter came before this exit. Another lane: before its head.
-                let limit = if enter_lane == place.lane {
-                    index
-                } else {
-                    place.head_of(enter_lane)
-                };
-                let Some(enter) = index_below(limit, low) else {
-                    return SlotState::Invalid;
-                };
-                (Some(result), Some(enter), Some(enter_lane))
-            } else {
-                if ref_index >= index || ref_index > format::TOKEN_INDEX_MASK {
-                    return SlotState::Invalid;
-                }
-                (Some(result), Some(ref_index), None)
-            }
-        }
+    let Some((result, enter_seq, enter_lane)) =
+        links(place, kind, index, closed, &args, label_len, bytes)
+    else {
+        return SlotState::Invalid;
     };
     SlotState::Valid(Record {
         seq: index,
@@ -758,60 +782,139 @@ fn decode_slot(place: &SlotPlace<'_>, bytes: &[u8], again: Option<&[u8]>) -> Slo
     })
 }
 
+/// What a record links to: its result and, for an exit, the enter it closes (index, lane).
+type Links = (Option<i64>, Option<u64>, Option<u32>);
+
+/// The links of an enter or exit record; `None` when they are inconsistent (an invalid slot).
+fn links(
+    place: &SlotPlace<'_>,
+    kind: RecordKind,
+    index: u64,
+    closed: bool,
+    args: &Args,
+    label_len: usize,
+    bytes: &[u8],
+) -> Option<Links> {
+    let v2 = place.header.version >= 2;
+    let ref_index = le_u64(bytes, slot::REF_INDEX);
+    let result = le_u64(bytes, slot::RESULT) as i64;
+    let own_ref = if v2 {
+        (u64::from(place.lane) << format::LANE_INDEX_BITS) | (index & format::LANE_INDEX_MASK)
+    } else {
+        index
+    };
+    match kind {
+        RecordKind::Enter => (ref_index == own_ref && result == 0).then_some((None, None, None)),
+        RecordKind::Exit => {
+            if closed || *args != Args::default() || label_len != 0 {
+                return None;
+            }
+            if v2 {
+                let enter_lane = (ref_index >> format::LANE_INDEX_BITS) as u32;
+                let low = ref_index & format::LANE_INDEX_MASK;
+                if ref_index > format::TOKEN_INDEX_MASK || enter_lane >= place.header.lane_count {
+                    return None;
+                }
+                // Same lane: the enter came before this exit. Another lane: before its head.
+                let limit = if enter_lane == place.lane {
+                    index
+                } else {
+                    place.head_of(enter_lane)
+                };
+                let enter = index_below(limit, low)?;
+                Some((Some(result), Some(enter), Some(enter_lane)))
+            } else {
+                if ref_index >= index || ref_index > format::TOKEN_INDEX_MASK {
+                    return None;
+                }
+                Some((Some(result), Some(ref_index), None))
+            }
+        }
+    }
+}
+
 fn build_snapshot(
     header: RingHeader,
     slots: &[u8],
-    again: Option<&[u8]>,
+    differs: Option<&SlotBits>,
     options: &ReadOptions,
 ) -> RingSnapshot {
     let slot_size = header.slot_size as usize;
-    let lane_slots = u64::from(header.lane_slots());
-    let mut records = Vec::new();
-    let mut torn_slots = 0u64;
-    let mut invalid_slots = 0u64;
-    for (position, chunk) in slots.chunks_exact(slot_size).enumerate() {
-        let position = position as u64;
-        let lane_index = (position / lane_slots) as u32;
+    let lane_slots = u64::from(header.lane_slots()).max(1);
+    let decode = |position: usize| -> SlotState {
+        let Some(bytes) = slots.get(position * slot_size..(position + 1) * slot_size) else {
+            return SlotState::Empty;
+        };
+        let lane_index = (position as u64 / lane_slots) as u32;
         let place = SlotPlace {
             header: &header,
             lane: lane_index,
-            position: position % lane_slots,
+            position: position as u64 % lane_slots,
             head: 0,
         };
         let place = SlotPlace {
             head: place.head_of(lane_index),
             ..place
         };
-        let used = &chunk[..slot::USED];
-        let at = position as usize * slot_size;
-        let used_again = again.and_then(|again| again.get(at..at + slot::USED));
-        match decode_slot(&place, used, used_again) {
-            SlotState::Empty | SlotState::Stale => {}
-            SlotState::Torn => torn_slots += 1,
-            SlotState::Invalid => invalid_slots += 1,
-            SlotState::Valid(record) => records.push(record),
-        }
-    }
-    if header.version == format::VERSION_1 {
-        records.sort_unstable_by_key(|record| record.seq);
-    } else {
-        records.sort_unstable_by_key(|record| (record.monotonic_ns, record.lane, record.seq));
-    }
-
-    let (same_boot, now) = if options.compute_age {
-        let writer_boot = header.boot_id.as_str();
-        let zero = identity::format_boot_id(&[0; 16]);
-        let same = match identity::current_boot_id() {
-            Some(mine) if writer_boot != zero => {
-                Some(identity::format_boot_id(&mine) == writer_boot)
-            }
-            _ => None,
-        };
-        (same, Some(identity::monotonic_ns()))
-    } else {
-        (None, None)
+        let changed = differs.is_some_and(|bits| bits.get(position));
+        decode_slot(&place, &bytes[..slot::USED], changed)
     };
-    let in_flight = in_flight_calls(&records, if same_boot == Some(true) { now } else { None });
+    let (same_boot, now) = reader_clock(&header, options);
+    let age_now = if same_boot == Some(true) { now } else { None };
+    let slot_count = slots.len() / slot_size.max(1);
+    let mut torn_slots = 0u64;
+    let mut invalid_slots = 0u64;
+    let mut count = |state: &SlotState| match state {
+        SlotState::Torn => torn_slots += 1,
+        SlotState::Invalid => invalid_slots += 1,
+        _ => {}
+    };
+    let v1 = header.version == format::VERSION_1;
+    let (records, in_flight, records_omitted) = match options.keep_records {
+        None => {
+            let mut records = Vec::new();
+            for position in 0..slot_count {
+                match decode(position) {
+                    SlotState::Valid(record) => records.push(record),
+                    other => count(&other),
+                }
+            }
+            if v1 {
+                records.sort_unstable_by_key(|record| record.seq);
+            } else {
+                records.sort_unstable_by_key(|r| (r.monotonic_ns, r.lane, r.seq));
+            }
+            let in_flight = in_flight_calls(&records, age_now);
+            (records, in_flight, 0)
+        }
+        Some(keep) => {
+            let mut keys = Vec::new();
+            for position in 0..slot_count {
+                match decode(position) {
+                    SlotState::Valid(record) => keys.push(RecordKey::of(&record, position)),
+                    other => count(&other),
+                }
+            }
+            if v1 {
+                keys.sort_unstable_by_key(|key| key.seq);
+            } else {
+                keys.sort_unstable_by_key(|k| (k.monotonic_ns, k.lane, k.seq));
+            }
+            // Decoded again (the same bytes give the same record) only for what is kept.
+            let full = |key: &RecordKey| match decode(key.slot as usize) {
+                SlotState::Valid(record) => Some(record),
+                _ => None,
+            };
+            let in_flight = open_calls(&keys)
+                .into_iter()
+                .filter_map(|position| full(&keys[position]))
+                .map(|record| InFlight::of(&record, age_now))
+                .collect();
+            let start = keys.len().saturating_sub(keep);
+            let records = keys[start..].iter().filter_map(full).collect();
+            (records, in_flight, start as u64)
+        }
+    };
     RingSnapshot {
         header,
         records,
@@ -820,6 +923,124 @@ fn build_snapshot(
         invalid_slots,
         same_boot,
         reader_monotonic_ns: now,
+        records_omitted,
+    }
+}
+
+/// Whether the reader runs on the writer's boot, and the reader's `CLOCK_MONOTONIC` (when
+/// `compute_age` is set).
+fn reader_clock(header: &RingHeader, options: &ReadOptions) -> (Option<bool>, Option<u64>) {
+    if !options.compute_age {
+        return (None, None);
+    }
+    let writer_boot = header.boot_id.as_str();
+    let zero = identity::format_boot_id(&[0; 16]);
+    let same = match identity::current_boot_id() {
+        Some(mine) if writer_boot != zero => Some(identity::format_boot_id(&mine) == writer_boot),
+        _ => None,
+    };
+    (same, Some(identity::monotonic_ns()))
+}
+
+/// What finding the calls in flight looks at in a record.
+trait Linked {
+    fn kind(&self) -> RecordKind;
+    fn closed(&self) -> bool;
+    fn lane(&self) -> u32;
+    fn seq(&self) -> u64;
+    fn tid(&self) -> u32;
+    /// An exit record's enter: (lane, index).
+    fn closes(&self) -> Option<(u32, u64)>;
+}
+
+impl Linked for Record {
+    fn kind(&self) -> RecordKind {
+        self.kind
+    }
+    fn closed(&self) -> bool {
+        self.closed
+    }
+    fn lane(&self) -> u32 {
+        self.lane
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn tid(&self) -> u32 {
+        self.tid
+    }
+    fn closes(&self) -> Option<(u32, u64)> {
+        match (self.kind, self.enter_seq) {
+            (RecordKind::Exit, Some(enter)) => Some((self.enter_lane.unwrap_or(self.lane), enter)),
+            _ => None,
+        }
+    }
+}
+
+/// A record reduced to what ordering and [`open_calls`] need, and the slot it came from (decoded
+/// again when the whole record is wanted).
+#[derive(Debug, Clone, Copy)]
+struct RecordKey {
+    seq: u64,
+    monotonic_ns: u64,
+    closes: Option<(u32, u64)>,
+    slot: u32,
+    lane: u32,
+    tid: u32,
+    kind: RecordKind,
+    closed: bool,
+}
+
+impl RecordKey {
+    fn of(record: &Record, slot: usize) -> RecordKey {
+        RecordKey {
+            seq: record.seq,
+            monotonic_ns: record.monotonic_ns,
+            closes: record.closes(),
+            // At most 2^20 slots: fits.
+            slot: slot as u32,
+            lane: record.lane,
+            tid: record.tid,
+            kind: record.kind,
+            closed: record.closed,
+        }
+    }
+}
+
+impl Linked for RecordKey {
+    fn kind(&self) -> RecordKind {
+        self.kind
+    }
+    fn closed(&self) -> bool {
+        self.closed
+    }
+    fn lane(&self) -> u32 {
+        self.lane
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn tid(&self) -> u32 {
+        self.tid
+    }
+    fn closes(&self) -> Option<(u32, u64)> {
+        self.closes
+    }
+}
+
+impl InFlight {
+    fn of(record: &Record, now_monotonic_ns: Option<u64>) -> InFlight {
+        InFlight {
+            tid: record.tid,
+            seq: record.seq,
+            lane: record.lane,
+            call_id: record.call_id,
+            call: record.call.clone(),
+            args: record.args,
+            label: record.label.clone(),
+            entered_monotonic_ns: record.monotonic_ns,
+            age_ns: now_monotonic_ns.map(|now| now.saturating_sub(record.monotonic_ns)),
+        }
     }
 }
 
@@ -831,31 +1052,39 @@ fn build_snapshot(
 /// be hiding there, so the enter is not reported: a reader copying a live ring must not call a
 /// completed call in flight.
 pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec<InFlight> {
+    open_calls(records)
+        .into_iter()
+        .map(|position| InFlight::of(&records[position], now_monotonic_ns))
+        .collect()
+}
+
+/// [`in_flight_calls`]: the positions in `records` of the calls in flight, by thread, lane, index.
+fn open_calls<R: Linked>(records: &[R]) -> Vec<usize> {
     let key = |lane_index: u32, index: u64| (lane_index, index & format::TOKEN_INDEX_MASK);
     let mut open: HashMap<(u32, u64), usize> = HashMap::new();
     for (position, record) in records.iter().enumerate() {
-        if record.kind == RecordKind::Enter && !record.closed {
-            open.insert(key(record.lane, record.seq), position);
+        if record.kind() == RecordKind::Enter && !record.closed() {
+            open.insert(key(record.lane(), record.seq()), position);
         }
     }
     for record in records {
-        if let (RecordKind::Exit, Some(enter)) = (record.kind, record.enter_seq) {
-            open.remove(&key(record.enter_lane.unwrap_or(record.lane), enter));
+        if let Some((lane_index, enter)) = record.closes() {
+            open.remove(&key(lane_index, enter));
         }
     }
     // Each lane's records in index order; place[i] = (lane, position in that lane's list).
     let mut lanes: HashMap<u32, Vec<usize>> = HashMap::new();
     for (position, record) in records.iter().enumerate() {
-        lanes.entry(record.lane).or_default().push(position);
+        lanes.entry(record.lane()).or_default().push(position);
     }
     let mut place = vec![(0u32, 0usize); records.len()];
     for (&lane_index, members) in lanes.iter_mut() {
-        members.sort_unstable_by_key(|&position| records[position].seq);
+        members.sort_unstable_by_key(|&position| records[position].seq());
         for (rank, &position) in members.iter().enumerate() {
             place[position] = (lane_index, rank);
         }
     }
-    let mut by_thread: BTreeMap<(u32, u32, u64), &Record> = BTreeMap::new();
+    let mut by_thread: BTreeMap<(u32, u32, u64), usize> = BTreeMap::new();
     for position in open.into_values() {
         let record = &records[position];
         let (lane_index, rank) = place[position];
@@ -863,28 +1092,15 @@ pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec
         let next = members[rank + 1..]
             .iter()
             .enumerate()
-            .find(|(_, &later)| records[later].tid == record.tid);
+            .find(|(_, &later)| records[later].tid() == record.tid());
         if let Some((skipped, &next)) = next {
-            let indices_between = records[next].seq.saturating_sub(record.seq);
+            let indices_between = records[next].seq().saturating_sub(record.seq());
             let records_between = skipped as u64 + 1;
             if indices_between != records_between {
                 continue;
             }
         }
-        by_thread.insert((record.tid, record.lane, record.seq), record);
+        by_thread.insert((record.tid(), record.lane(), record.seq()), position);
     }
-    by_thread
-        .into_values()
-        .map(|record| InFlight {
-            tid: record.tid,
-            seq: record.seq,
-            lane: record.lane,
-            call_id: record.call_id,
-            call: record.call.clone(),
-            args: record.args,
-            label: record.label.clone(),
-            entered_monotonic_ns: record.monotonic_ns,
-            age_ns: now_monotonic_ns.map(|now| now.saturating_sub(record.monotonic_ns)),
-        })
-        .collect()
+    by_thread.into_values().collect()
 }

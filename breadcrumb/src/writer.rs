@@ -67,8 +67,15 @@ impl WriterOptions {
     /// The lane count these options give (resolving 0 = automatic), or the reason they are bad.
     pub fn lanes(&self) -> Result<u32> {
         let slots = self.slot_count;
-        if !slots.is_power_of_two() || slots > format::MAX_SLOT_COUNT {
+        if !slots.is_power_of_two() {
             return Err(Error::BadSlotCount);
+        }
+        if slots > format::MAX_SLOT_COUNT {
+            return Err(Error::RingTooLarge {
+                slots: u64::from(slots),
+                max_slots: format::MAX_SLOT_COUNT,
+                max_bytes: format::MAX_RING_BYTES,
+            });
         }
         let lanes = match self.lane_count {
             0 => (slots / format::MIN_AUTO_LANE_SLOTS).clamp(1, format::DEFAULT_LANE_COUNT),
@@ -247,9 +254,15 @@ impl Writer {
     ) -> Result<Writer> {
         let lane_count = options.lanes()?;
         register_fork_handler();
-        let total = u64::from(format::HEADER_SIZE)
-            + u64::from(format::LANE_ENTRY_SIZE) * u64::from(lane_count)
-            + u64::from(format::SLOT_SIZE) * u64::from(options.slot_count);
+        let total = format::ring_len(options.slot_count, lane_count);
+        // Never more than the agent reads (true of every slot and lane count `lanes` accepts).
+        if total > format::MAX_RING_BYTES {
+            return Err(Error::RingTooLarge {
+                slots: u64::from(options.slot_count),
+                max_slots: format::MAX_SLOT_COUNT,
+                max_bytes: format::MAX_RING_BYTES,
+            });
+        }
         let map_len = usize::try_from(total).map_err(|_| Error::Create("ring too large".into()))?;
 
         let file_name = path
@@ -1051,10 +1064,22 @@ mod tests {
     #[test]
     fn rejects_bad_slot_and_lane_counts() {
         let dir = tempfile::tempdir().unwrap();
-        for bad in [0, 3, 1000, format::MAX_SLOT_COUNT * 2] {
+        for bad in [0, 3, 1000, format::MAX_SLOT_COUNT + 1] {
             let err = Writer::create(dir.path().join("r.ring"), bad).unwrap_err();
             assert!(matches!(err, Error::BadSlotCount), "{bad}: {err}");
         }
+        // Just over the largest ring: refused, and the message says what the limit is.
+        let err =
+            Writer::create(dir.path().join("r.ring"), format::MAX_SLOT_COUNT * 2).unwrap_err();
+        assert!(matches!(err, Error::RingTooLarge { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("2097152 slots")
+                && text.contains("at most 1048576 slots")
+                && text.contains(&format::MAX_RING_BYTES.to_string()),
+            "{text}"
+        );
+        assert!(!dir.path().join("r.ring").exists());
         for (slots, lanes) in [(64, 3), (64, 128), (1 << 20, 8192)] {
             let options = WriterOptions {
                 slot_count: slots,

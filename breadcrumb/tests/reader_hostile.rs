@@ -230,7 +230,35 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     ]
 }
 
+/// A read that keeps only the newest records (`keep_records`, what the agent asks for) finds the same
+/// calls in flight and the same newest records as a full read.
+fn check_limited_read_agrees(bytes: &[u8]) {
+    let no_age = ReadOptions {
+        compute_age: false,
+        ..opts()
+    };
+    let Ok(full) = parse_ring(bytes, &no_age) else {
+        return;
+    };
+    for keep in [0, 1, 5, usize::MAX] {
+        let options = ReadOptions {
+            keep_records: Some(keep),
+            ..no_age.clone()
+        };
+        let limited = parse_ring(bytes, &options).unwrap();
+        assert_eq!(limited.in_flight, full.in_flight, "keep {keep}");
+        let start = full.records.len().saturating_sub(keep);
+        assert_eq!(limited.records, full.records[start..], "keep {keep}");
+        assert_eq!(limited.records_omitted, start as u64);
+        assert_eq!(
+            (limited.torn_slots, limited.invalid_slots),
+            (full.torn_slots, full.invalid_slots)
+        );
+    }
+}
+
 fn check_invariants(bytes: &[u8]) {
+    check_limited_read_agrees(bytes);
     if let Ok(snapshot) = parse_ring(bytes, &opts()) {
         let slots = u64::from(snapshot.header.slot_count);
         assert!(

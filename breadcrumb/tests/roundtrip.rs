@@ -440,3 +440,104 @@ fn counter_timestamps_read_as_monotonic_nanoseconds() {
         "{gap} ns between records 20 ms apart"
     );
 }
+
+/// The one size limit: the largest ring the writer creates (2^20 slots in 4096 lanes) is exactly
+/// `MAX_RING_BYTES`, and the default reader reads it, in-flight call included; one slot count more
+/// is refused at the writer with a message that names the limit.
+#[test]
+fn the_largest_ring_the_writer_creates_is_read() {
+    use wedge_breadcrumb::format::{self, MAX_LANE_COUNT, MAX_RING_BYTES, MAX_SLOT_COUNT};
+    use wedge_breadcrumb::identity::ProcessIdentity;
+    use wedge_breadcrumb::WriterOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("largest.ring");
+    let options = WriterOptions {
+        slot_count: MAX_SLOT_COUNT,
+        lane_count: MAX_LANE_COUNT,
+        ..WriterOptions::default()
+    };
+    let writer = Writer::create_with(&path, &options, &ProcessIdentity::current()).unwrap();
+    writer.enter(
+        Call::CuCtxSynchronize,
+        &Args::default(),
+        "largest ring in flight",
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_RING_BYTES);
+    assert_eq!(
+        MAX_RING_BYTES,
+        format::ring_len(MAX_SLOT_COUNT, MAX_LANE_COUNT)
+    );
+    assert_eq!(
+        wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES,
+        MAX_RING_BYTES
+    );
+    let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
+    assert_eq!(snapshot.header.slot_count, MAX_SLOT_COUNT);
+    assert_eq!(snapshot.in_flight.len(), 1);
+    assert_eq!(snapshot.in_flight[0].label, "largest ring in flight");
+    assert_eq!(snapshot.torn_slots, 0);
+
+    let too_large = WriterOptions {
+        slot_count: MAX_SLOT_COUNT * 2,
+        ..WriterOptions::default()
+    };
+    let err = Writer::create_with(
+        &dir.path().join("over.ring"),
+        &too_large,
+        &ProcessIdentity::current(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::RingTooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("at most 1048576 slots"), "{err}");
+    assert!(!dir.path().join("over.ring").exists());
+}
+
+/// The agent's read (`keep_records`: the newest 256) finds the same calls in flight as a full read of
+/// a wrapped ring written by several threads, nested calls and cross-thread exits included, and keeps
+/// exactly the newest records.
+#[test]
+fn a_read_keeping_the_newest_records_finds_the_same_calls_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.ring");
+    let writer = Writer::create(&path, 1024).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..8u32 {
+            let writer = &writer;
+            scope.spawn(move || {
+                for n in 0..500u32 {
+                    let outer = writer.enter(Call::CuMemcpyHtoD_v2, &upload_args(n), "outer");
+                    let inner = writer.enter(Call::CuCtxSynchronize, &Args::default(), "inner");
+                    writer.exit(inner, 0);
+                    if !(n == 499 && thread % 2 == 0) {
+                        writer.exit(outer, 0);
+                    }
+                }
+                // Left open: nested, the inner one in flight too for odd threads.
+                let open = writer.enter(Call::CuMemAlloc_v2, &Args::default(), "left open");
+                if thread % 3 == 0 {
+                    writer.exit(open, 0);
+                }
+            });
+        }
+    });
+    let options = ReadOptions {
+        compute_age: false,
+        ..ReadOptions::default()
+    };
+    let full = read_ring(&path, &options).unwrap();
+    assert!(!full.in_flight.is_empty());
+    for keep in [0, 256, usize::MAX] {
+        let limited = read_ring(
+            &path,
+            &ReadOptions {
+                keep_records: Some(keep),
+                ..options.clone()
+            },
+        )
+        .unwrap();
+        assert_eq!(limited.in_flight, full.in_flight, "keep {keep}");
+        let start = full.records.len().saturating_sub(keep);
+        assert_eq!(limited.records, full.records[start..]);
+        assert_eq!(limited.records_omitted, start as u64);
+    }
+}

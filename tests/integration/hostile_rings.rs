@@ -22,19 +22,19 @@ use crate::agent::{
 use crate::util::{bin, frozen_fs_or_skip};
 
 /// `FAST`'s threshold and interval: the acceptance bound is threshold + 2 intervals.
-const DETECT_BOUND: Duration = Duration::from_millis(1000 + 2 * 100);
+pub(crate) const DETECT_BOUND: Duration = Duration::from_millis(1000 + 2 * 100);
 const STOP_BOUND: Duration = Duration::from_secs(2);
 
 /// A frozen fs with a target file, a test directory, its ring directory and incidents directory.
-struct Setup {
-    fs: FrozenFs,
-    file: PathBuf,
-    dir: TempDir,
-    rings: PathBuf,
-    out: PathBuf,
+pub(crate) struct Setup {
+    pub(crate) fs: FrozenFs,
+    pub(crate) file: PathBuf,
+    pub(crate) dir: TempDir,
+    pub(crate) rings: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
-fn setup(test: &str) -> Option<Setup> {
+pub(crate) fn setup(test: &str) -> Option<Setup> {
     let mut fs = frozen_fs_or_skip(test)?;
     let file = fs.create_file("target", b"x").unwrap();
     fs.freeze().unwrap();
@@ -52,13 +52,13 @@ fn setup(test: &str) -> Option<Setup> {
 }
 
 /// sd_notify datagrams the agent sends.
-struct Notify {
+pub(crate) struct Notify {
     socket: UnixDatagram,
-    path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 impl Notify {
-    fn new(dir: &Path) -> Notify {
+    pub(crate) fn new(dir: &Path) -> Notify {
         let path = dir.join("notify.sock");
         let socket = UnixDatagram::bind(&path).unwrap();
         socket.set_nonblocking(true).unwrap();
@@ -66,7 +66,7 @@ impl Notify {
     }
 
     /// Waits for a datagram starting with `prefix`; when it was seen.
-    fn wait_for(
+    pub(crate) fn wait_for(
         &self,
         prefix: &str,
         agent: &mut Agent,
@@ -124,7 +124,10 @@ fn agent_args<'a>(s: &'a Setup, pattern: &'a str) -> Vec<&'a str> {
 }
 
 /// The incident's detection time, in seconds after `since`.
-fn detected_after(incident: &serde_json::Value, since: chrono::DateTime<chrono::Utc>) -> f64 {
+pub(crate) fn detected_after(
+    incident: &serde_json::Value,
+    since: chrono::DateTime<chrono::Utc>,
+) -> f64 {
     let at: chrono::DateTime<chrono::Utc> = incident["detected_at"]["wall"]
         .as_str()
         .unwrap_or_else(|| panic!("no detected_at: {incident}"))
@@ -134,7 +137,7 @@ fn detected_after(incident: &serde_json::Value, since: chrono::DateTime<chrono::
 }
 
 /// The helper's wedge incident (not an on-demand one), once complete.
-fn wait_wedge_incident(agent: &mut Agent, out: &Path, pid: i32) -> serde_json::Value {
+pub(crate) fn wait_wedge_incident(agent: &mut Agent, out: &Path, pid: i32) -> serde_json::Value {
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(found) = incidents_for(out, pid)
@@ -183,7 +186,7 @@ fn check_detected(
 }
 
 /// SIGTERM within 2 s; then the fs thawed and the helper done.
-fn check_stop(test: &str, s: &mut Setup, agent: Agent, mut helper: Helper) {
+pub(crate) fn check_stop(test: &str, s: &mut Setup, agent: Agent, mut helper: Helper) {
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{test}: {log}");
     assert!(took < STOP_BOUND, "{test}: SIGTERM took {took:?}");

@@ -21,6 +21,7 @@ mod quiet_scan;
 mod redaction;
 mod report;
 mod ring;
+mod ring_dir;
 mod run;
 mod sandbox;
 mod settings;

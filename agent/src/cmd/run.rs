@@ -242,7 +242,7 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
         );
     }
     let mut env = vec![(
-        "WEDGE_CAPTURE_RING_DIR".to_string(),
+        crate::rings::ENV_RING_DIR.to_string(),
         ring_dir.clone().into_os_string(),
     )];
     env.extend(extra_env);

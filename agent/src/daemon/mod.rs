@@ -12,8 +12,7 @@
 //! - [`sources`]: the host target sources (comm, cgroup, processes holding `/dev/nvidia*`, ring directories).
 //! - [`metrics`], [`http`]: Prometheus metrics (`--metrics-listen`, `--textfile-dir`), published by the
 //!   loop after each scan and served by a bounded server thread that the loop never waits on.
-//! - [`ring_trust`]: ring headers are claims: verified against the kernel before a ring names a target (also
-//!   used by the capture's `rings` stage to open a process's rings safely).
+//! - ring files (discovery, trust checks, reading) live in [`crate::rings`], which `run` uses too.
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
 //! next scan. Signals are coalesced ([`Pending`]) and served by priority: SIGTERM/SIGINT first, ahead of
@@ -35,7 +34,6 @@ pub mod log;
 pub mod metrics;
 pub mod notify;
 pub mod ratelimit;
-pub mod ring_trust;
 pub mod sources;
 
 use std::collections::HashMap;

@@ -19,30 +19,25 @@
 //! - the fd directory is looked at once per `gpu_rescan` per process (only with `--gpu`): its size (the
 //!   fd count since Linux 6.2), and the links only for a new pid or when the count changed or is
 //!   unknown, stopping at the first `/dev/nvidia*` link and after [`MAX_FDS_READ`] links;
-//! - ring files are read when inotify reports them (and once at start), header only, through
-//!   `capture::untrusted` (no symlink followed, no FIFO or device opened); a header's claim names a
-//!   target only when [`ring_trust`](super::ring_trust) confirms it against the kernel, within
-//!   [`RING_READS_PER_SCAN`] reads per scan; refused files are remembered by identity and examined
-//!   again only when they change, and logged once, rate-limited.
+//! - ring directories are the rings room's ([`crate::rings::discovery`]): inotify plus resumable
+//!   listing passes, ring headers read through `capture::untrusted`, a header's claim believed only
+//!   when the kernel confirms it, a bounded number of reads and entries per scan.
 //!
 //! Every cache is keyed by a live pid and pruned when the pid leaves the listing: memory and fds stay
 //! bounded by the host's process count, not by how many processes ever existed.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use capture::parse::fd::FdTarget;
 use capture::proc_events::{ProcEvent, ProcEvents};
-use capture::untrusted::FileIdentity;
 use capture::ProcRoot;
 use regex::Regex;
 
-use super::ring_trust::{
-    self, printable_path, Budget, Claim, Rejected, RejectionLog, Verdict, Verifier,
-};
+use crate::rings::discovery::RingWatch;
+use crate::rings::files::printable_path;
 use crate::watch::targets::{Target, TargetSource};
 
 /// `stat` refresh period of a known pid, in scans.
@@ -56,17 +51,8 @@ pub const CGROUP_REFRESH_EVERY: u64 = 16;
 const YOUNG_SCANS: u8 = REFRESH_EVERY as u8;
 /// Most fd links read per process per fd scan.
 pub const MAX_FDS_READ: usize = 65_536;
-/// Most ring files examined per directory listing.
-pub const MAX_RING_FILES: usize = 10_000;
-/// Scans a ring file whose header is not readable yet is retried (a writer still initialising it).
-const RING_RETRIES: u8 = 5;
 /// `PF_KTHREAD` in stat's flags: kernel threads are never targets.
 const PF_KTHREAD: u32 = 0x0020_0000;
-/// Largest ring file accepted (2^20 slots of 128 bytes plus the header, with room).
-const MAX_RING_LEN: u64 = 256 << 20;
-/// Most reads (ring headers, `/proc` files, fd stats) spent on ring files per scan; the rest of the
-/// pending files wait for the next scan, so a directory of hostile files cannot stall a scan.
-pub const RING_READS_PER_SCAN: usize = 2048;
 
 /// What to watch.
 #[derive(Debug, Clone, Default)]
@@ -133,420 +119,6 @@ struct ProcEntry {
     young_scans: u8,
 }
 
-/// A ring file whose writer is alive.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct RingWriter {
-    pid: i32,
-    start: u64,
-}
-
-/// The ring-directory selector: inotify on each directory, ring headers read once per file.
-struct RingWatch {
-    dirs: Vec<PathBuf>,
-    inotify: Option<inotify::Inotify>,
-    watching: HashSet<PathBuf>,
-    /// Watch descriptor → directory.
-    wds: HashMap<inotify::WatchDescriptor, PathBuf>,
-    /// Directory → (device, inode) of what is watched: a directory removed and made again is another
-    /// inode, which the old watch never reports on.
-    inodes: HashMap<PathBuf, (u64, u64)>,
-    /// Directories whose problem was already logged (logged again only after it was fixed).
-    warned: HashSet<PathBuf>,
-    last_attempt: Option<Instant>,
-    /// Files to examine (new, changed, or waiting for a namespace walk or for budget).
-    pending: HashMap<PathBuf, Pending>,
-    writers: HashMap<PathBuf, RingWriter>,
-    /// Believes a header's claims only when the kernel confirms them.
-    verifier: Verifier,
-    /// Files refused, by identity: not examined again until they change.
-    rejected: Rejected,
-    rejections: RejectionLog,
-    full_rescan: bool,
-    buffer: Vec<u8>,
-}
-
-/// A ring file waiting to be decided.
-#[derive(Debug, Clone)]
-struct Pending {
-    /// Header reads left (a writer may still be initialising the file).
-    tries: u8,
-    /// Once read: the header's claim, the file's (dev, inode), the namespace-walk count then, and the
-    /// entry's identity before the read (what a refusal remembers: a later rewrite is examined again).
-    examined: Option<Examined>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Examined {
-    claim: Claim,
-    file: (u64, u64),
-    seen_at_walk: u64,
-    identity: FileIdentity,
-}
-
-impl Pending {
-    fn new(tries: u8) -> Pending {
-        Pending {
-            tries,
-            examined: None,
-        }
-    }
-}
-
-impl RingWatch {
-    fn new(dirs: Vec<PathBuf>, me: i32) -> RingWatch {
-        RingWatch {
-            dirs,
-            inotify: None,
-            watching: HashSet::new(),
-            wds: HashMap::new(),
-            inodes: HashMap::new(),
-            warned: HashSet::new(),
-            last_attempt: None,
-            pending: HashMap::new(),
-            writers: HashMap::new(),
-            verifier: Verifier::new(me),
-            rejected: Rejected::default(),
-            rejections: RejectionLog::default(),
-            full_rescan: true,
-            buffer: vec![0; 16 * 1024],
-        }
-    }
-
-    /// Forget watches whose directory is gone or was replaced (one stat per directory per scan).
-    fn check_watched(&mut self) {
-        use std::os::unix::fs::MetadataExt;
-        let stale: Vec<PathBuf> = self
-            .watching
-            .iter()
-            .filter(|dir| {
-                let now = std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()));
-                now.is_none() || now != self.inodes.get(*dir).copied()
-            })
-            .cloned()
-            .collect();
-        for dir in stale {
-            self.watching.remove(&dir);
-            self.inodes.remove(&dir);
-            let wds: Vec<inotify::WatchDescriptor> = self
-                .wds
-                .iter()
-                .filter(|(_, d)| **d == dir)
-                .map(|(wd, _)| wd.clone())
-                .collect();
-            for wd in wds {
-                self.wds.remove(&wd);
-                if let Some(inotify) = self.inotify.as_mut() {
-                    let _ = inotify.watches().remove(wd);
-                }
-            }
-            self.last_attempt = None;
-        }
-    }
-
-    /// Watch every directory not watched yet (retried every 10 s while one is missing).
-    fn ensure_watches(&mut self, notes: &mut Vec<String>) {
-        self.check_watched();
-        if self.watching.len() == self.dirs.len() {
-            return;
-        }
-        if self
-            .last_attempt
-            .is_some_and(|at| at.elapsed() < Duration::from_secs(10))
-        {
-            return;
-        }
-        self.last_attempt = Some(Instant::now());
-        if self.inotify.is_none() {
-            match inotify::Inotify::init() {
-                Ok(inotify) => self.inotify = Some(inotify),
-                Err(err) => {
-                    notes.push(format!(
-                        "warning: inotify unavailable ({err}): ring directories are re-listed every 10 s instead"
-                    ));
-                    // Without inotify, a periodic full listing does the same job.
-                    self.full_rescan = true;
-                    return;
-                }
-            }
-        }
-        let Some(inotify) = self.inotify.as_mut() else {
-            return;
-        };
-        for dir in &self.dirs {
-            if self.watching.contains(dir) {
-                continue;
-            }
-            if !dir.is_dir() {
-                if let Err(err) = std::fs::create_dir_all(dir) {
-                    if self.warned.insert(dir.clone()) {
-                        notes.push(format!(
-                            "warning: ring directory {} does not exist and cannot be created: {err} (retrying every 10 s)",
-                            dir.display()
-                        ));
-                    }
-                    continue;
-                }
-                notes.push(format!("created ring directory {}", dir.display()));
-            }
-            use inotify::WatchMask;
-            let mask = WatchMask::MOVED_TO
-                | WatchMask::CREATE
-                | WatchMask::CLOSE_WRITE
-                | WatchMask::DELETE
-                | WatchMask::MOVED_FROM
-                | WatchMask::ONLYDIR;
-            match inotify.watches().add(dir, mask) {
-                Ok(wd) => {
-                    use std::os::unix::fs::MetadataExt;
-                    if let Ok(meta) = std::fs::metadata(dir) {
-                        self.inodes.insert(dir.clone(), (meta.dev(), meta.ino()));
-                    }
-                    self.warned.remove(dir);
-                    self.wds.insert(wd, dir.clone());
-                    self.watching.insert(dir.clone());
-                    // Files that appeared before the watch existed.
-                    self.full_rescan = true;
-                    notes.push(format!("watching ring directory {}", dir.display()));
-                }
-                Err(err) => {
-                    if self.warned.insert(dir.clone()) {
-                        notes.push(format!(
-                            "warning: cannot watch ring directory {}: {err} (retrying every 10 s)",
-                            dir.display()
-                        ));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Collect new and removed files from inotify (never blocks).
-    fn drain_events(&mut self) {
-        let Some(inotify) = self.inotify.as_mut() else {
-            if self
-                .last_attempt
-                .is_none_or(|at| at.elapsed() >= Duration::from_secs(10))
-            {
-                self.full_rescan = true;
-            }
-            return;
-        };
-        // Bounded: at most 64 buffers of events per scan; the rest waits for the next scan.
-        for _ in 0..64 {
-            let events = match inotify.read_events(&mut self.buffer) {
-                Ok(events) => events,
-                Err(_) => break, // WouldBlock: nothing more now.
-            };
-            let mut any = false;
-            for event in events {
-                any = true;
-                if event.mask.contains(inotify::EventMask::Q_OVERFLOW) {
-                    self.full_rescan = true;
-                    continue;
-                }
-                if event.mask.contains(inotify::EventMask::IGNORED) {
-                    // The directory was removed or unmounted: watch it again when it is back.
-                    if let Some(dir) = self.wds.remove(&event.wd) {
-                        self.watching.remove(&dir);
-                        self.inodes.remove(&dir);
-                        self.last_attempt = None;
-                    }
-                    continue;
-                }
-                let (Some(name), Some(dir)) = (event.name, self.wds.get(&event.wd)) else {
-                    continue;
-                };
-                if !is_ring_name(name) {
-                    continue;
-                }
-                let path = dir.join(name);
-                if event
-                    .mask
-                    .intersects(inotify::EventMask::DELETE | inotify::EventMask::MOVED_FROM)
-                {
-                    self.writers.remove(&path);
-                    self.pending.remove(&path);
-                    self.rejected.forget(&path);
-                } else if !self.writers.contains_key(&path) {
-                    // New or rewritten: read again (a changed identity is examined afresh).
-                    self.pending.insert(path, Pending::new(RING_RETRIES));
-                }
-            }
-            if !any {
-                break;
-            }
-        }
-    }
-
-    fn list_dirs(&mut self, notes: &mut Vec<String>) {
-        self.full_rescan = false;
-        self.last_attempt = self.last_attempt.or(Some(Instant::now()));
-        let mut listed = HashSet::new();
-        for dir in &self.dirs {
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                continue;
-            };
-            let mut n = 0;
-            for entry in entries.flatten() {
-                if !is_ring_name(&entry.file_name()) {
-                    continue;
-                }
-                n += 1;
-                if n > MAX_RING_FILES {
-                    notes.push(format!(
-                        "warning: more than {MAX_RING_FILES} ring files in {}: the rest are ignored until they change",
-                        dir.display()
-                    ));
-                    break;
-                }
-                let path = entry.path();
-                if !self.writers.contains_key(&path) {
-                    self.pending
-                        .entry(path.clone())
-                        .or_insert_with(|| Pending::new(1));
-                }
-                listed.insert(path);
-            }
-        }
-        self.rejected.retain(&listed);
-    }
-
-    /// Resolve pending files to live writers (within this scan's budget); forget writers that exited.
-    fn refresh(&mut self, root: &ProcRoot, notes: &mut Vec<String>) {
-        self.ensure_watches(notes);
-        self.drain_events();
-        if self.full_rescan {
-            self.list_dirs(notes);
-        }
-        self.verifier.begin_scan();
-        if self.verifier.namespaces.walk_due() {
-            self.verifier.namespaces.walk(root);
-        }
-        let mut budget = Budget::new(RING_READS_PER_SCAN);
-        let paths: Vec<PathBuf> = self.pending.keys().cloned().collect();
-        for path in paths {
-            if budget.is_spent() {
-                break;
-            }
-            let Some(mut entry) = self.pending.remove(&path) else {
-                continue;
-            };
-            let examined = match entry.examined {
-                Some(examined) => examined,
-                None => {
-                    let (identity, unchanged) = self.rejected.unchanged(&path);
-                    let Some(identity) = identity else {
-                        continue; // Gone since it was listed.
-                    };
-                    if unchanged {
-                        continue;
-                    }
-                    if !budget.spend(1) {
-                        self.pending.insert(path, entry);
-                        break;
-                    }
-                    match examine(&path) {
-                        Ok((claim, file)) => {
-                            let examined = Examined {
-                                claim,
-                                file,
-                                seen_at_walk: self.verifier.namespaces.walks(),
-                                identity,
-                            };
-                            entry.examined = Some(examined);
-                            examined
-                        }
-                        Err((why, retry)) => {
-                            if retry && entry.tries > 1 {
-                                entry.tries -= 1;
-                                self.pending.insert(path, entry);
-                            } else {
-                                self.reject(path, identity, &why, notes);
-                            }
-                            continue;
-                        }
-                    }
-                }
-            };
-            match self.verifier.verify(
-                root,
-                &examined.claim,
-                examined.file,
-                examined.seen_at_walk,
-                &mut budget,
-            ) {
-                Verdict::Writer(writer) => {
-                    notes.push(format!(
-                        "ring {}: writer is pid {} (a target while it lives)",
-                        printable_path(&path),
-                        writer.pid
-                    ));
-                    self.rejected.forget(&path);
-                    self.writers.insert(
-                        path,
-                        RingWriter {
-                            pid: writer.pid,
-                            start: writer.start,
-                        },
-                    );
-                }
-                Verdict::Later => {
-                    self.pending.insert(path, entry);
-                }
-                Verdict::Refused(why) => {
-                    if why.is_stale() {
-                        // A writer that already exited: an old ring, not a target, nothing to log.
-                        self.rejected.remember(path, examined.identity);
-                    } else {
-                        self.reject(path, examined.identity, &why.to_string(), notes);
-                    }
-                }
-            }
-        }
-        if let Some(summary) = self.rejections.summary(Instant::now()) {
-            notes.push(summary);
-        }
-        self.writers
-            .retain(|_, w| process_start(root, w.pid) == Some(w.start));
-    }
-
-    /// Remember a refused file by identity; log it once (rate-limited), never its content.
-    fn reject(
-        &mut self,
-        path: PathBuf,
-        identity: FileIdentity,
-        why: &str,
-        notes: &mut Vec<String>,
-    ) {
-        if let Some(line) = self.rejections.reject(&path, || {
-            format!("ring {} ignored: {why}", printable_path(&path))
-        }) {
-            notes.push(line);
-        }
-        self.rejected.remember(path, identity);
-    }
-}
-
-/// Opens a ring file (no symlink followed, nothing but a regular file) and reads its header: the claim
-/// and the file's (dev, inode). The error says what is wrong, never what the file holds, and whether a
-/// later read may succeed (a writer still initialising the file).
-fn examine(path: &Path) -> Result<(Claim, (u64, u64)), (String, bool)> {
-    let file = ring_trust::open_ring(path, MAX_RING_LEN).map_err(|err| match err {
-        capture::Error::Untrusted { why, .. } => (why.to_string(), false),
-        capture::Error::Io { source, .. } => (source.to_string(), false),
-        other => (other.to_string(), false),
-    })?;
-    let header =
-        wedge_breadcrumb::read_header(file.file()).map_err(|err| (err.to_string(), true))?;
-    let identity = file.identity();
-    Ok((Claim::of(&header), (identity.dev, identity.ino)))
-}
-
-fn is_ring_name(name: &OsStr) -> bool {
-    let bytes = name.as_encoded_bytes();
-    bytes.ends_with(b".ring") && !bytes.starts_with(b".")
-}
-
 /// The stat of a process's leader thread (`task/<pid>/stat`): the same comm, start time and flags as the
 /// process's own `stat`, which the kernel makes by walking every thread (costly for a worker with
 /// thousands). A tree without task directories (a fake one) falls back to the process's `stat`.
@@ -555,10 +127,6 @@ fn leader_stat(root: &ProcRoot, pid: i32) -> capture::Result<capture::parse::sta
         Err(_) if !root.is_live() => root.read_stat(pid),
         other => other,
     }
-}
-
-fn process_start(root: &ProcRoot, pid: i32) -> Option<u64> {
-    root.read_stat(pid).ok().map(|s| s.starttime)
 }
 
 /// Whether an fd link target is an NVIDIA device node (`/dev/nvidia0`, `/dev/nvidiactl`,
@@ -797,13 +365,13 @@ impl HostSource {
 
     /// Processes in the host table, ring files with a live writer (for resource checks).
     pub fn cache_sizes(&self) -> (usize, usize) {
-        (self.procs.len(), self.rings.writers.len())
+        (self.procs.len(), self.rings.writer_count())
     }
 
     /// Ring files refused since start (hostile, broken or not held by the writer they name), each
     /// version of a file counted once; files waiting to be examined.
     pub fn ring_counts(&self) -> (u64, usize) {
-        (self.rings.rejections.total(), self.rings.pending.len())
+        (self.rings.rejected_total(), self.rings.pending())
     }
 
     fn refresh_table(&mut self, root: &ProcRoot) {
@@ -988,7 +556,7 @@ impl TargetSource for HostSource {
         }
         if !self.selection.ring_dirs.is_empty() {
             self.rings.refresh(proc_root, &mut self.notes);
-            for (path, writer) in &self.rings.writers {
+            for (path, writer) in self.rings.writers() {
                 if writer.pid == self.me || self.excluded.contains(&writer.pid) {
                     continue;
                 }
@@ -1054,6 +622,7 @@ impl TargetSource for SharedSource {
 mod tests {
     use super::*;
     use capture::testing::FakeProc;
+    use std::path::Path;
 
     /// `/proc/<pid>` with stat (comm, start), cgroup and fd links, in the shared fake tree builder.
     fn fake_process(root: &Path, pid: i32, comm: &str, start: u64, cgroup: &str, fds: &[&str]) {
@@ -1393,189 +962,5 @@ mod tests {
             .take_notes()
             .iter()
             .any(|n| n.contains("10 processes match")));
-    }
-
-    /// A fake `/proc/<pid>` for ring verification: stat (ppid 1, start), `ns/pid`, NSpid, fd links.
-    fn fake_writer(root: &Path, pid: i32, start: u64, ns: u64, fds: &[&Path]) {
-        FakeProc::at(root)
-            .process(pid)
-            .comm(&format!("w{pid}"))
-            .start(start)
-            .pid_ns(ns)
-            .fds(fds);
-    }
-
-    fn ring_with_identity(path: &Path, pid: u32, start: u64, ns: u64) -> wedge_breadcrumb::Writer {
-        let identity = wedge_breadcrumb::identity::ProcessIdentity {
-            pid,
-            start_time_ticks: start,
-            pidns_inode: ns,
-            ..wedge_breadcrumb::identity::ProcessIdentity::current()
-        };
-        wedge_breadcrumb::Writer::create_with(
-            path,
-            &wedge_breadcrumb::WriterOptions {
-                slot_count: 16,
-                ..wedge_breadcrumb::WriterOptions::default()
-            },
-            &identity,
-        )
-        .unwrap()
-    }
-
-    const NS: u64 = 4_026_531_836;
-
-    fn ring_source(rings: &Path) -> HostSource {
-        HostSource::new(
-            Selection {
-                ring_dirs: vec![rings.to_path_buf()],
-                ..Selection::default()
-            },
-            SourceSettings::default(),
-        )
-    }
-
-    #[test]
-    fn a_ring_file_makes_its_writer_a_target() {
-        let dir = tempfile::tempdir().unwrap();
-        let rings = dir.path().join("rings");
-        std::fs::create_dir_all(&rings).unwrap();
-        let root = dir.path().join("proc");
-        let me = std::process::id() as i32;
-        fake_writer(&root, me, 10, NS, &[]);
-        fake_writer(&root, 1, 1, NS, &[&rings.join("x.ring")]);
-        fake_writer(
-            &root,
-            4242,
-            777,
-            NS,
-            &[&rings.join("x.ring"), &rings.join("y.ring")],
-        );
-        fake_writer(&root, 4343, 888, NS, &[]);
-        let proc_root = ProcRoot::new(&root);
-        let mut source = ring_source(&rings);
-        assert!(source.targets(&proc_root).is_empty());
-
-        let writer = ring_with_identity(&rings.join("x.ring"), 4242, 777, NS);
-        assert_eq!(
-            pids(&source.targets(&proc_root)),
-            vec![4242],
-            "{:?}",
-            source.take_notes()
-        );
-        // Claims the kernel does not confirm: the forged pid-1 header, pid 1 with its real
-        // start time (it holds x.ring), a real process that does not hold the file, and this process.
-        let forged = [
-            ("forged.ring", 1, 0, 0),
-            ("init.ring", 1, 1, NS),
-            ("other.ring", 4343, 888, NS),
-            ("me.ring", me as u32, 10, NS),
-        ];
-        let _forged: Vec<_> = forged
-            .iter()
-            .map(|(name, pid, start, ns)| ring_with_identity(&rings.join(name), *pid, *start, *ns))
-            .collect();
-        assert_eq!(pids(&source.targets(&proc_root)), vec![4242]);
-        let notes = source.take_notes().join("\n");
-        for (name, why) in [
-            ("forged.ring", "no writer start time"),
-            ("init.ring", "pid 1"),
-            ("other.ring", "does not hold this file open"),
-            ("me.ring", "this agent"),
-        ] {
-            assert!(
-                notes.lines().any(|l| l.contains(name) && l.contains(why)),
-                "{name}: {notes}"
-            );
-        }
-        std::fs::remove_file(writer.path()).unwrap();
-        source.targets(&proc_root);
-        assert_eq!(source.cache_sizes().1, 0);
-
-        // Garbage, a FIFO and a symlink to a secret: refused, never blocking, nothing of them logged.
-        std::fs::write(rings.join("junk.ring"), b"root:*:19000:hunter2").unwrap();
-        nix::unistd::mkfifo(
-            &rings.join("x.ring"),
-            nix::sys::stat::Mode::from_bits_truncate(0o600),
-        )
-        .unwrap();
-        // A name chosen to forge log lines (a newline, an escape sequence): escaped in the log.
-        use std::os::unix::ffi::OsStrExt;
-        let odd = rings.join(std::ffi::OsStr::from_bytes(b"\x1b[31mz\nfake line.ring"));
-        nix::unistd::mkfifo(&odd, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let secret = dir.path().join("secret");
-        std::fs::write(&secret, b"WEDGERNG hunter2 secret").unwrap();
-        std::os::unix::fs::symlink(&secret, rings.join("s.ring")).unwrap();
-        for _ in 0..=RING_RETRIES {
-            assert!(pids(&source.targets(&proc_root)) == Vec::<i32>::new());
-        }
-        let notes = source.take_notes().join("\n");
-        assert!(notes.contains("x.ring ignored: is a FIFO"), "{notes}");
-        assert!(
-            notes.contains("s.ring ignored: is a symbolic link"),
-            "{notes}"
-        );
-        assert!(
-            notes.contains("junk.ring ignored: not a breadcrumb ring"),
-            "{notes}"
-        );
-        assert!(
-            !notes.contains("hunter2") && !notes.contains("root:"),
-            "{notes}"
-        );
-        assert!(examine(&rings.join("junk.ring")).is_err_and(|(_, retry)| retry));
-        assert!(examine(&rings.join("x.ring")).is_err_and(|(_, retry)| !retry));
-        let (rejected, pending) = source.ring_counts();
-        assert_eq!((rejected, pending), (8, 0), "{notes}");
-
-        // The directory removed and made again (a tmpfiles run, a remount): watched again.
-        std::fs::remove_dir_all(&rings).unwrap();
-        source.targets(&proc_root);
-        source.targets(&proc_root);
-        assert!(rings.is_dir(), "{:?}", source.take_notes());
-        let writer = ring_with_identity(&rings.join("y.ring"), 4242, 777, NS);
-        assert_eq!(
-            pids(&source.targets(&proc_root)),
-            vec![4242],
-            "{:?}",
-            source.take_notes()
-        );
-        drop(writer);
-    }
-
-    #[test]
-    fn thousands_of_foreign_rings_are_bounded_per_scan_and_quiet() {
-        let dir = tempfile::tempdir().unwrap();
-        let rings = dir.path().join("rings");
-        std::fs::create_dir_all(&rings).unwrap();
-        let root = dir.path().join("proc");
-        let me = std::process::id() as i32;
-        fake_writer(&root, me, 10, NS, &[]);
-        let template = rings.join("template.ring.tmp");
-        drop(ring_with_identity(&template, 7, 1234, 99));
-        let mut bytes = std::fs::read(&template).unwrap();
-        std::fs::remove_file(&template).unwrap();
-        let count = RING_READS_PER_SCAN + 952;
-        for n in 0..count {
-            // Each in its own (absent) pid namespace.
-            bytes[wedge_breadcrumb::format::header::PIDNS_INODE..][..8]
-                .copy_from_slice(&(1_000_000 + n as u64).to_le_bytes());
-            std::fs::write(rings.join(format!("{n}.ring")), &bytes).unwrap();
-        }
-        let proc_root = ProcRoot::new(&root);
-        let mut source = ring_source(&rings);
-        source.targets(&proc_root);
-        let (_, pending) = source.ring_counts();
-        assert!(pending > 0 && pending <= count, "{pending}");
-        let mut scans = 1;
-        while source.ring_counts().1 > 0 {
-            assert!(scans < 10, "still {} pending", source.ring_counts().1);
-            std::thread::sleep(ring_trust::MIN_WALK_INTERVAL / 4);
-            assert!(source.targets(&proc_root).is_empty());
-            scans += 1;
-        }
-        let notes = source.take_notes();
-        assert!(notes.len() < 5, "{notes:?}");
-        assert!(source.rings.rejected.len() == count);
     }
 }

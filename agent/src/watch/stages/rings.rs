@@ -1,5 +1,6 @@
-//! Stage `rings`: the breadcrumb rings the process holds open, read from outside and copied beside
-//! incident.json (so it runs after the first durable write). The deadline is checked between rings.
+//! Stage `rings`: the breadcrumb rings the process holds open ([`crate::rings::files::find_rings`]), read
+//! from outside with the one size limit and copied beside incident.json (so it runs after the first
+//! durable write). The deadline is checked between rings.
 
 use capture::ProcRoot;
 use reports::model::{Incident, RingExcerpt, Timestamp};
@@ -24,74 +25,6 @@ pub fn run(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String>
     Ok(())
 }
 
-/// Ring files that belong to `pid`: files the process holds open (stat of each fd link: no lock taken)
-/// whose name ends in `.ring` — opened by the fd link's path when that path resolves here to the very
-/// inode held, else found in the ring directories by that inode (a worker in a container sees the ring
-/// under another path than the host does), else (unlinked, or a directory the agent does not watch)
-/// through the fd link itself. A ring the process does not hold open never belongs to it, whatever its
-/// header claims: a forged ring can never become another process's ring. A path is opened through
-/// `capture::untrusted` (no symlink followed, no FIFO or device opened, bounded).
-fn find_rings(settings: &CaptureSettings, pid: i32) -> Vec<crate::daemon::ring_trust::RingFile> {
-    use crate::daemon::ring_trust::{self, RingFile};
-    use std::os::unix::fs::MetadataExt;
-    let max_len = wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES;
-    let held = ring_trust::held_files(&settings.proc_root, pid);
-    let mut found = Vec::new();
-    let mut unmatched = std::collections::HashMap::new();
-    for (&inode, file) in &held {
-        let link = &file.link;
-        let Ok(target) = settings.proc_root.fd_link_target(pid, file.fd) else {
-            continue;
-        };
-        if !ring_trust::names_a_ring(&target) {
-            continue;
-        }
-        match ring_trust::open_ring(&target, max_len) {
-            Ok(file) if (file.identity().dev, file.identity().ino) == inode => {
-                found.extend(RingFile::from_untrusted(&file).ok());
-            }
-            _ => {
-                unmatched.insert(inode, (link.clone(), target));
-            }
-        }
-    }
-    if !unmatched.is_empty() {
-        for dir in &settings.ring_dirs {
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                continue;
-            };
-            for entry in entries.flatten().take(100_000) {
-                let path = entry.path();
-                if path.extension().is_none_or(|e| e != "ring") {
-                    continue;
-                }
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                let inode = (meta.dev(), meta.ino());
-                if !unmatched.contains_key(&inode) {
-                    continue;
-                }
-                if let Ok(file) = ring_trust::open_ring(&path, max_len) {
-                    if (file.identity().dev, file.identity().ino) == inode {
-                        if let Ok(ring) = RingFile::from_untrusted(&file) {
-                            unmatched.remove(&inode);
-                            found.push(ring);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for (inode, (link, target)) in unmatched {
-        if let Ok(file) = ring_trust::open_held(&link, inode, max_len) {
-            found.push(RingFile { file, path: target });
-        }
-    }
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found
-}
-
 fn capture_ring(
     settings: &CaptureSettings,
     pid: i32,
@@ -99,7 +32,7 @@ fn capture_ring(
     handle: &IncidentHandle,
     deadline: &Deadline,
 ) {
-    let mut rings = find_rings(settings, pid);
+    let mut rings = crate::rings::files::find_rings(&settings.proc_root, &settings.ring_dirs, pid);
     if rings.is_empty() {
         not_captured(
             incident,
@@ -167,18 +100,21 @@ const MAX_RINGS_PER_INCIDENT: usize = 4;
 fn read_ring_excerpt(
     settings: &CaptureSettings,
     pid: i32,
-    ring: &crate::daemon::ring_trust::RingFile,
+    ring: &crate::rings::files::RingFile,
     incident: &mut Incident,
 ) -> (RingExcerpt, Vec<u8>) {
     let read_at = Timestamp::now();
     // Entry names are chosen by whoever writes the ring directory: escaped before they reach a report.
-    let shown = crate::daemon::ring_trust::printable_path(&ring.path);
-    match wedge_breadcrumb::reader::read_ring_from_file_with_bytes(
-        &ring.file,
-        &wedge_breadcrumb::reader::ReadOptions::default(),
-    ) {
+    let shown = crate::rings::files::printable_path(&ring.path);
+    match crate::rings::read(&ring.file) {
         Ok((snapshot, bytes)) => {
-            let mut excerpt = RingExcerpt::from_snapshot(Some(shown.clone()), &snapshot, 256);
+            let mut excerpt = RingExcerpt::from_snapshot(
+                Some(shown.clone()),
+                &snapshot,
+                crate::rings::EXCERPT_RECORDS,
+            );
+            // The reader kept only the newest records: the older ones are omitted too.
+            excerpt.records_omitted += snapshot.records_omitted;
             excerpt.read_at = read_at;
             if incident.process.nspid.len() > 1 {
                 let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);

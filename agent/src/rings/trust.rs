@@ -12,24 +12,23 @@
 //! - [`Budget`]: most reads one scan may spend on rings; what is left over waits for the next scan.
 //! - [`RejectionLog`]: each rejected file logged once, at most [`LOGGED_PER_WINDOW`] per minute, the rest
 //!   counted in one summary line per minute.
-//! - [`held_files`] / [`open_ring`] / [`open_held`] / [`printable_path`]: helpers shared with incident
-//!   capture.
+//! - [`Rejected`]: refused files by identity, examined again only when they change; forgotten when a
+//!   full listing pass no longer sees them.
 //!
 //! Every read here is a file that cannot block on the target (procfs-facts.md §6): `stat`, `status`,
 //! `ns/pid` and `fd/` links.
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use capture::untrusted::{self, FileIdentity, Limits, UntrustedFile};
-use capture::{HeldFile, ProcRoot};
+use capture::untrusted::FileIdentity;
+use capture::ProcRoot;
+
+use super::files::held_files;
 
 /// `PF_KTHREAD` in stat's flags.
 const PF_KTHREAD: u32 = 0x0020_0000;
-/// Most fd links stat'ed per process.
-pub const MAX_FDS_STATED: usize = 65_536;
 /// Shortest time between two walks of the host's pids for namespace pids.
 pub const MIN_WALK_INTERVAL: Duration = Duration::from_secs(1);
 /// Rejected ring files logged one by one per [`LOG_WINDOW`]; the rest are counted.
@@ -229,82 +228,6 @@ impl NamespaceIndex {
         self.walks += 1;
         self.last_walk = Some(Instant::now());
         reads
-    }
-}
-
-/// The (dev, inode) of every file `pid` holds open (stat of each `fd/N`, at most [`MAX_FDS_STATED`]);
-/// with the fd link path of each.
-pub fn held_files(root: &ProcRoot, pid: i32) -> HashMap<(u64, u64), HeldFile> {
-    let mut held = HashMap::new();
-    for file in root.held_files(pid, MAX_FDS_STATED).unwrap_or_default() {
-        held.entry((file.dev, file.ino)).or_insert(file);
-    }
-    held
-}
-
-/// Opens a ring file from a directory others can write (no symlink followed, no FIFO or device
-/// opened, at most `max_len` bytes).
-pub fn open_ring(path: &Path, max_len: u64) -> capture::Result<UntrustedFile> {
-    untrusted::open(path, Limits::max_len(max_len))
-}
-
-/// A ring file opened for reading, with the name it is reported under.
-#[derive(Debug)]
-pub struct RingFile {
-    pub file: std::fs::File,
-    pub path: PathBuf,
-}
-
-impl RingFile {
-    pub fn from_untrusted(opened: &UntrustedFile) -> std::io::Result<RingFile> {
-        Ok(RingFile {
-            file: opened.file().try_clone()?,
-            path: opened.path().to_path_buf(),
-        })
-    }
-}
-
-/// Opens, through a process's fd link (`/proc/<pid>/fd/N`), the file it holds open: a ring no path
-/// reaches any more (unlinked, or in a directory the agent does not see). Only a regular file of at
-/// most `max_len` bytes with the (dev, inode) `held` is opened and kept (the fd could be closed and
-/// reused meanwhile); the open never blocks (`O_NONBLOCK`), and the stat before it says regular
-/// file, so no FIFO or device is opened.
-pub fn open_held(link: &Path, held: (u64, u64), max_len: u64) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let is_it = |meta: &std::fs::Metadata| {
-        meta.file_type().is_file() && (meta.dev(), meta.ino()) == held && meta.len() <= max_len
-    };
-    let refused = || std::io::Error::other("not the regular ring file the process holds");
-    if !is_it(&std::fs::metadata(link)?) {
-        return Err(refused());
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(link)?;
-    if !is_it(&file.metadata()?) {
-        return Err(refused());
-    }
-    Ok(file)
-}
-
-/// Whether an fd link's text names a ring file (`….ring`, or `….ring (deleted)` once unlinked).
-pub fn names_a_ring(target: &Path) -> bool {
-    let bytes = target.as_os_str().as_encoded_bytes();
-    bytes
-        .strip_suffix(b" (deleted)")
-        .unwrap_or(bytes)
-        .ends_with(b".ring")
-}
-
-/// A path for a log line: the directory as configured, the entry name escaped if it holds control
-/// bytes or is not UTF-8 (entry names are chosen by whoever writes the directory).
-pub fn printable_path(path: &Path) -> String {
-    match (path.parent(), path.file_name()) {
-        (Some(dir), Some(name)) => {
-            format!("{}/{}", dir.display(), untrusted::printable_name(name))
-        }
-        _ => untrusted::printable_name(path.as_os_str()),
     }
 }
 
@@ -508,10 +431,12 @@ impl RejectionLog {
 }
 
 /// Rejected files remembered by (dev, inode, mtime, length) of the directory entry (`lstat`): an
-/// unchanged file is not examined again; a changed one is.
+/// unchanged file is not examined again; a changed one is. Each is stamped with the listing pass that
+/// last saw it, so a full pass forgets the files it no longer lists.
 #[derive(Debug, Default)]
 pub struct Rejected {
-    files: HashMap<PathBuf, FileIdentity>,
+    files: HashMap<PathBuf, (FileIdentity, u64)>,
+    pass: u64,
 }
 
 /// Most rejected files remembered (beyond it the memory is cleared: files are examined again).
@@ -523,7 +448,8 @@ impl Rejected {
         let identity = std::fs::symlink_metadata(path)
             .ok()
             .map(|m| FileIdentity::of(&m));
-        let same = identity.is_some() && self.files.get(path) == identity.as_ref();
+        let same =
+            identity.is_some() && self.files.get(path).map(|(known, _)| known) == identity.as_ref();
         (identity, same)
     }
 
@@ -531,16 +457,29 @@ impl Rejected {
         if self.files.len() >= MAX_REMEMBERED {
             self.files.clear();
         }
-        self.files.insert(path, identity);
+        self.files.insert(path, (identity, self.pass));
     }
 
     pub fn forget(&mut self, path: &Path) {
         self.files.remove(path);
     }
 
-    /// Keep only the files still listed (after a full listing of the directories).
-    pub fn retain(&mut self, listed: &HashSet<PathBuf>) {
-        self.files.retain(|path, _| listed.contains(path));
+    /// A full listing pass begins: files it does not list (or remember anew) are forgotten at its end.
+    pub fn begin_pass(&mut self) {
+        self.pass += 1;
+    }
+
+    /// The current pass listed `path`.
+    pub fn listed(&mut self, path: &Path) {
+        if let Some((_, seen)) = self.files.get_mut(path) {
+            *seen = self.pass;
+        }
+    }
+
+    /// The current pass is complete: forget the files it did not see.
+    pub fn end_pass(&mut self) {
+        let pass = self.pass;
+        self.files.retain(|_, (_, seen)| *seen == pass);
     }
 
     pub fn len(&self) -> usize {
@@ -556,6 +495,7 @@ impl Rejected {
 mod tests {
     use super::*;
     use capture::testing::FakeProc;
+    use std::os::unix::fs::MetadataExt;
 
     /// A fake `/proc/<pid>` with stat (ppid, flags, start), ns/pid, NSpid and fd links.
     fn fake(
@@ -784,29 +724,6 @@ mod tests {
     }
 
     #[test]
-    fn a_held_file_opens_through_its_fd_link_only_as_itself() {
-        use std::os::fd::AsRawFd;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gone.ring");
-        std::fs::write(&path, b"ring bytes").unwrap();
-        let held = std::fs::File::open(&path).unwrap();
-        let held_inode = inode(&path);
-        std::fs::remove_file(&path).unwrap();
-        let link = PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()));
-        let target = std::fs::read_link(&link).unwrap();
-        assert!(names_a_ring(&target), "{}", target.display());
-        assert!(!names_a_ring(Path::new("/dev/nvidia0")));
-        let opened = open_held(&link, held_inode, 1024).unwrap();
-        assert_eq!(opened.metadata().unwrap().ino(), held_inode.1);
-        // Another inode, a file over the limit, a FIFO: refused (the FIFO without opening it).
-        assert!(open_held(&link, (held_inode.0, held_inode.1 + 1), 1024).is_err());
-        assert!(open_held(&link, held_inode, 4).is_err());
-        let fifo = dir.path().join("x.ring");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        assert!(open_held(&fifo, inode(&fifo), 1024).is_err());
-    }
-
-    #[test]
     fn a_rejected_file_is_examined_again_only_when_it_changes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.ring");
@@ -820,5 +737,15 @@ mod tests {
         assert!(!rejected.unchanged(&path).1);
         rejected.forget(&path);
         assert!(rejected.is_empty());
+
+        // A pass forgets what it did not list.
+        let other = dir.path().join("y.ring");
+        std::fs::write(&other, b"junk").unwrap();
+        rejected.remember(path.clone(), rejected.unchanged(&path).0.unwrap());
+        rejected.remember(other.clone(), rejected.unchanged(&other).0.unwrap());
+        rejected.begin_pass();
+        rejected.listed(&path);
+        rejected.end_pass();
+        assert!(rejected.unchanged(&path).1 && rejected.len() == 1);
     }
 }
