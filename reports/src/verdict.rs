@@ -89,6 +89,7 @@ const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
     judged_thread_clause,
     judged_breadcrumb_clause,
     waiters_clause,
+    rm_lock_clause,
     more_wedged_clause,
     outcome_clause,
 ];
@@ -126,6 +127,67 @@ fn waiters_clause(j: &Judged) -> Option<String> {
             holder_text(j.thread)
         )
     })
+}
+
+/// "3 threads wait for the RM API lock; likely held by tid 9 (`rmA`) in RM alloc … , running", from the
+/// threads as of detection; when no holder is visible in the kernel, the other threads' driver calls still in
+/// flight in the breadcrumb ring (a pinning or allocating thread runs, so only its breadcrumb names it).
+fn rm_lock_clause(j: &Judged) -> Option<String> {
+    let lock = j.thread.waits_for.as_deref()?;
+    if lock != "RM API lock" && lock != "GPU lock" {
+        return None;
+    }
+    let threads = threads_at_detection(j);
+    let mut sentence = capture::rm_lock::holder_sentence(&threads)?;
+    if j.thread.blocked_behind.is_empty() {
+        let at = j.wedged.detected_at.as_ref().and_then(|d| d.monotonic_ns);
+        let others: Vec<String> = j
+            .incident
+            .ring
+            .iter()
+            .chain(&j.incident.extra_rings)
+            .flat_map(|r| &r.in_flight)
+            .filter(|f| {
+                !threads
+                    .iter()
+                    .any(|t| t.state == "D" && i64::from(t.tid) == i64::from(f.tid))
+            })
+            .take(3)
+            .map(|f| {
+                let age = in_flight_age(f, at)
+                    .map(|ns| format!(" entered {} ago", duration(ns)))
+                    .unwrap_or_default();
+                format!(
+                    "tid {} `{}`{age}",
+                    f.tid,
+                    tick_safe(&call_text(&f.call, &f.args, &f.label))
+                )
+            })
+            .collect();
+        if !others.is_empty() {
+            write!(
+                sentence,
+                "; in flight on other threads (breadcrumbs): {}",
+                others.join(", ")
+            )
+            .unwrap();
+        }
+    }
+    Some(sentence)
+}
+
+/// The threads as the capture saw them at detection: the judged threads' evidence, then the first sample's
+/// other threads (a holder is often not in D, so only a sample has it).
+fn threads_at_detection(j: &Judged) -> Vec<ThreadSnapshot> {
+    let mut threads: Vec<ThreadSnapshot> = j.all.iter().map(|(_, t)| (*t).clone()).collect();
+    if let Some(sample) = j.incident.samples.first() {
+        for t in &sample.snapshot.threads {
+            if !threads.iter().any(|have| have.tid == t.tid) {
+                threads.push(t.clone());
+            }
+        }
+    }
+    threads
 }
 
 /// "2 more threads wedged" (those not waiting behind the first).
@@ -226,10 +288,12 @@ pub(crate) fn judged_threads(incident: &Incident) -> Vec<(&WedgedThread, &Thread
         .iter()
         .filter_map(|w| Some((w, w.at_detection.as_ref()?)))
         .collect();
-    // A thread that waits behind another is never read first: the one it waits for is.
+    // A thread that waits behind another judged thread is never read first: the one it waits for is. (An RM
+    // lock's likely holder is often not wedged itself, running or pinning: then the waiter is the story.)
+    let judged_tids: Vec<i32> = judged.iter().map(|(w, _)| w.tid).collect();
     judged.sort_by_key(|(w, t)| {
         (
-            !t.blocked_behind.is_empty(),
+            t.blocked_behind.iter().any(|h| judged_tids.contains(h)),
             w.d_since.monotonic_ns.unwrap_or(u64::MAX),
             w.tid != incident.process.pid,
             w.tid,

@@ -194,7 +194,10 @@ fn capture_decodes_threads_in_d_by_default_and_every_ioctl_thread_with_the_flag(
     assert_eq!(thread(&default, 902)["ioctl"]["fd_target"], "/nvidiactl");
     // The sleeping thread is read (threads wait for the RM API lock, so any thread inside an RM call may
     // hold it), but its argument is not: it is not in D.
-    assert!(thread(&default, 903)["ioctl"]["argument"].is_null(), "{default}");
+    assert!(
+        thread(&default, 903)["ioctl"]["argument"].is_null(),
+        "{default}"
+    );
     assert_eq!(thread(&default, 901)["waits_for"], "RM API lock");
     let every = capture_json(&root, &["--ioctl-arguments", "--all-threads"]);
     for tid in [901, 902, 903] {

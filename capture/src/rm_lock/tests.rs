@@ -118,7 +118,7 @@ fn waiters_are_linked_to_the_thread_inside_another_rm_call_on_both_arches() {
         assert!(!in_rm_call(by_tid(4105)));
         assert_eq!(
             holder_sentence(&threads).unwrap(),
-            "2 threads wait for the RM API lock; likely held by tid 4103 (rmB) in NV_ESC_RM_ALLOC, waits for \
+            "2 threads wait for the RM API lock; likely held by tid 4103 (`rmB`) in NV_ESC_RM_ALLOC, waits for \
              the GPU lock (or 1 other thread inside RM calls: tid 4104)"
         );
     }
@@ -158,7 +158,7 @@ fn a_pinning_holder_is_worded_with_what_it_does() {
         threads.iter().filter(|t| t.tid != 4103).cloned().collect();
     assert_eq!(
         holder_sentence(&only_pinning).unwrap(),
-        "2 threads wait for the RM API lock; likely held by tid 4104 (rmA) in NV_ESC_RM_ALLOC, is pinning user \
+        "2 threads wait for the RM API lock; likely held by tid 4104 (`rmA`) in NV_ESC_RM_ALLOC, is pinning user \
          pages (stuck in a page fault)"
     );
 }
