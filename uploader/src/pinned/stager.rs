@@ -44,91 +44,7 @@ impl PinnedStager {
             created_register_ns: 0,
             one_shot: false,
         };
-        let site = Site::plain("pinned setup");
-        // Every buffer in one group, locked at creation (`HostAlloc`, `Register`).
-        let locked_at_once = || {
-            vec![Registration {
-                buffers: 0..options.buffers,
-                registered: AtomicBool::new(true),
-            }]
-        };
-        let made = (|| -> Result<()> {
-            stager.stream = Some(t.stream_create(&site)?);
-            // A device that cannot say (an older driver) cannot take the flag either.
-            let read_only = options.read_only_staging
-                && options.staging != StagingMemory::HostAlloc
-                && t.device_attribute(&site, DeviceAttribute::ReadOnlyHostRegisterSupported)
-                    .is_ok_and(|supported| supported != 0);
-            let stride = usize::try_from(options.buffer_bytes)
-                .ok()
-                .and_then(|b| b.checked_next_multiple_of(4096))
-                .ok_or_else(|| Error::InvalidOptions("staging buffer too large".into()))?;
-            let total = stride
-                .checked_mul(options.buffers)
-                .ok_or_else(|| Error::InvalidOptions("staging memory too large".into()))?;
-            stager.staging = Some(match options.staging {
-                StagingMemory::HostAlloc => Staging {
-                    base: t.host_alloc_pinned(&site, total as u64)?,
-                    len: total,
-                    stride,
-                    memory: StagingMemory::HostAlloc,
-                    groups: locked_at_once(),
-                    faults: None,
-                    read_only: false,
-                },
-                StagingMemory::Overlap => {
-                    let len = total.next_multiple_of(HUGE_PAGE);
-                    let base = map_huge_aligned(len)?;
-                    Staging {
-                        base,
-                        len,
-                        stride,
-                        memory: StagingMemory::Overlap,
-                        groups: registration_groups(options.buffers)
-                            .into_iter()
-                            .map(|buffers| Registration {
-                                buffers,
-                                registered: AtomicBool::new(false),
-                            })
-                            .collect(),
-                        faults: Some(FaultPass::new(base, len)),
-                        read_only,
-                    }
-                }
-                StagingMemory::Register => {
-                    let len = total.next_multiple_of(HUGE_PAGE);
-                    let base = map_huge_aligned(len)?;
-                    prefault(base, len, options.threads);
-                    let registering = Instant::now();
-                    // SAFETY: our own fresh mapping of `len` bytes, page-aligned, unmapped only
-                    // after unregistering (destroy); registered read-only only if nothing on the
-                    // device writes it (staging is only ever a copy's source), and `prefault`
-                    // wrote every page, so the pin holds the pages the packers write.
-                    let registered_now =
-                        unsafe { t.host_register(&site, base, len as u64, read_only) };
-                    stager.created_register_ns = elapsed_ns(registering);
-                    if let Err(e) = registered_now {
-                        // SAFETY: our mapping, never registered, nothing refers to it.
-                        unsafe { libc::munmap(base.cast(), len) };
-                        return Err(e);
-                    }
-                    Staging {
-                        base,
-                        len,
-                        stride,
-                        memory: StagingMemory::Register,
-                        groups: locked_at_once(),
-                        faults: None,
-                        read_only,
-                    }
-                }
-            });
-            for _ in 0..options.buffers {
-                stager.events.push(t.event_create(&site)?);
-            }
-            Ok(())
-        })();
-        match made {
+        match stager.set_up(t) {
             Ok(()) => {
                 stager.created_ns = elapsed_ns(started);
                 Ok(stager)
@@ -138,6 +54,82 @@ impl PinnedStager {
                 Err(e)
             }
         }
+    }
+
+    /// Makes the copy stream, the staging memory and the events. On failure whatever was made
+    /// is left in `self`, for `destroy` to free.
+    fn set_up(&mut self, t: &Traced) -> Result<()> {
+        let options = self.options;
+        let site = Site::plain("pinned setup");
+        self.stream = Some(t.stream_create(&site)?);
+        // A device that cannot say (an older driver) cannot take the flag either.
+        let read_only = options.read_only_staging
+            && options.staging != StagingMemory::HostAlloc
+            && t.device_attribute(&site, DeviceAttribute::ReadOnlyHostRegisterSupported)
+                .is_ok_and(|supported| supported != 0);
+        let stride = usize::try_from(options.buffer_bytes)
+            .ok()
+            .and_then(|b| b.checked_next_multiple_of(4096))
+            .ok_or_else(|| Error::InvalidOptions("staging buffer too large".into()))?;
+        let total = stride
+            .checked_mul(options.buffers)
+            .ok_or_else(|| Error::InvalidOptions("staging memory too large".into()))?;
+        let staging = match options.staging {
+            StagingMemory::HostAlloc => Staging {
+                base: t.host_alloc_pinned(&site, total as u64)?,
+                len: total,
+                stride,
+                memory: StagingMemory::HostAlloc,
+                groups: locked_at_once(options.buffers),
+                faults: None,
+                read_only: false,
+            },
+            StagingMemory::Overlap => overlap_staging(total, stride, options.buffers, read_only)?,
+            StagingMemory::Register => {
+                self.registered_staging(t, &site, total, stride, read_only)?
+            }
+        };
+        self.staging = Some(staging);
+        for _ in 0..options.buffers {
+            self.events.push(t.event_create(&site)?);
+        }
+        Ok(())
+    }
+
+    /// `Register` staging of `total` bytes: mapped, faulted in and page-locked at once (the
+    /// time locking took goes to `created_register_ns`).
+    fn registered_staging(
+        &mut self,
+        t: &Traced,
+        site: &Site,
+        total: usize,
+        stride: usize,
+        read_only: bool,
+    ) -> Result<Staging> {
+        let len = total.next_multiple_of(HUGE_PAGE);
+        let base = map_huge_aligned(len)?;
+        prefault(base, len, self.options.threads);
+        let registering = Instant::now();
+        // SAFETY: our own fresh mapping of `len` bytes, page-aligned, unmapped only after
+        // unregistering (destroy); registered read-only only if nothing on the device writes it
+        // (staging is only ever a copy's source), and `prefault` wrote every page, so the pin
+        // holds the pages the packers write.
+        let registered_now = unsafe { t.host_register(site, base, len as u64, read_only) };
+        self.created_register_ns = elapsed_ns(registering);
+        if let Err(e) = registered_now {
+            // SAFETY: our mapping, never registered, nothing refers to it.
+            unsafe { libc::munmap(base.cast(), len) };
+            return Err(e);
+        }
+        Ok(Staging {
+            base,
+            len,
+            stride,
+            memory: StagingMemory::Register,
+            groups: locked_at_once(self.options.buffers),
+            faults: None,
+            read_only,
+        })
     }
 
     /// Frees staging memory, events and stream (after waiting for the stream).
@@ -258,4 +250,39 @@ impl PinnedStager {
         }
         Ok(spent)
     }
+}
+
+/// Every buffer in one group, locked at creation (`HostAlloc`, `Register`).
+fn locked_at_once(buffers: usize) -> Vec<Registration> {
+    vec![Registration {
+        buffers: 0..buffers,
+        registered: AtomicBool::new(true),
+    }]
+}
+
+/// `Overlap` staging of `total` bytes: mapped, but neither faulted in nor page-locked yet (the
+/// first uploads' packers fault it in, their submitters lock it group by group).
+fn overlap_staging(
+    total: usize,
+    stride: usize,
+    buffers: usize,
+    read_only: bool,
+) -> Result<Staging> {
+    let len = total.next_multiple_of(HUGE_PAGE);
+    let base = map_huge_aligned(len)?;
+    Ok(Staging {
+        base,
+        len,
+        stride,
+        memory: StagingMemory::Overlap,
+        groups: registration_groups(buffers)
+            .into_iter()
+            .map(|buffers| Registration {
+                buffers,
+                registered: AtomicBool::new(false),
+            })
+            .collect(),
+        faults: Some(FaultPass::new(base, len)),
+        read_only,
+    })
 }
