@@ -441,37 +441,57 @@ pub unsafe fn decode(decoder: Decoder, params: *const c_void) -> Args {
                 ptr: word(params, 1),
                 ..Args::default()
             },
-            Decoder::Launch => {
-                // f (8 bytes) then seven unsigned ints at byte 8..36, padding, hStream at 40.
-                let int = |i: usize| word32(params, 2 + i);
-                launch_args(
-                    word(params, 0),
-                    [int(0), int(1), int(2)],
-                    [int(3), int(4), int(5)],
-                    int(6),
-                    word(params, 5),
-                )
+            Decoder::Launch => decode_launch(params),
+            Decoder::LaunchEx => decode_launch_ex(params),
+        }
+    }
+}
+
+/// Decodes `cuLaunchKernel`'s params.
+///
+/// # Safety
+/// `params` must point to `cuLaunchKernel_params` (the [`Decoder::Launch`] layout).
+unsafe fn decode_launch(params: *const c_void) -> Args {
+    // SAFETY: per the contract, every read stays within `cuLaunchKernel_params`.
+    unsafe {
+        // f (8 bytes) then seven unsigned ints at byte 8..36, padding, hStream at 40.
+        let int = |i: usize| word32(params, 2 + i);
+        launch_args(
+            word(params, 0),
+            [int(0), int(1), int(2)],
+            [int(3), int(4), int(5)],
+            int(6),
+            word(params, 5),
+        )
+    }
+}
+
+/// Decodes `cuLaunchKernelEx`'s params, and the `CUlaunchConfig` they point to.
+///
+/// # Safety
+/// `params` must point to `cuLaunchKernelEx_params` (the [`Decoder::LaunchEx`] layout), whose
+/// config pointer is NULL or points to a `CUlaunchConfig`.
+unsafe fn decode_launch_ex(params: *const c_void) -> Args {
+    // SAFETY: per the contract, every read stays within `cuLaunchKernelEx_params` and the
+    // `CUlaunchConfig` (read only when not NULL).
+    unsafe {
+        // CUlaunchConfig: seven unsigned ints, padding, hStream at byte 32, attrs, count.
+        let config = word(params, 0) as *const c_void;
+        let function = word(params, 1);
+        if config.is_null() {
+            Args {
+                ptr: function,
+                ..Args::default()
             }
-            Decoder::LaunchEx => {
-                // CUlaunchConfig: seven unsigned ints, padding, hStream at byte 32, attrs, count.
-                let config = word(params, 0) as *const c_void;
-                let function = word(params, 1);
-                if config.is_null() {
-                    Args {
-                        ptr: function,
-                        ..Args::default()
-                    }
-                } else {
-                    let int = |i: usize| word32(config, i);
-                    launch_args(
-                        function,
-                        [int(0), int(1), int(2)],
-                        [int(3), int(4), int(5)],
-                        int(6),
-                        word(config, 4),
-                    )
-                }
-            }
+        } else {
+            let int = |i: usize| word32(config, i);
+            launch_args(
+                function,
+                [int(0), int(1), int(2)],
+                [int(3), int(4), int(5)],
+                int(6),
+                word(config, 4),
+            )
         }
     }
 }

@@ -557,30 +557,124 @@ fn compare_with(
     ceiling: &CeilingCopy,
 ) -> Result<CompareReport> {
     let repeat = options.repeat.max(1);
-    let ring = options.ring;
-    let skip = options.skip.as_slice();
     let bytes = plan.tensor_bytes;
     let ceiling_pinned = time_ceiling(t, ceiling, repeat)?;
-    let ceiling_pageable = if skip.contains(&Contender::Pageable) {
+    let ceiling_pageable = if options.skip.contains(&Contender::Pageable) {
         None
     } else {
         log("ceiling: pageable single copy");
         Some(ceiling_pageable(t, bytes, repeat)?)
     };
-    // Reused stagers live across the rounds; made first, destroyed after (also on error).
-    let pinned_strategy = Strategy {
-        kind: StrategyKind::Pinned,
-        ..*strategy
+    let comparison = Comparison {
+        t,
+        strategy,
+        src,
+        plan,
+        options,
+        repeat,
     };
+    // Reused stagers live across the rounds; made first, destroyed after (also on error).
     let mut stagers: Vec<PinnedStager> = Vec::new();
-    let timed = (|| -> Result<Rounds> {
-        if !skip.contains(&Contender::Reused) {
+    let timed = comparison.time_rounds(&mut stagers, ceiling, log);
+    let mut destroyed = Ok(());
+    for stager in stagers {
+        if let Err(e) = stager.destroy(t) {
+            destroyed = destroyed.and(Err(e));
+        }
+    }
+    let Rounds {
+        strategies,
+        skipped,
+        sweep,
+        ceiling_in_rounds: ceiling_pinned_in_rounds,
+    } = timed?;
+    destroyed?;
+
+    let ratios = ratios_of(&strategies, &ceiling_pinned);
+    let mut ring_costs = Vec::new();
+    if let Some(ring) = options.ring {
+        ring_costs = comparison.ring_costs(ring, log)?;
+    }
+    Ok(CompareReport {
+        backend: t.backend().into(),
+        tensors: plan.placements.len(),
+        bytes,
+        chunks: plan.chunks.len(),
+        repeat,
+        ceiling_pinned,
+        ceiling_pinned_in_rounds,
+        ceiling_pageable,
+        strategies,
+        skipped,
+        ratios,
+        ring: ring_costs,
+        sweep,
+    })
+}
+
+/// Each strategy's median GB/s over the pinned ceiling's, and its speedup over ztensor.
+fn ratios_of(strategies: &[Measurement], ceiling_pinned: &Measurement) -> Vec<Ratio> {
+    let ztensor = strategies
+        .iter()
+        .find(|m| m.name == "ztensor")
+        .map(|m| m.median_seconds);
+    strategies
+        .iter()
+        .map(|m| Ratio {
+            name: m.name.clone(),
+            of_pinned_ceiling: m.gbps / ceiling_pinned.gbps,
+            speedup_over_ztensor: ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
+        })
+        .collect()
+}
+
+/// One `--compare` run: what every contender uploads, and how often.
+struct Comparison<'a> {
+    t: &'a Traced<'a>,
+    strategy: &'a Strategy,
+    src: &'a dyn TensorSource,
+    plan: &'a Plan,
+    options: &'a CompareOptions<'a>,
+    /// Timed rounds (at least one).
+    repeat: usize,
+}
+
+/// The round-robin's entrants: the strategies first, then a cold and a reused entrant per
+/// sweep configuration, then the ceiling.
+struct Entrants<'e> {
+    all: Vec<Entrant<'e>>,
+    /// `all[..sweep_start]` are the strategies (and the reused stager).
+    sweep_start: usize,
+    /// `all[sweep_end]` is the ceiling.
+    sweep_end: usize,
+}
+
+impl Comparison<'_> {
+    fn skips(&self, contender: Contender) -> bool {
+        self.options.skip.contains(&contender)
+    }
+
+    /// Makes the reused stagers (into `stagers`, for the caller to destroy, also on error) and
+    /// times every strategy, the sweep and the ceiling in rounds.
+    fn time_rounds(
+        &self,
+        stagers: &mut Vec<PinnedStager>,
+        ceiling: &CeilingCopy,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<Rounds> {
+        let (t, strategy, repeat) = (self.t, self.strategy, self.repeat);
+        let pinned_strategy = Strategy {
+            kind: StrategyKind::Pinned,
+            ..*strategy
+        };
+        if !self.skips(Contender::Reused) {
             stagers.push(PinnedStager::create(t, &pinned_strategy.pinned)?);
         }
-        for config in &options.sweep {
+        for config in &self.options.sweep {
             stagers.push(PinnedStager::create(t, config)?);
         }
-        let sweep_strategies: Vec<Strategy> = options
+        let sweep_strategies: Vec<Strategy> = self
+            .options
             .sweep
             .iter()
             .map(|config| Strategy {
@@ -592,7 +686,7 @@ fn compare_with(
         let kinds: Vec<(StrategyKind, Strategy)> = StrategyKind::ALL
             .into_iter()
             .filter(|kind| {
-                !skip.contains(&match kind {
+                !self.skips(match kind {
                     StrategyKind::Ztensor => Contender::Ztensor,
                     StrategyKind::Managed => Contender::Managed,
                     StrategyKind::Pinned => Contender::Pinned,
@@ -600,21 +694,40 @@ fn compare_with(
             })
             .map(|kind| (kind, Strategy { kind, ..*strategy }))
             .collect();
+        let mut entrants = self.entrants(&kinds, &sweep_strategies, stagers, ceiling);
+        log(&format!(
+            "{} contenders, {repeat} rounds after a warm-up round",
+            entrants.all.len()
+        ));
+        time_round_robin(t, &mut entrants.all, repeat, log)?;
+        Ok(self.tally(&entrants))
+    }
+
+    /// The entrants of the round-robin; `stagers` are the reused stagers, in the order
+    /// `time_rounds` made them.
+    fn entrants<'e>(
+        &'e self,
+        kinds: &'e [(StrategyKind, Strategy)],
+        sweep_strategies: &'e [Strategy],
+        stagers: &'e [PinnedStager],
+        ceiling: &'e CeilingCopy,
+    ) -> Entrants<'e> {
+        let (t, src, plan) = (self.t, self.src, self.plan);
         let mut entrants = Vec::new();
-        for (kind, s) in &kinds {
+        for (kind, s) in kinds {
             entrants.push(Entrant::new(kind.name(), move || {
                 upload(t, s, src, plan, &mut |_| {}).map(Some)
             }));
         }
         let mut next_stager = stagers.iter();
-        if !skip.contains(&Contender::Reused) {
+        if !self.skips(Contender::Reused) {
             let stager = next_stager.next().expect("made above");
             entrants.push(Entrant::new("pinned, staging reused", move || {
                 stager.upload(t, src, plan, &mut |_| {}).map(Some)
             }));
         }
-        let main_entrants = entrants.len();
-        for s in &sweep_strategies {
+        let sweep_start = entrants.len();
+        for s in sweep_strategies {
             let label = s.pinned.describe();
             entrants.push(Entrant::new(format!("pinned {label}"), move || {
                 upload(t, s, src, plan, &mut |_| {}).map(Some)
@@ -631,15 +744,21 @@ fn compare_with(
             "pinned single copy, in the rounds",
             move || ceiling.once(t).map(|_| None),
         ));
-        log(&format!(
-            "{} contenders, {repeat} rounds after a warm-up round",
-            entrants.len()
-        ));
-        time_round_robin(t, &mut entrants, repeat, log)?;
-        let ceiling_in_rounds = entrants[sweep_end].measurement(bytes);
+        Entrants {
+            all: entrants,
+            sweep_start,
+            sweep_end,
+        }
+    }
+
+    /// What the timed entrants measured, by kind.
+    fn tally(&self, entrants: &Entrants<'_>) -> Rounds {
+        let bytes = self.plan.tensor_bytes;
+        let (main, sweep_end) = (entrants.sweep_start, entrants.sweep_end);
+        let ceiling_in_rounds = entrants.all[sweep_end].measurement(bytes);
         let mut strategies = Vec::new();
         let mut skipped = Vec::new();
-        for e in &entrants[..main_entrants] {
+        for e in &entrants.all[..main] {
             match &e.skipped {
                 Some(reason) => skipped.push(Skipped {
                     name: e.name.clone(),
@@ -648,10 +767,11 @@ fn compare_with(
                 None => strategies.push(e.measurement(bytes)),
             }
         }
-        let sweep = options
+        let sweep = self
+            .options
             .sweep
             .iter()
-            .zip(entrants[main_entrants..sweep_end].chunks(2))
+            .zip(entrants.all[main..sweep_end].chunks(2))
             .map(|(config, pair)| {
                 let mut cold = pair[0].measurement(bytes);
                 let mut reused = pair[1].measurement(bytes);
@@ -664,42 +784,17 @@ fn compare_with(
                 }
             })
             .collect();
-        Ok(Rounds {
+        Rounds {
             strategies,
             skipped,
             sweep,
             ceiling_in_rounds,
-        })
-    })();
-    let mut destroyed = Ok(());
-    for stager in stagers {
-        if let Err(e) = stager.destroy(t) {
-            destroyed = destroyed.and(Err(e));
         }
     }
-    let Rounds {
-        strategies,
-        skipped,
-        sweep,
-        ceiling_in_rounds: ceiling_pinned_in_rounds,
-    } = timed?;
-    destroyed?;
 
-    let ztensor = strategies
-        .iter()
-        .find(|m| m.name == "ztensor")
-        .map(|m| m.median_seconds);
-    let ratios = strategies
-        .iter()
-        .map(|m| Ratio {
-            name: m.name.clone(),
-            of_pinned_ceiling: m.gbps / ceiling_pinned.gbps,
-            speedup_over_ztensor: ztensor.map_or(f64::NAN, |z| z / m.median_seconds),
-        })
-        .collect();
-
-    let mut ring_costs = Vec::new();
-    if let Some(ring) = ring {
+    /// Ring on against ring off, for each strategy not skipped.
+    fn ring_costs(&self, ring: &Writer, log: &mut dyn FnMut(&str)) -> Result<Vec<RingCost>> {
+        let (t, strategy) = (self.t, self.strategy);
         let on_t = t.with_ring(Some(ring));
         let pinned = Strategy {
             kind: StrategyKind::Pinned,
@@ -714,8 +809,9 @@ fn compare_with(
                 Contender::RingPinned,
             ),
         ];
+        let mut ring_costs = Vec::new();
         for (name, plain, ring_only) in variants {
-            if skip.contains(&plain) || skip.contains(&ring_only) {
+            if self.skips(plain) || self.skips(ring_only) {
                 continue;
             }
             log(&format!("ring on/off: {name}"));
@@ -735,73 +831,71 @@ fn compare_with(
                 },
                 ..*strategy
             };
-            // One upload, timed, then freed; returns (seconds, driver calls of the upload).
-            let once = |tr: &Traced, stager: Option<&PinnedStager>| -> Result<(f64, u64)> {
-                let before = tr.calls();
-                let start = Instant::now();
-                let up = match stager {
-                    Some(st) => st.upload(tr, src, plan, &mut |_| {})?,
-                    None => upload(tr, &s, src, plan, &mut |_| {})?,
-                };
-                let elapsed = start.elapsed().as_secs_f64();
-                let calls = tr.calls() - before;
-                up.free(tr)?;
-                Ok((elapsed, calls))
-            };
-            let measured = (|| -> Result<RingCost> {
-                let (mut off, mut on) = (Vec::new(), Vec::new());
-                let (mut off_calls, mut on_calls) = (0, 0);
-                // Interleave so drift affects both sides alike, alternating which side goes
-                // first; the first pair warms up.
-                for i in 0..=repeat {
-                    let (a, b) = if i % 2 == 0 {
-                        let a = once(t, stager.as_ref())?;
-                        (a, once(&on_t, stager.as_ref())?)
-                    } else {
-                        let b = once(&on_t, stager.as_ref())?;
-                        (once(t, stager.as_ref())?, b)
-                    };
-                    if i > 0 {
-                        off.push(a.0);
-                        on.push(b.0);
-                        (off_calls, on_calls) = (a.1, b.1);
-                    }
-                }
-                let mut ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
-                ratios.sort_by(f64::total_cmp);
-                let paired_overhead = ratios.get(ratios.len() / 2).map_or(f64::NAN, |r| r - 1.0);
-                let off = Measurement::new(format!("{name} ring off"), bytes, off, off_calls);
-                let on = Measurement::new(format!("{name} ring on"), bytes, on, on_calls);
-                let overhead = on.median_seconds / off.median_seconds - 1.0;
-                Ok(RingCost {
-                    strategy: name.into(),
-                    off,
-                    on,
-                    overhead,
-                    paired_overhead,
-                })
-            })();
+            let measured = self.ring_cost(name, &on_t, &s, stager.as_ref());
             if let Some(st) = stager {
                 st.destroy(t)?;
             }
             ring_costs.push(measured?);
         }
+        Ok(ring_costs)
     }
-    Ok(CompareReport {
-        backend: t.backend().into(),
-        tensors: plan.placements.len(),
-        bytes,
-        chunks: plan.chunks.len(),
-        repeat,
-        ceiling_pinned,
-        ceiling_pinned_in_rounds,
-        ceiling_pageable,
-        strategies,
-        skipped,
-        ratios,
-        ring: ring_costs,
-        sweep,
-    })
+
+    /// Ring on (`on_t`) against off for one strategy `s` (through `stager` if given), run by
+    /// run.
+    fn ring_cost(
+        &self,
+        name: &str,
+        on_t: &Traced<'_>,
+        s: &Strategy,
+        stager: Option<&PinnedStager>,
+    ) -> Result<RingCost> {
+        let (t, src, plan, repeat) = (self.t, self.src, self.plan, self.repeat);
+        let bytes = plan.tensor_bytes;
+        // One upload, timed, then freed; returns (seconds, driver calls of the upload).
+        let once = |tr: &Traced, stager: Option<&PinnedStager>| -> Result<(f64, u64)> {
+            let before = tr.calls();
+            let start = Instant::now();
+            let up = match stager {
+                Some(st) => st.upload(tr, src, plan, &mut |_| {})?,
+                None => upload(tr, s, src, plan, &mut |_| {})?,
+            };
+            let elapsed = start.elapsed().as_secs_f64();
+            let calls = tr.calls() - before;
+            up.free(tr)?;
+            Ok((elapsed, calls))
+        };
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        let (mut off_calls, mut on_calls) = (0, 0);
+        // Interleave so drift affects both sides alike, alternating which side goes first; the
+        // first pair warms up.
+        for i in 0..=repeat {
+            let (a, b) = if i % 2 == 0 {
+                let a = once(t, stager)?;
+                (a, once(on_t, stager)?)
+            } else {
+                let b = once(on_t, stager)?;
+                (once(t, stager)?, b)
+            };
+            if i > 0 {
+                off.push(a.0);
+                on.push(b.0);
+                (off_calls, on_calls) = (a.1, b.1);
+            }
+        }
+        let mut ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
+        ratios.sort_by(f64::total_cmp);
+        let paired_overhead = ratios.get(ratios.len() / 2).map_or(f64::NAN, |r| r - 1.0);
+        let off = Measurement::new(format!("{name} ring off"), bytes, off, off_calls);
+        let on = Measurement::new(format!("{name} ring on"), bytes, on, on_calls);
+        let overhead = on.median_seconds / off.median_seconds - 1.0;
+        Ok(RingCost {
+            strategy: name.into(),
+            off,
+            on,
+            overhead,
+            paired_overhead,
+        })
+    }
 }
 
 #[cfg(test)]

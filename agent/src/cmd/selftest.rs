@@ -319,71 +319,15 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(reason) = FrozenFs::unavailable_reason() {
         return selftest_unprivileged(base, &reason);
     }
-    eprintln!("selftest: creating a 16 MiB ext4 image, loop-mounting it and freezing it");
-    let mut fs = FrozenFs::new().map_err(|err| {
-        Failure::new(
-            ExitCode::ERROR,
-            format!("cannot set up the frozen filesystem: {err}"),
-        )
-    })?;
-    let file = fs
-        .create_file("wedge-target", b"selftest\n")
-        .map_err(|err| {
-            Failure::new(
-                ExitCode::ERROR,
-                format!("cannot create the target file: {err}"),
-            )
-        })?;
-    fs.freeze().map_err(|err| {
-        Failure::new(
-            ExitCode::ERROR,
-            format!("cannot freeze {}: {err}", fs.mountpoint().display()),
-        )
-    })?;
-    let exe = crate::watch::launch::own_executable()?;
-    let ring_dir = crate::cmd::run::run_ring_dir(base, &format!("selftest-{}", std::process::id()));
-    let watch = WatchSettings {
-        out: base.to_path_buf(),
-        interval: defaults::SELFTEST_INTERVAL,
-        threshold: defaults::SELFTEST_THRESHOLD,
-        nvidia_smi: false,
-        ..WatchSettings::default()
-    };
-    eprintln!(
-        "selftest: running a worker that blocks a non-main thread in ioctl(FS_IOC_SETFLAGS) on {}",
-        file.display()
-    );
+    let (mut fs, file) = frozen_target()?;
+    let supervision = wedge_helper_supervision(base, proc_root, &file)?;
     let started = Instant::now();
-    let outcome = crate::cmd::run::supervise(crate::cmd::run::Supervise {
-        command: vec![
-            exe.into_os_string(),
-            OsString::from("internal"),
-            OsString::from("wedge-helper"),
-            OsString::from("--path"),
-            file.clone().into_os_string(),
-        ],
-        watch: watch.watch_config(),
-        capture: watch.capture_settings(proc_root, std::slice::from_ref(&ring_dir)),
-        out: watch.out.clone(),
-        ring_dir,
-        remove_ring_dir: false,
-        exit_after: Some(Duration::from_millis(200)),
-        extra_env: Vec::new(),
-        verbose: true,
-    });
+    let outcome = crate::cmd::run::supervise(supervision);
     // Thaw whatever happened, then let the worker finish and reap it.
     let thawed = fs.thaw();
     let outcome = outcome?;
     thawed.map_err(|err| Failure::new(ExitCode::ERROR, format!("cannot thaw: {err}")))?;
-    let mut worker_status = None;
-    let until = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < until {
-        if let Some(status) = crate::watch::launch::try_wait(outcome.child_pid) {
-            worker_status = Some(crate::watch::launch::shell_status(status));
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let worker_status = reap_within(outcome.child_pid, Duration::from_secs(10));
     drop(fs);
 
     let Some(incident_dir) = outcome.incidents.last().cloned() else {
@@ -401,35 +345,7 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         reports::store::read_incident(&incident_dir.join(reports::store::INCIDENT_FILE))?;
     let markdown =
         std::fs::read_to_string(incident_dir.join(reports::store::REPORT_FILE)).unwrap_or_default();
-    let mut failures = Vec::new();
-    if !incident.complete {
-        failures.push("the incident is not complete".to_string());
-    }
-    if !incident.verdict.contains("FS_IOC_SETFLAGS") {
-        failures.push(format!(
-            "the verdict does not name the ioctl: {}",
-            incident.verdict
-        ));
-    }
-    let in_flight = incident.ring.as_ref().is_some_and(|r| {
-        r.in_flight
-            .iter()
-            .any(|f| f.label.contains("FS_IOC_SETFLAGS"))
-    });
-    if !in_flight {
-        failures.push("the ring's in-flight breadcrumb was not captured".to_string());
-    }
-    if outcome.exit != ExitCode::WEDGED.0 {
-        failures.push(format!(
-            "the watch exited with {} instead of 3",
-            outcome.exit
-        ));
-    }
-    if worker_status != Some(0) {
-        failures.push(format!(
-            "after the thaw the worker ended with {worker_status:?}, not 0"
-        ));
-    }
+    let failures = selftest_failures(&incident, &outcome, worker_status);
     if args.json {
         println!(
             "{}",
@@ -460,6 +376,122 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         )
         .into())
     }
+}
+
+/// A frozen 16 MiB ext4 loop mount holding the file the worker will block on, and that file.
+fn frozen_target() -> anyhow::Result<(FrozenFs, PathBuf)> {
+    eprintln!("selftest: creating a 16 MiB ext4 image, loop-mounting it and freezing it");
+    let mut fs = FrozenFs::new().map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!("cannot set up the frozen filesystem: {err}"),
+        )
+    })?;
+    let file = fs
+        .create_file("wedge-target", b"selftest\n")
+        .map_err(|err| {
+            Failure::new(
+                ExitCode::ERROR,
+                format!("cannot create the target file: {err}"),
+            )
+        })?;
+    fs.freeze().map_err(|err| {
+        Failure::new(
+            ExitCode::ERROR,
+            format!("cannot freeze {}: {err}", fs.mountpoint().display()),
+        )
+    })?;
+    Ok((fs, file))
+}
+
+/// `run`'s supervision of a worker (this binary's `internal wedge-helper`) that blocks on
+/// `file`, with the selftest's short interval and threshold, writing under `base`.
+fn wedge_helper_supervision(
+    base: &Path,
+    proc_root: ProcRoot,
+    file: &Path,
+) -> anyhow::Result<crate::cmd::run::Supervise> {
+    let exe = crate::watch::launch::own_executable()?;
+    let ring_dir = crate::cmd::run::run_ring_dir(base, &format!("selftest-{}", std::process::id()));
+    let watch = WatchSettings {
+        out: base.to_path_buf(),
+        interval: defaults::SELFTEST_INTERVAL,
+        threshold: defaults::SELFTEST_THRESHOLD,
+        nvidia_smi: false,
+        ..WatchSettings::default()
+    };
+    eprintln!(
+        "selftest: running a worker that blocks a non-main thread in ioctl(FS_IOC_SETFLAGS) on {}",
+        file.display()
+    );
+    Ok(crate::cmd::run::Supervise {
+        command: vec![
+            exe.into_os_string(),
+            OsString::from("internal"),
+            OsString::from("wedge-helper"),
+            OsString::from("--path"),
+            file.to_path_buf().into_os_string(),
+        ],
+        watch: watch.watch_config(),
+        capture: watch.capture_settings(proc_root, std::slice::from_ref(&ring_dir)),
+        out: watch.out.clone(),
+        ring_dir,
+        remove_ring_dir: false,
+        exit_after: Some(Duration::from_millis(200)),
+        extra_env: Vec::new(),
+        verbose: true,
+    })
+}
+
+/// The worker's exit status (shell convention) once it ended, polling for at most `limit`;
+/// `None` if it is still running.
+fn reap_within(pid: i32, limit: Duration) -> Option<u8> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Some(status) = crate::watch::launch::try_wait(pid) {
+            return Some(crate::watch::launch::shell_status(status));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// What the selftest's capture got wrong (empty when it passed).
+fn selftest_failures(
+    incident: &reports::Incident,
+    outcome: &crate::cmd::run::Outcome,
+    worker_status: Option<u8>,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if !incident.complete {
+        failures.push("the incident is not complete".to_string());
+    }
+    if !incident.verdict.contains("FS_IOC_SETFLAGS") {
+        failures.push(format!(
+            "the verdict does not name the ioctl: {}",
+            incident.verdict
+        ));
+    }
+    let in_flight = incident.ring.as_ref().is_some_and(|r| {
+        r.in_flight
+            .iter()
+            .any(|f| f.label.contains("FS_IOC_SETFLAGS"))
+    });
+    if !in_flight {
+        failures.push("the ring's in-flight breadcrumb was not captured".to_string());
+    }
+    if outcome.exit != ExitCode::WEDGED.0 {
+        failures.push(format!(
+            "the watch exited with {} instead of 3",
+            outcome.exit
+        ));
+    }
+    if worker_status != Some(0) {
+        failures.push(format!(
+            "after the thaw the worker ended with {worker_status:?}, not 0"
+        ));
+    }
+    failures
 }
 
 /// Without root: run the parts that need no privilege, say what was skipped.

@@ -12,7 +12,7 @@ use uploader::bench::{self, CompareReport, Measurement};
 use uploader::cuda::CudaDriver;
 use uploader::host::{HostConfig, HostDriver};
 use uploader::pack::PackStore;
-use uploader::plan::{plan, PlanOptions, Planned};
+use uploader::plan::{plan, Plan, PlanOptions, Planned};
 use uploader::strategy::{
     upload, ArenaMemory, ManagedOptions, PinnedOptions, Progress, StagingMemory, Strategy,
     StrategyKind,
@@ -332,35 +332,7 @@ fn pinned_options(args: &Args) -> PinnedOptions {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.tensors + args.params == 0 {
-        return Err(Failure::new(
-            ExitCode::USAGE,
-            "nothing to upload: --tensors and --params are both 0",
-        )
-        .into());
-    }
-    let options = PlanOptions {
-        chunk_bytes: args.chunk_bytes,
-        chunk_tensors: args.chunk_tensors,
-        alignment: args.align,
-        ..PlanOptions::default()
-    };
-    options
-        .validate()
-        .map_err(|e| Failure::new(ExitCode::USAGE, e.to_string()))?;
-    let mut strategy = Strategy::new(args.strategy.into());
-    strategy.pinned = pinned_options(&args);
-    strategy.managed = ManagedOptions {
-        prefetch: !args.no_prefetch,
-        ..ManagedOptions::default()
-    };
-    if strategy.pinned.validate().is_err() {
-        return Err(Failure::new(
-            ExitCode::USAGE,
-            "--staging-buffers (≤ 4096), --staging-bytes, --pack-threads and --pack-piece must be > 0",
-        )
-        .into());
-    }
+    let (options, strategy) = settings(&args)?;
 
     // The driver first: a machine without one fails fast, before generating data.
     let cuda;
@@ -378,14 +350,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &host
         }
     };
-    let ring = match &args.ring {
-        Some(path) => Some(
-            Writer::create(path, args.ring_slots)
-                .with_context(|| format!("cannot create ring {}", path.display()))?,
-        ),
-        None => Writer::from_env()
-            .context("cannot create the ring named by WEDGE_CAPTURE_RING(_DIR)")?,
-    };
+    let ring = open_ring(&args)?;
     let ring_path = ring.as_ref().map(|r| r.path().to_path_buf());
     let t = Traced::open(
         driver,
@@ -395,6 +360,97 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     .map_err(map_err)?;
 
     let mut progress = ProgressLine::new(!args.json);
+    let workload = generate_workload(&args, &mut progress);
+    let plan = match plan(workload.infos(), &options).map_err(map_err)? {
+        Planned::Bulk(p) => p,
+        Planned::TooFew {
+            eligible,
+            min_eligible,
+        } => {
+            print_too_few(&args, eligible, min_eligible);
+            t.close().map_err(map_err)?;
+            return Ok(ExitCode::OK);
+        }
+    };
+
+    if args.compare {
+        let report = compare(
+            &args,
+            &t,
+            &strategy,
+            &workload,
+            &plan,
+            ring.as_ref(),
+            &mut progress,
+        )?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print_compare(&report, &args);
+        }
+        return Ok(ExitCode::OK);
+    }
+    let summary = upload_once(
+        &args,
+        &t,
+        &strategy,
+        &workload,
+        &plan,
+        ring_path,
+        &mut progress,
+    )?;
+    print_summary(&summary, args.json)?;
+    Ok(ExitCode::OK)
+}
+
+/// The plan options and the strategy the flags ask for; a usage error if they make no sense.
+fn settings(args: &Args) -> anyhow::Result<(PlanOptions, Strategy)> {
+    if args.tensors + args.params == 0 {
+        return Err(Failure::new(
+            ExitCode::USAGE,
+            "nothing to upload: --tensors and --params are both 0",
+        )
+        .into());
+    }
+    let options = PlanOptions {
+        chunk_bytes: args.chunk_bytes,
+        chunk_tensors: args.chunk_tensors,
+        alignment: args.align,
+        ..PlanOptions::default()
+    };
+    options
+        .validate()
+        .map_err(|e| Failure::new(ExitCode::USAGE, e.to_string()))?;
+    let mut strategy = Strategy::new(args.strategy.into());
+    strategy.pinned = pinned_options(args);
+    strategy.managed = ManagedOptions {
+        prefetch: !args.no_prefetch,
+        ..ManagedOptions::default()
+    };
+    if strategy.pinned.validate().is_err() {
+        return Err(Failure::new(
+            ExitCode::USAGE,
+            "--staging-buffers (≤ 4096), --staging-bytes, --pack-threads and --pack-piece must be > 0",
+        )
+        .into());
+    }
+    Ok((options, strategy))
+}
+
+/// The breadcrumb ring: `--ring`, else the one the environment names, else none.
+fn open_ring(args: &Args) -> anyhow::Result<Option<Writer>> {
+    Ok(match &args.ring {
+        Some(path) => Some(
+            Writer::create(path, args.ring_slots)
+                .with_context(|| format!("cannot create ring {}", path.display()))?,
+        ),
+        None => Writer::from_env()
+            .context("cannot create the ring named by WEDGE_CAPTURE_RING(_DIR)")?,
+    })
+}
+
+/// The synthetic workload the flags describe.
+fn generate_workload(args: &Args, progress: &mut ProgressLine) -> Workload {
     let spec = WorkloadSpec {
         samples: args.tensors,
         sample_floats: args.floats,
@@ -407,68 +463,79 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         spec.tensors(),
         spec.bytes() as f64 / 1e6
     ));
-    let workload = Workload::synthetic(&spec);
-    let plan = match plan(workload.infos(), &options).map_err(map_err)? {
-        Planned::Bulk(p) => p,
-        Planned::TooFew {
-            eligible,
-            min_eligible,
-        } => {
-            let msg = format!("{eligible} eligible tensors, fewer than {min_eligible}: ztensor does no bulk upload");
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({ "bulk": false, "eligible": eligible, "min_eligible": min_eligible })
-                );
-            } else {
-                println!("{msg}");
-            }
-            t.close().map_err(map_err)?;
-            return Ok(ExitCode::OK);
-        }
-    };
+    Workload::synthetic(&spec)
+}
 
-    if args.compare {
-        let options = bench::CompareOptions {
-            repeat: args.repeat,
-            ring: ring.as_ref(),
-            skip: args.skip.clone(),
-            sweep: args.sweep.clone(),
-        };
-        let report = bench::compare(&t, &strategy, &workload, &plan, &options, &mut |what| {
-            progress.note(&format!("measuring {what} …"))
-        })
-        .map_err(map_err)?;
-        t.close().map_err(map_err)?;
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            print_compare(&report, &args);
-        }
-        return Ok(ExitCode::OK);
+/// Says that the workload has too few eligible tensors for a bulk upload (not an error:
+/// ztensor would not bulk-upload it either).
+fn print_too_few(args: &Args, eligible: usize, min_eligible: usize) {
+    let msg = format!(
+        "{eligible} eligible tensors, fewer than {min_eligible}: ztensor does no bulk upload"
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "bulk": false, "eligible": eligible, "min_eligible": min_eligible })
+        );
+    } else {
+        println!("{msg}");
     }
+}
 
+/// `--compare`: every strategy against the ceilings; closes `t`.
+fn compare(
+    args: &Args,
+    t: &Traced,
+    strategy: &Strategy,
+    workload: &Workload,
+    plan: &Plan,
+    ring: Option<&Writer>,
+    progress: &mut ProgressLine,
+) -> anyhow::Result<CompareReport> {
+    let options = bench::CompareOptions {
+        repeat: args.repeat,
+        ring,
+        skip: args.skip.clone(),
+        sweep: args.sweep.clone(),
+    };
+    let report = bench::compare(t, strategy, workload, plan, &options, &mut |what| {
+        progress.note(&format!("measuring {what} …"))
+    })
+    .map_err(map_err)?;
+    t.close().map_err(map_err)?;
+    Ok(report)
+}
+
+/// One timed upload (verified with `--verify`), freed; closes `t`.
+fn upload_once(
+    args: &Args,
+    t: &Traced,
+    strategy: &Strategy,
+    workload: &Workload,
+    plan: &Plan,
+    ring: Option<PathBuf>,
+    progress: &mut ProgressLine,
+) -> anyhow::Result<UploadSummary> {
     let calls_before = t.calls();
     let start = Instant::now();
     let uploaded =
-        upload(&t, &strategy, &workload, &plan, &mut |p| progress.update(p)).map_err(map_err)?;
+        upload(t, strategy, workload, plan, &mut |p| progress.update(p)).map_err(map_err)?;
     let seconds = start.elapsed().as_secs_f64();
     let driver_calls = t.calls() - calls_before;
     let verified = if args.verify {
-        match verify(&t, &uploaded, &workload) {
+        match verify(t, &uploaded, workload) {
             Ok(r) => Some(r),
             Err(e) => {
-                let _ = uploaded.free(&t);
+                let _ = uploaded.free(t);
                 return Err(map_err(e));
             }
         }
     } else {
         None
     };
-    uploaded.free(&t).map_err(map_err)?;
+    uploaded.free(t).map_err(map_err)?;
     t.close().map_err(map_err)?;
-
-    let summary = UploadSummary {
+    Ok(UploadSummary {
         backend: t.backend(),
         strategy: strategy.kind.name(),
         tensors: plan.placements.len(),
@@ -478,11 +545,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         driver_calls,
         seconds,
         gbps: plan.tensor_bytes as f64 / seconds / 1e9,
-        ring: ring_path,
+        ring,
         verify: verified,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+    })
+}
+
+fn print_summary(summary: &UploadSummary, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(summary)?);
     } else {
         println!(
             "uploaded {} tensors ({:.1} MB) in {} chunks with {} on {}: {:.4} s, {:.2} GB/s, {} driver calls",
@@ -507,7 +577,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("breadcrumbs: {}", p.display());
         }
     }
-    Ok(ExitCode::OK)
+    Ok(())
 }
 
 fn print_compare(r: &CompareReport, args: &Args) {

@@ -1,0 +1,268 @@
+//! Where a plan's tensors lie in the pinned arena, and packing arena ranges into staging.
+
+use crate::error::Result;
+use crate::pack::{self, PackStore};
+use crate::plan::Plan;
+use crate::strategy::{placed_bytes, views_for};
+use crate::workload::TensorSource;
+
+/// Arena alignment of each chunk inside the pinned strategy's single device allocation.
+const CHUNK_ALIGN: u64 = 256;
+
+/// Where a plan's chunks and tensors lie in the pinned strategy's one device allocation: each
+/// chunk at the next [`CHUNK_ALIGN`] boundary, its tensors at their planned offsets (ascending:
+/// chunks are laid out in order). Per chunk only: a tensor's place is computed when needed, so
+/// an upload of many small tensors allocates and fills no per-tensor table before packing.
+pub struct ArenaLayout {
+    pub(crate) chunk_base: Vec<u64>,
+    pub(crate) bytes: u64,
+}
+
+impl ArenaLayout {
+    pub fn new(plan: &Plan) -> ArenaLayout {
+        let mut chunk_base = Vec::with_capacity(plan.chunks.len());
+        let mut end = 0u64;
+        for c in &plan.chunks {
+            let base = end.div_ceil(CHUNK_ALIGN) * CHUNK_ALIGN;
+            chunk_base.push(base);
+            end = base + c.bytes;
+        }
+        ArenaLayout {
+            chunk_base,
+            bytes: end,
+        }
+    }
+
+    /// Bytes of the arena (the end of its last chunk).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Arena offset of `plan`'s placement `i` (`None` past the last).
+    pub fn start(&self, plan: &Plan, i: usize) -> Option<u64> {
+        let p = plan.placements.get(i)?;
+        Some(self.chunk_base[p.chunk as usize] + p.offset)
+    }
+
+    /// Placements overlapping arena range `[from, to)`.
+    pub(super) fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
+        let start = |p: &crate::plan::Placement| self.chunk_base[p.chunk as usize] + p.offset;
+        // Placements are in arena order, so their starts ascend: binary searches.
+        let starting_before = |at: u64| plan.placements.partition_point(|p| start(p) < at);
+        let first = starting_before(from);
+        // The tensor before `first` may straddle `from`.
+        let first = if first > 0
+            && start(&plan.placements[first - 1]) + plan.placements[first - 1].bytes > from
+        {
+            first - 1
+        } else {
+            first
+        };
+        let last = starting_before(to);
+        first..last.max(first)
+    }
+}
+
+/// Copies arena bytes `[from, to)` of `plan`'s tensors (laid out by `layout`) to `dst`: the
+/// packing threads' inner loop, public so `benches/pack.rs` measures the very same code. Per
+/// tensor: one source lookup and one copy. (Looking sources up four tensors ahead and
+/// prefetching them measured 5–9 % slower on the H200 host, so it is not done; BENCHMARKS.md.)
+///
+/// # Safety
+/// `dst..dst + (to - from)` must be valid for writes and not read or written by anyone else
+/// during the call; `to ≤ layout.bytes()`.
+pub unsafe fn pack_range(
+    src: &dyn TensorSource,
+    plan: &Plan,
+    layout: &ArenaLayout,
+    store: PackStore,
+    dst: *mut u8,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    for p in &plan.placements[layout.overlapping(plan, from, to)] {
+        let bytes = placed_bytes(src, p)?;
+        let start = layout.chunk_base[p.chunk as usize] + p.offset;
+        let lo = start.max(from);
+        let hi = (start + p.bytes).min(to);
+        if lo >= hi {
+            continue;
+        }
+        let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
+        // SAFETY: `lo..hi` lies in `from..to`, so the write of `hi - lo` bytes at `dst + (lo -
+        // from)` stays inside the caller's destination (caller contract); `piece` is the
+        // tensor's own host memory, a different allocation.
+        unsafe {
+            pack::copy(
+                store,
+                piece.as_ptr(),
+                dst.add((lo - from) as usize),
+                piece.len(),
+            )
+        };
+    }
+    Ok(())
+}
+
+/// The upload's per-tensor views, built one chunk at a time while the submitting thread waits
+/// for packers: for many small tensors they are megabytes of fresh memory to write (page
+/// faults included), which after the last copy would add to the upload's time.
+pub(super) struct ViewBuilder {
+    pub(super) views: Vec<crate::strategy::View>,
+    pub(super) next_chunk: usize,
+}
+
+impl ViewBuilder {
+    /// Adds the next chunk's views; false once every chunk has its views.
+    pub(super) fn step(
+        &mut self,
+        plan: &Plan,
+        layout: &ArenaLayout,
+        arena: crate::DevicePtr,
+    ) -> bool {
+        let Some(&base) = layout.chunk_base.get(self.next_chunk) else {
+            return false;
+        };
+        views_for(plan, self.next_chunk, arena + base, 0, &mut self.views);
+        self.next_chunk += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    /// The arena image of `plan`: every tensor's bytes at its arena offset, zeros elsewhere.
+    fn arena_image(src: &dyn TensorSource, plan: &Plan, layout: &ArenaLayout) -> Vec<u8> {
+        let mut image = vec![0u8; layout.bytes() as usize];
+        for (i, p) in plan.placements.iter().enumerate() {
+            let at = layout.start(plan, i).unwrap() as usize;
+            image[at..at + p.bytes as usize].copy_from_slice(src.bytes(p.tensor));
+        }
+        image
+    }
+
+    fn bulk(src: &crate::Workload, options: &crate::PlanOptions) -> Plan {
+        match crate::plan(src.infos(), options).unwrap() {
+            crate::Planned::Bulk(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Any arena range, cut anywhere (inside a tensor, across chunk padding, fewer tensors than
+    /// the lookahead, more), packs exactly the arena image's bytes of that range.
+    #[test]
+    fn pack_range_writes_exactly_the_arena_image_of_any_range() {
+        use crate::workload::{Workload, WorkloadSpec};
+        let w = Workload::synthetic(&WorkloadSpec {
+            samples: 300,
+            sample_floats: 193,
+            params: 3,
+            param_floats: 3000,
+            seed: 3,
+        });
+        let options = crate::PlanOptions {
+            chunk_bytes: 10_000,
+            chunk_tensors: 7,
+            min_eligible: 1,
+            alignment: None,
+        };
+        let plan = bulk(&w, &options);
+        let layout = ArenaLayout::new(&plan);
+        let image = arena_image(&w, &plan, &layout);
+        let mut in_tensor = vec![false; image.len()];
+        for (i, p) in plan.placements.iter().enumerate() {
+            let at = layout.start(&plan, i).unwrap() as usize;
+            in_tensor[at..at + p.bytes as usize].fill(true);
+        }
+        assert!(in_tensor.contains(&false), "padding between chunks");
+        let end = layout.bytes();
+        let mut cuts = vec![
+            (0, end),
+            (0, 1),
+            (end - 1, end),
+            (771, 773),
+            (100, 100 + 772 * 3),
+        ];
+        for step in [64u64, 1000, 4096, 12_345] {
+            cuts.extend(
+                (0..end)
+                    .step_by(step as usize)
+                    .map(|f| (f, (f + step).min(end))),
+            );
+        }
+        for store in [PackStore::Plain, PackStore::Streaming] {
+            for &(from, to) in &cuts {
+                let mut out = vec![0xa5u8; (to - from) as usize + 64];
+                // SAFETY: `out` has `to - from` bytes (and a guard tail), ours alone.
+                unsafe { pack_range(&w, &plan, &layout, store, out.as_mut_ptr(), from, to) }
+                    .unwrap();
+                pack::publish_fence(store);
+                let (packed, guard) = out.split_at((to - from) as usize);
+                // Padding bytes are not written: compare tensor bytes only.
+                for (k, (&got, &want)) in packed
+                    .iter()
+                    .zip(&image[from as usize..to as usize])
+                    .enumerate()
+                {
+                    let at = from + k as u64;
+                    if in_tensor[at as usize] {
+                        assert_eq!(got, want, "{store:?} [{from}, {to}) at {at}");
+                    } else {
+                        assert_eq!(
+                            got, 0xa5,
+                            "{store:?} [{from}, {to}): padding at {at} written"
+                        );
+                    }
+                }
+                assert!(
+                    guard.iter().all(|&b| b == 0xa5),
+                    "wrote past [{from}, {to})"
+                );
+            }
+        }
+    }
+
+    /// A source whose bytes do not match the plan is an error from the packer, not a write
+    /// past the tensor's place; ranges without that tensor still pack.
+    #[test]
+    fn pack_range_refuses_a_source_that_does_not_match_the_plan() {
+        use crate::plan::TensorInfo;
+        let mut infos = vec![TensorInfo::f32(10); 8];
+        infos[6] = TensorInfo::f32(11);
+        let data: Vec<Vec<f32>> = (0..8).map(|i| vec![i as f32 + 1.0; 10]).collect();
+        let w = crate::Workload::from_parts(infos, data);
+        let options = crate::PlanOptions {
+            min_eligible: 1,
+            ..crate::PlanOptions::default()
+        };
+        let plan = bulk(&w, &options);
+        let layout = ArenaLayout::new(&plan);
+        let mut out = vec![0u8; layout.bytes() as usize];
+        let mut pack = |from: u64, to: u64| {
+            // SAFETY: `out` holds the whole arena and is ours alone.
+            unsafe {
+                pack_range(
+                    &w,
+                    &plan,
+                    &layout,
+                    PackStore::Plain,
+                    out.as_mut_ptr(),
+                    from,
+                    to,
+                )
+            }
+        };
+        // Tensor 6 is planned at 240..284.
+        assert!(pack(0, 240).is_ok());
+        for (from, to) in [(0, 320), (250, 260), (200, 241)] {
+            let packed = pack(from, to);
+            assert!(
+                matches!(packed, Err(Error::InvalidOptions(ref m)) if m.contains("tensor 6")),
+                "[{from}, {to}): {packed:?}"
+            );
+        }
+    }
+}

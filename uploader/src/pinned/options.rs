@@ -1,0 +1,191 @@
+//! The `pinned` strategy's settings: where staging memory and the arena come from, ring and
+//! piece sizes, packing threads.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::pack::PackStore;
+
+/// Where pinned staging memory comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StagingMemory {
+    /// `cuMemHostAlloc`: the driver allocates and page-locks.
+    HostAlloc,
+    /// An anonymous mapping (2 MiB aligned, `MADV_HUGEPAGE`) page-locked with
+    /// `cuMemHostRegister`: fewer, larger pages to pin where transparent huge pages are on.
+    Register,
+    /// The same mapping, faulted in by the packing threads (a huge page each at a time) and
+    /// page-locked by the upload that first needs it, while packing goes on: the first buffer
+    /// is locked after one small registration, the rest in doubling groups
+    /// ([`registration_groups`]) while the submitter waits for packers. An upload of a stager
+    /// made for it alone unlocks each group it no longer needs while it waits for packers.
+    ///
+    /// [`registration_groups`]: super::registration_groups
+    Overlap,
+}
+
+impl StagingMemory {
+    pub fn name(self) -> &'static str {
+        match self {
+            StagingMemory::HostAlloc => "hostalloc",
+            StagingMemory::Register => "register",
+            StagingMemory::Overlap => "overlap",
+        }
+    }
+}
+
+/// Where the `pinned` strategy's device arena comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArenaMemory {
+    /// The session's stream-ordered pool ([`Traced::arena_pool`]), which keeps freed arenas
+    /// mapped: from the second upload of a process on, copies land in memory the GPU has
+    /// already written. Falls back to `cuMemAlloc` where the device has no memory pools.
+    ///
+    /// [`Traced::arena_pool`]: crate::trace::Traced::arena_pool
+    Pool,
+    /// A fresh `cuMemAlloc` per upload.
+    Alloc,
+}
+
+impl ArenaMemory {
+    pub fn name(self) -> &'static str {
+        match self {
+            ArenaMemory::Pool => "pool",
+            ArenaMemory::Alloc => "alloc",
+        }
+    }
+}
+
+/// Settings of the `pinned` strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PinnedOptions {
+    /// Pinned staging buffers (≥ 2 to overlap packing with copying).
+    pub buffers: usize,
+    /// Bytes per staging buffer (one asynchronous copy each).
+    pub buffer_bytes: u64,
+    /// Packing threads (the submitting thread does not pack).
+    pub threads: usize,
+    /// Idle threads spin (true) or sleep (false). Spinning avoids a wake-up per hand-off (tens
+    /// of microseconds in a VM) at the cost of CPU while an upload runs.
+    pub spin: bool,
+    /// Bytes a packing thread claims at a time (rounded up to 64).
+    pub piece_bytes: u64,
+    /// Plain or non-temporal stores into staging memory, or `Auto`: time both per upload.
+    pub store: PackStore,
+    /// How staging memory is allocated and page-locked.
+    pub staging: StagingMemory,
+    /// Where the device arena comes from.
+    pub arena: ArenaMemory,
+    /// The submitting thread packs pieces while it waits for packers, instead of spinning: one
+    /// more packer where packing is the bottleneck, idle where copying is.
+    pub submitter_packs: bool,
+    /// A stager made for a single upload (`strategy::upload`, the cold path) sizes its ring to
+    /// the upload: one buffer per 8 slices, at least 6, at most `buffers`. On the real workload
+    /// (53 slices of 4 MiB) 6 buffers lock 24 MiB instead of 32 and beat 8 cold by 2-7 points of
+    /// the copy ceiling with writable locks (runs 25-28), level with read-only ones; 4 buffers
+    /// lost 4-10 points to waits, and 4 GiB keeps the whole ring (BENCHMARKS.md).
+    pub fit_ring: bool,
+    /// Page-lock `Register`/`Overlap` staging read-only for the device
+    /// (`CU_MEMHOSTREGISTER_READ_ONLY`) where the device supports it: the device only reads
+    /// staging, and unlocking read-only pages takes half as long (no page is marked dirty).
+    pub read_only_staging: bool,
+}
+
+/// The default number of packing threads on a machine with `cpus` CPUs.
+pub fn default_packing_threads(cpus: usize) -> usize {
+    (cpus * 3 / 4).max(cpus.saturating_sub(2)).clamp(1, 14)
+}
+
+impl Default for PinnedOptions {
+    fn default() -> Self {
+        PinnedOptions {
+            buffers: 8,
+            buffer_bytes: 4 << 20,
+            // All CPUs but two (at least three quarters of them), at most 14: the driver's own
+            // threads and the submitting thread need CPUs too. On an H200 host (16 CPUs), 14
+            // packers beat 12 in each of 6 same-process comparisons on 217 MB of 772-byte tensors
+            // (cold +0.2-4 points of the copy ceiling, reused +1-19), 16 lost to both, and 4 GiB did
+            // not change (BENCHMARKS.md, runs 23-24).
+            threads: default_packing_threads(
+                std::thread::available_parallelism().map_or(1, |p| p.get()),
+            ),
+            spin: true,
+            piece_bytes: 256 << 10,
+            // Plain won end to end in every 4 GiB run of the current pipeline (BENCHMARKS.md);
+            // `Auto`'s per-piece timing could not tell the two apart on a busy host.
+            store: PackStore::Plain,
+            // Cold uploads of the real workload: 57-58 % of the copy ceiling against 48-52 % for
+            // `Register` in the same processes; reused and 4 GiB unchanged (BENCHMARKS.md, run 25).
+            staging: StagingMemory::Overlap,
+            // Fresh cuMemAlloc memory filled ~10 ms slower per 4 GiB (BENCHMARKS.md).
+            arena: ArenaMemory::Pool,
+            submitter_packs: false,
+            fit_ring: true,
+            read_only_staging: true,
+        }
+    }
+}
+
+impl PinnedOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.buffers == 0 || self.buffer_bytes == 0 || self.threads == 0 || self.piece_bytes == 0
+        {
+            return Err(Error::InvalidOptions(
+                "pinned: buffers, buffer size, threads and piece size must be > 0".into(),
+            ));
+        }
+        if self.buffer_bytes > 1 << 40 || self.buffers > 4096 {
+            return Err(Error::InvalidOptions(
+                "pinned: at most 4096 staging buffers of at most 1 TiB".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}{}",
+            self.buffers,
+            human_bytes(self.buffer_bytes),
+            self.threads,
+            if self.spin { "spin" } else { "park" },
+            self.store.name(),
+            self.staging.name(),
+            self.arena.name(),
+            human_bytes(self.piece_bytes),
+            if self.submitter_packs { ":help" } else { "" },
+            if self.fit_ring { ":fit" } else { "" },
+            if self.read_only_staging {
+                ""
+            } else {
+                ":writable"
+            }
+        )
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    b.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_packing_threads_leave_two_cpus_and_cap_at_14() {
+        let by_cpus: Vec<usize> = [1, 2, 4, 8, 12, 16, 32, 128]
+            .iter()
+            .map(|&c| default_packing_threads(c))
+            .collect();
+        assert_eq!(by_cpus, [1, 1, 3, 6, 10, 14, 14, 14]);
+    }
+}
