@@ -80,11 +80,28 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<S
 
 /// Run every check.
 pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Check> {
-    let mut out_checks = Vec::new();
     let me = std::process::id() as i32;
     let status = proc_root.read_task_status(me, me).ok();
     let eff = status.as_ref().and_then(|s| s.cap_eff);
     let cap = |bit: u32| eff.map(|e| e & (1u64 << bit) != 0);
+    let mut out_checks = capability_checks(cap);
+    out_checks.extend(ptrace_scope_check(
+        proc_root,
+        cap(crate::preflight::CAP_SYS_PTRACE),
+    ));
+    out_checks.extend(hung_task_checks(proc_root));
+    out_checks.push(kmsg_check(proc_root));
+    out_checks.extend(proc_file_checks(proc_root, me));
+    out_checks.extend(netlink_checks());
+    out_checks.push(output_dir_check(out));
+    out_checks.extend(fleet::checks(fleet));
+    out_checks.extend(driver_checks(proc_root));
+    out_checks
+}
+
+/// CAP_SYS_ADMIN (kernel stacks) and CAP_SYS_PTRACE (other users' tasks), from our effective set.
+fn capability_checks(cap: impl Fn(u32) -> Option<bool>) -> Vec<Check> {
+    let mut out_checks = Vec::new();
     let grant = "run as root, or grant it (systemd: AmbientCapabilities=…; shell: sudo setcap cap_sys_admin,cap_sys_ptrace,cap_syslog+ep $(command -v wedge-capture))";
     match cap(crate::preflight::CAP_SYS_ADMIN) {
         Some(true) => out_checks.push(check(
@@ -121,12 +138,18 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
         )),
         None => {}
     }
+    out_checks
+}
+
+/// Yama's ptrace_scope: whether syscall and stack reads of other processes are allowed at all.
+fn ptrace_scope_check(proc_root: &ProcRoot, ptrace: Option<bool>) -> Option<Check> {
+    let mut out_checks = Vec::new();
     match proc_root.sysctl("kernel.yama.ptrace_scope").ok() {
         None => out_checks.push(check("yama.ptrace_scope", Status::Info, "Yama is not built in: no extra ptrace restriction", "")),
         Some(v) if v == "0" || v == "1" => out_checks.push(check("yama.ptrace_scope", Status::Ok, format!("ptrace_scope={v}: CAP_SYS_PTRACE (or root) reads any task"), "")),
         Some(v) if v == "2" => out_checks.push(check(
             "yama.ptrace_scope",
-            if cap(crate::preflight::CAP_SYS_PTRACE) == Some(true) { Status::Ok } else { Status::Fail },
+            if ptrace == Some(true) { Status::Ok } else { Status::Fail },
             "ptrace_scope=2: syscall and stack reads need CAP_SYS_PTRACE",
             "grant CAP_SYS_PTRACE, or sysctl -w kernel.yama.ptrace_scope=1",
         )),
@@ -137,6 +160,12 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
             "boot with kernel.yama.ptrace_scope=1 (sysctl.d)",
         )),
     }
+    out_checks.pop()
+}
+
+/// The kernel's hung-task detector: its log lines are evidence, its panic setting destroys it.
+fn hung_task_checks(proc_root: &ProcRoot) -> Vec<Check> {
+    let mut out_checks = Vec::new();
     match proc_root.sysctl("kernel.hung_task_timeout_secs").ok() {
         None => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Info, "not available (CONFIG_DETECT_HUNG_TASK off): no 'blocked for more than' lines in the kernel log", "")),
         Some(v) if v == "0" => out_checks.push(check("kernel.hung_task_timeout_secs", Status::Warn, "0: the kernel's hung-task detector is off, so the kernel log has no 'blocked for more than' lines", "sysctl -w kernel.hung_task_timeout_secs=120")),
@@ -157,9 +186,14 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
         )),
         None => {}
     }
+    out_checks
+}
+
+/// `/dev/kmsg` readable (NVRM and Xid lines come from it).
+fn kmsg_check(proc_root: &ProcRoot) -> Check {
     let dmesg_restrict = proc_root.sysctl("kernel.dmesg_restrict").ok();
     match capture::kmsg::open(std::path::Path::new(capture::kmsg::KMSG_PATH)) {
-        Ok(_) => out_checks.push(check(
+        Ok(_) => check(
             "kmsg",
             Status::Ok,
             format!(
@@ -168,8 +202,8 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
             "",
-        )),
-        Err(err) => out_checks.push(check(
+        ),
+        Err(err) => check(
             "kmsg",
             Status::Warn,
             format!(
@@ -178,8 +212,13 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
                 dmesg_restrict.as_deref().unwrap_or("?")
             ),
             kmsg_fix(&err),
-        )),
+        ),
     }
+}
+
+/// Kernel stacks and `task/<tid>/children` (descendants found by `run`).
+fn proc_file_checks(proc_root: &ProcRoot, me: i32) -> Vec<Check> {
+    let mut out_checks = Vec::new();
     let stack = proc_root.read_stack(me, me);
     out_checks.push(match stack {
         Ok(_) => check(
@@ -200,10 +239,6 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
     } else {
         check("proc-children", Status::Warn, "task/<tid>/children is missing (CONFIG_PROC_CHILDREN off): run watches only its direct child", "use a kernel with CONFIG_PROC_CHILDREN=y")
     });
-    out_checks.extend(netlink_checks());
-    out_checks.push(output_dir_check(out));
-    out_checks.extend(fleet::checks(fleet));
-    out_checks.extend(driver_checks(proc_root));
     out_checks
 }
 

@@ -195,22 +195,305 @@ fn say(verbose: bool, text: impl AsRef<str>) {
 /// Launch the command, watch it and its descendants until it exits (or `exit_after` after a captured wedge,
 /// or a signal), capturing every wedge. Shared by `run` and `selftest`.
 pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
-    let Supervise {
-        command,
-        watch,
-        capture,
-        out,
-        ring_dir,
-        remove_ring_dir,
-        exit_after,
-        extra_env,
-        verbose,
-    } = options;
-    let (program, args) = command
-        .split_first()
-        .ok_or_else(|| Failure::new(ExitCode::USAGE, "no command given"))?;
-    // The store creates the directory with its own restrictive mode; then prove it can be written.
-    let store = Store::open(&out, Retention::DEFAULT)
+    let mut supervision = Supervision::start(options)?;
+    let exit = supervision.watch_until_done();
+    Ok(supervision.finish(exit))
+}
+
+/// One launched command under watch: its watcher, the signals forwarded to it, what happened so far.
+struct Supervision {
+    watcher: Watcher,
+    signals: SignalChannel,
+    child: launch::Launched,
+    me: i32,
+    interval: Duration,
+    exit_after: Option<Duration>,
+    verbose: bool,
+    out: PathBuf,
+    ring_dir: PathBuf,
+    remove_ring_dir: bool,
+    outcome: Outcome,
+    /// When the wedge was captured, or detected while its incident cannot be written yet: --exit-after and
+    /// SIGTERM apply the same either way (the wedged command cannot be reaped).
+    captured_at: Option<Instant>,
+    forwarded: Option<i32>,
+    next_tick: Instant,
+}
+
+impl Supervision {
+    /// Open the store, prepare the ring directory, catch signals, launch the command.
+    fn start(options: Supervise) -> anyhow::Result<Supervision> {
+        let Supervise {
+            command,
+            watch,
+            capture,
+            out,
+            ring_dir,
+            remove_ring_dir,
+            exit_after,
+            extra_env,
+            verbose,
+        } = options;
+        let (program, args) = command
+            .split_first()
+            .ok_or_else(|| Failure::new(ExitCode::USAGE, "no command given"))?;
+        let store = open_store(&out)?;
+        std::fs::create_dir_all(&ring_dir).map_err(|err| {
+            Failure::new(
+                ExitCode::ERROR,
+                format!(
+                    "ring directory {} cannot be created: {err}",
+                    ring_dir.display()
+                ),
+            )
+        })?;
+        for (cap, cost) in preflight::missing_capabilities(&capture.proc_root) {
+            say(verbose, format!("warning: missing {cap}: {cost}"));
+        }
+        let proc_root = capture.proc_root.clone();
+        // Catch signals before the child exists, so none is lost.
+        let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+            .context("cannot install signal handlers")?;
+        if let Err(err) = launch::become_subreaper() {
+            say(
+                verbose,
+                format!("warning: cannot become a child subreaper ({err}): orphaned descendants will not be watched"),
+            );
+        }
+        let mut env = vec![(
+            crate::rings::ENV_RING_DIR.to_string(),
+            ring_dir.clone().into_os_string(),
+        )];
+        env.extend(extra_env);
+        let child = launch::launch(program, args, &env).map_err(|err| {
+            let code = match err {
+                LaunchError::NotFound(_) => ExitCode::NOT_FOUND,
+                LaunchError::NotExecutable(..) => ExitCode::NOT_EXECUTABLE,
+                LaunchError::Other(..) => ExitCode::ERROR,
+            };
+            Failure::new(code, err.to_string())
+        })?;
+        let me = std::process::id() as i32;
+        let capturer = Capturer::new(capture, store);
+        // After the launch, and reset on fork anyway: the command never runs real-time.
+        say(
+            verbose,
+            format!(
+                "watch loop scheduling: {}",
+                crate::watch::raise_watch_priority()
+            ),
+        );
+        let watcher = Watcher::new(watch, Box::new(ChildTree::new(me)), capturer, proc_root);
+        Ok(Supervision {
+            watcher,
+            signals,
+            me,
+            interval: watch.interval,
+            exit_after,
+            verbose,
+            out,
+            ring_dir,
+            remove_ring_dir,
+            outcome: Outcome {
+                child_pid: child.pid,
+                ..Outcome::default()
+            },
+            child,
+            captured_at: None,
+            forwarded: None,
+            next_tick: Instant::now(),
+        })
+    }
+
+    /// Scan every interval until the command exits, `--exit-after` passes after a capture, or a signal
+    /// ends the run; the exit code.
+    fn watch_until_done(&mut self) -> u8 {
+        loop {
+            if let Some(code) = self.reap_command() {
+                return code;
+            }
+            self.reap_orphans();
+            if Instant::now() >= self.next_tick {
+                self.scan();
+            }
+            if let Some(code) = self.exit_after_due() {
+                return code;
+            }
+            if let Some(code) = self.wait_for_signal() {
+                return code;
+            }
+        }
+    }
+
+    /// The command's status once it exited, after one last scan (its wedged threads are gone now, which
+    /// closes their episodes).
+    fn reap_command(&mut self) -> Option<u8> {
+        let status = launch::try_wait(self.child.pid)?;
+        let code = launch::shell_status(status);
+        self.outcome.child_status = Some(code);
+        say(self.verbose, format!("command exited with status {code}"));
+        for event in self.watcher.tick() {
+            report_event(self.verbose, &event, &mut self.outcome);
+        }
+        self.outcome.wedged = false;
+        Some(code)
+    }
+
+    /// Orphans reparented to us (never probe children: they reap themselves).
+    fn reap_orphans(&mut self) {
+        let probe_children = self.watcher.capturer().probe_children();
+        for target in self.watcher.targets() {
+            if target.parent == self.me
+                && target.pid != self.child.pid
+                && !probe_children.contains(&target.pid)
+            {
+                launch::try_wait(target.pid);
+            }
+        }
+    }
+
+    fn scan(&mut self) {
+        let events = self.watcher.tick();
+        self.outcome.scans += 1;
+        self.outcome.d_state_samples += self.watcher.last_stats().in_d as u64;
+        for event in events {
+            report_event(self.verbose, &event, &mut self.outcome);
+            match event {
+                // An episode adopted from an earlier watcher is not this command's wedge.
+                CaptureEvent::Completed { pid, .. }
+                    if self.watcher.adopted_pids().contains(&pid) => {}
+                CaptureEvent::Completed { .. } => {
+                    self.captured_at = Some(Instant::now());
+                    self.outcome.wedged = true;
+                }
+                CaptureEvent::WritePending { .. } => {
+                    self.captured_at.get_or_insert_with(Instant::now);
+                    self.outcome.wedged = true;
+                }
+                // The wedge ended while the command lives on: back to watching, no exit 3.
+                // (Episodes adopted from an earlier watcher are not this command's.)
+                CaptureEvent::Resolved { .. } if only_adopted_open(&mut self.watcher) => {
+                    self.captured_at = None;
+                    self.outcome.wedged = false;
+                }
+                _ => {}
+            }
+        }
+        self.next_tick += self.interval;
+        if self.next_tick < Instant::now() {
+            // A capture took longer than an interval: don't burst scans to catch up.
+            self.next_tick = Instant::now() + self.interval;
+        }
+    }
+
+    /// Exit 3 once the wedged command outlived `--exit-after` since its capture.
+    fn exit_after_due(&self) -> Option<u8> {
+        let (at, limit) = (self.captured_at?, self.exit_after?);
+        (at.elapsed() >= limit).then(|| {
+            say(
+                self.verbose,
+                format!(
+                    "the wedged command is still alive {:.1} s after the capture: exiting without it",
+                    at.elapsed().as_secs_f64()
+                ),
+            );
+            ExitCode::WEDGED.0
+        })
+    }
+
+    /// Wait for a signal until the next scan (at most 50 ms, to notice the command's exit promptly) and
+    /// forward it to the command's process group; the exit code when it ends the run.
+    fn wait_for_signal(&mut self) -> Option<u8> {
+        let mut wait = self.next_tick.saturating_duration_since(Instant::now());
+        if let (Some(at), Some(limit)) = (self.captured_at, self.exit_after) {
+            wait = wait.min(limit.saturating_sub(at.elapsed()));
+        }
+        let signal = self.signals.wait(wait.min(Duration::from_millis(50)))?;
+        self.outcome.signal = Some(signal);
+        let name = launch::signal_name(signal);
+        if self.forwarded.is_some() && signal != libc::SIGHUP {
+            say(
+                self.verbose,
+                format!("second {name}: sending SIGKILL to the command's process group"),
+            );
+            launch::signal_group(self.child.pgid, libc::SIGKILL);
+            std::thread::sleep(Duration::from_millis(100));
+            if let Some(status) = launch::try_wait(self.child.pid) {
+                self.outcome.child_status = Some(launch::shell_status(status));
+                return Some(launch::shell_status(status));
+            }
+            return Some(if self.outcome.wedged {
+                ExitCode::WEDGED.0
+            } else {
+                128 + signal as u8
+            });
+        }
+        say(
+            self.verbose,
+            format!("{name}: forwarding to the command's process group"),
+        );
+        launch::signal_group(self.child.pgid, signal);
+        if signal != libc::SIGHUP {
+            self.forwarded = Some(signal);
+            if self.outcome.wedged {
+                // The wedged command cannot be reaped: don't wait for it.
+                return Some(ExitCode::WEDGED.0);
+            }
+        }
+        None
+    }
+
+    /// Last writes, what was lost, the ring directory's cleanup.
+    fn finish(mut self, exit: u8) -> Outcome {
+        let verbose = self.verbose;
+        let mut outcome = std::mem::take(&mut self.outcome);
+        outcome.exit = exit;
+        if outcome.exit != ExitCode::WEDGED.0 {
+            outcome.wedged = false;
+        }
+        // A last try for writes still failing (the output filesystem may have room now), then name what is lost.
+        let mut last = Vec::new();
+        self.watcher.capturer().tick(&mut last);
+        // Episodes still open (exit 3, a signal): their final write says nobody watches them any more.
+        self.watcher.capturer().shutdown(&mut last);
+        for event in &last {
+            report_event(verbose, event, &mut outcome);
+        }
+        for (pid, tid, detected, why) in self.watcher.capturer().unwritten() {
+            let line = format!(
+                "LOST: the wedge of thread {tid} of pid {pid}, detected {:.1} s ago, was never written under {} ({why})",
+                detected.elapsed().as_secs_f64(),
+                self.out.display()
+            );
+            say(verbose, &line);
+            outcome.lost.push(line);
+        }
+        if !outcome.lost.is_empty() {
+            outcome.exit = ExitCode::ERROR.0;
+        }
+        if self.remove_ring_dir
+            && !outcome.wedged
+            && outcome.incidents.is_empty()
+            && outcome.lost.is_empty()
+        {
+            let _ = std::fs::remove_dir_all(&self.ring_dir);
+            // The `.rings` folder too, when this run was its only user (never a folder that still holds rings).
+            if let Some(parent) = self.ring_dir.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
+        }
+        if outcome.wedged {
+            if let Some(path) = outcome.incidents.last() {
+                say(verbose, format!("incident: {}", path.display()));
+            }
+        }
+        outcome
+    }
+}
+
+/// The incident store at `out`, created with its own restrictive mode, and proven writable.
+fn open_store(out: &Path) -> anyhow::Result<Store> {
+    let store = Store::open(out, Retention::DEFAULT)
         .map_err(|err| {
             Failure::new(
                 ExitCode::ERROR,
@@ -218,206 +501,8 @@ pub fn supervise(options: Supervise) -> anyhow::Result<Outcome> {
             )
         })?
         .log_removals(|removal| eprintln!("wedge-capture: {removal}"));
-    preflight::check_writable(&out)?;
-    std::fs::create_dir_all(&ring_dir).map_err(|err| {
-        Failure::new(
-            ExitCode::ERROR,
-            format!(
-                "ring directory {} cannot be created: {err}",
-                ring_dir.display()
-            ),
-        )
-    })?;
-    for (cap, cost) in preflight::missing_capabilities(&capture.proc_root) {
-        say(verbose, format!("warning: missing {cap}: {cost}"));
-    }
-    let proc_root = capture.proc_root.clone();
-    // Catch signals before the child exists, so none is lost.
-    let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        .context("cannot install signal handlers")?;
-    if let Err(err) = launch::become_subreaper() {
-        say(
-            verbose,
-            format!("warning: cannot become a child subreaper ({err}): orphaned descendants will not be watched"),
-        );
-    }
-    let mut env = vec![(
-        crate::rings::ENV_RING_DIR.to_string(),
-        ring_dir.clone().into_os_string(),
-    )];
-    env.extend(extra_env);
-    let child = launch::launch(program, args, &env).map_err(|err| {
-        let code = match err {
-            LaunchError::NotFound(_) => ExitCode::NOT_FOUND,
-            LaunchError::NotExecutable(..) => ExitCode::NOT_EXECUTABLE,
-            LaunchError::Other(..) => ExitCode::ERROR,
-        };
-        Failure::new(code, err.to_string())
-    })?;
-    let me = std::process::id() as i32;
-    let capturer = Capturer::new(capture, store);
-    // After the launch, and reset on fork anyway: the command never runs real-time.
-    say(
-        verbose,
-        format!(
-            "watch loop scheduling: {}",
-            crate::watch::raise_watch_priority()
-        ),
-    );
-    let mut watcher = Watcher::new(watch, Box::new(ChildTree::new(me)), capturer, proc_root);
-    let mut outcome = Outcome {
-        child_pid: child.pid,
-        ..Outcome::default()
-    };
-    // When the wedge was captured, or detected while its incident cannot be written yet: --exit-after and
-    // SIGTERM apply the same either way (the wedged command cannot be reaped).
-    let mut captured_at: Option<Instant> = None;
-    let mut forwarded: Option<i32> = None;
-    let mut next_tick = Instant::now();
-    let result = loop {
-        // Reap: the command itself, then orphans reparented to us (never probe children: they reap themselves).
-        if let Some(status) = launch::try_wait(child.pid) {
-            let code = launch::shell_status(status);
-            outcome.child_status = Some(code);
-            say(verbose, format!("command exited with status {code}"));
-            // One last scan: wedged threads of the command are gone now, which closes their episodes.
-            for event in watcher.tick() {
-                report_event(verbose, &event, &mut outcome);
-            }
-            outcome.wedged = false;
-            break code;
-        }
-        let probe_children = watcher.capturer().probe_children();
-        for target in watcher.targets() {
-            if target.parent == me
-                && target.pid != child.pid
-                && !probe_children.contains(&target.pid)
-            {
-                launch::try_wait(target.pid);
-            }
-        }
-        if Instant::now() >= next_tick {
-            let events = watcher.tick();
-            outcome.scans += 1;
-            outcome.d_state_samples += watcher.last_stats().in_d as u64;
-            for event in events {
-                report_event(verbose, &event, &mut outcome);
-                match event {
-                    // An episode adopted from an earlier watcher is not this command's wedge.
-                    CaptureEvent::Completed { pid, .. }
-                        if watcher.adopted_pids().contains(&pid) => {}
-                    CaptureEvent::Completed { .. } => {
-                        captured_at = Some(Instant::now());
-                        outcome.wedged = true;
-                    }
-                    CaptureEvent::WritePending { .. } => {
-                        captured_at.get_or_insert_with(Instant::now);
-                        outcome.wedged = true;
-                    }
-                    // The wedge ended while the command lives on: back to watching, no exit 3.
-                    // (Episodes adopted from an earlier watcher are not this command's.)
-                    CaptureEvent::Resolved { .. } if only_adopted_open(&mut watcher) => {
-                        captured_at = None;
-                        outcome.wedged = false;
-                    }
-                    _ => {}
-                }
-            }
-            next_tick += watch.interval;
-            if next_tick < Instant::now() {
-                // A capture took longer than an interval: don't burst scans to catch up.
-                next_tick = Instant::now() + watch.interval;
-            }
-        }
-        if let (Some(at), Some(limit)) = (captured_at, exit_after) {
-            if at.elapsed() >= limit {
-                say(
-                    verbose,
-                    format!(
-                        "the wedged command is still alive {:.1} s after the capture: exiting without it",
-                        at.elapsed().as_secs_f64()
-                    ),
-                );
-                break ExitCode::WEDGED.0;
-            }
-        }
-        let mut wait = next_tick.saturating_duration_since(Instant::now());
-        if let (Some(at), Some(limit)) = (captured_at, exit_after) {
-            wait = wait.min(limit.saturating_sub(at.elapsed()));
-        }
-        // Wake at least every 50 ms to notice the command's exit promptly.
-        if let Some(signal) = signals.wait(wait.min(Duration::from_millis(50))) {
-            outcome.signal = Some(signal);
-            let name = launch::signal_name(signal);
-            if forwarded.is_some() && signal != libc::SIGHUP {
-                say(
-                    verbose,
-                    format!("second {name}: sending SIGKILL to the command's process group"),
-                );
-                launch::signal_group(child.pgid, libc::SIGKILL);
-                std::thread::sleep(Duration::from_millis(100));
-                if let Some(status) = launch::try_wait(child.pid) {
-                    outcome.child_status = Some(launch::shell_status(status));
-                    break launch::shell_status(status);
-                }
-                break if outcome.wedged {
-                    ExitCode::WEDGED.0
-                } else {
-                    128 + signal as u8
-                };
-            }
-            say(
-                verbose,
-                format!("{name}: forwarding to the command's process group"),
-            );
-            launch::signal_group(child.pgid, signal);
-            if signal != libc::SIGHUP {
-                forwarded = Some(signal);
-                if outcome.wedged {
-                    // The wedged command cannot be reaped: don't wait for it.
-                    break ExitCode::WEDGED.0;
-                }
-            }
-        }
-    };
-    outcome.exit = result;
-    if outcome.exit != ExitCode::WEDGED.0 {
-        outcome.wedged = false;
-    }
-    // A last try for writes still failing (the output filesystem may have room now), then name what is lost.
-    let mut last = Vec::new();
-    watcher.capturer().tick(&mut last);
-    // Episodes still open (exit 3, a signal): their final write says nobody watches them any more.
-    watcher.capturer().shutdown(&mut last);
-    for event in &last {
-        report_event(verbose, event, &mut outcome);
-    }
-    for (pid, tid, detected, why) in watcher.capturer().unwritten() {
-        let line = format!(
-            "LOST: the wedge of thread {tid} of pid {pid}, detected {:.1} s ago, was never written under {}              ({why})",
-            detected.elapsed().as_secs_f64(),
-            out.display()
-        );
-        say(verbose, &line);
-        outcome.lost.push(line);
-    }
-    if !outcome.lost.is_empty() {
-        outcome.exit = ExitCode::ERROR.0;
-    }
-    if remove_ring_dir && !outcome.wedged && outcome.incidents.is_empty() && outcome.lost.is_empty()
-    {
-        let _ = std::fs::remove_dir_all(&ring_dir);
-        // The `.rings` folder too, when this run was its only user (never a folder that still holds rings).
-        if let Some(parent) = ring_dir.parent() {
-            let _ = std::fs::remove_dir(parent);
-        }
-    }
-    if outcome.wedged {
-        if let Some(path) = outcome.incidents.last() {
-            say(verbose, format!("incident: {}", path.display()));
-        }
-    }
-    Ok(outcome)
+    preflight::check_writable(out)?;
+    Ok(store)
 }
 
 /// No episode of the command is open (only episodes adopted from an earlier watcher, if any).

@@ -590,123 +590,25 @@ impl Daemon {
 
     fn log_event(&mut self, event: &CaptureEvent) {
         match event {
-            CaptureEvent::Opened {
-                pid,
-                tid,
-                path,
-                durable_after,
-            } => {
+            CaptureEvent::Opened { pid, .. } => {
                 self.incidents_written += 1;
                 self.metrics.incident(metrics::IncidentTrigger::Wedge);
-                if let Ok(stat) = self.proc_root.read_stat(*pid) {
-                    self.rate.record(*pid, stat.starttime, Instant::now());
-                }
-                self.limiter.event(
-                    &self.logger,
-                    "incident",
-                    Level::Notice,
-                    &format!(
-                        "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
-                        path.display(),
-                        durable_after.as_millis()
-                    ),
-                    serde_json::json!({"event": "incident", "pid": pid, "tid": tid,
-                        "incident": path, "durable_ms": durable_after.as_secs_f64() * 1e3}),
-                );
+                self.record_rate(*pid);
             }
-            CaptureEvent::Completed {
-                pid, path, verdict, ..
-            } => self.limiter.event(
-                &self.logger,
-                "complete",
-                Level::Info,
-                &format!("incident {} complete: {verdict}", path.display()),
-                serde_json::json!({"event": "complete", "pid": pid, "incident": path,
-                    "verdict": verdict}),
-            ),
-            CaptureEvent::Updated { .. } => {}
-            CaptureEvent::Resolved { pid, path, after } => self.limiter.event(
-                &self.logger,
-                "resolved",
-                Level::Notice,
-                &format!(
-                    "incident {}: pid {pid} recovered after {} s",
-                    path.display(),
-                    after.as_secs_f64().round() as u64
-                ),
-                serde_json::json!({"event": "resolved", "pid": pid, "incident": path,
-                    "after_s": after.as_secs_f64()}),
-            ),
-            CaptureEvent::Failed { pid, message } => self.limiter.event(
-                &self.logger,
-                "capture-failed",
-                Level::Error,
-                &format!("capture of pid {pid} failed: {message}"),
-                serde_json::json!({"event": "failed", "pid": pid}),
-            ),
-            // Raised once per episode by the capturer, which retries the write at every scan.
-            CaptureEvent::WritePending { pid, tid, message } => self.limiter.event(
-                &self.logger,
-                "write-pending",
-                Level::Error,
-                &format!("pid {pid}: {message}"),
-                serde_json::json!({"event": "write-pending", "pid": pid, "tid": tid}),
-            ),
-            CaptureEvent::Landed {
-                pid,
-                path,
-                after,
-                why,
-            } => self.limiter.event(
-                &self.logger,
-                "landed",
-                Level::Warning,
-                &format!(
-                    "incident {}: pid {pid} durable {:.1} s after detection; {why}",
-                    path.display(),
-                    after.as_secs_f64()
-                ),
-                serde_json::json!({"event": "landed", "pid": pid, "incident": path,
-                    "after_s": after.as_secs_f64(), "why": why}),
-            ),
             // Not a new incident: neither `incidents_written` nor the incidents counter moves.
-            CaptureEvent::Adopted { pid, path, in_d } => {
-                if let Ok(stat) = self.proc_root.read_stat(*pid) {
-                    self.rate.record(*pid, stat.starttime, Instant::now());
-                }
-                self.limiter.event(
-                    &self.logger,
-                    "adopted",
-                    Level::Notice,
-                    &format!(
-                        "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
-                         (left by an earlier watcher)",
-                        path.display(),
-                        in_d.as_secs_f64()
-                    ),
-                    serde_json::json!({"event": "adopted", "pid": pid, "incident": path,
-                        "in_d_s": in_d.as_secs_f64()}),
-                )
-            }
-            CaptureEvent::Unwatched { pid, path, why } => self.limiter.event(
-                &self.logger,
-                "closed-unwatched",
-                Level::Notice,
-                &format!("incident {}: pid {pid} closed: {why}", path.display()),
-                serde_json::json!({"event": "closed-unwatched", "pid": pid, "incident": path,
-                    "why": why}),
-            ),
-            CaptureEvent::Gone { pid, tid, total } => self.limiter.event(
-                &self.logger,
-                "gone-before-capture",
-                Level::Info,
-                &format!(
-                    "pid {pid} thread {tid} was gone before its capture began: no incident \
-                     ({total} such wedges so far)"
-                ),
-                serde_json::json!({"event": "gone-before-capture", "pid": pid, "tid": tid,
-                    "total": total}),
-            ),
+            CaptureEvent::Adopted { pid, .. } => self.record_rate(*pid),
+            _ => {}
+        }
+        if let Some((cause, level, line, fields)) = event_line(event) {
+            self.limiter
+                .event(&self.logger, cause, level, &line, fields);
+        }
+    }
+
+    /// The rate limit counts from the incident, per process (pid and start time).
+    fn record_rate(&mut self, pid: i32) {
+        if let Ok(stat) = self.proc_root.read_stat(pid) {
+            self.rate.record(pid, stat.starttime, Instant::now());
         }
     }
 
@@ -852,4 +754,103 @@ impl Daemon {
             }
         }
     }
+}
+
+/// The log line of a capture event: its rate-limit cause, level, text and JSON fields (None: not logged).
+fn event_line(event: &CaptureEvent) -> Option<(&'static str, Level, String, serde_json::Value)> {
+    use serde_json::json;
+    Some(match event {
+        CaptureEvent::Opened {
+            pid,
+            tid,
+            path,
+            durable_after,
+        } => (
+            "incident",
+            Level::Notice,
+            format!(
+                "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
+                path.display(),
+                durable_after.as_millis()
+            ),
+            json!({"event": "incident", "pid": pid, "tid": tid,
+                "incident": path, "durable_ms": durable_after.as_secs_f64() * 1e3}),
+        ),
+        CaptureEvent::Completed {
+            pid, path, verdict, ..
+        } => (
+            "complete",
+            Level::Info,
+            format!("incident {} complete: {verdict}", path.display()),
+            json!({"event": "complete", "pid": pid, "incident": path, "verdict": verdict}),
+        ),
+        CaptureEvent::Updated { .. } => return None,
+        CaptureEvent::Resolved { pid, path, after } => (
+            "resolved",
+            Level::Notice,
+            format!(
+                "incident {}: pid {pid} recovered after {} s",
+                path.display(),
+                after.as_secs_f64().round() as u64
+            ),
+            json!({"event": "resolved", "pid": pid, "incident": path,
+                "after_s": after.as_secs_f64()}),
+        ),
+        CaptureEvent::Failed { pid, message } => (
+            "capture-failed",
+            Level::Error,
+            format!("capture of pid {pid} failed: {message}"),
+            json!({"event": "failed", "pid": pid}),
+        ),
+        // Raised once per episode by the capturer, which retries the write at every scan.
+        CaptureEvent::WritePending { pid, tid, message } => (
+            "write-pending",
+            Level::Error,
+            format!("pid {pid}: {message}"),
+            json!({"event": "write-pending", "pid": pid, "tid": tid}),
+        ),
+        CaptureEvent::Landed {
+            pid,
+            path,
+            after,
+            why,
+        } => (
+            "landed",
+            Level::Warning,
+            format!(
+                "incident {}: pid {pid} durable {:.1} s after detection; {why}",
+                path.display(),
+                after.as_secs_f64()
+            ),
+            json!({"event": "landed", "pid": pid, "incident": path,
+                "after_s": after.as_secs_f64(), "why": why}),
+        ),
+        CaptureEvent::Adopted { pid, path, in_d } => (
+            "adopted",
+            Level::Notice,
+            format!(
+                "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
+                 (left by an earlier watcher)",
+                path.display(),
+                in_d.as_secs_f64()
+            ),
+            json!({"event": "adopted", "pid": pid, "incident": path,
+                "in_d_s": in_d.as_secs_f64()}),
+        ),
+        CaptureEvent::Unwatched { pid, path, why } => (
+            "closed-unwatched",
+            Level::Notice,
+            format!("incident {}: pid {pid} closed: {why}", path.display()),
+            json!({"event": "closed-unwatched", "pid": pid, "incident": path, "why": why}),
+        ),
+        CaptureEvent::Gone { pid, tid, total } => (
+            "gone-before-capture",
+            Level::Info,
+            format!(
+                "pid {pid} thread {tid} was gone before its capture began: no incident \
+                 ({total} such wedges so far)"
+            ),
+            json!({"event": "gone-before-capture", "pid": pid, "tid": tid, "total": total}),
+        ),
+    })
 }
