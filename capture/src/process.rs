@@ -110,7 +110,13 @@ fn syscall_files(
 
 /// Fills wchan, syscall (+ioctl), stack, counters and site for one thread. Returns false when the
 /// thread vanished.
-fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> bool {
+fn read_deep(
+    root: &ProcRoot,
+    pid: i32,
+    t: &mut ThreadSnapshot,
+    arch: Arch,
+    mut kernel_thread: bool,
+) -> bool {
     let tid = t.tid;
     match root.read_wchan(pid, tid) {
         Ok(w) => t.wchan = w,
@@ -118,7 +124,23 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
         Err(e) => t.notes.extend(note_for(TaskFile::Wchan, &e)),
     }
     let mut syscall_name: Option<&'static str> = None;
-    match root.read_syscall(pid, tid) {
+    let syscall = root.read_syscall(pid, tid);
+    // A kernel thread never entered through a syscall: its line reads `0 0x0 … 0x0` (nr 0, zero sp and pc),
+    // which would decode as read (x86_64) or io_setup (aarch64).
+    if let Ok(Syscall::InSyscall {
+        nr: 0,
+        args,
+        sp: 0,
+        pc: 0,
+    }) = &syscall
+    {
+        kernel_thread |= args.iter().all(|&a| a == 0);
+    }
+    match syscall {
+        Ok(_) if kernel_thread => t.notes.push(
+            "kernel thread: task/<tid>/syscall names no system call; classified from the stack only"
+                .to_string(),
+        ),
         Ok(Syscall::Running) => t.syscall = Some(SyscallInfo::Running { running: true }),
         Ok(Syscall::NotInSyscall { nr, sp, pc }) => {
             t.syscall = Some(SyscallInfo::Blocked {
@@ -154,8 +176,11 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
         Err(e) if e.is_gone() => return false,
         Err(e) => t.notes.extend(note_for(TaskFile::Syscall, &e)),
     }
-    match root.read_stack(pid, tid) {
-        Ok(frames) => t.stack = frames,
+    match root.read_stack_noting(pid, tid) {
+        Ok(parsed) => {
+            t.notes.extend(parsed.note());
+            t.stack = parsed.frames;
+        }
         Err(e) if e.is_gone() => return false,
         Err(e) => t.notes.extend(note_for(TaskFile::Stack, &e)),
     }
@@ -174,7 +199,15 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, arch: Arch) -> b
             t.wchan = w;
         }
     }
-    t.site = site::classify(&t.stack, t.wchan.as_deref(), syscall_name);
+    let origin = if kernel_thread {
+        site::Origin::KernelThread {
+            comm: &t.comm,
+            workqueue: None,
+        }
+    } else {
+        site::Origin::Syscall(syscall_name)
+    };
+    t.site = site::classify_from(origin, &t.stack, t.wchan.as_deref());
     if let (Some(site), Some(name)) = (&t.site, syscall_name) {
         if site.starts_with("process exit") && name != "exit" && name != "exit_group" {
             t.notes.push(format!(
@@ -231,8 +264,10 @@ pub fn snapshot_process(
             tid,
             ..ThreadSnapshot::default()
         };
+        let kernel_thread: bool;
         match root.read_task_stat(pid, tid) {
             Ok(stat) => {
+                kernel_thread = stat.is_kernel_thread();
                 t.comm = stat.comm.clone();
                 t.state = stat.state.to_string();
                 t.cpu_ticks = Some(stat.cpu_ticks());
@@ -250,7 +285,7 @@ pub fn snapshot_process(
             }
         }
         let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D";
-        if deep && !read_deep(root, pid, &mut t, opts.arch) {
+        if deep && !read_deep(root, pid, &mut t, opts.arch, kernel_thread) {
             t.gone = true;
         }
         threads.push(t);

@@ -15,6 +15,7 @@ pub struct Stat {
     pub ppid: i32,
     pub pgrp: i32,
     pub session: i32,
+    /// `PF_*` task flags; [`PF_KTHREAD`] marks a kernel thread.
     pub flags: u32,
     pub minflt: u64,
     pub majflt: u64,
@@ -28,7 +29,15 @@ pub struct Stat {
     pub processor: Option<i32>,
 }
 
+/// `PF_KTHREAD` (include/linux/sched.h): the task is a kernel thread.
+pub const PF_KTHREAD: u32 = 0x0020_0000;
+
 impl Stat {
+    /// A kernel thread: `PF_KTHREAD`, or a child of kthreadd (ppid 2), or kthreadd itself.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0 || self.ppid == 2 || (self.pid == 2 && self.ppid == 0)
+    }
+
     pub fn cpu_ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
     }
