@@ -19,7 +19,9 @@
 //! - [`syscalls`], [`ioctl`]: decode tables as data (`capture/data/*.tsv`, each with its source).
 //! - [`nvidia`]: deep NVIDIA decode from generated tables: control commands (lock flags), classes, UVM
 //!   params; pure decoders of the RM escape structs (XFER indirection) read at a wedged ioctl's pointer.
-//! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
+//! - [`site`]: stack → one-line classification (rules as data in `site::rules`, `site::nvidia`);
+//!   [`explain`]: the tasks and stacks of a pasted kernel log, classified the same way; [`render`]:
+//!   Markdown/text views.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
 //! - [`user_frame`]: a user pc located in `maps` text a sacrificial child read ([`RiskyFile::Maps`]).
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
@@ -37,6 +39,7 @@
 
 pub mod arch;
 pub mod error;
+pub mod explain;
 pub mod frozen_fs;
 pub mod ioctl;
 pub mod kmsg;
