@@ -84,6 +84,8 @@ struct Draft {
     /// The last callee of a 32-bit arm `(A) from [<…>] (B)` line.
     arm_from: bool,
     header: bool,
+    /// After `Call Trace:`: a bare function name (`down`, `ApplyModeSetConfig [nvidia_modeset]`) is a frame.
+    in_trace: bool,
 }
 
 impl Draft {
@@ -114,6 +116,17 @@ impl Draft {
             .map(|(f, _)| f)
             .filter(|f| !site::rules::SCHEDULER_FRAMES.contains(&site::base_name(&f.function)))
             .collect();
+        // A stack of guesses only (old unwinders) starts with stale return addresses: begin at its first wait
+        // primitive when one is near the top.
+        if all_guesses {
+            let first_wait = stack
+                .iter()
+                .take(12)
+                .position(|f| site::rules::wait_words(site::base_name(&f.function)).is_some());
+            if let Some(i) = first_wait {
+                stack.drain(..i);
+            }
+        }
         if let Some(rip) = self.rip {
             if stack.first().map(|f| &f.function) != Some(&rip.function) {
                 stack.insert(0, rip);
@@ -144,14 +157,15 @@ impl Draft {
             || self.workqueue.is_some()
             || self.task.starts_with("kworker/")
             || site::is_kernel_thread_stack(&stack);
-        let task = if self.task.is_empty() {
+        let unnamed = self.task.is_empty();
+        let task = if unnamed {
             "(pasted stack)".to_string()
         } else {
             self.task
         };
         let origin = if kernel_thread {
             site::Origin::KernelThread {
-                comm: &task,
+                comm: if unnamed { "" } else { &task },
                 workqueue: self.workqueue.as_deref(),
             }
         } else {
@@ -286,6 +300,26 @@ fn header(msg: &str) -> Option<Header> {
             wchan: None,
         });
     }
+    // A stack dump: "CPU: 8 UID: 0 PID: 1185 Comm: nv_queue Tainted: …"; crash's `bt`: "PID: 64451  TASK: …
+    // COMMAND: \"osu_gather\"".
+    if m.starts_with("CPU: ") && m.contains(" Comm: ") {
+        let name = m.split(" Comm: ").nth(1)?.split_whitespace().next()?;
+        return Some(Header::Task {
+            name: name.to_string(),
+            pid: number_after(m, " PID:"),
+            ppid: None,
+            wchan: None,
+        });
+    }
+    if m.starts_with("PID: ") && m.contains("COMMAND: ") {
+        let name = m.split("COMMAND: ").nth(1)?.trim().trim_matches('"');
+        return Some(Header::Task {
+            name: name.to_string(),
+            pid: number_after(m, "PID:"),
+            ppid: None,
+            wchan: None,
+        });
+    }
     // A wedge-capture report: "thread TID COMM state S wchan W".
     if let Some(rest) = m.strip_prefix("thread ") {
         let (tid, rest) = rest.split_once(' ')?;
@@ -325,6 +359,41 @@ fn frame_text(msg: &str) -> Option<(&str, bool)> {
     }
     let looks = s.contains("+0x") || msg.trim_start().starts_with("[<");
     (looks && !s.is_empty()).then_some((s, guess))
+}
+
+/// crash's `bt`: `#6 [ffffc90035ff7d18] kfd_ioctl_alloc_memory_of_gpu at ffffffffa062c9b5 [amdgpu]` →
+/// `kfd_ioctl_alloc_memory_of_gpu [amdgpu]`.
+fn crash_frame(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix('#')?;
+    let (n, rest) = rest.split_once(' ')?;
+    n.parse::<u32>().ok()?;
+    let rest = rest.trim_start().strip_prefix('[')?;
+    let (_, rest) = rest.split_once("] ")?;
+    let (function, after) = rest.split_once(" at ")?;
+    let module = after
+        .split_once(' ')
+        .map(|(_, m)| m.trim())
+        .filter(|m| m.starts_with('['));
+    Some(match module {
+        Some(m) => format!("{} {m}", function.trim()),
+        None => function.trim().to_string(),
+    })
+}
+
+/// A function name alone (`down`, `ApplyModeSetConfig [nvidia_modeset]`), as some reports trim their traces.
+fn bare_name(msg: &str) -> bool {
+    let (name, module) = match msg.split_once(' ') {
+        Some((n, m)) => (n, Some(m.trim())),
+        None => (msg, None),
+    };
+    let ident = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    ident && module.is_none_or(|m| m.starts_with('[') && m.ends_with(']'))
 }
 
 /// 32-bit arm: `[<807762c0>] (__schedule) from [<80776938>] (schedule+0x50/0xa8)`.
@@ -387,20 +456,24 @@ impl Reader {
     /// Before 4.14 the line after `INFO: task` read `comm  D ffff…  0  PID  PPID 0x…`: its ppid tells a kernel
     /// thread (2).
     fn old_task_line(&mut self, rest: &str) -> bool {
-        let Some(d) = &mut self.draft else {
-            return false;
-        };
         let tokens: Vec<&str> = rest.split_whitespace().collect();
         let n = tokens.len();
-        if !d.header || !d.frames.is_empty() || n < 5 || !tokens[n - 1].starts_with("0x") {
+        if n < 5 || !tokens[n - 1].starts_with("0x") {
             return false;
         }
         let state = tokens[1].len() == 1 && tokens[1].bytes().all(|b| b.is_ascii_uppercase());
-        if state && tokens[n - 3].parse().ok() == d.pid && d.pid.is_some() {
-            d.ppid = tokens[n - 2].parse().ok();
-            return true;
+        let (Ok(pid), Ok(ppid)) = (tokens[n - 3].parse::<i32>(), tokens[n - 2].parse::<i32>())
+        else {
+            return false;
+        };
+        if !state {
+            return false;
         }
-        false
+        match &mut self.draft {
+            Some(d) if d.header && d.frames.is_empty() && d.pid == Some(pid) => d.ppid = Some(ppid),
+            _ => self.start(tokens[0].to_string(), Some(pid), Some(ppid), None),
+        }
+        true
     }
 
     fn line(&mut self, raw: &str) {
@@ -450,7 +523,14 @@ impl Reader {
             }
             rest = rest[marker.len()..].trim_start();
         }
-        if rest.is_empty() || rest.starts_with("Call Trace") || rest.starts_with("Call trace") {
+        if rest.starts_with("Call Trace")
+            || rest.starts_with("Call trace")
+            || rest.starts_with("Backtrace")
+        {
+            self.draft().in_trace = true;
+            return;
+        }
+        if rest.is_empty() {
             return;
         }
         if let Some((callee, caller)) = arm_from(rest) {
@@ -474,12 +554,26 @@ impl Reader {
         if self.old_task_line(rest) {
             return;
         }
+        if let Some(text) = crash_frame(rest) {
+            let d = self.draft();
+            match stack::frame(text.as_bytes()) {
+                Ok(f) => d.push(f, false),
+                Err(_) => d.skip(&text),
+            }
+            return;
+        }
         if let Some((text, guess)) = frame_text(rest) {
             let d = self.draft();
             match stack::frame(text.as_bytes()) {
                 Ok(f) => d.push(f, guess),
-                Err(_) if !guess => d.skip(text),
-                Err(_) => {}
+                Err(_) => d.skip(text),
+            }
+            return;
+        }
+        let in_trace = self.draft.as_ref().is_some_and(|d| d.in_trace);
+        if in_trace && bare_name(rest) {
+            if let Ok(f) = stack::frame(rest.as_bytes()) {
+                self.draft().push(f, false);
             }
         }
     }
@@ -652,8 +746,15 @@ Nov 19 01:03:26 host kernel:  </TASK>
         let huge = vec![b'a'; MAX_INPUT + 1];
         assert!(explain(&huge).is_err());
         // Truncated in the middle of a frame: what is there is kept.
-        let e = explain(b"INFO: task a:1 blocked for more than 120 seconds.\nCall Trace:\n mutex_lock+0x1f/0x2f\n do_la").unwrap();
-        assert_eq!(e.tasks[0].stack.len(), 1);
+        let e = explain(b"INFO: task a:1 blocked for more than 120 seconds.\nCall Trace:\n mutex_lock+0x1f/0x2f\n do_last+0x28f/0x1").unwrap();
+        assert_eq!(e.tasks[0].stack[0].function, "mutex_lock");
+        let e = explain(b"INFO: task a:1 blocked for more than 120 seconds.\nCall Trace:\n mutex_lock+0x1f/0x2f\n do_last+0x28f/0x").unwrap();
+        assert_eq!(e.tasks[0].stack.len(), 1, "{:?}", e.tasks[0]);
+        assert!(
+            e.tasks[0].notes[0].contains("unparseable"),
+            "{:?}",
+            e.tasks[0].notes
+        );
         // Many tasks and frames stay bounded.
         let many =
             "INFO: task a:1 blocked for more than 120 seconds.\n f+0x1/0x2\n".repeat(MAX_TASKS + 5);

@@ -23,7 +23,11 @@ pub fn frame(line: &[u8]) -> Result<StackFrame> {
     let mut module = None;
     if rest.last() == Some(&b']') {
         if let Some(open) = rest.iter().rposition(|&c| c == b'[') {
-            let m = &rest[open + 1..rest.len() - 1];
+            let mut m = &rest[open + 1..rest.len() - 1];
+            // Kernels built with CONFIG_STACKTRACE_BUILD_ID print `[module buildid]`.
+            if let Some(space) = m.iter().position(|&c| c == b' ') {
+                m = &m[..space];
+            }
             if m.is_empty() || !m.iter().all(|c| c.is_ascii_graphic()) {
                 return Err(err("stack", "bad module name"));
             }

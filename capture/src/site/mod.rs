@@ -61,6 +61,7 @@ pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
             "ksys_",
             "compat_SyS_",
             "SyS_",
+            "SYSC_",
             "sys_",
         ]
         .iter()

@@ -139,6 +139,8 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "__folio_lock_or_retry",
             "sleep_on_page",
             "sleep_on_page_killable",
+            "__wait_on_bit_lock",
+            "out_of_line_wait_on_bit_lock",
             "wait_on_page_locked",
             "folio_wait_locked",
         ],
@@ -183,6 +185,10 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "I/O wait",
     ),
     w(
+        &["rq_qos_wait", "wbt_wait", "__rq_qos_throttle"],
+        "block I/O throttle wait",
+    ),
+    w(
         &[
             "dma_fence_default_wait",
             "dma_fence_wait_timeout",
@@ -208,6 +214,8 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "__fuse_request_send",
             "fuse_request_send",
             "fuse_simple_request",
+            "__fuse_simple_request",
+            "fuse_wait_aborted",
         ],
         "FUSE request wait",
     ),
@@ -311,6 +319,8 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
             "__fuse_request_send",
             "fuse_request_send",
             "fuse_simple_request",
+            "__fuse_simple_request",
+            "fuse_wait_aborted",
             "fuse_wait_on_page_writeback",
             "fuse_wait_on_folio_writeback",
         ],
@@ -399,4 +409,10 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
     "_cond_resched",
     "__cond_resched",
     "schedule_idle",
+    // The printing machinery of a stack dump, not where the task is.
+    "dump_stack",
+    "dump_stack_lvl",
+    "show_stack",
+    "sched_show_task",
+    "os_dump_stack",
 ];
