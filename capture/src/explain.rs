@@ -84,6 +84,8 @@ struct Draft {
     /// The last callee of a 32-bit arm `(A) from [<…>] (B)` line.
     arm_from: bool,
     header: bool,
+    /// A wedge-capture report said so (`note: kernel thread: …` under the stack).
+    kernel_thread: bool,
     /// After `Call Trace:`: a bare function name (`down`, `ApplyModeSetConfig [nvidia_modeset]`) is a frame.
     in_trace: bool,
 }
@@ -153,7 +155,8 @@ impl Draft {
         if stack.is_empty() {
             notes.push("no stack in the input for this task".to_string());
         }
-        let kernel_thread = self.ppid == Some(2)
+        let kernel_thread = self.kernel_thread
+            || self.ppid == Some(2)
             || self.workqueue.is_some()
             || self.task.starts_with("kworker/")
             || site::is_kernel_thread_stack(&stack);
@@ -548,7 +551,11 @@ impl Reader {
             }
             return;
         }
-        if rest.starts_with("note: ") {
+        if let Some(note) = rest.strip_prefix("note: ") {
+            // process.rs notes a kernel thread under its stack; the report prints the note.
+            if note.starts_with("kernel thread:") {
+                self.draft().kernel_thread = true;
+            }
             return;
         }
         if self.old_task_line(rest) {

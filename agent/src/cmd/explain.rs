@@ -73,3 +73,102 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::OK)
 }
+
+#[cfg(test)]
+mod tests {
+    use capture::explain;
+    use capture::testing::FakeProc;
+    use capture::{snapshot_process, SnapshotOptions, ThreadSnapshot};
+    use reports::model::{Incident, Sample, WedgedThread};
+
+    /// A live capture of the fixture's task: a fake /proc tree with its cleaned stack.
+    fn live_thread(task: &explain::ExplainedTask, pid: i32) -> ThreadSnapshot {
+        let tree = FakeProc::new();
+        let comm = match (&task.workqueue, task.task.starts_with("kworker/")) {
+            (Some(q), true) => format!("{}+{}", task.task, q.split_whitespace().next().unwrap()),
+            _ if task.task.starts_with('(') => "pasted".to_string(),
+            _ => task.task.clone(),
+        };
+        let stack: String = capture::render::stack_text(&task.stack)
+            .lines()
+            .map(|l| format!("[<0>] {l}\n"))
+            .collect();
+        let (ppid, flags, syscall) = if task.kernel_thread {
+            (2, 0x0020_8040, "0 0x0 0x0 0x0 0x0 0x0 0x0 0x0 0x0\n")
+        } else {
+            (1, 0x0040_0100, "-1 0x7ffd00000000 0x7f0000001000\n")
+        };
+        let wchan = task
+            .stack
+            .first()
+            .map(|f| capture::site::base_name(&f.function).to_string())
+            .unwrap_or_else(|| "0".into());
+        tree.process(pid).comm(&comm).ppid(ppid).flags(flags);
+        tree.task(pid, pid)
+            .comm(&comm)
+            .state('D')
+            .ppid(ppid)
+            .flags(flags)
+            .wchan(&wchan)
+            .syscall(syscall)
+            .stack(&stack);
+        let snap = snapshot_process(&tree.root(), pid, &SnapshotOptions::default()).unwrap();
+        snap.threads.into_iter().next().unwrap()
+    }
+
+    /// Issue 28: the stack of an incident's report.md, pasted back into `explain`, gives the site the live
+    /// capture gave — for every recorded public trace.
+    #[test]
+    fn a_reports_stacks_pasted_back_give_the_same_sites() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../capture/tests/data/traces");
+        let mut checked = 0;
+        for (i, entry) in std::fs::read_dir(dir).unwrap().enumerate() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let body: String = text
+                .lines()
+                .filter(|l| !l.starts_with("# "))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let explained = explain::explain(body.as_bytes()).unwrap();
+            let task = explained
+                .tasks
+                .iter()
+                .find(|t| !t.stack.is_empty())
+                .unwrap();
+            let pid = 7000 + i as i32;
+            let thread = live_thread(task, pid);
+            let live_site = thread.site.clone().expect("a live site");
+            let mut incident = Incident::new(pid);
+            incident.wedged_threads.push(WedgedThread {
+                tid: pid,
+                comm: thread.comm.clone(),
+                at_detection: Some(thread.clone()),
+                ..WedgedThread::default()
+            });
+            let mut sample = Sample::default();
+            sample.snapshot.pid = pid;
+            sample.snapshot.threads.push(thread);
+            incident.samples.push(sample);
+            let md = reports::render::markdown(&incident);
+            let pasted = explain::explain(md.as_bytes())
+                .unwrap_or_else(|e| panic!("{}: {e}\n{md}", path.display()));
+            let sites: Vec<_> = pasted
+                .tasks
+                .iter()
+                .filter(|t| t.pid == Some(pid) && !t.stack.is_empty())
+                .map(|t| t.site.clone().unwrap_or_default())
+                .collect();
+            assert!(
+                !sites.is_empty(),
+                "{}: no stack found in\n{md}",
+                path.display()
+            );
+            for site in sites {
+                assert_eq!(site, live_site, "{}", path.display());
+            }
+            checked += 1;
+        }
+        assert!(checked >= 30);
+    }
+}
