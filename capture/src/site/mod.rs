@@ -162,7 +162,10 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         return Some(s);
     }
     let opaque = top.starts_with("0x") || (top.starts_with("_nv") && top.ends_with("rm"));
-    if opaque || rules::names_a_wait(top) {
+    // A frame a rule names (nvWriteGpEntry, _kgspRpcRecvPoll, request_wait_answer) is the wait itself.
+    let named =
+        nvidia::names_a_wait(top) || rules::CATEGORY_RULES.iter().any(|r| r.pattern.matches(top));
+    if opaque || named || rules::names_a_wait(top) {
         return Some(top.to_string());
     }
     Some(format!(

@@ -200,6 +200,14 @@ pub const PRIMITIVES: &[NvidiaRule] = &[
     r(&["os_acquire_spinlock"], NvidiaWait::RmSpinlock),
 ];
 
+/// Whether a rule names this function: it is a wait (or a spin) itself, not an operation hiding one.
+pub fn names_a_wait(function: &str) -> bool {
+    NAMED
+        .iter()
+        .chain(PRIMITIVES)
+        .any(|r| r.pattern.matches(function))
+}
+
 fn in_fault(frames: &[StackFrame]) -> bool {
     frames.iter().any(|f| {
         matches!(
