@@ -34,7 +34,20 @@ use rules::{GENERIC_MODULES, GPU_DRIVER_PREFIXES, SCHEDULER_FRAMES};
 
 /// `uvm_release.isra.0` → `uvm_release`; `foo.part.0.constprop.0` → `foo`.
 pub fn base_name(function: &str) -> &str {
+    // A demangled C++ name (`DisplayPort::ConnectorImpl::rawTrain(...)`) has no compiler suffix to strip.
+    if function.contains('(') {
+        return function;
+    }
     function.split('.').next().unwrap_or(function)
+}
+
+/// The syscall a stack without its entry frames was in, when its handlers say: `*_ioctl` functions
+/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2).
+fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
+    frames
+        .iter()
+        .any(|f| base_name(&f.function).ends_with("_ioctl"))
+        .then_some("ioctl")
 }
 
 fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
@@ -464,7 +477,10 @@ fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Op
     };
     let entered: Option<String> = match (&thread, origin) {
         (Some(t), _) => Some(t.clone()),
-        (None, Origin::Syscall(s)) => syscall_from_stack(frames).or(s).map(str::to_string),
+        (None, Origin::Syscall(s)) => syscall_from_stack(frames)
+            .or(s)
+            .or_else(|| syscall_from_handlers(frames))
+            .map(str::to_string),
         (None, Origin::KernelThread { .. }) => None,
     };
 
