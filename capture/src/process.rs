@@ -108,6 +108,13 @@ fn syscall_files(
         .collect()
 }
 
+/// What `stat` says about a kernel thread: `PF_KTHREAD`, or a parent of pid 2 (kthreadd on the host).
+#[derive(Debug, Clone, Copy)]
+struct KernelThreadHints {
+    flagged: bool,
+    child_of_kthreadd: bool,
+}
+
 /// Fills wchan, syscall (+ioctl), stack, counters and site for one thread. Returns false when the
 /// thread vanished.
 fn read_deep(
@@ -115,8 +122,9 @@ fn read_deep(
     pid: i32,
     t: &mut ThreadSnapshot,
     arch: Arch,
-    mut kernel_thread: bool,
+    stat: KernelThreadHints,
 ) -> bool {
+    let mut kernel_thread = stat.flagged;
     let tid = t.tid;
     match root.read_wchan(pid, tid) {
         Ok(w) => t.wchan = w,
@@ -137,10 +145,7 @@ fn read_deep(
         kernel_thread |= args.iter().all(|&a| a == 0);
     }
     match syscall {
-        Ok(_) if kernel_thread => t.notes.push(
-            "kernel thread: task/<tid>/syscall names no system call; classified from the stack only"
-                .to_string(),
-        ),
+        Ok(_) if kernel_thread => {}
         Ok(Syscall::Running) => t.syscall = Some(SyscallInfo::Running { running: true }),
         Ok(Syscall::NotInSyscall { nr, sp, pc }) => {
             t.syscall = Some(SyscallInfo::Blocked {
@@ -198,6 +203,14 @@ fn read_deep(
         if let Ok(w) = root.read_wchan(pid, tid) {
             t.wchan = w;
         }
+    }
+    // A child of kthreadd whose stack starts in kthread (ppid 2 alone may be a container's pid 2).
+    kernel_thread |= stat.child_of_kthreadd && site::is_kernel_thread_stack(&t.stack);
+    if kernel_thread {
+        t.notes.push(
+            "kernel thread: task/<tid>/syscall names no system call; classified from the stack only"
+                .to_string(),
+        );
     }
     let origin = if kernel_thread {
         site::Origin::KernelThread {
@@ -264,10 +277,13 @@ pub fn snapshot_process(
             tid,
             ..ThreadSnapshot::default()
         };
-        let kernel_thread: bool;
+        let hints: KernelThreadHints;
         match root.read_task_stat(pid, tid) {
             Ok(stat) => {
-                kernel_thread = stat.is_kernel_thread();
+                hints = KernelThreadHints {
+                    flagged: stat.is_kernel_thread(),
+                    child_of_kthreadd: stat.ppid == 2,
+                };
                 t.comm = stat.comm.clone();
                 t.state = stat.state.to_string();
                 t.cpu_ticks = Some(stat.cpu_ticks());
@@ -285,7 +301,7 @@ pub fn snapshot_process(
             }
         }
         let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D";
-        if deep && !read_deep(root, pid, &mut t, opts.arch, kernel_thread) {
+        if deep && !read_deep(root, pid, &mut t, opts.arch, hints) {
             t.gone = true;
         }
         threads.push(t);

@@ -77,6 +77,33 @@ fn kernel_threads_are_named_and_classified_from_the_stack_only() {
                 t.notes.iter().any(|n| n.starts_with("kernel thread")) || syscall != ZERO_SYSCALL
             );
         }
+        // ppid 2 with a kthread stack and no syscall line to go by.
+        let t = one_thread(
+            arch,
+            "kworker/12:9+events",
+            2,
+            0x0040_0100,
+            "-1 0x0 0x0\n",
+            stack,
+        );
+        assert!(t.site.unwrap().starts_with("kernel thread kworker/12:9"));
+        // ppid 2 in a pid namespace is any process: a user stack stays a user thread.
+        let t = one_thread(
+            arch,
+            "python3",
+            2,
+            0x0040_0100,
+            "0 0x3 0x7f0000001000 0x10 0x0 0x0 0x0 0x7ffd00000000 0x7f0000002000\n",
+            &format!(
+                "[<0>] pipe_read+0x1/0x2\n[<0>] vfs_read+0x1/0x2\n{}",
+                entry(arch, "read")
+            ),
+        );
+        assert_eq!(
+            t.site.as_deref(),
+            Some("read … waits in pipe_read (lock or wait not visible in the stack)")
+        );
+        assert!(t.notes.is_empty(), "{:?}", t.notes);
         // A user thread in read(2) stays one.
         let t = one_thread(
             arch,

@@ -33,9 +33,10 @@ pub struct Stat {
 pub const PF_KTHREAD: u32 = 0x0020_0000;
 
 impl Stat {
-    /// A kernel thread: `PF_KTHREAD`, or a child of kthreadd (ppid 2), or kthreadd itself.
+    /// A kernel thread: `PF_KTHREAD` is set. (A ppid of 2 alone is not proof: in a pid namespace pid 2 is
+    /// any process; the snapshot also requires a stack that starts in `kthread` then.)
     pub fn is_kernel_thread(&self) -> bool {
-        self.flags & PF_KTHREAD != 0 || self.ppid == 2 || (self.pid == 2 && self.ppid == 0)
+        self.flags & PF_KTHREAD != 0
     }
 
     pub fn cpu_ticks(&self) -> u64 {
