@@ -205,7 +205,15 @@ fn read_deep(
         }
     }
     // A child of kthreadd whose stack starts in kthread (ppid 2 alone may be a container's pid 2).
-    kernel_thread |= stat.child_of_kthreadd && site::is_kernel_thread_stack(&t.stack);
+    if !kernel_thread && stat.child_of_kthreadd && site::is_kernel_thread_stack(&t.stack) {
+        kernel_thread = true;
+        // What was decoded from task/<tid>/syscall is no system call.
+        if let Some(SyscallInfo::Blocked { name, .. }) = &mut t.syscall {
+            *name = None;
+        }
+        t.ioctl = None;
+        t.syscall_files.clear();
+    }
     if kernel_thread {
         t.notes.push(
             "kernel thread: task/<tid>/syscall names no system call; classified from the stack only"

@@ -172,3 +172,36 @@ mod tests {
         assert!(checked >= 30);
     }
 }
+
+#[cfg(test)]
+mod command_tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_is_no_kernel_log_exits_1_and_a_trace_exits_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.bin");
+        std::fs::write(&junk, [0u8, 159, 146, 150, 0, 1, 2]).unwrap();
+        let err = run(Args {
+            input: Some(junk),
+            format: Format::Json,
+        })
+        .unwrap_err();
+        assert_eq!(crate::exit::code_for(&err), ExitCode::ERROR);
+        assert!(err.to_string().contains("binary data"), "{err}");
+        let trace = dir.path().join("trace.txt");
+        std::fs::write(&trace, "[<0>] request_wait_answer+0x1/0x2 [fuse]\n[<0>] fuse_simple_request+0x1/0x2 [fuse]\n[<0>] fuse_lookup+0x1/0x2 [fuse]\n").unwrap();
+        let code = run(Args {
+            input: Some(trace),
+            format: Format::Markdown,
+        })
+        .unwrap();
+        assert_eq!(code, ExitCode::OK);
+        let missing = run(Args {
+            input: Some(dir.path().join("absent")),
+            format: Format::Markdown,
+        })
+        .unwrap_err();
+        assert!(missing.to_string().contains("absent"), "{missing}");
+    }
+}
