@@ -304,3 +304,59 @@ fn an_unparseable_frame_does_not_discard_the_stack() {
     );
     assert!(t.site.unwrap().ends_with("[nvidia-modeset global lock]"));
 }
+
+/// More GPU waits by name (driver request/fence waits, the DRM modeset lock, display commits) and the page
+/// cache's throttles.
+#[test]
+fn driver_fence_waits_modeset_locks_and_throttles_are_categories() {
+    for arch in ARCHES {
+        let cases = [
+            (
+                "[<0>] i915_request_wait+0x1/0x2 [i915]\n[<0>] i915_gem_object_wait+0x1/0x2 [i915]\n[<0>] i915_gem_wait_ioctl+0x1/0x2 [i915]\n[<0>] drm_ioctl+0x1/0x2 [drm]\n",
+                "ioctl → i915: i915_gem_wait_ioctl → i915_gem_object_wait … fence wait [GPU fence wait (i915)]",
+            ),
+            (
+                "[<0>] nouveau_fence_wait+0x1/0x2 [nouveau]\n[<0>] nouveau_gem_ioctl_cpu_prep+0x1/0x2 [nouveau]\n[<0>] drm_ioctl+0x1/0x2 [drm]\n",
+                "ioctl → nouveau: nouveau_gem_ioctl_cpu_prep → nouveau_fence_wait … fence wait [GPU fence wait (nouveau)]",
+            ),
+            (
+                "[<0>] drm_modeset_lock+0x1/0x2 [drm]\n[<0>] drm_atomic_get_crtc_state+0x1/0x2 [drm]\n[<0>] amdgpu_dm_atomic_check+0x1/0x2 [amdgpu]\n[<0>] drm_atomic_check_only+0x1/0x2 [drm]\n[<0>] drm_mode_atomic_ioctl+0x1/0x2 [drm]\n[<0>] drm_ioctl+0x1/0x2 [drm]\n",
+                "ioctl → amdgpu: amdgpu_dm_atomic_check … DRM modeset lock wait [DRM modeset lock (amdgpu)]",
+            ),
+            (
+                "[<0>] balance_dirty_pages+0x1/0x2\n[<0>] balance_dirty_pages_ratelimited_flags+0x1/0x2\n[<0>] generic_perform_write+0x1/0x2\n[<0>] ext4_buffered_write_iter+0x1/0x2 [ext4]\n[<0>] vfs_write+0x1/0x2\n",
+                "write → ext4: ext4_buffered_write_iter … dirty page throttle [dirty page throttle (writeback)]",
+            ),
+        ];
+        for (stack, want) in cases {
+            let text = format!(
+                "{stack}{}",
+                entry(
+                    arch,
+                    if want.starts_with("write") {
+                        "write"
+                    } else {
+                        "ioctl"
+                    }
+                )
+            );
+            assert_eq!(site::classify(&frames(&text), None, None).unwrap(), want);
+        }
+    }
+}
+
+/// A fault handler on top of the stack waits for the mmap lock it takes itself (the rwsem slow path omitted).
+#[test]
+fn a_fault_handler_on_top_waits_for_the_mmap_lock() {
+    for text in [
+        "[<0>] do_user_addr_fault+0x1/0x2\n[<0>] exc_page_fault+0x1/0x2\n[<0>] asm_exc_page_fault+0x1/0x2\n",
+        "[<0>] do_page_fault+0x1/0x2\n[<0>] do_translation_fault+0x1/0x2\n[<0>] do_mem_abort+0x1/0x2\n[<0>] el0_da+0x1/0x2\n",
+        "[<0>] __do_page_fault+0x1/0x2\n[<0>] do_page_fault+0x1/0x2\n[<0>] page_fault+0x1/0x2\n",
+    ] {
+        let f = frames(text);
+        assert_eq!(site::lock_class(&f, None), Some("mmap_lock"), "{text}");
+        assert!(!site::holds_fault_lock(&f, None));
+        let s = site::classify(&f, None, None).unwrap();
+        assert!(s.starts_with("page fault … ") && s.ends_with("(waits for mmap_lock)"), "{s}");
+    }
+}

@@ -186,8 +186,13 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     ))
 }
 
+/// Fault handlers that take the mmap lock themselves: on top of a stack (nothing deeper, the lock's `__sched`
+/// slow path omitted) they wait for it.
+const FAULT_LOCK_STEPS: &[&str] = &["__do_page_fault", "do_page_fault", "do_user_addr_fault"];
+
 fn mm_words(top: &str) -> Option<String> {
     match top {
+        t if FAULT_LOCK_STEPS.contains(&t) => Some(format!("{top} (waits for mmap_lock)")),
         "do_mprotect_pkey" | "vm_mmap_pgoff" | "__vm_munmap" | "do_madvise" | "vm_munmap" => {
             Some(format!("{top} (waits for mmap_lock)"))
         }
@@ -224,6 +229,7 @@ pub fn category(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         let name = base_name(&f.function);
         if let Some(rule) = rules::CATEGORY_RULES
             .iter()
+            .chain(rules::PAGE_CACHE_RULES)
             .find(|r| r.pattern.matches(name))
         {
             if !rule.label.contains("{driver}") {
@@ -419,11 +425,13 @@ pub fn lock_class(frames: &[StackFrame], wchan: Option<&str>) -> Option<&'static
     let top = names.first().copied().or(wchan)?;
     let waiting = MM_LOCK_WAITS.contains(&top)
         || MM_CHANGERS.contains(&top)
+        || (FAULT_LOCK_STEPS.contains(&top) && !frames.is_empty())
         || wchan.is_some_and(|w| MM_LOCK_WAITS.contains(&w) || MM_CHANGERS.contains(&w));
     // The first frame past the lock primitives: a fault handler that takes the mmap lock itself (before
     // lock_mm_and_find_vma, `__do_page_fault` called down_read directly).
     let caller = names.iter().find(|n| !MM_LOCK_WAITS.contains(n));
     let through_mm = names.iter().any(|n| MM_CHANGERS.contains(n))
+        || FAULT_LOCK_STEPS.contains(&top)
         || (MM_LOCK_WAITS.contains(&top) && caller.is_some_and(|c| FAULT_PATH.contains(c)))
         || (frames.is_empty() && wchan.is_some_and(|w| MM_CHANGERS.contains(&w)));
     (waiting && through_mm).then_some("mmap_lock")

@@ -16,6 +16,8 @@ pub enum Pattern {
     Names(&'static [&'static str]),
     /// A name that starts with this.
     Prefix(&'static str),
+    /// A name that contains this (`nouveau_fence_wait`, `radeon_fence_wait_seq_timeout`).
+    Contains(&'static str),
 }
 
 impl Pattern {
@@ -23,6 +25,7 @@ impl Pattern {
         match self {
             Pattern::Names(names) => names.contains(&name),
             Pattern::Prefix(p) => name.starts_with(p),
+            Pattern::Contains(p) => name.contains(p),
         }
     }
 }
@@ -205,8 +208,58 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "drm_sched_entity_flush",
             "drm_sched_entity_push_job",
             "amd_sched_entity_push_job",
+            "i915_request_wait",
+            "i915_gem_object_wait",
+            "i915_gem_object_wait_fence",
+            "drm_syncobj_array_wait_timeout",
+            "drm_gem_dma_resv_wait",
+            "ttm_bo_wait",
+            "ttm_bo_wait_ctx",
+            "amdttm_bo_wait",
+            "msm_wait_fence",
         ],
         "fence wait",
+    ),
+    WaitWord {
+        pattern: Pattern::Contains("fence_wait"),
+        words: "fence wait",
+    },
+    w(
+        &[
+            "drm_modeset_lock",
+            "drm_modeset_lock_all",
+            "drm_modeset_lock_all_ctx",
+            "drm_modeset_backoff",
+            "modeset_lock",
+        ],
+        "DRM modeset lock wait",
+    ),
+    w(
+        &[
+            "drm_atomic_helper_wait_for_flip_done",
+            "drm_atomic_helper_wait_for_dependencies",
+            "drm_atomic_helper_wait_for_vblanks",
+            "drm_crtc_commit_wait",
+            "drm_wait_one_vblank",
+        ],
+        "display commit wait",
+    ),
+    w(
+        &[
+            "balance_dirty_pages",
+            "balance_dirty_pages_ratelimited",
+            "balance_dirty_pages_ratelimited_flags",
+        ],
+        "dirty page throttle",
+    ),
+    w(
+        &[
+            "jbd2_log_wait_commit",
+            "wait_transaction_locked",
+            "__jbd2_log_wait_for_space",
+            "jbd2_journal_commit_transaction",
+        ],
+        "journal wait",
     ),
     w(
         &[
@@ -309,9 +362,45 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
             "drm_sched_fini",
             "amd_sched_entity_push_job",
             "amddrm_sched_entity_push_job",
+            "i915_request_wait",
+            "i915_gem_object_wait",
+            "i915_gem_object_wait_fence",
+            "drm_syncobj_array_wait_timeout",
+            "drm_gem_dma_resv_wait",
+            "ttm_bo_wait",
+            "ttm_bo_wait_ctx",
+            "amdttm_bo_wait",
+            "msm_wait_fence",
         ],
         Layer::Gpu,
         "GPU fence wait ({driver})",
+    ),
+    CategoryRule {
+        pattern: Pattern::Contains("fence_wait"),
+        layer: Layer::Gpu,
+        label: "GPU fence wait ({driver})",
+    },
+    c(
+        &[
+            "drm_modeset_lock",
+            "drm_modeset_lock_all",
+            "drm_modeset_lock_all_ctx",
+            "drm_modeset_backoff",
+            "modeset_lock",
+        ],
+        Layer::Gpu,
+        "DRM modeset lock ({driver})",
+    ),
+    c(
+        &[
+            "drm_atomic_helper_wait_for_flip_done",
+            "drm_atomic_helper_wait_for_dependencies",
+            "drm_atomic_helper_wait_for_vblanks",
+            "drm_crtc_commit_wait",
+            "drm_wait_one_vblank",
+        ],
+        Layer::Gpu,
+        "display commit wait ({driver})",
     ),
     c(
         &[
@@ -340,6 +429,29 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
         ],
         Layer::Filesystem,
         "NFS server wait",
+    ),
+];
+
+/// Page-cache and journal throttles: a writer held back for the disk, not for a lock.
+pub const PAGE_CACHE_RULES: &[CategoryRule] = &[
+    c(
+        &[
+            "balance_dirty_pages",
+            "balance_dirty_pages_ratelimited",
+            "balance_dirty_pages_ratelimited_flags",
+        ],
+        Layer::PageCache,
+        "dirty page throttle (writeback)",
+    ),
+    c(
+        &[
+            "jbd2_log_wait_commit",
+            "wait_transaction_locked",
+            "__jbd2_log_wait_for_space",
+            "start_this_handle",
+        ],
+        Layer::PageCache,
+        "filesystem journal wait",
     ),
 ];
 
