@@ -195,6 +195,15 @@ fn entry_module_and_waiting_module_are_both_named() {
             site::classify(&frames(&peer), None, None).unwrap(),
             "write → nv_peer_mem: nv_mem_put_pages → nvidia: os_acquire_semaphore … semaphore wait [RM semaphore / GPU lock]"
         );
+        // The other way in: the proprietary module calls nv_peer_mem's free callback, which waits in ib_core.
+        // The wait is not in obfuscated frames.
+        let callback = format!("[<0>] ib_invalidate_peer_memory+0x1/0x2 [ib_core]\n[<0>] nv_mem_free_callback+0x1/0x2 [nv_peer_mem]\n[<0>] _nv034712rm+0x1/0x2 [nvidia]\n[<0>] _nv012008rm+0x1/0x2 [nvidia]\n[<0>] rm_ioctl+0x1/0x2 [nvidia]\n[<0>] nvidia_ioctl+0x1/0x2 [nvidia]\n{}", entry(arch, "ioctl"));
+        let f = frames(&callback);
+        assert_eq!(site::nvidia_site(&f), None);
+        assert_eq!(
+            site::classify(&f, None, None).unwrap(),
+            "ioctl → nvidia: nvidia_ioctl → rm_ioctl → nv_peer_mem → ib_core: ib_invalidate_peer_memory … waits in ib_invalidate_peer_memory (lock or wait not visible in the stack)"
+        );
     }
 }
 
@@ -321,7 +330,7 @@ fn driver_fence_waits_modeset_locks_and_throttles_are_categories() {
             ),
             (
                 "[<0>] drm_modeset_lock+0x1/0x2 [drm]\n[<0>] drm_atomic_get_crtc_state+0x1/0x2 [drm]\n[<0>] amdgpu_dm_atomic_check+0x1/0x2 [amdgpu]\n[<0>] drm_atomic_check_only+0x1/0x2 [drm]\n[<0>] drm_mode_atomic_ioctl+0x1/0x2 [drm]\n[<0>] drm_ioctl+0x1/0x2 [drm]\n",
-                "ioctl → amdgpu: amdgpu_dm_atomic_check … DRM modeset lock wait [DRM modeset lock (amdgpu)]",
+                "ioctl → amdgpu: amdgpu_dm_atomic_check → drm: drm_modeset_lock … DRM modeset lock wait [DRM modeset lock (amdgpu)]",
             ),
             (
                 "[<0>] balance_dirty_pages+0x1/0x2\n[<0>] balance_dirty_pages_ratelimited_flags+0x1/0x2\n[<0>] generic_perform_write+0x1/0x2\n[<0>] ext4_buffered_write_iter+0x1/0x2 [ext4]\n[<0>] vfs_write+0x1/0x2\n",

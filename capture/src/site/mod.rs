@@ -250,8 +250,9 @@ struct DriverPath<'a> {
     module: &'a str,
     entry: &'a str,
     op: Option<&'a str>,
-    /// (module, function) of the innermost driver frame, when it is outside the entry's run of frames.
-    waits_in: Option<(&'a str, &'a str)>,
+    /// Where the wait happens when it is outside the entry's run of frames: the modules called on the way in
+    /// (`nv_peer_mem`, `ib_core`; empty when it is the entry module again) and the innermost module frame.
+    waits_in: Option<(Vec<&'a str>, &'a str)>,
 }
 
 fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
@@ -283,21 +284,32 @@ fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
         .unwrap_or(run.len() - 1);
     let entry = base_name(&run[entry_idx].function);
     let op = (entry_idx > 0).then(|| base_name(&run[entry_idx - 1].function));
-    let inner = frames[..first]
-        .iter()
-        .position(|f| f.module.as_deref().is_some_and(|m| !is_generic(m)));
-    let waits_in = inner.map(|i| {
-        (
-            module_of(i).unwrap_or(module),
-            base_name(&frames[i].function),
-        )
-    });
     Some(DriverPath {
         module,
         entry,
         op,
-        waits_in,
+        waits_in: waits_in(&frames[..first], module),
     })
+}
+
+/// The modules between the entry and the innermost module frame (frameworks only where the wait is), outer
+/// first, and the innermost module frame's function.
+fn waits_in<'a>(inner: &'a [StackFrame], entry_module: &str) -> Option<(Vec<&'a str>, &'a str)> {
+    let innermost = inner.iter().position(|f| f.module.is_some())?;
+    let mut chain: Vec<&str> = Vec::new();
+    for (i, f) in inner.iter().enumerate().rev() {
+        let Some(m) = f.module.as_deref() else {
+            continue;
+        };
+        if (is_generic(m) && i != innermost) || chain.last() == Some(&m) {
+            continue;
+        }
+        if chain.is_empty() && m == entry_module {
+            continue;
+        }
+        chain.push(m);
+    }
+    Some((chain, base_name(&inner[innermost].function)))
 }
 
 impl DriverPath<'_> {
@@ -308,12 +320,12 @@ impl DriverPath<'_> {
             }
             _ => format!("{origin} → {}: {}", self.module, self.entry),
         };
-        if let Some((m, f)) = self.waits_in {
-            if m != self.module {
-                s.push_str(&format!(" → {m}: {f}"));
-            } else if Some(f) != self.op {
-                s.push_str(&format!(" → {f}"));
+        match &self.waits_in {
+            Some((chain, f)) if !chain.is_empty() => {
+                s.push_str(&format!(" → {}: {f}", chain.join(" → ")));
             }
+            Some((_, f)) if Some(*f) != self.op => s.push_str(&format!(" → {f}")),
+            _ => {}
         }
         s
     }

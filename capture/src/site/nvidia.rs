@@ -255,7 +255,12 @@ pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
         let n = base_name(&f.function);
         f.module.as_deref() == Some("nvidia") && n.starts_with("_nv") && n.ends_with("rm")
     });
-    obfuscated.then_some(NvidiaWait::ObfuscatedFrames)
+    // Only when the wait is in NVIDIA's own frames: nvidia → nv_peer_mem → ib_core waits in ib_core.
+    let waits_in_nvidia = frames
+        .iter()
+        .find_map(|f| f.module.as_deref())
+        .is_some_and(|m| m.starts_with("nvidia"));
+    (obfuscated && waits_in_nvidia).then_some(NvidiaWait::ObfuscatedFrames)
 }
 
 /// The operation sentence for a decoded argument and its stack, e.g. "RM control
