@@ -188,7 +188,7 @@ fn entry_module_and_waiting_module_are_both_named() {
             None,
         )
         .unwrap();
-        assert_eq!(s, "kernel thread nvidia-modeset/ → nvidia: _main_loop → nvidia_modeset: nvWriteGpEntry [nvidia-modeset pushbuffer spin]");
+        assert_eq!(s, "kernel thread nvidia-modeset/ → nvidia: _main_loop → nvidia_modeset: nvWriteGpEntry [nvidia-modeset pushbuffer/GPFIFO spin]");
         // An RDMA memory registration released through nv_peer_mem into the (proprietary) nvidia module.
         let peer = format!("[<0>] down+0x1/0x2\n[<0>] os_acquire_semaphore+0x1/0x2 [nvidia]\n[<0>] _nv011223rm+0x1/0x2 [nvidia]\n[<0>] nvidia_p2p_put_pages+0x1/0x2 [nvidia]\n[<0>] nv_mem_put_pages+0x1/0x2 [nv_peer_mem]\n[<0>] ib_umem_release+0x1/0x2 [ib_core]\n[<0>] ib_dereg_mr_user+0x1/0x2 [ib_core]\n[<0>] ib_uverbs_dereg_mr+0x1/0x2 [ib_uverbs]\n[<0>] ib_uverbs_write+0x1/0x2 [ib_uverbs]\n[<0>] vfs_write+0x1/0x2\n{}", entry(arch, "write"));
         assert_eq!(

@@ -68,7 +68,7 @@ impl NvidiaWait {
             NvidiaWait::PinningUserPages { fault: false } => "pinning user pages",
             NvidiaWait::ModesetPmSemaphore => "nvidia-modeset PM semaphore",
             NvidiaWait::ModesetGlobalLock => "nvidia-modeset global lock",
-            NvidiaWait::ModesetPushbufferSpin => "nvidia-modeset pushbuffer spin",
+            NvidiaWait::ModesetPushbufferSpin => "nvidia-modeset pushbuffer/GPFIFO spin",
             NvidiaWait::ObfuscatedFrames => "obfuscated frames",
         }
     }
@@ -94,7 +94,9 @@ impl NvidiaWait {
             NvidiaWait::PinningUserPages { fault: false } => "is pinning user pages",
             NvidiaWait::ModesetPmSemaphore => "waits for the nvidia-modeset PM semaphore",
             NvidiaWait::ModesetGlobalLock => "waits for the nvidia-modeset global lock",
-            NvidiaWait::ModesetPushbufferSpin => "spins on the nvidia-modeset pushbuffer",
+            NvidiaWait::ModesetPushbufferSpin => {
+                "spins on the nvidia-modeset pushbuffer (waits for GPFIFO space)"
+            }
             NvidiaWait::ObfuscatedFrames => "is in obfuscated driver frames",
         }
     }
