@@ -30,6 +30,8 @@ pub enum Command {
     Capture(cmd::capture::Args),
     /// Decode an ioctl request word (`_IOC` fields, NVIDIA RM/UVM and Linux names).
     DecodeIoctl(cmd::decode_ioctl::Args),
+    /// Where each task of a pasted hung-task log, sysrq dump or /proc/<tid>/stack is stuck (the live classifier).
+    Explain(cmd::explain::Args),
     /// Read breadcrumb ring files.
     #[command(subcommand)]
     Ring(cmd::ring::RingCommand),

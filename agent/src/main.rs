@@ -9,6 +9,7 @@ fn main() {
     let result = match cli.command {
         Command::Capture(args) => cmd::capture::run(args),
         Command::DecodeIoctl(args) => cmd::decode_ioctl::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
         Command::Ring(sub) => cmd::ring::run(sub),
         Command::Report(sub) => cmd::report::run(sub),
         Command::Upload(args) => cmd::upload::run(args),

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-pub use crate::parse::kmsg::{classify, KmsgRecord, KmsgWindow};
+pub use crate::parse::kmsg::{boot_end_usec, classify, is_boot_line, KmsgRecord, KmsgWindow};
 use crate::parse::kmsg::{parse_record, select};
 use crate::proc_root::classify_io;
 

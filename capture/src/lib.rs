@@ -19,7 +19,9 @@
 //! - [`decode`]: every decode table and decoder in one home (one loader, one hex parser, one device
 //!   classifier): [`syscalls`] per arch, [`ioctl`] names (NVIDIA, DRM/KFD, Linux), [`nvidia`] deep decode of
 //!   the RM escape structs read at a wedged ioctl's pointer; re-exported here under those names.
-//! - [`site`]: stack → one-line classification; [`render`]: Markdown/text views.
+//! - [`site`]: stack → one-line classification (rules as data in `site::rules`, `site::nvidia`);
+//!   [`explain`]: the tasks and stacks of a pasted kernel log, classified the same way; [`render`]:
+//!   Markdown/text views.
 //! - [`rm_lock`]: who likely holds the NVIDIA RM API / GPU lock that threads in D wait for.
 //! - [`escape`]: the one escaping path for text others choose (comms, paths, log lines): control characters,
 //!   HTML, table pipes, backticks; used by [`render`], report.md (`reports::render`) and the agent's log.
@@ -41,6 +43,7 @@
 pub mod decode;
 pub mod error;
 pub mod escape;
+pub mod explain;
 pub mod frozen_fs;
 pub mod kmsg;
 mod netlink;

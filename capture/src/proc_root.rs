@@ -323,6 +323,11 @@ impl ProcRoot {
         parse::stack::parse(&self.read_task_file(pid, tid, TaskFile::Stack)?)
     }
 
+    /// [`Self::read_stack`] with the lines that were not frames (skipped, for a note).
+    pub fn read_stack_noting(&self, pid: i32, tid: i32) -> Result<parse::stack::Parsed> {
+        parse::stack::parse_noting(&self.read_task_file(pid, tid, TaskFile::Stack)?)
+    }
+
     /// Process-level stat (`/proc/<pid>/stat`): a missing file means no such process.
     pub fn read_stat(&self, pid: i32) -> Result<Stat> {
         let path = self.pid_dir(pid).join("stat");

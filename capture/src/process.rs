@@ -128,10 +128,24 @@ fn decode_ioctl(
     ioctl::decode_on(request, fd_target, drm_driver.as_deref())
 }
 
+/// What `stat` says about a kernel thread: `PF_KTHREAD`, or a parent of pid 2 (kthreadd on the host).
+#[derive(Debug, Clone, Copy, Default)]
+struct KernelThreadHints {
+    flagged: bool,
+    child_of_kthreadd: bool,
+}
+
 /// Fills wchan, syscall (+ioctl), stack, counters and site for one thread. Returns false when the
 /// thread vanished.
-fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, opts: &SnapshotOptions) -> bool {
+fn read_deep(
+    root: &ProcRoot,
+    pid: i32,
+    t: &mut ThreadSnapshot,
+    opts: &SnapshotOptions,
+    stat: KernelThreadHints,
+) -> bool {
     let arch = opts.arch;
+    let mut kernel_thread = stat.flagged;
     let tid = t.tid;
     match root.read_wchan(pid, tid) {
         Ok(w) => t.wchan = w,
@@ -139,7 +153,20 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, opts: &SnapshotO
         Err(e) => t.notes.extend(note_for(TaskFile::Wchan, &e)),
     }
     let mut syscall_name: Option<&'static str> = None;
-    match root.read_syscall(pid, tid) {
+    let syscall = root.read_syscall(pid, tid);
+    // A kernel thread never entered through a syscall: its line reads `0 0x0 … 0x0` (nr 0, zero sp and pc),
+    // which would decode as read (x86_64) or io_setup (aarch64).
+    if let Ok(Syscall::InSyscall {
+        nr: 0,
+        args,
+        sp: 0,
+        pc: 0,
+    }) = &syscall
+    {
+        kernel_thread |= args.iter().all(|&a| a == 0);
+    }
+    match syscall {
+        Ok(_) if kernel_thread => {}
         Ok(Syscall::Running) => t.syscall = Some(SyscallInfo::Running { running: true }),
         Ok(Syscall::NotInSyscall { nr, sp, pc }) => {
             t.syscall = Some(SyscallInfo::Blocked {
@@ -175,8 +202,11 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, opts: &SnapshotO
         Err(e) if e.is_gone() => return false,
         Err(e) => t.notes.extend(note_for(TaskFile::Syscall, &e)),
     }
-    match root.read_stack(pid, tid) {
-        Ok(frames) => t.stack = frames,
+    match root.read_stack_noting(pid, tid) {
+        Ok(parsed) => {
+            t.notes.extend(parsed.note());
+            t.stack = parsed.frames;
+        }
         Err(e) if e.is_gone() => return false,
         Err(e) => t.notes.extend(note_for(TaskFile::Stack, &e)),
     }
@@ -195,7 +225,31 @@ fn read_deep(root: &ProcRoot, pid: i32, t: &mut ThreadSnapshot, opts: &SnapshotO
             t.wchan = w;
         }
     }
-    t.site = site::classify(&t.stack, t.wchan.as_deref(), syscall_name);
+    // A child of kthreadd whose stack starts in kthread (ppid 2 alone may be a container's pid 2).
+    if !kernel_thread && stat.child_of_kthreadd && site::is_kernel_thread_stack(&t.stack) {
+        kernel_thread = true;
+        // What was decoded from task/<tid>/syscall is no system call.
+        if let Some(SyscallInfo::Blocked { name, .. }) = &mut t.syscall {
+            *name = None;
+        }
+        t.ioctl = None;
+        t.syscall_files.clear();
+    }
+    if kernel_thread {
+        t.notes.push(
+            "kernel thread: task/<tid>/syscall names no system call; classified from the stack only"
+                .to_string(),
+        );
+    }
+    let origin = if kernel_thread {
+        site::Origin::KernelThread {
+            comm: &t.comm,
+            workqueue: None,
+        }
+    } else {
+        site::Origin::Syscall(syscall_name)
+    };
+    t.site = site::classify_from(origin, &t.stack, t.wchan.as_deref());
     if let (Some(site), Some(name)) = (&t.site, syscall_name) {
         if site.starts_with("process exit") && name != "exit" && name != "exit_group" {
             t.notes.push(format!(
@@ -254,8 +308,13 @@ pub fn snapshot_process(
             tid,
             ..ThreadSnapshot::default()
         };
+        let hints: KernelThreadHints;
         match root.read_task_stat(pid, tid) {
             Ok(stat) => {
+                hints = KernelThreadHints {
+                    flagged: stat.is_kernel_thread(),
+                    child_of_kthreadd: stat.ppid == 2,
+                };
                 t.comm = stat.comm.clone();
                 t.state = stat.state.to_string();
                 t.cpu_ticks = Some(stat.cpu_ticks());
@@ -273,7 +332,7 @@ pub fn snapshot_process(
             }
         }
         let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D";
-        if deep && !read_deep(root, pid, &mut t, opts) {
+        if deep && !read_deep(root, pid, &mut t, opts, hints) {
             t.gone = true;
         }
         threads.push(t);
@@ -285,7 +344,7 @@ pub fn snapshot_process(
         for t in threads.iter_mut() {
             if !t.gone && t.state != "D" && t.syscall.is_none() {
                 // A thread that vanishes now holds nothing; its stat (read above) stays the record of it.
-                read_deep(root, pid, t, opts);
+                read_deep(root, pid, t, opts, KernelThreadHints::default());
             }
         }
     }

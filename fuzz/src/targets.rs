@@ -10,6 +10,7 @@
 //! | `wchan` | `capture::parse::wchan::parse` | `/proc/*/wchan`, the H200 recording |
 //! | `syscall` | `capture::parse::syscall::parse`, `syscalls::name` | `/proc/*/syscall`, the H200 recording |
 //! | `stack` | `capture::parse::stack::parse` + `site::classify` | `/proc/*/stack`, the H200 recording |
+//! | `explain` | `capture::explain::{explain, markdown}` | the recorded public hung-task traces (`capture/tests/data/traces`) |
 //! | `cgroup` | `capture::parse::cgroup::{parse, container_id}` | `/proc/*/cgroup`, docker/podman/kubernetes paths |
 //! | `fd` | `capture::parse::fd::{parse_link, parse_ns_inode}` | links of `/proc/self/fd/*`, `/proc/self/ns/*` |
 //! | `kmsg` | `capture::parse::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
@@ -170,6 +171,28 @@ pub const TARGETS: &[Target] = &[
             b"do_exit",
         ],
         max_len: 16 << 10,
+    },
+    Target {
+        name: "explain",
+        run: explain_target,
+        seeds: trace_seeds,
+        focus: None,
+        dict: &[
+            b"INFO: task ",
+            b" blocked for more than 120 seconds.\n",
+            b"Call Trace:\n",
+            b" <TASK>\n",
+            b" ? ",
+            b"+0x",
+            b"/0x",
+            b" [amdgpu]",
+            b") from [<",
+            b"task:",
+            b" state:D",
+            b"Workqueue: ",
+            b"\n",
+        ],
+        max_len: 64 << 10,
     },
     Target {
         name: "cgroup",
@@ -514,6 +537,25 @@ fn stack_target(bytes: &[u8]) -> Outcome {
         let _ = capture::site::classify(frames, None, None);
     }
     outcome(&parsed)
+}
+
+fn explain_target(bytes: &[u8]) -> Outcome {
+    let parsed = capture::explain::explain(bytes);
+    if let Ok(explained) = &parsed {
+        let _ = capture::explain::markdown(explained);
+    }
+    outcome(&parsed)
+}
+
+/// The recorded public traces, read at run time (they are test data of the capture crate).
+fn trace_seeds() -> Vec<Vec<u8>> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../capture/tests/data/traces");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![b"[<0>] mutex_lock+0x1/0x2\n".to_vec()];
+    };
+    entries
+        .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+        .collect()
 }
 
 fn cgroup_target(bytes: &[u8]) -> Outcome {

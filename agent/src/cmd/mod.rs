@@ -4,6 +4,7 @@ pub mod agent;
 pub mod capture;
 pub mod decode_ioctl;
 pub mod doctor;
+pub mod explain;
 pub mod npd_check;
 pub mod report;
 pub mod ring;

@@ -75,6 +75,80 @@ pub fn classify(message: &str) -> Option<&'static str> {
     }
 }
 
+/// Messages that end the kernel's own boot: init runs after them. Every line at or before one is a boot line.
+const BOOT_END_MARKERS: &[&str] = &[
+    "Run /sbin/init as init process",
+    "Run /init as init process",
+    "Run /usr/lib/systemd/systemd as init process",
+    "Freeing unused kernel image",
+    "Freeing unused kernel memory",
+    "Write protecting the kernel read-only data",
+];
+
+/// Prefixes of messages only the booting kernel (or a device being set up) prints: firmware tables, interrupt
+/// routing, bus enumeration, CPU bring-up, memory map. They name numbers in brackets (`IOAPIC[0]`,
+/// `pci 0000:00:1f.0: [8086:a323]`) that look like pids, but no process.
+const BOOT_PREFIXES: &[&str] = &[
+    "Linux version",
+    "Command line:",
+    "Kernel command line:",
+    "BIOS",
+    "e820",
+    "DMI:",
+    "ACPI",
+    "IOAPIC",
+    "ioapic",
+    "APIC",
+    "x2apic",
+    "LAPIC",
+    "pci ",
+    "pci_bus",
+    "PCI",
+    "pcieport",
+    "smpboot",
+    "smp:",
+    "x86/",
+    "tsc:",
+    "clocksource",
+    "Memory:",
+    "Zone ranges",
+    "NUMA",
+    "SRAT",
+    "percpu:",
+    "rcu:",
+    "Booting ",
+    "CPU",
+    "mem auto-init",
+    "Dentry cache",
+    "Inode-cache",
+    "Mount-cache",
+    "random:",
+    "microcode",
+    "iommu",
+    "DMAR",
+    "AMD-Vi",
+    "software IO TLB",
+];
+
+/// The printk time (µs since boot) of the last boot message among `(usec, message)` lines, when the kernel's
+/// own boot is in them.
+pub fn boot_end_usec<'a>(lines: impl IntoIterator<Item = (u64, &'a str)>) -> Option<u64> {
+    lines
+        .into_iter()
+        .filter(|(_, m)| BOOT_END_MARKERS.iter().any(|b| m.contains(b)))
+        .map(|(us, _)| us)
+        .max()
+}
+
+/// A line of the kernel's boot or of device bring-up: printed at or before `boot_end` (when known), or one
+/// of the messages only boot and device setup print. Never "another process".
+pub fn is_boot_line(usec: u64, message: &str, boot_end: Option<u64>) -> bool {
+    boot_end.is_some_and(|end| usec <= end)
+        || BOOT_PREFIXES
+            .iter()
+            .any(|p| message.trim_start().starts_with(p))
+}
+
 /// What to keep from the log.
 #[derive(Debug, Clone, Copy)]
 pub struct KmsgWindow {
@@ -175,6 +249,33 @@ mod tests {
         // Invalid UTF-8 in the message is kept lossily.
         let rec = parse_record(b"6,1,2,-;bad \xff byte").unwrap();
         assert!(rec.message.starts_with("bad "));
+    }
+
+    #[test]
+    fn boot_lines_by_time_and_by_message() {
+        let lines = [
+            (
+                10,
+                "IOAPIC[0]: apic_id 0, version 32, address 0xfec00000, GSI 0-23",
+            ),
+            (1_500_000, "Run /sbin/init as init process"),
+            (2_000_000, "systemd[1]: Started Journal Service."),
+        ];
+        let end = boot_end_usec(lines.iter().copied());
+        assert_eq!(end, Some(1_500_000));
+        assert!(is_boot_line(10, lines[0].1, end));
+        assert!(!is_boot_line(2_000_000, lines[2].1, end));
+        // Without the marker in the window, the message tells.
+        assert!(is_boot_line(
+            90_000_000,
+            "pci 0000:00:1f.0: [8086:a323] type 00 class 0x0c0500",
+            None
+        ));
+        assert!(!is_boot_line(
+            90_000_000,
+            "INFO: task python3:4242 blocked for more than 120 seconds.",
+            None
+        ));
     }
 
     fn rec(seq: u64, usec: u64, msg: &str) -> KmsgRecord {

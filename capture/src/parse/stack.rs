@@ -8,7 +8,8 @@ use crate::snapshot::StackFrame;
 /// More frames than the kernel ever prints (MAX_STACK_TRACE_DEPTH = 64) means hostile input.
 const MAX_FRAMES: usize = 256;
 
-fn frame(line: &[u8]) -> Result<StackFrame> {
+/// One frame line (`[<0>] symbol+0xoff/0xsize [module]`, the address prefix optional).
+pub fn frame(line: &[u8]) -> Result<StackFrame> {
     let mut rest = trim_ascii(line);
     // `[<address>] ` prefix.
     if rest.first() == Some(&b'[') {
@@ -22,7 +23,11 @@ fn frame(line: &[u8]) -> Result<StackFrame> {
     let mut module = None;
     if rest.last() == Some(&b']') {
         if let Some(open) = rest.iter().rposition(|&c| c == b'[') {
-            let m = &rest[open + 1..rest.len() - 1];
+            let mut m = &rest[open + 1..rest.len() - 1];
+            // Kernels built with CONFIG_STACKTRACE_BUILD_ID print `[module buildid]`.
+            if let Some(space) = m.iter().position(|&c| c == b' ') {
+                m = &m[..space];
+            }
             if m.is_empty() || !m.iter().all(|c| c.is_ascii_graphic()) {
                 return Err(err("stack", "bad module name"));
             }
@@ -61,18 +66,75 @@ fn frame(line: &[u8]) -> Result<StackFrame> {
     })
 }
 
-pub fn parse(b: &[u8]) -> Result<Vec<StackFrame>> {
-    let mut frames = Vec::new();
+/// A stack with the lines that were not frames: a demangled C++ name with spaces and parentheses, a line
+/// cut short. One such line does not discard the rest.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    pub frames: Vec<StackFrame>,
+    /// The first few skipped lines, shortened, for a note.
+    pub skipped: Vec<String>,
+    /// How many lines were skipped in all.
+    pub skipped_count: usize,
+}
+
+impl Parsed {
+    /// "1 unparseable stack frame skipped: `…`", or None when every line parsed.
+    pub fn note(&self) -> Option<String> {
+        (self.skipped_count > 0).then(|| {
+            format!(
+                "{} unparseable stack frame{} skipped: {}",
+                self.skipped_count,
+                if self.skipped_count == 1 { "" } else { "s" },
+                self.skipped
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+}
+
+const SKIPPED_KEPT: usize = 4;
+const SKIPPED_CHARS: usize = 120;
+
+/// Skips a line that is not a frame (and remembers it); fails only when no line is a frame or there are more
+/// lines than any kernel prints.
+pub fn parse_noting(b: &[u8]) -> Result<Parsed> {
+    let mut parsed = Parsed::default();
+    let mut first_error = None;
     for line in b.split(|&c| c == b'\n') {
         if trim_ascii(line).is_empty() {
             continue;
         }
-        if frames.len() == MAX_FRAMES {
+        if parsed.frames.len() + parsed.skipped_count == MAX_FRAMES {
             return Err(err("stack", format!("more than {MAX_FRAMES} frames")));
         }
-        frames.push(frame(line)?);
+        match frame(line) {
+            Ok(f) => parsed.frames.push(f),
+            Err(e) => {
+                parsed.skipped_count += 1;
+                if parsed.skipped.len() < SKIPPED_KEPT {
+                    let text: String = String::from_utf8_lossy(trim_ascii(line))
+                        .chars()
+                        .map(|c| if c.is_control() || c == '`' { '?' } else { c })
+                        .take(SKIPPED_CHARS)
+                        .collect();
+                    parsed.skipped.push(text);
+                }
+                first_error.get_or_insert(e);
+            }
+        }
     }
-    Ok(frames)
+    match first_error {
+        Some(e) if parsed.frames.is_empty() => Err(e),
+        _ => Ok(parsed),
+    }
+}
+
+/// The frames of a stack; unparseable lines are skipped ([`parse_noting`] says which).
+pub fn parse(b: &[u8]) -> Result<Vec<StackFrame>> {
+    parse_noting(b).map(|p| p.frames)
 }
 
 #[cfg(test)]
@@ -115,5 +177,21 @@ mod tests {
         assert!(parse(b"[<0>] \x01\x02").is_err());
         let many = "[<0>] f+0x1/0x2\n".repeat(MAX_FRAMES + 1);
         assert!(parse(many.as_bytes()).is_err());
+    }
+
+    /// Family 7 of issue 28: a demangled C++ frame with spaces does not discard the stack.
+    #[test]
+    fn one_unparseable_frame_is_skipped_and_noted() {
+        let b = b"[<0>] down+0x36/0x80\n[<0>] DisplayPort::EvoMainLink::train(DisplayPort::LinkTrainParameters const&)+0x330/0x9c0 [nvidia_modeset]\n[<0>] nvkms_ioctl_from_kapi_try_pmlock+0x4e/0x80 [nvidia_modeset]\n";
+        let p = parse_noting(b).unwrap();
+        assert_eq!(p.frames.len(), 2);
+        assert_eq!(p.frames[1].function, "nvkms_ioctl_from_kapi_try_pmlock");
+        assert_eq!(p.skipped_count, 1);
+        let note = p.note().unwrap();
+        assert!(
+            note.starts_with("1 unparseable stack frame skipped: `[<0>] DisplayPort::"),
+            "{note}"
+        );
+        assert_eq!(parse(b).unwrap().len(), 2);
     }
 }

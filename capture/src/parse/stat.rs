@@ -15,6 +15,7 @@ pub struct Stat {
     pub ppid: i32,
     pub pgrp: i32,
     pub session: i32,
+    /// `PF_*` task flags; [`PF_KTHREAD`] marks a kernel thread.
     pub flags: u32,
     pub minflt: u64,
     pub majflt: u64,
@@ -28,7 +29,16 @@ pub struct Stat {
     pub processor: Option<i32>,
 }
 
+/// `PF_KTHREAD` (include/linux/sched.h): the task is a kernel thread.
+pub const PF_KTHREAD: u32 = 0x0020_0000;
+
 impl Stat {
+    /// A kernel thread: `PF_KTHREAD` is set. (A ppid of 2 alone is not proof: in a pid namespace pid 2 is
+    /// any process; the snapshot also requires a stack that starts in `kthread` then.)
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+
     pub fn cpu_ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
     }

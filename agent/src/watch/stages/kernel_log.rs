@@ -3,6 +3,12 @@
 //! another process, context). The whole window is also written beside incident.json as `kernel-log.txt` (it goes
 //! into the bundle); report.md shows only what concerns the wedge. Re-read at every update of the episode
 //! ([`refresh`]), so the window runs until the last update.
+//!
+//! Relevance is settled here, on the data ([`settle_relevance`]): a boot line (the kernel's own boot, up to
+//! `Run /sbin/init`, or a firmware/PCI/APIC bring-up message: `IOAPIC[0]` is no pid) is context, never "other
+//! processes"; and a line about another process from more than [`OTHER_PROCESS_MARGIN`] before the episode began
+//! is context too (an old hung-task report is not this wedge). Context before the episode is not shown in
+//! report.md; kernel-log.txt keeps the whole window.
 
 use reports::model::{Incident, KernelLogLine};
 use reports::store::IncidentHandle;
@@ -15,6 +21,9 @@ use capture::kmsg::{self, KmsgWindow};
 pub const KERNEL_LOG_FILE: &str = "kernel-log.txt";
 /// Most lines of the window kept.
 const MAX_WINDOW_LINES: usize = 1000;
+/// How long before the episode began a line about another process still counts as one (a hung task reported
+/// just before ours is often the same lock); older ones are context.
+pub const OTHER_PROCESS_MARGIN: std::time::Duration = std::time::Duration::from_secs(120);
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
     refresh(
@@ -35,6 +44,7 @@ pub fn refresh(
 ) {
     capture_kernel_log(settings, d_since_ns, incident);
     incident.classify_kernel_log();
+    settle_relevance(incident, d_since_ns);
     if let Some(handle) = handle {
         if incident.kernel_log.is_empty() {
             return;
@@ -83,6 +93,28 @@ fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mu
     }
 }
 
+/// Boot lines are context, and so are other processes' lines from long before the episode (see the module doc).
+pub fn settle_relevance(incident: &mut Incident, d_since_ns: u64) {
+    use reports::model::Relevance;
+    let boot_end = kmsg::boot_end_usec(
+        incident
+            .kernel_log
+            .iter()
+            .map(|l| (l.kernel_time_us.unwrap_or(0), l.text.as_str())),
+    );
+    let oldest_other_us =
+        (d_since_ns / 1000).saturating_sub(OTHER_PROCESS_MARGIN.as_micros() as u64);
+    for l in &mut incident.kernel_log {
+        if l.relevance != Some(Relevance::OtherProcess) {
+            continue;
+        }
+        let us = l.kernel_time_us.unwrap_or(0);
+        if kmsg::is_boot_line(us, &l.text, boot_end) || us < oldest_other_us {
+            l.relevance = Some(Relevance::Context);
+        }
+    }
+}
+
 /// `[   12.345678] <relevance> text`, one line per record.
 fn window_text(incident: &Incident) -> String {
     let mut out = String::new();
@@ -107,6 +139,56 @@ fn window_text(incident: &Incident) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 28, family 8: boot lines and old lines are not "other processes".
+    #[test]
+    fn boot_lines_and_old_lines_are_context_not_other_processes() {
+        use reports::model::{KernelLogLine, Relevance};
+        let mut incident = Incident::new(4242);
+        let line = |us: u64, text: &str| KernelLogLine::new(Some(us), Some(6), Some(us), text);
+        incident.kernel_log = vec![
+            line(
+                100,
+                "IOAPIC[0]: apic_id 0, version 32, address 0xfec00000, GSI 0-23",
+            ),
+            line(200, "pci 0000:00:02.0: [8086:9a49] type 00 class 0x030000"),
+            line(1_500_000, "Run /sbin/init as init process"),
+            line(
+                10_000_000,
+                "INFO: task rsync:77 blocked for more than 120 seconds.",
+            ),
+            line(
+                590_000_000,
+                "INFO: task rsync:78 blocked for more than 120 seconds.",
+            ),
+            line(
+                600_000_000,
+                "INFO: task python3:4242 blocked for more than 120 seconds.",
+            ),
+        ];
+        incident.classify_kernel_log();
+        // Before: the boot lines read as other processes (`IOAPIC[0]` looks like comm[pid]).
+        assert_eq!(
+            incident.kernel_log[0].relevance,
+            Some(Relevance::OtherProcess)
+        );
+        settle_relevance(&mut incident, 600_000_000_000);
+        let relevance: Vec<_> = incident.kernel_log.iter().map(|l| l.relevance).collect();
+        assert_eq!(
+            relevance,
+            [
+                Some(Relevance::Context),
+                Some(Relevance::Context),
+                Some(Relevance::Context),
+                // Ten minutes before the episode: context; within the margin: another process.
+                Some(Relevance::Context),
+                Some(Relevance::OtherProcess),
+                Some(Relevance::Target),
+            ]
+        );
+        // The whole window stays in kernel-log.txt.
+        assert_eq!(window_text(&incident).lines().count(), 6);
+    }
 
     #[test]
     fn an_unreadable_kernel_log_is_not_captured_with_its_reason_once() {

@@ -1,0 +1,619 @@
+//! Stack → one-line "site": where a blocked thread is, in words a person reads at a glance.
+//!
+//! Examples: `ioctl → nvidia_uvm: uvm_ioctl → uvm_api_alloc_semaphore_pool … mutex wait`,
+//! `process exit → __fput → nvidia_uvm uvm_release … nv_kthread_q_flush`,
+//! `page fault (filemap_fault)`, `ioctl → filesystem freeze (percpu_rwsem_wait)`,
+//! `kernel thread kworker/12:9 (workqueue events: delayed_fput) → __fput → amdgpu amdgpu_driver_postclose_kms …
+//! fence wait [GPU fence wait (amdgpu)]`.
+//!
+//! A site reads: who entered the kernel (a syscall, a page fault, process exit, a kernel thread), the driver
+//! module it entered and the module where it waits when that is another one, the wait primitive (`… mutex
+//! wait`), and in brackets the category a driver engineer names (`[RM API lock]`, `[GPU fence wait (amdgpu)]`,
+//! `[FUSE daemon wait]`). The patterns are data ([`rules`], [`nvidia`]); this module only composes them.
+//!
+//! The stack decides; the syscall number is only a fallback. `/proc/<tid>/syscall` can be stale: a thread
+//! killed while in futex() shows nr 202 while its stack is in `do_exit` → `__fput` → a driver's release
+//! (see `tests/data/h200-nvidia-uvm-dstate.json`), and a kernel thread reads `0 0x0 …` there, which is no
+//! syscall at all. Note that on current kernels `/proc/<tid>/stack` omits scheduler functions (`__sched`:
+//! mutex/rwsem slow paths, `wait_for_completion`), so the top frame is usually the caller of the lock, not the
+//! lock itself: such a site says "waits in <function> (lock or wait not visible in the stack)".
+//!
+//! NVIDIA: [`nvidia_site`] names what a driver thread waits for ([`NvidiaWait`]: RM API lock, GPU lock, GSP
+//! RPC wait, UVM locks, pinning user pages, nvidia-modeset's global lock, …), shown in brackets by
+//! [`classify`]; [`nvidia_operation`] joins it with a decoded ioctl argument into the report's sentence.
+
+pub mod nvidia;
+pub mod rules;
+#[cfg(test)]
+mod tests;
+
+pub use nvidia::{nvidia_operation, nvidia_site, NvidiaWait};
+
+use crate::snapshot::StackFrame;
+use rules::{GENERIC_MODULES, GPU_DRIVER_PREFIXES, SCHEDULER_FRAMES};
+
+/// `uvm_release.isra.0` → `uvm_release`; `foo.part.0.constprop.0` → `foo`.
+pub fn base_name(function: &str) -> &str {
+    // A demangled C++ name (`DisplayPort::ConnectorImpl::rawTrain(...)`) has no compiler suffix to strip.
+    if function.contains('(') {
+        return function;
+    }
+    function.split('.').next().unwrap_or(function)
+}
+
+/// The syscall a stack without its entry frames was in, when its handlers say: `*_ioctl` functions
+/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2).
+fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
+    frames
+        .iter()
+        .any(|f| base_name(&f.function).ends_with("_ioctl"))
+        .then_some("ioctl")
+}
+
+fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
+    frames
+        .iter()
+        .position(|f| names.contains(&base_name(&f.function)))
+}
+
+fn is_generic(module: &str) -> bool {
+    GENERIC_MODULES.contains(&module)
+}
+
+/// The syscall the stack entered through (`__x64_sys_ioctl`, `__arm64_sys_ioctl`, `__do_sys_…`, and the
+/// `SyS_`/`sys_` names of older kernels).
+pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
+    frames.iter().rev().find_map(|f| {
+        let name = base_name(&f.function);
+        [
+            "__x64_sys_",
+            "__arm64_sys_",
+            "__ia32_sys_",
+            "__do_sys_",
+            "__se_sys_",
+            "ksys_",
+            "compat_SyS_",
+            "SyS_",
+            "SYSC_",
+            "sys_",
+        ]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .filter(|s| !s.is_empty())
+    })
+}
+
+/// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork` and never came through a
+/// system call.
+pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
+    let bottom = frames.iter().rev().take(4).any(|f| {
+        matches!(
+            base_name(&f.function),
+            "kthread" | "ret_from_fork" | "ret_from_fork_asm" | "kernel_thread_helper"
+        )
+    });
+    let from_user = frames.iter().any(|f| {
+        let n = base_name(&f.function);
+        n.starts_with("entry_SYSCALL")
+            || n.starts_with("el0_")
+            || n.starts_with("do_syscall")
+            || n == "system_call_fastpath"
+            || n == "ret_fast_syscall"
+    });
+    bottom && !from_user && syscall_from_stack(frames).is_none()
+}
+
+/// Who entered the kernel: a system call (decoded from `/proc/<tid>/syscall`, or none) or a kernel thread.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin<'a> {
+    Syscall(Option<&'a str>),
+    /// `comm` as `/proc/<tid>/stat` shows it (`kworker/u8:3+events_unbound` names its workqueue);
+    /// `workqueue` from a hung-task dump's `Workqueue:` line.
+    KernelThread {
+        comm: &'a str,
+        workqueue: Option<&'a str>,
+    },
+}
+
+/// "kernel thread kworker/12:9 (workqueue events: delayed_fput)".
+fn kernel_thread_words(comm: &str, workqueue: Option<&str>, frames: &[StackFrame]) -> String {
+    // Since 4.18 a kworker's comm carries its workqueue: `+` while it runs one, `-` for the last one.
+    let (name, from_comm) = match comm.strip_prefix("kworker/") {
+        Some(rest) => match rest.find(['+', '-']) {
+            Some(i) => (&comm[..8 + i], Some(&rest[i + 1..])),
+            None => (comm, None),
+        },
+        None => (comm, None),
+    };
+    let queue = workqueue
+        .map(|q| q.split_whitespace().next().unwrap_or(q))
+        .or(from_comm)
+        .filter(|q| !q.is_empty());
+    let work = has(frames, &["process_one_work"])
+        .filter(|&i| i > 0)
+        .map(|i| base_name(&frames[i - 1].function))
+        .or_else(|| workqueue.and_then(|q| q.split_whitespace().nth(1)));
+    let mut s = if name.is_empty() {
+        "kernel thread".to_string()
+    } else {
+        format!("kernel thread {name}")
+    };
+    match (queue, work) {
+        (Some(q), Some(w)) => s.push_str(&format!(" (workqueue {q}: {w})")),
+        (Some(q), None) => s.push_str(&format!(" (workqueue {q})")),
+        (None, Some(w)) => s.push_str(&format!(" (work {w})")),
+        (None, None) => {}
+    }
+    s
+}
+
+/// Names the wait from the innermost frames: the outermost frame of the run of wait primitives at the top
+/// (`folio_wait_bit_common` under `__folio_lock` is a page-lock wait), a well-known waiter, or — when the top
+/// frame is an operation because the stack omits the scheduler's lock functions — "waits in <function>".
+fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
+    let Some(first) = frames.first() else {
+        let w = wchan?;
+        return Some(match rules::wait_words(w) {
+            Some(words) => words.to_string(),
+            None => mm_words(w).unwrap_or_else(|| w.to_string()),
+        });
+    };
+    let mut words = None;
+    for f in frames {
+        let name = base_name(&f.function);
+        if let Some(wd) = rules::wait_words(name) {
+            words = Some(wd);
+        } else if !SCHEDULER_FRAMES.contains(&name) {
+            break;
+        }
+    }
+    if let Some(words) = words {
+        return Some(words.to_string());
+    }
+    let top = base_name(&first.function);
+    if let Some(s) = mm_words(top) {
+        return Some(s);
+    }
+    let opaque = top.starts_with("0x") || (top.starts_with("_nv") && top.ends_with("rm"));
+    // A frame a rule names (nvWriteGpEntry, _kgspRpcRecvPoll, request_wait_answer) is the wait itself.
+    let named =
+        nvidia::names_a_wait(top) || rules::CATEGORY_RULES.iter().any(|r| r.pattern.matches(top));
+    if opaque || named || rules::names_a_wait(top) {
+        return Some(top.to_string());
+    }
+    Some(format!(
+        "waits in {top} (lock or wait not visible in the stack)"
+    ))
+}
+
+/// Fault handlers that take the mmap lock themselves: on top of a stack (nothing deeper, the lock's `__sched`
+/// slow path omitted) they wait for it.
+const FAULT_LOCK_STEPS: &[&str] = &["__do_page_fault", "do_page_fault", "do_user_addr_fault"];
+
+fn mm_words(top: &str) -> Option<String> {
+    match top {
+        t if FAULT_LOCK_STEPS.contains(&t) => Some(format!("{top} (waits for mmap_lock)")),
+        "do_mprotect_pkey" | "vm_mmap_pgoff" | "__vm_munmap" | "do_madvise" | "vm_munmap" => {
+            Some(format!("{top} (waits for mmap_lock)"))
+        }
+        "__vma_start_write" | "vma_start_write" => {
+            Some(format!("{top} (waits for a page fault to leave the VMA)"))
+        }
+        _ => None,
+    }
+}
+
+/// The GPU driver among the frames: the innermost frame of a driver module that is not a framework (DRM core,
+/// TTM, the scheduler), or a built-in driver known by its function prefix.
+fn gpu_driver(frames: &[StackFrame]) -> Option<&str> {
+    frames
+        .iter()
+        .find_map(|f| f.module.as_deref().filter(|m| !is_generic(m)))
+        .or_else(|| {
+            frames.iter().find_map(|f| {
+                let n = base_name(&f.function);
+                GPU_DRIVER_PREFIXES
+                    .iter()
+                    .find(|(p, _)| n.starts_with(p))
+                    .map(|(_, d)| *d)
+            })
+        })
+}
+
+/// The category in brackets: NVIDIA's first, then the table's (GPU fence, FUSE, NFS), then the mmap lock.
+pub fn category(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
+    if let Some(nv) = nvidia_site(frames) {
+        return Some(nv.label().to_string());
+    }
+    for f in frames {
+        let name = base_name(&f.function);
+        if let Some(rule) = rules::CATEGORY_RULES
+            .iter()
+            .chain(rules::PAGE_CACHE_RULES)
+            .find(|r| r.pattern.matches(name))
+        {
+            if !rule.label.contains("{driver}") {
+                return Some(rule.label.to_string());
+            }
+            return Some(match gpu_driver(frames) {
+                Some(d) => rule.label.replace("{driver}", d),
+                None => rule.label.replace(" ({driver})", ""),
+            });
+        }
+    }
+    lock_class(frames, wchan).map(|c| format!("{c} wait"))
+}
+
+/// A driver path through the stack: the module the core kernel called first, its entry function and the
+/// operation it called, and — when the wait happens in another module or further in — where.
+struct DriverPath<'a> {
+    module: &'a str,
+    entry: &'a str,
+    op: Option<&'a str>,
+    /// Where the wait happens when it is outside the entry's run of frames: the modules called on the way in
+    /// (`nv_peer_mem`, `ib_core`; empty when it is the entry module again) and the innermost module frame.
+    waits_in: Option<(Vec<&'a str>, &'a str)>,
+}
+
+fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
+    let module_of = |i: usize| frames[i].module.as_deref();
+    // The outermost driver frame (a framework module only when no driver module is there).
+    let outer = frames
+        .iter()
+        .rposition(|f| f.module.as_deref().is_some_and(|m| !is_generic(m)))
+        .or_else(|| frames.iter().rposition(|f| f.module.is_some()))?;
+    let module = module_of(outer)?;
+    let mut first = outer;
+    while first > 0 && module_of(first - 1) == Some(module) {
+        first -= 1;
+    }
+    let run = &frames[first..=outer];
+    // Prefer a `*_ioctl` dispatcher that is not an `unlocked`/`_entry` wrapper (uvm_ioctl, nvidia_ioctl).
+    let entry_idx = run
+        .iter()
+        .rposition(|f| {
+            let n = base_name(&f.function);
+            n.ends_with("_ioctl") && !n.contains("unlocked") && !n.ends_with("_entry")
+        })
+        .or_else(|| {
+            run.iter().position(|f| {
+                let n = base_name(&f.function);
+                n.ends_with("_release") || n.ends_with("_fault") || n.ends_with("_mmap")
+            })
+        })
+        .unwrap_or(run.len() - 1);
+    let entry = base_name(&run[entry_idx].function);
+    let op = (entry_idx > 0).then(|| base_name(&run[entry_idx - 1].function));
+    Some(DriverPath {
+        module,
+        entry,
+        op,
+        waits_in: waits_in(&frames[..first], module),
+    })
+}
+
+/// The modules between the entry and the innermost module frame (frameworks only where the wait is), outer
+/// first, and the innermost module frame's function.
+fn waits_in<'a>(inner: &'a [StackFrame], entry_module: &str) -> Option<(Vec<&'a str>, &'a str)> {
+    let innermost = inner.iter().position(|f| f.module.is_some())?;
+    let mut chain: Vec<&str> = Vec::new();
+    for (i, f) in inner.iter().enumerate().rev() {
+        let Some(m) = f.module.as_deref() else {
+            continue;
+        };
+        if (is_generic(m) && i != innermost) || chain.last() == Some(&m) {
+            continue;
+        }
+        if chain.is_empty() && m == entry_module {
+            continue;
+        }
+        chain.push(m);
+    }
+    Some((chain, base_name(&inner[innermost].function)))
+}
+
+impl DriverPath<'_> {
+    fn words(&self, origin: &str) -> String {
+        let mut s = match self.op {
+            Some(op) if op != self.entry => {
+                format!("{origin} → {}: {} → {op}", self.module, self.entry)
+            }
+            _ => format!("{origin} → {}: {}", self.module, self.entry),
+        };
+        match &self.waits_in {
+            Some((chain, f)) if !chain.is_empty() => {
+                s.push_str(&format!(" → {}: {f}", chain.join(" → ")));
+            }
+            Some((_, f)) if Some(*f) != self.op => s.push_str(&format!(" → {f}")),
+            _ => {}
+        }
+        s
+    }
+}
+
+fn is_fs_freeze(frames: &[StackFrame], wchan: Option<&str>) -> bool {
+    let percpu = wchan == Some("percpu_rwsem_wait")
+        || has(frames, &["percpu_rwsem_wait", "__percpu_down_read"]).is_some();
+    // percpu_rwsem_wait also serves cgroup_threadgroup_rwsem and others; require the superblock
+    // write-protection path (sb_start_write / mnt_want_write, often inlined into a vfs_* caller)
+    // when there is a stack to look at.
+    let fs_path = frames.iter().any(|f| {
+        let n = base_name(&f.function);
+        n.starts_with("mnt_want_write")
+            || n.starts_with("__sb_start")
+            || n.starts_with("sb_start")
+            || n == "file_start_write"
+            || n.starts_with("vfs_")
+            || n == "do_truncate"
+            || n == "do_sys_ftruncate"
+            || n.starts_with("ioctl_")
+            || n == "do_vfs_ioctl"
+            // A write fault into a shared file mapping: sb_start_pagefault, often inlined.
+            || n == "do_page_mkwrite"
+            || n.ends_with("_page_mkwrite")
+    });
+    percpu && (fs_path || frames.is_empty())
+}
+
+/// Frames of the page-fault path (x86_64, arm64, and the names of older kernels and 32-bit arm).
+const FAULT_PATH: &[&str] = &[
+    "asm_exc_page_fault",
+    "exc_page_fault",
+    "do_user_addr_fault",
+    "handle_mm_fault",
+    "do_page_fault",
+    "__do_page_fault",
+    "page_fault",
+    "async_page_fault",
+    "do_translation_fault",
+    "do_mem_abort",
+    "el0_da",
+    "do_DataAbort",
+    "__dabt_usr",
+];
+
+/// Frames that take the mmap lock (or a VMA's write lock) for a change of the address space.
+const MM_CHANGERS: &[&str] = &[
+    "vm_mmap_pgoff",
+    "do_mmap",
+    "__vm_munmap",
+    "vm_munmap",
+    "do_munmap",
+    "do_vmi_munmap",
+    "do_mprotect_pkey",
+    "mprotect_fixup",
+    "do_madvise",
+    "madvise_lock",
+    "__do_sys_brk",
+    "__do_sys_mremap",
+    "lock_mm_and_find_vma",
+    "mmap_read_lock_killable",
+    "mmap_write_lock_killable",
+    "__vma_start_write",
+    "vma_start_write",
+    // Before 4.x.
+    "sys_mmap_pgoff",
+    "SyS_mmap_pgoff",
+    "sys_mprotect",
+    "SyS_mprotect",
+    "sys_munmap",
+    "SyS_munmap",
+    "sys_brk",
+    "SyS_brk",
+];
+
+/// Innermost frames (or wchan) of a wait for the mmap lock or a VMA write lock.
+const MM_LOCK_WAITS: &[&str] = &[
+    "rwsem_down_write_slowpath",
+    "rwsem_down_read_slowpath",
+    "down_write_killable",
+    "down_read_killable",
+    "down_write",
+    "down_read",
+    "__vma_start_write",
+    "vma_start_write",
+    "lock_mm_and_find_vma",
+    "rwsem_down_read_failed",
+    "rwsem_down_read_failed_killable",
+    "rwsem_down_write_failed",
+    "rwsem_down_write_failed_killable",
+    "call_rwsem_down_read_failed",
+    "call_rwsem_down_read_failed_killable",
+    "call_rwsem_down_write_failed",
+    "call_rwsem_down_write_failed_killable",
+    "rwsem_down_failed_common",
+];
+
+/// The lock class a thread waits for, for grouping threads stuck on the same lock: `mmap_lock` for a thread
+/// whose stack waits in an rwsem slow path (or a VMA write lock) from mmap/munmap/mprotect/madvise/brk/mremap or
+/// a page fault's mmap-lock step. Stacks omit `__sched` functions, so the innermost frame may be the changer
+/// itself (`vm_mmap_pgoff`): that counts as the wait too.
+pub fn lock_class(frames: &[StackFrame], wchan: Option<&str>) -> Option<&'static str> {
+    let names: Vec<&str> = frames
+        .iter()
+        .map(|f| base_name(&f.function))
+        .filter(|n| !SCHEDULER_FRAMES.contains(n))
+        .collect();
+    let top = names.first().copied().or(wchan)?;
+    let waiting = MM_LOCK_WAITS.contains(&top)
+        || MM_CHANGERS.contains(&top)
+        || (FAULT_LOCK_STEPS.contains(&top) && !frames.is_empty())
+        || wchan.is_some_and(|w| MM_LOCK_WAITS.contains(&w) || MM_CHANGERS.contains(&w));
+    // The first frame past the lock primitives: a fault handler that takes the mmap lock itself (before
+    // lock_mm_and_find_vma, `__do_page_fault` called down_read directly).
+    let caller = names.iter().find(|n| !MM_LOCK_WAITS.contains(n));
+    let through_mm = names.iter().any(|n| MM_CHANGERS.contains(n))
+        || FAULT_LOCK_STEPS.contains(&top)
+        || (MM_LOCK_WAITS.contains(&top) && caller.is_some_and(|c| FAULT_PATH.contains(c)))
+        || (frames.is_empty() && wchan.is_some_and(|w| MM_CHANGERS.contains(&w)));
+    (waiting && through_mm).then_some("mmap_lock")
+}
+
+/// Whether the thread is inside a page fault that is not itself waiting for the mmap lock: such a thread holds
+/// the mmap lock for read (or its VMA's lock) for as long as it sleeps, and a writer of the address space waits
+/// behind it.
+pub fn holds_fault_lock(frames: &[StackFrame], wchan: Option<&str>) -> bool {
+    has(frames, FAULT_PATH).is_some() && lock_class(frames, wchan).is_none()
+}
+
+/// One-line classification. `syscall` is the name decoded from `/proc/<tid>/syscall`, used only when
+/// the stack does not say.
+pub fn classify(
+    frames: &[StackFrame],
+    wchan: Option<&str>,
+    syscall: Option<&str>,
+) -> Option<String> {
+    classify_from(Origin::Syscall(syscall), frames, wchan)
+}
+
+/// [`classify`] for a known origin: a kernel thread is classified from its stack only.
+pub fn classify_from(
+    origin: Origin<'_>,
+    frames: &[StackFrame],
+    wchan: Option<&str>,
+) -> Option<String> {
+    let site = compose(origin, frames, wchan)?;
+    let said = |c: &str| site.contains(c) || (c == "mmap_lock wait" && site.contains("mmap_lock"));
+    Some(match category(frames, wchan) {
+        Some(c) if !said(&c) => format!("{site} [{c}]"),
+        _ => site,
+    })
+}
+
+fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
+    let wait = wait_kind(frames, wchan);
+    let tail = |s: String| match &wait {
+        Some(w) if !s.ends_with(w.as_str()) => format!("{s} … {w}"),
+        _ => s,
+    };
+    let thread = match origin {
+        Origin::KernelThread { comm, workqueue } => {
+            Some(kernel_thread_words(comm, workqueue, frames))
+        }
+        Origin::Syscall(_) if is_kernel_thread_stack(frames) => {
+            Some(kernel_thread_words("", None, frames))
+        }
+        Origin::Syscall(_) => None,
+    };
+    let entered: Option<String> = match (&thread, origin) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Origin::Syscall(s)) => syscall_from_stack(frames)
+            .or(s)
+            .or_else(|| syscall_from_handlers(frames))
+            .map(str::to_string),
+        (None, Origin::KernelThread { .. }) => None,
+    };
+
+    // 1. Exit path (or a kernel thread's delayed fput): trust the stack over a stale syscall number.
+    let exiting = has(frames, &["do_exit", "do_group_exit"]).is_some();
+    if exiting || (thread.is_some() && has(frames, &["__fput"]).is_some()) {
+        let who = if exiting {
+            "process exit".to_string()
+        } else {
+            thread.clone().unwrap_or_default()
+        };
+        return Some(tail(fput_words(&who, frames)));
+    }
+
+    // 2. Page fault.
+    if let Some(fault) = has(frames, FAULT_PATH) {
+        return Some(fault_words(&frames[..fault], wchan, &tail));
+    }
+
+    // 3. A frozen filesystem.
+    if is_fs_freeze(frames, wchan) {
+        return Some(match entered {
+            Some(s) => format!("{s} → filesystem freeze (percpu_rwsem_wait)"),
+            None => "filesystem freeze (percpu_rwsem_wait)".to_string(),
+        });
+    }
+
+    // 4. Inside a driver module.
+    if let Some(path) = driver_path(frames) {
+        return Some(tail(path.words(entered.as_deref().unwrap_or("kernel"))));
+    }
+
+    // 5. Core kernel, or no stack at all (e.g. no CAP_SYS_ADMIN): syscall and wait site.
+    match (entered, &wait) {
+        (Some(s), Some(w)) => Some(format!("{s} … {w}")),
+        (Some(s), None) => Some(s),
+        (None, Some(w)) => Some(w.clone()),
+        (None, None) => None,
+    }
+}
+
+/// "process exit → __fput → nvidia_uvm uvm_release": the driver's teardown function, not the framework's
+/// (`drm_release` → `amdgpu_driver_postclose_kms`).
+fn fput_words(who: &str, frames: &[StackFrame]) -> String {
+    let Some(fput) = has(frames, &["__fput", "____fput", "fput"]) else {
+        return who.to_string();
+    };
+    let above = &frames[..fput];
+    let driver = |f: &&StackFrame| f.module.as_deref().is_some_and(|m| !is_generic(m));
+    let teardown = |n: &str| {
+        n.ends_with("release")
+            || n.contains("postclose")
+            || n.ends_with("_close")
+            || n.ends_with("_fini")
+    };
+    let release = above
+        .iter()
+        .rev()
+        .filter(driver)
+        .find(|f| teardown(base_name(&f.function)))
+        .or_else(|| above.iter().rev().find(driver))
+        .or_else(|| {
+            // Built-in drivers: the outermost frame past the framework's release that a GPU driver owns.
+            above.iter().rev().find(|f| {
+                let n = base_name(&f.function);
+                GPU_DRIVER_PREFIXES.iter().any(|(p, _)| n.starts_with(p))
+            })
+        })
+        .or_else(|| above.iter().rev().find(|f| f.module.is_some()))
+        .or_else(|| above.last());
+    match release {
+        Some(f) => match &f.module {
+            Some(m) => format!("{who} → __fput → {m} {}", base_name(&f.function)),
+            None => format!("{who} → __fput → {}", base_name(&f.function)),
+        },
+        None => format!("{who} → __fput"),
+    }
+}
+
+fn fault_words(
+    above: &[StackFrame],
+    wchan: Option<&str>,
+    tail: &dyn Fn(String) -> String,
+) -> String {
+    if is_fs_freeze(above, wchan) {
+        return "page fault → filesystem freeze (percpu_rwsem_wait)".to_string();
+    }
+    if let Some(path) = driver_path(above) {
+        return tail(format!("page fault → {}: {}", path.module, path.entry));
+    }
+    // The innermost fault handler that is not part of the generic fault path.
+    const GENERIC: &[&str] = &[
+        "__do_fault",
+        "do_fault",
+        "do_read_fault",
+        "do_shared_fault",
+        "do_cow_fault",
+        "handle_mm_fault",
+        "__handle_mm_fault",
+        "do_user_addr_fault",
+        "exc_page_fault",
+        "asm_exc_page_fault",
+        "do_page_fault",
+        "__do_page_fault",
+        "do_translation_fault",
+        "handle_pte_fault",
+    ];
+    let handler = above
+        .iter()
+        .map(|f| base_name(&f.function))
+        .find(|n| n.ends_with("_fault") && !GENERIC.contains(n));
+    match handler {
+        Some(h) => tail(format!("page fault ({h})")),
+        None => tail("page fault".to_string()),
+    }
+}

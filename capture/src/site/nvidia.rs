@@ -1,0 +1,284 @@
+//! What an NVIDIA driver thread waits for: [`NvidiaWait`] from the frames that say, as a table
+//! ([`NAMED`], then [`PRIMITIVES`]).
+//!
+//! The open modules name their lock functions (`rmapiLockAcquire`, `rmGpuLocksAcquire`); with the proprietary
+//! modules the callers are `_nvNNNNNNrm`, but the OS-interface lock primitives keep their real names
+//! (`os_acquire_rwlock_read/_write`, `os_acquire_semaphore`, `os_acquire_mutex`, `os_acquire_spinlock`), so
+//! they are read before the "obfuscated frames" fallback.
+
+use super::base_name;
+use super::rules::Pattern;
+use crate::snapshot::StackFrame;
+
+/// What an NVIDIA driver thread waits for, from the innermost frame that says (issue 18's categories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvidiaWait {
+    /// `os_acquire_rwlock_read/write` under `rmapiLockAcquire`.
+    RmApiLock,
+    /// `os_acquire_rwlock_read/write` under obfuscated callers (proprietary module): the RM API lock, with its
+    /// mode.
+    RmApiLockMode { write: bool },
+    /// `os_acquire_semaphore`/`os_acquire_mutex` under `rmGpuLocksAcquire`.
+    GpuLock,
+    /// `os_acquire_semaphore`/`os_acquire_mutex` under obfuscated callers: an RM semaphore, usually the GPU lock.
+    RmSemaphore,
+    /// `os_acquire_spinlock`: an RM spinlock.
+    RmSpinlock,
+    /// `_kgspRpcRecvPoll` / `kgspRecvPoll_IMPL` under `_issueRpcAndWait`.
+    GspRpc,
+    /// `uvm_gpu_retain_by_uuid` (the UVM global lock).
+    UvmGlobalLock,
+    /// A page-tree mutex (`uvm_page_tree_*`).
+    UvmPageTreeLock,
+    /// The VA-space rwsem (`uvm_down_read/write`, `uvm_va_space_down_*`).
+    UvmVaSpaceLock,
+    /// Another UVM mutex or rwsem.
+    UvmLock,
+    /// `uvm_spin_loop`: waiting for the GPU to make progress.
+    UvmGpuProgressSpin,
+    /// `os_lock_user_pages` → `pin_user_pages` (a page fault while pinning).
+    PinningUserPages { fault: bool },
+    /// nvidia-modeset's PM semaphore.
+    ModesetPmSemaphore,
+    /// nvidia-modeset's global lock: `nvkms_ioctl_from_kapi*` (and the `_pmlock` variants) → `down`.
+    ModesetGlobalLock,
+    /// nvidia-modeset spinning on its pushbuffer / GPFIFO (`nvPushKickoff`, `nvWriteGpEntry`).
+    ModesetPushbufferSpin,
+    /// Proprietary module: `_nv…rm` frames that name nothing.
+    ObfuscatedFrames,
+}
+
+impl NvidiaWait {
+    /// "RM API lock", "GSP RPC wait", …
+    pub fn label(self) -> &'static str {
+        match self {
+            NvidiaWait::RmApiLock => "RM API lock",
+            NvidiaWait::RmApiLockMode { write: false } => "RM API lock (read)",
+            NvidiaWait::RmApiLockMode { write: true } => "RM API lock (write)",
+            NvidiaWait::GpuLock => "GPU lock",
+            NvidiaWait::RmSemaphore => "RM semaphore / GPU lock",
+            NvidiaWait::RmSpinlock => "RM spinlock",
+            NvidiaWait::GspRpc => "GSP RPC wait",
+            NvidiaWait::UvmGlobalLock => "UVM global lock",
+            NvidiaWait::UvmPageTreeLock => "UVM page-tree lock",
+            NvidiaWait::UvmVaSpaceLock => "UVM VA-space lock",
+            NvidiaWait::UvmLock => "UVM lock",
+            NvidiaWait::UvmGpuProgressSpin => "UVM GPU-progress spin",
+            NvidiaWait::PinningUserPages { fault: true } => "pinning user pages (page fault)",
+            NvidiaWait::PinningUserPages { fault: false } => "pinning user pages",
+            NvidiaWait::ModesetPmSemaphore => "nvidia-modeset PM semaphore",
+            NvidiaWait::ModesetGlobalLock => "nvidia-modeset global lock",
+            NvidiaWait::ModesetPushbufferSpin => "nvidia-modeset pushbuffer/GPFIFO spin",
+            NvidiaWait::ObfuscatedFrames => "obfuscated frames",
+        }
+    }
+
+    /// The verb phrase for a sentence: "waits for a GSP RPC reply".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            NvidiaWait::RmApiLock => "waits for the RM API lock",
+            NvidiaWait::RmApiLockMode { write: false } => "waits for the RM API lock (read)",
+            NvidiaWait::RmApiLockMode { write: true } => "waits for the RM API lock (write)",
+            NvidiaWait::GpuLock => "waits for the GPU lock",
+            NvidiaWait::RmSemaphore => "waits for an RM semaphore (usually the GPU lock)",
+            NvidiaWait::RmSpinlock => "spins on an RM spinlock",
+            NvidiaWait::GspRpc => "waits for a GSP RPC reply",
+            NvidiaWait::UvmGlobalLock => "waits for the UVM global lock",
+            NvidiaWait::UvmPageTreeLock => "waits for a UVM page-tree lock",
+            NvidiaWait::UvmVaSpaceLock => "waits for the UVM VA-space lock",
+            NvidiaWait::UvmLock => "waits for a UVM lock",
+            NvidiaWait::UvmGpuProgressSpin => "spins waiting for GPU progress",
+            NvidiaWait::PinningUserPages { fault: true } => {
+                "is pinning user pages (stuck in a page fault)"
+            }
+            NvidiaWait::PinningUserPages { fault: false } => "is pinning user pages",
+            NvidiaWait::ModesetPmSemaphore => "waits for the nvidia-modeset PM semaphore",
+            NvidiaWait::ModesetGlobalLock => "waits for the nvidia-modeset global lock",
+            NvidiaWait::ModesetPushbufferSpin => {
+                "spins on the nvidia-modeset pushbuffer (waits for GPFIFO space)"
+            }
+            NvidiaWait::ObfuscatedFrames => "is in obfuscated driver frames",
+        }
+    }
+}
+
+/// A frame pattern (optionally only in one module) → what the thread waits for.
+#[derive(Debug, Clone, Copy)]
+pub struct NvidiaRule {
+    pub pattern: Pattern,
+    pub module: Option<&'static str>,
+    pub wait: NvidiaWait,
+}
+
+const fn r(names: &'static [&'static str], wait: NvidiaWait) -> NvidiaRule {
+    NvidiaRule {
+        pattern: Pattern::Names(names),
+        module: None,
+        wait,
+    }
+}
+
+/// Named driver functions, read innermost first: the first frame that matches wins (a page fault inside
+/// `os_lock_user_pages` is pinning; `rmapiLockAcquire` above a GSP RPC is not reached).
+pub const NAMED: &[NvidiaRule] = &[
+    r(
+        &["os_lock_user_pages", "nv_lock_user_pages"],
+        NvidiaWait::PinningUserPages { fault: false },
+    ),
+    r(
+        &[
+            "_kgspRpcRecvPoll",
+            "kgspRecvPoll_IMPL",
+            "_issueRpcAndWait",
+            "_kgspRpcRecvPoll_IMPL",
+        ],
+        NvidiaWait::GspRpc,
+    ),
+    r(&["uvm_spin_loop"], NvidiaWait::UvmGpuProgressSpin),
+    r(&["uvm_gpu_retain_by_uuid"], NvidiaWait::UvmGlobalLock),
+    r(&["rmapiLockAcquire"], NvidiaWait::RmApiLock),
+    r(
+        &[
+            "rmGpuLocksAcquire",
+            "_rmGpuLocksAcquire",
+            "rmGpuGroupLockAcquire",
+            "rmDeviceGpuLocksAcquire",
+        ],
+        NvidiaWait::GpuLock,
+    ),
+    r(
+        &[
+            "uvm_down_read",
+            "uvm_down_write",
+            "uvm_va_space_down_read",
+            "uvm_va_space_down_write",
+            "uvm_va_space_down_read_rm",
+        ],
+        NvidiaWait::UvmVaSpaceLock,
+    ),
+    NvidiaRule {
+        pattern: Pattern::Prefix("uvm_page_tree_"),
+        module: None,
+        wait: NvidiaWait::UvmPageTreeLock,
+    },
+    r(
+        &[
+            "uvm_mutex_lock",
+            "uvm_mutex_lock_no_tracking",
+            "uvm_down",
+            "uvm_down_read_trylock",
+        ],
+        NvidiaWait::UvmLock,
+    ),
+    r(
+        &["nvWriteGpEntry", "nvPushKickoff", "nvPushWaitForNotifier"],
+        NvidiaWait::ModesetPushbufferSpin,
+    ),
+    NvidiaRule {
+        pattern: Pattern::Prefix("nvkms_ioctl_from_kapi"),
+        module: None,
+        wait: NvidiaWait::ModesetGlobalLock,
+    },
+    r(
+        &["nvkms_ioctl_common", "nvkms_ioctl", "nvkms_unlocked_ioctl"],
+        NvidiaWait::ModesetGlobalLock,
+    ),
+];
+
+/// The OS-interface lock primitives, read when no named function says more (the proprietary module).
+pub const PRIMITIVES: &[NvidiaRule] = &[
+    r(
+        &["os_acquire_rwlock_read"],
+        NvidiaWait::RmApiLockMode { write: false },
+    ),
+    r(
+        &["os_acquire_rwlock_write"],
+        NvidiaWait::RmApiLockMode { write: true },
+    ),
+    r(
+        &["os_acquire_semaphore", "os_acquire_mutex"],
+        NvidiaWait::RmSemaphore,
+    ),
+    r(&["os_acquire_spinlock"], NvidiaWait::RmSpinlock),
+];
+
+/// Whether a rule names this function: it is a wait (or a spin) itself, not an operation hiding one.
+pub fn names_a_wait(function: &str) -> bool {
+    NAMED
+        .iter()
+        .chain(PRIMITIVES)
+        .any(|r| r.pattern.matches(function))
+}
+
+fn in_fault(frames: &[StackFrame]) -> bool {
+    frames.iter().any(|f| {
+        matches!(
+            base_name(&f.function),
+            "handle_mm_fault" | "__get_user_pages" | "filemap_fault" | "do_user_addr_fault"
+        )
+    })
+}
+
+fn first_match(frames: &[StackFrame], rules: &[NvidiaRule]) -> Option<NvidiaWait> {
+    frames.iter().find_map(|frame| {
+        let name = base_name(&frame.function);
+        rules
+            .iter()
+            .find(|r| {
+                r.pattern.matches(name)
+                    && r.module.is_none_or(|m| frame.module.as_deref() == Some(m))
+            })
+            .map(|r| r.wait)
+    })
+}
+
+/// The NVIDIA category of a stack: named functions first (innermost wins), then the lock primitives, then
+/// nvidia-modeset's PM lock names; stacks with only `_nv…rm` frames of the proprietary module are "obfuscated
+/// frames".
+pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
+    let named = first_match(frames, NAMED).or_else(|| first_match(frames, PRIMITIVES));
+    if let Some(wait) = named {
+        return Some(match wait {
+            NvidiaWait::PinningUserPages { .. } => NvidiaWait::PinningUserPages {
+                fault: in_fault(frames),
+            },
+            other => other,
+        });
+    }
+    let pm = frames.iter().any(|f| {
+        let n = base_name(&f.function);
+        f.module.as_deref() == Some("nvidia_modeset")
+            && (n.contains("_pm_") || n.contains("PmLock"))
+    });
+    if pm {
+        return Some(NvidiaWait::ModesetPmSemaphore);
+    }
+    let obfuscated = frames.iter().any(|f| {
+        let n = base_name(&f.function);
+        f.module.as_deref() == Some("nvidia") && n.starts_with("_nv") && n.ends_with("rm")
+    });
+    // Only when the wait is in NVIDIA's own frames: nvidia → nv_peer_mem → ib_core waits in ib_core.
+    let waits_in_nvidia = frames
+        .iter()
+        .find_map(|f| f.module.as_deref())
+        .is_some_and(|m| m.starts_with("nvidia"));
+    (obfuscated && waits_in_nvidia).then_some(NvidiaWait::ObfuscatedFrames)
+}
+
+/// The operation sentence for a decoded argument and its stack, e.g. "RM control
+/// NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for a GSP RPC reply (takes the API lock read-only + GPU lock)".
+pub fn nvidia_operation(
+    frames: &[StackFrame],
+    argument: &crate::nvidia::IoctlArgument,
+) -> Option<String> {
+    let op = argument.operation_name()?;
+    let wait = nvidia_site(frames)
+        .map(|w| format!(" {}", w.phrase()))
+        .unwrap_or_default();
+    let locks = argument
+        .locks
+        .as_ref()
+        .map(|l| format!(" ({l})"))
+        .unwrap_or_default();
+    Some(format!("{op}{wait}{locks}"))
+}

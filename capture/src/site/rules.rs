@@ -1,0 +1,530 @@
+//! The classifier's rules as data: frame patterns → what a person calls the wait.
+//!
+//! Three tables, each read innermost frame first:
+//! - [`WAIT_WORDS`]: the wait primitive a thread sleeps in (mutex, rwsem, page lock, fence, RPC…), including the
+//!   names older kernels used (`rwsem_down_read_failed`, `sleep_on_page`, `__lock_page`…), so a hung-task log
+//!   from any LTS kernel of the last eight years reads the same as a current `/proc/<tid>/stack`.
+//! - [`CATEGORY_RULES`]: the layer and category a driver engineer names (GPU fence wait, FUSE daemon, NFS
+//!   server, page lock, writeback); `{driver}` in a label is replaced by the GPU driver that waits.
+//! - [`GENERIC_MODULES`]: framework modules (DRM core, TTM, the GPU scheduler, RDMA core) that are never "the
+//!   driver": the entry and the waiting module are the driver modules around them.
+
+/// How a rule matches a frame's function name (its `.isra.0`-style suffixes already stripped).
+#[derive(Debug, Clone, Copy)]
+pub enum Pattern {
+    /// One of these names exactly.
+    Names(&'static [&'static str]),
+    /// A name that starts with this.
+    Prefix(&'static str),
+    /// A name that contains this (`nouveau_fence_wait`, `radeon_fence_wait_seq_timeout`).
+    Contains(&'static str),
+}
+
+impl Pattern {
+    pub fn matches(self, name: &str) -> bool {
+        match self {
+            Pattern::Names(names) => names.contains(&name),
+            Pattern::Prefix(p) => name.starts_with(p),
+            Pattern::Contains(p) => name.contains(p),
+        }
+    }
+}
+
+/// A wait primitive and the words for it.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitWord {
+    pub pattern: Pattern,
+    pub words: &'static str,
+}
+
+const fn w(names: &'static [&'static str], words: &'static str) -> WaitWord {
+    WaitWord {
+        pattern: Pattern::Names(names),
+        words,
+    }
+}
+
+/// Wait primitives, innermost first in a stack. A stack's wait is named by the *outermost* frame of the run of
+/// primitives at its top (`folio_wait_bit_common` under `__folio_lock` is a page-lock wait, `schedule_timeout`
+/// under `dma_fence_default_wait` a fence wait).
+pub const WAIT_WORDS: &[WaitWord] = &[
+    w(
+        &[
+            "__mutex_lock",
+            "mutex_lock",
+            "__mutex_lock_slowpath",
+            "__mutex_lock_common",
+            "mutex_lock_killable",
+            "mutex_lock_interruptible",
+            "__mutex_lock_killable_slowpath",
+            "__mutex_lock_interruptible_slowpath",
+            "mutex_lock_nested",
+            "ww_mutex_lock",
+            "ww_mutex_lock_interruptible",
+            "__ww_mutex_lock_slowpath",
+            "__ww_mutex_lock_interruptible_slowpath",
+        ],
+        "mutex wait",
+    ),
+    w(
+        &[
+            "rwsem_down_read_slowpath",
+            "down_read",
+            "down_read_killable",
+            "down_read_interruptible",
+            // Before 5.x: the slow path and its assembly thunk.
+            "rwsem_down_read_failed",
+            "rwsem_down_read_failed_killable",
+            "call_rwsem_down_read_failed",
+            "call_rwsem_down_read_failed_killable",
+        ],
+        "rwsem wait (read)",
+    ),
+    w(
+        &[
+            "rwsem_down_write_slowpath",
+            "down_write",
+            "down_write_killable",
+            "rwsem_down_write_failed",
+            "rwsem_down_write_failed_killable",
+            "call_rwsem_down_write_failed",
+            "call_rwsem_down_write_failed_killable",
+            "rwsem_down_failed_common",
+        ],
+        "rwsem wait (write)",
+    ),
+    w(
+        &[
+            "down",
+            "__down",
+            "__down_common",
+            "down_interruptible",
+            "__down_interruptible",
+            "down_killable",
+            "__down_killable",
+            "down_timeout",
+            "__down_timeout",
+        ],
+        "semaphore wait",
+    ),
+    w(
+        &[
+            "percpu_rwsem_wait",
+            "__percpu_down_read",
+            "percpu_down_write",
+        ],
+        "percpu rwsem wait",
+    ),
+    w(
+        &[
+            "wait_for_completion",
+            "wait_for_completion_killable",
+            "wait_for_completion_timeout",
+            "wait_for_completion_interruptible",
+            "wait_for_completion_io",
+            "wait_for_completion_io_timeout",
+            "__wait_for_common",
+            "wait_for_common",
+            "wait_for_common_io",
+            "do_wait_for_common",
+        ],
+        "completion wait",
+    ),
+    w(
+        &[
+            "__folio_lock",
+            "folio_lock",
+            "__folio_lock_killable",
+            "__lock_page",
+            "__lock_page_killable",
+            "lock_page",
+            "__lock_page_or_retry",
+            "__folio_lock_or_retry",
+            "sleep_on_page",
+            "sleep_on_page_killable",
+            "__wait_on_bit_lock",
+            "out_of_line_wait_on_bit_lock",
+            "wait_on_page_locked",
+            "folio_wait_locked",
+        ],
+        "page lock wait",
+    ),
+    w(
+        &[
+            "wait_on_page_writeback",
+            "folio_wait_writeback",
+            "__filemap_fdatawait_range",
+            "filemap_fdatawait_range",
+            "filemap_fdatawait_keep_errors",
+            "filemap_write_and_wait",
+            "filemap_write_and_wait_range",
+            "file_write_and_wait_range",
+            "wait_on_page_bit_killable_writeback",
+        ],
+        "writeback wait",
+    ),
+    w(
+        &[
+            "sleep_on_buffer",
+            "__wait_on_buffer",
+            "wait_on_buffer",
+            "out_of_line_wait_on_bit",
+            "__wait_on_bit",
+            "bit_wait_io",
+        ],
+        "buffer I/O wait",
+    ),
+    w(
+        &[
+            "io_schedule",
+            "io_schedule_timeout",
+            "folio_wait_bit_common",
+            "folio_wait_bit",
+            "wait_on_page_bit_common",
+            "wait_on_page_bit",
+            "wait_on_page_bit_killable",
+            "blk_mq_get_tag",
+        ],
+        "I/O wait",
+    ),
+    w(
+        &["rq_qos_wait", "wbt_wait", "__rq_qos_throttle"],
+        "block I/O throttle wait",
+    ),
+    w(
+        &[
+            "dma_fence_default_wait",
+            "dma_fence_wait_timeout",
+            "dma_fence_wait",
+            "dma_fence_wait_any_timeout",
+            "kcl_fence_default_wait",
+            "kcl_fence_wait_timeout",
+            "fence_wait_timeout",
+            "fence_default_wait",
+            "dma_resv_wait_timeout",
+            "dma_resv_wait_timeout_rcu",
+            "reservation_object_wait_timeout_rcu",
+            "drm_atomic_helper_wait_for_fences",
+            "drm_sched_entity_flush",
+            "drm_sched_entity_push_job",
+            "amd_sched_entity_push_job",
+            "i915_request_wait",
+            "i915_gem_object_wait",
+            "i915_gem_object_wait_fence",
+            "drm_syncobj_array_wait_timeout",
+            "drm_gem_dma_resv_wait",
+            "ttm_bo_wait",
+            "ttm_bo_wait_ctx",
+            "amdttm_bo_wait",
+            "msm_wait_fence",
+        ],
+        "fence wait",
+    ),
+    WaitWord {
+        pattern: Pattern::Contains("fence_wait"),
+        words: "fence wait",
+    },
+    w(
+        &[
+            "drm_modeset_lock",
+            "drm_modeset_lock_all",
+            "drm_modeset_lock_all_ctx",
+            "drm_modeset_backoff",
+            "modeset_lock",
+        ],
+        "DRM modeset lock wait",
+    ),
+    w(
+        &[
+            "drm_atomic_helper_wait_for_flip_done",
+            "drm_atomic_helper_wait_for_dependencies",
+            "drm_atomic_helper_wait_for_vblanks",
+            "drm_crtc_commit_wait",
+            "drm_wait_one_vblank",
+        ],
+        "display commit wait",
+    ),
+    w(
+        &[
+            "balance_dirty_pages",
+            "balance_dirty_pages_ratelimited",
+            "balance_dirty_pages_ratelimited_flags",
+        ],
+        "dirty page throttle",
+    ),
+    w(
+        &[
+            "jbd2_log_wait_commit",
+            "wait_transaction_locked",
+            "__jbd2_log_wait_for_space",
+            "jbd2_journal_commit_transaction",
+        ],
+        "journal wait",
+    ),
+    w(
+        &[
+            "request_wait_answer",
+            "__fuse_request_send",
+            "fuse_request_send",
+            "fuse_simple_request",
+            "__fuse_simple_request",
+            "fuse_wait_aborted",
+        ],
+        "FUSE request wait",
+    ),
+    w(
+        &[
+            "rpc_wait_bit_killable",
+            "__rpc_wait_for_completion_task",
+            "__rpc_execute",
+            "rpc_execute",
+            "rpc_run_task",
+            "nfs_wait_bit_killable",
+            "nfs_wait_on_request",
+        ],
+        "RPC wait",
+    ),
+    w(
+        &[
+            "schedule_timeout",
+            "schedule_timeout_uninterruptible",
+            "schedule_timeout_killable",
+            "schedule_hrtimeout_range",
+            "msleep",
+            "usleep_range_state",
+            "hrtimer_nanosleep",
+            "do_nanosleep",
+        ],
+        "sleep",
+    ),
+    w(
+        &["futex_wait_queue", "futex_wait_queue_me", "futex_wait"],
+        "futex wait",
+    ),
+];
+
+/// The words for one wait primitive, if it is one.
+pub fn wait_words(name: &str) -> Option<&'static str> {
+    WAIT_WORDS
+        .iter()
+        .find(|w| w.pattern.matches(name))
+        .map(|w| w.words)
+}
+
+/// The layer a category belongs to (which team a report goes to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// A GPU driver waiting for the GPU (fences, the DRM scheduler).
+    Gpu,
+    /// A network or userspace filesystem waiting for its server.
+    Filesystem,
+    /// The page cache: page locks, writeback.
+    PageCache,
+}
+
+/// A frame pattern and the category it shows.
+#[derive(Debug, Clone, Copy)]
+pub struct CategoryRule {
+    pub pattern: Pattern,
+    pub layer: Layer,
+    /// `{driver}` is replaced by the waiting GPU driver (amdgpu, nouveau, i915, lima, v3d…).
+    pub label: &'static str,
+}
+
+const fn c(names: &'static [&'static str], layer: Layer, label: &'static str) -> CategoryRule {
+    CategoryRule {
+        pattern: Pattern::Names(names),
+        layer,
+        label,
+    }
+}
+
+/// Categories a stack shows anywhere in its frames, innermost frame first.
+pub const CATEGORY_RULES: &[CategoryRule] = &[
+    c(
+        &[
+            "dma_fence_default_wait",
+            "dma_fence_wait_timeout",
+            "dma_fence_wait",
+            "dma_fence_wait_any_timeout",
+            "kcl_fence_default_wait",
+            "kcl_fence_wait_timeout",
+            "fence_wait_timeout",
+            "fence_default_wait",
+            "reservation_object_wait_timeout_rcu",
+            "dma_resv_wait_timeout",
+            "dma_resv_wait_timeout_rcu",
+            "drm_atomic_helper_wait_for_fences",
+            "drm_sched_entity_flush",
+            "drm_sched_entity_push_job",
+            "drm_sched_job_timedout",
+            "drm_sched_stop",
+            "drm_sched_fini",
+            "amd_sched_entity_push_job",
+            "amddrm_sched_entity_push_job",
+            "i915_request_wait",
+            "i915_gem_object_wait",
+            "i915_gem_object_wait_fence",
+            "drm_syncobj_array_wait_timeout",
+            "drm_gem_dma_resv_wait",
+            "ttm_bo_wait",
+            "ttm_bo_wait_ctx",
+            "amdttm_bo_wait",
+            "msm_wait_fence",
+        ],
+        Layer::Gpu,
+        "GPU fence wait ({driver})",
+    ),
+    CategoryRule {
+        pattern: Pattern::Contains("fence_wait"),
+        layer: Layer::Gpu,
+        label: "GPU fence wait ({driver})",
+    },
+    c(
+        &[
+            "drm_modeset_lock",
+            "drm_modeset_lock_all",
+            "drm_modeset_lock_all_ctx",
+            "drm_modeset_backoff",
+            "modeset_lock",
+        ],
+        Layer::Gpu,
+        "DRM modeset lock ({driver})",
+    ),
+    c(
+        &[
+            "drm_atomic_helper_wait_for_flip_done",
+            "drm_atomic_helper_wait_for_dependencies",
+            "drm_atomic_helper_wait_for_vblanks",
+            "drm_crtc_commit_wait",
+            "drm_wait_one_vblank",
+        ],
+        Layer::Gpu,
+        "display commit wait ({driver})",
+    ),
+    c(
+        &[
+            "request_wait_answer",
+            "__fuse_request_send",
+            "fuse_request_send",
+            "fuse_simple_request",
+            "__fuse_simple_request",
+            "fuse_wait_aborted",
+            "fuse_wait_on_page_writeback",
+            "fuse_wait_on_folio_writeback",
+        ],
+        Layer::Filesystem,
+        "FUSE daemon wait",
+    ),
+    c(
+        &[
+            "rpc_wait_bit_killable",
+            "__rpc_wait_for_completion_task",
+            "nfs_wait_bit_killable",
+            "nfs4_wait_clnt_recover",
+            "nfs_wait_client_init_complete",
+            "nfs4_run_open_task",
+            "nfs4_call_sync",
+            "nfs4_proc_getattr",
+        ],
+        Layer::Filesystem,
+        "NFS server wait",
+    ),
+];
+
+/// Page-cache and journal throttles: a writer held back for the disk, not for a lock.
+pub const PAGE_CACHE_RULES: &[CategoryRule] = &[
+    c(
+        &[
+            "balance_dirty_pages",
+            "balance_dirty_pages_ratelimited",
+            "balance_dirty_pages_ratelimited_flags",
+        ],
+        Layer::PageCache,
+        "dirty page throttle (writeback)",
+    ),
+    c(
+        &[
+            "jbd2_log_wait_commit",
+            "wait_transaction_locked",
+            "__jbd2_log_wait_for_space",
+            "start_this_handle",
+        ],
+        Layer::PageCache,
+        "filesystem journal wait",
+    ),
+];
+
+/// Module names that are frameworks, not the driver a person means.
+pub const GENERIC_MODULES: &[&str] = &[
+    "drm",
+    "drm_kms_helper",
+    "drm_display_helper",
+    "drm_exec",
+    "drm_ttm_helper",
+    "ttm",
+    "gpu_sched",
+    "amd_sched",
+    "amdkcl",
+    "amdttm",
+    "amddrm_ttm_helper",
+    "ib_core",
+    "ib_uverbs",
+    "sunrpc",
+];
+
+/// GPU drivers by function prefix, for built-in drivers whose frames carry no `[module]`.
+pub const GPU_DRIVER_PREFIXES: &[(&str, &str)] = &[
+    ("amdgpu_", "amdgpu"),
+    ("kfd_", "amdgpu"),
+    ("nouveau_", "nouveau"),
+    ("nv50_", "nouveau"),
+    ("nvkm_", "nouveau"),
+    ("i915_", "i915"),
+    ("intel_", "i915"),
+    ("xe_", "xe"),
+    ("radeon_", "radeon"),
+    ("lima_", "lima"),
+    ("v3d_", "v3d"),
+    ("vc4_", "vc4"),
+    ("panfrost_", "panfrost"),
+    ("panthor_", "panthor"),
+    ("msm_", "msm"),
+    ("etnaviv_", "etnaviv"),
+    ("virtio_gpu_", "virtio_gpu"),
+    ("nv_drm_", "nvidia_drm"),
+];
+
+/// Names that mean "the thread waits here" even though they are not scheduler primitives (flushes, stops,
+/// barriers, polls): a top frame like this is the wait, not an operation whose lock the stack hides.
+pub fn names_a_wait(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "wait", "flush", "sync", "lock", "sleep", "stop", "barrier", "poll", "down", "spin",
+        "drain", "complet", "idle", "fence", "schedule", "park",
+    ];
+    let lower = name.to_ascii_lowercase();
+    WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// Scheduler frames a hung-task dump prints and `/proc/<tid>/stack` omits: dropped before classification so
+/// a pasted log and a live capture classify the same.
+pub const SCHEDULER_FRAMES: &[&str] = &[
+    "__schedule",
+    "schedule",
+    "__switch_to",
+    "__switch_to_asm",
+    "context_switch",
+    "finish_task_switch",
+    "schedule_preempt_disabled",
+    "preempt_schedule_common",
+    "preempt_schedule",
+    "_cond_resched",
+    "__cond_resched",
+    "schedule_idle",
+    // The printing machinery of a stack dump, not where the task is.
+    "dump_stack",
+    "dump_stack_lvl",
+    "show_stack",
+    "sched_show_task",
+    "os_dump_stack",
+];

@@ -1,0 +1,111 @@
+//! Unit tests of the classifier; per-family tests on recorded public traces are in `tests/traces.rs`.
+
+use super::*;
+use crate::parse::stack;
+
+fn frames(s: &str) -> Vec<StackFrame> {
+    stack::parse(s.as_bytes()).unwrap()
+}
+
+#[test]
+fn uvm_ioctl_mutex_wait() {
+    let f = frames("[<0>] __mutex_lock.constprop.0+0x14f/0x8a0\n[<0>] uvm_api_alloc_semaphore_pool+0x5a/0x2a0 [nvidia_uvm]\n[<0>] uvm_ioctl+0x1c7e/0x1e10 [nvidia_uvm]\n[<0>] uvm_unlocked_ioctl+0x31/0x60 [nvidia_uvm]\n[<0>] uvm_unlocked_ioctl_entry.part.0+0x7b/0xf0 [nvidia_uvm]\n[<0>] __x64_sys_ioctl+0x97/0xd0\n[<0>] do_syscall_64+0x5c/0x90\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+    assert_eq!(
+        classify(&f, None, Some("ioctl")).unwrap(),
+        "ioctl → nvidia_uvm: uvm_ioctl → uvm_api_alloc_semaphore_pool … mutex wait"
+    );
+}
+
+#[test]
+fn rm_ioctl_on_arm64() {
+    let f = frames("[<0>] os_acquire_rwlock_write+0x38/0x60 [nvidia]\n[<0>] rmapiLockAcquire+0x1a0/0x2c0 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] nvidia_unlocked_ioctl+0x24/0x40 [nvidia]\n[<0>] __arm64_sys_ioctl+0xb4/0x100\n[<0>] invoke_syscall+0x50/0x120\n[<0>] el0_svc_common.constprop.0+0x48/0xf0\n[<0>] do_el0_svc+0x24/0x38\n[<0>] el0_svc+0x30/0xe0\n[<0>] el0t_64_sync_handler+0x100/0x130\n[<0>] el0t_64_sync+0x190/0x198\n");
+    assert_eq!(
+        classify(&f, Some("os_acquire_rwlock_write"), Some("ioctl")).unwrap(),
+        "ioctl → nvidia: nvidia_ioctl → rm_ioctl … os_acquire_rwlock_write [RM API lock]"
+    );
+}
+
+#[test]
+fn frozen_fs_and_faults() {
+    let f = frames("[<0>] percpu_rwsem_wait+0x107/0x130\n[<0>] __percpu_down_read+0x5e/0x70\n[<0>] mnt_want_write_file+0x99/0xb0\n[<0>] ioctl_setflags+0x3c/0x90\n[<0>] do_vfs_ioctl+0x3f3/0x8f0\n[<0>] __x64_sys_ioctl+0x71/0xd0\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+    assert_eq!(
+        classify(&f, Some("percpu_rwsem_wait"), Some("ioctl")).unwrap(),
+        "ioctl → filesystem freeze (percpu_rwsem_wait)"
+    );
+    // No stack (no CAP_SYS_ADMIN): wchan still tells.
+    assert_eq!(
+        classify(&[], Some("percpu_rwsem_wait"), Some("write")).unwrap(),
+        "write → filesystem freeze (percpu_rwsem_wait)"
+    );
+    // write(2) on this kernel: sb_start_write is inlined into vfs_write.
+    let f = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] vfs_write+0x458/0x4c0\n[<0>] ksys_write+0x6f/0xf0\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+    assert_eq!(
+        classify(&f, Some("percpu_rwsem_wait"), Some("write")).unwrap(),
+        "write → filesystem freeze (percpu_rwsem_wait)"
+    );
+    // The same wait under cgroup_threadgroup_rwsem (fork) is not a frozen filesystem.
+    let f = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] __percpu_down_read+0x5e/0x70\n[<0>] cgroup_can_fork+0x3a/0x60\n[<0>] copy_process+0x1/0x2\n[<0>] kernel_clone+0x1/0x2\n[<0>] __x64_sys_clone3+0x1/0x2\n");
+    assert_eq!(
+        classify(&f, Some("percpu_rwsem_wait"), Some("clone3")).unwrap(),
+        "clone3 … percpu rwsem wait"
+    );
+    let f = frames("[<0>] folio_wait_bit_common+0x13d/0x350\n[<0>] filemap_fault+0x5e1/0x9c0\n[<0>] __do_fault+0x36/0x130\n[<0>] do_fault+0x1b5/0x410\n[<0>] __handle_mm_fault+0x632/0xc70\n[<0>] handle_mm_fault+0xd8/0x2c0\n[<0>] do_user_addr_fault+0x1c1/0x690\n[<0>] exc_page_fault+0x77/0x170\n[<0>] asm_exc_page_fault+0x26/0x30\n");
+    assert_eq!(
+        classify(&f, None, None).unwrap(),
+        "page fault (filemap_fault) … I/O wait"
+    );
+    let f = frames("[<0>] uvm_va_block_make_resident+0x1/0x2 [nvidia_uvm]\n[<0>] uvm_vm_fault+0x10/0x20 [nvidia_uvm]\n[<0>] __do_fault+0x36/0x130\n[<0>] handle_mm_fault+0xd8/0x2c0\n[<0>] do_page_fault+0x1/0x2\n[<0>] el0_da+0x1/0x2\n");
+    assert_eq!(
+        classify(&f, None, None).unwrap(),
+        "page fault → nvidia_uvm: uvm_vm_fault … uvm_va_block_make_resident"
+    );
+}
+
+/// The mmap-lock wedge as seen on 6.18 (frozen ext4): a write fault holds the VMA, mprotect waits for it
+/// holding the mmap lock, mmap waits for the mmap lock.
+#[test]
+fn mmap_lock_wedge_waiters_and_the_fault_they_wait_behind() {
+    let fault = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] ext4_page_mkwrite+0x4ab/0x570\n[<0>] do_page_mkwrite+0x49/0xb0\n[<0>] do_fault+0x10f/0x660\n[<0>] __handle_mm_fault+0x842/0xf80\n[<0>] handle_mm_fault+0xd0/0x310\n[<0>] exc_page_fault+0x176/0x770\n[<0>] asm_exc_page_fault+0x22/0x30\n");
+    assert_eq!(
+        classify(&fault, Some("percpu_rwsem_wait"), None).unwrap(),
+        "page fault → filesystem freeze (percpu_rwsem_wait)"
+    );
+    assert!(holds_fault_lock(&fault, Some("percpu_rwsem_wait")));
+    assert_eq!(lock_class(&fault, Some("percpu_rwsem_wait")), None);
+    let mprotect = frames("[<0>] __vma_start_write+0x5c/0x110\n[<0>] mprotect_fixup+0xec/0x370\n[<0>] do_mprotect_pkey+0x353/0x5f0\n[<0>] __x64_sys_mprotect+0x1b/0x30\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+    assert_eq!(
+        lock_class(&mprotect, Some("__vma_start_write")),
+        Some("mmap_lock")
+    );
+    assert!(!holds_fault_lock(&mprotect, Some("__vma_start_write")));
+    let mmap = frames("[<0>] vm_mmap_pgoff+0xe9/0x230\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+    assert_eq!(lock_class(&mmap, Some("vm_mmap_pgoff")), Some("mmap_lock"));
+    assert_eq!(lock_class(&[], Some("vm_mmap_pgoff")), Some("mmap_lock"));
+    // A fault that itself waits for the mmap lock is a waiter, not a holder.
+    let fault_waits = frames("[<0>] rwsem_down_read_slowpath+0x1/0x2\n[<0>] lock_mm_and_find_vma+0x1/0x2\n[<0>] do_user_addr_fault+0x1/0x2\n[<0>] exc_page_fault+0x1/0x2\n");
+    assert_eq!(lock_class(&fault_waits, None), Some("mmap_lock"));
+    assert!(!holds_fault_lock(&fault_waits, None));
+    // A futex wait is neither.
+    let futex = frames("[<0>] futex_do_wait+0x46/0x90\n[<0>] __x64_sys_futex+0x12d/0x230\n");
+    assert_eq!(lock_class(&futex, Some("futex_do_wait")), None);
+    assert!(!holds_fault_lock(&futex, None));
+}
+
+#[test]
+fn fallbacks() {
+    assert_eq!(classify(&[], None, None), None);
+    assert_eq!(classify(&[], None, Some("read")).as_deref(), Some("read"));
+    assert_eq!(
+        classify(&[], Some("pipe_read"), Some("read")).as_deref(),
+        Some("read … pipe_read")
+    );
+    let f = frames("[<0>] do_mprotect_pkey+0x177/0x650\n[<0>] __x64_sys_mprotect+0x1f/0x30\n[<0>] x64_sys_call+0x1367/0x2350\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
+    assert_eq!(
+        classify(&f, Some("do_mprotect_pkey"), Some("mprotect")).unwrap(),
+        "mprotect … do_mprotect_pkey (waits for mmap_lock)"
+    );
+    assert_eq!(
+        base_name("uvm_release_entry.part.0.isra.0"),
+        "uvm_release_entry"
+    );
+}
