@@ -133,8 +133,11 @@ fn leader_stat(root: &ProcRoot, pid: i32) -> capture::Result<capture::parse::sta
 /// `/dev/nvidia-uvm`, `/dev/nvidia-caps/…`). A container's private `/dev` seen from the host may lose
 /// its `/dev` prefix, so a top-level `/nvidia*` counts too.
 pub fn is_nvidia_device(path: &str) -> bool {
-    // The one device classifier the ioctl decode uses too, so `--gpu` and the decode agree on every path.
-    capture::decode::device::DeviceKind::of(path).is_nvidia()
+    // Wider than the ioctl decode's classifier on purpose: `--gpu` is documented as every `/dev/nvidia*`
+    // holder (nvswitch, caps and future nodes included), the decode only names the nodes it has tables for.
+    path.strip_prefix("/dev/")
+        .or_else(|| path.strip_prefix('/').filter(|rest| !rest.contains('/')))
+        .is_some_and(|rest| rest.starts_with("nvidia"))
 }
 
 /// The host daemon's target source. Shared with the daemon loop through [`SharedSource`].
