@@ -1,4 +1,4 @@
-//! wedge_agent — the `wedge-capture` binary's logic, kept out of `main` so it can be tested.
+//! agent — the `wedge-capture` binary's logic, kept out of `main` so it can be tested.
 //!
 //! Map:
 //! - [`cli`]: every flag, defined once (clap derive); `--help` shows the [`settings`] defaults.

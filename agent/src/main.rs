@@ -1,8 +1,8 @@
 //! The `wedge-capture` binary: parse flags, dispatch, map errors to documented exit codes.
 
-use wedge_agent::cli::{self, Command};
-use wedge_agent::cmd;
-use wedge_agent::exit;
+use agent::cli::{self, Command};
+use agent::cmd;
+use agent::exit;
 
 fn main() {
     let cli = cli::parse();

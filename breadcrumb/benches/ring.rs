@@ -21,9 +21,9 @@ use std::hint::black_box;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Barrier, Mutex};
 
-use wedge_breadcrumb::counter;
-use wedge_breadcrumb::identity::{clock_ns, monotonic_ns, ProcessIdentity};
-use wedge_breadcrumb::{Args, Call, RingClock, Writer, WriterOptions};
+use breadcrumb::counter;
+use breadcrumb::identity::{clock_ns, monotonic_ns, ProcessIdentity};
+use breadcrumb::{Args, Call, RingClock, Writer, WriterOptions};
 
 const RUNS: usize = 5;
 

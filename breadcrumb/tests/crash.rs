@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use wedge_breadcrumb::{read_ring, Args, Call, ReadOptions, RecordKind, Writer};
+use breadcrumb::{read_ring, Args, Call, ReadOptions, RecordKind, Writer};
 
 const CHILD_RING: &str = "WEDGE_BREADCRUMB_TEST_CHILD_RING";
 

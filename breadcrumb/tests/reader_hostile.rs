@@ -4,9 +4,9 @@
 
 use std::os::unix::fs::symlink;
 
+use breadcrumb::format::{self, header};
+use breadcrumb::{parse_ring, read_ring, Args, Call, Error, ReadOptions, Writer};
 use proptest::prelude::*;
-use wedge_breadcrumb::format::{self, header};
-use wedge_breadcrumb::{parse_ring, read_ring, Args, Call, Error, ReadOptions, Writer};
 
 fn valid_ring(slots: u32, records: u32) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
@@ -377,8 +377,8 @@ fn errors_never_carry_the_bytes_of_the_file() {
         let file = std::fs::File::open(&path).unwrap();
         let errors = [
             parse_ring(bytes, &opts()).unwrap_err(),
-            wedge_breadcrumb::read_header(&file).unwrap_err(),
-            wedge_breadcrumb::read_ring_from_file(&file, &opts()).unwrap_err(),
+            breadcrumb::read_header(&file).unwrap_err(),
+            breadcrumb::read_ring_from_file(&file, &opts()).unwrap_err(),
             read_ring(&path, &opts()).unwrap_err(),
         ];
         for err in errors {
@@ -398,19 +398,19 @@ fn an_opened_file_reads_like_its_path() {
     let path = dir.path().join("r.ring");
     std::fs::write(&path, valid_ring(16, 3)).unwrap();
     let file = std::fs::File::open(&path).unwrap();
-    let header = wedge_breadcrumb::read_header(&file).unwrap();
+    let header = breadcrumb::read_header(&file).unwrap();
     assert_eq!((header.slot_count, header.head), (16, 5));
     let no_age = ReadOptions {
         compute_age: false,
         ..opts()
     };
-    let from_file = wedge_breadcrumb::read_ring_from_file(&file, &no_age).unwrap();
+    let from_file = breadcrumb::read_ring_from_file(&file, &no_age).unwrap();
     assert_eq!(from_file, read_ring(&path, &no_age).unwrap());
     assert_eq!(from_file.records.len(), 5);
     // A directory handed in as a file is refused, not read.
     let not_a_file = std::fs::File::open(dir.path()).unwrap();
     assert!(matches!(
-        wedge_breadcrumb::read_ring_from_file(&not_a_file, &opts()),
+        breadcrumb::read_ring_from_file(&not_a_file, &opts()),
         Err(Error::NotRegular { .. })
     ));
     // A header-only read of a huge sparse file reads 4 KiB, not the file.
@@ -419,5 +419,5 @@ fn an_opened_file_reads_like_its_path() {
     let file = std::fs::OpenOptions::new().write(true).open(&huge).unwrap();
     file.set_len(1 << 40).unwrap();
     let file = std::fs::File::open(&huge).unwrap();
-    assert_eq!(wedge_breadcrumb::read_header(&file).unwrap().slot_count, 16);
+    assert_eq!(breadcrumb::read_header(&file).unwrap().slot_count, 16);
 }

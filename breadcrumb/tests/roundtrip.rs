@@ -1,6 +1,6 @@
 //! Writer → file → reader, single process: records, order, in-flight calls, header, wrap-around.
 
-use wedge_breadcrumb::{
+use breadcrumb::{
     parse_ring, read_ring, read_ring_with_bytes, Args, Call, Error, ReadOptions, RecordKind, Writer,
 };
 
@@ -204,8 +204,8 @@ fn from_env_uses_the_directory_and_names_the_file_by_pid_and_start_time() {
 
 #[test]
 fn coarse_clock_rings_say_so_and_still_age_their_calls() {
-    use wedge_breadcrumb::identity::ProcessIdentity;
-    use wedge_breadcrumb::{RingClock, WriterOptions};
+    use breadcrumb::identity::ProcessIdentity;
+    use breadcrumb::{RingClock, WriterOptions};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("coarse.ring");
     let options = WriterOptions {
@@ -240,7 +240,7 @@ fn nested_calls_are_in_flight_but_a_gap_hides_nothing() {
     // Same thread: enter A, (exit A unreadable), enter B. A must not be called in flight.
     let mut records = snapshot.records.clone();
     records[1].seq = 2; // leave index 1 missing between the two enters
-    let in_flight = wedge_breadcrumb::in_flight_calls(&records, None);
+    let in_flight = breadcrumb::in_flight_calls(&records, None);
     assert_eq!(in_flight.len(), 1);
     assert_eq!(in_flight[0].call, "cuMemcpyHtoD_v2");
 }
@@ -311,7 +311,7 @@ fn an_unlinked_ring_is_still_readable_through_the_writers_fd() {
     let inode = std::fs::metadata(&path).unwrap().ino();
     std::fs::remove_file(&path).unwrap();
     // Find the fd the writer keeps open, as the agent does for a worker.
-    let fd_dir = std::path::Path::new(wedge_breadcrumb::identity::SELF_PROC).join("self/fd");
+    let fd_dir = std::path::Path::new(breadcrumb::identity::SELF_PROC).join("self/fd");
     let link = std::fs::read_dir(&fd_dir)
         .unwrap()
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -415,11 +415,11 @@ fn counter_timestamps_read_as_monotonic_nanoseconds() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("time.ring");
     let writer = Writer::create(&path, 64).unwrap();
-    let before = wedge_breadcrumb::identity::monotonic_ns();
+    let before = breadcrumb::identity::monotonic_ns();
     writer.enter(Call::CuInit, &Args::default(), "");
     std::thread::sleep(std::time::Duration::from_millis(20));
     writer.enter(Call::CuInit, &Args::default(), "");
-    let after = wedge_breadcrumb::identity::monotonic_ns();
+    let after = breadcrumb::identity::monotonic_ns();
     let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
     let [first, second] = &snapshot.records[..] else {
         panic!("{:?}", snapshot.records);
@@ -446,9 +446,9 @@ fn counter_timestamps_read_as_monotonic_nanoseconds() {
 /// is refused at the writer with a message that names the limit.
 #[test]
 fn the_largest_ring_the_writer_creates_is_read() {
-    use wedge_breadcrumb::format::{self, MAX_LANE_COUNT, MAX_RING_BYTES, MAX_SLOT_COUNT};
-    use wedge_breadcrumb::identity::ProcessIdentity;
-    use wedge_breadcrumb::WriterOptions;
+    use breadcrumb::format::{self, MAX_LANE_COUNT, MAX_RING_BYTES, MAX_SLOT_COUNT};
+    use breadcrumb::identity::ProcessIdentity;
+    use breadcrumb::WriterOptions;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("largest.ring");
     let options = WriterOptions {
@@ -467,10 +467,7 @@ fn the_largest_ring_the_writer_creates_is_read() {
         MAX_RING_BYTES,
         format::ring_len(MAX_SLOT_COUNT, MAX_LANE_COUNT)
     );
-    assert_eq!(
-        wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES,
-        MAX_RING_BYTES
-    );
+    assert_eq!(breadcrumb::reader::DEFAULT_MAX_FILE_BYTES, MAX_RING_BYTES);
     let snapshot = read_ring(&path, &ReadOptions::default()).unwrap();
     assert_eq!(snapshot.header.slot_count, MAX_SLOT_COUNT);
     assert_eq!(snapshot.in_flight.len(), 1);

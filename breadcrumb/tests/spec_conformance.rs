@@ -2,7 +2,7 @@
 //! numbers alone (no crate constants) produces a ring the crate reads, and a crate-written ring
 //! decodes with the document's offsets alone.
 
-use wedge_breadcrumb::{parse_ring, Args, Call, ReadOptions, RecordKind, Writer};
+use breadcrumb::{parse_ring, Args, Call, ReadOptions, RecordKind, Writer};
 
 fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
     buf[at..at + bytes.len()].copy_from_slice(bytes);
@@ -151,10 +151,10 @@ fn a_crate_written_ring_decodes_with_the_spec_offsets() {
         chunk_count: 53,
         ..Args::default()
     };
-    let before_ns = wedge_breadcrumb::identity::monotonic_ns();
+    let before_ns = breadcrumb::identity::monotonic_ns();
     let token = writer.enter(Call::CuMemcpyHtoD_v2, &args, "bulkUpload chunk 12/53");
     writer.exit(token, 0);
-    let after_ns = wedge_breadcrumb::identity::monotonic_ns();
+    let after_ns = breadcrumb::identity::monotonic_ns();
     let b = std::fs::read(&path).unwrap();
     let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
     let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());

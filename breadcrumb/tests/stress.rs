@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use wedge_breadcrumb::identity::ProcessIdentity;
-use wedge_breadcrumb::{
+use breadcrumb::identity::ProcessIdentity;
+use breadcrumb::{
     read_ring, Args, Call, ReadOptions, RecordKind, RingSnapshot, Writer, WriterOptions,
 };
 

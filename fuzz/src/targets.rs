@@ -15,7 +15,7 @@
 //! | `fd` | `capture::parse::fd::{parse_link, parse_ns_inode}` | links of `/proc/self/fd/*`, `/proc/self/ns/*` |
 //! | `kmsg` | `capture::parse::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
 //! | `pressure` | `capture::parse::{pressure, meminfo, boot_id}::parse` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
-//! | `config` | `wedge_agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
+//! | `config` | `agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
 //! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted`, `capture::render::{markdown, text}` of its latest samples; asserts no control character reaches a view | reports/tests/data/incident-v1.json, a new incident |
 //! | `netlink` | `capture::taskstats::{parse_tgid_reply, parse_family_reply}`, `capture::proc_events::parse_datagram` | a taskstats answer recorded from Linux 6.18, a proc connector exec event |
 //! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets, PEM blocks, JSON/YAML arguments, JVM options |
@@ -23,8 +23,8 @@
 use std::cell::Cell;
 use std::path::PathBuf;
 
+use breadcrumb::{Args, Call, ReadOptions, Writer};
 use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan};
-use wedge_breadcrumb::{self as breadcrumb, Args, Call, ReadOptions, Writer};
 
 /// Whether the target decoded the input (accepted inputs may join the corpus).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -649,7 +649,7 @@ fn config_target(bytes: &[u8]) -> Outcome {
         if std::fs::write(path, bytes).is_err() {
             return Outcome::Rejected;
         }
-        use wedge_agent::settings::{Options, Settings};
+        use agent::settings::{Options, Settings};
         let resolved = Settings::load(Some(path), &Options::default());
         if let Ok(settings) = &resolved {
             let _ = settings.summary();

@@ -8,8 +8,8 @@
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use wedge_breadcrumb::format::LABEL_CAPACITY;
-use wedge_breadcrumb::{Args, Call};
+use breadcrumb::format::LABEL_CAPACITY;
+use breadcrumb::{Args, Call};
 
 /// How a function's parameters are read. Each variant names the layout of the leading fields of
 /// the params struct it reads (CUDA 12/13 `generated_cuda_meta.h`, LP64).

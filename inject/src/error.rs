@@ -7,7 +7,7 @@ pub enum InjectError {
     #[error("no breadcrumb ring configured (set WEDGE_CAPTURE_RING or WEDGE_CAPTURE_RING_DIR)")]
     NoRing,
     #[error("cannot create the breadcrumb ring: {0}")]
-    Ring(#[from] wedge_breadcrumb::Error),
+    Ring(#[from] breadcrumb::Error),
     #[error("CUPTI library not loadable (tried {tried}): {reason}")]
     CuptiNotLoadable { tried: String, reason: String },
     #[error("the CUPTI library has no {symbol}")]

@@ -10,7 +10,7 @@
 //!
 //! Map:
 //! - [`cupti`]: the hand-written `dlopen` binding of the four CUPTI calls used, `CUpti_CallbackData`.
-//! - [`calls`]: CUPTI name → ring call id, quiet getters, params struct → [`wedge_breadcrumb::Args`],
+//! - [`calls`]: CUPTI name → ring call id, quiet getters, params struct → [`breadcrumb::Args`],
 //!   the per-callback-id classification cache.
 //! - [`error`]: [`InjectError`], one variant per fail-soft reason, with its status code.
 //! - this file: the exported entry points and the callback (the hot path).
@@ -25,9 +25,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use wedge_breadcrumb::identity::ProcessIdentity;
-use wedge_breadcrumb::writer::{ENV_RING, ENV_RING_DIR, ENV_RING_SLOTS};
-use wedge_breadcrumb::{Token, Writer};
+use breadcrumb::identity::ProcessIdentity;
+use breadcrumb::writer::{ENV_RING, ENV_RING_DIR, ENV_RING_SLOTS};
+use breadcrumb::{Token, Writer};
 
 pub use error::InjectError;
 
@@ -125,9 +125,9 @@ fn env_flag(name: &str) -> Option<bool> {
 fn open_ring() -> Result<Option<Writer>, InjectError> {
     let slots = match std::env::var(ENV_RING_SLOTS) {
         Ok(text) => text.trim().parse::<u32>().map_err(|_| {
-            wedge_breadcrumb::Error::Create(format!("{ENV_RING_SLOTS}={text:?} is not a number"))
+            breadcrumb::Error::Create(format!("{ENV_RING_SLOTS}={text:?} is not a number"))
         })?,
-        Err(_) => wedge_breadcrumb::format::DEFAULT_SLOT_COUNT,
+        Err(_) => breadcrumb::format::DEFAULT_SLOT_COUNT,
     };
     if let Some(path) = std::env::var_os(ENV_RING).filter(|p| !p.is_empty()) {
         return Ok(Some(Writer::create(PathBuf::from(path), slots)?));

@@ -14,7 +14,7 @@ use capture::{ProcessSnapshot, ThreadSnapshot};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use wedge_breadcrumb::{Args, InFlight, Record, RecordKind, RingHeader, RingSnapshot};
+pub use breadcrumb::{Args, InFlight, Record, RecordKind, RingHeader, RingSnapshot};
 
 /// The value of [`Incident::schema`].
 pub const SCHEMA_NAME: &str = "wedge-capture.incident";

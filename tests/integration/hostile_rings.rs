@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use breadcrumb::identity::ProcessIdentity;
+use breadcrumb::{Args, Call, Writer, WriterOptions};
 use capture::frozen_fs::FrozenFs;
 use capture::ProcRoot;
-use wedge_breadcrumb::identity::ProcessIdentity;
-use wedge_breadcrumb::{Args, Call, Writer, WriterOptions};
 
 use crate::agent::{
     incidents_for, link_as, unique_comm, wait_in_d, wait_incident, wedge_helper, Agent, Helper,
@@ -494,8 +494,8 @@ fn thousands_of_foreign_namespace_rings_cost_a_bounded_scan() {
         "foreign",
     ));
     let mut bytes = std::fs::read(&template).unwrap();
-    let pidns = wedge_breadcrumb::format::header::PIDNS_INODE;
-    let writer_pid = wedge_breadcrumb::format::header::WRITER_PID;
+    let pidns = breadcrumb::format::header::PIDNS_INODE;
+    let writer_pid = breadcrumb::format::header::WRITER_PID;
     let write_all = move |rings: &Path, round: u64| {
         for n in 0..3000u64 {
             let (ns, pid) = if n % 2 == 0 {

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use wedge_breadcrumb::{Args, Call, Writer};
+use breadcrumb::{Args, Call, Writer};
 
 fn wedge_capture(args: &[&std::ffi::OsStr], env: &[(&str, &Path)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wedge-capture"));

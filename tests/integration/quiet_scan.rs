@@ -6,8 +6,8 @@ use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent::watch::scan::ThreadScanner;
 use capture::ProcRoot;
-use wedge_agent::watch::scan::ThreadScanner;
 
 use crate::util::{bin, frozen_fs_or_skip};
 

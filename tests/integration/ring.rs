@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use wedge_breadcrumb::{Args, Call, Writer};
+use breadcrumb::{Args, Call, Writer};
 
 fn wedge_capture(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wedge-capture"))
@@ -120,10 +120,8 @@ fn dump_json_is_machine_readable() {
     assert_eq!(stuck["args"]["ptr2"], 0x5555_0000u64);
     assert!(stuck["age_ns"].as_u64().is_some());
     // The JSON deserializes back into the library's types (reports embed them).
-    let _: Vec<wedge_breadcrumb::InFlight> =
-        serde_json::from_value(value["in_flight"].clone()).unwrap();
-    let _: Vec<wedge_breadcrumb::Record> =
-        serde_json::from_value(value["records"].clone()).unwrap();
+    let _: Vec<breadcrumb::InFlight> = serde_json::from_value(value["in_flight"].clone()).unwrap();
+    let _: Vec<breadcrumb::Record> = serde_json::from_value(value["records"].clone()).unwrap();
 }
 
 #[test]

@@ -153,7 +153,7 @@ fn the_largest_ring_in_a_directory_the_agent_made_reaches_the_incident() {
         ],
     );
     let len = std::fs::metadata(ring_of(&s, helper.pid())).unwrap().len();
-    assert_eq!(len, wedge_breadcrumb::format::MAX_RING_BYTES);
+    assert_eq!(len, breadcrumb::format::MAX_RING_BYTES);
     let incident = wait_wedge_incident(&mut agent, &s.out, helper.pid());
     check_big_ring(&s, &incident, 1 << 20, label, len);
     check_stop("largest ring", &mut s, agent, helper);
@@ -179,7 +179,7 @@ fn a_ring_just_over_the_limit_is_refused_at_the_writer() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("a ring of 2097152 slots is too large: at most 1048576 slots")
-            && stderr.contains(&wedge_breadcrumb::format::MAX_RING_BYTES.to_string()),
+            && stderr.contains(&breadcrumb::format::MAX_RING_BYTES.to_string()),
         "{stderr}"
     );
     assert_eq!(std::fs::read_dir(&rings).unwrap().count(), 0);

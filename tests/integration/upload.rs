@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use wedge_breadcrumb::{read_ring, ReadOptions, RecordKind};
+use breadcrumb::{read_ring, ReadOptions, RecordKind};
 
 fn upload(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wedge-capture"))

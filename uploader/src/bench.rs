@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
+use breadcrumb::Writer;
 use serde::Serialize;
-use wedge_breadcrumb::Writer;
 
 use crate::driver::{DevicePtr, Stream};
 use crate::error::{Error, Result};

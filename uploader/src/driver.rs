@@ -6,8 +6,8 @@
 //! [`crate::host::HostDriver`] (device memory simulated in host memory, for tests and machines
 //! without a GPU).
 
+use breadcrumb::Call;
 use serde::Serialize;
-use wedge_breadcrumb::Call;
 
 use crate::error::Result;
 
@@ -54,7 +54,7 @@ pub enum DeviceAttribute {
 /// An entry reads:
 /// `[unsafe?] Kind("libcuda symbol", BreadcrumbCall) vis fn method(driver args) -> T
 ///  [breadcrumb-only args] { breadcrumb field: value, … };`
-/// - the breadcrumb call (a [`wedge_breadcrumb::Call`] variant) fixes the id written in the
+/// - the breadcrumb call (a [`breadcrumb::Call`] variant) fixes the id written in the
 ///   ring, a contract with `wedge_breadcrumb.h` and docs/breadcrumb-ring.md;
 /// - `vis` is the visibility of the [`crate::trace::Traced`] wrapper, which takes a
 ///   [`crate::trace::Site`] first, then the driver args, then the breadcrumb-only args;

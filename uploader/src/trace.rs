@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
-use wedge_breadcrumb::{Args, Call, Writer};
+use breadcrumb::{Args, Call, Writer};
 
 use crate::driver::{
     for_each_driver_call, returns, CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool,

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use breadcrumb::identity::ProcessIdentity;
+use breadcrumb::{read_ring, ReadOptions, RecordKind, Writer, WriterOptions};
 use uploader::host::{HostConfig, HostDriver};
 use uploader::plan::{plan, PlanOptions, Planned};
 use uploader::strategy::{upload, PinnedOptions, Strategy, StrategyKind};
@@ -10,8 +12,6 @@ use uploader::trace::Site;
 use uploader::verify::verify;
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{CallKind, Driver, Error, Plan, TensorSource, Traced};
-use wedge_breadcrumb::identity::ProcessIdentity;
-use wedge_breadcrumb::{read_ring, ReadOptions, RecordKind, Writer, WriterOptions};
 
 fn small_workload() -> Workload {
     Workload::synthetic(&WorkloadSpec {

@@ -3,10 +3,10 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use capture::untrusted::{self, Limits};
-use wedge_breadcrumb::{
+use breadcrumb::{
     read_ring_from_file, Args as CallArgs, ReadOptions, Record, RecordKind, RingSnapshot,
 };
+use capture::untrusted::{self, Limits};
 
 use crate::exit::{ExitCode, Failure};
 
@@ -167,7 +167,7 @@ pub fn render_text(path: &std::path::Path, snapshot: &RingSnapshot, count: usize
         let _ = writeln!(
             out,
             "  timestamps: {} at {} Hz, converted to {}",
-            wedge_breadcrumb::counter::counter_name(header.counter_kind).unwrap_or("counter"),
+            breadcrumb::counter::counter_name(header.counter_kind).unwrap_or("counter"),
             header.counter_hz,
             header.clock
         );

@@ -199,12 +199,12 @@ fn wedge_helper(path: &Path, label: &str, second_ring: Option<&Path>) -> anyhow:
     // Kept alive (and its fd open) until the helper exits, so the watchdog finds it through fd links.
     let _second = match second_ring {
         Some(ring) => {
-            let writer = wedge_breadcrumb::Writer::create(ring, 64).map_err(|err| {
+            let writer = breadcrumb::Writer::create(ring, 64).map_err(|err| {
                 Failure::new(ExitCode::ERROR, format!("{}: {err}", ring.display()))
             })?;
             let token = writer.enter(
-                wedge_breadcrumb::Call::CuCtxSynchronize,
-                &wedge_breadcrumb::Args::default(),
+                breadcrumb::Call::CuCtxSynchronize,
+                &breadcrumb::Args::default(),
                 "second ring: completed",
             );
             writer.exit(token, 0);
@@ -212,7 +212,7 @@ fn wedge_helper(path: &Path, label: &str, second_ring: Option<&Path>) -> anyhow:
         }
         None => None,
     };
-    let writer = match wedge_breadcrumb::Writer::from_env() {
+    let writer = match breadcrumb::Writer::from_env() {
         Ok(writer) => writer.map(std::sync::Arc::new),
         Err(err) => {
             eprintln!("wedge-helper: no breadcrumb ring: {err}");
@@ -231,8 +231,8 @@ fn wedge_helper(path: &Path, label: &str, second_ring: Option<&Path>) -> anyhow:
         .spawn(move || -> std::io::Result<()> {
             let token = worker_writer.as_ref().map(|w| {
                 w.enter(
-                    wedge_breadcrumb::Call::Custom,
-                    &wedge_breadcrumb::Args::default(),
+                    breadcrumb::Call::Custom,
+                    &breadcrumb::Args::default(),
                     &label,
                 )
             });

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use breadcrumb::Writer;
 use serde::Serialize;
 use uploader::bench::{self, CompareReport, Measurement};
 use uploader::cuda::CudaDriver;
@@ -20,7 +21,6 @@ use uploader::strategy::{
 use uploader::verify::{verify, VerifyReport};
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{Driver, Traced};
-use wedge_breadcrumb::Writer;
 
 use crate::exit::{ExitCode, Failure};
 

@@ -536,8 +536,7 @@ fn examine(path: &Path) -> Result<(Claim, (u64, u64)), (String, bool)> {
         capture::Error::Io { source, .. } => (source.to_string(), false),
         other => (other.to_string(), false),
     })?;
-    let header =
-        wedge_breadcrumb::read_header(file.file()).map_err(|err| (err.to_string(), true))?;
+    let header = breadcrumb::read_header(file.file()).map_err(|err| (err.to_string(), true))?;
     let identity = file.identity();
     Ok((Claim::of(&header), (identity.dev, identity.ino)))
 }
@@ -599,18 +598,18 @@ mod tests {
             .fds(fds);
     }
 
-    fn ring_with_identity(path: &Path, pid: u32, start: u64, ns: u64) -> wedge_breadcrumb::Writer {
-        let identity = wedge_breadcrumb::identity::ProcessIdentity {
+    fn ring_with_identity(path: &Path, pid: u32, start: u64, ns: u64) -> breadcrumb::Writer {
+        let identity = breadcrumb::identity::ProcessIdentity {
             pid,
             start_time_ticks: start,
             pidns_inode: ns,
-            ..wedge_breadcrumb::identity::ProcessIdentity::current()
+            ..breadcrumb::identity::ProcessIdentity::current()
         };
-        wedge_breadcrumb::Writer::create_with(
+        breadcrumb::Writer::create_with(
             path,
-            &wedge_breadcrumb::WriterOptions {
+            &breadcrumb::WriterOptions {
                 slot_count: 16,
-                ..wedge_breadcrumb::WriterOptions::default()
+                ..breadcrumb::WriterOptions::default()
             },
             &identity,
         )
@@ -773,7 +772,7 @@ mod tests {
         let count = RING_READS_PER_SCAN + 952;
         for n in 0..count {
             // Each in its own (absent) pid namespace.
-            bytes[wedge_breadcrumb::format::header::PIDNS_INODE..][..8]
+            bytes[breadcrumb::format::header::PIDNS_INODE..][..8]
                 .copy_from_slice(&(1_000_000 + n as u64).to_le_bytes());
             std::fs::write(rings.join(format!("{n}.ring")), &bytes).unwrap();
         }

@@ -21,13 +21,13 @@ pub mod trust;
 use std::ffi::OsStr;
 use std::path::Path;
 
-pub use wedge_breadcrumb::writer::{
+pub use breadcrumb::writer::{
     ENV_RING, ENV_RING_CLOCK, ENV_RING_DIR, ENV_RING_LANES, ENV_RING_SLOTS,
 };
 
 /// The largest ring file (2^20 slots of 128 bytes in 4096 lanes, with the header and lane table):
 /// the one limit of the writer, discovery, trust checks and the reader.
-pub const MAX_RING_BYTES: u64 = wedge_breadcrumb::format::MAX_RING_BYTES;
+pub const MAX_RING_BYTES: u64 = breadcrumb::format::MAX_RING_BYTES;
 
 /// Mode of a ring directory the agent creates: anyone may create a ring, only a file's owner may
 /// remove or rename it (sticky, like /tmp), so non-root workers (pods) can write rings.
@@ -47,15 +47,13 @@ pub const EXCERPT_RECORDS: usize = 256;
 /// Reads an opened ring file (two copies, every slot validated) with the one size limit, keeping the
 /// newest [`EXCERPT_RECORDS`] records (`records_omitted` counts the others); also returns the copied
 /// bytes for the incident's ring copy. Memory: the file's size plus ~50 bytes per valid record.
-pub fn read(
-    file: &std::fs::File,
-) -> wedge_breadcrumb::Result<(wedge_breadcrumb::RingSnapshot, Vec<u8>)> {
-    let options = wedge_breadcrumb::ReadOptions {
+pub fn read(file: &std::fs::File) -> breadcrumb::Result<(breadcrumb::RingSnapshot, Vec<u8>)> {
+    let options = breadcrumb::ReadOptions {
         max_file_bytes: MAX_RING_BYTES,
         keep_records: Some(EXCERPT_RECORDS),
-        ..wedge_breadcrumb::ReadOptions::default()
+        ..breadcrumb::ReadOptions::default()
     };
-    wedge_breadcrumb::read_ring_from_file_with_bytes(file, &options)
+    breadcrumb::read_ring_from_file_with_bytes(file, &options)
 }
 
 /// Creates a missing ring directory (and its parents) and gives the directory itself
@@ -81,12 +79,9 @@ mod tests {
 
     #[test]
     fn the_one_size_limit_is_the_largest_ring_the_format_allows() {
-        use wedge_breadcrumb::format::{ring_len, MAX_LANE_COUNT, MAX_SLOT_COUNT};
+        use breadcrumb::format::{ring_len, MAX_LANE_COUNT, MAX_SLOT_COUNT};
         assert_eq!(MAX_RING_BYTES, ring_len(MAX_SLOT_COUNT, MAX_LANE_COUNT));
-        assert_eq!(
-            wedge_breadcrumb::reader::DEFAULT_MAX_FILE_BYTES,
-            MAX_RING_BYTES
-        );
+        assert_eq!(breadcrumb::reader::DEFAULT_MAX_FILE_BYTES, MAX_RING_BYTES);
         assert_eq!(ENV_RING_DIR, "WEDGE_CAPTURE_RING_DIR");
     }
 

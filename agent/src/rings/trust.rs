@@ -48,7 +48,7 @@ pub struct Claim {
 }
 
 impl Claim {
-    pub fn of(header: &wedge_breadcrumb::RingHeader) -> Claim {
+    pub fn of(header: &breadcrumb::RingHeader) -> Claim {
         Claim {
             pid: header.writer_pid,
             start_time_ticks: header.start_time_ticks,

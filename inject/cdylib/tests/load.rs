@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use wedge_breadcrumb::{read_ring, Call, ReadOptions, RecordKind, RingSnapshot};
+use breadcrumb::{read_ring, Call, ReadOptions, RecordKind, RingSnapshot};
 
 const ROLE: &str = "WEDGE_INJECT_TEST_ROLE";
 const SO: &str = "WEDGE_INJECT_TEST_SO";
@@ -36,7 +36,7 @@ fn injection_library() -> PathBuf {
 /// Builds the stand-in libcupti with the system C compiler. `None` (skip) if there is none, unless
 /// CI=true, where that is a failure.
 fn fake_cupti(dir: &Path) -> Option<PathBuf> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake_cupti.c");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/fake_cupti.c");
     let out = dir.join("libfakecupti.so");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     match Command::new(&cc)

@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use wedge_breadcrumb::{read_ring, Call, ReadOptions, RecordKind};
+use breadcrumb::{read_ring, Call, ReadOptions, RecordKind};
 
-const CRATE_DIR: &str = env!("CARGO_MANIFEST_DIR");
+/// The `breadcrumb` crate (header, C test program); this test lives in its C-ABI package below it.
+const CRATE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// Where the cdylib and staticlib are: this binary is target/<profile>/deps/c_abi-<hash>, wherever
 /// CARGO_TARGET_DIR is. `cargo test` leaves them in deps/ (fresh); only `cargo build` copies them up to
