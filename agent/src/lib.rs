@@ -27,14 +27,20 @@
 
 pub mod cli;
 pub mod cmd;
-pub mod daemon;
-pub mod defaults;
-pub mod duration;
+pub(crate) mod daemon;
+pub(crate) mod defaults;
+pub(crate) mod duration;
 pub mod exit;
-pub mod host;
-pub mod inject_env;
-pub mod preflight;
-pub mod probe;
-pub mod rings;
+pub(crate) mod host;
+pub(crate) mod inject_env;
+pub(crate) mod preflight;
+pub(crate) mod probe;
+pub(crate) mod rings;
 pub mod settings;
-pub mod watch;
+pub(crate) mod watch;
+
+/// What the integration tests reach inside the agent (everything else is crate-private): the watch loop's
+/// hot-path scanner, tested against the kernel with real thread churn.
+pub mod testing {
+    pub use crate::watch::scan::ThreadScanner;
+}

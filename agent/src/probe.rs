@@ -188,24 +188,16 @@ impl ProbeRunner {
             .is_some_and(|flag| flag.load(Ordering::SeqCst))
     }
 
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// Probes that ran into their deadline since the start (interrupted ones are not counted).
     pub fn timeouts(&self) -> u64 {
         self.timeouts
     }
 
     /// Probe children that are still stuck after SIGKILL (after reaping those that went away).
+    #[cfg(test)]
     pub fn stuck_count(&mut self) -> usize {
         self.reap_stuck();
         self.stuck.len()
-    }
-
-    /// Whether `pid` is one of our probe children (so a caller that reaps children leaves it alone).
-    pub fn owns(&self, pid: i32) -> bool {
-        self.stuck.iter().any(|child| child.pid == pid)
     }
 
     /// Pids of the probe children that are still stuck.

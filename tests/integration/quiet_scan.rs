@@ -6,7 +6,7 @@ use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent::watch::scan::ThreadScanner;
+use ::agent::testing::ThreadScanner;
 use capture::ProcRoot;
 
 use crate::util::{bin, frozen_fs_or_skip};

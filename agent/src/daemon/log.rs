@@ -82,10 +82,6 @@ impl Logger {
         Logger { format }
     }
 
-    pub fn format(&self) -> LogFormat {
-        self.format
-    }
-
     /// One event: `message` plus optional structured fields (shown in JSON; in text only the message).
     pub fn event(&self, level: Level, message: &str, fields: serde_json::Value) {
         let line = self.render(level, message, fields);

@@ -31,15 +31,12 @@ impl Notifier {
     }
 
     /// A notifier sending to `addr` (tests).
+    #[cfg(test)]
     pub fn to_address(addr: SocketAddr, watchdog: Option<Duration>) -> std::io::Result<Notifier> {
         Ok(Notifier {
             socket: Some((UnixDatagram::unbound()?, addr)),
             watchdog,
         })
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.socket.is_some()
     }
 
     /// The service's watchdog timeout (WatchdogSec=), when one is set for us.

@@ -52,10 +52,12 @@ impl RateLimit {
             .collect()
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.last.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.last.is_empty()
     }
@@ -102,10 +104,12 @@ impl OnDemandLimit {
         self.last.insert((pid, start), now);
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.last.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.last.is_empty()
     }

@@ -202,15 +202,8 @@ impl HostSource {
         }
     }
 
-    /// Turns incremental discovery off (every scan lists the proc root), or lets it be tried again.
-    pub fn set_incremental(&mut self, on: bool) {
-        self.events = Discovery {
-            tried: !on,
-            ..Discovery::default()
-        };
-    }
-
     /// (Scans done from proc connector events alone, full listings of the proc root.)
+    #[cfg(test)]
     pub fn discovery_counts(&self) -> (u64, u64) {
         (self.events.incremental_scans, self.events.full_walks)
     }
@@ -366,14 +359,9 @@ impl HostSource {
     }
 
     /// Processes in the host table, ring files with a live writer (for resource checks).
+    #[cfg(test)]
     pub fn cache_sizes(&self) -> (usize, usize) {
         (self.procs.len(), self.rings.writer_count())
-    }
-
-    /// Ring files refused since start (hostile, broken or not held by the writer they name), each
-    /// version of a file counted once; files waiting to be examined.
-    pub fn ring_counts(&self) -> (u64, usize) {
-        (self.rings.rejected_total(), self.rings.pending())
     }
 
     fn refresh_table(&mut self, root: &ProcRoot) {

@@ -553,31 +553,37 @@ impl RingWatch {
     }
 
     /// Ring files with a live writer.
+    #[cfg(test)]
     pub fn writer_count(&self) -> usize {
         self.writers.len()
     }
 
     /// Ring files refused since start (each version of a file counted once).
+    #[cfg(test)]
     pub fn rejected_total(&self) -> u64 {
         self.rejections.total()
     }
 
     /// Files waiting to be examined.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.pending.len()
     }
 
     /// Refused files remembered by identity.
+    #[cfg(test)]
     pub fn remembered(&self) -> usize {
         self.rejected.len()
     }
 
     /// Listing passes completed.
+    #[cfg(test)]
     pub fn passes(&self) -> u64 {
         self.passes
     }
 
     /// Directory entries the last scan read.
+    #[cfg(test)]
     pub fn listed_last_scan(&self) -> usize {
         self.listed_last_scan
     }

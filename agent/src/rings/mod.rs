@@ -21,9 +21,7 @@ pub mod trust;
 use std::ffi::OsStr;
 use std::path::Path;
 
-pub use breadcrumb::writer::{
-    ENV_RING, ENV_RING_CLOCK, ENV_RING_DIR, ENV_RING_LANES, ENV_RING_SLOTS,
-};
+pub use breadcrumb::writer::ENV_RING_DIR;
 
 /// The largest ring file (2^20 slots of 128 bytes in 4096 lanes, with the header and lane table):
 /// the one limit of the writer, discovery, trust checks and the reader.

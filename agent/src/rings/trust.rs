@@ -425,6 +425,7 @@ impl RejectionLog {
     }
 
     /// Ring files rejected since start (each counted once per version of the file).
+    #[cfg(test)]
     pub fn total(&self) -> u64 {
         self.total
     }
@@ -482,10 +483,12 @@ impl Rejected {
         self.files.retain(|_, (_, seen)| *seen == pass);
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.files.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
     }

@@ -17,7 +17,7 @@
 //! [`CaptureEvent::Gone`] with a counter.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use capture::{ProcRoot, SnapshotOptions};
@@ -33,7 +33,6 @@ use crate::probe::ProbeRunner;
 use capture::kmsg;
 
 mod adopt;
-pub use adopt::AdoptedThread;
 
 /// How to capture.
 #[derive(Debug, Clone)]
@@ -348,10 +347,6 @@ impl Capturer {
         }
     }
 
-    pub fn store_dir(&self) -> &Path {
-        self.store.dir()
-    }
-
     /// Pids of our probe children that are still stuck (never watch or reap them elsewhere).
     pub fn probe_children(&self) -> Vec<i32> {
         self.probes.stuck_pids()
@@ -533,6 +528,7 @@ impl Capturer {
     }
 
     /// Wedges whose capture found the process or the thread gone (no incident was written for them).
+    #[cfg(test)]
     pub fn gone_before_capture(&self) -> u64 {
         self.gone_before_capture
     }

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use capture::ProcRoot;
 use reports::model::ThreadFate;
 
-pub use incident::{AdoptedThread, CaptureEvent, CaptureSettings, Capturer};
+pub use incident::{CaptureEvent, CaptureSettings, Capturer};
 use scan::{ScanStats, ThreadScanner};
 use targets::{Target, TargetSource};
 use tracker::{Observation, ThreadKey, Tracker, TrackerConfig, TrackerEvent};
@@ -154,10 +154,6 @@ impl Watcher {
                 .adopt(thread.pid, key, &thread.comm, thread.d_since_ns);
             self.adopted.insert(thread.pid);
         }
-    }
-
-    pub fn config(&self) -> WatchConfig {
-        self.config
     }
 
     /// The targets of the last scan.

@@ -116,10 +116,6 @@ impl Tracker {
         }
     }
 
-    pub fn config(&self) -> TrackerConfig {
-        self.config
-    }
-
     /// Change the threshold and K for the next scans (tracked threads keep their history).
     pub fn set_config(&mut self, config: TrackerConfig) {
         self.config = config;
@@ -141,6 +137,7 @@ impl Tracker {
     }
 
     /// Whether a thread with this tid is currently judged wedged.
+    #[cfg(test)]
     pub fn is_wedged(&self, tid: i32) -> bool {
         self.threads
             .iter()
@@ -148,6 +145,7 @@ impl Tracker {
     }
 
     /// Tids currently tracked in D for `pid`, with how long each has been in D.
+    #[cfg(test)]
     pub fn d_threads_of(&self, pid: i32, now_ns: u64) -> Vec<(i32, Duration)> {
         let mut out: Vec<(i32, Duration)> = self
             .threads

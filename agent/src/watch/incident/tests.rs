@@ -1,6 +1,7 @@
 //! Tests of the episode lifecycle (the parent module).
 
 use super::*;
+use std::path::Path;
 
 fn capturer(dir: &Path) -> Capturer {
     capturer_with(dir, |_| {})

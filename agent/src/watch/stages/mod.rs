@@ -67,9 +67,12 @@ impl StageDeadline {
 
 /// One stage of the capture.
 pub struct Stage {
+    /// Read by the table's test (a stage is known by its `not_captured` label elsewhere).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub name: &'static str,
     pub phase: Phase,
-    /// The incident fields it fills (documentation; shown by the table's test).
+    /// The incident fields it fills (documentation, checked against the incident by the table's test).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fills: &'static str,
     /// The `not_captured` entry's `what` when the stage fails or runs past its deadline.
     pub not_captured: &'static str,
@@ -285,6 +288,12 @@ mod tests {
         let probes = STAGES.iter().find(|s| s.name == "probes").unwrap();
         assert!(probes.deadline.limit(&settings) > settings.probe_timeout);
         assert_eq!(STAGES.last().unwrap().name, "kill");
+        // What a stage says it fills starts with a real field of the incident (kill fills none: it decides).
+        let incident = serde_json::to_value(reports::Incident::default()).unwrap();
+        for stage in STAGES.iter().filter(|s| s.name != "kill") {
+            let field = stage.fills.split([' ', ',', '.', '[', '(']).next().unwrap();
+            assert!(incident.get(field).is_some(), "{}: {field}", stage.name);
+        }
     }
 
     fn failing(_: &mut Capture<'_>, _: &Deadline) -> Result<(), String> {
