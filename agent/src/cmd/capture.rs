@@ -162,10 +162,10 @@ mod tests {
             .lines()
             .find(|l| l.starts_with(&format!("| {pid} |")))
             .unwrap();
-        let state = &snap.threads[0].state;
-        assert_eq!(
-            row,
-            format!("| {pid} | &lt;b&gt;\\e[2J\\|\\`x\\` # | {state} |  |  |  |")
+        // The comm cell exactly; the rest of the row depends on where the thread happened to be.
+        assert!(
+            row.starts_with(&format!("| {pid} | &lt;b&gt;\\e[2J\\|\\`x\\` # | ")),
+            "{row}"
         );
         assert!(!md.contains("<b>") && !md.contains('\x1b'), "{md}");
         assert!(
