@@ -24,7 +24,14 @@
 //!   children, …) is read through `capture::ProcRoot` / `capture::kmsg`: nothing here builds a /proc path.
 //! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline.
 //! - [`inject_env`]: finding libwedge_inject.so and libcupti for `run --inject`.
+//! - [`bench`]: the benchmarks the binary runs on itself (`agent --bench-scans`, `internal bench-watch`,
+//!   `internal bench-agent`), out of the modules they measure.
+//! - [`testing`]: the one thing integration tests reach inside (the hot-path scanner).
+//!
+//! Only `cli`, `cmd`, `exit` (the binary), `settings` (the fuzzer) and `testing` are public; the rest is
+//! crate-private.
 
+pub(crate) mod bench;
 pub mod cli;
 pub mod cmd;
 pub(crate) mod daemon;

@@ -30,8 +30,8 @@
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
 //!   configs): no symlink followed, no FIFO or device opened, regular files only, bounded reads.
 //! - [`frozen_fs`]: a real D-state fixture (frozen loop-mounted ext4) for tests and `selftest`.
-//! - [`testing`]: [`testing::FakeProc`], the fake proc tree builder every crate's tests share (tests and
-//!   recorded snapshots only).
+//! - `testing` (feature `testing`, tests only): `testing::FakeProc`, the fake proc tree builder every crate's
+//!   tests share (tests and recorded snapshots only; not in the shipped binary).
 //!
 //! No `procfs-core`: it was evaluated for meminfo, pressure, status, cgroup and mountinfo and fits none.
 //! Its pressure parser panics on a short line (`&line[5..]`) and needs a `full` line memory/io may lack
@@ -57,6 +57,7 @@ pub mod scan;
 pub mod site;
 pub mod snapshot;
 pub mod taskstats;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod untrusted;
 pub mod user_frame;

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let settings = Settings::load(args.config.as_deref(), &flags)
             .map_err(|e| Failure::new(ExitCode::USAGE, format!("bad configuration: {e}")))?;
         match args.bench_scans {
-            Some(scans) => crate::daemon::bench::run(&settings, scans),
+            Some(scans) => crate::bench::sources::run(&settings, scans),
             None => println!("{}", serde_json::to_string_pretty(&settings.to_config())?),
         }
         return Ok(ExitCode::OK);

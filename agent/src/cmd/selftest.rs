@@ -79,9 +79,9 @@ pub enum InternalCommand {
         child: bool,
     },
     /// Benchmark the watch loop (see BENCHMARKS.md).
-    BenchWatch(crate::watch::bench::BenchArgs),
+    BenchWatch(crate::bench::watch_loop::BenchArgs),
     /// Benchmark the agent process's CPU per watched thread (see BENCHMARKS.md).
-    BenchAgent(crate::daemon::bench_agent::BenchAgentArgs),
+    BenchAgent(crate::bench::agent_cpu::BenchAgentArgs),
 }
 
 nix::ioctl_read!(fs_ioc_getflags, b'f', 1, libc::c_long);
@@ -117,8 +117,8 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
                 )
             }
         }
-        InternalCommand::BenchWatch(args) => crate::watch::bench::run(args),
-        InternalCommand::BenchAgent(args) => crate::daemon::bench_agent::run(args),
+        InternalCommand::BenchWatch(args) => crate::bench::watch_loop::run(args),
+        InternalCommand::BenchAgent(args) => crate::bench::agent_cpu::run(args),
     }
 }
 

@@ -8,7 +8,6 @@
 //! - [`notify`]: sd_notify (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`ratelimit`]: at most one new incident per process per window; one on-demand incident per process
 //!   per `on_demand_rate_limit`.
-//! - [`bench`]: the cost of finding targets (`agent --bench-scans N`).
 //! - [`sources`]: the host target sources (comm, cgroup, processes holding `/dev/nvidia*`, ring directories).
 //! - [`metrics`], [`http`]: Prometheus metrics (`--metrics-listen`, `--textfile-dir`), published by the
 //!   loop after each scan and served by a bounded server thread that the loop never waits on.
@@ -26,8 +25,6 @@
 //! by this loop, after scans that could list the host's processes, so a stuck or blind agent is
 //! restarted by systemd.
 
-pub mod bench;
-pub mod bench_agent;
 pub mod config;
 pub mod http;
 pub mod log;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use capture::parse::fd::FdTarget;
 use capture::ProcRoot;
 
-use super::config::Settings;
+use crate::daemon::config::Settings;
 use crate::daemon::sources::{is_nvidia_device, HostSource};
 use crate::watch::targets::TargetSource;
 
