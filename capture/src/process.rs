@@ -144,7 +144,6 @@ fn read_deep(
     opts: &SnapshotOptions,
     stat: KernelThreadHints,
 ) -> bool {
-    let arch = opts.arch;
     let mut kernel_thread = stat.flagged;
     let tid = t.tid;
     match root.read_wchan(pid, tid) {
@@ -167,38 +166,7 @@ fn read_deep(
     }
     match syscall {
         Ok(_) if kernel_thread => {}
-        Ok(Syscall::Running) => t.syscall = Some(SyscallInfo::Running { running: true }),
-        Ok(Syscall::NotInSyscall { nr, sp, pc }) => {
-            t.syscall = Some(SyscallInfo::Blocked {
-                nr,
-                name: None,
-                args: Vec::new(),
-                sp: hex(sp),
-                pc: hex(pc),
-            })
-        }
-        Ok(Syscall::InSyscall { nr, args, sp, pc }) => {
-            syscall_name = syscalls::name(arch, nr);
-            if syscall_name == Some("ioctl") {
-                // sys_ioctl(unsigned int fd, unsigned int cmd, …): only the low 32 bits count.
-                let fd = i64::from(args[0] as u32 as i32);
-                let request = args[1] as u32;
-                let (fd_target, note) = fd_link(root, pid, tid, fd);
-                t.notes.extend(note);
-                let decoded = decode_ioctl(root, opts, request, fd_target.as_deref());
-                t.ioctl = Some(decoded.into_info(fd, fd_target));
-            }
-            if let Some(name) = syscall_name.filter(|&n| n != "ioctl") {
-                t.syscall_files = syscall_files(root, pid, tid, name, &args);
-            }
-            t.syscall = Some(SyscallInfo::Blocked {
-                nr,
-                name: syscall_name.map(str::to_string),
-                args: args.iter().map(|&a| hex(a)).collect(),
-                sp: hex(sp),
-                pc: hex(pc),
-            });
-        }
+        Ok(line) => syscall_name = fill_syscall(root, pid, t, opts, line),
         Err(e) if e.is_gone() => return false,
         Err(e) => t.notes.extend(note_for(TaskFile::Syscall, &e)),
     }
@@ -258,6 +226,57 @@ fn read_deep(
         }
     }
     true
+}
+
+/// `t.syscall` (and, for an ioctl, `t.ioctl`; for a file syscall, `t.syscall_files`) from its syscall line;
+/// the syscall's name when it has one.
+fn fill_syscall(
+    root: &ProcRoot,
+    pid: i32,
+    t: &mut ThreadSnapshot,
+    opts: &SnapshotOptions,
+    line: Syscall,
+) -> Option<&'static str> {
+    let tid = t.tid;
+    match line {
+        Syscall::Running => {
+            t.syscall = Some(SyscallInfo::Running { running: true });
+            None
+        }
+        Syscall::NotInSyscall { nr, sp, pc } => {
+            t.syscall = Some(SyscallInfo::Blocked {
+                nr,
+                name: None,
+                args: Vec::new(),
+                sp: hex(sp),
+                pc: hex(pc),
+            });
+            None
+        }
+        Syscall::InSyscall { nr, args, sp, pc } => {
+            let syscall_name = syscalls::name(opts.arch, nr);
+            if syscall_name == Some("ioctl") {
+                // sys_ioctl(unsigned int fd, unsigned int cmd, …): only the low 32 bits count.
+                let fd = i64::from(args[0] as u32 as i32);
+                let request = args[1] as u32;
+                let (fd_target, note) = fd_link(root, pid, tid, fd);
+                t.notes.extend(note);
+                let decoded = decode_ioctl(root, opts, request, fd_target.as_deref());
+                t.ioctl = Some(decoded.into_info(fd, fd_target));
+            }
+            if let Some(name) = syscall_name.filter(|&n| n != "ioctl") {
+                t.syscall_files = syscall_files(root, pid, tid, name, &args);
+            }
+            t.syscall = Some(SyscallInfo::Blocked {
+                nr,
+                name: syscall_name.map(str::to_string),
+                args: args.iter().map(|&a| hex(a)).collect(),
+                sp: hex(sp),
+                pc: hex(pc),
+            });
+            syscall_name
+        }
+    }
 }
 
 /// Who blocks whom inside the process: every thread in D waiting for the mmap lock is `blocked_behind` the threads

@@ -21,6 +21,7 @@
 //! policy is set with `SCHED_RESET_ON_FORK`: nothing the agent forks (probe children, `nvidia-smi`, `run`'s
 //! command) ever inherits a real-time policy; a starved probe is bounded by its deadline like any other.
 
+pub mod capture_settings;
 pub mod history;
 pub mod incident;
 pub mod launch;

@@ -4,7 +4,7 @@ use capture::ProcRoot;
 use reports::model::{DStateTask, HostContext, Incident, PsiLine as ReportPsiLine, Timestamp};
 
 use super::{not_captured, Capture, Deadline};
-use crate::watch::incident::CaptureSettings;
+use crate::watch::capture_settings::CaptureSettings;
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
     capture.incident.host_context = host_context(capture.settings, capture.incident);

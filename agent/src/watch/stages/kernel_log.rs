@@ -14,7 +14,7 @@ use reports::model::{Incident, KernelLogLine};
 use reports::store::IncidentHandle;
 
 use super::{not_captured, timeline, Capture, Deadline};
-use crate::watch::incident::CaptureSettings;
+use crate::watch::capture_settings::CaptureSettings;
 use capture::kmsg::{self, KmsgWindow};
 
 /// The window's file in the incident directory.

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use reports::model::{Incident, NotCaptured, TimelineEvent, Timestamp};
 use reports::store::IncidentHandle;
 
-use super::incident::CaptureSettings;
+use super::capture_settings::CaptureSettings;
 use crate::probe::ProbeRunner;
 
 /// Where a stage sits relative to the incident's durable writes.

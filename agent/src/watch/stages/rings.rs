@@ -7,7 +7,7 @@ use reports::model::{Incident, RingExcerpt, Timestamp};
 use reports::store::IncidentHandle;
 
 use super::{not_captured, timeline, Capture, Deadline};
-use crate::watch::incident::CaptureSettings;
+use crate::watch::capture_settings::CaptureSettings;
 
 pub fn run(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String> {
     let Some(handle) = capture.handle else {
