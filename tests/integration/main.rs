@@ -8,6 +8,7 @@ mod continuity;
 mod deploy;
 mod episode;
 mod fleet;
+mod gpu_recordings;
 mod harness;
 mod hostile_capture;
 mod hostile_daemon;
