@@ -19,7 +19,11 @@ fn the_recorded_pytorch_cupti_ring_reads_whole() {
         .arg(recording("pytorch.cupti.ring"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dump: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(dump["torn_slots"], 0, "{dump}");
     assert_eq!(dump["invalid_slots"], 0, "{dump}");
