@@ -6,6 +6,8 @@
 //! says how many lines it dropped, and a note under the verdict lists them. Rendering is a pure function of the
 //! incident (no clock read), so the output is reproducible.
 
+mod python_view;
+
 use std::fmt::Write as _;
 
 use capture::{SyscallInfo, ThreadSnapshot};
@@ -104,6 +106,7 @@ fn episode_verdict(incident: &Incident) -> Option<String> {
         None => out.push_str(" is in D"),
     }
     out.push_str(&where_blocked(t));
+    out.push_str(&python_view::verdict_clause(w).unwrap_or_default());
     match breadcrumb_clause(
         incident,
         w.tid,
@@ -1042,6 +1045,7 @@ fn judged_tables(
         let user = match (&w.user_frame, &w.user_frame_not_captured) {
             (Some(frame), _) => {
                 let mut v = format!("pc {} in {}", cell(&frame.pc), code_cell(&frame.short()));
+                v.push_str(&python_view::symbol_suffix(frame));
                 if let Some(path) = &frame.path {
                     write!(v, " ({})", cell(path)).unwrap();
                 }
@@ -1056,11 +1060,15 @@ fn judged_tables(
                 v
             }
             (None, Some(why)) => format!("not captured: {}", cell(why)),
-            (None, None) => continue,
+            (None, None) => {
+                python_view::append_rows(out, &python_view::thread_rows(w));
+                continue;
+            }
         };
         // The table's last row: no blank line between it and the table above.
         out.pop();
         writeln!(out, "| user frame | {user} |\n").unwrap();
+        python_view::append_rows(out, &python_view::thread_rows(w));
     }
     more_threads(
         judged.len(),
@@ -1327,6 +1335,10 @@ fn sections(incident: &Incident) -> Vec<Section> {
         push_stack(&mut at_detection, t);
     }
 
+    let (title, lines) = python_view::python_stacks(incident);
+    let mut python = Section::new(title, Keep::Head);
+    lines.iter().for_each(|line| python.push(line));
+
     let before = history_section(incident);
 
     let mut stacks = Section::new("Kernel stacks", Keep::Head);
@@ -1543,6 +1555,7 @@ fn sections(incident: &Incident) -> Vec<Section> {
 
     vec![
         at_detection,
+        python,
         before,
         stacks,
         history,

@@ -12,6 +12,7 @@ mod hostile_rings;
 mod hostile_store;
 mod inject;
 mod nvidia_decode;
+mod python_frames;
 mod quiet_scan;
 mod redaction;
 mod report;

@@ -78,6 +78,9 @@ pub enum InternalCommand {
         #[arg(long, hide = true)]
         child: bool,
     },
+    /// Symbolize file offsets in ELF files under a process's root and print JSON (the capture's sacrificial
+    /// symbolizer: a library may sit on a hung filesystem). REQUEST: `{"root": DIR, "files": {PATH: [OFFSET]}}`.
+    ResolveSymbols { request: String },
     /// Benchmark the watch loop (see BENCHMARKS.md).
     BenchWatch(crate::watch::bench::BenchArgs),
     /// Benchmark the agent process's CPU per watched thread (see BENCHMARKS.md).
@@ -116,6 +119,13 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
                     work,
                 )
             }
+        }
+        InternalCommand::ResolveSymbols { request } => {
+            println!(
+                "{}",
+                crate::watch::stages::user_symbols::resolve_request(&request)?
+            );
+            Ok(ExitCode::OK)
         }
         InternalCommand::BenchWatch(args) => crate::watch::bench::run(args),
         InternalCommand::BenchAgent(args) => crate::daemon::bench_agent::run(args),

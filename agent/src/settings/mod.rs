@@ -58,6 +58,10 @@ define_settings! {
         /// Do not run `nvidia-smi -q` as a probe (config: "nvidia_smi": false).
         #[arg(long = "no-nvidia-smi", num_args = 0, default_missing_value = "false")]
         nvidia_smi: bool = true,
+        /// py-spy, to read a CPython target's Python stacks (`py-spy dump --nonblocking`, in a sacrificial child
+        /// under --probe-timeout): a bare name is looked up on PATH; install with `pip install py-spy`.
+        #[arg(long = "py-spy", value_name = "PATH")]
+        py_spy: PathBuf = PathBuf::from(defaults::PY_SPY),
         /// Test hook: read this file as an extra risky probe of every capture (a stand-in for a driver
         /// file that hangs).
         #[arg(long, hide = true, value_name = "FILE")]
@@ -127,6 +131,12 @@ impl WatchSettings {
                     .into(),
             );
         }
+        if self.py_spy.as_os_str().is_empty() {
+            return Err(
+                "py_spy: empty path (give py-spy's path, or leave it out to look it up on PATH)"
+                    .into(),
+            );
+        }
         if self.extra_probe.iter().any(|p| p.as_os_str().is_empty()) {
             return Err("extra_probe: empty path".into());
         }
@@ -152,6 +162,7 @@ impl WatchSettings {
         capture.nvidia_smi = self.nvidia_smi;
         capture.resample_every = self.resample_every;
         capture.extra_probe_files = self.extra_probe.clone();
+        capture.py_spy = self.py_spy.clone();
         capture
     }
 }

@@ -44,6 +44,8 @@ pub struct CaptureSettings {
     pub nvidia_smi: bool,
     /// Extra files to read as probes (a test stand-in for a driver file that hangs).
     pub extra_probe_files: Vec<PathBuf>,
+    /// py-spy for a CPython target's Python stacks (a bare name: looked up on PATH at each capture).
+    pub py_spy: PathBuf,
     pub kmsg_path: PathBuf,
     /// Kernel log kept from this long before the wedge began.
     pub kmsg_before: Duration,
@@ -68,6 +70,7 @@ impl CaptureSettings {
             max_stuck_probes: defaults::MAX_STUCK_PROBES,
             nvidia_smi: true,
             extra_probe_files: Vec::new(),
+            py_spy: PathBuf::from(defaults::PY_SPY),
             kmsg_path: PathBuf::from(kmsg::KMSG_PATH),
             kmsg_before: defaults::KMSG_BEFORE,
             resample_every: defaults::RESAMPLE_EVERY,
@@ -386,6 +389,7 @@ impl Capturer {
             wedge: run.wedge,
             episode_ended: run.episode_ended,
             killed: None,
+            maps: None,
         };
         stages::run_phase(stages::STAGES, phase, &mut capture);
         capture.killed
@@ -912,6 +916,7 @@ impl Capturer {
                 samples.push(Sample {
                     taken_at: Timestamp::now(),
                     snapshot,
+                    python_threads: Vec::new(),
                 });
                 // Keep the first sample and the latest ones.
                 let max = settings.max_samples.max(2);
