@@ -334,6 +334,7 @@ impl Settings {
                 old_watch.probe_timeout != new_watch.probe_timeout,
             ),
             ("nvidia_smi", old_watch.nvidia_smi != new_watch.nvidia_smi),
+            ("py_spy", old_watch.py_spy != new_watch.py_spy),
             (
                 "resample_every",
                 old_watch.resample_every != new_watch.resample_every,
@@ -359,6 +360,7 @@ impl Settings {
                 out: self.watch.out.clone(),
                 probe_timeout: self.watch.probe_timeout,
                 nvidia_smi: self.watch.nvidia_smi,
+                py_spy: self.watch.py_spy.clone(),
                 resample_every: self.watch.resample_every,
                 extra_probe: self.watch.extra_probe.clone(),
                 ..new.watch

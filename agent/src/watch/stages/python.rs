@@ -47,23 +47,14 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
             settings.py_spy.display()
         )
     })?;
-    let name = probe_name(pid);
-    let stuck: Vec<i32> = capture
-        .probes
-        .stuck_names()
-        .iter()
-        .zip(capture.probes.stuck_pids())
-        .filter(|(n, _)| **n == name)
-        .map(|(_, pid)| pid)
-        .collect();
-    if stuck.len() >= defaults::MAX_STUCK_PY_SPY_PER_TARGET {
-        return Err(format!(
-            "py-spy not started: {} earlier py-spy child of this process (pid {}) is still stuck in the kernel \
-             after SIGKILL (at most {} per process)",
-            stuck.len(),
-            stuck.iter().map(i32::to_string).collect::<Vec<_>>().join(", "),
-            defaults::MAX_STUCK_PY_SPY_PER_TARGET
-        ));
+    capture.probes.reap_stuck();
+    let stuck = stuck_py_spy(
+        &capture.probes.stuck_names(),
+        &capture.probes.stuck_pids(),
+        pid,
+    );
+    if let Some(why) = over_bound(&stuck) {
+        return Err(why);
     }
     let probe = py_spy_probe(&program, pid);
     let started_at = Timestamp::now();
@@ -75,6 +66,30 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     let threads = threads_of(&outcome)?;
     fill(capture.incident, threads);
     Ok(())
+}
+
+/// Pids of the stuck probe children (`names` and `pids` in the runner's order) that are py-spy runs for `pid`.
+fn stuck_py_spy(names: &[String], pids: &[i32], pid: i32) -> Vec<i32> {
+    let name = probe_name(pid);
+    names
+        .iter()
+        .zip(pids)
+        .filter(|(n, _)| **n == name)
+        .map(|(_, &child)| child)
+        .collect()
+}
+
+/// Why py-spy is not started for a target whose stuck py-spy children are `stuck`; None while under the bound.
+fn over_bound(stuck: &[i32]) -> Option<String> {
+    (stuck.len() >= defaults::MAX_STUCK_PY_SPY_PER_TARGET).then(|| {
+        format!(
+            "py-spy not started: {} earlier py-spy child of this process (pid {}) is still stuck in the kernel \
+             after SIGKILL (at most {} per process; it goes when the wedge clears)",
+            stuck.len(),
+            stuck.iter().map(i32::to_string).collect::<Vec<_>>().join(", "),
+            defaults::MAX_STUCK_PY_SPY_PER_TARGET
+        )
+    })
 }
 
 /// The runner's name for a py-spy child of `pid` (how its stuck children are counted per process).
@@ -241,6 +256,22 @@ mod tests {
             "py-spy exited with status 1: Error: Failed to find python version from target process"
         );
         assert!(threads_of(&outcome(ProbeStatus::Ok, "not json", "ok")).is_err());
+    }
+
+    #[test]
+    fn stuck_py_spy_children_are_bounded_per_target() {
+        let names: Vec<String> = ["cmdline", "py-spy-42", "py-spy-7", "py-spy-420"]
+            .map(String::from)
+            .to_vec();
+        let pids = [100, 101, 102, 103];
+        assert_eq!(stuck_py_spy(&names, &pids, 42), [101]);
+        assert_eq!(stuck_py_spy(&names, &pids, 9), Vec::<i32>::new());
+        assert!(over_bound(&[]).is_none());
+        let why = over_bound(&[101]).unwrap();
+        assert!(
+            why.starts_with("py-spy not started: 1 earlier py-spy child of this process (pid 101)"),
+            "{why}"
+        );
     }
 
     #[test]
