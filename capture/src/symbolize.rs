@@ -80,10 +80,54 @@ impl Resolution {
 const MAX_SOURCE_BYTES: u64 = 16 << 20;
 const MAX_SOURCE_LINE: usize = 200;
 
-/// `root` + an absolute `path` that must not climb out of it.
-fn under_root(root: &Path, path: &str) -> Option<std::path::PathBuf> {
-    let relative = path.strip_prefix('/')?;
-    (!relative.split('/').any(|part| part == "..")).then(|| root.join(relative))
+/// The kernel's `struct open_how` (openat2's ABI, 24 bytes; libc's is non-exhaustive, so not buildable here).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// Opens the absolute `path` as the process whose root is `root` (`/proc/<pid>/root`) sees it: `openat2` with
+/// `RESOLVE_IN_ROOT`, so a symlink inside a container (`libfoo.so -> /etc/shadow`) resolves inside the
+/// container's root, never the host's (a kernel without `openat2`, < 5.6, gets no read at all), and
+/// `RESOLVE_NO_MAGICLINKS`. Opened non-blocking and kept only when it is a regular file (a FIFO or a device
+/// planted at a library's path is refused, never read).
+pub fn open_in_root(root: &Path, path: &str) -> std::io::Result<std::fs::File> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    let refuse = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
+    let relative = path
+        .strip_prefix('/')
+        .ok_or_else(|| refuse("not an absolute path inside the process's root"))?;
+    let relative = CString::new(relative).map_err(|_| refuse("the path holds a NUL byte"))?;
+    let root = std::fs::File::open(root)?;
+    let how = OpenHow {
+        flags: (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 with a directory fd we own, a NUL-terminated path and an `open_how` of the size we pass.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            relative.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| refuse("openat2 returned an impossible fd"))?;
+    // SAFETY: the fd was just returned by openat2 and is owned by nobody else.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    if !file.metadata()?.is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    Ok(file)
 }
 
 /// Line `line` (1-based) of the text file `path` under `root`, trimmed and bounded. Runs in the helper only.
@@ -94,11 +138,7 @@ pub fn read_source_line(root: &Path, path: &str, line: u32) -> SourceLine {
         line,
         ..SourceLine::default()
     };
-    let Some(full) = under_root(root, path) else {
-        out.error = Some("not an absolute path inside the process's root".to_string());
-        return out;
-    };
-    let file = match std::fs::File::open(&full) {
+    let file = match open_in_root(root, path) {
         Ok(file) => file,
         Err(err) => {
             out.error = Some(format!("cannot open: {err}"));
@@ -147,6 +187,8 @@ fn cut(mut name: String) -> String {
 /// Resolve `offsets` (file offsets, as `pc - start + offset` from the maps) in the ELF file `path` found under
 /// `root`. Runs in the helper process only: it opens and maps the file.
 pub fn resolve(root: &Path, path: &str, offsets: &[u64]) -> ResolvedFile {
+    use std::os::fd::AsRawFd;
+
     use blazesym::symbolize::source::{Elf, Source};
     use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
@@ -154,10 +196,15 @@ pub fn resolve(root: &Path, path: &str, offsets: &[u64]) -> ResolvedFile {
         path: path.to_string(),
         ..ResolvedFile::default()
     };
-    let Some(full) = under_root(root, path) else {
-        file.error = Some("not an absolute path inside the process's root".to_string());
-        return file;
+    let opened = match open_in_root(root, path) {
+        Ok(opened) => opened,
+        Err(err) => {
+            file.error = Some(format!("cannot open the ELF file: {err}"));
+            return file;
+        }
     };
+    // The file just opened inside the process's root, by its fd: no second path walk.
+    let full = std::path::PathBuf::from(format!("/proc/self/fd/{}", opened.as_raw_fd()));
     match blazesym::helper::read_elf_build_id(&full) {
         Ok(id) => file.build_id = id.map(|id| hex(&id)),
         Err(err) => {
@@ -239,15 +286,47 @@ mod tests {
     #[test]
     fn unreadable_or_escaping_paths_say_why() {
         let missing = resolve(Path::new("/"), "/nonexistent/libfoo.so", &[0x10]);
-        assert!(missing.error.unwrap().contains("cannot read"));
-        let escaping = resolve(Path::new("/proc/1/root"), "/../../etc/passwd", &[0]);
-        assert!(escaping
+        assert!(missing.error.unwrap().contains("cannot open"));
+        // `..` cannot climb out of the root: `/../../etc/passwd` is the root's own /etc/passwd (not an ELF file).
+        let climbing = resolve(Path::new("/"), "/../../etc/passwd", &[0]);
+        assert!(climbing.error.unwrap().contains("cannot read the ELF file"));
+        let relative = resolve(Path::new("/"), "lib/libfoo.so", &[0]);
+        assert!(relative
             .error
             .unwrap()
             .contains("inside the process's root"));
         let relative = resolve(Path::new("/"), "[vdso]", &[0]);
         assert!(relative.error.is_some());
         assert!(parse_resolution(b"garbage").is_err());
+    }
+
+    /// A container's symlink to an absolute path, or `..` climbing out, stays inside the container's root.
+    #[test]
+    fn symlinks_and_dot_dots_resolve_inside_the_process_root_never_the_hosts() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "host secret\n").unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("w")).unwrap();
+        let secret = outside.path().join("secret");
+        std::os::unix::fs::symlink(&secret, root.path().join("w/train.py")).unwrap();
+        // Inside the root, the symlink's target path does not exist: nothing is read.
+        let line = read_source_line(root.path(), "/w/train.py", 1);
+        assert_eq!(line.text, None, "{line:?}");
+        let climbing = format!("/../../../../../..{}", secret.display());
+        assert_eq!(read_source_line(root.path(), &climbing, 1).text, None);
+        // The same file inside the root is read: the refusal above is the root, not the file.
+        let inside = root.path().join(secret.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+        std::fs::write(&inside, "container text\n").unwrap();
+        let line = read_source_line(root.path(), "/w/train.py", 1);
+        assert_eq!(line.text.as_deref(), Some("container text"));
+        // A FIFO at a library's path is refused without blocking.
+        let fifo = root.path().join("w/lib.so");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let refused = resolve(root.path(), "/w/lib.so", &[0]);
+        assert!(refused.error.unwrap().contains("not a regular file"));
     }
 
     #[test]
@@ -262,9 +341,14 @@ mod tests {
         assert_eq!(line.text.as_deref(), Some("optimizer.step()"));
         let past = read_source_line(dir.path(), "/train.py", 9);
         assert!(past.text.is_none() && past.error.unwrap().contains("fewer lines"));
-        assert!(read_source_line(dir.path(), "/../train.py", 1)
-            .error
-            .is_some());
+        assert!(read_source_line(dir.path(), "train.py", 1).error.is_some());
+        // `..` stays inside the root: the root's own /train.py.
+        assert_eq!(
+            read_source_line(dir.path(), "/../../train.py", 1)
+                .text
+                .as_deref(),
+            Some("import x")
+        );
         assert!(read_source_line(dir.path(), "/missing.py", 1)
             .error
             .is_some());
