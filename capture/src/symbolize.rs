@@ -238,18 +238,45 @@ pub fn resolve(root: &Path, path: &str, offsets: &[u64]) -> ResolvedFile {
     file
 }
 
-/// Parse the helper's stdout (bounded by the probe runner's pipe read): a [`Resolution`].
+/// One line of the helper's output: a file's symbols or a source line. The helper prints each as soon as it has
+/// it (JSON lines), so a run cut short by the deadline (one huge library) still gives what it resolved first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    File(ResolvedFile),
+    Source(SourceLine),
+}
+
+/// Parse the helper's stdout (bounded by the probe runner's pipe read): JSON lines of [`Answer`]s. A line that
+/// does not parse (the last one of a run killed at its deadline) is skipped; an output with text but not one
+/// answer is an error.
 pub fn parse_resolution(bytes: &[u8]) -> Result<Resolution> {
-    let mut resolution: Resolution = serde_json::from_slice(bytes).map_err(|err| Error::Parse {
-        what: "symbol resolution",
-        why: err.to_string(),
-    })?;
-    resolution.files.truncate(MAX_FILES);
-    resolution.sources.truncate(MAX_FILES);
-    for file in &mut resolution.files {
-        file.symbols.truncate(MAX_OFFSETS_PER_FILE);
+    let mut resolution = Resolution::default();
+    let mut first_error = None;
+    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<Answer>(line) {
+            Ok(Answer::File(mut file)) if resolution.files.len() < MAX_FILES => {
+                file.symbols.truncate(MAX_OFFSETS_PER_FILE);
+                resolution.files.push(file);
+            }
+            Ok(Answer::Source(source)) if resolution.sources.len() < MAX_FILES => {
+                resolution.sources.push(source);
+            }
+            Ok(_) => {}
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
     }
-    Ok(resolution)
+    match first_error {
+        Some(err) if resolution.files.is_empty() && resolution.sources.is_empty() => {
+            Err(Error::Parse {
+                what: "symbol resolution",
+                why: err.to_string(),
+            })
+        }
+        _ => Ok(resolution),
+    }
 }
 
 #[cfg(test)]
@@ -274,12 +301,17 @@ mod tests {
         );
         assert!(file.build_id.as_deref().is_some_and(|id| id.len() >= 16));
         let resolution = Resolution {
-            files: vec![file],
+            files: vec![file.clone()],
             sources: Vec::new(),
         };
-        let text = serde_json::to_vec(&resolution).unwrap();
+        let mut text = serde_json::to_vec(&Answer::File(file)).unwrap();
+        text.push(b'\n');
         let back = parse_resolution(&text).unwrap();
         assert_eq!(back, resolution);
+        // A run cut at its deadline: the answers before the cut line are kept.
+        let mut cut = text.clone();
+        cut.extend_from_slice(br#"{"file": {"path": "/usr/lib/libtorch_cu"#);
+        assert_eq!(parse_resolution(&cut).unwrap(), resolution);
         assert!(back.symbol(exe, frame.offset.unwrap()).is_some());
     }
 

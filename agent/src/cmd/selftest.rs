@@ -79,7 +79,8 @@ pub enum InternalCommand {
         child: bool,
     },
     /// Symbolize file offsets in ELF files under a process's root and print JSON (the capture's sacrificial
-    /// symbolizer: a library may sit on a hung filesystem). REQUEST: `{"root": DIR, "files": {PATH: [OFFSET]}}`.
+    /// symbolizer: a library may sit on a hung filesystem). REQUEST: `{"root": DIR, "files": [[PATH, [OFFSET]]],
+    /// "sources": [[PATH, LINE]]}`; one JSON line per answer.
     ResolveSymbols { request: String },
     /// Benchmark the watch loop (see BENCHMARKS.md).
     BenchWatch(crate::watch::bench::BenchArgs),
@@ -121,10 +122,7 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
             }
         }
         InternalCommand::ResolveSymbols { request } => {
-            println!(
-                "{}",
-                crate::watch::stages::user_symbols::resolve_request(&request)?
-            );
+            crate::watch::stages::user_symbols::resolve_request(&request, &mut std::io::stdout())?;
             Ok(ExitCode::OK)
         }
         InternalCommand::BenchWatch(args) => crate::watch::bench::run(args),

@@ -9,10 +9,8 @@
 //!   and by a helper process (`wedge-capture internal resolve-symbols`) under the probe deadline: a library may
 //!   sit on a hung filesystem.
 
-use std::collections::BTreeMap;
-
 use capture::decode::hex;
-use capture::symbolize::{self, Resolution};
+use capture::symbolize::{self, Answer, Resolution};
 use capture::user_frame::{executable_mappings, scan_candidates};
 use capture::{RiskyFile, SyscallInfo};
 use serde::{Deserialize, Serialize};
@@ -80,70 +78,76 @@ pub fn scan(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), Strin
     }
 }
 
-/// What the helper is asked: files under `root` and the file offsets to name in each.
+/// What the helper is asked: files under `root` and the file offsets to name in each, the most important first
+/// (the pcs' files, then the candidates'), and Python source lines.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ResolveRequest {
     pub root: String,
-    pub files: BTreeMap<String, Vec<u64>>,
+    pub files: Vec<(String, Vec<u64>)>,
     /// Python source files and the line to read in each (the innermost frame of each wedged thread).
     #[serde(default)]
-    pub sources: BTreeMap<String, Vec<u32>>,
+    pub sources: Vec<(String, u32)>,
 }
 
-/// The helper's body (`wedge-capture internal resolve-symbols REQUEST`): resolve and print JSON.
-pub fn resolve_request(request: &str) -> anyhow::Result<String> {
+/// The helper's body (`wedge-capture internal resolve-symbols REQUEST`): each answer printed as one JSON line as
+/// soon as it is known (the source lines first: cheap), so a deadline cuts only what was not reached.
+pub fn resolve_request(request: &str, out: &mut impl std::io::Write) -> anyhow::Result<()> {
     let request: ResolveRequest = serde_json::from_str(request)
         .map_err(|err| anyhow::anyhow!("the request is not a symbol request: {err}"))?;
     let root = std::path::Path::new(&request.root);
-    let resolution = Resolution {
-        files: request
-            .files
-            .iter()
-            .take(symbolize::MAX_FILES)
-            .map(|(path, offsets)| symbolize::resolve(root, path, offsets))
-            .collect(),
-        sources: request
-            .sources
-            .iter()
-            .take(symbolize::MAX_FILES)
-            .flat_map(|(path, lines)| {
-                lines
-                    .iter()
-                    .take(4)
-                    .map(|&line| symbolize::read_source_line(root, path, line))
-            })
-            .collect(),
-    };
-    Ok(serde_json::to_string(&resolution)?)
+    for (path, line) in request.sources.iter().take(symbolize::MAX_FILES) {
+        let answer = Answer::Source(symbolize::read_source_line(root, path, *line));
+        writeln!(out, "{}", serde_json::to_string(&answer)?)?;
+        out.flush()?;
+    }
+    for (path, offsets) in request.files.iter().take(symbolize::MAX_FILES) {
+        let answer = Answer::File(symbolize::resolve(root, path, offsets));
+        writeln!(out, "{}", serde_json::to_string(&answer)?)?;
+        out.flush()?;
+    }
+    Ok(())
 }
 
-/// The files and offsets to resolve: every judged thread's pc and candidates.
+/// Adds `offset` of `path` to the request's files (bounded: [`symbolize::MAX_FILES`] files, each at most
+/// [`symbolize::MAX_OFFSETS_PER_FILE`] offsets).
+fn want(files: &mut Vec<(String, Vec<u64>)>, path: Option<&String>, offset: Option<u64>) {
+    let (Some(path), Some(offset)) = (path, offset) else {
+        return;
+    };
+    if !path.starts_with('/') {
+        return; // [vdso], [stack]: no file
+    }
+    let at = match files.iter().position(|(p, _)| p == path) {
+        Some(at) => at,
+        None if files.len() < symbolize::MAX_FILES => {
+            files.push((path.clone(), Vec::new()));
+            files.len() - 1
+        }
+        None => return,
+    };
+    let offsets = &mut files[at].1;
+    if !offsets.contains(&offset) && offsets.len() < symbolize::MAX_OFFSETS_PER_FILE {
+        offsets.push(offset);
+    }
+}
+
+/// The files and offsets to resolve: every judged thread's pc first, then the candidates; and each judged
+/// thread's innermost Python frame's source line.
 fn request_of(capture: &Capture<'_>) -> ResolveRequest {
-    let mut files: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for frame in capture
+    let frames: Vec<&capture::user_frame::UserFrame> = capture
         .incident
         .wedged_threads
         .iter()
         .filter_map(|w| w.user_frame.as_ref())
-    {
-        let located = std::iter::once((frame.path.as_ref(), frame.offset))
-            .chain(frame.candidates.iter().map(|c| (c.path.as_ref(), c.offset)));
-        for (path, offset) in located {
-            let (Some(path), Some(offset)) = (path, offset) else {
-                continue;
-            };
-            if !path.starts_with('/')
-                || files.len() >= symbolize::MAX_FILES && !files.contains_key(path)
-            {
-                continue;
-            }
-            let offsets = files.entry(path.clone()).or_default();
-            if !offsets.contains(&offset) && offsets.len() < symbolize::MAX_OFFSETS_PER_FILE {
-                offsets.push(offset);
-            }
-        }
+        .collect();
+    let mut files = Vec::new();
+    for frame in &frames {
+        want(&mut files, frame.path.as_ref(), frame.offset);
     }
-    let mut sources: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for candidate in frames.iter().flat_map(|f| &f.candidates) {
+        want(&mut files, candidate.path.as_ref(), candidate.offset);
+    }
+    let mut sources: Vec<(String, u32)> = Vec::new();
     for frame in capture
         .incident
         .wedged_threads
@@ -151,11 +155,9 @@ fn request_of(capture: &Capture<'_>) -> ResolveRequest {
         .filter_map(|w| w.python_stack.as_ref()?.first())
     {
         if let Some(line) = frame.line.filter(|_| frame.file.starts_with('/')) {
-            if sources.len() < symbolize::MAX_FILES || sources.contains_key(&frame.file) {
-                let lines = sources.entry(frame.file.clone()).or_default();
-                if !lines.contains(&line) {
-                    lines.push(line);
-                }
+            let wanted = (frame.file.clone(), line);
+            if !sources.contains(&wanted) && sources.len() < symbolize::MAX_FILES {
+                sources.push(wanted);
             }
         }
     }
@@ -193,34 +195,43 @@ pub fn resolve(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), St
         .probes
         .run_all(std::slice::from_ref(&probe))
         .remove(0);
-    let resolution = match outcome.status {
-        ProbeStatus::Ok => symbolize::parse_resolution(outcome.output.as_bytes())
-            .map_err(|err| format!("the symbolizer's answer: {err}")),
-        _ => Err(format!(
-            "the symbolizer {}{}",
-            outcome.detail,
-            outcome
-                .output
-                .lines()
-                .next()
-                .map(|l| format!(": {}", l.chars().take(300).collect::<String>()))
-                .unwrap_or_default()
-        )),
+    let parsed = symbolize::parse_resolution(outcome.output.as_bytes());
+    // What the helper printed before a deadline cut it short is kept; the rest says why it is missing.
+    let (resolution, failure) = match (outcome.status, parsed) {
+        (ProbeStatus::Ok, Ok(resolution)) => (resolution, None),
+        (ProbeStatus::Ok, Err(err)) => (
+            Resolution::default(),
+            Some(format!("the symbolizer's answer: {err}")),
+        ),
+        (_, Ok(partial)) => (partial, Some(format!("the symbolizer {}", outcome.detail))),
+        (_, Err(_)) => (
+            Resolution::default(),
+            Some(format!(
+                "the symbolizer {}{}",
+                outcome.detail,
+                outcome
+                    .output
+                    .lines()
+                    .next()
+                    .map(|l| format!(": {}", l.chars().take(300).collect::<String>()))
+                    .unwrap_or_default()
+            )),
+        ),
     };
-    apply(capture.incident, resolution.as_ref().map_err(String::clone));
-    resolution.map(|_| ())
+    apply(capture.incident, &resolution, failure.as_deref());
+    failure.map_or(Ok(()), Err)
 }
 
-fn apply(incident: &mut reports::model::Incident, resolution: Result<&Resolution, String>) {
-    if let Ok(resolution) = &resolution {
-        for frame in incident
-            .wedged_threads
-            .iter_mut()
-            .filter_map(|w| w.python_stack.as_mut()?.first_mut())
-        {
-            if let Some(line) = frame.line {
-                frame.code = resolution.source(&frame.file, line).map(str::to_string);
-            }
+/// Symbols, build ids and source lines into the judged threads' frames; a file with no answer says `failure`
+/// (the helper's deadline) or that it was not resolved.
+fn apply(incident: &mut reports::model::Incident, resolution: &Resolution, failure: Option<&str>) {
+    for frame in incident
+        .wedged_threads
+        .iter_mut()
+        .filter_map(|w| w.python_stack.as_mut()?.first_mut())
+    {
+        if let Some(line) = frame.line {
+            frame.code = resolution.source(&frame.file, line).map(str::to_string);
         }
     }
     for frame in incident
@@ -231,23 +242,16 @@ fn apply(incident: &mut reports::model::Incident, resolution: Result<&Resolution
         let (Some(path), Some(offset)) = (frame.path.clone(), frame.offset) else {
             continue;
         };
-        let resolution = match &resolution {
-            Ok(r) => *r,
-            Err(why) => {
-                frame.symbol_not_captured = Some(why.clone());
-                continue;
-            }
-        };
         let file = resolution.file(&path);
         frame.build_id = file.and_then(|f| f.build_id.clone());
         frame.symbol = resolution.symbol(&path, offset).map(str::to_string);
         if frame.symbol.is_none() {
-            frame.symbol_not_captured = Some(match file.and_then(|f| f.error.clone()) {
-                Some(error) => error,
-                None if file.is_some() => {
-                    "no ELF symbol covers the pc (stripped file?)".to_string()
-                }
-                None => "the file was not resolved".to_string(),
+            frame.symbol_not_captured = Some(match (file, failure) {
+                (Some(f), _) => f.error.clone().unwrap_or_else(|| {
+                    "no ELF symbol covers the pc (a stripped file?)".to_string()
+                }),
+                (None, Some(why)) => why.to_string(),
+                (None, None) => "the file was not resolved".to_string(),
             });
         }
         for candidate in &mut frame.candidates {
@@ -308,7 +312,7 @@ mod tests {
                 },
             ],
         };
-        apply(&mut incident, Ok(&resolution));
+        apply(&mut incident, &resolution, None);
         let frame = incident.wedged_threads[0].user_frame.as_ref().unwrap();
         assert_eq!(frame.symbol.as_deref(), Some("ioctl+0x1b"));
         assert_eq!(frame.build_id.as_deref(), Some("abcd"));
@@ -320,7 +324,8 @@ mod tests {
         let mut incident = judged();
         apply(
             &mut incident,
-            Err("the symbolizer timed out after 2 s: …".into()),
+            &Resolution::default(),
+            Some("the symbolizer timed out after 2 s: …"),
         );
         let frame = incident.wedged_threads[0].user_frame.as_ref().unwrap();
         assert!(frame.symbol.is_none());
@@ -332,16 +337,41 @@ mod tests {
     }
 
     #[test]
-    fn the_helper_refuses_a_bad_request_and_answers_a_good_one() {
-        assert!(resolve_request("not json").is_err());
+    fn the_helper_refuses_a_bad_request_and_answers_a_good_one_line_by_line() {
+        assert!(resolve_request("not json", &mut Vec::new()).is_err());
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let request = ResolveRequest {
             root: "/".into(),
-            files: BTreeMap::from([(exe.display().to_string(), vec![0x10])]),
-            sources: BTreeMap::new(),
+            files: vec![
+                (exe.display().to_string(), vec![0x10]),
+                ("/nonexistent/lib.so".into(), vec![0x20]),
+            ],
+            sources: vec![("/nonexistent/train.py".into(), 3)],
         };
-        let answer = resolve_request(&serde_json::to_string(&request).unwrap()).unwrap();
-        let resolution = symbolize::parse_resolution(answer.as_bytes()).unwrap();
-        assert!(resolution.files[0].build_id.is_some(), "{answer}");
+        let mut out = Vec::new();
+        resolve_request(&serde_json::to_string(&request).unwrap(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        let resolution = symbolize::parse_resolution(text.as_bytes()).unwrap();
+        assert!(resolution.files[0].build_id.is_some(), "{text}");
+        assert!(resolution.files[1].error.is_some(), "{text}");
+        assert!(resolution.sources[0].error.is_some(), "{text}");
+    }
+
+    #[test]
+    fn the_pcs_files_are_asked_first_and_the_request_is_bounded() {
+        let mut files = Vec::new();
+        let libc = Some("/usr/lib/libc.so.6".to_string());
+        want(&mut files, libc.as_ref(), Some(1));
+        want(&mut files, libc.as_ref(), Some(1));
+        want(&mut files, Some(&"[vdso]".to_string()), Some(2));
+        want(&mut files, None, Some(3));
+        assert_eq!(files, [("/usr/lib/libc.so.6".to_string(), vec![1])]);
+        for i in 0..100 {
+            want(&mut files, Some(&format!("/lib{i}.so")), Some(i));
+            want(&mut files, libc.as_ref(), Some(i + 10));
+        }
+        assert_eq!(files.len(), symbolize::MAX_FILES);
+        assert_eq!(files[0].1.len(), symbolize::MAX_OFFSETS_PER_FILE);
     }
 }
