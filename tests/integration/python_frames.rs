@@ -175,6 +175,17 @@ fn a_wedged_python_thread_is_named_by_file_function_and_line_and_its_libc_symbol
         not_captured(&incident, "python stacks").is_empty(),
         "{incident}"
     );
+    // Both helpers ran as probes and finished within the deadline.
+    for name in ["py-spy-", "resolve-symbols ("] {
+        let probe = incident["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} probe: {incident}"));
+        assert_eq!(probe["outcome"], "ok", "{probe}");
+        eprintln!("{}: {} ms", probe["name"], probe["duration_ms"]);
+    }
     wedge.remove_scratch();
 }
 

@@ -142,7 +142,8 @@ fn threads_of(outcome: &ProbeOutcome) -> Result<Vec<PythonThread>, String> {
     }
 }
 
-fn record_probe(incident: &mut Incident, outcome: &ProbeOutcome, started_at: Timestamp) {
+/// The probe's outcome into `probes` (and a timeout into the timeline), without its output.
+pub(super) fn record_probe(incident: &mut Incident, outcome: &ProbeOutcome, started_at: Timestamp) {
     if outcome.status == ProbeStatus::TimedOut {
         timeline(
             incident,

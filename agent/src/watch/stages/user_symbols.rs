@@ -191,13 +191,16 @@ pub fn resolve(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), St
         timeout_meaning:
             "a mapped library's file could not be read in time (its filesystem may hang)".into(),
     };
-    let outcome = capture
+    let started_at = reports::model::Timestamp::now();
+    let mut outcome = capture
         .probes
         .run_all(std::slice::from_ref(&probe))
         .remove(0);
+    let asked = (request.files.len(), request.sources.len());
+
     let parsed = symbolize::parse_resolution(outcome.output.as_bytes());
     // What the helper printed before a deadline cut it short is kept; the rest says why it is missing.
-    let (resolution, failure) = match (outcome.status, parsed) {
+    let (resolution, failure) = match (outcome.status.clone(), parsed) {
         (ProbeStatus::Ok, Ok(resolution)) => (resolution, None),
         (ProbeStatus::Ok, Err(err)) => (
             Resolution::default(),
@@ -219,6 +222,12 @@ pub fn resolve(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), St
         ),
     };
     apply(capture.incident, &resolution, failure.as_deref());
+    // The request (paths of the process's files) is in the frames already: the entry names only its size.
+    outcome.target = format!(
+        "wedge-capture internal resolve-symbols ({} files, {} source lines)",
+        asked.0, asked.1
+    );
+    super::python::record_probe(capture.incident, &outcome, started_at);
     failure.map_or(Ok(()), Err)
 }
 
