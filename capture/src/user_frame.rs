@@ -46,6 +46,9 @@ pub struct CandidateFrame {
     /// The ELF symbol it falls in (`cuMemcpyDtoH_v2+0x4f`), when resolved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub symbol: Option<String>,
+    /// The file's GNU build id (hex), when read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
 }
 
 impl CandidateFrame {
@@ -133,7 +136,7 @@ pub fn scan_candidates(
                 address: format!("{value:#x}"),
                 path: Some(path.clone()),
                 offset: Some(value - start + offset),
-                symbol: None,
+                ..CandidateFrame::default()
             });
         }
     }

@@ -266,6 +266,7 @@ fn apply(incident: &mut reports::model::Incident, resolution: &Resolution, failu
         for candidate in &mut frame.candidates {
             if let (Some(path), Some(offset)) = (&candidate.path, candidate.offset) {
                 candidate.symbol = resolution.symbol(path, offset).map(str::to_string);
+                candidate.build_id = resolution.file(path).and_then(|f| f.build_id.clone());
             }
         }
     }
@@ -291,7 +292,7 @@ mod tests {
                         address: "0x7f0000005000".into(),
                         path: Some("/usr/lib/libcuda.so.1".into()),
                         offset: Some(0x6000),
-                        symbol: None,
+                        ..CandidateFrame::default()
                     }],
                     ..UserFrame::default()
                 }),
@@ -315,7 +316,7 @@ mod tests {
                 },
                 ResolvedFile {
                     path: "/usr/lib/libcuda.so.1".into(),
-                    build_id: None,
+                    build_id: Some("ef01".into()),
                     symbols: vec![(0x6000, Some("cuMemcpyDtoH_v2+0x4f".into()))],
                     error: None,
                 },
@@ -329,6 +330,7 @@ mod tests {
             frame.candidates[0].short(),
             "libcuda.so.1 cuMemcpyDtoH_v2+0x4f"
         );
+        assert_eq!(frame.candidates[0].build_id.as_deref(), Some("ef01"));
 
         let mut incident = judged();
         apply(
