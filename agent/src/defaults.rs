@@ -68,3 +68,13 @@ pub const INCIDENT_DIR: &str = reports::store::DEFAULT_DIR;
 /// Directory inside `--out` where `run` and `selftest` put their per-run ring directories. A dot name:
 /// the incident store skips it (not an incident, never bundled, never removed by retention).
 pub const RINGS_SUBDIR: &str = ".rings";
+/// `--py-spy`: the program that reads a CPython target's Python stacks; a bare name is looked up on PATH.
+pub const PY_SPY: &str = "py-spy";
+/// py-spy children of one target still stuck in the kernel after SIGKILL (its `process_vm_readv` sleeps
+/// unkillably behind a wedged mmap-lock writer) before py-spy is no longer started for that target: each stuck
+/// child holds a pid and a little memory until the wedge clears, and a second one would tell nothing new.
+pub const MAX_STUCK_PY_SPY_PER_TARGET: usize = 1;
+/// Bytes of a blocked thread's stack read at sp for the candidate return-address scan (64 words).
+pub const STACK_SCAN_BYTES: usize = 512;
+/// Candidate frames kept from that scan per thread.
+pub const MAX_STACK_CANDIDATES: usize = 12;

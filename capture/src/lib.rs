@@ -26,7 +26,10 @@
 //! - [`escape`]: the one escaping path for text others choose (comms, paths, log lines): control characters,
 //!   HTML, table pipes, backticks; used by [`render`], report.md (`reports::render`) and the agent's log.
 //! - [`snapshot`]: the JSON contract (`pid`, `threads[]`, …) that reports embed unchanged.
-//! - [`user_frame`]: a user pc located in `maps` text a sacrificial child read ([`RiskyFile::Maps`]).
+//! - [`user_frame`]: a user pc located in `maps` text a sacrificial child read ([`RiskyFile::Maps`]); the
+//!   bounded stack scan for candidate return addresses.
+//! - [`symbolize`]: ELF symbols and build ids of mapped files, read by path in a sacrificial helper process.
+//! - [`python_stack`]: `py-spy dump --json` parsed (Python frames per native tid); whether a process is CPython.
 //! - [`untrusted`]: the one way to open a file from a directory others can write (rings, incidents,
 //!   configs): no symlink followed, no FIFO or device opened, regular files only, bounded reads.
 //! - [`frozen_fs`]: a real D-state fixture (frozen loop-mounted ext4) for tests and `selftest`.
@@ -51,11 +54,13 @@ pub mod parse;
 pub mod proc_events;
 pub mod proc_root;
 pub mod process;
+pub mod python_stack;
 pub mod render;
 pub mod rm_lock;
 pub mod scan;
 pub mod site;
 pub mod snapshot;
+pub mod symbolize;
 pub mod taskstats;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -97,6 +97,9 @@ pub enum RiskyFile {
     Mem(i32),
     /// `<pid>/maps` (the target's mmap lock, on kernels that take it to list mappings).
     Maps(i32),
+    /// `<pid>/root`: the process's root directory, under which a helper opens the files its maps name (the
+    /// files may sit on a hung filesystem).
+    Root(i32),
     /// `driver/nvidia/version` (the RM lock).
     NvidiaVersion,
     /// `driver/nvidia/gpus`: a directory, one subdirectory per GPU with an `information` file.
@@ -443,6 +446,13 @@ impl ProcRoot {
         std::fs::read_link(&path).map_err(|e| classify_io(&path, e, PTRACE_READ))
     }
 
+    /// The target of `<pid>/exe` (the executable's path, possibly ending in ` (deleted)`). The kernel answers
+    /// from the task's `exe_file` under RCU: no mmap lock is taken.
+    pub fn exe_link(&self, pid: i32) -> Result<PathBuf> {
+        let path = self.pid_dir(pid).join("exe");
+        std::fs::read_link(&path).map_err(|e| classify_io(&path, e, PTRACE_READ))
+    }
+
     /// The size the kernel reports for `<pid>/fd`: the number of open fds (one stat, no listing), 0
     /// on kernels that do not report it.
     pub fn fd_count(&self, pid: i32) -> Result<u64> {
@@ -531,6 +541,7 @@ impl ProcRoot {
             RiskyFile::Cmdline(pid) => self.pid_dir(pid).join("cmdline"),
             RiskyFile::Mem(pid) => self.pid_dir(pid).join("mem"),
             RiskyFile::Maps(pid) => self.pid_dir(pid).join("maps"),
+            RiskyFile::Root(pid) => self.pid_dir(pid).join("root"),
             RiskyFile::NvidiaVersion => self.root.join("driver/nvidia/version"),
             RiskyFile::NvidiaGpus => self.root.join("driver/nvidia/gpus"),
         }

@@ -14,9 +14,57 @@ pub struct UserFrame {
     pub path: Option<String>,
     /// Offset of the pc in the file: pc - mapping start + mapping file offset.
     pub offset: Option<u64>,
-    /// The file's GNU build id: not read (it needs the file, which may sit on the frozen filesystem).
+    /// The file's GNU build id (hex), read with its symbols by a sacrificial helper (`crate::symbolize`), so
+    /// the symbol can be re-resolved later; None when not read (or the file has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build_id: Option<String>,
+    /// The ELF symbol the pc is in, with the pc's offset in it (`ioctl+0x1b`), from the file's `.symtab` or
+    /// `.dynsym`; None when not resolved (see `symbol_not_captured`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    /// Why `symbol` is absent (the file could not be read in time, no symbol covers the pc, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol_not_captured: Option<String>,
+    /// A heuristic native call chain: values on the thread's stack just above sp that fall inside executable
+    /// mappings (return addresses, but also stale or unrelated pointers), innermost first. Never proof.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateFrame>,
+}
+
+/// One value found on a blocked thread's stack that points into an executable mapping (heuristic).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CandidateFrame {
+    /// Where on the stack it was read: bytes above sp.
+    pub stack_offset: u64,
+    /// The value (an address), hex.
+    pub address: String,
+    /// The mapped file it falls in.
+    pub path: Option<String>,
+    /// Offset of the address in the file.
+    pub offset: Option<u64>,
+    /// The ELF symbol it falls in (`cuMemcpyDtoH_v2+0x4f`), when resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    /// The file's GNU build id (hex), when read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+}
+
+impl CandidateFrame {
+    /// `libcuda.so.1 cuMemcpyDtoH_v2+0x4f` or `libcuda.so.1+0x2f3e1`.
+    pub fn short(&self) -> String {
+        let name = self
+            .path
+            .as_deref()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .unwrap_or("?");
+        match (&self.symbol, self.offset) {
+            (Some(symbol), _) => format!("{name} {symbol}"),
+            (None, Some(off)) => format!("{name}+{off:#x}"),
+            (None, None) => name.to_string(),
+        }
+    }
 }
 
 impl UserFrame {
@@ -32,6 +80,67 @@ impl UserFrame {
             None => name.to_string(),
         }
     }
+}
+
+/// The executable file mappings of `maps`: `(start, end, file offset, path)`. Malformed lines are skipped.
+pub fn executable_mappings(maps: &str) -> Vec<(u64, u64, u64, String)> {
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut fields = line.splitn(6, ' ');
+        let (Some(range), Some(perms), Some(offset)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (_dev, _inode) = (fields.next(), fields.next());
+        let Some(path) = fields.next().map(str::trim).filter(|p| p.starts_with('/')) else {
+            continue;
+        };
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(offset)) = (
+            u64::from_str_radix(start, 16),
+            u64::from_str_radix(end, 16),
+            u64::from_str_radix(offset, 16),
+        ) else {
+            continue;
+        };
+        if perms.as_bytes().get(2) == Some(&b'x') && start < end {
+            out.push((start, end, offset, path.to_string()));
+        }
+    }
+    out
+}
+
+/// The bounded return-address scan: each 8-byte little-endian word of `stack` (read at sp) that falls inside an
+/// executable file mapping, at most `max`, innermost first. A heuristic: stale frames and function pointers
+/// pass the test too.
+pub fn scan_candidates(
+    stack: &[u8],
+    mappings: &[(u64, u64, u64, String)],
+    max: usize,
+) -> Vec<CandidateFrame> {
+    let mut out = Vec::new();
+    for (i, word) in stack.chunks_exact(8).enumerate() {
+        if out.len() >= max {
+            break;
+        }
+        let value = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        if let Some((start, _, offset, path)) = mappings
+            .iter()
+            .find(|(start, end, _, _)| (*start..*end).contains(&value))
+        {
+            out.push(CandidateFrame {
+                stack_offset: (i * 8) as u64,
+                address: format!("{value:#x}"),
+                path: Some(path.clone()),
+                offset: Some(value - start + offset),
+                ..CandidateFrame::default()
+            });
+        }
+    }
+    out
 }
 
 /// Parse a hex pc (`0x7f…` or bare hex).
@@ -66,7 +175,7 @@ pub fn locate(maps: &str, pc: u64) -> Option<UserFrame> {
                 pc: format!("{pc:#x}"),
                 path: path.map(str::to_string),
                 offset: path.map(|_| pc - start + offset),
-                build_id: None,
+                ..UserFrame::default()
             });
         }
     }
@@ -105,5 +214,31 @@ garbage line
         );
         assert_eq!(locate(MAPS, 0x10), None);
         assert_eq!(locate("\u{0}\u{ff}-x", 0x10), None);
+    }
+
+    #[test]
+    fn the_stack_scan_keeps_words_inside_executable_file_mappings_only() {
+        let mappings = executable_mappings(MAPS);
+        assert_eq!(mappings.len(), 1, "{mappings:?}");
+        let mut stack = Vec::new();
+        for word in [
+            0u64,
+            0x7f3a1c91a94b,
+            0x7f3a1d000010,
+            0x5581d2a00010,
+            0x7f3a1c828000,
+            7,
+        ] {
+            stack.extend_from_slice(&word.to_le_bytes());
+        }
+        stack.extend_from_slice(&[1, 2, 3]);
+        let found = scan_candidates(&stack, &mappings, 8);
+        let addresses: Vec<&str> = found.iter().map(|c| c.address.as_str()).collect();
+        assert_eq!(addresses, ["0x7f3a1c91a94b", "0x7f3a1c828000"]);
+        assert_eq!(found[0].stack_offset, 8);
+        assert_eq!(found[0].offset, Some(0x11a94b));
+        assert_eq!(found[0].short(), "libc.so.6+0x11a94b");
+        assert_eq!(scan_candidates(&stack, &mappings, 1).len(), 1);
+        assert!(scan_candidates(b"", &mappings, 8).is_empty());
     }
 }

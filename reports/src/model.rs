@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-pub use capture::user_frame::UserFrame;
+pub use capture::python_stack::{PythonFrame, PythonThread};
+pub use capture::user_frame::{CandidateFrame, UserFrame};
 use capture::{ProcessSnapshot, ThreadSnapshot};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -339,6 +340,10 @@ pub struct WedgedThread {
     /// Why `user_frame` is absent (the maps read timed out: the mmap lock is held; no pc; …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_frame_not_captured: Option<String>,
+    /// The thread's Python frames at capture (`py-spy dump`, matched by native tid), innermost first; None when
+    /// not read (not CPython, no py-spy, timed out: see `not_captured`) or the thread runs no Python code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_stack: Option<Vec<PythonFrame>>,
 }
 
 /// What became of a thread judged wedged.
@@ -373,6 +378,10 @@ pub struct Sample {
     pub taken_at: Timestamp,
     /// The capture issue's thread-snapshot contract, unchanged.
     pub snapshot: ProcessSnapshot,
+    /// Every Python thread's stack (`py-spy dump`, each with its native tid: the `snapshot.threads[].tid` it
+    /// belongs to), read once per capture into the sample taken then; empty when not read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python_threads: Vec<PythonThread>,
 }
 
 impl Default for Sample {
@@ -387,6 +396,7 @@ impl Default for Sample {
                 threads: Vec::new(),
                 notes: Vec::new(),
             },
+            python_threads: Vec::new(),
         }
     }
 }

@@ -106,6 +106,7 @@ fn judged_thread_clause(j: &Judged) -> Option<String> {
         None => out.push_str(" is in D"),
     }
     out.push_str(&where_blocked(j.thread));
+    out.push_str(&crate::render::python_view::verdict_clause(w).unwrap_or_default());
     Some(out)
 }
 

@@ -92,6 +92,7 @@ fn child_writer(dir: &Path) -> ! {
             inc.samples.push(Sample {
                 taken_at: Timestamp::now(),
                 snapshot: common::snapshot(k),
+                ..Sample::default()
             });
             handle.update(&inc).expect("update");
             handle

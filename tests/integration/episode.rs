@@ -87,7 +87,7 @@ pub(crate) fn wait_complete(out: &Path) -> PathBuf {
 /// fault that sleeps in the filesystem's freeze while it holds its VMA), `mprotect` then changes that mapping
 /// (waits for the fault, holding the mmap lock), `mmap` then maps anonymous memory (waits for the mmap lock).
 /// ctypes calls release the GIL, so the three block at once.
-const PY_MMAP_LOCK: &str = r#"
+pub(crate) const PY_MMAP_LOCK: &str = r#"
 import ctypes, mmap, os, sys, threading, time
 libc = ctypes.CDLL(None, use_errno=True)
 fd = os.open(sys.argv[1], os.O_RDWR)

@@ -18,6 +18,7 @@ mod inject;
 mod liveness;
 mod log_storm;
 mod nvidia_decode;
+mod python_frames;
 mod quiet_scan;
 mod redaction;
 mod report;

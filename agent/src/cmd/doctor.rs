@@ -96,6 +96,7 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
     out_checks.push(output_dir_check(out));
     out_checks.extend(fleet::checks(fleet));
     out_checks.extend(driver_checks(proc_root));
+    out_checks.push(py_spy_check());
     out_checks
 }
 
@@ -398,6 +399,50 @@ fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
         ),
     });
     out
+}
+
+/// Whether py-spy (the Python stacks of CPython targets) is on PATH and runs: `py-spy --version` as a probe with
+/// a deadline.
+fn py_spy_check() -> Check {
+    let fix = "pip install py-spy (or give its path with --py-spy PATH): incidents of Python workers then name \
+               the file, function and line of every thread";
+    let Some(program) =
+        crate::watch::stages::python::find_py_spy(Path::new(crate::defaults::PY_SPY))
+    else {
+        return check(
+            "py-spy",
+            Status::Warn,
+            "not on PATH: incidents have no Python stacks",
+            fix,
+        );
+    };
+    let mut runner = ProbeRunner::new(crate::defaults::PROBE_TIMEOUT, 1);
+    let outcome = runner.run_all(&[Probe {
+        name: "py-spy".into(),
+        kind: probe::ProbeKind::Command {
+            program: program.display().to_string(),
+            args: vec!["--version".into()],
+        },
+        timeout_meaning: "py-spy did not answer".into(),
+    }]);
+    match outcome[0].status {
+        ProbeStatus::Ok => check(
+            "py-spy",
+            Status::Ok,
+            format!(
+                "{} ({}; run as `dump --nonblocking` in a sacrificial child with the probe deadline)",
+                outcome[0].output.trim(),
+                program.display()
+            ),
+            "",
+        ),
+        _ => check(
+            "py-spy",
+            Status::Warn,
+            format!("{} does not run: {}", program.display(), outcome[0].detail),
+            fix,
+        ),
+    }
 }
 
 /// Whether the dynamic loader finds one of `names` (dlopen, then dlclose).

@@ -78,6 +78,10 @@ pub enum InternalCommand {
         #[arg(long, hide = true)]
         child: bool,
     },
+    /// Symbolize file offsets in ELF files under a process's root and print JSON (the capture's sacrificial
+    /// symbolizer: a library may sit on a hung filesystem). REQUEST: `{"root": DIR, "files": [[PATH, [OFFSET]]],
+    /// "sources": [[PATH, LINE]]}`; one JSON line per answer.
+    ResolveSymbols { request: String },
     /// Benchmark the watch loop (see BENCHMARKS.md).
     BenchWatch(crate::bench::watch_loop::BenchArgs),
     /// Benchmark the agent process's CPU per watched thread (see BENCHMARKS.md).
@@ -116,6 +120,10 @@ pub fn run_internal(command: InternalCommand) -> anyhow::Result<ExitCode> {
                     work,
                 )
             }
+        }
+        InternalCommand::ResolveSymbols { request } => {
+            crate::watch::stages::user_symbols::resolve_request(&request, &mut std::io::stdout())?;
+            Ok(ExitCode::OK)
         }
         InternalCommand::BenchWatch(args) => crate::bench::watch_loop::run(args),
         InternalCommand::BenchAgent(args) => crate::bench::agent_cpu::run(args),

@@ -58,6 +58,10 @@ define_settings! {
         /// Do not run `nvidia-smi -q` as a probe (config: "nvidia_smi": false).
         #[arg(long = "no-nvidia-smi", num_args = 0, default_missing_value = "false")]
         nvidia_smi: bool = true,
+        /// py-spy, to read a CPython target's Python stacks (`py-spy dump --nonblocking`, in a sacrificial child
+        /// under --probe-timeout): a bare name is looked up on PATH; install with `pip install py-spy`.
+        #[arg(long = "py-spy", value_name = "PATH")]
+        py_spy: PathBuf = PathBuf::from(defaults::PY_SPY),
         /// Test hook: read this file as an extra risky probe of every capture (a stand-in for a driver
         /// file that hangs).
         #[arg(long, hide = true, value_name = "FILE")]
@@ -127,6 +131,12 @@ impl WatchSettings {
                     .into(),
             );
         }
+        if self.py_spy.as_os_str().is_empty() {
+            return Err(
+                "py_spy: empty path (give py-spy's path, or leave it out to look it up on PATH)"
+                    .into(),
+            );
+        }
         if self.extra_probe.iter().any(|p| p.as_os_str().is_empty()) {
             return Err("extra_probe: empty path".into());
         }
@@ -152,6 +162,7 @@ impl WatchSettings {
         capture.nvidia_smi = self.nvidia_smi;
         capture.resample_every = self.resample_every;
         capture.extra_probe_files = self.extra_probe.clone();
+        capture.py_spy = self.py_spy.clone();
         capture
     }
 }
@@ -323,6 +334,7 @@ impl Settings {
                 old_watch.probe_timeout != new_watch.probe_timeout,
             ),
             ("nvidia_smi", old_watch.nvidia_smi != new_watch.nvidia_smi),
+            ("py_spy", old_watch.py_spy != new_watch.py_spy),
             (
                 "resample_every",
                 old_watch.resample_every != new_watch.resample_every,
@@ -348,6 +360,7 @@ impl Settings {
                 out: self.watch.out.clone(),
                 probe_timeout: self.watch.probe_timeout,
                 nvidia_smi: self.watch.nvidia_smi,
+                py_spy: self.watch.py_spy.clone(),
                 resample_every: self.watch.resample_every,
                 extra_probe: self.watch.extra_probe.clone(),
                 ..new.watch

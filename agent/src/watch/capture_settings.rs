@@ -21,6 +21,8 @@ pub struct CaptureSettings {
     pub nvidia_smi: bool,
     /// Extra files to read as probes (a test stand-in for a driver file that hangs).
     pub extra_probe_files: Vec<PathBuf>,
+    /// py-spy for a CPython target's Python stacks (a bare name: looked up on PATH at each capture).
+    pub py_spy: PathBuf,
     pub kmsg_path: PathBuf,
     /// Kernel log kept from this long before the wedge began.
     pub kmsg_before: Duration,
@@ -45,6 +47,7 @@ impl CaptureSettings {
             max_stuck_probes: defaults::MAX_STUCK_PROBES,
             nvidia_smi: true,
             extra_probe_files: Vec::new(),
+            py_spy: PathBuf::from(defaults::PY_SPY),
             kmsg_path: PathBuf::from(kmsg::KMSG_PATH),
             kmsg_before: defaults::KMSG_BEFORE,
             resample_every: defaults::RESAMPLE_EVERY,

@@ -354,6 +354,7 @@ impl Capturer {
             wedge: run.wedge,
             episode_ended: run.episode_ended,
             killed: None,
+            maps: None,
         };
         stages::run_phase(stages::STAGES, phase, &mut capture);
         capture.killed
@@ -890,6 +891,7 @@ impl Capturer {
                 samples.push(Sample {
                     taken_at: Timestamp::now(),
                     snapshot,
+                    python_threads: Vec::new(),
                 });
                 // Keep the first sample and the latest ones.
                 let max = settings.max_samples.max(2);

@@ -17,6 +17,7 @@
 
 mod budget;
 mod head;
+pub(crate) mod python_view;
 mod section;
 mod sections;
 pub(crate) mod text;

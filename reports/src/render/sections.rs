@@ -17,6 +17,7 @@ use crate::verdict::{fate_text, in_flight_age, judged_threads, sample_monotonic}
 /// The sections, in order.
 pub(super) const SECTIONS: &[fn(&Incident) -> Section] = &[
     stacks_at_detection,
+    python_stacks,
     history_before_detection,
     latest_stacks,
     samples_over_time,
@@ -26,6 +27,14 @@ pub(super) const SECTIONS: &[fn(&Incident) -> Section] = &[
     probes,
     not_captured,
 ];
+
+/// Every thread's Python stack (py-spy), innermost frame first.
+fn python_stacks(incident: &Incident) -> Section {
+    let (title, lines) = super::python_view::python_stacks(incident);
+    let mut section = Section::new(title, Keep::Head);
+    lines.iter().for_each(|line| section.push(line));
+    section
+}
 
 /// The judged threads' kernel stacks as of detection, with each thread's fate.
 fn stacks_at_detection(incident: &Incident) -> Section {

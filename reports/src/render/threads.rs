@@ -85,6 +85,7 @@ fn judged_tables(
         let user = match (&w.user_frame, &w.user_frame_not_captured) {
             (Some(frame), _) => {
                 let mut v = format!("pc {} in {}", cell(&frame.pc), code_cell(&frame.short()));
+                v.push_str(&super::python_view::symbol_suffix(frame));
                 if let Some(path) = &frame.path {
                     write!(v, " ({})", cell(path)).unwrap();
                 }
@@ -99,11 +100,15 @@ fn judged_tables(
                 v
             }
             (None, Some(why)) => format!("not captured: {}", cell(why)),
-            (None, None) => continue,
+            (None, None) => {
+                super::python_view::append_rows(out, &super::python_view::thread_rows(w));
+                continue;
+            }
         };
         // The table's last row: no blank line between it and the table above.
         out.pop();
         writeln!(out, "| user frame | {user} |\n").unwrap();
+        super::python_view::append_rows(out, &super::python_view::thread_rows(w));
     }
     more_threads(
         judged.len(),

@@ -343,10 +343,12 @@ pub fn incident() -> Incident {
             Sample {
                 taken_at: at("2026-12-02T11:33:50Z", DETECTED_MONO - 10 * S),
                 snapshot: snapshot(DETECTED_MONO - 10 * S),
+                ..Sample::default()
             },
             Sample {
                 taken_at: detected.clone(),
                 snapshot: snapshot(DETECTED_MONO),
+                ..Sample::default()
             },
         ],
         ring: Some(ring()),

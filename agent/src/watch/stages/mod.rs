@@ -7,6 +7,9 @@
 //! - [`rings`]: the breadcrumb rings the process holds open (copied beside incident.json).
 //! - [`kernel_log`]: /dev/kmsg around the wedge. [`host`]: PSI, meminfo, loadavg, the D-state census.
 //! - [`probes`]: the risky reads, in sacrificial children under the probe runner's deadline.
+//! - [`python`]: every Python thread's stack (`py-spy dump --nonblocking`, a sacrificial child) of a CPython target.
+//! - [`user_symbols`]: stages `stack_scan` and `user_symbols`: the wedged threads' user pc symbolized (ELF symbols, by path, in a helper process) and
+//!   the heuristic return-address scan at sp (`mem`, in a sacrificial child).
 //! - [`ioctl_argument`]: the struct at a wedged NVIDIA ioctl's pointer (`mem`, in a sacrificial child), decoded.
 //! - [`kill`]: the optional SIGKILL (`--kill-on-wedge`), never for an on-demand capture.
 //!
@@ -26,8 +29,10 @@ pub mod kernel_log;
 pub mod kill;
 pub mod probes;
 pub mod process;
+pub mod python;
 pub mod rings;
 pub mod threads;
+pub mod user_symbols;
 
 use std::time::{Duration, Instant};
 
@@ -141,6 +146,33 @@ pub const STAGES: &[Stage] = &[
         run: probes::run,
     },
     Stage {
+        name: "python",
+        phase: Phase::Risky,
+        fills: "samples[last].python_threads, wedged_threads[].python_stack (py-spy, CPython targets only)",
+        not_captured: "python stacks",
+        deadline: StageDeadline::ProbeTimeoutPlus(Duration::from_secs(1)),
+        after_episode_end: false,
+        run: python::run,
+    },
+    Stage {
+        name: "stack_scan",
+        phase: Phase::Risky,
+        fills: "wedged_threads[].user_frame.candidates (heuristic: words at sp inside executable mappings)",
+        not_captured: "stack scan",
+        deadline: StageDeadline::ProbeTimeoutPlus(Duration::from_secs(1)),
+        after_episode_end: false,
+        run: user_symbols::scan,
+    },
+    Stage {
+        name: "user_symbols",
+        phase: Phase::Risky,
+        fills: "wedged_threads[].user_frame.symbol, .build_id, .candidates[].symbol (ELF symbols, by path)",
+        not_captured: "user frame symbols",
+        deadline: StageDeadline::ProbeTimeoutPlus(Duration::from_secs(1)),
+        after_episode_end: false,
+        run: user_symbols::resolve,
+    },
+    Stage {
         name: "ioctl_argument",
         phase: Phase::Risky,
         fills: "samples[last].threads[].ioctl.argument (NVIDIA RM/UVM struct at the pointer, D threads)",
@@ -176,6 +208,8 @@ pub struct Capture<'a> {
     pub episode_ended: bool,
     /// Set by the kill stage: whether the process died.
     pub killed: Option<bool>,
+    /// The process's maps text, when the probes stage's sacrificial child read it (later risky stages use it).
+    pub maps: Option<String>,
 }
 
 /// A stage's deadline, started when the stage starts.
@@ -264,6 +298,9 @@ mod tests {
                 "kernel_log",
                 "host",
                 "probes",
+                "python",
+                "stack_scan",
+                "user_symbols",
                 "ioctl_argument",
                 "kill"
             ]
@@ -379,6 +416,7 @@ mod tests {
             wedge: true,
             episode_ended,
             killed: None,
+            maps: None,
         };
         run_phase(TEST_TABLE, phase, &mut capture);
         incident

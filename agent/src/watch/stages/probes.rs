@@ -22,7 +22,10 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     let outcomes = capture.probes.run_all(&probes);
     apply_probes(&outcomes, &started_at, capture.incident);
     match outcomes.iter().find(|o| o.name == "maps") {
-        Some(maps) => locate_user_frames(maps, capture.incident),
+        Some(maps) => {
+            locate_user_frames(maps, capture.incident);
+            capture.maps = (maps.status == ProbeStatus::Ok).then(|| maps.output.clone());
+        }
         None => set_user_frames(capture.incident, |_| {
             Err("the maps probe did not run".to_string())
         }),

@@ -21,6 +21,7 @@ fn push_all_threads_sample(root: &ProcRoot, pid: i32, incident: &mut Incident) {
         Ok(snapshot) => incident.samples.push(Sample {
             taken_at: Timestamp::now(),
             snapshot,
+            python_threads: Vec::new(),
         }),
         Err(err) => not_captured(incident, "thread snapshot", err.to_string()),
     }
