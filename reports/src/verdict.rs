@@ -89,7 +89,7 @@ const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
     judged_thread_clause,
     judged_breadcrumb_clause,
     waiters_clause,
-    rm_lock_clause,
+    lock_holder_clause,
     more_wedged_clause,
     outcome_clause,
 ];
@@ -130,51 +130,78 @@ fn waiters_clause(j: &Judged) -> Option<String> {
     })
 }
 
-/// "3 threads wait for the RM API lock; likely held by tid 9 (`rmA`) in RM alloc … , running", from the
-/// threads as of detection; when no holder is visible in the kernel, the other threads' driver calls still in
-/// flight in the breadcrumb ring (a pinning or allocating thread runs, so only its breadcrumb names it).
-fn rm_lock_clause(j: &Judged) -> Option<String> {
+/// Who holds the lock the wedged thread waits for. For an RM lock: "3 threads wait for the RM API lock; likely
+/// held by tid 9 (`rmA`) in RM alloc …, running", from the threads as of detection. For any lock (RM or
+/// mmap_lock) whose holder is not visible in the kernel: the driver calls other threads have in flight in
+/// the breadcrumb ring — a thread pinning or allocating memory runs (or sleeps outside D) while it holds the
+/// lock, so only its breadcrumb names it (on an H100: `mmap` waited 8.3 s for the mmap_lock while
+/// another thread's `cuMemHostRegister_v2(32 GiB)` pinned).
+fn lock_holder_clause(j: &Judged) -> Option<String> {
     let lock = j.thread.waits_for.as_deref()?;
-    if lock != "RM API lock" && lock != "GPU lock" {
-        return None;
-    }
     let threads = threads_at_detection(j);
-    let mut sentence = capture::rm_lock::holder_sentence(&threads)?;
-    if j.thread.blocked_behind.is_empty() {
-        let at = j.wedged.detected_at.as_ref().and_then(|d| d.monotonic_ns);
-        let others: Vec<String> = j
-            .incident
-            .ring
-            .iter()
-            .chain(&j.incident.extra_rings)
-            .flat_map(|r| &r.in_flight)
-            .filter(|f| {
-                !threads
-                    .iter()
-                    .any(|t| t.state == "D" && i64::from(t.tid) == i64::from(f.tid))
-            })
-            .take(3)
-            .map(|f| {
-                let age = in_flight_age(f, at)
-                    .map(|ns| format!(" entered {} ago", duration(ns)))
-                    .unwrap_or_default();
-                format!(
-                    "tid {} `{}`{age}",
-                    f.tid,
-                    tick_safe(&call_text(&f.call, &f.args, &f.label))
-                )
-            })
-            .collect();
-        if !others.is_empty() {
-            write!(
-                sentence,
-                "; in flight on other threads (breadcrumbs): {}",
-                others.join(", ")
-            )
-            .unwrap();
-        }
+    let rm_lock = lock == "RM API lock" || lock == "GPU lock";
+    let mut sentence = if rm_lock {
+        capture::rm_lock::holder_sentence(&threads)?
+    } else {
+        String::new()
+    };
+    if !j.thread.blocked_behind.is_empty() {
+        return (!sentence.is_empty()).then_some(sentence);
+    }
+    let others = other_threads_in_flight(j, &threads);
+    if others.is_empty() {
+        return (!sentence.is_empty()).then_some(sentence);
+    }
+    if sentence.is_empty() {
+        write!(
+            sentence,
+            "no thread in D holds the `{}`; in flight on other threads (breadcrumbs): {}",
+            tick_safe(lock),
+            others.join(", ")
+        )
+        .unwrap();
+    } else {
+        write!(
+            sentence,
+            "; in flight on other threads (breadcrumbs): {}",
+            others.join(", ")
+        )
+        .unwrap();
     }
     Some(sentence)
+}
+
+/// Driver calls in flight in the ring on threads that are not themselves in D, oldest first (at most 3).
+fn other_threads_in_flight(j: &Judged, threads: &[ThreadSnapshot]) -> Vec<String> {
+    let at = j.wedged.detected_at.as_ref().and_then(|d| d.monotonic_ns);
+    let mut calls: Vec<&InFlight> = j
+        .incident
+        .ring
+        .iter()
+        .chain(&j.incident.extra_rings)
+        .flat_map(|r| &r.in_flight)
+        .filter(|f| i64::from(f.tid) != i64::from(j.wedged.tid))
+        .filter(|f| {
+            !threads
+                .iter()
+                .any(|t| t.state == "D" && i64::from(t.tid) == i64::from(f.tid))
+        })
+        .collect();
+    calls.sort_by_key(|f| std::cmp::Reverse(in_flight_age(f, at)));
+    calls
+        .into_iter()
+        .take(3)
+        .map(|f| {
+            let age = in_flight_age(f, at)
+                .map(|ns| format!(" entered {} ago", duration(ns)))
+                .unwrap_or_default();
+            format!(
+                "tid {} `{}`{age}",
+                f.tid,
+                tick_safe(&call_text(&f.call, &f.args, &f.label))
+            )
+        })
+        .collect()
 }
 
 /// The threads as the capture saw them at detection: the judged threads' evidence, then the first sample's
