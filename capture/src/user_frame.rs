@@ -82,35 +82,42 @@ impl UserFrame {
     }
 }
 
+/// One line of `/proc/<pid>/maps`, as far as the user frame needs it.
+struct MapsLine<'a> {
+    start: u64,
+    end: u64,
+    perms: &'a str,
+    offset: u64,
+    /// The mapped file (or `[stack]`, `[vdso]` …); None for an anonymous mapping.
+    path: Option<&'a str>,
+}
+
+/// `start-end perms offset dev inode path`; None for a malformed line.
+fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
+    let mut fields = line.splitn(6, ' ');
+    let (range, perms, offset) = (fields.next()?, fields.next()?, fields.next()?);
+    let (_dev, _inode) = (fields.next(), fields.next());
+    let path = fields.next().map(str::trim).filter(|p| !p.is_empty());
+    let (start, end) = range.split_once('-')?;
+    Some(MapsLine {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        perms,
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        path,
+    })
+}
+
 /// The executable file mappings of `maps`: `(start, end, file offset, path)`. Malformed lines are skipped.
 pub fn executable_mappings(maps: &str) -> Vec<(u64, u64, u64, String)> {
-    let mut out = Vec::new();
-    for line in maps.lines() {
-        let mut fields = line.splitn(6, ' ');
-        let (Some(range), Some(perms), Some(offset)) =
-            (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let (_dev, _inode) = (fields.next(), fields.next());
-        let Some(path) = fields.next().map(str::trim).filter(|p| p.starts_with('/')) else {
-            continue;
-        };
-        let Some((start, end)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end), Ok(offset)) = (
-            u64::from_str_radix(start, 16),
-            u64::from_str_radix(end, 16),
-            u64::from_str_radix(offset, 16),
-        ) else {
-            continue;
-        };
-        if perms.as_bytes().get(2) == Some(&b'x') && start < end {
-            out.push((start, end, offset, path.to_string()));
-        }
-    }
-    out
+    maps.lines()
+        .filter_map(parse_maps_line)
+        .filter(|m| m.perms.as_bytes().get(2) == Some(&b'x') && m.start < m.end)
+        .filter_map(|m| {
+            let path = m.path.filter(|p| p.starts_with('/'))?;
+            Some((m.start, m.end, m.offset, path.to_string()))
+        })
+        .collect()
 }
 
 /// The bounded return-address scan: each 8-byte little-endian word of `stack` (read at sp) that falls inside an
@@ -151,35 +158,16 @@ pub fn parse_pc(text: &str) -> Option<u64> {
 /// The mapping of `maps` (the text of `/proc/<pid>/maps`) that holds `pc`, or None when no line does. Malformed
 /// lines are skipped.
 pub fn locate(maps: &str, pc: u64) -> Option<UserFrame> {
-    for line in maps.lines() {
-        let mut fields = line.splitn(6, ' ');
-        let (Some(range), Some(_perms), Some(offset)) =
-            (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let (_dev, _inode) = (fields.next(), fields.next());
-        let path = fields.next().map(str::trim).filter(|p| !p.is_empty());
-        let Some((start, end)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end), Ok(offset)) = (
-            u64::from_str_radix(start, 16),
-            u64::from_str_radix(end, 16),
-            u64::from_str_radix(offset, 16),
-        ) else {
-            continue;
-        };
-        if (start..end).contains(&pc) {
-            return Some(UserFrame {
-                pc: format!("{pc:#x}"),
-                path: path.map(str::to_string),
-                offset: path.map(|_| pc - start + offset),
-                ..UserFrame::default()
-            });
-        }
-    }
-    None
+    let m = maps
+        .lines()
+        .filter_map(parse_maps_line)
+        .find(|m| (m.start..m.end).contains(&pc))?;
+    Some(UserFrame {
+        pc: format!("{pc:#x}"),
+        path: m.path.map(str::to_string),
+        offset: m.path.map(|_| pc - m.start + m.offset),
+        ..UserFrame::default()
+    })
 }
 
 #[cfg(test)]

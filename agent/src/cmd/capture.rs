@@ -142,7 +142,8 @@ mod tests {
         std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
         let mut child = std::process::Command::new(&link).arg("30").spawn().unwrap();
         let pid = child.id() as i32;
-        let snap = (0..100)
+        // Up to 5 s: under a loaded test run the exec through the symlink can take a while.
+        let snap = (0..500)
             .find_map(|_| {
                 let snap = snapshot_process(&ProcRoot::default(), pid, &SnapshotOptions::default());
                 match snap {
