@@ -8,6 +8,9 @@
 //! the process's own `stat` (also kept open) gives `num_threads`, and the directory is re-listed when
 //! that differs from the threads we hold, when a thread vanished, and every [`RELIST_EVERY`] scans
 //! as a safety net. A thread created while a scan runs is picked up by the next scan.
+//! A listing taken while other threads exit can skip a live one (procfs resumes a task listing by
+//! position once the thread it stopped at is gone); the count then differs from the threads held, so the
+//! next scan re-lists.
 //!
 //! Sleeping threads cost less: before re-reading the `stat` of a thread last seen sleeping (`S`/`I`),
 //! the scanner reads its `schedstat` (`sum_exec_runtime run_delay pcount`, ~4× cheaper to generate).
@@ -542,6 +545,16 @@ mod tests {
     use std::sync::{Arc, Barrier};
     use std::time::Duration;
 
+    /// Scans until `done` holds (at most 5 s), adding the new threads seen to `new_seen`.
+    fn scan_until(scanner: &mut Scanner, new_seen: &mut usize, done: impl Fn(&Scanner) -> bool) {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        *new_seen += scanner.scan().unwrap().new;
+        while !done(scanner) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+            *new_seen += scanner.scan().unwrap().new;
+        }
+    }
+
     #[test]
     fn sees_new_and_gone_threads_of_this_process() {
         let me = std::process::id() as i32;
@@ -549,6 +562,11 @@ mod tests {
         let first = scanner.scan().unwrap();
         assert!(first.threads >= 1);
         let tid = nix::unistd::gettid().as_raw();
+        // Other tests start and end threads meanwhile, and a /proc/<pid>/task listing resumes by
+        // position, so one listing can skip a live thread; the next scan re-lists (thread count
+        // differs from the threads held). Scan until seen, bounded.
+        let mut new_seen = 0;
+        scan_until(&mut scanner, &mut new_seen, |s| s.sample(tid).is_some());
         assert_eq!(scanner.sample(tid).unwrap().state, 'R');
 
         let start = Arc::new(Barrier::new(4));
@@ -566,8 +584,11 @@ mod tests {
             })
             .collect();
         start.wait();
-        let s = scanner.scan().unwrap();
-        assert!(s.new >= 3, "{s:?}");
+        new_seen = 0;
+        scan_until(&mut scanner, &mut new_seen, |s| {
+            s.samples().filter(|t| t.comm == "scan-probe").count() == 3
+        });
+        assert!(new_seen >= 3, "{new_seen} new threads seen");
         let probes: Vec<_> = scanner
             .samples()
             .filter(|t| t.comm == "scan-probe")
@@ -627,7 +648,8 @@ mod tests {
         let root = ProcRoot::default();
         crate::frozen_fs::wait_for_state(&root, me, tid, 'S', Duration::from_secs(5)).unwrap();
         let mut scanner = Scanner::new(&root, me).unwrap();
-        scanner.scan().unwrap();
+        let mut new_seen = 0;
+        scan_until(&mut scanner, &mut new_seen, |s| s.sample(tid).is_some());
         scanner.scan().unwrap();
         let s = scanner.scan().unwrap();
         assert_eq!(scanner.sample(tid).unwrap().state, 'S');
@@ -655,8 +677,16 @@ mod tests {
         let mut mine = Scanner::new(&ProcRoot::default(), me).unwrap();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let extra = std::thread::spawn(move || rx.recv());
-        let from_dir = mine.num_threads().unwrap().unwrap();
-        let from_stat = mine.num_threads_from_stat().unwrap().unwrap();
+        // Other tests start and end threads between the two reads: retry until they agree (bounded).
+        let (mut from_dir, mut from_stat) = (0, 1);
+        for _ in 0..200 {
+            from_dir = mine.num_threads().unwrap().unwrap();
+            from_stat = mine.num_threads_from_stat().unwrap().unwrap();
+            if from_dir == from_stat {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(
             from_dir >= 2 && from_dir == from_stat,
             "{from_dir} vs {from_stat}"
