@@ -16,6 +16,8 @@
 //! - [`taskstats`]: a thread group's summed activity counters in one netlink round trip (the scanner's
 //!   quiet-process shortcut); a pure parser for the reply. Both share `netlink` (socket, field readers,
 //!   the message walk).
+//! - [`task_iter`]: a BPF task iterator (checked-in object, `capture/bpf/`): every thread of one process with
+//!   its state and switch count in one read, the scanner's busy-worker shortcut; falls back with a reason.
 //! - [`decode`]: every decode table and decoder in one home (one loader, one hex parser, one device
 //!   classifier): [`syscalls`] per arch, [`ioctl`] names (NVIDIA, DRM/KFD, Linux), [`nvidia`] deep decode of
 //!   the RM escape structs read at a wedged ioctl's pointer; re-exported here under those names.
@@ -58,6 +60,7 @@ pub mod python_stack;
 pub mod render;
 pub mod rm_lock;
 pub mod scan;
+pub mod task_iter;
 pub mod site;
 pub mod snapshot;
 pub mod symbolize;
