@@ -49,5 +49,6 @@ pub(crate) mod watch;
 /// What the integration tests reach inside the agent (everything else is crate-private): the watch loop's
 /// hot-path scanner, tested against the kernel with real thread churn.
 pub mod testing {
-    pub use crate::watch::scan::ThreadScanner;
+    pub use crate::watch::scan::{ScanShortcuts, ScanStats, ThreadScanner};
+    pub use crate::watch::tracker::Observation;
 }

@@ -1,7 +1,7 @@
 //! Hot-scan benchmark: the per-thread cost of `Scanner::scan` (kept-open fds re-read with pread; stat
 //! skipped for sleepers whose schedstat shows they have not run), of the same scanner reading stat for
-//! every thread, and of a plain open/read/close of the same stat files, side by side in one run over
-//! the same threads. Times are the bench thread's CPU time (and wall time), median of the rounds.
+//! every thread, of the scanner with the BPF task iterator (busy-process shortcut; root), and of a plain
+//! open/read/close of the same stat files, side by side in one run over the same threads. Times are the bench thread's CPU time (and wall time), median of the rounds.
 //!
 //!   cargo bench -p capture --bench scan
 //!   WEDGE_BENCH_THREADS=10000 WEDGE_BENCH_ROUNDS=15 cargo bench -p capture --bench scan
@@ -82,6 +82,24 @@ fn main() {
     );
     let tids: Vec<i32> = scanner.samples().map(|s| s.tid).collect();
     let n = tids.len();
+    // The busy-process shortcut, when this machine allows it (root, BTF, Linux >= 6.1).
+    let task_iter = match capture::task_iter::TaskIter::load() {
+        Ok(iter) => Some(iter),
+        Err(err) => {
+            println!("task iterator rows skipped: {err}");
+            None
+        }
+    };
+    let mut iterated = task_iter.as_ref().map(|iter| {
+        let mut s = Scanner::new(&root, pid).expect("scanner");
+        s.set_thread_iter(Some(iter.watch(pid).expect("watch")));
+        s.scan().expect("first scan");
+        (s, iter.watch(pid).expect("watch"))
+    });
+    let (mut it_w, mut it_c, mut raw_w, mut raw_c) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut it_skipped = 0;
+    let mut records = Vec::new();
 
     let (mut hot_w, mut hot_c) = (Vec::new(), Vec::new());
     let (mut so_w, mut so_c) = (Vec::new(), Vec::new());
@@ -141,6 +159,25 @@ fn main() {
         });
         one_w.push(w);
         one_c.push(c);
+
+        if let Some((it_scanner, threads)) = iterated.as_mut() {
+            // Scanner with the task iterator: one iterator read, stat only for threads that ran.
+            let (w, c) = timed(|| {
+                let s = it_scanner.scan().expect("scan");
+                assert_eq!(s.threads, n);
+                it_skipped = s.unswitched;
+                sink += it_scanner.samples().map(|s| s.cpu_ticks).sum::<u64>();
+            });
+            it_w.push(w);
+            it_c.push(c);
+            // The iterator read alone.
+            let (w, c) = timed(|| {
+                threads.read(&mut records).expect("iterator read");
+                sink += records.len() as u64;
+            });
+            raw_w.push(w);
+            raw_c.push(c);
+        }
     }
 
     let row = |label: &str, w: Vec<Duration>, c: Vec<Duration>| {
@@ -159,6 +196,17 @@ fn main() {
     println!("  ({skipped} of {n} sleepers skipped stat: schedstat unchanged)");
     let so_us = row("hot scan, stat every thread (kept fds+pread)", so_w, so_c);
     let plain_us = row("baseline (open/read/close each stat)", plain_w, plain_c);
+    if iterated.is_some() {
+        let it_us = row("hot scan with the task iterator", it_w, it_c);
+        println!(
+            "  ({it_skipped} of {n} sleepers not read: asleep, not switched since the last scan)"
+        );
+        row("task iterator read alone", raw_w, raw_c);
+        println!(
+            "ratio baseline/task-iterator scan (cpu): {:.2}x",
+            plain_us / it_us
+        );
+    }
     row("task-dir re-listing (only on change)", list_w, list_c);
     row("floor: one stat fd re-read n times", one_w, one_c);
     println!(

@@ -60,10 +60,10 @@ pub mod python_stack;
 pub mod render;
 pub mod rm_lock;
 pub mod scan;
-pub mod task_iter;
 pub mod site;
 pub mod snapshot;
 pub mod symbolize;
+pub mod task_iter;
 pub mod taskstats;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

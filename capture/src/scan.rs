@@ -51,6 +51,7 @@ use nix::sys::stat::Mode;
 use crate::error::{Error, Result};
 use crate::parse::stat::parse_lite;
 use crate::proc_root::{classify_io, ProcRoot, TaskFile};
+use crate::task_iter::{parse_records, ProcessThreads};
 use crate::taskstats::TgidCounters;
 
 /// One thread as of the latest scan.
@@ -76,6 +77,12 @@ pub struct ScanSummary {
     pub unchanged: usize,
     /// Sleeping threads not read at all because the process's counters had not moved (a quiet scan).
     pub quiet: usize,
+    /// Sleeping threads not read because the task iterator showed them asleep with the switch count of
+    /// the previous scan (busy processes; [`Scanner::set_thread_iter`]).
+    pub unswitched: usize,
+    /// Whether this scan used the task iterator's answer (false: none set, a quiet scan, a failed read,
+    /// or an answer whose thread count differs from the task directory's).
+    pub iterated: bool,
 }
 
 struct Slot {
@@ -87,6 +94,11 @@ struct Slot {
     sched: [u8; 64],
     sched_len: u8,
     sample: TaskSample,
+    /// The task iterator's switch count taken before the latest `stat` read (None: not known).
+    switches: Option<u64>,
+    /// What the task iterator showed this thread at scan `hint_gen`: (asleep, switch count).
+    hint: (bool, u64),
+    hint_gen: u64,
 }
 
 /// Fds kept by all scanners of this process, against the RLIMIT_NOFILE soft limit: fds are kept while
@@ -163,6 +175,9 @@ pub struct Scanner {
     skip_unchanged_sleepers: bool,
     /// The process's counters given to the previous scan.
     last_counters: Option<TgidCounters>,
+    /// The busy-process shortcut: this process's task iterator, and the buffer its answers land in.
+    threads_iter: Option<ProcessThreads>,
+    iter_buf: Vec<u8>,
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit (best effort) and returns the soft limit now in
@@ -217,6 +232,8 @@ impl Scanner {
             listed: Vec::new(),
             skip_unchanged_sleepers: true,
             last_counters: None,
+            threads_iter: None,
+            iter_buf: Vec::new(),
         })
     }
 
@@ -224,8 +241,49 @@ impl Scanner {
         self.pid
     }
 
+    /// Gives the scanner this process's task iterator ([`crate::task_iter::TaskIter::watch`]): from then
+    /// on a scan that is not quiet reads it once and skips the threads it shows asleep whose switch
+    /// count has not moved since the previous scan. None turns it off (every scan reads as before).
+    pub fn set_thread_iter(&mut self, threads: Option<ProcessThreads>) {
+        self.threads_iter = threads;
+    }
+
+    /// Whether a task iterator is set.
+    pub fn has_thread_iter(&self) -> bool {
+        self.threads_iter.is_some()
+    }
+
+    /// Reads the task iterator and marks each held thread with what it showed at scan `gen`. True when
+    /// the answer can be relied on: it read, parsed, lists this process only, and as many threads as
+    /// the task directory counts (a listing that raced an exit, or a task the iterator does not visit,
+    /// makes this scan read every thread).
+    fn apply_thread_iter(&mut self, gen: u64, expected: Option<usize>) -> bool {
+        let Some(threads) = &self.threads_iter else {
+            return false;
+        };
+        if threads.read(&mut self.iter_buf).is_err() {
+            return false;
+        }
+        let Ok(records) = parse_records(&self.iter_buf) else {
+            return false;
+        };
+        let mut count = 0usize;
+        let mut foreign = false;
+        for record in records {
+            count += 1;
+            foreign |= record.tgid != self.pid;
+            if let Some(&i) = self.index.get(&record.tid) {
+                let slot = &mut self.slots[i];
+                slot.hint = (record.asleep(), record.switches);
+                slot.hint_gen = gen;
+            }
+        }
+        !foreign && expected == Some(count)
+    }
+
     /// Turns the schedstat shortcut for sleeping threads off (stat for every thread every scan) or
-    /// back on (the default). For benchmarks and for doubting users.
+    /// back on (the default); off also stops the task iterator's skipping. For benchmarks and for
+    /// doubting users.
     pub fn set_skip_unchanged_sleepers(&mut self, on: bool) {
         self.skip_unchanged_sleepers = on;
     }
@@ -423,6 +481,10 @@ impl Scanner {
             && gen > 1;
         self.last_counters = counters;
         let mut summary = ScanSummary::default();
+        // 0. Busy processes: one task-iterator read says which threads slept through since last scan.
+        let iterated =
+            !quiet && self.skip_unchanged_sleepers && self.apply_thread_iter(gen, expected);
+        summary.iterated = iterated;
 
         // 1. Re-read the threads we hold; drop the ones that vanished.
         let mut i = 0;
@@ -434,6 +496,25 @@ impl Scanner {
                 i += 1;
                 continue;
             }
+            // The iterator's switch count of this scan, when it listed the thread.
+            let switches_now = (iterated && self.slots[i].hint_gen == gen).then(|| {
+                let slot = &self.slots[i];
+                (slot.hint.0, slot.hint.1)
+            });
+            if let Some((asleep, switches)) = switches_now {
+                let slot = &self.slots[i];
+                // Asleep now, asleep at its last read, and never switched out in between: it has not
+                // run, so it cannot have entered D, exited or renamed itself since.
+                if !force
+                    && asleep
+                    && matches!(slot.sample.state, 'S' | 'I')
+                    && slot.switches == Some(switches)
+                {
+                    summary.unswitched += 1;
+                    i += 1;
+                    continue;
+                }
+            }
             // A forced read in a quiet scan: the thread has not run, so its schedstat baseline still
             // holds and is not read again (a disabled shortcut keeps the baseline).
             let r = Self::refresh(
@@ -442,8 +523,12 @@ impl Scanner {
                 &mut self.slots[i],
                 &mut self.buf,
                 force,
-                self.skip_unchanged_sleepers && !quiet,
+                self.skip_unchanged_sleepers && !quiet && switches_now.is_none(),
             )?;
+            if r == Refresh::Read {
+                // Taken before this read: if the thread runs after it, the next count differs.
+                self.slots[i].switches = switches_now.map(|(_, switches)| switches);
+            }
             if r != Refresh::Gone {
                 if r == Refresh::Unchanged {
                     summary.unchanged += 1;
@@ -481,6 +566,9 @@ impl Scanner {
                     schedstat: None,
                     sched: [0; 64],
                     sched_len: 0,
+                    switches: None,
+                    hint: (false, 0),
+                    hint_gen: 0,
                     sample: TaskSample {
                         tid,
                         state: '?',

@@ -224,7 +224,8 @@ impl TaskIter {
         let records: Vec<ThreadRecord> = parse_records(&buf)?.collect();
         if !records.iter().any(|r| r.tid == tid && r.tgid == me) {
             return Err(Error::Unavailable(format!(
-                "the task iterator did not list this thread ({} records for pid {me})",
+                "the task iterator did not list this thread (tid {tid}; {} records for pid {me}): \
+                 it numbers tasks as the host does, so a pid namespace other than the host's cannot use it",
                 records.len()
             )));
         }
@@ -427,7 +428,8 @@ mod tests {
         use std::fmt::Write;
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf");
         let source = std::fs::read(dir.join("task_states.bpf.c")).unwrap();
-        let recorded = std::fs::read_to_string(dir.join("task_states.bpf.o.source-sha256")).unwrap();
+        let recorded =
+            std::fs::read_to_string(dir.join("task_states.bpf.o.source-sha256")).unwrap();
         let digest = <sha2::Sha256 as sha2::Digest>::digest(&source);
         let mut hex = String::new();
         for b in digest {
@@ -473,7 +475,8 @@ mod tests {
         else {
             return;
         };
-        let Some(mut fs) = FrozenFs::for_test("the_iterator_agrees_with_proc_including_a_real_d_thread")
+        let Some(mut fs) =
+            FrozenFs::for_test("the_iterator_agrees_with_proc_including_a_real_d_thread")
         else {
             return;
         };
@@ -540,7 +543,10 @@ mod tests {
         let Some(iter) = load_for_test("an_exited_process_reads_as_no_threads") else {
             return;
         };
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let threads = iter.watch(child.id() as i32).unwrap();
         assert_eq!(records_of(&threads).len(), 1);
         child.kill().unwrap();

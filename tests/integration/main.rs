@@ -3,6 +3,7 @@
 
 mod agent;
 mod bundle;
+mod busy_scan;
 mod capture;
 mod continuity;
 mod deploy;

@@ -468,6 +468,36 @@ fn doctor_reports_what_a_fleet_node_lacks() {
         .unwrap()
         .contains("hostPID"));
 
+    // The busy-process shortcut: loaded as root here; refused, with the capability named, without
+    // CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN (a container that was not granted them).
+    let (_, checks) = doctor(&[], &args);
+    assert_eq!(
+        checks["task-iter"]["status"], "ok",
+        "{}",
+        checks["task-iter"]
+    );
+    let (_, checks) = doctor(
+        &[
+            "setpriv",
+            "--inh-caps=-bpf,-perfmon,-sys_admin",
+            "--bounding-set=-bpf,-perfmon,-sys_admin",
+        ],
+        &args,
+    );
+    assert_eq!(
+        checks["task-iter"]["status"], "warn",
+        "{}",
+        checks["task-iter"]
+    );
+    assert!(
+        checks["task-iter"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("needs CAP_BPF and CAP_PERFMON"),
+        "{}",
+        checks["task-iter"]
+    );
+
     // /dev/kmsg that cannot be read (dmesg_restrict=1 without CAP_SYSLOG) is reported.
     let restricted =
         std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").is_ok_and(|v| v.trim() == "1");

@@ -14,6 +14,11 @@
 //! between), so `--interval 200ms` gives the figure of the 1 s in a fifth of the time; the share of
 //! a core at 1 Hz is the per-scan CPU itself. `--busy-host N` starts N `sleep` processes first, for the
 //! discovery cost on a host with many processes.
+//!
+//! Two shapes of watched process (`--shapes`): `idle` (N parked threads: the quiet-process shortcut's
+//! case) and `busy` (the same N plus `--busy-threads` threads that wake every millisecond, as a training
+//! worker's progress or heartbeat threads do: its counters always move, so only per-thread change
+//! detection, the BPF task iterator, spares the parked ones).
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -33,6 +38,13 @@ pub struct BenchAgentArgs {
     /// Idle thread counts of the watched process.
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
     pub threads: Vec<usize>,
+    /// Shapes of the watched process: `idle` (parked threads only) and/or `busy` (plus threads waking
+    /// every millisecond).
+    #[arg(long, value_delimiter = ',', default_value = "idle,busy", value_parser = ["idle", "busy"])]
+    pub shapes: Vec<String>,
+    /// Threads waking every millisecond in the `busy` shape (also the helper's child mode).
+    #[arg(long, default_value_t = 2)]
+    pub busy_threads: usize,
     /// Scans measured per thread count.
     #[arg(long, default_value_t = 30)]
     pub scans: u32,
@@ -63,9 +75,17 @@ fn own_cpu() -> Duration {
         .unwrap_or_default()
 }
 
-fn park(count: usize, wedge_on: Option<&Path>) -> anyhow::Result<ExitCode> {
+fn park(count: usize, busy: usize, wedge_on: Option<&Path>) -> anyhow::Result<ExitCode> {
     // Threads inherit the comm of the thread that creates them.
     nix::sys::prctl::set_name(&std::ffi::CString::new(HELPER_COMM)?)?;
+    for _ in 0..busy {
+        std::thread::Builder::new()
+            .name("wcbench-busy".into())
+            .stack_size(64 * 1024)
+            .spawn(|| loop {
+                std::thread::sleep(Duration::from_millis(1));
+            })?;
+    }
     let (go, wait) = std::sync::mpsc::channel::<()>();
     if let Some(path) = wedge_on {
         use std::io::Write;
@@ -88,7 +108,7 @@ fn park(count: usize, wedge_on: Option<&Path>) -> anyhow::Result<ExitCode> {
                 })?,
         );
     }
-    println!("parked {count}");
+    println!("parked {count} busy {busy}");
     let mut line = String::new();
     while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
         if line.trim() == "wedge" {
@@ -110,7 +130,7 @@ impl Drop for Reaped {
     }
 }
 
-fn start_helper(count: usize) -> anyhow::Result<Reaped> {
+fn start_helper(count: usize, busy: usize) -> anyhow::Result<Reaped> {
     let exe = crate::watch::launch::own_executable()?;
     let mut child = Reaped(
         Command::new(exe)
@@ -119,6 +139,8 @@ fn start_helper(count: usize) -> anyhow::Result<Reaped> {
                 "bench-agent",
                 "--park-threads",
                 &count.to_string(),
+                "--busy-threads",
+                &busy.to_string(),
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -185,6 +207,7 @@ fn xcapture_scan(pid: i32, buf: &mut Vec<u8>) -> usize {
 
 #[derive(Debug, Clone, serde::Serialize)]
 struct Row {
+    shape: String,
     threads: usize,
     host_processes: usize,
     scans: u32,
@@ -201,9 +224,15 @@ fn measure(
     args: &BenchAgentArgs,
     root: &ProcRoot,
     threads: usize,
+    shape: &str,
     out_dir: &Path,
 ) -> anyhow::Result<Row> {
-    let helper = start_helper(threads)?;
+    let busy = if shape == "busy" {
+        args.busy_threads
+    } else {
+        0
+    };
+    let helper = start_helper(threads, busy)?;
     let helper_pid = helper.0.id() as i32;
     let host_processes = root.pids().map(|p| p.len()).unwrap_or(0);
     let exe = crate::watch::launch::own_executable()?;
@@ -252,19 +281,21 @@ fn measure(
         read += xcapture_scan(helper_pid, &mut buf);
     }
     let baseline = own_cpu() - before;
-    if read < (threads + 1) * scans as usize {
+    let watched = threads + 1 + busy;
+    if read < watched * scans as usize {
         anyhow::bail!(
             "the baseline read {read} stat files, expected {}",
-            (threads + 1) * scans as usize
+            watched * scans as usize
         );
     }
     drop(helper);
 
-    let watched = (threads + 1) as f64;
+    let watched = watched as f64;
     let agent_ns = (cpu1 - cpu0).as_nanos() as f64 / scans_made;
     let baseline_ns = baseline.as_nanos() as f64 / f64::from(scans);
     Ok(Row {
-        threads: threads + 1,
+        shape: shape.to_string(),
+        threads: threads + 1 + busy,
         host_processes,
         scans,
         interval_ms: args.interval.as_millis() as u64,
@@ -281,7 +312,7 @@ fn measure(
 
 pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
     if let Some(count) = args.park_threads {
-        return park(count, args.wedge_on.as_deref());
+        return park(count, args.busy_threads, args.wedge_on.as_deref());
     }
     capture::scan::raise_nofile_limit();
     let root = ProcRoot::default();
@@ -298,13 +329,16 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
         std::env::temp_dir().join(format!("wedge-capture-bench-agent-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir)?;
     let mut rows = Vec::new();
-    for &threads in &args.threads {
-        let row = measure(&args, &root, threads, &out_dir);
-        match row {
-            Ok(row) => rows.push(row),
-            Err(err) => {
-                let _ = std::fs::remove_dir_all(&out_dir);
-                return Err(err);
+    for shape in &args.shapes {
+        for &threads in &args.threads {
+            eprintln!("bench-agent: {shape} process, {threads} parked threads…");
+            let row = measure(&args, &root, threads, shape, &out_dir);
+            match row {
+                Ok(row) => rows.push(row),
+                Err(err) => {
+                    let _ = std::fs::remove_dir_all(&out_dir);
+                    return Err(err);
+                }
             }
         }
     }
@@ -314,10 +348,14 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::OK);
     }
-    let switches: Vec<String> = ["WEDGE_CAPTURE_TASKSTATS", "WEDGE_CAPTURE_PROC_EVENTS"]
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
-        .collect();
+    let switches: Vec<String> = [
+        "WEDGE_CAPTURE_TASKSTATS",
+        "WEDGE_CAPTURE_TASK_ITER",
+        "WEDGE_CAPTURE_PROC_EVENTS",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+    .collect();
     println!(
         "## agent CPU per watched thread per scan (from outside), {} scans at {} ms; agent args: {}; {}",
         args.scans,
@@ -333,11 +371,12 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
             switches.join(" ")
         }
     );
-    println!("| threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio |");
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("| shape | threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} |",
+            "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} |",
+            r.shape,
             r.threads,
             r.host_processes,
             r.agent_ns_per_thread_scan / 1e3,

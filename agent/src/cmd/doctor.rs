@@ -243,9 +243,10 @@ fn proc_file_checks(proc_root: &ProcRoot, me: i32) -> Vec<Check> {
     out_checks
 }
 
-/// The agent's two CPU shortcuts, tried for real rather than judged from capability bits: taskstats
-/// (needs CAP_NET_ADMIN, works in any network namespace) for our own process, and a proc connector
-/// subscription (the connector exists only in the host's network namespace).
+/// The agent's three CPU shortcuts, tried for real rather than judged from capability bits: taskstats
+/// (needs CAP_NET_ADMIN, works in any network namespace) for our own process, a proc connector
+/// subscription (the connector exists only in the host's network namespace), and the BPF task iterator
+/// (CAP_BPF + CAP_PERFMON, kernel BTF, Linux >= 6.1), loaded and read on our own threads.
 fn netlink_checks() -> Vec<Check> {
     let me = std::process::id() as i32;
     let taskstats = capture::taskstats::Taskstats::open().and_then(|mut t| t.tgid(me));
@@ -258,6 +259,15 @@ fn netlink_checks() -> Vec<Check> {
                 Status::Warn,
                 format!("unavailable ({err}): the agent reads every watched thread's state each scan (more CPU, same detection)"),
                 "grant CAP_NET_ADMIN (systemd unit: as shipped; Kubernetes: add NET_ADMIN)",
+            ),
+        },
+        match capture::task_iter::TaskIter::load() {
+            Ok(_) => check("task-iter", Status::Ok, "BPF task iterator loaded: the agent skips the sleeping threads of busy processes that have not run since the last scan", ""),
+            Err(err) => check(
+                "task-iter",
+                Status::Warn,
+                format!("unavailable ({err}): the agent reads each sleeping thread's schedstat every scan (more CPU on busy workers, same detection)"),
+                "grant CAP_BPF and CAP_PERFMON (systemd unit: as shipped; Kubernetes: add BPF and PERFMON), run in the host's pid namespace (Kubernetes: hostPID: true); needs kernel BTF (CONFIG_DEBUG_INFO_BTF) and Linux >= 6.1",
             ),
         },
         match events {

@@ -221,10 +221,11 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         settings,
     };
     daemon.logger.notice(&format!(
-        "started (pid {}): {}; watch loop scheduling: {scheduling}; quiet-process shortcut: {}",
+        "started (pid {}): {}; watch loop scheduling: {scheduling}; quiet-process shortcut: {}; busy-process shortcut: {}",
         std::process::id(),
         daemon.settings.summary(),
-        daemon.watcher.quiet_shortcut()
+        daemon.watcher.quiet_shortcut(),
+        daemon.watcher.thread_shortcut()
     ));
     daemon.run_loop(&signals);
     Ok(ExitCode::OK)

@@ -166,6 +166,11 @@ impl Watcher {
         self.scanner.quiet_shortcut()
     }
 
+    /// Whether the scan's busy-process shortcut (BPF task iterator) is in use, and why not.
+    pub fn thread_shortcut(&self) -> &str {
+        self.scanner.thread_shortcut()
+    }
+
     pub fn last_stats(&self) -> ScanStats {
         self.last_stats
     }

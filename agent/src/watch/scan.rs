@@ -8,10 +8,18 @@
 //! sleeping threads are not read at all ([`Scanner::scan_with`]). Without the privilege (`CAP_NET_ADMIN`)
 //! or on a fake proc root every thread is read as before; [`ThreadScanner::quiet_shortcut`]
 //! says which. `WEDGE_CAPTURE_TASKSTATS=off` turns the shortcut off (for benchmarks and doubting users).
+//!
+//! Busy processes (a training worker: some thread wakes every millisecond, so its counters always move)
+//! cost little too: each process's scanner gets a BPF task iterator limited to it ([`capture::task_iter`]),
+//! read once per scan; a thread it shows asleep whose switch count has not moved since the previous scan
+//! is not read. Without the privilege (CAP_BPF + CAP_PERFMON), kernel BTF or Linux >= 6.1, or on a fake
+//! proc root, each sleeper's `schedstat` is read instead; [`ThreadScanner::thread_shortcut`] says which,
+//! `WEDGE_CAPTURE_TASK_ITER=off` turns it off.
 
 use std::collections::{HashMap, HashSet};
 
 use capture::scan::Scanner;
+use capture::task_iter::TaskIter;
 use capture::taskstats::Taskstats;
 use capture::ProcRoot;
 
@@ -25,6 +33,29 @@ pub struct ScanStats {
     pub in_d: usize,
     /// Sleeping threads not read because their process's counters had not moved (the quiet shortcut).
     pub quiet: usize,
+    /// Sleeping threads not read because the task iterator showed them asleep and not switched since
+    /// the previous scan (the busy-process shortcut).
+    pub unswitched: usize,
+}
+
+/// Which of the two scan shortcuts to try (each still falls back, with a reason, when it cannot work).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanShortcuts {
+    /// The quiet-process shortcut (taskstats).
+    pub taskstats: bool,
+    /// The busy-process shortcut (BPF task iterator).
+    pub task_iter: bool,
+}
+
+impl ScanShortcuts {
+    /// Both, unless `WEDGE_CAPTURE_TASKSTATS=off` / `WEDGE_CAPTURE_TASK_ITER=off`.
+    pub fn from_env() -> ScanShortcuts {
+        let on = |key: &str| std::env::var_os(key).is_none_or(|v| v != "off");
+        ScanShortcuts {
+            taskstats: on("WEDGE_CAPTURE_TASKSTATS"),
+            task_iter: on("WEDGE_CAPTURE_TASK_ITER"),
+        }
+    }
 }
 
 /// Reads the threads of the target processes: one capture [`Scanner`] per process keeps its threads' stat
@@ -35,6 +66,9 @@ pub struct ThreadScanner {
     /// The quiet-process shortcut's counters (None: unavailable or turned off, see `shortcut`).
     taskstats: Option<Taskstats>,
     shortcut: String,
+    /// The busy-process shortcut's program (None: unavailable or turned off, see `thread_shortcut`).
+    task_iter: Option<TaskIter>,
+    thread_shortcut: String,
     /// Stacks are unreadable (no CAP_SYS_ADMIN): don't retry at every scan.
     stack_denied: bool,
     /// Tids seen in D by the previous scan, and by this one (swapped at each scan).
@@ -43,8 +77,13 @@ pub struct ThreadScanner {
 }
 
 impl ThreadScanner {
+    /// The scanner with the shortcuts the environment allows ([`ScanShortcuts::from_env`]).
     pub fn new(proc_root: &ProcRoot) -> ThreadScanner {
-        let off = std::env::var_os("WEDGE_CAPTURE_TASKSTATS").is_some_and(|v| v == "off");
+        ThreadScanner::with_shortcuts(proc_root, ScanShortcuts::from_env())
+    }
+
+    pub fn with_shortcuts(proc_root: &ProcRoot, wanted: ScanShortcuts) -> ThreadScanner {
+        let off = !wanted.taskstats;
         let (taskstats, shortcut) = if !proc_root.is_live() {
             // taskstats describes the running kernel's processes, not a fake or recorded tree's pids.
             (
@@ -70,11 +109,42 @@ impl ThreadScanner {
                 ),
             }
         };
+        let (task_iter, thread_shortcut) = if !proc_root.is_live() {
+            (
+                None,
+                "off (not the live /proc): sleepers' schedstat read every scan".to_string(),
+            )
+        } else if !wanted.task_iter {
+            (
+                None,
+                "off (WEDGE_CAPTURE_TASK_ITER=off): sleepers' schedstat read every scan"
+                    .to_string(),
+            )
+        } else {
+            match TaskIter::load() {
+                Ok(iter) => (
+                    Some(iter),
+                    "on (BPF task iterator): sleepers that have not run since the last scan skipped"
+                        .to_string(),
+                ),
+                Err(err) => (
+                    None,
+                    format!("unavailable ({err}): sleepers' schedstat read every scan"),
+                ),
+            }
+        };
         ThreadScanner {
             taskstats,
             shortcut,
+            task_iter,
+            thread_shortcut,
             ..ThreadScanner::default()
         }
+    }
+
+    /// Whether the busy-process shortcut (BPF task iterator) is in use, and why not.
+    pub fn thread_shortcut(&self) -> &str {
+        &self.thread_shortcut
     }
 
     /// Whether the quiet-process shortcut is in use, and why not, for the start-up log.
@@ -107,7 +177,12 @@ impl ThreadScanner {
                 std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 std::collections::hash_map::Entry::Vacant(entry) => {
                     match Scanner::new(proc_root, pid) {
-                        Ok(scanner) => entry.insert(scanner),
+                        Ok(mut scanner) => {
+                            // No link (the process just exited): this process is read as before.
+                            let threads = self.task_iter.as_ref().and_then(|t| t.watch(pid).ok());
+                            scanner.set_thread_iter(threads);
+                            entry.insert(scanner)
+                        }
                         Err(_) => continue,
                     }
                 }
@@ -116,7 +191,10 @@ impl ThreadScanner {
             // (the process just exited, a full socket buffer) only means this scan reads every thread.
             let counters = self.taskstats.as_mut().and_then(|t| t.tgid(pid).ok());
             match scanner.scan_with(counters) {
-                Ok(summary) => stats.quiet += summary.quiet,
+                Ok(summary) => {
+                    stats.quiet += summary.quiet;
+                    stats.unswitched += summary.unswitched;
+                }
                 Err(_) => {
                     // Gone (or unreadable): its threads are absent from this scan, which the tracker
                     // reads as gone.
