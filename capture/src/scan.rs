@@ -751,6 +751,59 @@ mod tests {
         h.join().unwrap();
     }
 
+    /// The task iterator's answer is used only when it describes this process: a sleeping child is
+    /// skipped from the second scan on, and an answer about another process (or none) reads everything.
+    #[test]
+    fn the_task_iterator_skips_a_sleeper_only_on_a_trustworthy_answer() {
+        let iter = match crate::task_iter::TaskIter::load() {
+            Ok(iter) => iter,
+            Err(e)
+                if !nix::unistd::Uid::effective().is_root() && std::env::var_os("CI").is_none() =>
+            {
+                eprintln!("skipping: {e}");
+                return;
+            }
+            Err(e) => panic!("the task iterator is unavailable as root: {e}"),
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let root = ProcRoot::default();
+        crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(5)).unwrap();
+
+        let mut scanner = Scanner::new(&root, pid).unwrap();
+        scanner.set_thread_iter(Some(iter.watch(pid).unwrap()));
+        assert!(scanner.has_thread_iter());
+        let first = scanner.scan().unwrap();
+        assert_eq!((first.threads, first.unswitched), (1, 0), "{first:?}");
+        assert!(first.iterated, "{first:?}");
+        // The second scan reads it once more (the first found it by listing, after the iterator's
+        // read) and takes its switch count; from the third on it is skipped.
+        let second = scanner.scan().unwrap();
+        assert_eq!(second.unswitched, 0, "{second:?}");
+        let third = scanner.scan().unwrap();
+        assert_eq!(third.unswitched, 1, "asleep and not switched: {third:?}");
+        assert_eq!(scanner.sample(pid).unwrap().state, 'S');
+
+        // An answer about another process: not used, the sleeper is read (its schedstat, then stat).
+        let me = std::process::id() as i32;
+        scanner.set_thread_iter(Some(iter.watch(me).unwrap()));
+        let foreign = scanner.scan().unwrap();
+        assert!(!foreign.iterated, "{foreign:?}");
+        assert_eq!(foreign.unswitched, 0, "{foreign:?}");
+        assert_eq!(scanner.sample(pid).unwrap().state, 'S');
+
+        // None: as before the iterator existed.
+        scanner.set_thread_iter(None);
+        let plain = scanner.scan().unwrap();
+        assert!(!plain.iterated && plain.unswitched == 0, "{plain:?}");
+
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     /// The task directory's link count is the thread count, as `num_threads` in stat says.
     #[test]
     fn thread_count_from_the_task_directory() {
