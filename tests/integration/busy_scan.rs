@@ -23,7 +23,7 @@ fn busy_helper(file: &std::path::Path) -> (Child, ChildStdin, i32) {
     let mut helper = Command::new(bin())
         .args(["internal", "bench-agent", "--park-threads"])
         .arg(PARKED.to_string())
-        .arg("--busy-threads")
+        .arg("--park-busy")
         .arg(BUSY.to_string())
         .arg("--wedge-on")
         .arg(file)

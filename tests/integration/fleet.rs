@@ -26,10 +26,25 @@ pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
 }
 
 /// The address the agent logged for its metrics server (it listens on port 0).
+/// The agent's endpoint, once it serves the first scan's figures (the endpoint opens just before the
+/// first scan; a loaded CI machine can stretch that moment).
 pub(crate) fn metrics_addr(agent: &mut Agent) -> SocketAddr {
     let log = agent.wait_log("serving metrics on http://", 1, Duration::from_secs(10));
     let rest = log.split("serving metrics on http://").nth(1).unwrap();
-    rest.split('/').next().unwrap().parse().unwrap()
+    let addr: SocketAddr = rest.split('/').next().unwrap().parse().unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let body = http_get(addr, "/metrics").unwrap_or_default();
+        if sample(&body, "wedge_capture_last_scan_timestamp_seconds").is_some() {
+            return addr;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no scan within 10 s of serving metrics:\n{body}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 pub(crate) fn free_port() -> u16 {

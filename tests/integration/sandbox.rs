@@ -279,7 +279,15 @@ fn the_shipped_unit_restrictions_still_serve_metrics_and_the_textfile() {
         .next()
         .unwrap()
         .to_string();
-    let body = http_get(&addr, "/metrics").expect("GET /metrics under the unit's restrictions");
+    // The endpoint opens just before the first scan, whose figures it then serves.
+    let mut body = String::new();
+    for _ in 0..200 {
+        body = http_get(&addr, "/metrics").expect("GET /metrics under the unit's restrictions");
+        if body.contains("wedge_capture_build_info") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(body.contains("wedge_capture_build_info"), "{body}");
     let prom = textfile.join("wedge_capture.prom");
     for _ in 0..100 {

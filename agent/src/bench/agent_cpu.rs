@@ -42,7 +42,7 @@ pub struct BenchAgentArgs {
     /// every millisecond).
     #[arg(long, value_delimiter = ',', default_value = "idle,busy", value_parser = ["idle", "busy"])]
     pub shapes: Vec<String>,
-    /// Threads waking every millisecond in the `busy` shape (also the helper's child mode).
+    /// Threads waking every millisecond in the `busy` shape.
     #[arg(long, default_value_t = 2)]
     pub busy_threads: usize,
     /// Scans measured per thread count.
@@ -63,6 +63,9 @@ pub struct BenchAgentArgs {
     /// Child mode: park this many threads under the helper comm and wait for stdin to close.
     #[arg(long, hide = true)]
     pub park_threads: Option<usize>,
+    /// Child mode, with --park-threads: this many more threads wake every millisecond.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub park_busy: usize,
     /// Child mode, with --park-threads: one more thread appends to FILE when a line `wedge` arrives on
     /// stdin (a thread of a quiet process entering D on a frozen filesystem, for the tests).
     #[arg(long, hide = true, value_name = "FILE")]
@@ -139,7 +142,7 @@ fn start_helper(count: usize, busy: usize) -> anyhow::Result<Reaped> {
                 "bench-agent",
                 "--park-threads",
                 &count.to_string(),
-                "--busy-threads",
+                "--park-busy",
                 &busy.to_string(),
             ])
             .stdin(Stdio::piped())
@@ -312,7 +315,7 @@ fn measure(
 
 pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
     if let Some(count) = args.park_threads {
-        return park(count, args.busy_threads, args.wedge_on.as_deref());
+        return park(count, args.park_busy, args.wedge_on.as_deref());
     }
     capture::scan::raise_nofile_limit();
     let root = ProcRoot::default();

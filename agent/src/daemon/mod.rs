@@ -176,7 +176,6 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     }
     let signals = SignalChannel::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1])
         .context("cannot install signal handlers")?;
-    let metrics = start_metrics(&settings, &logger)?;
     let proc_root = ProcRoot::default();
     for (cap, cost) in preflight::missing_capabilities(&proc_root) {
         logger.warning(&format!("missing {cap}: {cost}"));
@@ -186,13 +185,16 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         settings.selection(),
         settings.source_settings(),
     ));
-    let scheduling = crate::watch::raise_watch_priority();
+    // Before the endpoint: the watcher's set-up (the BPF task iterator's load, ~0.1 s) must not sit
+    // between "serving metrics" and the first scan.
     let mut watcher = Watcher::new(
         settings.watch.watch_config(),
         Box::new(source.clone()),
         Capturer::new(capture, store),
         proc_root.clone(),
     );
+    let metrics = start_metrics(&settings, &logger)?;
+    let scheduling = crate::watch::raise_watch_priority();
     watcher
         .capturer()
         .probe_runner()

@@ -157,14 +157,16 @@ impl ThreadScanner {
         self.scanners.len()
     }
 
-    /// Scan the threads of `pids` into `out` (cleared first). Processes not in `pids` are forgotten.
+    /// Scan the threads of `pids` into `out` (replacing what it held). Processes not in `pids` are forgotten.
     pub fn scan(
         &mut self,
         proc_root: &ProcRoot,
         pids: &[i32],
         out: &mut Vec<Observation>,
     ) -> ScanStats {
-        out.clear();
+        // Filled in place and truncated at the end: a thread's comm is copied into the String it had
+        // at the previous scan (no allocation per thread per scan when the threads stay the same).
+        let mut filled = 0;
         std::mem::swap(&mut self.in_d_before, &mut self.in_d_now);
         self.in_d_now.clear();
         let mut stats = ScanStats::default();
@@ -229,16 +231,28 @@ impl ThreadScanner {
                 } else {
                     None
                 };
-                out.push(Observation {
-                    pid,
-                    tid: sample.tid,
-                    comm: sample.comm.clone(),
-                    start_time,
-                    state,
-                    progress,
-                });
+                match out.get_mut(filled) {
+                    Some(slot) => {
+                        slot.pid = pid;
+                        slot.tid = sample.tid;
+                        slot.comm.clone_from(&sample.comm);
+                        slot.start_time = start_time;
+                        slot.state = state;
+                        slot.progress = progress;
+                    }
+                    None => out.push(Observation {
+                        pid,
+                        tid: sample.tid,
+                        comm: sample.comm.clone(),
+                        start_time,
+                        state,
+                        progress,
+                    }),
+                }
+                filled += 1;
             }
         }
+        out.truncate(filled);
         stats
     }
 }
