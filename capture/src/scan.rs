@@ -178,7 +178,13 @@ pub struct Scanner {
     /// The busy-process shortcut: this process's task iterator, and the buffer its answers land in.
     threads_iter: Option<ProcessThreads>,
     iter_buf: Vec<u8>,
+    /// Scans left before the counters are worth asking for again (see [`Scanner::wants_counters`]).
+    busy_skips_left: u32,
 }
+
+/// With a task iterator, a process whose counters moved is asked for them again only after this many
+/// scans (then twice in a row, to tell whether it went quiet).
+const BUSY_SKIPS: u32 = 8;
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit (best effort) and returns the soft limit now in
 /// force: a scanner keeps up to two fds per thread. The hard limit is left alone (set it with the
@@ -234,6 +240,7 @@ impl Scanner {
             last_counters: None,
             threads_iter: None,
             iter_buf: Vec::new(),
+            busy_skips_left: 0,
         })
     }
 
@@ -246,6 +253,15 @@ impl Scanner {
     /// count has not moved since the previous scan. None turns it off (every scan reads as before).
     pub fn set_thread_iter(&mut self, threads: Option<ProcessThreads>) {
         self.threads_iter = threads;
+    }
+
+    /// Whether the next scan should be given the process's counters ([`Scanner::scan_with`]). Always,
+    /// without a task iterator. With one, a busy process (counters moved between two queries) is not
+    /// worth the query for [`BUSY_SKIPS`] scans: the kernel sums every thread to answer it, about what
+    /// the iterator costs, and the answer would only say "not quiet" again. After that, two queries in
+    /// a row tell whether it went quiet.
+    pub fn wants_counters(&self) -> bool {
+        self.threads_iter.is_none() || self.busy_skips_left == 0
     }
 
     /// Whether a task iterator is set.
@@ -479,6 +495,13 @@ impl Scanner {
             && counters == self.last_counters
             && expected == Some(self.slots.len())
             && gen > 1;
+        if self.threads_iter.is_some() {
+            if counters.is_some() && self.last_counters.is_some() && !quiet {
+                self.busy_skips_left = BUSY_SKIPS;
+            } else if counters.is_none() {
+                self.busy_skips_left = self.busy_skips_left.saturating_sub(1);
+            }
+        }
         self.last_counters = counters;
         let mut summary = ScanSummary::default();
         // 0. Busy processes: one task-iterator read says which threads slept through since last scan.
@@ -783,8 +806,13 @@ mod tests {
         // read) and takes its switch count; from the third on it is skipped.
         let second = scanner.scan().unwrap();
         assert_eq!(second.unswitched, 0, "{second:?}");
+        // (At most one of two scans gives it its staggered forced read.)
         let third = scanner.scan().unwrap();
-        assert_eq!(third.unswitched, 1, "asleep and not switched: {third:?}");
+        let fourth = scanner.scan().unwrap();
+        assert!(
+            third.unswitched + fourth.unswitched >= 1,
+            "asleep and not switched: {third:?} {fourth:?}"
+        );
         assert_eq!(scanner.sample(pid).unwrap().state, 'S');
 
         // An answer about another process: not used, the sleeper is read (its schedstat, then stat).
@@ -794,6 +822,31 @@ mod tests {
         assert!(!foreign.iterated, "{foreign:?}");
         assert_eq!(foreign.unswitched, 0, "{foreign:?}");
         assert_eq!(scanner.sample(pid).unwrap().state, 'S');
+
+        // A busy process (its counters moved between two queries) is not asked for them for
+        // BUSY_SKIPS scans, then twice in a row; a quiet answer keeps them asked every scan.
+        scanner.set_thread_iter(Some(iter.watch(pid).unwrap()));
+        let counters = |n: u64| TgidCounters {
+            nvcsw: n,
+            ..TgidCounters::default()
+        };
+        assert!(scanner.wants_counters());
+        scanner.scan_with(Some(counters(1))).unwrap();
+        assert!(scanner.wants_counters(), "one answer says nothing yet");
+        scanner.scan_with(Some(counters(2))).unwrap();
+        for skipped in 0..BUSY_SKIPS {
+            assert!(!scanner.wants_counters(), "busy: skipped {skipped}");
+            let s = scanner.scan_with(None).unwrap();
+            assert_eq!(scanner.sample(pid).unwrap().state, 'S', "{s:?}");
+        }
+        assert!(scanner.wants_counters());
+        scanner.scan_with(Some(counters(2))).unwrap();
+        assert!(scanner.wants_counters(), "a first answer after the skips");
+        // Two quiet scans: at most one of them gives the sleeper its staggered forced read.
+        let quiet = scanner.scan_with(Some(counters(2))).unwrap();
+        let again = scanner.scan_with(Some(counters(2))).unwrap();
+        assert!(quiet.quiet + again.quiet >= 1, "{quiet:?} {again:?}");
+        assert!(scanner.wants_counters(), "quiet: asked every scan");
 
         // None: as before the iterator existed.
         scanner.set_thread_iter(None);

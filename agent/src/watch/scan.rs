@@ -191,7 +191,11 @@ impl ThreadScanner {
             };
             // Queried before any of the process's files is read (see Scanner::scan_with); a failed query
             // (the process just exited, a full socket buffer) only means this scan reads every thread.
-            let counters = self.taskstats.as_mut().and_then(|t| t.tgid(pid).ok());
+            // Not asked of a busy process the task iterator covers (Scanner::wants_counters).
+            let counters = match self.taskstats.as_mut() {
+                Some(t) if scanner.wants_counters() => t.tgid(pid).ok(),
+                _ => None,
+            };
             match scanner.scan_with(counters) {
                 Ok(summary) => {
                     stats.quiet += summary.quiet;
