@@ -236,3 +236,40 @@ fn the_start_line_says_why_the_busy_shortcut_is_off() {
     );
     assert_eq!(status.code(), Some(0), "{text}");
 }
+
+/// `internal bench-agent` measures both shapes against its same-run baseline (a small, quick run: the
+/// figures are in BENCHMARKS.md, this proves the command that makes them works).
+#[test]
+fn bench_agent_reports_the_idle_and_the_busy_shape() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(!in_ci(), "CI runs the tests as root");
+        return;
+    }
+    let output = Command::new(bin())
+        .args([
+            "internal",
+            "bench-agent",
+            "--threads",
+            "100",
+            "--scans",
+            "3",
+            "--interval",
+            "50ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    let shapes: Vec<&str> = rows.iter().map(|r| r["shape"].as_str().unwrap()).collect();
+    assert_eq!(shapes, ["idle", "busy"]);
+    // 100 parked + the helper's main thread (+ 2 busy threads).
+    assert_eq!(rows[0]["threads"], 101);
+    assert_eq!(rows[1]["threads"], 103);
+    for row in rows {
+        let ratio = row["ratio"].as_f64().unwrap();
+        assert!(ratio > 0.0 && ratio.is_finite(), "{row}");
+        assert!(row["baseline_us_per_scan"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}
