@@ -100,6 +100,9 @@ fn main() {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut it_skipped = 0;
     let mut records = Vec::new();
+    // The other per-thread candidate: taskstats by thread id, one netlink round trip per thread.
+    let mut per_thread_stats = capture::taskstats::Taskstats::open().ok();
+    let (mut ts_w, mut ts_c) = (Vec::new(), Vec::new());
 
     let (mut hot_w, mut hot_c) = (Vec::new(), Vec::new());
     let (mut so_w, mut so_c) = (Vec::new(), Vec::new());
@@ -178,6 +181,17 @@ fn main() {
             raw_w.push(w);
             raw_c.push(c);
         }
+        if let Some(ts) = per_thread_stats.as_mut() {
+            let (w, c) = timed(|| {
+                for &tid in &tids {
+                    if let Ok(counters) = ts.thread(tid) {
+                        sink += counters.nvcsw;
+                    }
+                }
+            });
+            ts_w.push(w);
+            ts_c.push(c);
+        }
     }
 
     let row = |label: &str, w: Vec<Duration>, c: Vec<Duration>| {
@@ -206,6 +220,9 @@ fn main() {
             "ratio baseline/task-iterator scan (cpu): {:.2}x",
             plain_us / it_us
         );
+    }
+    if per_thread_stats.is_some() {
+        row("taskstats per thread (1 round trip each)", ts_w, ts_c);
     }
     row("task-dir re-listing (only on change)", list_w, list_c);
     row("floor: one stat fd re-read n times", one_w, one_c);
