@@ -178,6 +178,11 @@ impl TaskIter {
     /// Loads the program and proves it on this process (a link, one read that must list the calling
     /// thread). Takes ~0.1 s (BTF parsing, the verifier): once per agent.
     pub fn load() -> Result<TaskIter, Error> {
+        TaskIter::load_object(OBJECT)
+    }
+
+    /// [`TaskIter::load`] from other object bytes (tests: a damaged object is a reason, not a panic).
+    fn load_object(object: &[u8]) -> Result<TaskIter, Error> {
         let btf = aya::Btf::from_sys_fs().map_err(|e| {
             Error::Unavailable(format!(
                 "no kernel BTF at /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF): {}",
@@ -186,7 +191,7 @@ impl TaskIter {
         })?;
         let mut object = aya::EbpfLoader::new()
             .btf(Some(&btf))
-            .load(OBJECT)
+            .load(object)
             .map_err(|e| refused("loading the task iterator", &e))?;
         let program: &mut aya::programs::Iter = object
             .program_mut(PROGRAM)
@@ -534,6 +539,26 @@ mod tests {
         blocked.join().unwrap();
         drop(wake_tx);
         sleeper.join().unwrap();
+    }
+
+    /// A damaged object (truncated, or not ELF) is an unavailability with a reason, never a panic.
+    #[test]
+    fn a_damaged_object_is_a_reason_not_a_panic() {
+        if load_for_test("a_damaged_object_is_a_reason_not_a_panic").is_none() {
+            return;
+        }
+        for damaged in [
+            &OBJECT[..OBJECT.len() / 2],
+            &OBJECT[..64],
+            &b"not an ELF object"[..],
+        ] {
+            match TaskIter::load_object(damaged) {
+                Err(Error::Unavailable(why)) => {
+                    assert!(why.starts_with("loading the task iterator"), "{why}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// A process that has exited reads as no records, not an error; a pid that never existed cannot

@@ -506,6 +506,29 @@ fn doctor_reports_what_a_fleet_node_lacks() {
         checks["task-iter"]
     );
 
+    // With exactly the shipped unit's capabilities (CapabilityBoundingSet): the shortcuts that need
+    // privileges work (CAP_SYS_ADMIN grants what CAP_BPF and CAP_PERFMON would).
+    let caps: Vec<String> = unit_values(UNIT, "CapabilityBoundingSet")
+        .iter()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    let only = format!("-all,{}", caps.join(","));
+    let (_, checks) = doctor(
+        &[
+            "setpriv",
+            &format!("--inh-caps={only}"),
+            &format!("--bounding-set={only}"),
+        ],
+        &args,
+    );
+    for name in ["task-iter", "taskstats"] {
+        assert_eq!(
+            checks[name]["status"], "ok",
+            "unit caps {only}: {}",
+            checks[name]
+        );
+    }
+
     // /dev/kmsg that cannot be read (dmesg_restrict=1 without CAP_SYSLOG) is reported.
     let restricted =
         std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").is_ok_and(|v| v.trim() == "1");
