@@ -299,6 +299,11 @@ mod tests {
             symbol.contains("a_function_of_our_own_binary_is_named_with_its_offset"),
             "{symbol}"
         );
+        // Demangled, as people read it: `capture::symbolize::tests::…`, not `_ZN7capture…E`.
+        assert!(
+            symbol.contains("symbolize::tests::") && !symbol.starts_with("_ZN"),
+            "{symbol}"
+        );
         assert!(file.build_id.as_deref().is_some_and(|id| id.len() >= 16));
         let resolution = Resolution {
             files: vec![file.clone()],
