@@ -51,6 +51,7 @@ pub mod escape;
 pub mod explain;
 pub mod frozen_fs;
 pub mod kmsg;
+mod le;
 mod netlink;
 pub mod parse;
 pub mod proc_events;

@@ -21,6 +21,7 @@
 //! Raw `bpf(2)` calls only for what aya 0.14 lacks: a link with the process filter and a new iterator per
 //! scan from the same link (aya's `IterLink::into_file` consumes the link).
 
+use crate::le::{u32_at, u64_at};
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
@@ -90,18 +91,6 @@ impl ThreadRecord {
     pub fn asleep(&self) -> bool {
         matches!(self.letter(), 'S' | 'I')
     }
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(word)
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
 }
 
 /// The records of one iterator read. A length that is not a whole number of records is an error (a

@@ -17,14 +17,18 @@ use crate::util::{bin, frozen_fs_or_skip, in_ci};
 const PARKED: usize = 500;
 const BUSY: usize = 2;
 
-/// The bench helper: PARKED parked threads, BUSY threads waking every ms, and a writer that appends to
-/// `file` when told (`wedge` on stdin).
-fn busy_helper(file: &std::path::Path) -> (Child, ChildStdin, i32) {
+/// The bench helper: `parked` parked threads, `busy` threads waking every ms, and a writer that appends to
+/// `file` when told (`wedge` on stdin). Returns it, its stdin and its pid.
+pub(crate) fn parked_helper(
+    parked: usize,
+    busy: usize,
+    file: &std::path::Path,
+) -> (Child, ChildStdin, i32) {
     let mut helper = Command::new(bin())
         .args(["internal", "bench-agent", "--park-threads"])
-        .arg(PARKED.to_string())
+        .arg(parked.to_string())
         .arg("--park-busy")
-        .arg(BUSY.to_string())
+        .arg(busy.to_string())
         .arg("--wedge-on")
         .arg(file)
         .stdin(Stdio::piped())
@@ -37,14 +41,43 @@ fn busy_helper(file: &std::path::Path) -> (Child, ChildStdin, i32) {
         .read_line(&mut line)
         .unwrap();
     assert!(
-        line.starts_with(&format!("parked {PARKED} busy {BUSY}")),
+        line.starts_with(&format!("parked {parked} busy {busy}")),
         "{line:?}"
     );
     let stdin = helper.stdin.take().unwrap();
     (helper, stdin, pid)
 }
 
-fn stop(mut helper: Child, stdin: ChildStdin) {
+/// The helper's writer (asleep) is told to write to its file on the now frozen filesystem; once it is in
+/// D, the very next scan must see it in D, with its progress signature. Returns its tid.
+pub(crate) fn wedge_the_writer_and_see_it_at_the_next_scan(
+    fs: &mut capture::frozen_fs::FrozenFs,
+    stdin: &mut ChildStdin,
+    scanner: &mut ThreadScanner,
+    pid: i32,
+    observations: &mut Vec<::agent::testing::Observation>,
+) -> i32 {
+    let root = ProcRoot::default();
+    let writer = observations
+        .iter()
+        .find(|o| o.comm == "wedge-writer")
+        .expect("the writer thread is watched");
+    let tid = writer.tid;
+    assert_eq!(writer.state, b'S');
+
+    fs.freeze().unwrap();
+    writeln!(stdin, "wedge").unwrap();
+    capture::frozen_fs::wait_for_state(&root, pid, tid, 'D', Duration::from_secs(10)).unwrap();
+    let stats = scanner.scan(&root, &[pid], observations);
+    let seen = observations.iter().find(|o| o.tid == tid).unwrap();
+    assert_eq!(seen.state, b'D', "the next scan sees it in D: {stats:?}");
+    assert!(seen.progress.is_some(), "with its progress signature");
+    assert_eq!(stats.in_d, 1);
+    tid
+}
+
+/// Closes the helper's stdin (it exits) and reaps it, killing it after 10 s.
+pub(crate) fn stop(mut helper: Child, stdin: ChildStdin) {
     drop(stdin);
     let until = Instant::now() + Duration::from_secs(10);
     while helper.try_wait().unwrap().is_none() && Instant::now() < until {
@@ -83,7 +116,7 @@ fn a_sleeper_of_a_busy_process_entering_d_is_seen_at_the_next_scan() {
         return;
     };
     let file = fs.create_file("late", b"").unwrap();
-    let (helper, mut stdin, pid) = busy_helper(&file);
+    let (helper, mut stdin, pid) = parked_helper(PARKED, BUSY, &file);
     let root = ProcRoot::default();
     let wanted = ScanShortcuts {
         taskstats: true,
@@ -136,21 +169,13 @@ fn a_sleeper_of_a_busy_process_entering_d_is_seen_at_the_next_scan() {
     plain.scan(&root, &[pid], &mut plain_observations);
     assert_same(&observations, &plain_observations);
 
-    let writer = observations
-        .iter()
-        .find(|o| o.comm == "wedge-writer")
-        .expect("the writer thread is watched");
-    let tid = writer.tid;
-    assert_eq!(writer.state, b'S');
-
-    fs.freeze().unwrap();
-    writeln!(stdin, "wedge").unwrap();
-    capture::frozen_fs::wait_for_state(&root, pid, tid, 'D', Duration::from_secs(10)).unwrap();
-    let stats = scanner.scan(&root, &[pid], &mut observations);
-    let seen = observations.iter().find(|o| o.tid == tid).unwrap();
-    assert_eq!(seen.state, b'D', "the next scan sees it in D: {stats:?}");
-    assert!(seen.progress.is_some(), "with its progress signature");
-    assert_eq!(stats.in_d, 1);
+    let tid = wedge_the_writer_and_see_it_at_the_next_scan(
+        &mut fs,
+        &mut stdin,
+        &mut scanner,
+        pid,
+        &mut observations,
+    );
     // Still skipping the parked threads, still reading the D thread at every scan (the no-progress
     // proof), and the same answer as the plain scanner.
     std::thread::sleep(Duration::from_millis(20));

@@ -2,14 +2,13 @@
 //! (its sleeping threads skipped because its counters did not move) that enters D is seen in D by the
 //! very next scan.
 
-use std::io::{BufRead, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ::agent::testing::{ScanShortcuts, ThreadScanner};
 use capture::ProcRoot;
 
-use crate::util::{bin, frozen_fs_or_skip};
+use crate::busy_scan::{parked_helper, stop, wedge_the_writer_and_see_it_at_the_next_scan};
+use crate::util::frozen_fs_or_skip;
 
 #[test]
 fn a_thread_of_a_quiet_process_entering_d_is_seen_at_the_next_scan() {
@@ -17,25 +16,7 @@ fn a_thread_of_a_quiet_process_entering_d_is_seen_at_the_next_scan() {
         return;
     };
     let file = fs.create_file("late", b"").unwrap();
-    let mut helper = Command::new(bin())
-        .args([
-            "internal",
-            "bench-agent",
-            "--park-threads",
-            "500",
-            "--wedge-on",
-        ])
-        .arg(&file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = helper.id() as i32;
-    let mut line = String::new();
-    std::io::BufReader::new(helper.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("parked 500"), "{line:?}");
+    let (helper, mut stdin, pid) = parked_helper(500, 0, &file);
 
     let root = ProcRoot::default();
     // The quiet shortcut alone: with the task iterator too, a process whose counters moved (the writer
@@ -68,22 +49,13 @@ fn a_thread_of_a_quiet_process_entering_d_is_seen_at_the_next_scan() {
         quiet >= 400,
         "a quiet process's sleepers are skipped: {quiet}"
     );
-    let writer = observations
-        .iter()
-        .find(|o| o.comm == "wedge-writer")
-        .expect("the writer thread is watched");
-    let tid = writer.tid;
-    assert_eq!(writer.state, b'S');
-
-    fs.freeze().unwrap();
-    let mut stdin = helper.stdin.take().unwrap();
-    writeln!(stdin, "wedge").unwrap();
-    capture::frozen_fs::wait_for_state(&root, pid, tid, 'D', Duration::from_secs(10)).unwrap();
-    let stats = scanner.scan(&root, &[pid], &mut observations);
-    let seen = observations.iter().find(|o| o.tid == tid).unwrap();
-    assert_eq!(seen.state, b'D', "the next scan sees it in D: {stats:?}");
-    assert!(seen.progress.is_some(), "with its progress signature");
-    assert_eq!(stats.in_d, 1);
+    let tid = wedge_the_writer_and_see_it_at_the_next_scan(
+        &mut fs,
+        &mut stdin,
+        &mut scanner,
+        pid,
+        &mut observations,
+    );
     // Quiet again (a thread in D does not run), yet the D thread is read at every scan: the tracker's
     // no-progress proof needs it.
     std::thread::sleep(Duration::from_millis(20));
@@ -91,13 +63,9 @@ fn a_thread_of_a_quiet_process_entering_d_is_seen_at_the_next_scan() {
     let again = scanner.scan(&root, &[pid], &mut observations);
     assert!(again.quiet >= 400, "{again:?}");
     assert_eq!(again.in_d, 1, "still in D, still read: {again:?}");
+    let seen = observations.iter().find(|o| o.tid == tid).unwrap();
+    assert_eq!(seen.state, b'D');
 
     fs.thaw().unwrap();
-    drop(stdin);
-    let until = Instant::now() + Duration::from_secs(10);
-    while helper.try_wait().unwrap().is_none() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = helper.kill();
-    let _ = helper.wait();
+    stop(helper, stdin);
 }

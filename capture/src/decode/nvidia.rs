@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::hex::u32_hex as hex;
 use super::table::Table;
+use crate::le::{u32_at, u64_at};
 
 const CONTROLS_TSV: Table = Table::new(include_str!("../../data/nvidia-rm-controls.tsv"), "cmd");
 const CLASSES_TSV: Table = Table::new(include_str!("../../data/nvidia-rm-classes.tsv"), "class");
@@ -303,18 +304,6 @@ impl IoctlArgument {
             ..IoctlArgument::default()
         }
     }
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[off..off + 4]);
-    u32::from_le_bytes(w)
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[off..off + 8]);
-    u64::from_le_bytes(w)
 }
 
 fn short(what: &str, need: usize, got: usize) -> String {
