@@ -204,6 +204,9 @@ impl TaskIter {
             .try_clone_to_owned()
             .map_err(|e| Error::Unavailable(format!("dup of the program fd: {e}")))?;
         // `object` (and aya's own fd) go here; ours keeps the program loaded.
+        drop(object);
+        drop(btf);
+        release_freed_memory();
         let iter = TaskIter { program: fd };
         iter.prove()?;
         Ok(iter)
@@ -286,6 +289,16 @@ impl TaskIter {
         // SAFETY: a new fd the kernel just returned, owned by nothing else.
         let link = unsafe { OwnedFd::from_raw_fd(fd as i32) };
         Ok(ProcessThreads { link })
+    }
+}
+
+/// Parsing the kernel's BTF (~5 MB) takes ~35 MB of heap for a moment; give it back to the system rather
+/// than keep it in the allocator's arenas for the agent's lifetime (+16 MB RSS otherwise).
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; no pointer is involved.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
