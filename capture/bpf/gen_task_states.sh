@@ -1,5 +1,5 @@
 #!/bin/sh
-# Rebuild task_states.bpf.o (checked in: the project's build needs no clang) from task_states.bpf.c, and
+# Rebuild task_states.bpf.o and the test's task_states_refused.bpf.o (checked in: the project's build needs no clang) from task_states.bpf.c, and
 # record the source's sha256 next to it (task_states.bpf.o.source-sha256), which a unit test compares with
 # the source so an edit of the C without a rebuild fails `cargo test`.
 #
@@ -12,8 +12,15 @@ set -eu
 dir=$(cd "$(dirname "$0")" && pwd)
 clang=${CLANG:-$(command -v clang || command -v clang-14)}
 strip=${STRIP:-llvm-strip}
-"$clang" -target bpfel -O2 -g -Wall -Werror -c "$dir/task_states.bpf.c" -o "$dir/task_states.bpf.o.tmp"
-"$strip" -g "$dir/task_states.bpf.o.tmp" -o "$dir/task_states.bpf.o"
-rm -f "$dir/task_states.bpf.o.tmp"
+build() { # OUTPUT [CFLAGS...]
+	out=$1
+	shift
+	"$clang" -target bpfel -O2 -g -Wall -Werror "$@" -c "$dir/task_states.bpf.c" -o "$dir/$out.tmp"
+	"$strip" -g "$dir/$out.tmp" -o "$dir/$out"
+	rm -f "$dir/$out.tmp"
+}
+build task_states.bpf.o
+# Test data only (task_iter's tests): the same program without its NULL check, which the verifier refuses.
+build task_states_refused.bpf.o -DWEDGE_TEST_VERIFIER_REFUSAL
 sha256sum "$dir/task_states.bpf.c" | cut -d' ' -f1 > "$dir/task_states.bpf.o.source-sha256"
 echo "built $dir/task_states.bpf.o with $("$clang" --version | head -1)"

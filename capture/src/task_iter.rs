@@ -32,6 +32,8 @@ pub const RECORD_LEN: usize = 32;
 
 /// The compiled program, checked in (see the module doc); 8-byte aligned for the ELF parser.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_states.bpf.o");
+/// Where the running kernel describes its own types (CONFIG_DEBUG_INFO_BTF).
+const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// The program's function name in the object (its `SEC("iter/task")`).
 const PROGRAM: &str = "task_states";
 
@@ -167,14 +169,15 @@ impl TaskIter {
     /// Loads the program and proves it on this process (a link, one read that must list the calling
     /// thread). Takes ~0.1 s (BTF parsing, the verifier): once per agent.
     pub fn load() -> Result<TaskIter, Error> {
-        TaskIter::load_object(OBJECT)
+        TaskIter::load_object(KERNEL_BTF, OBJECT)
     }
 
-    /// [`TaskIter::load`] from other object bytes (tests: a damaged object is a reason, not a panic).
-    fn load_object(object: &[u8]) -> Result<TaskIter, Error> {
-        let btf = aya::Btf::from_sys_fs().map_err(|e| {
+    /// [`TaskIter::load`] with another BTF file or object (tests: a missing BTF, a damaged object, a
+    /// program the verifier refuses are each a reason, never a panic).
+    fn load_object(btf_path: &str, object: &[u8]) -> Result<TaskIter, Error> {
+        let btf = aya::Btf::parse_file(btf_path, aya::Endianness::default()).map_err(|e| {
             Error::Unavailable(format!(
-                "no kernel BTF at /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF): {}",
+                "no kernel BTF at {btf_path} (CONFIG_DEBUG_INFO_BTF): {}",
                 chain(&e)
             ))
         })?;
@@ -188,7 +191,9 @@ impl TaskIter {
             .try_into()
             .map_err(|e| refused("the task iterator's program type", &e))?;
         program.load("task", &btf).map_err(|e| {
-            if permission_refused(&e) {
+            // The verifier refuses an unsafe program with EACCES too: its log, not the errno, tells
+            // a refusal from a missing privilege (EPERM, no log).
+            if permission_refused(&e) && !has_verifier_log(&e) {
                 Error::Unavailable(format!("loading the task iterator refused ({PRIVILEGE})"))
             } else {
                 Error::Unavailable(format!(
@@ -302,6 +307,11 @@ fn release_freed_memory() {
     }
 }
 
+fn has_verifier_log(err: &aya::programs::ProgramError) -> bool {
+    matches!(err, aya::programs::ProgramError::LoadError { verifier_log, .. }
+        if !verifier_log.to_string().trim().is_empty())
+}
+
 /// The first lines of the verifier's verdict (aya keeps the whole log; the reason is at its end).
 fn verifier_summary(err: &aya::programs::ProgramError) -> String {
     if let aya::programs::ProgramError::LoadError {
@@ -310,13 +320,19 @@ fn verifier_summary(err: &aya::programs::ProgramError) -> String {
     } = err
     {
         let log = verifier_log.to_string();
-        let last: Vec<&str> = log
+        // The verdict is the last line before the statistics the verifier appends.
+        let verdict = log
             .lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        let tail = last[last.len().saturating_sub(2)..].join(" / ");
-        return format!("{io_error}: {tail}");
+            .filter(|l| {
+                !l.is_empty()
+                    && !l.starts_with("processed ")
+                    && !l.starts_with("stack depth")
+                    && !l.starts_with("verification time")
+            })
+            .next_back()
+            .unwrap_or("(no verifier log)");
+        return format!("{io_error}: {verdict}");
     }
     chain(err)
 }
@@ -554,12 +570,46 @@ mod tests {
             &OBJECT[..64],
             &b"not an ELF object"[..],
         ] {
-            match TaskIter::load_object(damaged) {
+            match TaskIter::load_object(KERNEL_BTF, damaged) {
                 Err(Error::Unavailable(why)) => {
                     assert!(why.starts_with("loading the task iterator"), "{why}")
                 }
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    /// The fallbacks' reasons, for real: a kernel without BTF, and a program the verifier refuses (the
+    /// same source built without its NULL check by gen_task_states.sh).
+    #[test]
+    fn no_btf_and_a_verifier_refusal_are_reasons() {
+        if load_for_test("no_btf_and_a_verifier_refusal_are_reasons").is_none() {
+            return;
+        }
+        match TaskIter::load_object("/nonexistent/btf/vmlinux", OBJECT) {
+            Err(Error::Unavailable(why)) => {
+                assert!(why.starts_with("no kernel BTF at /nonexistent"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        match TaskIter::load_object("/proc/self/stat", OBJECT) {
+            Err(Error::Unavailable(why)) => assert!(why.starts_with("no kernel BTF"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        static REFUSED: &[u8] = aya::include_bytes_aligned!("../bpf/task_states_refused.bpf.o");
+        match TaskIter::load_object(KERNEL_BTF, REFUSED) {
+            Err(Error::Unavailable(why)) => {
+                assert!(
+                    why.starts_with("the kernel refused the task iterator: "),
+                    "{why}"
+                );
+                // The verifier's own words (the possibly-NULL task pointer), not just an errno.
+                assert!(
+                    why.contains("R1") || why.contains("invalid mem access"),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
         }
     }
 
