@@ -324,13 +324,12 @@ fn verifier_summary(err: &aya::programs::ProgramError) -> String {
         let verdict = log
             .lines()
             .map(str::trim)
-            .filter(|l| {
+            .rfind(|l| {
                 !l.is_empty()
                     && !l.starts_with("processed ")
                     && !l.starts_with("stack depth")
                     && !l.starts_with("verification time")
             })
-            .next_back()
             .unwrap_or("(no verifier log)");
         return format!("{io_error}: {verdict}");
     }
