@@ -41,6 +41,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The BPF task iterator ([`crate::task_iter`]) cannot be used here; the text says why (privilege,
+    /// kernel BTF, the verifier, the kernel's age, the pid namespace) for the start line and `doctor`.
+    #[error("{0}")]
+    TaskIterUnavailable(String),
+    /// A `bpf(2)` call or an iterator read failed (the process watched is usually gone).
+    #[error("{what}: {source}")]
+    Bpf {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     /// Setting up a test fixture (frozen filesystem) failed.
     #[error("{0}")]
     Fixture(String),

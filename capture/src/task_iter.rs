@@ -6,7 +6,7 @@
 //! - [`TaskIter::load`]: the checked-in program (`capture/bpf/task_states.bpf.c`, built by
 //!   `gen_task_states.sh` into `task_states.bpf.o`), CO-RE relocated by aya against the running kernel's
 //!   BTF, then tried on this process. Every refusal (no BTF, no CAP_BPF/CAP_PERFMON, the verifier, a kernel
-//!   older than 6.1) is an [`Error::Unavailable`] whose text says why: the caller falls back to /proc.
+//!   older than 6.1) is an [`Error::TaskIterUnavailable`] whose text says why: the caller falls back to /proc.
 //! - [`TaskIter::watch`]: an iterator link limited to one process (`bpf_iter_link_info.task.pid`).
 //! - [`ProcessThreads::read`]: one pass of that iterator into a byte buffer (a fresh iterator per call).
 //! - [`parse_records`] (pure) → [`ThreadRecord`]: `letter` (the `stat` state letter, computed as the
@@ -21,6 +21,7 @@
 //! Raw `bpf(2)` calls only for what aya 0.14 lacks: a link with the process filter and a new iterator per
 //! scan from the same link (aya's `IterLink::into_file` consumes the link).
 
+use crate::error::{Error, Result};
 use crate::le::{u32_at, u64_at};
 use std::fmt;
 use std::fs::File;
@@ -41,16 +42,6 @@ const PROGRAM: &str = "task_states";
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_ITER_CREATE: libc::c_long = 33;
 const BPF_TRACE_ITER: u32 = 28;
-
-/// Why the iterator cannot be used, in words for the start line and `doctor`.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{0}")]
-    Unavailable(String),
-    /// Reading one process's iterator failed (the process is usually gone).
-    #[error("task iterator read: {0}")]
-    Read(#[source] std::io::Error),
-}
 
 /// One thread as the iterator saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,12 +88,15 @@ impl ThreadRecord {
 
 /// The records of one iterator read. A length that is not a whole number of records is an error (a
 /// program and parser out of step), never a partial answer.
-pub fn parse_records(bytes: &[u8]) -> Result<impl Iterator<Item = ThreadRecord> + '_, Error> {
+pub fn parse_records(bytes: &[u8]) -> Result<impl Iterator<Item = ThreadRecord> + '_> {
     if !bytes.len().is_multiple_of(RECORD_LEN) {
-        return Err(Error::Unavailable(format!(
-            "task iterator answer of {} bytes is not a whole number of {RECORD_LEN}-byte records",
-            bytes.len()
-        )));
+        return Err(Error::Parse {
+            what: "task iterator records",
+            why: format!(
+                "{} bytes is not a whole number of {RECORD_LEN}-byte records",
+                bytes.len()
+            ),
+        });
     }
     Ok(bytes.chunks_exact(RECORD_LEN).map(|r| ThreadRecord {
         tid: u32_at(r, 0) as i32,
@@ -159,24 +153,24 @@ const PRIVILEGE: &str = "needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)";
 
 fn refused(what: &str, err: &(dyn std::error::Error + 'static)) -> Error {
     if permission_refused(err) {
-        Error::Unavailable(format!("{what} refused ({PRIVILEGE})"))
+        Error::TaskIterUnavailable(format!("{what} refused ({PRIVILEGE})"))
     } else {
-        Error::Unavailable(format!("{what}: {}", chain(err)))
+        Error::TaskIterUnavailable(format!("{what}: {}", chain(err)))
     }
 }
 
 impl TaskIter {
     /// Loads the program and proves it on this process (a link, one read that must list the calling
     /// thread). Takes ~0.1 s (BTF parsing, the verifier): once per agent.
-    pub fn load() -> Result<TaskIter, Error> {
+    pub fn load() -> Result<TaskIter> {
         TaskIter::load_object(KERNEL_BTF, OBJECT)
     }
 
     /// [`TaskIter::load`] with another BTF file or object (tests: a missing BTF, a damaged object, a
     /// program the verifier refuses are each a reason, never a panic).
-    fn load_object(btf_path: &str, object: &[u8]) -> Result<TaskIter, Error> {
+    fn load_object(btf_path: &str, object: &[u8]) -> Result<TaskIter> {
         let btf = aya::Btf::parse_file(btf_path, aya::Endianness::default()).map_err(|e| {
-            Error::Unavailable(format!(
+            Error::TaskIterUnavailable(format!(
                 "no kernel BTF at {btf_path} (CONFIG_DEBUG_INFO_BTF): {}",
                 chain(&e)
             ))
@@ -187,16 +181,20 @@ impl TaskIter {
             .map_err(|e| refused("loading the task iterator", &e))?;
         let program: &mut aya::programs::Iter = object
             .program_mut(PROGRAM)
-            .ok_or_else(|| Error::Unavailable(format!("no program {PROGRAM} in the object")))?
+            .ok_or_else(|| {
+                Error::TaskIterUnavailable(format!("no program {PROGRAM} in the object"))
+            })?
             .try_into()
             .map_err(|e| refused("the task iterator's program type", &e))?;
         program.load("task", &btf).map_err(|e| {
             // The verifier refuses an unsafe program with EACCES too: its log, not the errno, tells
             // a refusal from a missing privilege (EPERM, no log).
             if permission_refused(&e) && !has_verifier_log(&e) {
-                Error::Unavailable(format!("loading the task iterator refused ({PRIVILEGE})"))
+                Error::TaskIterUnavailable(format!(
+                    "loading the task iterator refused ({PRIVILEGE})"
+                ))
             } else {
-                Error::Unavailable(format!(
+                Error::TaskIterUnavailable(format!(
                     "the kernel refused the task iterator: {}",
                     verifier_summary(&e)
                 ))
@@ -207,7 +205,7 @@ impl TaskIter {
             .map_err(|e| refused("the task iterator's fd", &e))?
             .as_fd()
             .try_clone_to_owned()
-            .map_err(|e| Error::Unavailable(format!("dup of the program fd: {e}")))?;
+            .map_err(|e| Error::TaskIterUnavailable(format!("dup of the program fd: {e}")))?;
         // `object` (and aya's own fd) go here; ours keeps the program loaded.
         drop(object);
         drop(btf);
@@ -217,7 +215,7 @@ impl TaskIter {
         Ok(iter)
     }
 
-    fn prove(&self) -> Result<(), Error> {
+    fn prove(&self) -> Result<()> {
         let me = std::process::id() as i32;
         let tid = nix::unistd::gettid().as_raw();
         let threads = self.watch(me)?;
@@ -225,14 +223,14 @@ impl TaskIter {
         threads.read(&mut buf)?;
         let records: Vec<ThreadRecord> = parse_records(&buf)?.collect();
         if !records.iter().any(|r| r.tid == tid && r.tgid == me) {
-            return Err(Error::Unavailable(format!(
+            return Err(Error::TaskIterUnavailable(format!(
                 "the task iterator did not list this thread (tid {tid}; {} records for pid {me}): \
                  it numbers tasks as the host does, so a pid namespace other than the host's cannot use it",
                 records.len()
             )));
         }
         if records.iter().any(|r| r.tgid != me) {
-            return Err(Error::Unavailable(
+            return Err(Error::TaskIterUnavailable(
                 "the task iterator is not limited to one process on this kernel".into(),
             ));
         }
@@ -240,11 +238,11 @@ impl TaskIter {
     }
 
     /// An iterator over the threads of `pid` only (pid as this process's pid namespace numbers it).
-    pub fn watch(&self, pid: i32) -> Result<ProcessThreads, Error> {
+    pub fn watch(&self, pid: i32) -> Result<ProcessThreads> {
         let pid = u32::try_from(pid)
             .ok()
             .filter(|&p| p > 0)
-            .ok_or_else(|| Error::Unavailable(format!("not a pid: {pid}")))?;
+            .ok_or_else(|| Error::TaskIterUnavailable(format!("not a pid: {pid}")))?;
         // union bpf_iter_link_info: task = { tid, pid, pid_fd }; 16 bytes (the cgroup member's size).
         let info: [u32; 4] = [0, pid, 0, 0];
         // The BPF_LINK_CREATE member of union bpf_attr: prog_fd, target_fd, attach_type, flags,
@@ -280,7 +278,7 @@ impl TaskIter {
         };
         if fd < 0 {
             let err = std::io::Error::last_os_error();
-            return Err(Error::Unavailable(match err.raw_os_error() {
+            return Err(Error::TaskIterUnavailable(match err.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::EACCES) => {
                     format!("creating a task iterator link refused ({PRIVILEGE})")
                 }
@@ -345,7 +343,7 @@ pub struct ProcessThreads {
 impl ProcessThreads {
     /// One pass over the process's threads into `buf` (cleared first); parse with [`parse_records`].
     /// A process that has exited reads as no records.
-    pub fn read(&self, buf: &mut Vec<u8>) -> Result<(), Error> {
+    pub fn read(&self, buf: &mut Vec<u8>) -> Result<()> {
         buf.clear();
         #[repr(C)]
         struct IterCreate {
@@ -367,11 +365,17 @@ impl ProcessThreads {
             )
         };
         if fd < 0 {
-            return Err(Error::Read(std::io::Error::last_os_error()));
+            return Err(Error::Bpf {
+                what: "task iterator create",
+                source: std::io::Error::last_os_error(),
+            });
         }
         // SAFETY: a new fd the kernel just returned, owned by nothing else.
         let mut file = unsafe { File::from_raw_fd(fd as i32) };
-        file.read_to_end(buf).map_err(Error::Read)?;
+        file.read_to_end(buf).map_err(|source| Error::Bpf {
+            what: "task iterator read",
+            source,
+        })?;
         Ok(())
     }
 }
@@ -570,7 +574,7 @@ mod tests {
             &b"not an ELF object"[..],
         ] {
             match TaskIter::load_object(KERNEL_BTF, damaged) {
-                Err(Error::Unavailable(why)) => {
+                Err(Error::TaskIterUnavailable(why)) => {
                     assert!(why.starts_with("loading the task iterator"), "{why}")
                 }
                 other => panic!("{other:?}"),
@@ -586,18 +590,20 @@ mod tests {
             return;
         }
         match TaskIter::load_object("/nonexistent/btf/vmlinux", OBJECT) {
-            Err(Error::Unavailable(why)) => {
+            Err(Error::TaskIterUnavailable(why)) => {
                 assert!(why.starts_with("no kernel BTF at /nonexistent"), "{why}")
             }
             other => panic!("{other:?}"),
         }
         match TaskIter::load_object("/proc/self/stat", OBJECT) {
-            Err(Error::Unavailable(why)) => assert!(why.starts_with("no kernel BTF"), "{why}"),
+            Err(Error::TaskIterUnavailable(why)) => {
+                assert!(why.starts_with("no kernel BTF"), "{why}")
+            }
             other => panic!("{other:?}"),
         }
         static REFUSED: &[u8] = aya::include_bytes_aligned!("../bpf/task_states_refused.bpf.o");
         match TaskIter::load_object(KERNEL_BTF, REFUSED) {
-            Err(Error::Unavailable(why)) => {
+            Err(Error::TaskIterUnavailable(why)) => {
                 assert!(
                     why.starts_with("the kernel refused the task iterator: "),
                     "{why}"
