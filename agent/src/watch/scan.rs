@@ -82,6 +82,8 @@ impl ThreadScanner {
         ThreadScanner::with_shortcuts(proc_root, ScanShortcuts::from_env())
     }
 
+    /// The scanner with the shortcuts `wanted`, each tried for real and said why not (tests compare a
+    /// scanner with and without them over the same threads).
     pub fn with_shortcuts(proc_root: &ProcRoot, wanted: ScanShortcuts) -> ThreadScanner {
         let off = !wanted.taskstats;
         let (taskstats, shortcut) = if !proc_root.is_live() {
