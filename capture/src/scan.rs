@@ -510,6 +510,23 @@ impl Scanner {
         summary.iterated = iterated;
 
         // 1. Re-read the threads we hold; drop the ones that vanished.
+        self.refresh_held(gen, quiet, iterated, &mut summary)?;
+        // 2. Look for new threads only when something changed (or periodically).
+        self.add_new_threads(gen, expected, &mut summary)?;
+        summary.unkept = self.slots.iter().filter(|s| s.file.is_none()).count();
+        summary.threads = self.slots.len();
+        Ok(summary)
+    }
+
+    /// Step 1 of a scan: re-reads the threads held (all but those a shortcut shows unchanged) and drops
+    /// the ones that vanished.
+    fn refresh_held(
+        &mut self,
+        gen: u64,
+        quiet: bool,
+        iterated: bool,
+        summary: &mut ScanSummary,
+    ) -> Result<()> {
         let mut i = 0;
         while i < self.slots.len() {
             let tid = self.slots[i].sample.tid as u64;
@@ -566,8 +583,16 @@ impl Scanner {
                 summary.gone += 1;
             }
         }
+        Ok(())
+    }
 
-        // 2. Look for new threads only when something changed (or periodically).
+    /// Step 2 of a scan: looks for new threads, only when something changed (or periodically).
+    fn add_new_threads(
+        &mut self,
+        gen: u64,
+        expected: Option<usize>,
+        summary: &mut ScanSummary,
+    ) -> Result<()> {
         let relist = gen == 1
             || summary.gone > 0
             || expected != Some(self.slots.len())
@@ -624,9 +649,7 @@ impl Scanner {
                 }
             }
         }
-        summary.unkept = self.slots.iter().filter(|s| s.file.is_none()).count();
-        summary.threads = self.slots.len();
-        Ok(summary)
+        Ok(())
     }
 
     /// The threads as of the latest scan (unordered).
