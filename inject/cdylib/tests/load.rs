@@ -329,21 +329,39 @@ fn fails_soft_without_a_ring() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// A child in `role` with the fake CUPTI built and a ring file `app.ring` in a fresh directory (kept
+/// alive by the returned TempDir); `extra` adds environment. [`child`] (success asserted) or, with
+/// `may_fail`, [`child_any`]. None when no C compiler can build the fake (outside CI).
+fn with_fake_cupti_ring(
+    role: &str,
+    extra: &[(&str, &Path)],
+    may_fail: bool,
+) -> Option<(tempfile::TempDir, PathBuf, Output)> {
+    let dir = tempfile::tempdir().unwrap();
+    let cupti = fake_cupti(dir.path())?;
+    let ring_path = dir.path().join("app.ring");
+    let mut env = vec![
+        ("WEDGE_CAPTURE_RING", ring_path.as_path()),
+        ("WEDGE_CAPTURE_CUPTI", cupti.as_path()),
+    ];
+    env.extend_from_slice(extra);
+    let output = if may_fail {
+        child_any(role, &env)
+    } else {
+        child(role, &env)
+    };
+    Some((dir, ring_path, output))
+}
+
 #[test]
 fn another_subscriber_is_named_in_the_status() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(cupti) = fake_cupti(dir.path()) else {
+    let Some((_dir, ring_path, output)) = with_fake_cupti_ring(
+        "init",
+        &[("FAKE_CUPTI_SUBSCRIBE_RESULT", Path::new("39"))],
+        false,
+    ) else {
         return;
     };
-    let ring_path = dir.path().join("app.ring");
-    let output = child(
-        "init",
-        &[
-            ("WEDGE_CAPTURE_RING", &ring_path),
-            ("WEDGE_CAPTURE_CUPTI", &cupti),
-            ("FAKE_CUPTI_SUBSCRIBE_RESULT", Path::new("39")),
-        ],
-    );
     assert!(text(&output.stdout).contains("state=2"));
     assert!(text(&output.stderr).contains("another CUPTI subscriber"));
     let header = ring(&ring_path).header;
@@ -357,18 +375,9 @@ fn another_subscriber_is_named_in_the_status() {
 
 #[test]
 fn records_driver_calls_through_the_cupti_callback() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(cupti) = fake_cupti(dir.path()) else {
+    let Some((_dir, ring_path, output)) = with_fake_cupti_ring("fake-calls", &[], false) else {
         return;
     };
-    let ring_path = dir.path().join("app.ring");
-    let output = child(
-        "fake-calls",
-        &[
-            ("WEDGE_CAPTURE_RING", &ring_path),
-            ("WEDGE_CAPTURE_CUPTI", &cupti),
-        ],
-    );
     assert!(
         text(&output.stdout).contains("state=1"),
         "{}",
@@ -469,18 +478,11 @@ fn a_ring_dir_gets_a_cupti_ring_per_process() {
 #[test]
 fn the_call_in_flight_survives_a_sigkill() {
     use std::os::unix::process::ExitStatusExt;
-    let dir = tempfile::tempdir().unwrap();
-    let Some(cupti) = fake_cupti(dir.path()) else {
+    let Some((_dir, ring_path, output)) =
+        with_fake_cupti_ring("fake-calls-then-sigkill", &[], true)
+    else {
         return;
     };
-    let ring_path = dir.path().join("app.ring");
-    let output = child_any(
-        "fake-calls-then-sigkill",
-        &[
-            ("WEDGE_CAPTURE_RING", &ring_path),
-            ("WEDGE_CAPTURE_CUPTI", &cupti),
-        ],
-    );
     assert_eq!(
         output.status.signal(),
         Some(libc::SIGKILL),
