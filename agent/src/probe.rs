@@ -955,7 +955,8 @@ mod tests {
             Probe::read_file("good", good, "x"),
         ]);
         let elapsed = started.elapsed();
-        assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+        // A FIFO open never returns by itself: ending at all is the deadline at work (slack for a loaded CI).
+        assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
         assert_eq!(out[0].status, ProbeStatus::TimedOut);
         assert_eq!(
             out[0].detail,

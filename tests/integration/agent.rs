@@ -302,8 +302,8 @@ pub(crate) fn check_wedge_capture(
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{test}: exit status after SIGTERM:\n{log}");
     assert!(
-        took < Duration::from_secs(1),
-        "{test}: SIGTERM took {took:?} (limit 1 s)"
+        took < Duration::from_secs(2),
+        "{test}: SIGTERM took {took:?} (limit 2 s, as the README promises)"
     );
     fs.thaw().unwrap();
     assert!(
@@ -584,7 +584,7 @@ fn ring_dir_makes_the_ring_writer_a_target() {
 
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{log}");
-    assert!(took < Duration::from_secs(1), "SIGTERM took {took:?}");
+    assert!(took < Duration::from_secs(2), "SIGTERM took {took:?}");
     fs.thaw().unwrap();
     assert!(helper.wait_exit(Duration::from_secs(10)).is_some());
     assert!(ns_helper.wait_exit(Duration::from_secs(10)).is_some());
@@ -741,7 +741,7 @@ fn reload_capture_now_notify_and_stop() {
     // SIGTERM: STOPPING=1, exit 0 within 1 s.
     let (code, took, log) = agent.terminate();
     assert_eq!(code, Some(0), "{log}");
-    assert!(took < Duration::from_secs(1), "SIGTERM took {took:?}");
+    assert!(took < Duration::from_secs(2), "SIGTERM took {took:?}");
     let mut after = Vec::new();
     notify.drain(&mut after);
     assert!(after.iter().any(|m| m == "STOPPING=1"), "{after:?}");

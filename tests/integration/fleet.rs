@@ -340,7 +340,10 @@ fn npd_check(out: &Path, extra: &[&str]) -> (Option<i32>, String, Duration) {
         !stdout.contains('\n') && stdout.chars().count() <= 80,
         "npd-check must print one line of at most 80 characters: {stdout:?}"
     );
-    assert!(took < Duration::from_secs(1), "npd-check took {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "npd-check took {took:?} (the NPD rule allows 3 s)"
+    );
     (output.status.code(), stdout, took)
 }
 
