@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use capture::frozen_fs::{self, FrozenFs};
 use capture::testing::FakeProc;
@@ -81,6 +81,15 @@ fn capture_of_a_live_process_all_threads() {
         Duration::from_secs(5),
     )
     .unwrap();
+    // State S is set before schedule() dequeues the task; until then (long on a loaded machine) the kernel
+    // answers wchan "0" (`get_wchan` wants the task off the run queue). The capture reports that honestly;
+    // this test wants the settled sleep.
+    let settled = Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|w| w.trim() == "0")
+        && settled.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let v = json(&wedge(&[
         "capture",
         "--pid",

@@ -253,6 +253,9 @@ struct DriverPath<'a> {
     /// Where the wait happens when it is outside the entry's run of frames: the modules called on the way in
     /// (`nv_peer_mem`, `ib_core`; empty when it is the entry module again) and the innermost module frame.
     waits_in: Option<(Vec<&'a str>, &'a str)>,
+    /// The innermost frame of the entry's run: the function that called the wait when no other module did
+    /// (`uvm_page_tree_get_ptes_async` under `mutex_lock`, `txg_wait_synced` under spl's `cv_wait`).
+    run_innermost: &'a str,
 }
 
 fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
@@ -289,13 +292,35 @@ fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
         entry,
         op,
         waits_in: waits_in(&frames[..first], module),
+        // The top frame is the wait itself: said after `…`, not twice.
+        run_innermost: if first == 0 {
+            entry
+        } else {
+            base_name(&frames[first].function)
+        },
     })
 }
 
 /// The modules between the entry and the innermost module frame (frameworks only where the wait is), outer
 /// first, and the innermost module frame's function.
 fn waits_in<'a>(inner: &'a [StackFrame], entry_module: &str) -> Option<(Vec<&'a str>, &'a str)> {
-    let innermost = inner.iter().position(|f| f.module.is_some())?;
+    // A wait primitive a helper module provides to another (spl's `cv_wait_common` to zfs, amdkcl's fence
+    // wait to amdgpu) is said by the wait words after `…`: the path names the function that called it. A
+    // module's own wait (jbd2's `jbd2_log_wait_commit`) stays named.
+    let is_primitive = |f: &StackFrame| rules::wait_words(base_name(&f.function)).is_some();
+    let helper_wait = |i: usize| {
+        let f = &inner[i];
+        is_primitive(f)
+            && inner[i + 1..]
+                .iter()
+                .filter(|g| !is_primitive(g))
+                .find_map(|g| g.module.as_deref())
+                .unwrap_or(entry_module)
+                != f.module.as_deref().unwrap_or_default()
+    };
+    let innermost = (0..inner.len()).find(|&i| inner[i].module.is_some() && !helper_wait(i))?;
+    let inner = &inner[innermost..];
+    let innermost = 0;
     let mut chain: Vec<&str> = Vec::new();
     for (i, f) in inner.iter().enumerate().rev() {
         let Some(m) = f.module.as_deref() else {
@@ -304,11 +329,21 @@ fn waits_in<'a>(inner: &'a [StackFrame], entry_module: &str) -> Option<(Vec<&'a 
         if (is_generic(m) && i != innermost) || chain.last() == Some(&m) {
             continue;
         }
-        if chain.is_empty() && m == entry_module {
-            continue;
-        }
         chain.push(m);
     }
+    // A module seen twice (zfs → spl → zfs → spl) is named where it is last: the path ends in the module that
+    // waits, and the entry module is not repeated.
+    let mut seen = Vec::new();
+    for m in chain.into_iter().rev() {
+        if !seen.contains(&m) {
+            seen.push(m);
+        }
+    }
+    seen.reverse();
+    if seen.first() == Some(&entry_module) {
+        seen.remove(0);
+    }
+    let chain = seen;
     Some((chain, base_name(&inner[innermost].function)))
 }
 
@@ -325,7 +360,11 @@ impl DriverPath<'_> {
                 s.push_str(&format!(" → {}: {f}", chain.join(" → ")));
             }
             Some((_, f)) if Some(*f) != self.op => s.push_str(&format!(" → {f}")),
-            _ => {}
+            Some(_) => {}
+            None if Some(self.run_innermost) != self.op && self.run_innermost != self.entry => {
+                s.push_str(&format!(" → {}", self.run_innermost));
+            }
+            None => {}
         }
         s
     }
@@ -387,6 +426,8 @@ const MM_CHANGERS: &[&str] = &[
     "__do_sys_brk",
     "__do_sys_mremap",
     "lock_mm_and_find_vma",
+    // khugepaged takes it for write to collapse a huge page.
+    "collapse_huge_page",
     "mmap_read_lock_killable",
     "mmap_write_lock_killable",
     "__vma_start_write",
@@ -533,13 +574,41 @@ fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Op
         return Some(tail(path.words(entered.as_deref().unwrap_or("kernel"))));
     }
 
-    // 5. Core kernel, or no stack at all (e.g. no CAP_SYS_ADMIN): syscall and wait site.
+    // 5. Core kernel, or no stack at all (e.g. no CAP_SYS_ADMIN): syscall, the function that waits, the wait.
+    let entered = match (entered, waiter(frames)) {
+        (Some(s), Some(f)) => Some(format!("{s} → {f}")),
+        (None, Some(f)) => Some(f.to_string()),
+        (s, None) => s,
+    };
     match (entered, &wait) {
         (Some(s), Some(w)) => Some(format!("{s} … {w}")),
         (Some(s), None) => Some(s),
         (None, Some(w)) => Some(w.clone()),
         (None, None) => None,
     }
+}
+
+/// The function that called the wait primitives at the top of the stack (`proc_cgroup_show` under
+/// `mutex_lock`, `__lru_add_drain_all`, `truncate_inode_pages_range` under `__lock_page`): what a kernel
+/// engineer reads first after the wait itself. None when the top frame is no primitive (it is the wait and
+/// already named) or when only entry and thread frames are left.
+fn waiter(frames: &[StackFrame]) -> Option<&str> {
+    let mut primitives = 0;
+    for f in frames {
+        let name = base_name(&f.function);
+        if SCHEDULER_FRAMES.contains(&name) {
+            continue;
+        }
+        if rules::wait_words(name).is_some() {
+            primitives += 1;
+            continue;
+        }
+        if primitives == 0 || rules::is_entry_frame(name) {
+            return None;
+        }
+        return Some(name);
+    }
+    None
 }
 
 /// "process exit → __fput → nvidia_uvm uvm_release": the driver's teardown function, not the framework's
@@ -611,7 +680,7 @@ fn fault_words(
     let handler = above
         .iter()
         .map(|f| base_name(&f.function))
-        .find(|n| n.ends_with("_fault") && !GENERIC.contains(n));
+        .find(|n| (n.ends_with("_fault") || n.ends_with("page_mkwrite")) && !GENERIC.contains(n));
     match handler {
         Some(h) => tail(format!("page fault ({h})")),
         None => tail("page fault".to_string()),

@@ -153,6 +153,9 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &[
             "wait_on_page_writeback",
             "folio_wait_writeback",
+            "folio_wait_stable",
+            "wait_for_stable_page",
+            "wait_for_stable_folio",
             "__filemap_fdatawait_range",
             "filemap_fdatawait_range",
             "filemap_fdatawait_keep_errors",
@@ -206,6 +209,13 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "reservation_object_wait_timeout_rcu",
             "drm_atomic_helper_wait_for_fences",
             "drm_sched_entity_flush",
+            "drm_sched_entity_fini",
+            "drm_sched_entity_destroy",
+            "drm_sched_entity_kill",
+            "amd_sched_entity_fini",
+            "amd_sched_entity_flush",
+            "amddrm_sched_entity_fini",
+            "amddrm_sched_entity_flush",
             "drm_sched_entity_push_job",
             "amd_sched_entity_push_job",
             "i915_request_wait",
@@ -286,6 +296,103 @@ pub const WAIT_WORDS: &[WaitWord] = &[
     ),
     w(
         &[
+            "synchronize_rcu",
+            "synchronize_rcu_expedited",
+            "synchronize_srcu",
+            "synchronize_srcu_expedited",
+            "synchronize_sched",
+            "synchronize_rcu_tasks",
+            "__synchronize_srcu",
+            "__wait_rcu_gp",
+            "wait_rcu_gp",
+        ],
+        "RCU grace period wait",
+    ),
+    w(
+        &[
+            "flush_work",
+            "__flush_work",
+            "flush_delayed_work",
+            "flush_workqueue",
+            "__flush_workqueue",
+            "drain_workqueue",
+            "cancel_work_sync",
+            "cancel_delayed_work_sync",
+            "__cancel_work_timer",
+            "__cancel_work_sync",
+            "kthread_flush_work",
+            "kthread_flush_worker",
+        ],
+        "workqueue flush wait",
+    ),
+    w(
+        &[
+            "rpm_resume",
+            "rpm_suspend",
+            "rpm_idle",
+            "__pm_runtime_resume",
+            "__pm_runtime_suspend",
+            "__pm_runtime_idle",
+            "__pm_runtime_barrier",
+            "pm_runtime_barrier",
+            "pm_runtime_get_sync",
+            "pm_runtime_resume_and_get",
+        ],
+        "runtime PM wait",
+    ),
+    w(
+        &[
+            "async_synchronize_full",
+            "async_synchronize_full_domain",
+            "async_synchronize_cookie",
+            "async_synchronize_cookie_domain",
+        ],
+        "async work wait",
+    ),
+    w(
+        &[
+            "cv_wait",
+            "__cv_wait",
+            "cv_wait_common",
+            "cv_wait_io",
+            "__cv_wait_io",
+            "cv_wait_idle",
+            "__cv_wait_idle",
+            "cv_timedwait",
+            "__cv_timedwait",
+            "cv_timedwait_common",
+        ],
+        "condition variable wait (SPL)",
+    ),
+    w(
+        &["d_wait_lookup", "d_alloc_parallel"],
+        "dentry lookup wait (a parallel lookup of the same name)",
+    ),
+    w(&["inode_wait", "wait_on_inode"], "inode state wait"),
+    w(
+        &[
+            "inode_wait_for_writeback",
+            "__inode_wait_for_writeback",
+            "wb_wait_for_completion",
+        ],
+        "writeback wait",
+    ),
+    w(
+        &[
+            "blk_execute_rq",
+            "blk_execute_rq_nowait",
+            "scsi_execute",
+            "scsi_execute_cmd",
+            "scsi_execute_req",
+        ],
+        "block device request wait",
+    ),
+    w(
+        &["__mmc_claim_host", "mmc_claim_host", "mmc_get_card"],
+        "MMC host claim wait",
+    ),
+    w(
+        &[
             "schedule_timeout",
             "schedule_timeout_uninterruptible",
             "schedule_timeout_killable",
@@ -356,6 +463,13 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
             "dma_resv_wait_timeout_rcu",
             "drm_atomic_helper_wait_for_fences",
             "drm_sched_entity_flush",
+            "drm_sched_entity_fini",
+            "drm_sched_entity_destroy",
+            "drm_sched_entity_kill",
+            "amd_sched_entity_fini",
+            "amd_sched_entity_flush",
+            "amddrm_sched_entity_fini",
+            "amddrm_sched_entity_flush",
             "drm_sched_entity_push_job",
             "drm_sched_job_timedout",
             "drm_sched_stop",
@@ -429,6 +543,38 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
         ],
         Layer::Filesystem,
         "NFS server wait",
+    ),
+    c(
+        &[
+            "ceph_mdsc_do_request",
+            "ceph_mdsc_wait_request",
+            "ceph_osdc_wait_request",
+            "ceph_osdc_sync",
+            "ceph_osdc_wait_requests",
+            "ceph_monc_wait_osdmap",
+            "__ceph_open_session",
+        ],
+        Layer::Filesystem,
+        "Ceph server wait",
+    ),
+    c(
+        &[
+            "wait_for_response",
+            "compound_send_recv",
+            "cifs_send_recv",
+            "SendReceive",
+            "SendReceive2",
+            "smb2_reconnect",
+            "cifs_reconnect_tcon",
+            "wait_for_free_request",
+        ],
+        Layer::Filesystem,
+        "SMB server wait",
+    ),
+    c(
+        &["p9_client_rpc", "p9_client_zc_rpc"],
+        Layer::Filesystem,
+        "9P server wait",
     ),
 ];
 
@@ -527,4 +673,53 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
     "show_stack",
     "sched_show_task",
     "os_dump_stack",
+    // Inlined into a syzbot trace.
+    "__schedule_loop",
+    // The scheduler's own work that old unwinders print above a sleeping task (2.6-4.x).
+    "find_busiest_group",
+    "load_balance",
+    "idle_balance",
+    "newidle_balance",
+    "pick_next_task",
+    "pick_next_task_fair",
+    "put_prev_task_fair",
+    "dequeue_task_fair",
+    "dequeue_entity",
+    "update_curr",
+    "__switch_to_xtra",
+    "__perf_event_task_sched_out",
 ];
+
+/// Frames of the way in (syscall entry, kernel thread and workqueue machinery): never "the function that
+/// waits".
+pub fn is_entry_frame(name: &str) -> bool {
+    const ENTRY: &[&str] = &[
+        "do_syscall_64",
+        "do_syscall_32_irqs_on",
+        "do_fast_syscall_32",
+        "system_call_fastpath",
+        "ret_fast_syscall",
+        "invoke_syscall",
+        "el0_svc_common",
+        "do_el0_svc",
+        "el0_svc",
+        "kthread",
+        "ret_from_fork",
+        "ret_from_fork_asm",
+        "worker_thread",
+        "process_one_work",
+        "smpboot_thread_fn",
+        "kernel_init",
+        "kernel_init_freeable",
+    ];
+    ENTRY.contains(&name)
+        || name.starts_with("entry_SYSCALL")
+        || name.starts_with("__x64_sys_")
+        || name.starts_with("__arm64_sys_")
+        || name.starts_with("__ia32_sys_")
+        || name.starts_with("__do_sys_")
+        || name.starts_with("__se_sys_")
+        || name.starts_with("ksys_")
+        || name.starts_with("SyS_")
+        || name.starts_with("sys_")
+}

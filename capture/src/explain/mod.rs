@@ -13,7 +13,14 @@
 //! (`__schedule`, `schedule`, …) that `/proc/<tid>/stack` never shows; interrupt frames (`<IRQ>` … `</IRQ>`)
 //! are not the task's. A frame that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
+mod clean;
+mod formats;
+
 use serde::Serialize;
+
+use formats::{
+    arm_from, bare_name, crash_frame, frame_text, header, message, normalize_frame, Header,
+};
 
 use crate::error::{Error, Result};
 use crate::parse::stack;
@@ -113,31 +120,13 @@ impl Draft {
     }
 
     fn finish(self) -> ExplainedTask {
-        let all_guesses = self.frames.iter().all(|(_, guess)| *guess);
-        let mut stack: Vec<StackFrame> = self
-            .frames
-            .into_iter()
-            .filter(|(_, guess)| all_guesses || !guess)
-            .map(|(f, _)| f)
-            .filter(|f| !site::rules::SCHEDULER_FRAMES.contains(&site::base_name(&f.function)))
-            .collect();
-        // A stack of guesses only (old unwinders) starts with stale return addresses: begin at its first wait
-        // primitive when one is near the top.
-        if all_guesses {
-            let first_wait = stack
-                .iter()
-                .take(12)
-                .position(|f| site::rules::wait_words(site::base_name(&f.function)).is_some());
-            if let Some(i) = first_wait {
-                stack.drain(..i);
-            }
-        }
+        let (mut stack, interrupt_note) = clean::task_stack(self.frames);
         if let Some(rip) = self.rip {
             if stack.first().map(|f| &f.function) != Some(&rip.function) {
                 stack.insert(0, rip);
             }
         }
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = interrupt_note.into_iter().collect();
         if self.skipped_count > 0 {
             notes.push(format!(
                 "{} unparseable stack frame{} skipped: {}",
@@ -194,226 +183,6 @@ impl Draft {
             notes,
         }
     }
-}
-
-/// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`).
-fn strip_timestamp(s: &str) -> &str {
-    let t = s.trim_start();
-    let Some(rest) = t.strip_prefix('[') else {
-        return s;
-    };
-    if rest.starts_with('<') {
-        return s;
-    }
-    match rest.find(']') {
-        Some(end)
-            if end <= 40
-                && rest[..end].bytes().any(|b| b.is_ascii_digit())
-                && rest[..end]
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b" .:+-".contains(&b)) =>
-        {
-            &rest[end + 1..]
-        }
-        _ => s,
-    }
-}
-
-/// The message of a log line: without the journal/syslog prefix (`… kernel: `), printk level and timestamps.
-fn message(line: &str) -> &str {
-    let mut s = line.trim_end_matches('\r');
-    if let Some(i) = s.find("kernel: ") {
-        s = &s[i + "kernel: ".len()..];
-    }
-    if let Some(rest) = s.strip_prefix('<') {
-        if let Some(end) = rest.find('>').filter(|&e| e <= 2) {
-            if rest[..end].bytes().all(|b| b.is_ascii_digit()) {
-                s = &rest[end + 1..];
-            }
-        }
-    }
-    for _ in 0..2 {
-        s = strip_timestamp(s);
-    }
-    s
-}
-
-fn number_after(s: &str, key: &str) -> Option<i32> {
-    let i = s.find(key)?;
-    s[i + key.len()..]
-        .trim_start()
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// `NAME:PID` (the name may itself contain `:`).
-fn name_pid(s: &str) -> (String, Option<i32>) {
-    match s.rsplit_once(':') {
-        Some((name, pid)) => match pid.trim().parse() {
-            Ok(pid) => (name.to_string(), Some(pid)),
-            Err(_) => (s.to_string(), None),
-        },
-        None => (s.to_string(), None),
-    }
-}
-
-/// A line that starts a task: (comm, pid, ppid, wchan, continues the current task's header).
-enum Header {
-    Task {
-        name: String,
-        pid: Option<i32>,
-        ppid: Option<i32>,
-        wchan: Option<String>,
-    },
-    /// "INFO: task X:N blocked on a semaphore likely last held by …": about the task just reported.
-    Ignore,
-}
-
-fn header(msg: &str) -> Option<Header> {
-    let m = msg.trim();
-    if let Some(rest) = m.strip_prefix("INFO: task ") {
-        let (who, what) = rest.split_once(" blocked")?;
-        if what.starts_with(" on ") {
-            return Some(Header::Ignore);
-        }
-        let (name, pid) = name_pid(who);
-        return Some(Header::Task {
-            name,
-            pid,
-            ppid: None,
-            wchan: None,
-        });
-    }
-    if let Some(rest) = m.strip_prefix("task:") {
-        let (name, fields) = rest.split_once(" state:")?;
-        return Some(Header::Task {
-            name: name.trim().to_string(),
-            pid: number_after(fields, " pid:"),
-            ppid: number_after(fields, "ppid:"),
-            wchan: None,
-        });
-    }
-    if m.contains("soft lockup - CPU#") {
-        let open = m.rfind('[')?;
-        let who = m[open + 1..].strip_suffix(']')?;
-        let (name, pid) = name_pid(who);
-        return Some(Header::Task {
-            name,
-            pid,
-            ppid: None,
-            wchan: None,
-        });
-    }
-    // A stack dump: "CPU: 8 UID: 0 PID: 1185 Comm: nv_queue Tainted: …"; crash's `bt`: "PID: 64451  TASK: …
-    // COMMAND: \"osu_gather\"".
-    if m.starts_with("CPU: ") && m.contains(" Comm: ") {
-        let name = m.split(" Comm: ").nth(1)?.split_whitespace().next()?;
-        return Some(Header::Task {
-            name: name.to_string(),
-            pid: number_after(m, " PID:"),
-            ppid: None,
-            wchan: None,
-        });
-    }
-    if m.starts_with("PID: ") && m.contains("COMMAND: ") {
-        let name = m.split("COMMAND: ").nth(1)?.trim().trim_matches('"');
-        return Some(Header::Task {
-            name: name.to_string(),
-            pid: number_after(m, "PID:"),
-            ppid: None,
-            wchan: None,
-        });
-    }
-    // A wedge-capture report: "thread TID COMM state S wchan W".
-    if let Some(rest) = m.strip_prefix("thread ") {
-        let (tid, rest) = rest.split_once(' ')?;
-        let tid: i32 = tid.parse().ok()?;
-        let (comm, rest) = rest.rsplit_once(" state ")?;
-        let wchan = rest
-            .split_once(" wchan ")
-            .map(|(_, w)| w.split_whitespace().next().unwrap_or("-"))
-            .filter(|w| *w != "-" && *w != "0")
-            .map(str::to_string);
-        return Some(Header::Task {
-            name: comm.to_string(),
-            pid: Some(tid),
-            ppid: None,
-            wchan,
-        });
-    }
-    None
-}
-
-/// Drops the trailing ` (T)`/` (P)` marks of arm64 traces and a `[<addr>]` prefix; says whether the frame was
-/// a `?` guess.
-fn frame_text(msg: &str) -> Option<(&str, bool)> {
-    let mut s = msg.trim();
-    if s.starts_with("[<") {
-        s = s[s.find(']')? + 1..].trim_start();
-    }
-    let guess = match s.strip_prefix("? ") {
-        Some(rest) => {
-            s = rest.trim_start();
-            true
-        }
-        None => false,
-    };
-    for mark in [" (T)", " (P)", " (C)"] {
-        s = s.strip_suffix(mark).unwrap_or(s);
-    }
-    let looks = s.contains("+0x") || msg.trim_start().starts_with("[<");
-    (looks && !s.is_empty()).then_some((s, guess))
-}
-
-/// crash's `bt`: `#6 [ffffc90035ff7d18] kfd_ioctl_alloc_memory_of_gpu at ffffffffa062c9b5 [amdgpu]` →
-/// `kfd_ioctl_alloc_memory_of_gpu [amdgpu]`.
-fn crash_frame(msg: &str) -> Option<String> {
-    let rest = msg.strip_prefix('#')?;
-    let (n, rest) = rest.split_once(' ')?;
-    n.parse::<u32>().ok()?;
-    let rest = rest.trim_start().strip_prefix('[')?;
-    let (_, rest) = rest.split_once("] ")?;
-    let (function, after) = rest.split_once(" at ")?;
-    let module = after
-        .split_once(' ')
-        .map(|(_, m)| m.trim())
-        .filter(|m| m.starts_with('['));
-    Some(match module {
-        Some(m) => format!("{} {m}", function.trim()),
-        None => function.trim().to_string(),
-    })
-}
-
-/// A function name alone (`down`, `ApplyModeSetConfig [nvidia_modeset]`), as some reports trim their traces.
-fn bare_name(msg: &str) -> bool {
-    let (name, module) = match msg.split_once(' ') {
-        Some((n, m)) => (n, Some(m.trim())),
-        None => (msg, None),
-    };
-    let ident = name
-        .bytes()
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
-    ident && module.is_none_or(|m| m.starts_with('[') && m.ends_with(']'))
-}
-
-/// 32-bit arm: `[<807762c0>] (__schedule) from [<80776938>] (schedule+0x50/0xa8)`.
-fn arm_from(msg: &str) -> Option<(&str, &str)> {
-    let s = msg.trim();
-    let s = if s.starts_with("[<") {
-        s[s.find(']')? + 1..].trim_start()
-    } else {
-        s
-    };
-    let (callee, caller) = s.split_once(") from [<")?;
-    let callee = callee.strip_prefix('(')?;
-    let caller = caller[caller.find("] (")? + 3..].strip_suffix(')')?;
-    Some((callee, caller))
 }
 
 struct Reader {
@@ -509,7 +278,7 @@ impl Reader {
             .strip_prefix("RIP: 0010:")
             .or_else(|| trimmed.strip_prefix("pc : "))
         {
-            if let Ok(f) = stack::frame(rip.trim().as_bytes()) {
+            if let Ok(f) = stack::frame(normalize_frame(rip).trim().as_bytes()) {
                 let d = self.draft();
                 if d.frames.is_empty() {
                     d.rip = Some(f);
@@ -542,6 +311,8 @@ impl Reader {
         if rest.is_empty() {
             return;
         }
+        let normalized = normalize_frame(rest);
+        let rest: &str = &normalized;
         if let Some((callee, caller)) = arm_from(rest) {
             let d = self.draft();
             if !d.arm_from {

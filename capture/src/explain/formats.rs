@@ -1,0 +1,400 @@
+//! The line formats people paste: log prefixes (journal, syslog, Markdown quotes, ISO times, raw /dev/kmsg),
+//! task headers, and the frame notations of every unwinder and tool (`/proc/<tid>/stack`, hung-task dumps of
+//! any kernel since 2.6, 32-bit arm `from` lines old and new, crash `bt`, drgn, syzbot's symbolized frames).
+//! Each function takes one line and answers; the reader in [`super`] keeps the state.
+
+use std::borrow::Cow;
+
+/// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`).
+fn strip_timestamp(s: &str) -> &str {
+    let t = s.trim_start();
+    let Some(rest) = t.strip_prefix('[') else {
+        return s;
+    };
+    if rest.starts_with('<') {
+        return s;
+    }
+    match rest.find(']') {
+        Some(end)
+            if end <= 40
+                && rest[..end].bytes().any(|b| b.is_ascii_digit())
+                && rest[..end]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b" .:+-".contains(&b)) =>
+        {
+            &rest[end + 1..]
+        }
+        _ => s,
+    }
+}
+
+/// The message of a log line: without what log viewers and bug trackers put before it — a journal/syslog
+/// prefix (`… kernel: `), a Markdown quote (`> `), an ISO-8601 time (`2025-01-16T17:24:58.365Z`), a level word
+/// before a timestamp (`err [129398.233826]`), a raw `/dev/kmsg` header (`6,339,5140900,-;`), printk levels
+/// (`<4>`) and `[…]` timestamps, in any order and combination.
+pub(super) fn message(line: &str) -> &str {
+    let mut s = line.trim_end_matches('\r');
+    if let Some(i) = s.find("kernel: ") {
+        s = &s[i + "kernel: ".len()..];
+    }
+    for _ in 0..8 {
+        let before = s.len();
+        s = strip_quote(s);
+        s = strip_iso_time(s);
+        s = strip_kmsg_header(s);
+        s = strip_printk_level(s);
+        s = strip_level_word(s);
+        s = strip_timestamp(s);
+        if s.len() == before {
+            break;
+        }
+    }
+    s
+}
+
+/// `> ` of a quoted reply (GitHub, mailing lists).
+fn strip_quote(s: &str) -> &str {
+    let t = s.trim_start();
+    t.strip_prefix('>').unwrap_or(s)
+}
+
+/// `2025-01-16T17:24:58.365Z ` or `2025-01-16 17:24:58,123 ` (log shippers, Kubernetes, CI logs).
+fn strip_iso_time(s: &str) -> &str {
+    let t = s.trim_start();
+    let b = t.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    let date = digits(0..4)
+        && b.get(4) == Some(&b'-')
+        && digits(5..7)
+        && b.get(7) == Some(&b'-')
+        && digits(8..10);
+    if !date {
+        return s;
+    }
+    let mut rest = &t[10..];
+    let time_follows = |r: &str| {
+        let r = r.as_bytes();
+        r.len() >= 9 && r[0].is_ascii_digit() && r[1].is_ascii_digit() && r[2] == b':'
+    };
+    if let Some(r) = rest
+        .strip_prefix('T')
+        .or_else(|| rest.strip_prefix(' ').filter(|r| time_follows(r)))
+    {
+        rest = r;
+    } else if !rest.starts_with(char::is_whitespace) {
+        return s;
+    }
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    &rest[end..]
+}
+
+/// `/dev/kmsg` as read raw: `LEVEL,SEQ,USEC,FLAGS[,…];message`.
+fn strip_kmsg_header(s: &str) -> &str {
+    let t = s.trim_start();
+    let Some(semi) = t.find(';').filter(|&i| i <= 64) else {
+        return s;
+    };
+    let fields: Vec<&str> = t[..semi].split(',').collect();
+    let numeric = |f: &str| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit());
+    if fields.len() >= 4 && numeric(fields[0]) && numeric(fields[1]) && numeric(fields[2]) {
+        &t[semi + 1..]
+    } else {
+        s
+    }
+}
+
+/// `<4>` (printk level as `dmesg -r` and serial consoles print it).
+fn strip_printk_level(s: &str) -> &str {
+    let t = s.trim_start();
+    if let Some(rest) = t.strip_prefix('<') {
+        if let Some(end) = rest.find('>').filter(|&e| (1..=2).contains(&e)) {
+            if rest[..end].bytes().all(|b| b.is_ascii_digit()) {
+                return &rest[end + 1..];
+            }
+        }
+    }
+    s
+}
+
+/// `err [129398.233826] …`, `warning [ …`: a log viewer's level column before the kernel timestamp.
+fn strip_level_word(s: &str) -> &str {
+    const LEVELS: &[&str] = &[
+        "emerg", "alert", "crit", "err", "error", "warn", "warning", "notice", "info", "debug",
+    ];
+    let t = s.trim_start();
+    let Some((word, rest)) = t.split_once(char::is_whitespace) else {
+        return s;
+    };
+    let word = word.trim_end_matches(':');
+    let level = LEVELS.iter().any(|l| word.eq_ignore_ascii_case(l))
+        || word
+            .strip_prefix("kern.")
+            .is_some_and(|l| LEVELS.contains(&l));
+    if level && rest.trim_start().starts_with('[') {
+        rest
+    } else {
+        s
+    }
+}
+
+fn number_after(s: &str, key: &str) -> Option<i32> {
+    let i = s.find(key)?;
+    s[i + key.len()..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `NAME:PID` (the name may itself contain `:`).
+fn name_pid(s: &str) -> (String, Option<i32>) {
+    match s.rsplit_once(':') {
+        Some((name, pid)) => match pid.trim().parse() {
+            Ok(pid) => (name.to_string(), Some(pid)),
+            Err(_) => (s.to_string(), None),
+        },
+        None => (s.to_string(), None),
+    }
+}
+
+/// A line that starts a task: (comm, pid, ppid, wchan, continues the current task's header).
+pub(super) enum Header {
+    Task {
+        name: String,
+        pid: Option<i32>,
+        ppid: Option<i32>,
+        wchan: Option<String>,
+    },
+    /// "INFO: task X:N blocked on a semaphore likely last held by …": about the task just reported.
+    Ignore,
+}
+
+pub(super) fn header(msg: &str) -> Option<Header> {
+    let m = msg.trim();
+    if let Some(rest) = m.strip_prefix("INFO: task ") {
+        let (who, what) = rest.split_once(" blocked")?;
+        if what.starts_with(" on ") {
+            return Some(Header::Ignore);
+        }
+        let (name, pid) = name_pid(who);
+        return Some(Header::Task {
+            name,
+            pid,
+            ppid: None,
+            wchan: None,
+        });
+    }
+    if let Some(rest) = m.strip_prefix("task:") {
+        let (name, fields) = rest.split_once(" state:")?;
+        return Some(Header::Task {
+            name: name.trim().to_string(),
+            pid: number_after(fields, " pid:"),
+            ppid: number_after(fields, "ppid:"),
+            wchan: None,
+        });
+    }
+    if m.contains("soft lockup - CPU#") {
+        let open = m.rfind('[')?;
+        let who = m[open + 1..].strip_suffix(']')?;
+        let (name, pid) = name_pid(who);
+        return Some(Header::Task {
+            name,
+            pid,
+            ppid: None,
+            wchan: None,
+        });
+    }
+    // A stack dump: "CPU: 8 UID: 0 PID: 1185 Comm: nv_queue Tainted: …"; crash's `bt`: "PID: 64451  TASK: …
+    // COMMAND: \"osu_gather\"".
+    if m.starts_with("CPU: ") && m.contains(" Comm: ") {
+        let name = m.split(" Comm: ").nth(1)?.split_whitespace().next()?;
+        return Some(Header::Task {
+            name: name.to_string(),
+            pid: number_after(m, " PID:"),
+            ppid: None,
+            wchan: None,
+        });
+    }
+    if m.starts_with("PID: ") && m.contains("COMMAND: ") {
+        let name = m
+            .split("COMMAND: ")
+            .nth(1)?
+            .trim()
+            .trim_matches(['"', '\u{201c}', '\u{201d}']);
+        return Some(Header::Task {
+            name: name.to_string(),
+            pid: number_after(m, "PID:"),
+            ppid: None,
+            wchan: None,
+        });
+    }
+    // A wedge-capture report: "thread TID COMM state S wchan W".
+    if let Some(rest) = m.strip_prefix("thread ") {
+        let (tid, rest) = rest.split_once(' ')?;
+        let tid: i32 = tid.parse().ok()?;
+        let (comm, rest) = rest.rsplit_once(" state ")?;
+        let wchan = rest
+            .split_once(" wchan ")
+            .map(|(_, w)| w.split_whitespace().next().unwrap_or("-"))
+            .filter(|w| *w != "-" && *w != "0")
+            .map(str::to_string);
+        return Some(Header::Task {
+            name: comm.to_string(),
+            pid: Some(tid),
+            ppid: None,
+            wchan,
+        });
+    }
+    None
+}
+
+/// Drops the trailing ` (T)`/` (P)` marks of arm64 traces and a `[<addr>]` prefix; says whether the frame was
+/// a `?` guess.
+pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
+    let mut s = msg.trim();
+    if s.starts_with("[<") {
+        s = s[s.find(']')? + 1..].trim_start();
+    }
+    let guess = match s.strip_prefix("? ") {
+        Some(rest) => {
+            s = rest.trim_start();
+            true
+        }
+        None => false,
+    };
+    for mark in [" (T)", " (P)", " (C)"] {
+        s = s.strip_suffix(mark).unwrap_or(s);
+    }
+    let looks = s.contains("+0x") || msg.trim_start().starts_with("[<");
+    (looks && !s.is_empty()).then_some((s, guess))
+}
+
+/// crash's `bt` (`#6 [ffffc90035ff7d18] kfd_ioctl_alloc_memory_of_gpu at ffffffffa062c9b5 [amdgpu]`), drgn-tools
+/// (`# 6 [ff54a3e3b02ef788] wait_func [mlx5_core] at 0xffffffffc0611c94 drivers/…/cmd.c:1158:7`) and drgn
+/// (`#6  wait_func (drivers/…/cmd.c:1158:7)`) → `wait_func [mlx5_core]`.
+pub(super) fn crash_frame(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix('#')?.trim_start();
+    let (n, rest) = rest.split_once(char::is_whitespace)?;
+    n.parse::<u32>().ok()?;
+    let mut rest = rest.trim_start();
+    let addressed = rest.starts_with('[');
+    if addressed {
+        rest = rest.split_once("] ")?.1.trim_start();
+    }
+    let mut tokens = rest.split_whitespace();
+    let function = tokens.next()?;
+    let next = tokens.next();
+    // Without the stack address, only drgn's shapes: `func (file:line)`, `func+0x…`, `func [module] at`.
+    let framed = addressed
+        || function.contains("+0x")
+        || next.is_some_and(|t| t.starts_with('(') || t == "at" || is_module_token(t));
+    if !framed || !bare_name(function.split('+').next().unwrap_or(function)) {
+        return None;
+    }
+    let module = rest.split_whitespace().skip(1).find(|t| is_module_token(t));
+    Some(match module {
+        Some(m) => format!("{function} {m}"),
+        None => function.to_string(),
+    })
+}
+
+fn is_module_token(t: &str) -> bool {
+    t.len() > 2
+        && t.starts_with('[')
+        && t.ends_with(']')
+        && t[1..t.len() - 1]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A frame line in another notation, rewritten as `/proc/<tid>/stack` would print it: syzbot's source
+/// locations (`schedule+0x164/0x360 kernel/sched/core.c:7322`) and inlined frames (`context_switch
+/// kernel/sched/core.c:5504 [inline]`), and RHEL 5's module prefix (`:jbd2:kjournald2+0x9a/0x1ec`).
+pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
+    let mut s = line.trim();
+    let mut changed = false;
+    if let Some(rest) = s.strip_suffix(" [inline]") {
+        s = rest.trim_end();
+        changed = true;
+    }
+    if let Some((head, last)) = s.rsplit_once(char::is_whitespace) {
+        if is_source_location(last) && !head.trim().is_empty() {
+            s = head.trim_end();
+            changed = true;
+        }
+    }
+    // `[<ffffffff88582f6d>] :jbd2:jbd2_journal_commit_transaction+0x191/0x1068`
+    let body_at = if s.starts_with("[<") {
+        s.find(']').map_or(0, |i| i + 1)
+    } else {
+        0
+    };
+    let body = s[body_at..].trim_start();
+    let guess = body.starts_with("? ");
+    let body = body.trim_start_matches("? ");
+    if let Some(rest) = body.strip_prefix(':') {
+        if let Some((module, function)) = rest.split_once(':') {
+            if is_module_token(&format!("[{module}]")) && !function.is_empty() {
+                let mark = if guess { "? " } else { "" };
+                return Cow::Owned(format!("{} {mark}{function} [{module}]", &s[..body_at]));
+            }
+        }
+    }
+    if changed {
+        Cow::Owned(s.to_string())
+    } else {
+        Cow::Borrowed(line)
+    }
+}
+
+/// `kernel/sched/core.c:7322`, `fs/read_write.c:595:10`, `./include/linux/sched.h:12`.
+fn is_source_location(t: &str) -> bool {
+    let Some((file, line)) = t.split_once(':') else {
+        return false;
+    };
+    let numbered = line
+        .split(':')
+        .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    numbered
+        && [".c", ".h", ".S", ".rs"]
+            .iter()
+            .any(|ext| file.ends_with(ext))
+}
+
+/// A function name alone (`down`, `ApplyModeSetConfig [nvidia_modeset]`), as some reports trim their traces.
+pub(super) fn bare_name(msg: &str) -> bool {
+    let (name, module) = match msg.split_once(' ') {
+        Some((n, m)) => (n, Some(m.trim())),
+        None => (msg, None),
+    };
+    let ident = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    ident && module.is_none_or(|m| m.starts_with('[') && m.ends_with(']'))
+}
+
+/// 32-bit arm: `[<807762c0>] (__schedule) from [<80776938>] (schedule+0x50/0xa8)`, and since 5.x without
+/// addresses: `smb2_reconnect [cifs] from SMB2_open_init+0x58/0xb1c [cifs]`.
+pub(super) fn arm_from(msg: &str) -> Option<(&str, &str)> {
+    let s = msg.trim();
+    let s = if s.starts_with("[<") {
+        s[s.find(']')? + 1..].trim_start()
+    } else {
+        s
+    };
+    if let Some((callee, caller)) = s.split_once(") from [<") {
+        let callee = callee.strip_prefix('(')?;
+        let caller = caller[caller.find("] (")? + 3..].strip_suffix(')')?;
+        return Some((callee, caller));
+    }
+    let (callee, caller) = s.split_once(" from ")?;
+    let name = callee.split_whitespace().next()?;
+    (bare_name(callee) && !name.contains("+0x") && caller.contains("+0x"))
+        .then_some((callee, caller.trim()))
+}
