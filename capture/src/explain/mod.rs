@@ -8,10 +8,11 @@
 //! [`MAX_INPUT`] bytes and keeps at most [`MAX_TASKS`] tasks of at most [`MAX_TASK_FRAMES`] frames,
 //! [`MAX_TOTAL_FRAMES`] in all (a 16 MiB input packed with frames: 0.7 s and 65 MiB peak RSS, release build).
 //!
-//! Cleaning, so a pasted log classifies like `/proc/<tid>/stack`: `?` frames (unreliable guesses of the
-//! unwinder) are dropped unless every frame is one (very old kernels), and so are the scheduler frames
-//! (`__schedule`, `schedule`, …) that `/proc/<tid>/stack` never shows; interrupt frames (`<IRQ>` … `</IRQ>`)
-//! are not the task's. A frame that does not parse (a demangled C++ name with spaces) is skipped and noted.
+//! Map: [`formats`] reads one line of any notation (log prefixes, task headers, frame formats of every
+//! unwinder and tool); [`clean`] turns the frames read into the task's stack as `/proc/<tid>/stack` would show
+//! it (no `?` guesses, scheduler or wait-queue frames, function pointers, or an interrupt's frames); this
+//! module keeps the reader's state and the public API. A frame that does not parse (a demangled C++ name with
+//! spaces) is skipped and noted.
 
 mod clean;
 mod formats;
@@ -521,6 +522,44 @@ Nov 19 01:03:26 host kernel:  </TASK>
         assert_eq!(
             names,
             ["rwsem_down_read_failed", "down_read", "do_page_fault"]
+        );
+    }
+
+    #[test]
+    fn raw_kmsg_and_viewer_prefixes_are_not_the_message() {
+        let log = "6,1201,5140900,-;INFO: task kworker/3:1:77 blocked for more than 122 seconds.\n\
+                   4,1202,5140901,-,caller=T77; <TASK>\n\
+                   > 2025-01-16T17:24:58.365Z  mutex_lock+0x1f/0x2f\n\
+                   warning [129398.234297] proc_cgroup_show+0x4e/0x2a0\n\
+                   <4>[  12.5] autoremove_wake_function+0x0/0x40\n\
+                   kern.err: [  12.6] seq_read_iter+0x11d/0x4b0\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let t = &e.tasks[0];
+        assert_eq!((t.task.as_str(), t.pid), ("kworker/3:1", Some(77)));
+        let names: Vec<_> = t.stack.iter().map(|f| f.function.as_str()).collect();
+        // The wake callback at offset 0 is a pointer on the stack, not a frame.
+        assert_eq!(names, ["mutex_lock", "proc_cgroup_show", "seq_read_iter"]);
+        assert!(
+            t.site
+                .as_deref()
+                .unwrap()
+                .contains("proc_cgroup_show … mutex wait"),
+            "{:?}",
+            t.site
+        );
+    }
+
+    #[test]
+    fn interrupt_frames_above_the_entry_are_not_the_task() {
+        let e = explain(b"[<0>] irqentry_exit+0x34/0x640\n[<0>] sysvec_apic_timer_interrupt+0x57/0xc0\n[<0>] asm_sysvec_apic_timer_interrupt+0x1b/0x20\n[<0>] hmm_range_fault+0x3c/0xb0\n[<0>] amdgpu_hmm_range_get_pages+0x104/0x200 [amdgpu]\n").unwrap();
+        let t = &e.tasks[0];
+        assert_eq!(t.stack[0].function, "hmm_range_fault");
+        assert!(
+            t.notes
+                .iter()
+                .any(|n| n.contains("2 interrupt frames above asm_sysvec_apic_timer_interrupt")),
+            "{:?}",
+            t.notes
         );
     }
 
