@@ -391,6 +391,114 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["__mmc_claim_host", "mmc_claim_host", "mmc_get_card"],
         "MMC host claim wait",
     ),
+    // Process life cycle: frozen, dumping core, a pid namespace's init waiting for its processes.
+    w(
+        &[
+            "__refrigerator",
+            "refrigerator",
+            "try_to_freeze",
+            "try_to_freeze_unsafe",
+            "do_freezer_trap",
+        ],
+        "frozen by the freezer (cgroup freezer or suspend)",
+    ),
+    w(
+        &["coredump_wait", "coredump_task_exit", "do_coredump"],
+        "core dump wait",
+    ),
+    w(
+        &["zap_pid_ns_processes"],
+        "pid namespace teardown wait (init waits for its processes to exit)",
+    ),
+    w(
+        &["do_wait", "kernel_wait4", "__do_wait"],
+        "child wait (wait4)",
+    ),
+    w(&["exit_aio", "wait_for_all_aios"], "AIO completion wait"),
+    w(
+        &["__lock_sock", "lock_sock_nested", "lock_sock"],
+        "socket lock wait",
+    ),
+    // Memory: reclaim throttles, migration.
+    w(
+        &[
+            "throttle_direct_reclaim",
+            "reclaim_throttle",
+            "congestion_wait",
+            "wait_iff_congested",
+        ],
+        "memory reclaim throttle",
+    ),
+    w(
+        &["mem_cgroup_handle_over_high"],
+        "memcg memory.high throttle",
+    ),
+    w(
+        &[
+            "migration_entry_wait",
+            "__migration_entry_wait",
+            "migration_entry_wait_on_locked",
+            "__migration_entry_wait_huge",
+            "migration_entry_wait_huge",
+            "pmd_migration_entry_wait",
+        ],
+        "page migration wait",
+    ),
+    // Devices, sysfs and the block queue.
+    w(
+        // `kernfs_drain` is often inlined into `__kernfs_remove` (`kernfs_remove` itself takes a rwsem first).
+        &[
+            "kernfs_drain",
+            "kernfs_deactivate",
+            "kernfs_drain_open_files",
+            "__kernfs_remove",
+        ],
+        "sysfs active-reference drain",
+    ),
+    w(
+        &[
+            "blk_mq_freeze_queue_wait",
+            "blk_queue_enter",
+            "bio_queue_enter",
+            "__bio_queue_enter",
+            "blk_mq_freeze_queue_wait_timeout",
+            "blk_freeze_queue",
+            "blk_mq_freeze_queue",
+            "nvme_wait_freeze",
+            "nvme_wait_freeze_timeout",
+        ],
+        "block queue freeze wait",
+    ),
+    w(
+        &[
+            "usb_kill_urb",
+            "usb_kill_anchored_urbs",
+            "usb_start_wait_urb",
+        ],
+        "USB URB wait",
+    ),
+    w(
+        // `netdev_run_todo` loops on `netdev_wait_allrefs` (often inlined): "waiting for lo to become free".
+        &[
+            "netdev_wait_allrefs",
+            "netdev_wait_allrefs_any",
+            "netdev_run_todo",
+        ],
+        "network device reference wait",
+    ),
+    w(
+        &[
+            "io_uring_cancel_generic",
+            "io_wq_exit_workers",
+            "io_ring_exit_work",
+            "io_uring_cancel_task_requests",
+            "io_uring_cancel_files",
+            "__io_uring_files_cancel",
+            "io_uring_files_cancel",
+            "__io_uring_cancel",
+        ],
+        "io_uring cancel wait",
+    ),
     w(
         &[
             "schedule_timeout",
@@ -427,6 +535,10 @@ pub enum Layer {
     Filesystem,
     /// The page cache: page locks, writeback.
     PageCache,
+    /// Memory management: OOM, reclaim, compaction.
+    Memory,
+    /// Networking: the RTNL lock, namespace teardown.
+    Network,
 }
 
 /// A frame pattern and the category it shows.
@@ -576,6 +688,67 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
         Layer::Filesystem,
         "9P server wait",
     ),
+    // Context deeper in the stack: whatever the wait above, it happens under these.
+    c(
+        &[
+            "rtnl_lock",
+            "rtnl_lock_killable",
+            "__rtnl_lock",
+            "rtnl_lock_interruptible",
+            // Holds it for the request it serves.
+            "rtnetlink_rcv_msg",
+        ],
+        Layer::Network,
+        "RTNL lock (network configuration)",
+    ),
+    c(
+        &["cleanup_net"],
+        Layer::Network,
+        "network namespace cleanup",
+    ),
+    c(
+        &["copy_net_ns"],
+        Layer::Network,
+        "network namespace creation (net_mutex)",
+    ),
+    c(
+        &[
+            "mem_cgroup_out_of_memory",
+            "mem_cgroup_oom_synchronize",
+            "mem_cgroup_oom",
+        ],
+        Layer::Memory,
+        "memcg OOM",
+    ),
+    c(
+        &["out_of_memory", "__alloc_pages_may_oom"],
+        Layer::Memory,
+        "OOM killer",
+    ),
+    c(
+        &[
+            "try_to_compact_pages",
+            "__alloc_pages_direct_compact",
+            "compact_zone",
+            "compact_zone_order",
+            "kcompactd_do_work",
+        ],
+        Layer::Memory,
+        "memory compaction",
+    ),
+    c(
+        &[
+            "try_to_free_mem_cgroup_pages",
+            "try_to_free_pages",
+            "do_try_to_free_pages",
+            "__alloc_pages_direct_reclaim",
+            "__perform_reclaim",
+            "shrink_node",
+            "shrink_zones",
+        ],
+        Layer::Memory,
+        "memory reclaim",
+    ),
 ];
 
 /// Page-cache and journal throttles: a writer held back for the disk, not for a lock.
@@ -688,6 +861,7 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
     "update_curr",
     "__switch_to_xtra",
     "__perf_event_task_sched_out",
+    "__perf_event_task_sched_in",
 ];
 
 /// Frames of the way in (syscall entry, kernel thread and workqueue machinery): never "the function that
