@@ -25,9 +25,13 @@ the site, classified exactly as a live capture classifies /proc/<tid>/stack:
   - a hung-task report from dmesg or journalctl -k (\"INFO: task NAME:PID blocked for more than N
     seconds.\" and its Call Trace, with timestamps, `?` frames, <TASK> markers, module lists);
   - a sysrq-w or sysrq-t dump of many tasks; a soft-lockup trace (its RIP/pc is the top frame);
+  - crash `bt`, drgn stack traces, a syzbot report (`file.c:N` locations, `[inline]` frames), 32-bit
+    arm `A from B` lines;
   - a bare /proc/<tid>/stack copy, or the stacks of a wedge-capture report.
-`?` frames and scheduler frames are dropped before classification; interrupt frames are not the
-task's. A frame that does not parse is skipped and noted.
+Lines may carry what log viewers and bug trackers add: ISO times, `> ` quotes, level columns, raw
+/dev/kmsg headers. `?` frames and scheduler frames are dropped before classification (a stack of
+guesses only is read from its first wait, with a note); frames above an interrupt entry are the
+interrupt's. A frame that does not parse is skipped and noted.
 
 Examples:
   journalctl -k -b -1 | wedge-capture explain
