@@ -171,6 +171,16 @@ pub(super) enum Header {
     Ignore,
 }
 
+/// A task header that names only the task.
+fn named(name: String, pid: Option<i32>) -> Header {
+    Header::Task {
+        name,
+        pid,
+        ppid: None,
+        wchan: None,
+    }
+}
+
 pub(super) fn header(msg: &str) -> Option<Header> {
     let m = msg.trim();
     if let Some(rest) = m.strip_prefix("INFO: task ") {
@@ -179,12 +189,7 @@ pub(super) fn header(msg: &str) -> Option<Header> {
             return Some(Header::Ignore);
         }
         let (name, pid) = name_pid(who);
-        return Some(Header::Task {
-            name,
-            pid,
-            ppid: None,
-            wchan: None,
-        });
+        return Some(named(name, pid));
     }
     if let Some(rest) = m.strip_prefix("task:") {
         let (name, fields) = rest.split_once(" state:")?;
@@ -199,23 +204,13 @@ pub(super) fn header(msg: &str) -> Option<Header> {
         let open = m.rfind('[')?;
         let who = m[open + 1..].strip_suffix(']')?;
         let (name, pid) = name_pid(who);
-        return Some(Header::Task {
-            name,
-            pid,
-            ppid: None,
-            wchan: None,
-        });
+        return Some(named(name, pid));
     }
     // A stack dump: "CPU: 8 UID: 0 PID: 1185 Comm: nv_queue Tainted: …"; crash's `bt`: "PID: 64451  TASK: …
     // COMMAND: \"osu_gather\"".
     if m.starts_with("CPU: ") && m.contains(" Comm: ") {
         let name = m.split(" Comm: ").nth(1)?.split_whitespace().next()?;
-        return Some(Header::Task {
-            name: name.to_string(),
-            pid: number_after(m, " PID:"),
-            ppid: None,
-            wchan: None,
-        });
+        return Some(named(name.to_string(), number_after(m, " PID:")));
     }
     if m.starts_with("PID: ") && m.contains("COMMAND: ") {
         let name = m
@@ -223,12 +218,7 @@ pub(super) fn header(msg: &str) -> Option<Header> {
             .nth(1)?
             .trim()
             .trim_matches(['"', '\u{201c}', '\u{201d}']);
-        return Some(Header::Task {
-            name: name.to_string(),
-            pid: number_after(m, "PID:"),
-            ppid: None,
-            wchan: None,
-        });
+        return Some(named(name.to_string(), number_after(m, "PID:")));
     }
     // A wedge-capture report: "thread TID COMM state S wchan W".
     if let Some(rest) = m.strip_prefix("thread ") {
