@@ -312,8 +312,12 @@ impl Reader {
         if rest.is_empty() {
             return;
         }
-        let normalized = normalize_frame(rest);
-        let rest: &str = &normalized;
+        self.frame_line(&normalize_frame(rest));
+    }
+
+    /// A line inside a task that is no header or marker: a frame in one of the notations, a report's note,
+    /// or an old kernel's task line.
+    fn frame_line(&mut self, rest: &str) {
         if let Some((callee, caller)) = arm_from(rest) {
             let d = self.draft();
             if !d.arm_from {
