@@ -563,13 +563,24 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
     c(FENCE_WAITS, Layer::Gpu, "GPU fence wait ({driver})"),
     c(
         &[
-            "drm_sched_job_timedout",
             "drm_sched_stop",
             "drm_sched_fini",
             "amddrm_sched_entity_push_job",
         ],
         Layer::Gpu,
         "GPU fence wait ({driver})",
+    ),
+    // Deeper in the stack than the wait: the wait happens during a GPU reset after a job timed out.
+    c(
+        &[
+            "amdgpu_device_gpu_recover",
+            "amdgpu_device_gpu_recover_imp",
+            "amdgpu_job_timedout",
+            "drm_sched_job_timedout",
+            "amdgpu_ras_do_recovery",
+        ],
+        Layer::Gpu,
+        "GPU recovery ({driver})",
     ),
     CategoryRule {
         pattern: Pattern::Contains("fence_wait"),
