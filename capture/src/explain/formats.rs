@@ -167,8 +167,9 @@ pub(super) enum Header {
         ppid: Option<i32>,
         wchan: Option<String>,
     },
-    /// "INFO: task X:N blocked on a semaphore likely last held by …": about the task just reported.
-    Ignore,
+    /// "INFO: task X:N blocked on a semaphore likely last held by …" (kernels with
+    /// CONFIG_DETECT_HUNG_TASK_BLOCKER): the kernel's own word on who blocks the task just reported.
+    Blocker { pid: Option<i32>, words: String },
 }
 
 /// A task header that names only the task.
@@ -185,8 +186,13 @@ pub(super) fn header(msg: &str) -> Option<Header> {
     let m = msg.trim();
     if let Some(rest) = m.strip_prefix("INFO: task ") {
         let (who, what) = rest.split_once(" blocked")?;
+        // `3:1:2248454 <writer>`: the role in brackets is not part of the name.
+        let who = who.split_whitespace().next().unwrap_or(who);
         if what.starts_with(" on ") {
-            return Some(Header::Ignore);
+            return Some(Header::Blocker {
+                pid: name_pid(who).1,
+                words: format!("blocked{}", what.trim_end()),
+            });
         }
         let (name, pid) = name_pid(who);
         return Some(named(name, pid));

@@ -97,6 +97,8 @@ struct Draft {
     header: bool,
     /// A wedge-capture report said so (`note: kernel thread: …` under the stack).
     kernel_thread: bool,
+    /// The hung-task detector's "blocked on … likely owned by task …" line about this task.
+    blocker: Option<String>,
     /// After `Call Trace:`: a bare function name (`down`, `ApplyModeSetConfig [nvidia_modeset]`) is a frame.
     in_trace: bool,
 }
@@ -128,6 +130,9 @@ impl Draft {
             }
         }
         let mut notes: Vec<String> = interrupt_note.into_iter().collect();
+        if let Some(b) = &self.blocker {
+            notes.push(format!("the kernel's hung-task detector: {b}"));
+        }
         if self.skipped_count > 0 {
             notes.push(format!(
                 "{} unparseable stack frame{} skipped: {}",
@@ -268,7 +273,16 @@ impl Reader {
                 ppid,
                 wchan,
             }) => return self.start(name, pid, ppid, wchan),
-            Some(Header::Ignore) => return,
+            Some(Header::Blocker { pid, words }) => {
+                if let Some(d) = self
+                    .draft
+                    .as_mut()
+                    .filter(|d| pid.is_none() || d.pid == pid)
+                {
+                    d.blocker = Some(words.chars().take(200).collect());
+                }
+                return;
+            }
             None => {}
         }
         if let Some(q) = trimmed.strip_prefix("Workqueue: ") {

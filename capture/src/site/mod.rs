@@ -614,13 +614,23 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
 /// "process exit → __fput → nvidia_uvm uvm_release": the driver's teardown function, not the framework's
 /// (`drm_release` → `amdgpu_driver_postclose_kms`).
 fn fput_words(who: &str, frames: &[StackFrame]) -> String {
-    let Some(fput) = has(frames, &["__fput", "____fput", "fput"]) else {
+    // The last close of a file, or the flush of each close (`filp_close` → `nfs_file_flush`).
+    let Some(fput) = has(
+        frames,
+        &["__fput", "____fput", "fput", "filp_close", "filp_flush"],
+    ) else {
         return who.to_string();
+    };
+    let via = if base_name(&frames[fput].function).starts_with("filp_") {
+        "close"
+    } else {
+        "__fput"
     };
     let above = &frames[..fput];
     let driver = |f: &&StackFrame| f.module.as_deref().is_some_and(|m| !is_generic(m));
     let teardown = |n: &str| {
         n.ends_with("release")
+            || n.ends_with("_flush")
             || n.contains("postclose")
             || n.ends_with("_close")
             || n.ends_with("_fini")
@@ -642,10 +652,10 @@ fn fput_words(who: &str, frames: &[StackFrame]) -> String {
         .or_else(|| above.last());
     match release {
         Some(f) => match &f.module {
-            Some(m) => format!("{who} → __fput → {m} {}", base_name(&f.function)),
-            None => format!("{who} → __fput → {}", base_name(&f.function)),
+            Some(m) => format!("{who} → {via} → {m} {}", base_name(&f.function)),
+            None => format!("{who} → {via} → {}", base_name(&f.function)),
         },
-        None => format!("{who} → __fput"),
+        None => format!("{who} → {via}"),
     }
 }
 

@@ -222,6 +222,9 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "wait_on_page_bit",
             "wait_on_page_bit_killable",
             "blk_mq_get_tag",
+            // Before 3.x.
+            "sync_page",
+            "sync_page_killable",
         ],
         "I/O wait",
     ),
@@ -390,6 +393,32 @@ pub const WAIT_WORDS: &[WaitWord] = &[
     w(
         &["__mmc_claim_host", "mmc_claim_host", "mmc_get_card"],
         "MMC host claim wait",
+    ),
+    // Filesystem and RAID internals a kernel engineer names by their subsystem.
+    w(
+        &["xlog_grant_head_wait", "xlog_grant_head_check"],
+        "XFS log space wait",
+    ),
+    w(&["xlog_wait", "xlog_wait_on_iclog"], "XFS log I/O wait"),
+    w(&["xfs_ail_push_all_sync"], "XFS AIL push wait"),
+    w(
+        &[
+            "wait_current_trans",
+            "btrfs_wait_for_commit",
+            "wait_for_commit",
+        ],
+        "btrfs transaction wait",
+    ),
+    w(
+        &[
+            "md_super_wait",
+            "md_write_start",
+            "wait_barrier",
+            "freeze_array",
+            "raid5_get_active_stripe",
+            "mddev_suspend",
+        ],
+        "md RAID wait",
     ),
     // Process life cycle: frozen, dumping core, a pid namespace's init waiting for its processes.
     w(
