@@ -186,8 +186,13 @@ pub(super) fn header(msg: &str) -> Option<Header> {
     let m = msg.trim();
     if let Some(rest) = m.strip_prefix("INFO: task ") {
         let (who, what) = rest.split_once(" blocked")?;
-        // `3:1:2248454 <writer>`: the role in brackets is not part of the name.
-        let who = who.split_whitespace().next().unwrap_or(who);
+        // `3:1:2248454 <writer>`: the role in brackets is not part of the name (`CPU 6/KVM:11091` is a name).
+        // `A:1 is blocked on a mutex likely owned by task B:2.` (6.14+ mutexes).
+        let who = who.strip_suffix(" is").unwrap_or(who);
+        let who = match who.rsplit_once(" <") {
+            Some((name, role)) if role.ends_with('>') => name,
+            _ => who,
+        };
         if what.starts_with(" on ") {
             return Some(Header::Blocker {
                 pid: name_pid(who).1,

@@ -568,6 +568,24 @@ Nov 19 01:03:26 host kernel:  </TASK>
     }
 
     #[test]
+    fn names_with_spaces_and_the_kernels_blocker_line() {
+        let log = "INFO: task CPU 6/KVM:11091 blocked for more than 120 seconds.\n\
+                   Call Trace:\n mutex_lock+0x1f/0x2f\n intel_vgpu_emulate_mmio_read+0x4e/0x2a0 [i915]\n\
+                   INFO: task CPU 6/KVM:11091 is blocked on a mutex likely owned by task qemu:42.\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let t = &e.tasks[0];
+        assert_eq!((t.task.as_str(), t.pid), ("CPU 6/KVM", Some(11091)));
+        assert_eq!(e.tasks.len(), 1);
+        assert!(
+            t.notes
+                .iter()
+                .any(|n| n.contains("blocked on a mutex likely owned by task qemu:42")),
+            "{:?}",
+            t.notes
+        );
+    }
+
+    #[test]
     fn interrupt_frames_above_the_entry_are_not_the_task() {
         let e = explain(b"[<0>] irqentry_exit+0x34/0x640\n[<0>] sysvec_apic_timer_interrupt+0x57/0xc0\n[<0>] asm_sysvec_apic_timer_interrupt+0x1b/0x20\n[<0>] hmm_range_fault+0x3c/0xb0\n[<0>] amdgpu_hmm_range_get_pages+0x104/0x200 [amdgpu]\n").unwrap();
         let t = &e.tasks[0];
