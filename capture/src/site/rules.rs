@@ -296,9 +296,19 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "rpc_execute",
             "rpc_run_task",
             "nfs_wait_bit_killable",
-            "nfs_wait_on_request",
         ],
         "RPC wait",
+    ),
+    // The lock of a cached NFS write request (held while it is sent): `nfs_wait_bit_killable` is only its
+    // sleep.
+    w(
+        &[
+            "nfs_wait_on_request",
+            "nfs_page_group_lock",
+            "nfs_page_group_lock_head",
+            "nfs_lock_request",
+        ],
+        "NFS page request wait",
     ),
     w(
         &[
