@@ -266,19 +266,9 @@ impl TaskIter {
             iter_info_len: std::mem::size_of_val(&info) as u32,
             pad: 0,
         };
-        // SAFETY: `attr` is a valid BPF_LINK_CREATE attribute of the size passed; `info` outlives the
-        // call (the kernel copies it before returning); the return value is checked before use.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_LINK_CREATE,
-                &attr as *const LinkCreate,
-                std::mem::size_of::<LinkCreate>(),
-            )
-        };
-        if fd < 0 {
-            let err = std::io::Error::last_os_error();
-            return Err(Error::TaskIterUnavailable(match err.raw_os_error() {
+        // The kernel copies `info` (pointed to by `attr`) before the call returns.
+        let link = bpf_fd(BPF_LINK_CREATE, &attr).map_err(|err| {
+            Error::TaskIterUnavailable(match err.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::EACCES) => {
                     format!("creating a task iterator link refused ({PRIVILEGE})")
                 }
@@ -287,12 +277,29 @@ impl TaskIter {
                 ),
                 Some(libc::ESRCH) | Some(libc::ENOENT) => format!("no process {pid}: {err}"),
                 _ => format!("creating a task iterator link: {err}"),
-            }));
-        }
-        // SAFETY: a new fd the kernel just returned, owned by nothing else.
-        let link = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+            })
+        })?;
         Ok(ProcessThreads { link })
     }
+}
+
+/// `bpf(cmd, attr, sizeof attr)` for a command that returns a new fd.
+fn bpf_fd<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<OwnedFd> {
+    // SAFETY: `attr` is a valid, initialised attribute struct of the size passed for `cmd` (the callers
+    // build `#[repr(C)]` kernel structs); the kernel only reads it. The return value is checked first.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *const T,
+            std::mem::size_of::<T>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new fd the kernel just returned, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Parsing the kernel's BTF (~5 MB) takes ~35 MB of heap for a moment; give it back to the system rather
@@ -354,24 +361,10 @@ impl ProcessThreads {
             link_fd: self.link.as_raw_fd() as u32,
             flags: 0,
         };
-        // SAFETY: `attr` is a valid BPF_ITER_CREATE attribute of the size passed; the return value is
-        // checked before use.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_ITER_CREATE,
-                &attr as *const IterCreate,
-                std::mem::size_of::<IterCreate>(),
-            )
-        };
-        if fd < 0 {
-            return Err(Error::Bpf {
-                what: "task iterator create",
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        // SAFETY: a new fd the kernel just returned, owned by nothing else.
-        let mut file = unsafe { File::from_raw_fd(fd as i32) };
+        let mut file = File::from(bpf_fd(BPF_ITER_CREATE, &attr).map_err(|source| Error::Bpf {
+            what: "task iterator create",
+            source,
+        })?);
         file.read_to_end(buf).map_err(|source| Error::Bpf {
             what: "task iterator read",
             source,

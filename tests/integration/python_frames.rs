@@ -87,6 +87,16 @@ fn run_train(wedge: &Wedge, flags: &[&str]) -> Option<(Started, PathBuf)> {
 }
 
 /// A stand-in py-spy that records that it was called (in `marker`) and prints nothing useful.
+/// The complete incident of a training run, once thawed and exited 0.
+fn thaw_and_load(wedge: &mut Wedge, run: Started) -> (PathBuf, serde_json::Value) {
+    let dir = wait_complete(&wedge.out);
+    wedge.fs.thaw().unwrap();
+    let done = wait_limited(run, Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
+    let incident = load(&dir);
+    (dir, incident)
+}
+
 fn recording_py_spy(dir: &Path) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let marker = dir.join("py-spy-was-called");
@@ -121,11 +131,7 @@ fn a_wedged_python_thread_is_named_by_file_function_and_line_and_its_libc_symbol
     let Some((run, script)) = run_train(&wedge, &[]) else {
         return;
     };
-    let dir = wait_complete(&wedge.out);
-    wedge.fs.thaw().unwrap();
-    let done = wait_limited(run, Duration::from_secs(20));
-    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
-    let incident = load(&dir);
+    let (dir, incident) = thaw_and_load(&mut wedge, run);
     let judged = &incident["wedged_threads"][0];
     let stack = judged["python_stack"].as_array().expect("python_stack");
     let line = wedged_line();
@@ -198,11 +204,7 @@ fn without_py_spy_one_reason_says_how_to_install_it_and_nothing_else_changes() {
     let Some((run, _)) = run_train(&wedge, &["--py-spy", missing.to_str().unwrap()]) else {
         return;
     };
-    let dir = wait_complete(&wedge.out);
-    wedge.fs.thaw().unwrap();
-    let done = wait_limited(run, Duration::from_secs(20));
-    assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
-    let incident = load(&dir);
+    let (_, incident) = thaw_and_load(&mut wedge, run);
     let reasons = not_captured(&incident, "python stacks");
     assert_eq!(reasons.len(), 1, "{incident}");
     assert!(reasons[0].contains("pip install py-spy"), "{}", reasons[0]);

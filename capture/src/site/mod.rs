@@ -65,21 +65,10 @@ fn is_generic(module: &str) -> bool {
 pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
     frames.iter().rev().find_map(|f| {
         let name = base_name(&f.function);
-        [
-            "__x64_sys_",
-            "__arm64_sys_",
-            "__ia32_sys_",
-            "__do_sys_",
-            "__se_sys_",
-            "ksys_",
-            "compat_SyS_",
-            "SyS_",
-            "SYSC_",
-            "sys_",
-        ]
-        .iter()
-        .find_map(|p| name.strip_prefix(p))
-        .filter(|s| !s.is_empty())
+        rules::SYSCALL_PREFIXES
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            .filter(|s| !s.is_empty())
     })
 }
 
@@ -320,31 +309,23 @@ fn waits_in<'a>(inner: &'a [StackFrame], entry_module: &str) -> Option<(Vec<&'a 
     };
     let innermost = (0..inner.len()).find(|&i| inner[i].module.is_some() && !helper_wait(i))?;
     let inner = &inner[innermost..];
-    let innermost = 0;
+    // Outer first; frameworks only where the wait is. A module seen twice (zfs → spl → zfs → spl) is named
+    // where it is last: the path ends in the module that waits, and the entry module is not repeated.
     let mut chain: Vec<&str> = Vec::new();
     for (i, f) in inner.iter().enumerate().rev() {
         let Some(m) = f.module.as_deref() else {
             continue;
         };
-        if (is_generic(m) && i != innermost) || chain.last() == Some(&m) {
+        if is_generic(m) && i != 0 {
             continue;
         }
+        chain.retain(|&seen| seen != m);
         chain.push(m);
     }
-    // A module seen twice (zfs → spl → zfs → spl) is named where it is last: the path ends in the module that
-    // waits, and the entry module is not repeated.
-    let mut seen = Vec::new();
-    for m in chain.into_iter().rev() {
-        if !seen.contains(&m) {
-            seen.push(m);
-        }
+    if chain.first() == Some(&entry_module) {
+        chain.remove(0);
     }
-    seen.reverse();
-    if seen.first() == Some(&entry_module) {
-        seen.remove(0);
-    }
-    let chain = seen;
-    Some((chain, base_name(&inner[innermost].function)))
+    Some((chain, base_name(&inner[0].function)))
 }
 
 impl DriverPath<'_> {

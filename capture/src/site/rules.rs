@@ -911,12 +911,20 @@ pub fn is_entry_frame(name: &str) -> bool {
     ];
     ENTRY.contains(&name)
         || name.starts_with("entry_SYSCALL")
-        || name.starts_with("__x64_sys_")
-        || name.starts_with("__arm64_sys_")
-        || name.starts_with("__ia32_sys_")
-        || name.starts_with("__do_sys_")
-        || name.starts_with("__se_sys_")
-        || name.starts_with("ksys_")
-        || name.starts_with("SyS_")
-        || name.starts_with("sys_")
+        || SYSCALL_PREFIXES.iter().any(|p| name.starts_with(p))
 }
+
+/// Prefixes of a system call's handler (`__x64_sys_ioctl`, `__arm64_sys_ioctl`, `__do_sys_…`, and the
+/// `SyS_`/`sys_` names of older kernels): what follows is the syscall's name.
+pub const SYSCALL_PREFIXES: &[&str] = &[
+    "__x64_sys_",
+    "__arm64_sys_",
+    "__ia32_sys_",
+    "__do_sys_",
+    "__se_sys_",
+    "ksys_",
+    "compat_SyS_",
+    "SyS_",
+    "SYSC_",
+    "sys_",
+];

@@ -78,20 +78,6 @@ fn set_user_frames(
 
 fn apply_probes(outcomes: &[ProbeOutcome], started_at: &Timestamp, incident: &mut Incident) {
     for outcome in outcomes {
-        let report_outcome = match outcome.status {
-            ProbeStatus::Ok => reports::model::ProbeOutcome::Ok,
-            ProbeStatus::TimedOut => reports::model::ProbeOutcome::Timeout,
-            ProbeStatus::Failed | ProbeStatus::Skipped => reports::model::ProbeOutcome::Error,
-        };
-        if outcome.status == ProbeStatus::TimedOut {
-            timeline(
-                incident,
-                format!(
-                    "probe {} ({}) {}",
-                    outcome.name, outcome.target, outcome.detail
-                ),
-            );
-        }
         match (outcome.name.as_str(), &outcome.status) {
             ("cmdline", ProbeStatus::Ok) => {
                 let args: Vec<String> = outcome
@@ -116,15 +102,39 @@ fn apply_probes(outcomes: &[ProbeOutcome], started_at: &Timestamp, incident: &mu
         } else {
             outcome.output.chars().take(4096).collect()
         };
-        incident.probes.push(reports::model::Probe {
-            name: format!("{} ({})", outcome.name, outcome.target),
-            outcome: report_outcome,
-            started_at: started_at.clone(),
-            duration_ms: outcome.elapsed_ms as f64,
-            output_excerpt: excerpt,
-            error: (outcome.status != ProbeStatus::Ok).then(|| outcome.detail.clone()),
-        });
+        record_probe(incident, outcome, started_at.clone(), excerpt);
     }
+}
+
+/// One probe's outcome into `probes` (and a timeout into the timeline) with the part of its output the
+/// report may show.
+pub(super) fn record_probe(
+    incident: &mut Incident,
+    outcome: &ProbeOutcome,
+    started_at: Timestamp,
+    output_excerpt: String,
+) {
+    if outcome.status == ProbeStatus::TimedOut {
+        timeline(
+            incident,
+            format!(
+                "probe {} ({}) {}",
+                outcome.name, outcome.target, outcome.detail
+            ),
+        );
+    }
+    incident.probes.push(reports::model::Probe {
+        name: format!("{} ({})", outcome.name, outcome.target),
+        outcome: match outcome.status {
+            ProbeStatus::Ok => reports::model::ProbeOutcome::Ok,
+            ProbeStatus::TimedOut => reports::model::ProbeOutcome::Timeout,
+            ProbeStatus::Failed | ProbeStatus::Skipped => reports::model::ProbeOutcome::Error,
+        },
+        started_at,
+        duration_ms: outcome.elapsed_ms as f64,
+        output_excerpt,
+        error: (outcome.status != ProbeStatus::Ok).then(|| outcome.detail.clone()),
+    });
 }
 
 /// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build …` → `580.95.05`.

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use capture::python_stack::{self, PythonThread};
 use reports::model::{Incident, Timestamp};
 
-use super::{timeline, Capture, Deadline};
+use super::{Capture, Deadline};
 use crate::defaults;
 use crate::probe::{self, Probe, ProbeKind, ProbeOutcome, ProbeStatus};
 
@@ -62,7 +62,8 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
         .probes
         .run_all(std::slice::from_ref(&probe))
         .remove(0);
-    record_probe(capture.incident, &outcome, started_at);
+    // The stacks go into `samples[].python_threads`; file paths are not repeated as an excerpt.
+    super::probes::record_probe(capture.incident, &outcome, started_at, String::new());
     let threads = threads_of(&outcome)?;
     fill(capture.incident, threads);
     Ok(())
@@ -140,32 +141,6 @@ fn threads_of(outcome: &ProbeOutcome) -> Result<Vec<PythonThread>, String> {
             Err(format!("py-spy {}{said}", outcome.detail))
         }
     }
-}
-
-/// The probe's outcome into `probes` (and a timeout into the timeline), without its output.
-pub(super) fn record_probe(incident: &mut Incident, outcome: &ProbeOutcome, started_at: Timestamp) {
-    if outcome.status == ProbeStatus::TimedOut {
-        timeline(
-            incident,
-            format!(
-                "probe {} ({}) {}",
-                outcome.name, outcome.target, outcome.detail
-            ),
-        );
-    }
-    incident.probes.push(reports::model::Probe {
-        name: format!("{} ({})", outcome.name, outcome.target),
-        outcome: match outcome.status {
-            ProbeStatus::Ok => reports::model::ProbeOutcome::Ok,
-            ProbeStatus::TimedOut => reports::model::ProbeOutcome::Timeout,
-            ProbeStatus::Failed | ProbeStatus::Skipped => reports::model::ProbeOutcome::Error,
-        },
-        started_at,
-        duration_ms: outcome.elapsed_ms as f64,
-        // The stacks go into `samples[].python_threads`; file paths are not repeated here.
-        output_excerpt: String::new(),
-        error: (outcome.status != ProbeStatus::Ok).then(|| outcome.detail.clone()),
-    });
 }
 
 /// Every thread into the latest sample; each judged thread's own frames into its `python_stack`.

@@ -227,7 +227,7 @@ pub fn resolve(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), St
         "wedge-capture internal resolve-symbols ({} files, {} source lines)",
         asked.0, asked.1
     );
-    super::python::record_probe(capture.incident, &outcome, started_at);
+    super::probes::record_probe(capture.incident, &outcome, started_at, String::new());
     failure.map_or(Ok(()), Err)
 }
 
