@@ -93,7 +93,8 @@ impl Decoder {
             .unwrap_or(Decoder::None)
     }
 
-    fn is_launch(self) -> bool {
+    /// A kernel launch (the label gets the kernel's name).
+    pub fn is_launch(self) -> bool {
         matches!(self, Decoder::Launch | Decoder::LaunchEx)
     }
 }
@@ -510,20 +511,22 @@ fn memset_width(decoder: Decoder) -> u64 {
 /// # Safety
 /// `name` and `symbol` must each be NULL or NUL-terminated strings.
 pub unsafe fn label(class: Class, name: *const c_char, symbol: *const c_char) -> Label {
+    // SAFETY: forwarded contract (each read stops at 40 bytes or the NUL).
+    let (name, kernel) = unsafe { (c_prefix(name), c_prefix(symbol)) };
+    label_of(class, name, kernel)
+}
+
+/// [`label`] from byte strings: the function's name when `class` says so, then the kernel's (launches).
+pub fn label_of(class: Class, name: &[u8], kernel: &[u8]) -> Label {
     let mut label = Label::default();
     if class.name_in_label {
-        // SAFETY: forwarded contract.
-        label.push(unsafe { c_prefix(name) });
+        label.push(name);
     }
-    if class.decoder.is_launch() {
-        // SAFETY: forwarded contract.
-        let kernel = unsafe { c_prefix(symbol) };
-        if !kernel.is_empty() {
-            if label.len > 0 {
-                label.push(b" ");
-            }
-            label.push(kernel);
+    if class.decoder.is_launch() && !kernel.is_empty() {
+        if label.len > 0 {
+            label.push(b" ");
         }
+        label.push(kernel);
     }
     label
 }

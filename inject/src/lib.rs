@@ -1,4 +1,9 @@
-//! inject — a CUPTI injection library that writes breadcrumbs for unmodified CUDA programs.
+//! inject — breadcrumbs for unmodified CUDA programs, by two paths (docs/inject.md):
+//!
+//! - **driver-API interposition** (the default of `run --inject`): libwedge_inject.so in `LD_PRELOAD` wraps
+//!   every libcuda function the program reaches ([`interpose`]); the ring is `<pid>-<starttime>.driver.ring`.
+//! - **CUPTI** (`run --inject=cupti`): the rest of this file. Measured on an H100: while the process runs a
+//!   long UVM operation, other processes' NVML calls (nvidia-smi, DCGM) stall for seconds.
 //!
 //! The CUDA driver loads the library named by `CUDA_INJECTION64_PATH` during `cuInit` and calls its
 //! exported [`InitializeInjection`]. That opens the breadcrumb ring (`WEDGE_CAPTURE_RING`, or a
@@ -13,11 +18,13 @@
 //! - [`calls`]: CUPTI name → ring call id, quiet getters, params struct → [`breadcrumb::Args`],
 //!   the per-callback-id classification cache.
 //! - [`error`]: [`InjectError`], one variant per fail-soft reason, with its status code.
-//! - this file: the exported entry points and the callback (the hot path).
+//! - [`interpose`]: the driver-API interposer (generated wrappers, the interposed `dlsym`).
+//! - this file: the CUPTI entry points and callback (the hot path), the ring both paths open.
 
 pub mod calls;
 pub mod cupti;
 pub mod error;
+pub mod interpose;
 
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -89,7 +96,7 @@ pub extern "C" fn wedge_inject_state() -> c_int {
 fn initialize() -> Result<(), InjectError> {
     RECORD_ALL.store(env_flag(ENV_RECORD_ALL) == Some(true), Ordering::Relaxed);
     RECORD.store(env_flag(ENV_RECORD) != Some(false), Ordering::Relaxed);
-    let writer = open_ring()?.ok_or(InjectError::NoRing)?;
+    let writer = open_ring(CUPTI_RING_SUFFIX)?.ok_or(InjectError::NoRing)?;
     // The callback finds the ring through WRITER; a ring is opened at most once (INIT guards).
     let _ = WRITER.set(writer);
     let cupti_path = std::env::var_os(ENV_CUPTI)
@@ -111,7 +118,7 @@ fn initialize() -> Result<(), InjectError> {
     Ok(())
 }
 
-fn env_flag(name: &str) -> Option<bool> {
+pub(crate) fn env_flag(name: &str) -> Option<bool> {
     match std::env::var(name).ok()?.trim() {
         "1" | "true" | "yes" | "on" => Some(true),
         "0" | "false" | "no" | "off" => Some(false),
@@ -119,10 +126,13 @@ fn env_flag(name: &str) -> Option<bool> {
     }
 }
 
+/// The ring file suffix of the CUPTI path: `<pid>-<starttime>.cupti.ring`.
+pub const CUPTI_RING_SUFFIX: &str = "cupti";
+
 /// The ring: `WEDGE_CAPTURE_RING` (exact path) wins; in `WEDGE_CAPTURE_RING_DIR` the file is
-/// `<pid>-<starttime>.cupti.ring`, so a process that also writes its own breadcrumbs (the
-/// breadcrumb C ABI's `<pid>-<starttime>.ring`) keeps both rings.
-fn open_ring() -> Result<Option<Writer>, InjectError> {
+/// `<pid>-<starttime>.<suffix>.ring` (`cupti` or `driver`), so a process that also writes its own breadcrumbs
+/// (the breadcrumb C ABI's `<pid>-<starttime>.ring`) keeps both rings, and the name says which path wrote it.
+pub(crate) fn open_ring(suffix: &str) -> Result<Option<Writer>, InjectError> {
     let slots = match std::env::var(ENV_RING_SLOTS) {
         Ok(text) => text.trim().parse::<u32>().map_err(|_| {
             breadcrumb::Error::Create(format!("{ENV_RING_SLOTS}={text:?} is not a number"))
@@ -133,7 +143,8 @@ fn open_ring() -> Result<Option<Writer>, InjectError> {
         return Ok(Some(Writer::create(PathBuf::from(path), slots)?));
     }
     if let Some(dir) = std::env::var_os(ENV_RING_DIR).filter(|p| !p.is_empty()) {
-        let path = PathBuf::from(dir).join(ring_file_name(&ProcessIdentity::current()));
+        let path =
+            PathBuf::from(dir).join(ring_file_name_with(&ProcessIdentity::current(), suffix));
         return Ok(Some(Writer::create(path, slots)?));
     }
     Ok(None)
@@ -141,15 +152,28 @@ fn open_ring() -> Result<Option<Writer>, InjectError> {
 
 /// `<pid>-<starttime>.cupti.ring`.
 pub fn ring_file_name(identity: &ProcessIdentity) -> String {
-    format!("{}-{}.cupti.ring", identity.pid, identity.start_time_ticks)
+    ring_file_name_with(identity, CUPTI_RING_SUFFIX)
 }
 
-/// Says once, on stderr and in the ring header, why recording is off.
-fn report(err: &InjectError) {
+/// `<pid>-<starttime>.<suffix>.ring`.
+pub fn ring_file_name_with(identity: &ProcessIdentity, suffix: &str) -> String {
+    format!(
+        "{}-{}.{suffix}.ring",
+        identity.pid, identity.start_time_ticks
+    )
+}
+
+/// Says on stderr why recording is off (once per path: each caller reports at most once).
+pub(crate) fn say_disabled(err: &InjectError) {
     let message =
         format!("wedge-capture inject: breadcrumbs disabled, the program runs on: {err}\n");
     // SAFETY: writing a valid buffer to fd 2; a failed or short write is ignored (fail soft).
     unsafe { libc::write(2, message.as_ptr().cast(), message.len()) };
+}
+
+/// Says once, on stderr and in the ring header, why recording is off.
+fn report(err: &InjectError) {
+    say_disabled(err);
     if let Some(writer) = WRITER.get() {
         writer.set_status(err.status_code(), &err.to_string());
     }
