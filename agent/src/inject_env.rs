@@ -1,6 +1,8 @@
-//! What `run --inject` adds to the command's environment: `CUDA_INJECTION64_PATH` (the injection
-//! library, libwedge_inject.so) and `WEDGE_CAPTURE_CUPTI` (the libcupti it loads), found without
-//! the user's help where possible (docs/inject.md, "Finding the libraries").
+//! What `run --inject` adds to the command's environment (docs/inject.md, "Finding the libraries"):
+//! - the default path, driver-API interposition: `LD_PRELOAD` with libwedge_inject.so in front of what
+//!   the user had there;
+//! - `--inject=cupti`: `CUDA_INJECTION64_PATH` (the same library) and `WEDGE_CAPTURE_CUPTI` (the
+//!   libcupti it loads), found without the user's help where possible.
 //!
 //! The search is pure over an [`InjectSearch`] (tests give it fake directory trees);
 //! [`InjectSearch::from_env`] fills it from this process's environment and executable. Nothing here
@@ -19,6 +21,32 @@ pub const ENV_CUPTI: &str = "WEDGE_CAPTURE_CUPTI";
 pub const ENV_INJECT_LIB: &str = "WEDGE_CAPTURE_INJECT_LIB";
 /// File name of the injection library.
 pub const INJECT_LIB_NAME: &str = "libwedge_inject.so";
+/// The loader's preload list (the driver-API path).
+pub const ENV_PRELOAD: &str = "LD_PRELOAD";
+
+/// Which breadcrumb path `--inject` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InjectMode {
+    /// Driver-API interposition (LD_PRELOAD): the default; does not stall other processes.
+    Driver,
+    /// CUPTI callbacks (CUDA_INJECTION64_PATH): measured to stall other processes' NVML calls for seconds
+    /// while the program runs a long UVM operation.
+    Cupti,
+}
+
+impl InjectMode {
+    /// The line `doctor` and `run` print for this path.
+    pub fn describe(self) -> &'static str {
+        match self {
+            InjectMode::Driver => "breadcrumbs by driver-API interposition (LD_PRELOAD)",
+            InjectMode::Cupti => CUPTI_COST,
+        }
+    }
+}
+
+/// The measured cost of the CUPTI path, stated wherever it is chosen (docs/inject.md, "Why not CUPTI").
+pub const CUPTI_COST: &str =
+    "breadcrumbs by CUPTI: NVML clients may stall during long UVM operations";
 
 /// Why `--inject` cannot be honoured.
 #[derive(Debug)]
@@ -29,6 +57,8 @@ pub enum InjectEnvError {
     LibraryNotFound { looked: Vec<PathBuf> },
     /// No libcupti in any of the places searched.
     CuptiNotFound { looked: Vec<PathBuf> },
+    /// The library's path has a space or a colon, which `LD_PRELOAD` cannot carry.
+    Unpreloadable { path: PathBuf },
 }
 
 impl std::fmt::Display for InjectEnvError {
@@ -49,6 +79,12 @@ impl std::fmt::Display for InjectEnvError {
                 "{INJECT_LIB_NAME} not found (looked in {}); install it next to wedge-capture or in \
                  ../lib, or set {ENV_INJECT_LIB}",
                 list(looked)
+            ),
+            InjectEnvError::Unpreloadable { path } => write!(
+                f,
+                "{} cannot be preloaded: LD_PRELOAD splits paths at spaces and colons; install it \
+                 elsewhere or set {ENV_INJECT_LIB}",
+                path.display()
             ),
             InjectEnvError::CuptiNotFound { looked } => write!(
                 f,
@@ -82,6 +118,8 @@ pub struct InjectSearch {
     pub system_lib_dirs: Vec<PathBuf>,
     /// Ask `python3` for `nvidia.__path__` (in a child, with this deadline) when all else failed.
     pub python_probe: Option<Duration>,
+    /// `LD_PRELOAD` already in the environment (kept, after the injection library).
+    pub ld_preload: Option<OsString>,
 }
 
 impl InjectSearch {
@@ -138,30 +176,52 @@ impl InjectSearch {
             .map(PathBuf::from)
             .to_vec(),
             python_probe: Some(Duration::from_secs(5)),
+            ld_preload: var(ENV_PRELOAD),
         }
     }
 }
 
-/// The environment `run --inject` adds to the command: `CUDA_INJECTION64_PATH` and
-/// `WEDGE_CAPTURE_CUPTI` (absolute paths). `explicit_cupti` is `--cupti PATH` (a file, or a
-/// directory holding libcupti). No `LD_LIBRARY_PATH` is needed: libcupti is opened by absolute path.
+/// The environment `run --inject` adds to the command. [`InjectMode::Driver`]: `LD_PRELOAD` = the
+/// injection library (absolute), then the user's own preloads. [`InjectMode::Cupti`]:
+/// `CUDA_INJECTION64_PATH` and `WEDGE_CAPTURE_CUPTI` (absolute paths); `explicit_cupti` is
+/// `--cupti PATH` (a file, or a directory holding libcupti). No `LD_LIBRARY_PATH` is needed: libcupti
+/// is opened by absolute path.
 pub fn injection_env(
+    mode: InjectMode,
     explicit_cupti: Option<&Path>,
 ) -> Result<Vec<(String, OsString)>, InjectEnvError> {
-    resolve(&InjectSearch::from_env(), explicit_cupti)
+    resolve(&InjectSearch::from_env(), mode, explicit_cupti)
 }
 
 /// [`injection_env`] over an explicit search.
 pub fn resolve(
     search: &InjectSearch,
+    mode: InjectMode,
     explicit_cupti: Option<&Path>,
 ) -> Result<Vec<(String, OsString)>, InjectEnvError> {
-    let library = find_injection_library(search)?;
-    let cupti = find_cupti(search, explicit_cupti)?;
-    Ok(vec![
-        (ENV_INJECTION_PATH.to_string(), absolute(&library).into()),
-        (ENV_CUPTI.to_string(), absolute(&cupti).into()),
-    ])
+    let library = absolute(&find_injection_library(search)?);
+    match mode {
+        InjectMode::Driver => {
+            // The loader splits LD_PRELOAD at spaces and colons: such a path cannot be preloaded.
+            let text = library.to_string_lossy();
+            if text.contains([' ', ':']) {
+                return Err(InjectEnvError::Unpreloadable { path: library });
+            }
+            let mut preload = OsString::from(library.as_os_str());
+            if let Some(existing) = search.ld_preload.as_ref().filter(|v| !v.is_empty()) {
+                preload.push(" ");
+                preload.push(existing);
+            }
+            Ok(vec![(ENV_PRELOAD.to_string(), preload)])
+        }
+        InjectMode::Cupti => {
+            let cupti = find_cupti(search, explicit_cupti)?;
+            Ok(vec![
+                (ENV_INJECTION_PATH.to_string(), library.into()),
+                (ENV_CUPTI.to_string(), absolute(&cupti).into()),
+            ])
+        }
+    }
 }
 
 /// libwedge_inject.so: `WEDGE_CAPTURE_INJECT_LIB`, else next to the executable, in `../lib`, or
@@ -548,7 +608,7 @@ mod tests {
         let s = search(root);
         touch(&root.join("opt/wc/lib/libwedge_inject.so"));
         touch(&root.join("usr/lib/x86_64-linux-gnu/libcupti.so.12"));
-        let env = resolve(&s, None).unwrap();
+        let env = resolve(&s, InjectMode::Cupti, None).unwrap();
         assert_eq!(env.len(), 2);
         let root = std::fs::canonicalize(root).unwrap();
         assert_eq!(
@@ -559,5 +619,37 @@ mod tests {
             value(&env, ENV_CUPTI),
             root.join("usr/lib/x86_64-linux-gnu/libcupti.so.12")
         );
+    }
+
+    #[test]
+    fn the_driver_path_preloads_the_library_before_the_users_preloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut s = search(root);
+        touch(&root.join("opt/wc/lib/libwedge_inject.so"));
+        let library = std::fs::canonicalize(root.join("opt/wc/lib/libwedge_inject.so")).unwrap();
+        // No libcupti anywhere: the driver path does not need one.
+        let env = resolve(&s, InjectMode::Driver, None).unwrap();
+        assert_eq!(env.len(), 1);
+        assert_eq!(value(&env, ENV_PRELOAD), library);
+        s.ld_preload = Some(OsString::from("/opt/other/libfoo.so"));
+        let env = resolve(&s, InjectMode::Driver, None).unwrap();
+        assert_eq!(
+            value(&env, ENV_PRELOAD),
+            Path::new(&format!("{} /opt/other/libfoo.so", library.display()))
+        );
+        assert!(resolve(&s, InjectMode::Cupti, None).is_err(), "CUPTI still needs libcupti");
+    }
+
+    #[test]
+    fn a_path_ld_preload_cannot_carry_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut s = search(root);
+        let odd = root.join("with space/libwedge_inject.so");
+        touch(&odd);
+        s.inject_lib = Some(odd);
+        let err = resolve(&s, InjectMode::Driver, None).unwrap_err();
+        assert!(err.to_string().contains("cannot be preloaded"), "{err}");
     }
 }

@@ -456,6 +456,23 @@ pub struct RingExcerpt {
     pub records_omitted: u64,
     /// Why the ring could not be read, when it could not.
     pub error: Option<String>,
+    /// Which breadcrumb path wrote the ring, from its file name (docs/inject.md): `<pid>-<start>.driver.ring`
+    /// "breadcrumbs by driver-API interposition (LD_PRELOAD)", `.cupti.ring` "breadcrumbs by CUPTI: NVML
+    /// clients may stall during long UVM operations"; absent for other names (the program's own rings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breadcrumbs: Option<String>,
+}
+
+/// [`RingExcerpt::breadcrumbs`] of a ring file path.
+pub fn breadcrumb_path_of(path: &str) -> Option<String> {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    if file.ends_with(".driver.ring") {
+        Some("breadcrumbs by driver-API interposition (LD_PRELOAD)".to_string())
+    } else if file.ends_with(".cupti.ring") {
+        Some("breadcrumbs by CUPTI: NVML clients may stall during long UVM operations".to_string())
+    } else {
+        None
+    }
 }
 
 impl RingExcerpt {
@@ -468,6 +485,7 @@ impl RingExcerpt {
         let keep = snapshot.records.len().min(max_records);
         let omitted = snapshot.records.len() - keep;
         RingExcerpt {
+            breadcrumbs: path.as_deref().and_then(breadcrumb_path_of),
             path,
             copy: None,
             read_at: Timestamp::now(),
@@ -485,6 +503,7 @@ impl RingExcerpt {
     /// The ring could not be read.
     pub fn unreadable(path: Option<String>, error: impl Into<String>) -> RingExcerpt {
         RingExcerpt {
+            breadcrumbs: path.as_deref().and_then(breadcrumb_path_of),
             path,
             read_at: Timestamp::now(),
             error: Some(error.into()),

@@ -389,11 +389,17 @@ fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
         ),
     });
     out.push(library_check("libcuda", &["libcuda.so.1", "libcuda.so"], "install the NVIDIA driver's user-space libraries (libcuda.so.1) to use `upload` and breadcrumbs from CUDA programs"));
-    out.push(library_check(
+    let mut cupti = library_check(
         "libcupti",
         &["libcupti.so", "libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8"],
-        "install CUPTI (cuda-cupti package) and add its lib directory to the loader path, for the injection library",
-    ));
+        "install CUPTI (cuda-cupti package) and add its lib directory to the loader path, for --inject=cupti",
+    );
+    if cupti.status == Status::Warn {
+        // Only --inject=cupti needs it: the default breadcrumb path does not.
+        cupti.status = Status::Info;
+    }
+    out.push(cupti);
+    out.push(breadcrumbs_check());
     out.push(match probe::find_in_path("nvidia-smi") {
         Some(path) => check(
             "nvidia-smi",
@@ -451,6 +457,41 @@ fn py_spy_check() -> Check {
             Status::Warn,
             format!("{} does not run: {}", program.display(), outcome[0].detail),
             fix,
+        ),
+    }
+}
+
+/// Which breadcrumb path is active in this environment (LD_PRELOAD or CUDA_INJECTION64_PATH naming the
+/// injection library), and which one `run --inject` would use, with the library it would load.
+fn breadcrumbs_check() -> Check {
+    use crate::inject_env::{InjectMode, InjectSearch, ENV_INJECTION_PATH, ENV_PRELOAD, INJECT_LIB_NAME};
+    let names_library = |name: &str| {
+        std::env::var_os(name).is_some_and(|v| v.to_string_lossy().contains(INJECT_LIB_NAME))
+    };
+    let active = if names_library(ENV_PRELOAD) {
+        format!("active here: {}", InjectMode::Driver.describe())
+    } else if names_library(ENV_INJECTION_PATH) {
+        format!("active here: {}", InjectMode::Cupti.describe())
+    } else {
+        "none active in this environment".to_string()
+    };
+    match crate::inject_env::find_injection_library(&InjectSearch::from_env()) {
+        Ok(library) => check(
+            "breadcrumbs",
+            Status::Ok,
+            format!(
+                "{active}; `run --inject`: {} with {}; `run --inject=cupti`: {}",
+                InjectMode::Driver.describe(),
+                library.display(),
+                InjectMode::Cupti.describe()
+            ),
+            "",
+        ),
+        Err(err) => check(
+            "breadcrumbs",
+            Status::Info,
+            format!("{active}; `run --inject` unavailable: {err}"),
+            "install libwedge_inject.so next to wedge-capture or in ../lib (or set WEDGE_CAPTURE_INJECT_LIB)",
         ),
     }
 }

@@ -54,14 +54,24 @@ pub struct Args {
     /// Print a JSON summary on stdout at exit (incidents, exit status).
     #[arg(long)]
     pub json: bool,
-    /// Give CMD breadcrumbs without changing it: load the CUPTI injection library (libwedge_inject.so)
-    /// into every CUDA program CMD starts (CUDA_INJECTION64_PATH), so each driver API call gets an
-    /// enter/exit record in a ring the incident includes.
-    #[arg(long)]
-    pub inject: bool,
-    /// libcupti to use with --inject (default: CUDA_HOME, common toolkit paths, the nvidia-cuda-cupti
-    /// Python package).
-    #[arg(long, value_name = "PATH", requires = "inject")]
+    /// Give CMD breadcrumbs without changing it: every CUDA driver API call of every program CMD starts gets
+    /// an enter/exit record in a ring the incident includes. `--inject` (= `driver`): libwedge_inject.so in
+    /// LD_PRELOAD wraps the driver functions (the default; measured not to stall other processes).
+    /// `--inject=cupti`: CUPTI callbacks through CUDA_INJECTION64_PATH instead: breadcrumbs by CUPTI: NVML
+    /// clients may stall during long UVM operations (measured on an H100: `nvidia-smi -q` 5-9 s instead of
+    /// 0.1 s while the program migrated 48 GiB of managed memory; docs/inject.md).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "KIND",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "driver"
+    )]
+    pub inject: Option<crate::inject_env::InjectMode>,
+    /// libcupti to use with --inject=cupti (default: CUDA_HOME, common toolkit paths, the nvidia-cuda-cupti
+    /// Python package). Implies --inject=cupti.
+    #[arg(long, value_name = "PATH")]
     pub cupti: Option<PathBuf>,
     /// The command and its arguments.
     // No allow_hyphen_values: a flag before CMD is ours, so an unknown one is a usage error (exit 2) rather
@@ -142,11 +152,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(dir) => (dir.clone(), false),
         None => (run_ring_dir(&watch_settings.out, &run_id), true),
     };
-    let extra_env = if args.inject {
-        crate::inject_env::injection_env(args.cupti.as_deref())
-            .map_err(|err| Failure::new(ExitCode::ERROR, format!("--inject: {err}")))?
-    } else {
-        Vec::new()
+    let inject = match (args.inject, &args.cupti) {
+        (Some(crate::inject_env::InjectMode::Driver), Some(_)) => {
+            return Err(Failure::new(
+                ExitCode::USAGE,
+                "--cupti names the libcupti of --inject=cupti; --inject=driver does not use one",
+            )
+            .into())
+        }
+        (None, Some(_)) => Some(crate::inject_env::InjectMode::Cupti),
+        (mode, _) => mode,
+    };
+    let extra_env = match inject {
+        Some(mode) => {
+            let env = crate::inject_env::injection_env(mode, args.cupti.as_deref())
+                .map_err(|err| Failure::new(ExitCode::ERROR, format!("--inject: {err}")))?;
+            say(true, format!("--inject: {}", mode.describe()));
+            env
+        }
+        None => Vec::new(),
     };
     let outcome = supervise(Supervise {
         command: args.command,

@@ -278,6 +278,7 @@ pub fn ring() -> RingExcerpt {
         same_boot: Some(true),
         records_omitted: 0,
         error: None,
+        breadcrumbs: None,
     }
 }
 
