@@ -57,11 +57,12 @@ def sampler():
                     base = f"/proc/{pid}/task/{tid}"
                     stat = read(f"{base}/stat")
                     state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
-                    if comm(pid) == "uvmlock" and state != "D":
+                    census = os.environ.get("SMI_ALL_THREADS") == "1" and int(t * 10) % 10 < 3
+                    if comm(pid) == "uvmlock" and state != "D" and not census:
                         continue
                     stack = " <- ".join(l.split("]", 1)[-1].strip().split("+")[0] for l in read(f"{base}/stack").splitlines()[:12])
                     f.write(f"{t:.3f} {comm(pid)} {pid}/{tid} {read(base + '/comm').strip()} {state} "
-                            f"wchan={read(base + '/wchan').strip()} sys={read(base + '/syscall').split()[:1]} {stack}\n")
+                            f"wchan={read(base + '/wchan').strip()} sys={' '.join(read(base + '/syscall').split()[:7])} {stack}\n")
             f.flush()
             time.sleep(0.3)
 
