@@ -638,7 +638,10 @@ mod tests {
             value(&env, ENV_PRELOAD),
             Path::new(&format!("{} /opt/other/libfoo.so", library.display()))
         );
-        assert!(resolve(&s, InjectMode::Cupti, None).is_err(), "CUPTI still needs libcupti");
+        assert!(
+            resolve(&s, InjectMode::Cupti, None).is_err(),
+            "CUPTI still needs libcupti"
+        );
     }
 
     #[test]

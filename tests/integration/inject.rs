@@ -1,6 +1,7 @@
-//! Integration tests: the CUPTI injection library as the agent sees it. The library itself is
-//! tested by loading it (inject/tests/load.rs, which builds the cdylib first); here, through the
-//! binary: `run` hands the injection variables to the command next to its ring directory, and
+//! Integration tests: the injection library as the agent sees it. The library itself is tested by
+//! loading it (inject/cdylib/tests/load.rs for CUPTI, interpose.rs for the driver-API interposer,
+//! which build the cdylib first); here, through the binary: `run --inject` preloads the interposer
+//! (the default) or names the CUPTI library (`--inject=cupti`, `--cupti`), and
 //! `ring dump` shows what an injected ring carries (the fail-soft status, a CUDA 13 `_v2` call
 //! in flight under its ring id with the real name as label).
 
@@ -197,4 +198,98 @@ fn run_inject_with_a_missing_cupti_is_a_clear_error() {
         stderr.contains("--inject") && stderr.contains("no-such-libcupti.so"),
         "{stderr}"
     );
+}
+
+/// `--inject` alone is the driver-API interposer: LD_PRELOAD (before the user's own preloads), no CUPTI
+/// variables, and no libcupti needed.
+#[test]
+fn run_inject_preloads_the_interposer_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    // A stand-in: the loader refuses it with a message and runs the command anyway.
+    let inject_lib = dir.path().join("libwedge_inject.so");
+    std::fs::write(&inject_lib, b"").unwrap();
+    let out = dir.path().join("incidents");
+    let script = format!(
+        "printf '%s\\n%s\\n' \"$LD_PRELOAD\" \"${{CUDA_INJECTION64_PATH:-unset}}\" > '{}'",
+        seen.display()
+    );
+    let output = wedge_capture(
+        &[
+            "run".as_ref(),
+            "--no-nvidia-smi".as_ref(),
+            "--inject".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            "sh".as_ref(),
+            "-c".as_ref(),
+            script.as_ref(),
+        ],
+        &[
+            ("WEDGE_CAPTURE_INJECT_LIB", inject_lib.as_path()),
+            ("LD_PRELOAD", Path::new("/nonexistent/libmine.so")),
+            ("CUDA_HOME", Path::new("/nonexistent")),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{:?}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("driver-API interposition"), "{stderr}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    let inject_lib = std::fs::canonicalize(&inject_lib).unwrap();
+    assert_eq!(
+        lines,
+        [
+            format!("{} /nonexistent/libmine.so", inject_lib.display()).as_str(),
+            "unset"
+        ]
+    );
+}
+
+/// `--inject=cupti` states its cost; `--cupti` selects the CUPTI path; an unknown kind is a usage error.
+#[test]
+fn run_inject_kinds_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cupti = dir.path().join("libcupti.so");
+    let inject_lib = dir.path().join("libwedge_inject.so");
+    std::fs::write(&cupti, b"").unwrap();
+    std::fs::write(&inject_lib, b"").unwrap();
+    let out = dir.path().join("incidents");
+    let run = |extra: &[&std::ffi::OsStr]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "run".as_ref(),
+            "--no-nvidia-smi".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend([std::ffi::OsStr::new("--"), std::ffi::OsStr::new("true")]);
+        wedge_capture(&args, &[("WEDGE_CAPTURE_INJECT_LIB", inject_lib.as_path())])
+    };
+    let output = run(&[
+        "--inject=cupti".as_ref(),
+        "--cupti".as_ref(),
+        cupti.as_os_str(),
+    ]);
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("breadcrumbs by CUPTI: NVML clients may stall during long UVM operations"),
+        "{stderr}"
+    );
+    let output = run(&[
+        "--inject=driver".as_ref(),
+        "--cupti".as_ref(),
+        cupti.as_os_str(),
+    ]);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("breadcrumbs by CUPTI"));
+    let output = run(&["--inject=nvtx".as_ref()]);
+    assert_eq!(output.status.code(), Some(2));
 }

@@ -16,6 +16,7 @@ mod hostile_daemon;
 mod hostile_rings;
 mod hostile_store;
 mod inject;
+mod inject_recordings;
 mod liveness;
 mod log_storm;
 mod nvidia_decode;

@@ -464,7 +464,9 @@ fn py_spy_check() -> Check {
 /// Which breadcrumb path is active in this environment (LD_PRELOAD or CUDA_INJECTION64_PATH naming the
 /// injection library), and which one `run --inject` would use, with the library it would load.
 fn breadcrumbs_check() -> Check {
-    use crate::inject_env::{InjectMode, InjectSearch, ENV_INJECTION_PATH, ENV_PRELOAD, INJECT_LIB_NAME};
+    use crate::inject_env::{
+        InjectMode, InjectSearch, ENV_INJECTION_PATH, ENV_PRELOAD, INJECT_LIB_NAME,
+    };
     let names_library = |name: &str| {
         std::env::var_os(name).is_some_and(|v| v.to_string_lossy().contains(INJECT_LIB_NAME))
     };

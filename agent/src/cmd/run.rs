@@ -58,8 +58,8 @@ pub struct Args {
     /// an enter/exit record in a ring the incident includes. `--inject` (= `driver`): libwedge_inject.so in
     /// LD_PRELOAD wraps the driver functions (the default; measured not to stall other processes).
     /// `--inject=cupti`: CUPTI callbacks through CUDA_INJECTION64_PATH instead: breadcrumbs by CUPTI: NVML
-    /// clients may stall during long UVM operations (measured on an H100: `nvidia-smi -q` 5-9 s instead of
-    /// 0.1 s while the program migrated 48 GiB of managed memory; docs/inject.md).
+    /// clients may stall during long UVM operations (measured on an H100: `nvidia-smi -q` 7.9-10.6 s instead
+    /// of 0.11 s while the program migrated 48 GiB of managed memory; docs/inject.md).
     #[arg(
         long,
         value_enum,
@@ -70,7 +70,7 @@ pub struct Args {
     )]
     pub inject: Option<crate::inject_env::InjectMode>,
     /// libcupti to use with --inject=cupti (default: CUDA_HOME, common toolkit paths, the nvidia-cuda-cupti
-    /// Python package). Implies --inject=cupti.
+    /// Python package). Selects the CUPTI path (--inject=cupti) whatever --inject says.
     #[arg(long, value_name = "PATH")]
     pub cupti: Option<PathBuf>,
     /// The command and its arguments.
@@ -152,16 +152,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(dir) => (dir.clone(), false),
         None => (run_ring_dir(&watch_settings.out, &run_id), true),
     };
+    // --cupti names a libcupti: it selects the CUPTI path whatever --inject says.
     let inject = match (args.inject, &args.cupti) {
-        (Some(crate::inject_env::InjectMode::Driver), Some(_)) => {
-            return Err(Failure::new(
-                ExitCode::USAGE,
-                "--cupti names the libcupti of --inject=cupti; --inject=driver does not use one",
-            )
-            .into())
-        }
-        (None, Some(_)) => Some(crate::inject_env::InjectMode::Cupti),
-        (mode, _) => mode,
+        (_, Some(_)) => Some(crate::inject_env::InjectMode::Cupti),
+        (mode, None) => mode,
     };
     let extra_env = match inject {
         Some(mode) => {

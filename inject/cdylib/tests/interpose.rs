@@ -13,11 +13,16 @@ use breadcrumb::{read_ring, ReadOptions, RecordKind, RingSnapshot};
 /// The cdylib built with this test (see load.rs).
 fn injection_library() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let deps = exe.parent().expect("test binary under target/<profile>/deps");
-    [deps.join("libwedge_inject.so"), deps.parent().unwrap_or(deps).join("libwedge_inject.so")]
-        .into_iter()
-        .find(|so| so.is_file())
-        .expect("libwedge_inject.so built")
+    let deps = exe
+        .parent()
+        .expect("test binary under target/<profile>/deps");
+    [
+        deps.join("libwedge_inject.so"),
+        deps.parent().unwrap_or(deps).join("libwedge_inject.so"),
+    ]
+    .into_iter()
+    .find(|so| so.is_file())
+    .expect("libwedge_inject.so built")
 }
 
 /// The stand-in libcuda, the two RTLD_NEXT probe libraries and both programs, built into `dir`. `None`
@@ -27,15 +32,34 @@ fn build(dir: &Path) -> Option<()> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let d = dir.display().to_string();
     let steps: Vec<Vec<String>> = vec![
-        vec!["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-Wl,-Bsymbolic", "-o", &format!("{d}/libcuda.so.1")]
-            .into_iter()
-            .map(String::from)
-            .chain([data.join("fake_libcuda.c").display().to_string()])
-            .collect(),
-        vec!["-shared".into(), "-fPIC".into(), "-DWHICH=1".into(), "-o".into(), format!("{d}/libnext1.so"),
-             data.join("fake_next.c").display().to_string()],
-        vec!["-shared".into(), "-fPIC".into(), "-DWHICH=2".into(), "-o".into(), format!("{d}/libnext2.so"),
-             data.join("fake_next.c").display().to_string()],
+        vec![
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-Wl,-Bsymbolic",
+            "-o",
+            &format!("{d}/libcuda.so.1"),
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([data.join("fake_libcuda.c").display().to_string()])
+        .collect(),
+        vec![
+            "-shared".into(),
+            "-fPIC".into(),
+            "-DWHICH=1".into(),
+            "-o".into(),
+            format!("{d}/libnext1.so"),
+            data.join("fake_next.c").display().to_string(),
+        ],
+        vec![
+            "-shared".into(),
+            "-fPIC".into(),
+            "-DWHICH=2".into(),
+            "-o".into(),
+            format!("{d}/libnext2.so"),
+            data.join("fake_next.c").display().to_string(),
+        ],
     ];
     for args in steps {
         if !compile(&cc, &args) {
@@ -47,8 +71,15 @@ fn build(dir: &Path) -> Option<()> {
     let link = |out: &str, extra: &[&str]| -> Vec<String> {
         let mut args: Vec<String> = vec!["-o".into(), format!("{d}/{out}")];
         args.extend(extra.iter().map(|s| s.to_string()));
-        args.extend([app.clone(), "-Wl,--no-as-needed".into(), format!("-L{d}"), "-lnext1".into(),
-                     "-lnext2".into(), "-ldl".into(), format!("-Wl,-rpath,{d}")]);
+        args.extend([
+            app.clone(),
+            "-Wl,--no-as-needed".into(),
+            format!("-L{d}"),
+            "-lnext1".into(),
+            "-lnext2".into(),
+            "-ldl".into(),
+            format!("-Wl,-rpath,{d}"),
+        ]);
         args
     };
     let mut linked = link("app_linked", &["-DLINKED"]);
@@ -94,7 +125,11 @@ fn text(bytes: &[u8]) -> String {
 
 /// The lines the stand-in driver printed: what each real function received.
 fn real_calls(output: &Output) -> Vec<String> {
-    text(&output.stdout).lines().filter(|l| l.starts_with("real ")).map(String::from).collect()
+    text(&output.stdout)
+        .lines()
+        .filter(|l| l.starts_with("real "))
+        .map(String::from)
+        .collect()
 }
 
 fn ring(path: &Path) -> RingSnapshot {
@@ -119,12 +154,25 @@ fn the_runtime_way_records_every_call_and_passes_its_arguments_unchanged() {
     let bare = run(dir.path(), "app", &[], &[], false);
     assert!(bare.status.success(), "bare run: {}", text(&bare.stdout));
     let ring_path = dir.path().join("app.ring");
-    let preloaded = run(dir.path(), "app", &[], &[("WEDGE_CAPTURE_RING", &ring_path)], true);
+    let preloaded = run(
+        dir.path(),
+        "app",
+        &[],
+        &[("WEDGE_CAPTURE_RING", &ring_path)],
+        true,
+    );
     let stdout = text(&preloaded.stdout);
     // The program's own checks: dlerror clean after a found symbol, RTLD_NEXT from a later library finds the
     // next one, one wrapper for one function asked at two versions, cuGetProcAddress of itself.
-    assert!(preloaded.status.success(), "{stdout}\n{}", text(&preloaded.stderr));
-    assert!(stdout.contains("runtime done") && !stdout.contains("CHECK FAILED"), "{stdout}");
+    assert!(
+        preloaded.status.success(),
+        "{stdout}\n{}",
+        text(&preloaded.stderr)
+    );
+    assert!(
+        stdout.contains("runtime done") && !stdout.contains("CHECK FAILED"),
+        "{stdout}"
+    );
     // Every real function got exactly what the program passed (11 arguments with five on the stack, a struct
     // by value, the per-thread-stream variant the driver chose).
     assert_eq!(real_calls(&preloaded), real_calls(&bare));
@@ -141,8 +189,14 @@ fn the_runtime_way_records_every_call_and_passes_its_arguments_unchanged() {
         ("cuMemPrefetchAsync", "cuMemPrefetchAsync_v2"),
         ("cuCtxSynchronize", ""),
     ];
-    let got: Vec<(&str, &str)> = names.iter().map(|(c, l)| (c.as_str(), l.as_str())).collect();
-    assert_eq!(got, expect, "quiet getters and the unknown function leave no record");
+    let got: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(c, l)| (c.as_str(), l.as_str()))
+        .collect();
+    assert_eq!(
+        got, expect,
+        "quiet getters and the unknown function leave no record"
+    );
     assert_eq!(snapshot.records.len(), 14, "every call exited");
     let record = |call: &str, label: &str| {
         snapshot
@@ -154,11 +208,19 @@ fn the_runtime_way_records_every_call_and_passes_its_arguments_unchanged() {
     assert_eq!(record("cuMemAlloc_v2", "").args.bytes, 3 << 30);
     let copy = record("cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync_v2_ptsz");
     assert_eq!(
-        (copy.args.ptr, copy.args.ptr2, copy.args.bytes, copy.args.stream),
+        (
+            copy.args.ptr,
+            copy.args.ptr2,
+            copy.args.bytes,
+            copy.args.stream
+        ),
         (0x7f00_0000_0000, 0x5555_0000, 1 << 20, 0x51)
     );
     let launch = record("cuLaunchKernel", "cuLaunchKernel_ptsz _Z4spinPi");
-    assert_eq!((launch.args.ptr, launch.args.chunk, launch.args.tensor_count), (0xf00, 120, 256));
+    assert_eq!(
+        (launch.args.ptr, launch.args.chunk, launch.args.tensor_count),
+        (0xf00, 120, 256)
+    );
     let launch_exit = snapshot
         .records
         .iter()
@@ -180,13 +242,22 @@ fn a_program_linked_against_libcuda_is_recorded() {
     }
     let bare = run(dir.path(), "app_linked", &[], &[], false);
     let ring_path = dir.path().join("linked.ring");
-    let preloaded = run(dir.path(), "app_linked", &[], &[("WEDGE_CAPTURE_RING", &ring_path)], true);
+    let preloaded = run(
+        dir.path(),
+        "app_linked",
+        &[],
+        &[("WEDGE_CAPTURE_RING", &ring_path)],
+        true,
+    );
     assert!(preloaded.status.success(), "{}", text(&preloaded.stdout));
     assert_eq!(real_calls(&preloaded), real_calls(&bare));
     let names = enters(&ring(&ring_path));
     let calls: Vec<&str> = names.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(calls, ["cuInit", "cuMemAlloc_v2", "cuLaunchKernel"]);
-    assert_eq!(names[2].1, "_Z4spinPi", "the kernel's name from cuFuncGetName");
+    assert_eq!(
+        names[2].1, "_Z4spinPi",
+        "the kernel's name from cuFuncGetName"
+    );
 }
 
 #[test]
@@ -200,10 +271,18 @@ fn the_call_in_flight_survives_a_sigkill() {
         dir.path(),
         "app",
         &["kill"],
-        &[("WEDGE_CAPTURE_RING", &ring_path), ("FAKE_CUDA_KILL_IN_SYNC", Path::new("1"))],
+        &[
+            ("WEDGE_CAPTURE_RING", &ring_path),
+            ("FAKE_CUDA_KILL_IN_SYNC", Path::new("1")),
+        ],
         true,
     );
-    assert_eq!(output.status.signal(), Some(libc::SIGKILL), "{:?}", output.status);
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGKILL),
+        "{:?}",
+        output.status
+    );
     let snapshot = ring(&ring_path);
     assert_eq!(snapshot.in_flight.len(), 1, "{:?}", snapshot.in_flight);
     assert_eq!(snapshot.in_flight[0].call, "cuCtxSynchronize");
@@ -226,7 +305,13 @@ fn a_ring_dir_gets_a_driver_ring_only_for_processes_that_call_the_driver() {
         .unwrap();
     assert_eq!(text(&shell.stdout), "hi\n");
     assert_eq!(std::fs::read_dir(&rings).unwrap().count(), 0);
-    let output = run(dir.path(), "app", &[], &[("WEDGE_CAPTURE_RING_DIR", &rings)], true);
+    let output = run(
+        dir.path(),
+        "app",
+        &[],
+        &[("WEDGE_CAPTURE_RING_DIR", &rings)],
+        true,
+    );
     assert!(output.status.success(), "{}", text(&output.stdout));
     let names: Vec<String> = std::fs::read_dir(&rings)
         .unwrap()
@@ -235,5 +320,8 @@ fn a_ring_dir_gets_a_driver_ring_only_for_processes_that_call_the_driver() {
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].ends_with(".driver.ring"), "{names:?}");
     let header = ring(&rings.join(&names[0])).header;
-    assert!(names[0].starts_with(&format!("{}-", header.writer_pid)), "{names:?}");
+    assert!(
+        names[0].starts_with(&format!("{}-", header.writer_pid)),
+        "{names:?}"
+    );
 }
