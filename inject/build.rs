@@ -137,7 +137,8 @@ pub unsafe extern \"C\" fn {name}({decl}) -> CUresult {{
     if real == 0 {{
         return super::CUDA_ERROR_NOT_FOUND;
     }}
-{params_struct}    let token = super::enter({index}, params);
+{params_struct}    // SAFETY: `params` is NULL or this wrapper's `Params`, the parameters of entry {index} in order.
+    let token = unsafe {{ super::enter({index}, params) }};
     // SAFETY: `real` is the address of libcuda's {name}, whose parameters cuda.h declares as `Real`'s.
     let result = unsafe {{ core::mem::transmute::<usize, Real>(real)({call_args}) }};
 {after}    super::exit(token, result);

@@ -784,6 +784,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_ring_says_which_breadcrumb_path_wrote_it() {
+        let of = |p: &str| breadcrumb_path_of(p).unwrap_or_default();
+        assert!(of("/run/rings/4242-99.driver.ring").contains("driver-API interposition"));
+        assert!(
+            of("4242-99.cupti.ring").contains("NVML clients may stall during long UVM operations")
+        );
+        assert_eq!(
+            breadcrumb_path_of("/run/rings/4242-99.ring"),
+            None,
+            "the program's own ring"
+        );
+        let excerpt = RingExcerpt::unreadable(Some("/r/1-2.cupti.ring".into()), "gone");
+        assert!(excerpt
+            .breadcrumbs
+            .unwrap()
+            .starts_with("breadcrumbs by CUPTI"));
+    }
+
+    #[test]
     fn empty_and_partial_json_parse() {
         let empty: Incident = serde_json::from_str("{}").unwrap();
         assert!(!empty.complete);

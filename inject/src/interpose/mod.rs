@@ -319,8 +319,12 @@ fn writer() -> Option<&'static Writer> {
 }
 
 /// Before the real call: the enter record (or [`Token::NONE`] for a quiet getter, or without a ring).
+///
+/// # Safety
+/// `params` must be NULL or point to the parameters of table entry `index`, laid out as a `repr(C)` struct in
+/// declaration order (what each generated wrapper builds).
 #[inline]
-pub fn enter(index: usize, params: *const c_void) -> Token {
+pub unsafe fn enter(index: usize, params: *const c_void) -> Token {
     let settings = settings();
     let class = CLASSES.get(
         index as u32,
