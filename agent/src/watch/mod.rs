@@ -29,6 +29,8 @@ pub mod scan;
 pub mod stages;
 pub mod targets;
 pub mod tracker;
+pub mod queue;
+pub mod workers;
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
