@@ -351,13 +351,7 @@ fn run_job(mut job: CaptureJob, reports: &Sender<WorkerReport>) {
     }
     let killed = capture.killed;
     stages::mark_done(&job.files);
-    timeline(
-        &mut job.incident,
-        format!(
-            "capture complete ({} ms in the worker)",
-            started.elapsed().as_millis()
-        ),
-    );
+    timeline(&mut job.incident, "capture complete");
     job.incident.complete = true;
     let _ = reports.send(WorkerReport::Finished {
         id: job.id,
