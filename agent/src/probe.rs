@@ -152,7 +152,9 @@ pub const MAX_STUCK_PROBES_HOST: usize = 256;
 impl StuckChildren {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<StuckChild>> {
         // A panic while holding the lock cannot leave the list inconsistent (plain pushes and retains).
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Reap those that finally died; never blocks.
@@ -290,12 +292,20 @@ impl ProbeRunner {
 
     /// Pids of this runner's target's probe children that are still stuck.
     pub fn stuck_pids(&self) -> Vec<i32> {
-        self.stuck.of_target(self.target).iter().map(|c| c.pid).collect()
+        self.stuck
+            .of_target(self.target)
+            .iter()
+            .map(|c| c.pid)
+            .collect()
     }
 
     /// Names of this runner's target's probes whose children are still stuck.
     pub fn stuck_names(&self) -> Vec<String> {
-        self.stuck.of_target(self.target).into_iter().map(|c| c.name).collect()
+        self.stuck
+            .of_target(self.target)
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
     }
 
     /// Reap stuck children that finally died; never blocks.
@@ -1128,7 +1138,10 @@ mod tests {
         // Stand-ins for children stuck in D: live children of ours that never exit by themselves.
         let mut sleepers = Vec::new();
         for _ in 0..3 {
-            let child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+            let child = std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .unwrap();
             base.stuck.push(StuckChild {
                 pid: child.id() as i32,
                 name: "py-spy-41".into(),

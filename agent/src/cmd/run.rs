@@ -19,7 +19,6 @@ use crate::watch::launch::{self, LaunchError, SignalChannel};
 use crate::watch::targets::ChildTree;
 use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
 
-
 /// How long `run` waits for a capture in flight when a signal ends it (SIGINT/SIGTERM exit at once: a
 /// second is what a stop may take).
 const SIGNAL_EXIT_CAPTURE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);

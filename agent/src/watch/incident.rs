@@ -375,9 +375,7 @@ impl Capturer {
         pid: i32,
         incident: &Incident,
         handle: &IncidentHandle,
-        since_ns: u64,
-        wedge: bool,
-        episode_ended: bool,
+        kind: JobKind,
         skip: Vec<SkippedStage>,
     ) -> CaptureJob {
         let uid = self
@@ -395,9 +393,9 @@ impl Capturer {
             incident: incident.clone(),
             files: handle.files(),
             settings: self.settings.clone(),
-            since_ns,
-            wedge,
-            episode_ended,
+            since_ns: kind.since_ns,
+            wedge: kind.wedge,
+            episode_ended: kind.episode_ended,
             skip,
             queued_at: Instant::now(),
         }
@@ -441,7 +439,12 @@ impl Capturer {
             path,
             durable_after: detected.elapsed(),
         });
-        let job = self.job(pid, &incident, &handle, since_ns, false, false, Vec::new());
+        let kind = JobKind {
+            since_ns,
+            wedge: false,
+            episode_ended: false,
+        };
+        let job = self.job(pid, &incident, &handle, kind, Vec::new());
         let id = job.id;
         match self.pool.submit(job) {
             Ok(()) => {
@@ -490,14 +493,14 @@ impl Capturer {
                 return;
             }
             episode.wedged.insert(tid, d_since_ns);
-            episode.change(Change::AddWedged(WedgedThread {
+            episode.change(Change::AddWedged(Box::new(WedgedThread {
                 tid,
                 start_time: Some(start_time),
                 comm: comm.to_string(),
                 d_since: Timestamp::monotonic(d_since_ns),
                 detected_at: Some(Timestamp::now()),
                 ..WedgedThread::default()
-            }));
+            })));
             episode.change(Change::timeline(format!(
                 "thread {tid} `{comm}` also wedged"
             )));
@@ -677,15 +680,12 @@ impl Capturer {
         };
         let ended = episode.resolved_after.is_some();
         let skip = std::mem::take(&mut episode.skip);
-        let job = self.job(
-            pid,
-            &episode.incident,
-            handle,
-            episode.started_ns,
-            true,
-            ended,
-            skip,
-        );
+        let kind = JobKind {
+            since_ns: episode.started_ns,
+            wedge: true,
+            episode_ended: ended,
+        };
+        let job = self.job(pid, &episode.incident, handle, kind, skip);
         let id = job.id;
         match self.pool.submit(job) {
             Ok(()) => {
@@ -859,7 +859,8 @@ impl Capturer {
                 continue;
             };
             // Not while a capture is in flight: its worker reads the kernel log itself.
-            if episode.job.is_none() && episode.last_sample.elapsed() >= self.settings.resample_every
+            if episode.job.is_none()
+                && episode.last_sample.elapsed() >= self.settings.resample_every
             {
                 Self::resample(&self.settings, &mut episode);
                 episode.unwritten = true;
@@ -1069,6 +1070,17 @@ impl Capturer {
             Err(err) => episode.change(Change::timeline(format!("new sample failed: {err}"))),
         }
     }
+}
+
+/// What kind of capture a job is.
+#[derive(Debug, Clone, Copy)]
+struct JobKind {
+    /// When the wedge began (now, on demand): the kernel log is kept from before it.
+    since_ns: u64,
+    /// A wedge capture (the kill stage may act), not an on-demand one.
+    wedge: bool,
+    /// The episode ended before its first write landed.
+    episode_ended: bool,
 }
 
 /// Where an episode was found.

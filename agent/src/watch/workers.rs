@@ -162,9 +162,7 @@ impl CapturePool {
                 return;
             }
             let busy = &self.busy;
-            let Some((tenant, mut job)) = self
-                .queue
-                .pop(|t| busy.values().any(|b| b.tenant == t))
+            let Some((tenant, mut job)) = self.queue.pop(|t| busy.values().any(|b| b.tenant == t))
             else {
                 return;
             };

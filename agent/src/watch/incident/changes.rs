@@ -20,9 +20,12 @@ use crate::watch::stages::not_captured;
 pub enum Change {
     Timeline(TimelineEvent),
     /// Another thread of the process judged wedged.
-    AddWedged(WedgedThread),
+    AddWedged(Box<WedgedThread>),
     /// A new snapshot of the process (the first and the latest `max` kept).
-    Sample { sample: Box<Sample>, max: usize },
+    Sample {
+        sample: Box<Sample>,
+        max: usize,
+    },
     /// A thread's record in the newest sample is its evidence as of detection.
     KeepEvidence(i32),
     /// A thread judged wedged after the maps were read: its user frame is not located.
@@ -35,10 +38,18 @@ pub enum Change {
         in_d: Duration,
     },
     /// Every wedged thread left D.
-    Resolved { at: Timestamp, after: Duration },
+    Resolved {
+        at: Timestamp,
+        after: Duration,
+    },
     /// wedge-capture stopped watching while threads were still wedged.
-    StillWedgedAtExit { at: Timestamp },
-    NotCaptured { what: String, why: String },
+    StillWedgedAtExit {
+        at: Timestamp,
+    },
+    NotCaptured {
+        what: String,
+        why: String,
+    },
 }
 
 impl Change {
@@ -55,7 +66,7 @@ impl Change {
 pub fn apply(incident: &mut Incident, change: &Change) {
     match change {
         Change::Timeline(event) => incident.timeline.push(event.clone()),
-        Change::AddWedged(thread) => incident.wedged_threads.push(thread.clone()),
+        Change::AddWedged(thread) => incident.wedged_threads.push((**thread).clone()),
         Change::Sample { sample, max } => {
             let samples = &mut incident.samples;
             samples.push((**sample).clone());
@@ -180,10 +191,10 @@ mod tests {
                 at: Timestamp::monotonic(10),
                 event: "loop".into(),
             }),
-            Change::AddWedged(WedgedThread {
+            Change::AddWedged(Box::new(WedgedThread {
                 tid: 9,
                 ..WedgedThread::default()
-            }),
+            })),
             Change::LateUserFrame(9),
             Change::Fate {
                 tid: 8,
@@ -201,7 +212,10 @@ mod tests {
             apply(&mut loop_copy, change);
         }
         let merged = merged(worker, &changes);
-        assert_eq!(merged.process.cmdline, Some(vec!["from the worker".to_string()]));
+        assert_eq!(
+            merged.process.cmdline,
+            Some(vec!["from the worker".to_string()])
+        );
         assert_eq!(merged.wedged_threads.len(), 2);
         assert_eq!(merged.wedged_threads[0].fate, ThreadFate::Resolved);
         assert!(merged.wedged_threads[1].user_frame_not_captured.is_some());
@@ -217,8 +231,10 @@ mod tests {
     fn samples_keep_the_first_and_the_latest() {
         let mut incident = Incident::new(1);
         for n in 0..5u64 {
-            let mut sample = Sample::default();
-            sample.taken_at = Timestamp::monotonic(n);
+            let sample = Sample {
+                taken_at: Timestamp::monotonic(n),
+                ..Sample::default()
+            };
             apply(
                 &mut incident,
                 &Change::Sample {

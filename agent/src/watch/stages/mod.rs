@@ -253,9 +253,10 @@ impl StageMarker {
         let stage = STAGES.iter().find(|s| s.name == marker.stage)?;
         Some(SkippedStage {
             stage: stage.name.to_string(),
-            why: "not captured: the previous agent died during it (not run again, so that it cannot \
+            why:
+                "not captured: the previous agent died during it (not run again, so that it cannot \
                   kill this one too)"
-                .to_string(),
+                    .to_string(),
         })
     }
 }
