@@ -221,13 +221,14 @@ fn detection_behind(test: &str, hostile: usize) -> Option<Figures> {
             ("WATCHDOG_USEC", "30000000"),
         ],
     );
-    // The hostile wedges are judged and their (slow) captures queued.
+    // The first hostile wedge is judged: its capture runs, the others' are due (all entered D together).
     let mut seen = Vec::new();
     let mut pings = Vec::new();
     let until = Instant::now() + Duration::from_secs(60);
-    while wedges
-        .iter()
-        .any(|w| incidents_for(&out, w.pid()).is_empty())
+    while !wedges.is_empty()
+        && wedges
+            .iter()
+            .all(|w| incidents_for(&out, w.pid()).is_empty())
     {
         assert!(
             Instant::now() < until,
@@ -238,7 +239,7 @@ fn detection_behind(test: &str, hostile: usize) -> Option<Figures> {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    // Now the real wedge of another tenant, while the hostile captures wait.
+    // Now the real wedge of another tenant, while the hostile captures run and wait.
     let file = target.create_file("target", b"x").unwrap();
     target.freeze().unwrap();
     let program = link_as(dir.path(), &real_comm, Path::new(bin()));
