@@ -548,6 +548,7 @@ impl Daemon {
             summary: self.watcher.wedge_summary(),
             targets: self.watcher.targets().len(),
             probe_timeouts: self.watcher.capturer().probe_timeouts(),
+            captures: self.watcher.capturer().captures_pending(),
             finished_at: self
                 .watcher
                 .last_scan_at()

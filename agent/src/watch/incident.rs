@@ -314,6 +314,11 @@ impl Capturer {
         self.probes.timeouts()
     }
 
+    /// Captures waiting in the queue and running in the workers (the metrics).
+    pub fn captures_pending(&self) -> (usize, usize) {
+        self.pool.pending()
+    }
+
     /// Whether an episode is open for `pid`.
     pub fn is_open(&self, pid: i32) -> bool {
         self.episodes.contains_key(&pid)
