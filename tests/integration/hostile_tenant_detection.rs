@@ -375,3 +375,122 @@ fn collect_pings(notify: &NotifySocket, seen: &mut Vec<String>, pings: &mut Vec<
         }
     }
 }
+
+/// Open `fifo` for writing without blocking, so that every reader stuck opening it goes on (and sees EOF).
+fn release_fifo(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo);
+}
+
+/// An agent killed during a stage (the OOM killer, say) leaves the stage named beside the incident; the next
+/// agent that adopts the episode records that stage as not captured and never runs it again, so the stage
+/// cannot kill every restart in turn (issue 35, item 3).
+#[test]
+fn the_stage_an_agent_died_in_is_not_run_again_by_the_next() {
+    let test = "agent died during a stage";
+    // SAFETY: geteuid(2) has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(!in_ci(), "{test}: needs root with CI=true");
+        eprintln!("skipping {test}: needs root");
+        return;
+    }
+    let Some(python) = unprivileged_python() else {
+        assert!(
+            !in_ci(),
+            "{test}: setpriv/python3 for uid 65534 missing with CI=true"
+        );
+        eprintln!("skipping {test}: setpriv or a python3 uid 65534 may run is missing");
+        return;
+    };
+    let dir = TempDir::new("died-in-stage");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let stall = open_fifo(dir.path(), "stall.fifo");
+    let out = dir.path().join("incidents");
+    let comm = unique_comm("d");
+    let fifo = open_fifo(dir.path(), "wedge.fifo");
+    let wedge = VforkWedge::start(&python, &comm, &fifo);
+    wait_in_d(wedge.pid(), Duration::from_secs(10));
+    let args = |probe_timeout: &'static str| -> Vec<String> {
+        [
+            "--out",
+            out.to_str().unwrap(),
+            "--interval",
+            "200ms",
+            "--threshold",
+            "1s",
+            "--samples",
+            "2",
+            "--probe-timeout",
+            probe_timeout,
+            "--extra-probe",
+            stall.to_str().unwrap(),
+            "--match-comm",
+            &format!("^{comm}$"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let first_args = args("60s");
+    let first_refs: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let first = Agent::start(dir.path(), &first_refs, &[]);
+    // The first agent reaches the probes stage, which stalls for a minute: it dies there.
+    let until = Instant::now() + Duration::from_secs(30);
+    let incident_dir = loop {
+        let marker = crate::util::incident_dirs(&out).into_iter().find(|d| {
+            std::fs::read_to_string(d.join("capture-stage.json"))
+                .is_ok_and(|m| m.contains("\"stage\":\"probes\""))
+        });
+        if let Some(dir) = marker {
+            break dir;
+        }
+        assert!(
+            Instant::now() < until,
+            "{test}: the capture never reached the probes stage:\n{}",
+            first.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    first.signal(libc::SIGKILL);
+    drop(first);
+    release_fifo(&stall);
+
+    // The next agent on the same store: the episode is adopted, the probes stage is not run again (were it
+    // run, it would stall for a minute again), and the capture completes.
+    let second_args = args("60s");
+    let second_refs: Vec<&str> = second_args.iter().map(String::as_str).collect();
+    let second = Agent::start(dir.path(), &second_refs, &[]);
+    let until = Instant::now() + Duration::from_secs(40);
+    let incident = loop {
+        let text = std::fs::read_to_string(incident_dir.join("incident.json")).unwrap_or_default();
+        if let Ok(incident) = serde_json::from_str::<serde_json::Value>(&text) {
+            if incident["complete"] == true {
+                break incident;
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "{test}: the adopted incident never completed:\n{}",
+            second.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let not_captured = incident["not_captured"].to_string();
+    assert!(
+        not_captured.contains("\"what\":\"probes\"")
+            && not_captured.contains("the previous agent died during it"),
+        "{test}: {not_captured}"
+    );
+    let timeline = timeline_text(&incident);
+    assert!(
+        timeline.contains("watcher restarted at"),
+        "{test}: {timeline}"
+    );
+    let (code, _, log) = second.terminate();
+    assert_eq!(code, Some(0), "{test}: {log}");
+    release_fifo(&stall);
+    drop(wedge);
+}
