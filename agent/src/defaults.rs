@@ -78,3 +78,17 @@ pub const MAX_STUCK_PY_SPY_PER_TARGET: usize = 1;
 pub const STACK_SCAN_BYTES: usize = 512;
 /// Candidate frames kept from that scan per thread.
 pub const MAX_STACK_CANDIDATES: usize = 12;
+/// A tenant's stuck probe children (all its processes together) before its probes are skipped: this many
+/// times the per-process bound ([`MAX_STUCK_PROBES`]).
+pub const STUCK_PROBES_TENANT_FACTOR: usize = 4;
+/// Capture workers: captures running at once (each runs its stages one after another; at most one per
+/// tenant at a time, see `watch::queue`).
+pub const CAPTURE_WORKERS: usize = 2;
+/// A capture's total deadline: a stage that would start later is recorded as not run. Every stage has its
+/// own deadline too (at most a few seconds each).
+pub const CAPTURE_DEADLINE: Duration = Duration::from_secs(30);
+/// A capture still not back this long after its total deadline is given up by the watch loop: the incident
+/// is finished without it, saying so, and another worker takes its place.
+pub const CAPTURE_GIVE_UP_AFTER: Duration = Duration::from_secs(15);
+/// Captures waiting per tenant; more are not run (their minimal incidents are durable, and say why).
+pub const MAX_QUEUED_CAPTURES_PER_TENANT: usize = 32;

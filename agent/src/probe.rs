@@ -21,8 +21,8 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use capture::{ProcRoot, RiskyFile};
@@ -128,22 +128,87 @@ pub struct ProbeOutcome {
 }
 
 /// A probe child that did not go away after SIGKILL.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct StuckChild {
     pid: i32,
     name: String,
+    /// The watched process the probe was about (0: none).
+    target: i32,
+    /// The tenant of that process (see `watch::queue::tenant_of`).
+    tenant: String,
 }
 
-/// Runs probes in sacrificial children, bounded in time and in stuck children.
+/// Probe children stuck in the kernel after SIGKILL, shared by every runner of the process (the capture
+/// workers each have one): counted per target process and per tenant, so that a target whose probes get
+/// stuck (a real mmap-lock wedge does that to every reader of its memory) loses its own probes, never
+/// another target's. A host-wide valve ([`MAX_STUCK_PROBES_HOST`]) only bounds the pids they hold.
+#[derive(Debug, Clone, Default)]
+pub struct StuckChildren(Arc<Mutex<Vec<StuckChild>>>);
+
+/// Stuck probe children of the whole host beyond which no probe starts (each holds a pid until its wedge
+/// clears); far above what the per-target and per-tenant bounds let any one tenant reach.
+pub const MAX_STUCK_PROBES_HOST: usize = 256;
+
+impl StuckChildren {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<StuckChild>> {
+        // A panic while holding the lock cannot leave the list inconsistent (plain pushes and retains).
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reap those that finally died; never blocks.
+    pub fn reap(&self) {
+        self.lock().retain(|child| !try_reap(child.pid));
+    }
+
+    /// Pids of every stuck child (never watch or reap them elsewhere).
+    pub fn pids(&self) -> Vec<i32> {
+        self.lock().iter().map(|child| child.pid).collect()
+    }
+
+    fn push(&self, child: StuckChild) {
+        self.lock().push(child);
+    }
+
+    /// (this target's stuck children, this tenant's, the host's), and this target's names.
+    fn counts(&self, target: i32, tenant: &str) -> (usize, usize, usize, Vec<String>) {
+        let list = self.lock();
+        let mine: Vec<String> = list
+            .iter()
+            .filter(|c| c.target == target)
+            .map(|c| c.name.clone())
+            .collect();
+        let tenant_count = list.iter().filter(|c| c.tenant == tenant).count();
+        (mine.len(), tenant_count, list.len(), mine)
+    }
+
+    fn of_target(&self, target: i32) -> Vec<StuckChild> {
+        self.lock()
+            .iter()
+            .filter(|c| c.target == target)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Runs probes in sacrificial children, bounded in time and in stuck children. One runner per capture
+/// ([`ProbeRunner::for_target`]): the stuck children, the stop request and the timeout counter are shared.
 #[derive(Debug)]
 pub struct ProbeRunner {
     timeout: Duration,
+    /// Stuck children of one target before its probes are skipped.
     max_stuck: usize,
-    stuck: Vec<StuckChild>,
+    /// Stuck children of one tenant before its probes are skipped.
+    max_stuck_tenant: usize,
+    stuck: StuckChildren,
+    /// The target and tenant this runner's probes are about (0 and "": a runner for no target).
+    target: i32,
+    tenant: String,
     /// Set by someone else (a signal handler) to end the probes in progress early.
     cancel: Option<Arc<AtomicBool>>,
-    /// Probes that ran into their deadline since the start (the metrics).
-    timeouts: u64,
+    /// Probes that ran into their deadline since the start (the metrics), all runners together.
+    timeouts: Arc<AtomicU64>,
 }
 
 impl Default for ProbeRunner {
@@ -167,17 +232,37 @@ struct Running {
 
 impl ProbeRunner {
     pub fn new(timeout: Duration, max_stuck: usize) -> ProbeRunner {
+        let max_stuck = max_stuck.max(1);
         ProbeRunner {
             timeout,
-            max_stuck: max_stuck.max(1),
-            stuck: Vec::new(),
+            max_stuck,
+            max_stuck_tenant: max_stuck.saturating_mul(crate::defaults::STUCK_PROBES_TENANT_FACTOR),
+            stuck: StuckChildren::default(),
+            target: 0,
+            tenant: String::new(),
             cancel: None,
-            timeouts: 0,
+            timeouts: Arc::default(),
+        }
+    }
+
+    /// A runner for the probes of one capture of `target` (of `tenant`), sharing this runner's stuck
+    /// children, stop request and timeout counter.
+    pub fn for_target(&self, target: i32, tenant: &str) -> ProbeRunner {
+        ProbeRunner {
+            timeout: self.timeout,
+            max_stuck: self.max_stuck,
+            max_stuck_tenant: self.max_stuck_tenant,
+            stuck: self.stuck.clone(),
+            target,
+            tenant: tenant.to_string(),
+            cancel: self.cancel.clone(),
+            timeouts: self.timeouts.clone(),
         }
     }
 
     /// From now on, probes stop waiting as soon as `flag` is true (checked every [`CANCEL_POLL`]): a
-    /// stop request must not wait out a probe deadline.
+    /// stop request must not wait out a probe deadline. Runners made later by [`ProbeRunner::for_target`]
+    /// share it.
     pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
         self.cancel = Some(flag);
     }
@@ -190,29 +275,69 @@ impl ProbeRunner {
 
     /// Probes that ran into their deadline since the start (interrupted ones are not counted).
     pub fn timeouts(&self) -> u64 {
-        self.timeouts
+        self.timeouts.load(Ordering::Relaxed)
     }
 
-    /// Probe children that are still stuck after SIGKILL (after reaping those that went away).
+    /// This runner's target's probe children that are still stuck (after reaping those that went away).
     #[cfg(test)]
     pub fn stuck_count(&mut self) -> usize {
         self.reap_stuck();
-        self.stuck.len()
+        self.stuck.of_target(self.target).len()
     }
 
-    /// Pids of the probe children that are still stuck.
+    /// The shared list of stuck children (every target's).
+    pub fn stuck_children(&self) -> &StuckChildren {
+        &self.stuck
+    }
+
+    /// Pids of this runner's target's probe children that are still stuck.
     pub fn stuck_pids(&self) -> Vec<i32> {
-        self.stuck.iter().map(|child| child.pid).collect()
+        self.stuck
+            .of_target(self.target)
+            .iter()
+            .map(|c| c.pid)
+            .collect()
     }
 
-    /// Names of the probes whose children are still stuck.
+    /// Names of this runner's target's probes whose children are still stuck.
     pub fn stuck_names(&self) -> Vec<String> {
-        self.stuck.iter().map(|child| child.name.clone()).collect()
+        self.stuck
+            .of_target(self.target)
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
     }
 
     /// Reap stuck children that finally died; never blocks.
     pub fn reap_stuck(&mut self) {
-        self.stuck.retain(|child| !try_reap(child.pid));
+        self.stuck.reap();
+    }
+
+    /// Why a probe may not start now (this target's, this tenant's or the host's stuck children are at
+    /// their bound); None when it may.
+    fn over_stuck_bound(&self) -> Option<String> {
+        let (mine, tenant, host, names) = self.stuck.counts(self.target, &self.tenant);
+        if mine >= self.max_stuck {
+            Some(format!(
+                "skipped: {mine} earlier probe children of this process are still stuck in the kernel after \
+                 SIGKILL ({}); the bound is {} per process (other processes' probes are not affected)",
+                names.join(", "),
+                self.max_stuck
+            ))
+        } else if tenant >= self.max_stuck_tenant {
+            Some(format!(
+                "skipped: {tenant} earlier probe children of this tenant's processes ({}) are still stuck in \
+                 the kernel after SIGKILL; the bound is {} per tenant",
+                self.tenant, self.max_stuck_tenant
+            ))
+        } else if host >= MAX_STUCK_PROBES_HOST {
+            Some(format!(
+                "skipped: {host} probe children of the host are still stuck in the kernel after SIGKILL; \
+                 the host-wide bound is {MAX_STUCK_PROBES_HOST}"
+            ))
+        } else {
+            None
+        }
     }
 
     /// Run all probes in parallel with one deadline; outcomes in the same order.
@@ -236,18 +361,12 @@ impl ProbeRunner {
                 });
                 continue;
             }
-            if self.stuck.len() >= self.max_stuck {
+            if let Some(detail) = self.over_stuck_bound() {
                 outcomes[index] = Some(ProbeOutcome {
                     name: probe.name.clone(),
                     target: probe.target(),
                     status: ProbeStatus::Skipped,
-                    detail: format!(
-                        "skipped: {} earlier probe children are still stuck in the kernel after SIGKILL ({}); \
-                         the bound is {}",
-                        self.stuck.len(),
-                        self.stuck_names().join(", "),
-                        self.max_stuck
-                    ),
+                    detail,
                     output: String::new(),
                     output_truncated: false,
                     elapsed_ms: 0,
@@ -301,6 +420,8 @@ impl ProbeRunner {
                         self.stuck.push(StuckChild {
                             pid: run.pid,
                             name: probe.name.clone(),
+                            target: self.target,
+                            tenant: self.tenant.clone(),
                         });
                     }
                     let detail = if interrupted {
@@ -331,7 +452,7 @@ impl ProbeRunner {
                         )
                     };
                     if !interrupted {
-                        self.timeouts += 1;
+                        self.timeouts.fetch_add(1, Ordering::Relaxed);
                     }
                     ProbeOutcome {
                         name: probe.name.clone(),
@@ -1006,6 +1127,47 @@ mod tests {
             "{}",
             out[0].detail
         );
+    }
+
+    #[test]
+    fn stuck_children_cost_their_own_target_and_tenant_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good");
+        std::fs::write(&good, b"fine").unwrap();
+        let base = ProbeRunner::new(Duration::from_secs(2), 2);
+        // Stand-ins for children stuck in D: live children of ours that never exit by themselves.
+        let mut sleepers = Vec::new();
+        for _ in 0..3 {
+            let child = std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .unwrap();
+            base.stuck.push(StuckChild {
+                pid: child.id() as i32,
+                name: "py-spy-41".into(),
+                target: 41,
+                tenant: "uid:65534".into(),
+            });
+            sleepers.push(child);
+        }
+        let probe = [Probe::read_file("good", good, "x")];
+        let mut hostile = base.for_target(41, "uid:65534");
+        let out = hostile.run_all(&probe);
+        assert_eq!(out[0].status, ProbeStatus::Skipped);
+        assert!(out[0].detail.contains("per process"), "{}", out[0].detail);
+        assert_eq!(hostile.stuck_pids().len(), 3);
+        // Another process of the same tenant: its own bound is untouched, the tenant is under its 2 x 4.
+        let mut sibling = base.for_target(42, "uid:65534");
+        assert_eq!(sibling.run_all(&probe)[0].status, ProbeStatus::Ok);
+        // Another tenant's process is never affected.
+        let mut victim = base.for_target(7, "uid:1000");
+        assert_eq!(victim.run_all(&probe)[0].status, ProbeStatus::Ok);
+        assert!(victim.stuck_pids().is_empty());
+        assert_eq!(base.stuck_children().pids().len(), 3);
+        for mut child in sleepers {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 
     #[test]

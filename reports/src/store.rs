@@ -632,19 +632,16 @@ impl IncidentHandle {
 
     /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically.
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let (parents, file) = validate_file_name(name)?;
-        let mut dir = self.path.clone();
-        for parent in parents {
-            let next = dir.join(parent);
-            match create_dir_mode(&next, self.modes.dir) {
-                Ok(()) => fsync_dir(&dir)?,
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(err) => return Err(err),
-            }
-            dir = next;
+        self.files().write_file(name, bytes)
+    }
+
+    /// The incident's raw files, for a writer that must not hold the handle (a capture worker writes the
+    /// ring copies while the watch loop keeps the handle and writes incident.json).
+    pub fn files(&self) -> IncidentFiles {
+        IncidentFiles {
+            path: self.path.clone(),
+            modes: self.modes,
         }
-        write_atomic_mode(&dir, file, bytes, self.modes.file)
     }
 
     /// Write incident.json with complete=true and report.md of the same state, as one commit: on failure (a full
@@ -681,6 +678,59 @@ impl IncidentHandle {
             self.modes.file,
         )?);
         commit_together(&self.path, staged)
+    }
+}
+
+/// The raw files of one incident (beside incident.json), written atomically. Never incident.json or
+/// report.md: those are the [`IncidentHandle`]'s alone, so one writer commits the incident's state.
+#[derive(Debug, Clone)]
+pub struct IncidentFiles {
+    path: PathBuf,
+    modes: Modes,
+}
+
+impl IncidentFiles {
+    /// The incident's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        if name == INCIDENT_FILE || name == REPORT_FILE {
+            return Err(Error::InvalidName {
+                name: name.to_string(),
+                why: "written by the incident's handle only",
+            });
+        }
+        let (parents, file) = validate_file_name(name)?;
+        let mut dir = self.path.clone();
+        for parent in parents {
+            let next = dir.join(parent);
+            match create_dir_mode(&next, self.modes.dir) {
+                Ok(()) => fsync_dir(&dir)?,
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err),
+            }
+            dir = next;
+        }
+        write_atomic_mode(&dir, file, bytes, self.modes.file)
+    }
+
+    /// A small file of the incident (at most `max` bytes), or None when it is absent, not a regular file
+    /// or larger.
+    pub fn read_small(&self, name: &str, max: u64) -> Option<Vec<u8>> {
+        let (parents, file) = validate_file_name(name).ok()?;
+        let mut path = self.path.clone();
+        for parent in parents {
+            path.push(parent);
+        }
+        path.push(file);
+        untrusted::open(&path, Limits::max_len(max))
+            .ok()?
+            .read_all()
+            .ok()
     }
 }
 

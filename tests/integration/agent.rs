@@ -591,13 +591,13 @@ fn ring_dir_makes_the_ring_writer_a_target() {
 }
 
 /// Receives sd_notify datagrams.
-struct NotifySocket {
+pub(crate) struct NotifySocket {
     socket: UnixDatagram,
-    path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 impl NotifySocket {
-    fn new(dir: &Path) -> NotifySocket {
+    pub(crate) fn new(dir: &Path) -> NotifySocket {
         let path = dir.join("notify.sock");
         let socket = UnixDatagram::bind(&path).unwrap();
         socket.set_nonblocking(true).unwrap();
@@ -605,7 +605,7 @@ impl NotifySocket {
     }
 
     /// Every message received so far.
-    fn drain(&self, into: &mut Vec<String>) {
+    pub(crate) fn drain(&self, into: &mut Vec<String>) {
         let mut buf = [0u8; 4096];
         while let Ok(n) = self.socket.recv(&mut buf) {
             into.push(String::from_utf8_lossy(&buf[..n]).into_owned());

@@ -19,6 +19,9 @@ use crate::watch::launch::{self, LaunchError, SignalChannel};
 use crate::watch::targets::ChildTree;
 use crate::watch::{CaptureEvent, CaptureSettings, Capturer, WatchConfig, Watcher};
 
+/// How long `run` waits for a capture in flight when a signal ends it (SIGINT/SIGTERM exit at once: a
+/// second is what a stop may take).
+const SIGNAL_EXIT_CAPTURE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Run a command and watch it for wedges.
 ///
 /// CMD runs in its own process group with WEDGE_CAPTURE_RING_DIR set, so instrumented workers write their
@@ -472,8 +475,15 @@ impl Supervision {
         // A last try for writes still failing (the output filesystem may have room now), then name what is lost.
         let mut last = Vec::new();
         self.watcher.capturer().tick(&mut last);
-        // Episodes still open (exit 3, a signal): their final write says nobody watches them any more.
-        self.watcher.capturer().shutdown(&mut last);
+        // Captures in flight are waited for (the command ended on its own: its wedge's evidence is worth
+        // the capture's deadline), except after a signal, which must exit at once. Then episodes still open
+        // (exit 3, a signal): their final write says nobody watches them any more.
+        let wait = if self.forwarded.is_some() || exit >= 128 {
+            SIGNAL_EXIT_CAPTURE_WAIT
+        } else {
+            crate::defaults::CAPTURE_DEADLINE + crate::defaults::CAPTURE_GIVE_UP_AFTER
+        };
+        self.watcher.capturer().shutdown(wait, &mut last);
         for event in &last {
             report_event(verbose, event, &mut outcome);
         }

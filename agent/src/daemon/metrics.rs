@@ -42,6 +42,11 @@ struct TriggerLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CaptureStateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: String,
 }
@@ -69,6 +74,8 @@ pub struct ScanNumbers {
     pub targets: usize,
     /// Probe timeouts since the start (a running total; the counter follows it).
     pub probe_timeouts: u64,
+    /// Captures waiting in the queue and running in the workers.
+    pub captures: (usize, usize),
     /// When the scan finished (wall clock): `wedge_capture_last_scan_timestamp_seconds`.
     pub finished_at: SystemTime,
 }
@@ -79,6 +86,7 @@ impl Default for ScanNumbers {
             summary: WedgeSummary::default(),
             targets: 0,
             probe_timeouts: 0,
+            captures: (0, 0),
             finished_at: SystemTime::UNIX_EPOCH,
         }
     }
@@ -91,6 +99,7 @@ pub struct Metrics {
     oldest: Gauge<f64, AtomicU64>,
     incidents: Family<TriggerLabel, Counter>,
     targets: Gauge,
+    captures: Family<CaptureStateLabel, Gauge>,
     scan: Histogram,
     probe_timeouts: Counter,
     probe_timeouts_seen: u64,
@@ -143,6 +152,19 @@ impl Metrics {
             "Processes watched now",
             targets.clone(),
         );
+        let captures = Family::<CaptureStateLabel, Gauge>::default();
+        for state in ["waiting", "running"] {
+            captures
+                .get_or_create(&CaptureStateLabel {
+                    state: state.to_string(),
+                })
+                .set(0);
+        }
+        registry.register(
+            "wedge_capture_captures",
+            "Captures waiting in the per-tenant queue and running in the capture workers (detection never waits for them)",
+            captures.clone(),
+        );
         let scan = Histogram::new(SCAN_BUCKETS);
         registry.register(
             "wedge_capture_scan_duration_seconds",
@@ -179,6 +201,7 @@ impl Metrics {
             oldest,
             incidents,
             targets,
+            captures,
             scan,
             probe_timeouts,
             probe_timeouts_seen: 0,
@@ -219,6 +242,16 @@ impl Metrics {
         self.oldest
             .set(summary.oldest_wedge.unwrap_or_default().as_secs_f64());
         self.targets.set(numbers.targets as i64);
+        for (state, count) in [
+            ("waiting", numbers.captures.0),
+            ("running", numbers.captures.1),
+        ] {
+            self.captures
+                .get_or_create(&CaptureStateLabel {
+                    state: state.to_string(),
+                })
+                .set(count as i64);
+        }
         self.scan.observe(summary.scan_duration.as_secs_f64());
         self.last_scan.set(unix_seconds(numbers.finished_at));
         if numbers.probe_timeouts > self.probe_timeouts_seen {
@@ -348,6 +381,7 @@ mod tests {
             },
             targets: 5,
             probe_timeouts: 2,
+            captures: (3, 1),
             finished_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
         }
     }

@@ -195,10 +195,7 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     );
     let metrics = start_metrics(&settings, &logger)?;
     let scheduling = crate::watch::raise_watch_priority();
-    watcher
-        .capturer()
-        .probe_runner()
-        .set_cancel(stop_requested.clone());
+    watcher.capturer().set_cancel(stop_requested.clone());
     let mut daemon = Daemon {
         rate: RateLimit::new(settings.agent.rate_limit),
         on_demand: OnDemandLimit::new(settings.agent.on_demand_rate_limit),
@@ -253,6 +250,10 @@ fn start_metrics(settings: &Settings, logger: &Logger) -> anyhow::Result<metrics
     }
     Ok(metrics)
 }
+
+/// How long a stop waits for the captures in flight (their probes end at the stop request; SIGTERM must
+/// be done within 2 s).
+const STOP_CAPTURE_WAIT: Duration = Duration::from_millis(1000);
 
 impl Daemon {
     fn run_loop(&mut self, signals: &SignalChannel) {
@@ -422,7 +423,10 @@ impl Daemon {
         let open = self.watcher.capturer().open_incidents();
         // Their final write says they were still wedged when the agent stopped watching.
         let mut events = Vec::new();
-        self.watcher.capturer().shutdown(&mut events);
+        // The stop request has cut the captures' probes short: a moment for them to come back.
+        self.watcher
+            .capturer()
+            .shutdown(STOP_CAPTURE_WAIT, &mut events);
         for event in &events {
             self.log_event(event);
         }
@@ -543,7 +547,8 @@ impl Daemon {
         let numbers = metrics::ScanNumbers {
             summary: self.watcher.wedge_summary(),
             targets: self.watcher.targets().len(),
-            probe_timeouts: self.watcher.capturer().probe_runner().timeouts(),
+            probe_timeouts: self.watcher.capturer().probe_timeouts(),
+            captures: self.watcher.capturer().captures_pending(),
             finished_at: self
                 .watcher
                 .last_scan_at()

@@ -36,6 +36,12 @@ pub struct CaptureSettings {
     pub max_census: usize,
     /// The kubelet's pod log directories (`<namespace>_<name>_<uid>`), to name a container's pod.
     pub pods_log_dir: PathBuf,
+    /// Captures running at once (capture workers).
+    pub capture_workers: usize,
+    /// A capture's total deadline.
+    pub capture_deadline: Duration,
+    /// Captures waiting per tenant before more are refused.
+    pub max_queued_per_tenant: usize,
 }
 
 impl CaptureSettings {
@@ -55,6 +61,9 @@ impl CaptureSettings {
             kill_on_wedge: false,
             max_census: defaults::MAX_CENSUS,
             pods_log_dir: PathBuf::from(defaults::PODS_LOG_DIR),
+            capture_workers: defaults::CAPTURE_WORKERS,
+            capture_deadline: defaults::CAPTURE_DEADLINE,
+            max_queued_per_tenant: defaults::MAX_QUEUED_CAPTURES_PER_TENANT,
         }
     }
 }

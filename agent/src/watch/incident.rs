@@ -1,14 +1,17 @@
 //! The episode lifecycle: what happens when the tracker declares a wedge, and how an episode's incident
 //! evolves (open, update, retry, resolve, gone). What an incident holds is gathered by the stages of
-//! [`super::stages::STAGES`], run in table order; this module decides when each phase runs and writes.
+//! [`super::stages::STAGES`]; this module decides when each phase runs and writes.
 //!
-//! Order matters for "nothing lost": the minimal stages (process, threads: reads that cannot hang) go into
-//! a minimal `incident.json` that is durable before anything slower runs; then the safe stages (rings,
-//! kernel log, host context) and an update; then the risky stages (probes in sacrificial children with one
-//! deadline, the optional kill); then the incident is finished (`complete=true`, report.md). One incident
-//! per episode: later wedged threads of the same process and periodic re-samples update it; when every
-//! wedged thread left D it is closed as resolved. The verdict is computed in one place, `set_verdict`,
-//! called by the two functions every durable write goes through (`create`, `write`).
+//! Detection and capture are two sides ([`super::workers`]): on the watch loop, the minimal stages
+//! (process, threads: reads that cannot hang) go into a minimal `incident.json` that is durable in the scan
+//! that judged the wedge; the rest of the capture (the safe stages, an update, the risky stages) is a
+//! [`CaptureJob`] for the capture workers, queued fairly per tenant ([`super::queue`]). The watch loop
+//! alone writes incident.json: it merges each worker report into the episode ([`changes::merged`]: the
+//! worker's copy with every change the loop made meanwhile replayed) and writes it; the final report
+//! finishes the incident (`complete=true`, report.md). One incident per episode: later wedged threads of
+//! the same process and periodic re-samples update it; when every wedged thread left D it is closed as
+//! resolved, once its capture is back. The verdict is computed in one place, `set_verdict`, called by the
+//! two functions every durable write goes through (`create`, `write`).
 //!
 //! No wedge is lost to a full disk: an episode whose first write fails stays in memory with the evidence
 //! as of detection (the snapshot taken then) and every write that failed is retried at each tick until it
@@ -26,11 +29,15 @@ use reports::model::{
 };
 use reports::store::{IncidentHandle, Store};
 
-use super::stages::{self, not_captured, timeline, Capture, Phase};
+use super::queue::tenant_of;
+use super::stages::{self, not_captured, timeline, Capture, Phase, SkippedStage};
+use super::workers::{CaptureJob, CapturePool, WorkerReport};
 use crate::host::identity::HostIdentity;
 use crate::probe::ProbeRunner;
+use changes::{apply, merged, Change};
 
 mod adopt;
+mod changes;
 
 pub use super::capture_settings::CaptureSettings;
 
@@ -108,9 +115,16 @@ struct Episode {
     /// The scan that detected the wedge.
     detected: Instant,
     last_sample: Instant,
-    /// The ring, kernel log, host context and probes were captured (they follow the first durable write:
-    /// the ring copy is a file of the incident).
+    /// The rest of the capture (ring, kernel log, host context, probes) was queued: it follows the first
+    /// durable write (the ring copy is a file of the incident).
     captured: bool,
+    /// The capture job in flight (queued or running), if any.
+    job: Option<u64>,
+    /// Every change the loop made to `incident` since the job in flight took its copy: replayed on the
+    /// copy the worker sends back.
+    changes: Vec<Change>,
+    /// Stages the capture must not run (an earlier agent died during them).
+    skip: Vec<SkippedStage>,
     /// The capture's last step: write report.md and complete=true.
     complete_wanted: bool,
     /// report.md and complete=true are durable.
@@ -128,15 +142,64 @@ struct Episode {
 
 impl Episode {
     fn pending_work(&self) -> bool {
-        self.handle.is_none() || self.unwritten || (self.complete_wanted && !self.finished)
+        self.handle.is_none()
+            || self.unwritten
+            || (self.complete_wanted && !self.finished)
+            || self.job.is_some()
     }
+
+    /// A change of the watch loop: applied now, and replayed on the worker's copy when a capture is in
+    /// flight.
+    fn change(&mut self, change: Change) {
+        apply(&mut self.incident, &change);
+        if self.job.is_some() {
+            self.changes.push(change);
+        }
+    }
+
+    /// A fresh episode state for an incident (not yet written, nothing captured).
+    fn new(incident: Incident, first_tid: i32, started_ns: u64, detected: Instant) -> Episode {
+        Episode {
+            handle: None,
+            incident,
+            wedged: BTreeMap::new(),
+            first_tid,
+            started_ns,
+            detected,
+            last_sample: Instant::now(),
+            captured: false,
+            job: None,
+            changes: Vec::new(),
+            skip: Vec::new(),
+            complete_wanted: false,
+            finished: false,
+            unwritten: true,
+            write_failure: None,
+            outage_reason: None,
+            killed: None,
+            resolved_after: None,
+        }
+    }
+}
+
+/// An on-demand capture whose job is in flight: its handle and why it was asked for.
+struct OnDemand {
+    pid: i32,
+    handle: IncidentHandle,
+    reason: String,
 }
 
 /// Turns wedges into incidents.
 pub struct Capturer {
     settings: CaptureSettings,
     store: Store,
+    /// The template of every capture's probe runner: the stuck children, the stop request and the
+    /// timeout counter they share.
     probes: ProbeRunner,
+    /// The capture side: workers behind a queue fair per tenant.
+    pool: CapturePool,
+    /// On-demand captures in flight, by job id.
+    on_demand: BTreeMap<u64, OnDemand>,
     host: HostIdentity,
     episodes: BTreeMap<i32, Episode>,
     /// Episodes that ended while some of their writes were still failing: retried at every tick.
@@ -190,17 +253,6 @@ fn write(
     }
 }
 
-/// What kind of capture a run of the stages belongs to.
-#[derive(Debug, Clone, Copy)]
-struct StageRun {
-    /// When the wedge began (now, on demand): the kernel log is kept from before it.
-    since_ns: u64,
-    /// A wedge capture (the kill stage may act), not an on-demand one.
-    wedge: bool,
-    /// The episode ended before its first write landed.
-    episode_ended: bool,
-}
-
 /// Why a durable write failed, in words for the log and the incident's timeline.
 fn write_failure_reason(err: &reports::Error) -> String {
     let errno = match err {
@@ -221,66 +273,6 @@ fn same_thread(root: &ProcRoot, pid: i32, tid: i32, start_time: u64) -> bool {
         .is_ok_and(|stat| stat.starttime == start_time && stat.state != 'Z' && stat.state != 'X')
 }
 
-/// Keep thread `tid`'s evidence as of detection: its record in the newest sample (taken at detection).
-fn keep_evidence(incident: &mut Incident, tid: i32) {
-    let Some(thread) = incident
-        .latest_sample()
-        .and_then(|s| s.snapshot.threads.iter().find(|t| t.tid == tid))
-        .cloned()
-    else {
-        not_captured(
-            incident,
-            "evidence as of detection",
-            format!("thread {tid} was not in the snapshot taken at detection"),
-        );
-        return;
-    };
-    if let Some(w) = incident
-        .wedged_threads
-        .iter_mut()
-        .rev()
-        .find(|w| w.tid == tid)
-    {
-        w.at_detection = Some(thread);
-    }
-}
-
-/// A thread judged wedged after the probes ran: its user frame is not located (the maps are read once per
-/// episode, in a sacrificial child); when that read timed out, the same holds for this thread.
-fn late_user_frame(incident: &mut Incident, tid: i32) {
-    let timed_out = incident
-        .wedged_threads
-        .iter()
-        .filter_map(|w| w.user_frame_not_captured.as_deref())
-        .find(|why| why.contains("timed out"))
-        .map(str::to_string);
-    if let Some(w) = incident
-        .wedged_threads
-        .iter_mut()
-        .rev()
-        .find(|w| w.tid == tid)
-    {
-        w.user_frame_not_captured = Some(timed_out.unwrap_or_else(|| {
-            "judged wedged after the maps were read (read once per episode, in a sacrificial child)"
-                .to_string()
-        }));
-    }
-}
-
-/// Record what became of a thread judged wedged.
-fn set_fate(incident: &mut Incident, tid: i32, fate: ThreadFate, in_d: Duration) {
-    if let Some(w) = incident
-        .wedged_threads
-        .iter_mut()
-        .rev()
-        .find(|w| w.tid == tid)
-    {
-        w.fate = fate;
-        w.fate_at = Some(Timestamp::now());
-        w.in_d_s = Some(in_d.as_secs_f64());
-    }
-}
-
 /// What an incident path looks like before its first write succeeded.
 const UNWRITTEN: &str = "(not written yet)";
 
@@ -288,10 +280,17 @@ impl Capturer {
     pub fn new(settings: CaptureSettings, store: Store) -> Capturer {
         let probes = ProbeRunner::new(settings.probe_timeout, settings.max_stuck_probes);
         let host = HostIdentity::read(&settings.proc_root);
+        let pool = CapturePool::new(
+            settings.capture_workers,
+            settings.capture_deadline,
+            settings.max_queued_per_tenant,
+        );
         Capturer {
             settings,
             store,
             probes,
+            pool,
+            on_demand: BTreeMap::new(),
             host,
             episodes: BTreeMap::new(),
             closing: Vec::new(),
@@ -302,12 +301,22 @@ impl Capturer {
 
     /// Pids of our probe children that are still stuck (never watch or reap them elsewhere).
     pub fn probe_children(&self) -> Vec<i32> {
-        self.probes.stuck_pids()
+        self.probes.stuck_children().pids()
     }
 
-    /// The runner, so a caller that reaps children can leave ours alone.
-    pub fn probe_runner(&mut self) -> &mut ProbeRunner {
-        &mut self.probes
+    /// From now on every capture's probes stop waiting as soon as `flag` is true (a stop request).
+    pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.probes.set_cancel(flag);
+    }
+
+    /// Probes that ran into their deadline since the start, every capture together (the metrics).
+    pub fn probe_timeouts(&self) -> u64 {
+        self.probes.timeouts()
+    }
+
+    /// Captures waiting in the queue and running in the workers (the metrics).
+    pub fn captures_pending(&self) -> (usize, usize) {
+        self.pool.pending()
     }
 
     /// Whether an episode is open for `pid`.
@@ -330,34 +339,9 @@ impl Capturer {
             .collect()
     }
 
-    /// Ring directories searched for a process's ring (the daemon's reload).
+    /// Ring directories searched for a process's ring (the daemon's reload; captures queued later use them).
     pub fn set_ring_dirs(&mut self, dirs: Vec<PathBuf>) {
         self.settings.ring_dirs = dirs;
-    }
-
-    /// Run the stages of `phase`, in table order, on `incident`; returns whether the kill stage killed.
-    fn run_stages(
-        &mut self,
-        phase: Phase,
-        pid: i32,
-        incident: &mut Incident,
-        handle: Option<&IncidentHandle>,
-        run: StageRun,
-    ) -> Option<bool> {
-        let mut capture = Capture {
-            settings: &self.settings,
-            pid,
-            incident,
-            handle,
-            probes: &mut self.probes,
-            since_ns: run.since_ns,
-            wedge: run.wedge,
-            episode_ended: run.episode_ended,
-            killed: None,
-            maps: None,
-        };
-        stages::run_phase(stages::STAGES, phase, &mut capture);
-        capture.killed
     }
 
     fn host_info(&self) -> HostInfo {
@@ -370,9 +354,62 @@ impl Capturer {
         }
     }
 
+    /// The minimal stages on the watch loop (process, threads: reads that cannot hang).
+    fn run_minimal(&mut self, pid: i32, incident: &mut Incident, since_ns: u64, wedge: bool) {
+        let mut capture = Capture {
+            settings: &self.settings,
+            pid,
+            incident,
+            handle: None,
+            probes: &mut self.probes,
+            since_ns,
+            wedge,
+            episode_ended: false,
+            killed: None,
+            maps: None,
+            capture_deadline: None,
+            skip: &[],
+        };
+        stages::run_phase(stages::STAGES, Phase::Minimal, &mut capture);
+    }
+
+    /// The rest of a capture, as a job for the workers. The tenant is read now (its pod, container or
+    /// uid: see [`tenant_of`]).
+    fn job(
+        &mut self,
+        pid: i32,
+        incident: &Incident,
+        handle: &IncidentHandle,
+        kind: JobKind,
+        skip: Vec<SkippedStage>,
+    ) -> CaptureJob {
+        let uid = self
+            .settings
+            .proc_root
+            .read_task_status(pid, pid)
+            .ok()
+            .and_then(|status| status.uid.get(1).copied());
+        let tenant = tenant_of(incident, uid);
+        CaptureJob {
+            id: self.pool.next_id(),
+            pid,
+            probes: self.probes.for_target(pid, &tenant),
+            tenant,
+            incident: incident.clone(),
+            files: handle.files(),
+            settings: self.settings.clone(),
+            since_ns: kind.since_ns,
+            wedge: kind.wedge,
+            episode_ended: kind.episode_ended,
+            skip,
+            queued_at: Instant::now(),
+        }
+    }
+
     /// An on-demand incident for `pid` (the daemon's SIGUSR1), whether or not it is wedged: every thread,
     /// the ring, the kernel log, host context and the risky probes, like a wedge capture, but outside any
-    /// episode. The verdict and the timeline say it was asked for (`reason`).
+    /// episode. The verdict and the timeline say it was asked for (`reason`). The minimal incident is
+    /// written now; the rest is a capture job like any other (`Completed` follows from [`Capturer::tick`]).
     pub fn capture_on_demand(&mut self, pid: i32, reason: &str, out: &mut Vec<CaptureEvent>) {
         let detected = Instant::now();
         let on_demand = Some(reason);
@@ -384,12 +421,8 @@ impl Capturer {
             &mut incident,
             format!("on-demand capture ({reason}): not a detected wedge"),
         );
-        let run = StageRun {
-            since_ns: now_mono_ns(),
-            wedge: false,
-            episode_ended: false,
-        };
-        self.run_stages(Phase::Minimal, pid, &mut incident, None, run);
+        let since_ns = now_mono_ns();
+        self.run_minimal(pid, &mut incident, since_ns, false);
         let mut handle = match create(&self.store, &mut incident, on_demand) {
             Ok(handle) => handle,
             Err(err) => {
@@ -408,27 +441,42 @@ impl Capturer {
         out.push(CaptureEvent::Opened {
             pid,
             tid: pid,
-            path: path.clone(),
+            path,
             durable_after: detected.elapsed(),
         });
-        self.run_stages(Phase::Safe, pid, &mut incident, Some(&handle), run);
-        // A richer incident.json before the slow part; what fails here is in the final write too.
-        let _ = write(&mut handle, &mut incident, false, on_demand);
-        self.run_stages(Phase::Risky, pid, &mut incident, Some(&handle), run);
-        timeline(&mut incident, "capture complete");
-        incident.complete = true;
-        match write(&mut handle, &mut incident, true, on_demand) {
-            Ok(()) => out.push(CaptureEvent::Completed {
-                pid,
-                path,
-                verdict: incident.verdict.clone(),
-                killed: None,
-            }),
-            Err(err) => out.push(CaptureEvent::Failed {
-                pid,
-                message: format!("cannot finish the incident: {err}"),
-            }),
+        let kind = JobKind {
+            since_ns,
+            wedge: false,
+            episode_ended: false,
+        };
+        let job = self.job(pid, &incident, &handle, kind, Vec::new());
+        let id = job.id;
+        match self.pool.submit(job) {
+            Ok(()) => {
+                self.on_demand.insert(
+                    id,
+                    OnDemand {
+                        pid,
+                        handle,
+                        reason: reason.to_string(),
+                    },
+                );
+            }
+            Err(_) => {
+                not_captured(&mut incident, "capture", self.queue_full_reason());
+                timeline(&mut incident, "capture complete");
+                incident.complete = true;
+                finish_on_demand(pid, &mut handle, &mut incident, reason, out);
+            }
         }
+    }
+
+    fn queue_full_reason(&self) -> String {
+        format!(
+            "not run: {} captures of this tenant were already waiting (the bound per tenant); the minimal \
+             incident above is what was captured",
+            self.settings.max_queued_per_tenant
+        )
     }
 
     /// A thread of `pid` was judged wedged at the scan taken at `detected`.
@@ -450,22 +498,21 @@ impl Capturer {
                 return;
             }
             episode.wedged.insert(tid, d_since_ns);
-            episode.incident.wedged_threads.push(WedgedThread {
+            episode.change(Change::AddWedged(Box::new(WedgedThread {
                 tid,
                 start_time: Some(start_time),
                 comm: comm.to_string(),
                 d_since: Timestamp::monotonic(d_since_ns),
                 detected_at: Some(Timestamp::now()),
                 ..WedgedThread::default()
-            });
-            timeline(
-                &mut episode.incident,
-                format!("thread {tid} `{comm}` also wedged"),
-            );
+            })));
+            episode.change(Change::timeline(format!(
+                "thread {tid} `{comm}` also wedged"
+            )));
             Self::resample(&self.settings, &mut episode);
-            keep_evidence(&mut episode.incident, tid);
+            episode.change(Change::KeepEvidence(tid));
             if episode.captured {
-                late_user_frame(&mut episode.incident, tid);
+                episode.change(Change::LateUserFrame(tid));
             }
             episode.unwritten = true;
             self.advance(pid, &mut episode, out);
@@ -548,38 +595,16 @@ impl Capturer {
                 now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
             ),
         );
-        let run = StageRun {
-            since_ns: d_since_ns,
-            wedge: true,
-            episode_ended: false,
-        };
-        self.run_stages(Phase::Minimal, pid, &mut incident, None, run);
+        self.run_minimal(pid, &mut incident, d_since_ns, true);
         if incident.samples.is_empty()
             || !same_thread(&self.settings.proc_root, pid, tid, start_time)
         {
             self.gone(pid, tid, out);
             return;
         }
-        keep_evidence(&mut incident, tid);
-        let mut wedged = BTreeMap::new();
-        wedged.insert(tid, d_since_ns);
-        let mut episode = Episode {
-            handle: None,
-            incident,
-            wedged,
-            first_tid: tid,
-            started_ns: d_since_ns,
-            detected,
-            last_sample: Instant::now(),
-            captured: false,
-            complete_wanted: false,
-            finished: false,
-            unwritten: true,
-            write_failure: None,
-            outage_reason: None,
-            killed: None,
-            resolved_after: None,
-        };
+        changes::keep_evidence(&mut incident, tid);
+        let mut episode = Episode::new(incident, tid, d_since_ns, detected);
+        episode.wedged.insert(tid, d_since_ns);
         self.advance(pid, &mut episode, out);
         self.episodes.insert(pid, episode);
     }
@@ -593,8 +618,9 @@ impl Capturer {
         });
     }
 
-    /// Take the episode as far as it can go now: first durable write, then the rest of the capture, then
-    /// whatever state is not durable yet. Called at detection and again at every tick while work is left.
+    /// Take the episode as far as it can go now: first durable write, then the rest of the capture queued,
+    /// then whatever state is not durable yet. Called at detection and again at every tick while work is
+    /// left.
     fn advance(&mut self, pid: i32, episode: &mut Episode, out: &mut Vec<CaptureEvent>) {
         if episode.handle.is_none() {
             // 1. Durable minimal incident (the evidence as of detection).
@@ -646,42 +672,53 @@ impl Capturer {
         }
         if !episode.captured {
             episode.captured = true;
-            self.capture_rest(pid, episode);
-            // The minimal incident's own write already told the reader what is missing until this lands.
-            episode.complete_wanted = true;
-            episode.unwritten = true;
+            self.queue_capture(pid, episode);
         }
         self.persist(pid, episode, out);
     }
 
-    /// The safe stages, an update, the risky stages (the probes and the optional kill): everything after
-    /// the minimal incident. An episode that ended before its first write landed gets no host context, no
-    /// probes and no kill (they would describe the process after its wedge).
-    fn capture_rest(&mut self, pid: i32, episode: &mut Episode) {
-        let Some(handle) = episode.handle.as_mut() else {
+    /// Queue the rest of the capture (safe stages, update, risky stages) for the workers. A tenant whose
+    /// queue is full gets its incident finished as it is, saying why.
+    fn queue_capture(&mut self, pid: i32, episode: &mut Episode) {
+        let Some(handle) = episode.handle.as_ref() else {
             return;
         };
-        let incident = &mut episode.incident;
         let ended = episode.resolved_after.is_some();
-        let run = StageRun {
+        let skip = std::mem::take(&mut episode.skip);
+        let kind = JobKind {
             since_ns: episode.started_ns,
             wedge: true,
             episode_ended: ended,
         };
-        self.run_stages(Phase::Safe, pid, incident, Some(&*handle), run);
-        if ended {
-            not_captured(
-                incident,
-                "host context and probes",
-                "the episode ended before the incident could be written",
-            );
-        } else {
-            // A richer incident.json before the slow part; a failure here is retried with the final write.
-            let _ = write(handle, incident, false, None);
-            episode.killed = self.run_stages(Phase::Risky, pid, incident, Some(&*handle), run);
+        let job = self.job(pid, &episode.incident, handle, kind, skip);
+        let id = job.id;
+        match self.pool.submit(job) {
+            Ok(()) => {
+                episode.job = Some(id);
+                episode.changes.clear();
+            }
+            Err(_) => {
+                let why = self.queue_full_reason();
+                episode.change(Change::NotCaptured {
+                    what: "capture".to_string(),
+                    why,
+                });
+                Self::capture_done(episode, None);
+            }
         }
-        timeline(incident, "capture complete");
-        incident.complete = true;
+    }
+
+    /// The capture is over (its report merged, or given up): the incident is to be finished.
+    fn capture_done(episode: &mut Episode, killed: Option<bool>) {
+        episode.job = None;
+        episode.changes.clear();
+        episode.killed = killed;
+        if !episode.incident.complete {
+            timeline(&mut episode.incident, "capture complete");
+            episode.incident.complete = true;
+        }
+        episode.complete_wanted = true;
+        episode.unwritten = true;
     }
 
     /// Write whatever of the episode is not durable yet (finish, or update), and report it: `Completed`,
@@ -715,15 +752,14 @@ impl Capturer {
         episode.write_failure = None;
         if let Some(why) = episode.outage_reason.take() {
             let after = episode.detected.elapsed();
-            timeline(
-                &mut episode.incident,
-                format!(
-                    "durable {:.1} s after detection; {why}",
-                    after.as_secs_f64()
-                ),
-            );
+            episode.change(Change::timeline(format!(
+                "durable {:.1} s after detection; {why}",
+                after.as_secs_f64()
+            )));
             // The line above must be durable too; if this write fails the next tick retries it.
-            episode.unwritten = write(handle, &mut episode.incident, false, None).is_err();
+            if let Some(handle) = episode.handle.as_mut() {
+                episode.unwritten = write(handle, &mut episode.incident, false, None).is_err();
+            }
             out.push(CaptureEvent::Landed {
                 pid,
                 path: path.clone(),
@@ -773,8 +809,13 @@ impl Capturer {
             ThreadFate::Exited => format!("exited after {:.1} s in D", in_d.as_secs_f64()),
             _ => format!("left D after {:.1} s", in_d.as_secs_f64()),
         };
-        set_fate(&mut episode.incident, tid, fate, in_d);
-        timeline(&mut episode.incident, format!("thread {tid} {how}"));
+        episode.change(Change::Fate {
+            tid,
+            fate,
+            at: Timestamp::now(),
+            in_d,
+        });
+        episode.change(Change::timeline(format!("thread {tid} {how}")));
         episode.unwritten = true;
         if !episode.wedged.is_empty() {
             self.advance(pid, &mut episode, out);
@@ -785,14 +826,14 @@ impl Capturer {
         if self.settings.proc_root.exists(pid) {
             Self::resample(&self.settings, &mut episode);
         }
-        let incident = &mut episode.incident;
-        incident.episode.status = EpisodeStatus::Resolved;
-        incident.episode.resolved_at = Some(Timestamp::now());
-        incident.episode.resolved_after_s = Some(after.as_secs_f64());
-        timeline(
-            incident,
-            format!("resolved after {} s", after.as_secs_f64().round() as u64),
-        );
+        episode.change(Change::Resolved {
+            at: Timestamp::now(),
+            after,
+        });
+        episode.change(Change::timeline(format!(
+            "resolved after {} s",
+            after.as_secs_f64().round() as u64
+        )));
         episode.resolved_after = Some(after);
         self.advance(pid, &mut episode, out);
         if episode.pending_work() {
@@ -800,16 +841,32 @@ impl Capturer {
         }
     }
 
-    /// Periodic work: retry writes that failed, a new sample of open episodes every `resample_every`;
-    /// reap probe children.
+    /// Periodic work: the capture workers' reports merged and written, captures past their deadline given
+    /// up, writes that failed retried, a new sample of open episodes every `resample_every`; stuck probe
+    /// children reaped.
     pub fn tick(&mut self, out: &mut Vec<CaptureEvent>) {
         self.probes.reap_stuck();
+        for report in self.pool.poll() {
+            self.on_report(report, out);
+        }
+        for (id, pid, running) in self.pool.overdue(crate::defaults::CAPTURE_GIVE_UP_AFTER) {
+            let why = format!(
+                "the capture of pid {pid} was given up after {:.0} s (its total deadline is {} s): its \
+                 worker did not come back; what the minimal incident holds is kept",
+                running.as_secs_f64(),
+                self.pool.deadline().as_secs()
+            );
+            self.on_report(WorkerReport::Failed { id, why }, out);
+        }
         let pids: Vec<i32> = self.episodes.keys().copied().collect();
         for pid in pids {
             let Some(mut episode) = self.episodes.remove(&pid) else {
                 continue;
             };
-            if episode.last_sample.elapsed() >= self.settings.resample_every {
+            // Not while a capture is in flight: its worker reads the kernel log itself.
+            if episode.job.is_none()
+                && episode.last_sample.elapsed() >= self.settings.resample_every
+            {
                 Self::resample(&self.settings, &mut episode);
                 episode.unwritten = true;
             }
@@ -828,10 +885,130 @@ impl Capturer {
         }
     }
 
-    /// wedge-capture is stopping (`run` exits, the agent is stopped): every open episode gets its final write,
-    /// saying which threads were still wedged and when watching stopped, so that the incident never reads
-    /// "still open" after nobody watches it any more. Writes that fail stay listed by [`Capturer::unwritten`].
-    pub fn shutdown(&mut self, out: &mut Vec<CaptureEvent>) {
+    /// A worker's report: merged into its episode (or on-demand incident) and written.
+    fn on_report(&mut self, report: WorkerReport, out: &mut Vec<CaptureEvent>) {
+        let id = report.id();
+        if let Some(mut on_demand) = self.on_demand.remove(&id) {
+            match report {
+                WorkerReport::SafeDone { mut incident, .. } => {
+                    // A richer incident.json before the slow part; what fails here is in the final write too.
+                    let _ = write(
+                        &mut on_demand.handle,
+                        &mut incident,
+                        false,
+                        Some(&on_demand.reason),
+                    );
+                    self.on_demand.insert(id, on_demand);
+                }
+                WorkerReport::Finished { mut incident, .. } => finish_on_demand(
+                    on_demand.pid,
+                    &mut on_demand.handle,
+                    &mut incident,
+                    &on_demand.reason,
+                    out,
+                ),
+                WorkerReport::Failed { why, .. } => {
+                    // The minimal incident is what was captured.
+                    let mut incident = match reports::store::read_incident(
+                        &on_demand.handle.path().join(reports::store::INCIDENT_FILE),
+                    ) {
+                        Ok(incident) => incident,
+                        Err(_) => Incident::new(on_demand.pid),
+                    };
+                    not_captured(&mut incident, "capture", why);
+                    incident.complete = true;
+                    finish_on_demand(
+                        on_demand.pid,
+                        &mut on_demand.handle,
+                        &mut incident,
+                        &on_demand.reason,
+                        out,
+                    );
+                }
+            }
+            return;
+        }
+        let (slot, mut episode) = match self.take_episode_of_job(id) {
+            Some(found) => found,
+            // Given up earlier, or its episode is gone: nothing to merge into.
+            None => return,
+        };
+        let pid = episode.incident.process.pid;
+        match report {
+            WorkerReport::SafeDone { incident, .. } => {
+                episode.incident = merged(*incident, &episode.changes);
+                episode.unwritten = true;
+            }
+            WorkerReport::Finished {
+                incident, killed, ..
+            } => {
+                episode.incident = merged(*incident, &episode.changes);
+                Self::capture_done(&mut episode, killed);
+            }
+            WorkerReport::Failed { why, .. } => {
+                not_captured(&mut episode.incident, "capture", why);
+                Self::capture_done(&mut episode, None);
+            }
+        }
+        self.advance(pid, &mut episode, out);
+        match slot {
+            Slot::Open => {
+                self.episodes.insert(pid, episode);
+            }
+            Slot::Closing => {
+                if episode.pending_work() {
+                    self.closing.push(episode);
+                }
+            }
+        }
+    }
+
+    /// The episode (open or closing) whose capture job is `id`, taken out.
+    fn take_episode_of_job(&mut self, id: u64) -> Option<(Slot, Episode)> {
+        if let Some(pid) = self
+            .episodes
+            .iter()
+            .find(|(_, e)| e.job == Some(id))
+            .map(|(&pid, _)| pid)
+        {
+            return self.episodes.remove(&pid).map(|e| (Slot::Open, e));
+        }
+        let at = self.closing.iter().position(|e| e.job == Some(id))?;
+        Some((Slot::Closing, self.closing.remove(at)))
+    }
+
+    /// Wait up to `limit` for the captures in flight to come back, merging and writing them (`run` at
+    /// its end; tests).
+    pub fn finish_captures(&mut self, limit: Duration, out: &mut Vec<CaptureEvent>) {
+        let until = Instant::now() + limit;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let (waiting, running) = self.pool.pending();
+            if waiting + running == 0 || left.is_zero() {
+                break;
+            }
+            for report in self.pool.wait_running(left.min(Duration::from_millis(100))) {
+                self.on_report(report, out);
+            }
+            self.tick(out);
+        }
+    }
+
+    /// wedge-capture is stopping (`run` exits, the agent is stopped): the captures in flight get up to
+    /// `wait` to come back (a stop request has cut their probes short), queued ones are not started;
+    /// then every open episode gets its final write, saying which threads were still wedged and when
+    /// watching stopped, so that the incident never reads "still open" after nobody watches it any more.
+    /// Writes that fail stay listed by [`Capturer::unwritten`].
+    pub fn shutdown(&mut self, wait: Duration, out: &mut Vec<CaptureEvent>) {
+        for job in self.pool.drain_queue() {
+            let why = "not run: wedge-capture stopped before its turn came".to_string();
+            self.on_report(WorkerReport::Failed { id: job.id, why }, out);
+        }
+        self.finish_captures(wait, out);
+        for id in self.pool.abandon_running() {
+            let why = "interrupted: wedge-capture stopped before the capture came back".to_string();
+            self.on_report(WorkerReport::Failed { id, why }, out);
+        }
         let pids: Vec<i32> = self.episodes.keys().copied().collect();
         for pid in pids {
             let Some(mut episode) = self.episodes.remove(&pid) else {
@@ -842,21 +1019,22 @@ impl Capturer {
             }
             let now = Timestamp::now();
             let now_ns = now.monotonic_ns.unwrap_or(0);
-            let incident = &mut episode.incident;
-            for (&tid, &since_ns) in &episode.wedged {
+            let still: Vec<(i32, u64)> = episode.wedged.iter().map(|(&t, &s)| (t, s)).collect();
+            for (tid, since_ns) in still {
                 let in_d = Duration::from_nanos(now_ns.saturating_sub(since_ns));
-                set_fate(incident, tid, ThreadFate::StillWedgedAtExit, in_d);
+                episode.change(Change::Fate {
+                    tid,
+                    fate: ThreadFate::StillWedgedAtExit,
+                    at: now.clone(),
+                    in_d,
+                });
             }
-            incident.episode.status = EpisodeStatus::StillWedgedAtExit;
-            incident.episode.watcher_exited_at = Some(now);
-            timeline(
-                incident,
-                format!(
-                    "still wedged when wedge-capture exited ({} thread{} in D)",
-                    episode.wedged.len(),
-                    if episode.wedged.len() == 1 { "" } else { "s" }
-                ),
-            );
+            episode.change(Change::StillWedgedAtExit { at: now });
+            let count = episode.wedged.len();
+            episode.change(Change::timeline(format!(
+                "still wedged when wedge-capture exited ({count} thread{} in D)",
+                if count == 1 { "" } else { "s" }
+            )));
             episode.unwritten = true;
             self.advance(pid, &mut episode, out);
             if episode.pending_work() {
@@ -865,15 +1043,15 @@ impl Capturer {
         }
     }
 
-    /// A new sample of the process; once the kernel log was first read, it is read again so that its window
-    /// runs until this update.
+    /// A new sample of the process; once the kernel log was first read (and no capture reads it now), it
+    /// is read again so that its window runs until this update.
     fn resample(settings: &CaptureSettings, episode: &mut Episode) {
-        if episode.captured {
+        if episode.captured && episode.job.is_none() {
             stages::kernel_log::refresh(
                 settings,
                 episode.started_ns,
                 &mut episode.incident,
-                episode.handle.as_ref(),
+                episode.handle.as_ref().map(|h| h.files()).as_ref(),
             );
         }
         episode.last_sample = Instant::now();
@@ -886,21 +1064,56 @@ impl Capturer {
                 ..SnapshotOptions::default()
             },
         ) {
-            Ok(snapshot) => {
-                let samples = &mut episode.incident.samples;
-                samples.push(Sample {
+            Ok(snapshot) => episode.change(Change::Sample {
+                sample: Box::new(Sample {
                     taken_at: Timestamp::now(),
                     snapshot,
                     python_threads: Vec::new(),
-                });
-                // Keep the first sample and the latest ones.
-                let max = settings.max_samples.max(2);
-                if samples.len() > max {
-                    samples.remove(1);
-                }
-            }
-            Err(err) => timeline(&mut episode.incident, format!("new sample failed: {err}")),
+                }),
+                max: settings.max_samples,
+            }),
+            Err(err) => episode.change(Change::timeline(format!("new sample failed: {err}"))),
         }
+    }
+}
+
+/// What kind of capture a job is.
+#[derive(Debug, Clone, Copy)]
+struct JobKind {
+    /// When the wedge began (now, on demand): the kernel log is kept from before it.
+    since_ns: u64,
+    /// A wedge capture (the kill stage may act), not an on-demand one.
+    wedge: bool,
+    /// The episode ended before its first write landed.
+    episode_ended: bool,
+}
+
+/// Where an episode was found.
+enum Slot {
+    Open,
+    Closing,
+}
+
+/// An on-demand incident's final write.
+fn finish_on_demand(
+    pid: i32,
+    handle: &mut IncidentHandle,
+    incident: &mut Incident,
+    reason: &str,
+    out: &mut Vec<CaptureEvent>,
+) {
+    let path = handle.path().to_path_buf();
+    match write(handle, incident, true, Some(reason)) {
+        Ok(()) => out.push(CaptureEvent::Completed {
+            pid,
+            path,
+            verdict: incident.verdict.clone(),
+            killed: None,
+        }),
+        Err(err) => out.push(CaptureEvent::Failed {
+            pid,
+            message: format!("cannot finish the incident: {err}"),
+        }),
     }
 }
 

@@ -9,10 +9,15 @@
 //!   resolve, gone before its capture); every durable write and the verdict it carries.
 //! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
 //!   threads, rings, kernel log, host context, probes, kill), each with its deadline and `not_captured` entry.
+//! - [`queue`]: the queue between detection and capture, fair per tenant.
+//! - [`workers`]: the capture side: threads that run the slow stages off the watch loop.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).
 //!
-//! One [`Watcher::tick`] = targets → scan → tracker → capture. `run`, `selftest` and the host daemon all drive
-//! the same `Watcher`; they differ only in their target source and in what they do between ticks.
+//! Two sides. **Detection** (this module's [`Watcher::tick`], [`scan`], [`tracker`]): targets → scan →
+//! tracker → the minimal incident of each new wedge, durable in the same scan, and the capture workers'
+//! reports merged and written; it never waits on a probe. **Capture** ([`workers`], behind [`queue`]): the
+//! safe and risky stages of each incident, with their deadlines. `run`, `selftest` and the host daemon all
+//! drive the same `Watcher`; they differ only in their target source and in what they do between ticks.
 //!
 //! `run` and the agent ask for real-time round-robin scheduling at the lowest priority for the thread that
 //! ticks the `Watcher` ([`raise_watch_priority`]): a fork/exit storm of thousands of runnable threads
@@ -25,10 +30,12 @@ pub mod capture_settings;
 pub mod history;
 pub mod incident;
 pub mod launch;
+pub mod queue;
 pub mod scan;
 pub mod stages;
 pub mod targets;
 pub mod tracker;
+pub mod workers;
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};

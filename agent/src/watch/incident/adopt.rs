@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use reports::model::{EpisodeStatus, Incident, ThreadFate, Timestamp, Trigger, Unwatched};
 
 use super::{now_mono_ns, timeline, write, CaptureEvent, Capturer, Episode};
+use crate::watch::stages::{self, SkippedStage};
 
 /// A thread of an adopted episode, still in D: the tracker takes it up as already judged wedged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +60,16 @@ fn process_identity(capturer: &Capturer, incident: &Incident) -> Result<(), &'st
         Ok(_) => Err("the process is gone (its pid belongs to another process now)"),
         Err(_) => Err("the process is gone"),
     }
+}
+
+/// The stage an earlier agent was running when it died, from the marker its capture worker left.
+fn skipped_stage(handle: Option<&reports::store::IncidentHandle>) -> Vec<SkippedStage> {
+    handle
+        .map(|h| h.files())
+        .and_then(|files| files.read_small(stages::STAGE_MARKER_FILE, 4096))
+        .and_then(|bytes| stages::StageMarker::skipped(&bytes))
+        .into_iter()
+        .collect()
 }
 
 /// The last time a watcher said anything about the episode: its exit, else its last write.
@@ -234,24 +245,17 @@ impl Capturer {
         let path = handle.path().to_path_buf();
         let first_tid = wedged.keys().next().copied().unwrap_or(pid);
         let captured = incident.complete;
-        let mut episode = Episode {
-            handle: Some(handle),
-            incident,
-            wedged,
-            first_tid,
-            started_ns,
-            detected: Instant::now(),
-            last_sample: Instant::now(),
-            // An incident whose capture the earlier watcher never finished gets the rest of it now.
-            captured,
-            complete_wanted: captured,
-            finished: captured,
-            unwritten: true,
-            write_failure: None,
-            outage_reason: None,
-            killed: None,
-            resolved_after: None,
-        };
+        let mut episode = Episode::new(incident, first_tid, started_ns, Instant::now());
+        episode.wedged = wedged;
+        episode.handle = Some(handle);
+        // An incident whose capture the earlier watcher never finished gets the rest of it now, but never
+        // the stage it was in when it died (that stage may be what killed it).
+        episode.captured = captured;
+        episode.complete_wanted = captured;
+        episode.finished = captured;
+        if !captured {
+            episode.skip = skipped_stage(episode.handle.as_ref());
+        }
         Self::resample(&self.settings, &mut episode);
         out.push(CaptureEvent::Adopted { pid, path, in_d });
         self.advance(pid, &mut episode, out);

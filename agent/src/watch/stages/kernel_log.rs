@@ -11,7 +11,7 @@
 //! report.md; kernel-log.txt keeps the whole window.
 
 use reports::model::{Incident, KernelLogLine};
-use reports::store::IncidentHandle;
+use reports::store::IncidentFiles;
 
 use super::{not_captured, timeline, Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
@@ -40,7 +40,7 @@ pub fn refresh(
     settings: &CaptureSettings,
     d_since_ns: u64,
     incident: &mut Incident,
-    handle: Option<&IncidentHandle>,
+    handle: Option<&IncidentFiles>,
 ) {
     capture_kernel_log(settings, d_since_ns, incident);
     incident.classify_kernel_log();

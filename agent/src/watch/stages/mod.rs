@@ -37,7 +37,7 @@ pub mod user_symbols;
 use std::time::{Duration, Instant};
 
 use reports::model::{Incident, NotCaptured, TimelineEvent, Timestamp};
-use reports::store::IncidentHandle;
+use reports::store::IncidentFiles;
 
 use super::capture_settings::CaptureSettings;
 use crate::probe::ProbeRunner;
@@ -198,7 +198,7 @@ pub struct Capture<'a> {
     pub pid: i32,
     pub incident: &'a mut Incident,
     /// The incident's directory (files beside incident.json: the ring copies); None before the first write.
-    pub handle: Option<&'a IncidentHandle>,
+    pub handle: Option<&'a IncidentFiles>,
     pub probes: &'a mut ProbeRunner,
     /// When the wedge began (monotonic ns): the kernel log is kept from before it. Now, on demand.
     pub since_ns: u64,
@@ -210,6 +210,55 @@ pub struct Capture<'a> {
     pub killed: Option<bool>,
     /// The process's maps text, when the probes stage's sacrificial child read it (later risky stages use it).
     pub maps: Option<String>,
+    /// The capture's total deadline: a stage that would start after it is recorded as not run.
+    pub capture_deadline: Option<CaptureDeadline>,
+    /// Stages not to run, with why (the previous agent died during them: see [`STAGE_MARKER_FILE`]).
+    pub skip: &'a [SkippedStage],
+}
+
+/// A stage not to run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedStage {
+    pub stage: String,
+    pub why: String,
+}
+
+/// The total deadline of one capture.
+#[derive(Debug, Clone, Copy)]
+pub struct CaptureDeadline {
+    pub at: Instant,
+    pub limit: Duration,
+}
+
+/// Written beside incident.json before each stage of a capture (by the capture worker): the stage in
+/// progress. An agent that dies during a stage (killed for memory, say) leaves it, and the next agent that
+/// takes the episode up does not run that stage again: it records it as not captured, "the previous agent
+/// died during it", instead of dying the same way in a loop.
+pub const STAGE_MARKER_FILE: &str = "capture-stage.json";
+
+/// What [`STAGE_MARKER_FILE`] holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StageMarker {
+    /// The stage's name ([`Stage::name`]); "done" once every stage ran.
+    pub stage: String,
+    /// Its `not_captured` label.
+    pub label: String,
+}
+
+impl StageMarker {
+    /// The stage to skip, from a marker an earlier agent left (None: none, unreadable, or the capture had
+    /// finished its stages).
+    pub fn skipped(bytes: &[u8]) -> Option<SkippedStage> {
+        let marker: StageMarker = serde_json::from_slice(bytes).ok()?;
+        let stage = STAGES.iter().find(|s| s.name == marker.stage)?;
+        Some(SkippedStage {
+            stage: stage.name.to_string(),
+            why:
+                "not captured: the previous agent died during it (not run again, so that it cannot \
+                  kill this one too)"
+                    .to_string(),
+        })
+    }
 }
 
 /// A stage's deadline, started when the stage starts.
@@ -255,6 +304,26 @@ pub fn run_phase(table: &[Stage], phase: Phase, capture: &mut Capture<'_>) {
         if capture.episode_ended && !stage.after_episode_end {
             continue;
         }
+        if let Some(skip) = capture.skip.iter().find(|s| s.stage == stage.name) {
+            not_captured(capture.incident, stage.not_captured, skip.why.clone());
+            continue;
+        }
+        if let Some(total) = capture.capture_deadline {
+            if Instant::now() >= total.at {
+                not_captured(
+                    capture.incident,
+                    stage.not_captured,
+                    format!(
+                        "not run: the capture's total deadline of {} s had passed",
+                        total.limit.as_secs()
+                    ),
+                );
+                continue;
+            }
+        }
+        if phase != Phase::Minimal {
+            mark_stage(capture, stage);
+        }
         let deadline = Deadline::start(stage.deadline.limit(capture.settings));
         let result = (stage.run)(capture, &deadline);
         match result {
@@ -264,6 +333,31 @@ pub fn run_phase(table: &[Stage], phase: Phase, capture: &mut Capture<'_>) {
             }
             Ok(()) => {}
         }
+    }
+}
+
+/// Leave [`STAGE_MARKER_FILE`] naming `stage` (best effort: a marker that cannot be written only means an
+/// agent dying during this stage would run it again).
+fn mark_stage(capture: &Capture<'_>, stage: &Stage) {
+    if let Some(files) = capture.handle {
+        let marker = StageMarker {
+            stage: stage.name.to_string(),
+            label: stage.not_captured.to_string(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&marker) {
+            let _ = files.write_file(STAGE_MARKER_FILE, &bytes);
+        }
+    }
+}
+
+/// Leave [`STAGE_MARKER_FILE`] saying every stage ran.
+pub fn mark_done(files: &IncidentFiles) {
+    let marker = StageMarker {
+        stage: "done".to_string(),
+        label: String::new(),
+    };
+    if let Ok(bytes) = serde_json::to_vec(&marker) {
+        let _ = files.write_file(STAGE_MARKER_FILE, &bytes);
     }
 }
 
@@ -417,6 +511,8 @@ mod tests {
             episode_ended,
             killed: None,
             maps: None,
+            capture_deadline: None,
+            skip: &[],
         };
         run_phase(TEST_TABLE, phase, &mut capture);
         incident

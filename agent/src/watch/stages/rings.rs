@@ -4,7 +4,7 @@
 
 use capture::ProcRoot;
 use reports::model::{Incident, RingExcerpt, Timestamp};
-use reports::store::IncidentHandle;
+use reports::store::IncidentFiles;
 
 use super::{not_captured, timeline, Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
@@ -29,7 +29,7 @@ fn capture_ring(
     settings: &CaptureSettings,
     pid: i32,
     incident: &mut Incident,
-    handle: &IncidentHandle,
+    handle: &IncidentFiles,
     deadline: &Deadline,
 ) {
     let mut rings = crate::rings::files::find_rings(&settings.proc_root, &settings.ring_dirs, pid);
