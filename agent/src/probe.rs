@@ -740,8 +740,9 @@ fn spawn_command(
 ///   environment is empty: nothing of the agent's (upload credentials) reaches a process the target's user
 ///   may trace.
 /// - `root_dir`: a directory opened (`O_PATH`) by the child before the switch and passed to the program as
-///   fd [`ROOT_FD`]: the target's root (`/proc/<pid>/root`), which its own credentials cannot always open
-///   (a uid-0 target with capabilities is not traceable by a uid-0 helper with none).
+///   its standard input ([`ROOT_FD`]): the target's root (`/proc/<pid>/root`), which its own credentials
+///   cannot always open (a uid-0 target with capabilities is not traceable by a uid-0 helper with none).
+///   Opened in the child, never in the agent: the root may sit on a hung filesystem.
 /// - `address_space_limit` (`RLIMIT_AS`) and `data_limit` (`RLIMIT_DATA`: heap and private writable
 ///   mappings; a read-only file mapping is not counted): an allocation past them fails in the child, never
 ///   in the agent. A confined child also gets `RLIMIT_CORE` 0 (no core dump of it, ever).
@@ -753,8 +754,9 @@ pub struct Confinement {
     pub data_limit: Option<u64>,
 }
 
-/// The fd a confined child finds its [`Confinement::root_dir`] at.
-pub const ROOT_FD: RawFd = 3;
+/// The fd a confined child finds its [`Confinement::root_dir`] at: its standard input (`/dev/null`
+/// otherwise), the one low fd that can never be the spawn's own error pipe.
+pub const ROOT_FD: RawFd = libc::STDIN_FILENO;
 
 /// Everything the child needs to confine itself, prepared in the parent: the child of a multi-threaded process
 /// may not allocate or take a lock between fork and exec.
@@ -815,7 +817,7 @@ impl ConfinedExec {
                 }
                 // SAFETY: the fd was just returned by open and is owned by nobody else.
                 let opened = unsafe { OwnedFd::from_raw_fd(fd) };
-                // Above ROOT_FD, so that handing the root directory over never closes the program's fd.
+                // Above the standard streams, so that handing the root directory over never closes it.
                 // SAFETY: fcntl F_DUPFD_CLOEXEC on an fd we own; the new fd is owned below.
                 let high = unsafe { libc::fcntl(opened.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
                 if high < 0 {
@@ -934,8 +936,9 @@ impl CredentialSwitch {
                 )
             })? as libc::c_int;
             if fd != ROOT_FD {
-                // SAFETY: dup2 between fds of this child (ROOT_FD was the parent's stdio or nothing).
-                check(unsafe { libc::syscall(libc::SYS_dup2, fd, ROOT_FD) })?;
+                // SAFETY: dup3 between fds of this child (ROOT_FD held /dev/null); dup3, not dup2: aarch64
+                // has no dup2 system call.
+                check(unsafe { libc::syscall(libc::SYS_dup3, fd, ROOT_FD, 0) })?;
                 // SAFETY: closing the fd this child just opened.
                 unsafe { libc::syscall(libc::SYS_close, fd) };
             }
@@ -1478,7 +1481,7 @@ mod tests {
     const SHOW_RIGHTS: &str =
         "id -u; id -g; id -G; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' \
         /proc/self/status; ulimit -v; ulimit -d; ulimit -c; wc -c < /proc/$$/environ; \
-        readlink /proc/self/fd/3 || echo no-fd-3";
+        readlink /proc/self/fd/0";
 
     #[test]
     fn a_confined_command_runs_with_the_targets_ids_and_no_capability() {
@@ -1526,7 +1529,7 @@ mod tests {
             "{}",
             out.output
         );
-        // The root directory handed over as fd 3, opened before the switch.
+        // The root directory handed over as standard input, opened before the switch.
         assert_eq!(tail[4], dir.path().display().to_string(), "{}", out.output);
     }
 
@@ -1562,7 +1565,7 @@ mod tests {
         // Another user's 0600 file: root without CAP_DAC_OVERRIDE cannot read it.
         assert!(out.output.trim_end().ends_with("refused"), "{}", out.output);
         assert!(!out.output.contains("not for root"), "{}", out.output);
-        assert!(out.output.contains("no-fd-3"), "{}", out.output);
+        assert!(out.output.contains("/dev/null"), "{}", out.output);
     }
 
     /// Limits alone (py-spy's): the child keeps the agent's ids, with the address-space limit.

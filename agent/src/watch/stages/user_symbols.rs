@@ -132,7 +132,10 @@ pub fn resolve_request(request: &str, out: &mut impl std::io::Write) -> anyhow::
         .map_err(|err| anyhow::anyhow!("the request is not a symbol request: {err}"))?;
     let root = match request.root_fd {
         Some(fd) => {
-            anyhow::ensure!(fd > 2, "the root fd {fd} is one of the standard streams");
+            anyhow::ensure!(
+                fd != libc::STDOUT_FILENO && fd != libc::STDERR_FILENO,
+                "the root fd {fd} is an output stream"
+            );
             // SAFETY: the agent handed this fd over for this purpose (`Confinement::root_dir`); nothing else
             // in this process owns it, and `Root::from_fd` checks it is a directory.
             let owned =
