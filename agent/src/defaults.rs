@@ -84,7 +84,7 @@ pub const MAX_STACK_CANDIDATES: usize = 12;
 pub const SYMBOLIZER_MAX_ELF_FILE_BYTES: u64 = 2 << 30;
 /// The symbolizer's per-file cost cap: most bytes of symbol tables (`.symtab` + `.dynsym`, read from the
 /// section headers before anything else) in one ELF file: 64 MiB is ~2.8 M symbols (libc has ~3,000,
-/// librustc_driver ~280,000), whose index takes ~22 MiB of heap. A bigger file is refused, naming its size.
+/// librustc_driver ~186,000), whose index takes ~22 MiB of heap. A bigger file is refused, naming its size.
 pub const SYMBOLIZER_MAX_SYMBOL_TABLE_BYTES: u64 = 64 << 20;
 /// The symbolizer's budget of symbol-table bytes for all the files of one capture (the pcs' files first,
 /// then the candidates'): files past it are refused, so the run's cost stays bounded whatever the count.
