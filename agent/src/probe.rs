@@ -739,7 +739,7 @@ fn spawn_command(
 ///   (`execveat(AT_EMPTY_PATH)`): the program's directory need not be searchable by the target's user. Its
 ///   environment is empty: nothing of the agent's (upload credentials) reaches a process the target's user
 ///   may trace.
-/// - `root_dir`: a directory opened (`O_PATH`) by the child before the switch and passed to the program as
+/// - `root_dir` (with `credentials` only): a directory opened (`O_PATH`) by the child before the switch and passed to the program as
 ///   its standard input ([`ROOT_FD`]): the target's root (`/proc/<pid>/root`), which its own credentials
 ///   cannot always open (a uid-0 target with capabilities is not traceable by a uid-0 helper with none).
 ///   Opened in the child, never in the agent: the root may sit on a hung filesystem.
@@ -792,6 +792,9 @@ impl ConfinedExec {
             limits.push((libc::RLIMIT_DATA as libc::c_int, bytes));
         }
         let switch = match &confinement.credentials {
+            None if confinement.root_dir.is_some() => {
+                return Err("a root directory is handed over only with credentials".to_string());
+            }
             None => None,
             Some(creds) => {
                 // Executed from an fd: a bare name is looked up on PATH here, as `Command` would.

@@ -612,11 +612,12 @@ pub fn resolve(
         file.error = Some(format!("the ELF file: {why}{deleted}"));
         return file;
     }
-    if let Err(why) =
-        within_limits(&opened, limits).map(|bytes| file.symbol_table_bytes = Some(bytes))
-    {
-        file.error = Some(format!("the ELF file: {why}"));
-        return file;
+    match within_limits(&opened, limits) {
+        Ok(bytes) => file.symbol_table_bytes = Some(bytes),
+        Err(why) => {
+            file.error = Some(format!("the ELF file: {why}"));
+            return file;
+        }
     }
     // The file just opened inside the process's root, by its fd: no second path walk.
     let full = std::path::PathBuf::from(format!("/proc/self/fd/{}", opened.as_raw_fd()));

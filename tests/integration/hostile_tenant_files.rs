@@ -18,7 +18,9 @@
 //! CI=true, where they must run. The two machine-code cases are x86_64 only.
 
 use std::fs::{File, Permissions};
-use std::os::unix::fs::{FileExt, PermissionsExt};
+#[cfg(target_arch = "x86_64")]
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,6 +31,7 @@ use crate::agent::{link_as, unique_comm, wait_incident, Agent, TempDir, FAST};
 use crate::util::{bin, in_ci};
 
 /// The unprivileged tenant's uid and gid (`nobody`).
+#[cfg(target_arch = "x86_64")]
 const NOBODY: u32 = 65534;
 
 /// The line every wedging thread runs, compiled under the file name the test wants its frame to name: line 1
@@ -89,11 +92,13 @@ const CLONE_STUB: &[u8] = &[
 ];
 
 /// The file offset of the stub (the `.text` of the generated ELF files).
+#[cfg(target_arch = "x86_64")]
 const TEXT_OFFSET: u64 = 0x1000;
 
 /// The worker for the machine-code cases: maps `path` (r-x, its first two pages), optionally replaces the
 /// path by a symlink at `path (deleted)` to `secret`, and calls the stub with two words pointing into libc
 /// (`getpid + 1`, `getppid + 1`).
+#[cfg(target_arch = "x86_64")]
 const STUB_WORKER: &str = r#"
 import ctypes, os, sys
 path, fifo, secret = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -521,6 +526,7 @@ fn a_worker_naming_host_files_as_its_source_gets_none_of_their_text() {
 /// Writes an ELF64 shared object: `text` at [`TEXT_OFFSET`] (one r-x PT_LOAD over the first two pages), a GNU
 /// build id, and a `.symtab` whose entry 1 is the function `symbol` over the text; the table is
 /// `symtab_entries` long, the entries past the first two being zeros of a sparse file.
+#[cfg(target_arch = "x86_64")]
 fn write_elf(path: &Path, text: &[u8], symbol: &str, build_id: &[u8; 20], symtab_entries: u64) {
     fn put(buf: &mut Vec<u8>, at: usize, bytes: &[u8]) {
         if buf.len() < at + bytes.len() {
@@ -692,11 +698,13 @@ fn stub_worker(
 }
 
 /// The judged thread's user frame (there is one judged thread).
+#[cfg(target_arch = "x86_64")]
 fn user_frame(incident: &serde_json::Value) -> &serde_json::Value {
     &incident["wedged_threads"][0]["user_frame"]
 }
 
 /// The candidate at the blocked thread's sp (the stub pushed `getpid + 1` there).
+#[cfg(target_arch = "x86_64")]
 fn first_candidate(incident: &serde_json::Value) -> &serde_json::Value {
     let frame = user_frame(incident);
     frame["candidates"]
