@@ -739,9 +739,10 @@ fn spawn_command(
 ///   (`execveat(AT_EMPTY_PATH)`): the program's directory need not be searchable by the target's user. Its
 ///   environment is empty: nothing of the agent's (upload credentials) reaches a process the target's user
 ///   may trace.
-/// - `root_dir` (with `credentials` only): a directory opened (`O_PATH`) by the child before the switch and passed to the program as
-///   its standard input ([`ROOT_FD`]): the target's root (`/proc/<pid>/root`), which its own credentials
-///   cannot always open (a uid-0 target with capabilities is not traceable by a uid-0 helper with none).
+/// - `root_dir` (with `credentials` only): a directory opened (`O_PATH`) by the child before the switch and
+///   passed to the program as its standard input ([`ROOT_FD`]): the target's root (`/proc/<pid>/root`), which
+///   its own credentials cannot always open (a uid-0 target with capabilities is not traceable by a uid-0
+///   helper with none).
 ///   Opened in the child, never in the agent: the root may sit on a hung filesystem.
 /// - `address_space_limit` (`RLIMIT_AS`) and `data_limit` (`RLIMIT_DATA`: heap and private writable
 ///   mappings; a read-only file mapping is not counted): an allocation past them fails in the child, never
