@@ -92,3 +92,24 @@ pub const CAPTURE_DEADLINE: Duration = Duration::from_secs(30);
 pub const CAPTURE_GIVE_UP_AFTER: Duration = Duration::from_secs(15);
 /// Captures waiting per tenant; more are not run (their minimal incidents are durable, and say why).
 pub const MAX_QUEUED_CAPTURES_PER_TENANT: usize = 32;
+/// The symbolizer helper (`internal resolve-symbols`, run with the target's credentials): the largest ELF file
+/// it accepts. It maps the file whole (address space; only the headers and symbol tables are read), so a
+/// `libtorch_cuda.so`-sized library (~1 GiB) passes and a bigger one is refused with its size.
+pub const SYMBOLIZER_MAX_ELF_FILE_BYTES: u64 = 2 << 30;
+/// The symbolizer's per-file cost cap: most bytes of symbol tables (`.symtab` + `.dynsym`, read from the
+/// section headers before anything else) in one ELF file: 64 MiB is ~2.8 M symbols (libc has ~3,000,
+/// librustc_driver ~186,000), whose index takes ~22 MiB of heap. A bigger file is refused, naming its size.
+pub const SYMBOLIZER_MAX_SYMBOL_TABLE_BYTES: u64 = 64 << 20;
+/// The symbolizer's budget of symbol-table bytes for all the files of one capture (the pcs' files first,
+/// then the candidates'): files past it are refused, so the run's cost stays bounded whatever the count.
+pub const SYMBOLIZER_SYMBOL_TABLE_BUDGET: u64 = 128 << 20;
+/// The symbolizer's `RLIMIT_DATA` (heap and private writable mappings): measured needs are 4 MiB for libc
+/// or libLLVM (111 MiB), 32 MiB for a generated 4 M-symbol file (above the per-file cap).
+pub const SYMBOLIZER_DATA_LIMIT: u64 = 256 << 20;
+/// The symbolizer's `RLIMIT_AS`: one mapped file at the size cap plus 512 MiB for the program, its heap
+/// (bounded by [`SYMBOLIZER_DATA_LIMIT`]) and stacks. Measured: 28 MiB for libc, 140 MiB for libLLVM-15.
+pub const SYMBOLIZER_ADDRESS_SPACE_LIMIT: u64 = SYMBOLIZER_MAX_ELF_FILE_BYTES + (512 << 20);
+/// py-spy's `RLIMIT_AS` (it stays root: reading another process's memory needs ptrace rights): measured
+/// needs 16 MiB (Debian's python3.11) to 32 MiB (a pyenv build with a 23 MiB libpython); a target mapping a
+/// huge fake `libpython*.so` makes py-spy fail at the limit instead of growing.
+pub const PY_SPY_ADDRESS_SPACE_LIMIT: u64 = 512 << 20;

@@ -40,8 +40,13 @@ pub enum ProbeKind {
     ReadFile(PathBuf),
     /// Read `file_name` inside every subdirectory of `dir` (e.g. `gpus/*/information`).
     ReadEachSubdir { dir: PathBuf, file_name: String },
-    /// Run a program and keep its stdout and stderr.
-    Command { program: String, args: Vec<String> },
+    /// Run a program and keep its stdout and stderr; `confinement` (none by default) is what the child takes
+    /// on between fork and exec: the target's credentials, memory limits.
+    Command {
+        program: String,
+        args: Vec<String>,
+        confinement: Confinement,
+    },
     /// Read `len` bytes of a process's `mem` file at `offset` (an ioctl's pointer); with `follow_xfer`, then
     /// read the struct an `nv_ioctl_xfer_t` there points at. Output: one line of hex per region read
     /// (hex survives the lossy text of [`ProbeOutcome::output`]).
@@ -82,7 +87,7 @@ impl Probe {
             ProbeKind::ReadEachSubdir { dir, file_name } => {
                 format!("{}/*/{}", dir.display(), file_name)
             }
-            ProbeKind::Command { program, args } => {
+            ProbeKind::Command { program, args, .. } => {
                 let mut text = program.clone();
                 for arg in args {
                     text.push(' ');
@@ -661,7 +666,11 @@ fn spawn(probe: &Probe) -> Result<(i32, OwnedFd), String> {
             let file_name = file_name.as_bytes().to_vec();
             fork_reader(|out| child_read_each_subdir(&dir_c, &dir_bytes, &file_name, out))
         }
-        ProbeKind::Command { program, args } => spawn_command(program, args),
+        ProbeKind::Command {
+            program,
+            args,
+            confinement,
+        } => spawn_command(program, args, confinement),
         ProbeKind::ReadMem {
             path,
             offset,
@@ -805,20 +814,389 @@ fn fork_reader(body: impl FnOnce(RawFd) -> i32) -> Result<(i32, OwnedFd), String
     Ok((pid, read_end))
 }
 
-fn spawn_command(program: &str, args: &[String]) -> Result<(i32, OwnedFd), String> {
+fn spawn_command(
+    program: &str,
+    args: &[String],
+    confinement: &Confinement,
+) -> Result<(i32, OwnedFd), String> {
+    use std::os::unix::process::CommandExt;
+
     let (read_end, write_end) = make_pipe()?;
     let write_err = write_end
         .try_clone()
         .map_err(|err| format!("cannot duplicate a pipe: {err}"))?;
-    let child = std::process::Command::new(program)
+    let mut command = std::process::Command::new(program);
+    command
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::from(write_end))
-        .stderr(std::process::Stdio::from(write_err))
+        .stderr(std::process::Stdio::from(write_err));
+    if *confinement != Confinement::default() {
+        let plan = ConfinedExec::prepare(program, args, confinement)?;
+        // SAFETY: the closure runs in the forked child before exec; `ConfinedExec::apply` makes raw system calls
+        // only, on memory prepared here in the parent (no allocation, no lock), as `pre_exec` requires.
+        unsafe {
+            command.pre_exec(move || plan.apply());
+        }
+    }
+    let child = command
         .spawn()
         .map_err(|err| format!("cannot start {program}: {err}"))?;
     // The `Child` handle is dropped without waiting: we reap the pid ourselves, without blocking.
     Ok((child.id() as i32, read_end))
+}
+
+/// What a [`ProbeKind::Command`] child takes on between fork and exec. The default confines nothing.
+///
+/// - `credentials`: the child runs with these ids (a target's, from its `/proc/<pid>/status`) and **no
+///   capability**: supplementary groups, gid and uid set with raw `setgroups`/`setresgid`/`setresuid`; every
+///   capability set emptied (`capset`), the bounding and ambient sets cleared, `PR_SET_NO_NEW_PRIVS` (no
+///   setuid bit or file capability can lend any back at exec), and for uid 0 the `SECBIT_NOROOT` securebits
+///   (exec as root grants nothing). A uid-0 target's helper is therefore root **as a file owner only**: it
+///   reads what root's permission bits allow inside the target's root, never past a mode (no
+///   `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`) — no more than any uid-0 process with no capability, which the
+///   target at least is. The ids are checked after the switch (`getresuid`, `getresgid`, `capget`); anything
+///   off ends the child before exec. It is then executed from a file descriptor opened before the switch
+///   (`execveat(AT_EMPTY_PATH)`): the program's directory need not be searchable by the target's user. Its
+///   environment is empty: nothing of the agent's (upload credentials) reaches a process the target's user
+///   may trace.
+/// - `root_dir` (with `credentials` only): a directory opened (`O_PATH`) by the child before the switch and
+///   passed to the program as its standard input ([`ROOT_FD`]): the target's root (`/proc/<pid>/root`), which
+///   its own credentials cannot always open (a uid-0 target with capabilities is not traceable by a uid-0
+///   helper with none).
+///   Opened in the child, never in the agent: the root may sit on a hung filesystem.
+/// - `address_space_limit` (`RLIMIT_AS`) and `data_limit` (`RLIMIT_DATA`: heap and private writable
+///   mappings; a read-only file mapping is not counted): an allocation past them fails in the child, never
+///   in the agent. A confined child also gets `RLIMIT_CORE` 0 (no core dump of it, ever).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Confinement {
+    pub credentials: Option<capture::parse::credentials::Credentials>,
+    pub root_dir: Option<PathBuf>,
+    pub address_space_limit: Option<u64>,
+    pub data_limit: Option<u64>,
+}
+
+/// The fd a confined child finds its [`Confinement::root_dir`] at: its standard input (`/dev/null`
+/// otherwise), the one low fd that can never be the spawn's own error pipe.
+pub const ROOT_FD: RawFd = libc::STDIN_FILENO;
+
+/// Everything the child needs to confine itself, prepared in the parent: the child of a multi-threaded process
+/// may not allocate or take a lock between fork and exec.
+struct ConfinedExec {
+    limits: Vec<(libc::c_int, u64)>,
+    switch: Option<CredentialSwitch>,
+}
+
+struct CredentialSwitch {
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: Vec<libc::gid_t>,
+    /// `root_dir`, NUL-terminated.
+    root_dir: Option<CString>,
+    /// The program, opened (read-only, close-on-exec) by the parent as the agent.
+    program: OwnedFd,
+    /// argv: the strings, and their addresses (as integers: the closure must be `Send + Sync`), null-ended.
+    _argv_strings: Vec<CString>,
+    argv: Vec<usize>,
+}
+
+impl ConfinedExec {
+    fn prepare(
+        program: &str,
+        args: &[String],
+        confinement: &Confinement,
+    ) -> Result<ConfinedExec, String> {
+        let mut limits = vec![(libc::RLIMIT_CORE as libc::c_int, 0)];
+        if let Some(bytes) = confinement.address_space_limit {
+            limits.push((libc::RLIMIT_AS as libc::c_int, bytes));
+        }
+        if let Some(bytes) = confinement.data_limit {
+            limits.push((libc::RLIMIT_DATA as libc::c_int, bytes));
+        }
+        let switch = match &confinement.credentials {
+            None if confinement.root_dir.is_some() => {
+                return Err("a root directory is handed over only with credentials".to_string());
+            }
+            None => None,
+            Some(creds) => {
+                // Executed from an fd: a bare name is looked up on PATH here, as `Command` would.
+                let found = match program.contains('/') {
+                    true => PathBuf::from(program),
+                    false => find_in_path(program)
+                        .ok_or_else(|| format!("cannot start {program}: not found on PATH"))?,
+                };
+                let program_c = CString::new(found.as_os_str().as_bytes())
+                    .map_err(|_| "the program path holds a NUL byte".to_string())?;
+                // SAFETY: open with a NUL-terminated path; the fd is owned below.
+                let fd = unsafe {
+                    libc::open(
+                        program_c.as_ptr(),
+                        libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY,
+                    )
+                };
+                if fd < 0 {
+                    return Err(format!(
+                        "cannot open {program}: {}",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                // SAFETY: the fd was just returned by open and is owned by nobody else.
+                let opened = unsafe { OwnedFd::from_raw_fd(fd) };
+                // Above the standard streams, so that handing the root directory over never closes it.
+                // SAFETY: fcntl F_DUPFD_CLOEXEC on an fd we own; the new fd is owned below.
+                let high = unsafe { libc::fcntl(opened.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+                if high < 0 {
+                    return Err(format!(
+                        "cannot duplicate an fd: {}",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                // SAFETY: the fd was just returned by fcntl and is owned by nobody else.
+                let program_fd = unsafe { OwnedFd::from_raw_fd(high) };
+                let mut strings = Vec::with_capacity(args.len() + 1);
+                strings.push(program_c);
+                for arg in args {
+                    strings.push(
+                        CString::new(arg.as_str())
+                            .map_err(|_| "an argument holds a NUL byte".to_string())?,
+                    );
+                }
+                let mut argv: Vec<usize> = strings.iter().map(|s| s.as_ptr() as usize).collect();
+                argv.push(0);
+                let root_dir = match &confinement.root_dir {
+                    Some(dir) => Some(
+                        CString::new(dir.as_os_str().as_bytes())
+                            .map_err(|_| "the root path holds a NUL byte".to_string())?,
+                    ),
+                    None => None,
+                };
+                Some(CredentialSwitch {
+                    uid: creds.uid,
+                    gid: creds.gid,
+                    groups: creds.groups.clone(),
+                    root_dir,
+                    program: program_fd,
+                    _argv_strings: strings,
+                    argv,
+                })
+            }
+        };
+        Ok(ConfinedExec { limits, switch })
+    }
+
+    /// Child side, between fork and exec: raw system calls only. With credentials it never returns on
+    /// success (it executes the program itself); an error ends the child before exec (`spawn` reports it).
+    fn apply(&self) -> std::io::Result<()> {
+        for &(resource, bytes) in &self.limits {
+            let limit = libc::rlimit64 {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            // SAFETY: prlimit64 on this process (pid 0) with a valid new limit and no old-limit pointer.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_prlimit64,
+                    0,
+                    resource,
+                    &limit as *const libc::rlimit64,
+                    std::ptr::null_mut::<libc::rlimit64>(),
+                )
+            };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        match &self.switch {
+            Some(switch) => switch.apply(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `SECBIT_NOROOT | SECBIT_NOROOT_LOCKED`: exec as uid 0 grants no capability, for good.
+const SECBIT_NOROOT_AND_LOCKED: libc::c_ulong = 0x3;
+/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `Err(last errno)` when a raw system call returned < 0.
+fn check(rc: libc::c_long) -> std::io::Result<libc::c_long> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Ends the child's setup: the switch did not leave what it should have.
+fn switch_failed() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::EPERM)
+}
+
+impl CredentialSwitch {
+    fn apply(&self) -> std::io::Result<()> {
+        // Every block below: raw system calls of this child on its own credentials, fds and memory prepared
+        // by the parent (NUL-terminated strings, the group list, the null-ended argv), no allocation.
+        if let Some(dir) = &self.root_dir {
+            // SAFETY: openat with a NUL-terminated path; the fd is this child's.
+            let fd = check(unsafe {
+                libc::syscall(
+                    libc::SYS_openat,
+                    libc::AT_FDCWD,
+                    dir.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY,
+                )
+            })? as libc::c_int;
+            if fd != ROOT_FD {
+                // SAFETY: dup3 between fds of this child (ROOT_FD held /dev/null); dup3, not dup2: aarch64
+                // has no dup2 system call.
+                check(unsafe { libc::syscall(libc::SYS_dup3, fd, ROOT_FD, 0) })?;
+                // SAFETY: closing the fd this child just opened.
+                unsafe { libc::syscall(libc::SYS_close, fd) };
+            }
+        }
+        // No privilege is gained at exec from here on: not through a setuid bit, not through file capabilities.
+        // SAFETY: prctl on this child, integer arguments only.
+        check(unsafe { libc::syscall(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+        if self.uid == 0 {
+            // Exec as root grants no capability (best effort: without CAP_SETPCAP the empty sets below and
+            // no_new_privs already keep exec from granting any).
+            // SAFETY: as above.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_prctl,
+                    libc::PR_SET_SECUREBITS,
+                    SECBIT_NOROOT_AND_LOCKED,
+                    0,
+                    0,
+                    0,
+                )
+            };
+        }
+        // The bounding set, capability by capability until the kernel's last (EINVAL); best effort for the
+        // same reason.
+        for cap in 0..64 {
+            // SAFETY: as above.
+            let rc = unsafe { libc::syscall(libc::SYS_prctl, libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+            if rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+        }
+        // SAFETY: as above.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            )
+        };
+        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(std::io::Error::last_os_error());
+        }
+        // Groups, then gid, then uid: each needs the privilege the next one drops.
+        // SAFETY: setgroups with the parent's list and its length.
+        check(unsafe {
+            libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr())
+        })?;
+        // SAFETY: integer arguments only.
+        check(unsafe { libc::syscall(libc::SYS_setresgid, self.gid, self.gid, self.gid) })?;
+        // SAFETY: integer arguments only.
+        check(unsafe { libc::syscall(libc::SYS_setresuid, self.uid, self.uid, self.uid) })?;
+        // Every capability set empty (setresuid to a non-zero uid emptied them already; uid 0 keeps them).
+        let mut header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let mut data = [CapData::default(); 2];
+        // SAFETY: capset with a v3 header and the two data words it reads.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_capset,
+                &mut header as *mut CapHeader,
+                data.as_ptr(),
+            )
+        })?;
+        // Check what the kernel now holds, rather than trust each call did what it says.
+        let (mut r, mut e, mut s) = (0 as libc::uid_t, 0 as libc::uid_t, 0 as libc::uid_t);
+        // SAFETY: getresuid writes the three ids we point at.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_getresuid,
+                &mut r as *mut libc::uid_t,
+                &mut e as *mut libc::uid_t,
+                &mut s as *mut libc::uid_t,
+            )
+        })?;
+        if (r, e, s) != (self.uid, self.uid, self.uid) {
+            return Err(switch_failed());
+        }
+        let (mut r, mut e, mut s) = (0 as libc::gid_t, 0 as libc::gid_t, 0 as libc::gid_t);
+        // SAFETY: getresgid writes the three ids we point at.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_getresgid,
+                &mut r as *mut libc::gid_t,
+                &mut e as *mut libc::gid_t,
+                &mut s as *mut libc::gid_t,
+            )
+        })?;
+        if (r, e, s) != (self.gid, self.gid, self.gid) {
+            return Err(switch_failed());
+        }
+        // SAFETY: getgroups with size 0 only counts, writing nothing.
+        let count = check(unsafe {
+            libc::syscall(libc::SYS_getgroups, 0, std::ptr::null_mut::<libc::gid_t>())
+        })?;
+        if count as usize != self.groups.len() {
+            return Err(switch_failed());
+        }
+        header.version = CAPABILITY_VERSION_3;
+        // SAFETY: capget with a v3 header writes the two data words we pass.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_capget,
+                &mut header as *mut CapHeader,
+                data.as_mut_ptr(),
+            )
+        })?;
+        if data
+            .iter()
+            .any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0)
+        {
+            return Err(switch_failed());
+        }
+        let empty: [usize; 1] = [0];
+        // SAFETY: execveat of the program's fd with AT_EMPTY_PATH, a null-ended argv of NUL-terminated strings
+        // and an empty environment.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_execveat,
+                self.program.as_raw_fd(),
+                c"".as_ptr(),
+                self.argv.as_ptr(),
+                empty.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            )
+        })?;
+        // execveat returns only on failure.
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn errno() -> i32 {
@@ -1005,6 +1383,7 @@ pub fn standard_probes(proc_root: &ProcRoot, pid: i32, with_nvidia_smi: bool) ->
                 kind: ProbeKind::Command {
                     program: program.display().to_string(),
                     args: vec!["-q".to_string()],
+                    confinement: Confinement::default(),
                 },
                 timeout_meaning: "the RM API or GPU lock is probably held (NVML waits on it)"
                     .to_string(),
@@ -1206,6 +1585,7 @@ mod tests {
                 kind: ProbeKind::Command {
                     program: "sh".into(),
                     args: vec!["-c".into(), "echo out; echo err >&2".into()],
+                    confinement: Confinement::default(),
                 },
                 timeout_meaning: "x".into(),
             },
@@ -1214,6 +1594,7 @@ mod tests {
                 kind: ProbeKind::Command {
                     program: "sleep".into(),
                     args: vec!["30".into()],
+                    confinement: Confinement::default(),
                 },
                 timeout_meaning: "slow".into(),
             },
@@ -1222,6 +1603,7 @@ mod tests {
                 kind: ProbeKind::Command {
                     program: "wedge-capture-no-such-program".into(),
                     args: vec![],
+                    confinement: Confinement::default(),
                 },
                 timeout_meaning: "x".into(),
             },
@@ -1231,6 +1613,156 @@ mod tests {
         assert_eq!(out[1].status, ProbeStatus::TimedOut);
         assert_eq!(out[1].killed, Some(true));
         assert_eq!(out[2].status, ProbeStatus::Failed);
+    }
+
+    fn as_root() -> bool {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root {
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
+                "switching credentials needs root; CI runs as root"
+            );
+            eprintln!("skipped: not root");
+        }
+        root
+    }
+
+    /// `sh -c script` under `confinement`; its output.
+    fn confined_sh(script: &str, confinement: Confinement) -> ProbeOutcome {
+        let mut runner = ProbeRunner::new(Duration::from_secs(10), 4);
+        runner
+            .run_all(&[Probe {
+                name: "confined".into(),
+                kind: ProbeKind::Command {
+                    program: "sh".into(),
+                    args: vec!["-c".into(), script.into()],
+                    confinement,
+                },
+                timeout_meaning: "x".into(),
+            }])
+            .remove(0)
+    }
+
+    const SHOW_RIGHTS: &str =
+        "id -u; id -g; id -G; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' \
+        /proc/self/status; ulimit -v; ulimit -d; ulimit -c; wc -c < /proc/$$/environ; \
+        readlink /proc/self/fd/0";
+
+    #[test]
+    fn a_confined_command_runs_with_the_targets_ids_and_no_capability() {
+        if !as_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = confined_sh(
+            SHOW_RIGHTS,
+            Confinement {
+                credentials: Some(capture::parse::credentials::Credentials {
+                    uid: 65534,
+                    gid: 65533,
+                    groups: vec![65532, 65531],
+                }),
+                root_dir: Some(dir.path().to_path_buf()),
+                address_space_limit: Some(1 << 30),
+                data_limit: Some(256 << 20),
+            },
+        );
+        assert_eq!(out.status, ProbeStatus::Ok, "{out:?}");
+        let lines: Vec<&str> = out.output.lines().collect();
+        assert_eq!(lines[..2], ["65534", "65533"], "{}", out.output);
+        let mut groups: Vec<&str> = lines[2].split(' ').collect();
+        groups.sort_unstable();
+        assert_eq!(groups, ["65531", "65532", "65533"], "{}", out.output);
+        for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            assert!(
+                out.output.contains(&format!("{cap}:\t0000000000000000")),
+                "{cap}: {}",
+                out.output
+            );
+        }
+        assert!(out.output.contains("NoNewPrivs:\t1"), "{}", out.output);
+        // ulimit's units are KiB; no core file, ever; nothing of the agent's environment.
+        let tail = &lines[lines.len() - 5..];
+        assert_eq!(
+            tail[..4],
+            [
+                (1u64 << 20).to_string().as_str(),
+                (256u64 << 10).to_string().as_str(),
+                "0",
+                "0"
+            ],
+            "{}",
+            out.output
+        );
+        // The root directory handed over as standard input, opened before the switch.
+        assert_eq!(tail[4], dir.path().display().to_string(), "{}", out.output);
+    }
+
+    /// A uid-0 target's helper is root as a file owner only: no capability, and exec as root gives none back.
+    #[test]
+    fn a_uid_0_targets_helper_keeps_uid_0_without_any_capability() {
+        if !as_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("other-users-file");
+        std::fs::write(&secret, "not for root without CAP_DAC_OVERRIDE\n").unwrap();
+        std::os::unix::fs::chown(&secret, Some(1000), Some(1000)).unwrap();
+        std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let script = format!("{SHOW_RIGHTS}; cat {} || echo refused", secret.display());
+        let out = confined_sh(
+            &script,
+            Confinement {
+                credentials: Some(capture::parse::credentials::Credentials::default()),
+                ..Confinement::default()
+            },
+        );
+        assert_eq!(out.status, ProbeStatus::Ok, "{out:?}");
+        assert!(out.output.starts_with("0\n0\n0\n"), "{}", out.output);
+        for cap in ["CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            assert!(
+                out.output.contains(&format!("{cap}:\t0000000000000000")),
+                "{cap}: {}",
+                out.output
+            );
+        }
+        // Another user's 0600 file: root without CAP_DAC_OVERRIDE cannot read it.
+        assert!(out.output.trim_end().ends_with("refused"), "{}", out.output);
+        assert!(!out.output.contains("not for root"), "{}", out.output);
+        assert!(out.output.contains("/dev/null"), "{}", out.output);
+    }
+
+    /// Limits alone (py-spy's): the child keeps the agent's ids, with the address-space limit.
+    #[test]
+    fn a_memory_limit_alone_keeps_the_agents_ids() {
+        let out = confined_sh(
+            "id -u; ulimit -v; ulimit -c",
+            Confinement {
+                address_space_limit: Some(512 << 20),
+                ..Confinement::default()
+            },
+        );
+        assert_eq!(out.status, ProbeStatus::Ok, "{out:?}");
+        // SAFETY: geteuid has no arguments and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        assert_eq!(
+            out.output,
+            format!("{uid}\n{}\n0\n", 512 << 10),
+            "{}",
+            out.output
+        );
+        // A program that wants more than the limit fails in the child, never in the agent.
+        let out = confined_sh(
+            "exec python3 -c 'b = bytearray(1 << 30)'",
+            Confinement {
+                address_space_limit: Some(256 << 20),
+                ..Confinement::default()
+            },
+        );
+        assert_eq!(out.status, ProbeStatus::Failed, "{out:?}");
+        assert!(out.output.contains("MemoryError"), "{}", out.output);
     }
 
     #[test]

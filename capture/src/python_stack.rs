@@ -25,9 +25,14 @@ pub struct PythonFrame {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     /// That line's source text (`optimizer.step()`), read from the file under the process's root by the
-    /// capture's helper (the innermost frame of a wedged thread only); None when not read.
+    /// capture's helper with the process's own rights (the innermost frame of a wedged thread only); None when
+    /// not read. Never in a `--public` bundle.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// Why `code` is absent where it was asked for (the file was refused, or not readable with the process's
+    /// own rights, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_not_captured: Option<String>,
 }
 
 impl PythonFrame {
@@ -136,6 +141,7 @@ pub fn parse_py_spy_dump(bytes: &[u8]) -> Result<Vec<PythonThread>> {
                         .and_then(|l| u32::try_from(l).ok())
                         .filter(|&l| l > 0),
                     code: None,
+                    code_not_captured: None,
                 })
                 .collect(),
         })

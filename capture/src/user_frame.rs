@@ -82,12 +82,48 @@ impl UserFrame {
     }
 }
 
+/// Which file a mapping is: the device and inode number its maps line shows (`fd:01 1234`). The symbolizer
+/// accepts an ELF file only when the file it opened by the mapping's path is this one (`st_dev`, `st_ino`):
+/// a path that now names another file (replaced, deleted and re-created, a symlink planted at
+/// `x.so (deleted)`) is not what the process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileId {
+    /// The device's major and minor numbers (the kernel prints them in hex: `fd:01`, `00:1a2`).
+    pub major: u32,
+    pub minor: u32,
+    pub inode: u64,
+}
+
+impl std::fmt::Display for FileId {
+    /// `fd:01 inode 1234`, as the maps line spells the device.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:02x}:{:02x} inode {}",
+            self.major, self.minor, self.inode
+        )
+    }
+}
+
+/// `fd:01` → (0xfd, 0x01): the maps print `MAJOR(dev):MINOR(dev)` in hex, at least two digits each.
+fn parse_dev(text: &str) -> Option<(u32, u32)> {
+    let (major, minor) = text.split_once(':')?;
+    let hex = |t: &str| {
+        (!t.is_empty() && t.len() <= 8 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(t, 16).ok())
+            .flatten()
+    };
+    Some((hex(major)?, hex(minor)?))
+}
+
 /// One line of `/proc/<pid>/maps`, as far as the user frame needs it.
 struct MapsLine<'a> {
     start: u64,
     end: u64,
     perms: &'a str,
     offset: u64,
+    /// The mapped file's device and inode; None for an anonymous mapping (inode 0) or a malformed field.
+    file: Option<FileId>,
     /// The mapped file (or `[stack]`, `[vdso]` …); None for an anonymous mapping.
     path: Option<&'a str>,
 }
@@ -96,16 +132,39 @@ struct MapsLine<'a> {
 fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
     let mut fields = line.splitn(6, ' ');
     let (range, perms, offset) = (fields.next()?, fields.next()?, fields.next()?);
-    let (_dev, _inode) = (fields.next(), fields.next());
+    let (dev, inode) = (fields.next(), fields.next());
     let path = fields.next().map(str::trim).filter(|p| !p.is_empty());
     let (start, end) = range.split_once('-')?;
+    let file = match (dev.and_then(parse_dev), inode.map(str::parse::<u64>)) {
+        (Some((major, minor)), Some(Ok(inode))) if inode != 0 => Some(FileId {
+            major,
+            minor,
+            inode,
+        }),
+        _ => None,
+    };
     Some(MapsLine {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         perms,
         offset: u64::from_str_radix(offset, 16).ok()?,
+        file,
         path,
     })
+}
+
+/// Every identity (device, inode) the maps show for the file `path`, in order, without repeats: usually one;
+/// more when the process mapped two files that had the same path at the time (one replaced after the other).
+pub fn file_ids(maps: &str, path: &str) -> Vec<FileId> {
+    let mut ids = Vec::new();
+    for line in maps.lines().filter_map(parse_maps_line) {
+        if let (Some(id), Some(p)) = (line.file, line.path) {
+            if p == path && !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids
 }
 
 /// The executable file mappings of `maps`: `(start, end, file offset, path)`. Malformed lines are skipped.
@@ -202,6 +261,73 @@ garbage line
         );
         assert_eq!(locate(MAPS, 0x10), None);
         assert_eq!(locate("\u{0}\u{ff}-x", 0x10), None);
+    }
+
+    #[test]
+    fn the_maps_name_each_files_device_and_inode() {
+        let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+        let id = FileId {
+            major: 8,
+            minor: 1,
+            inode: 99,
+        };
+        assert_eq!(file_ids(MAPS, libc), [id]);
+        assert_eq!(id.to_string(), "08:01 inode 99");
+        // Anonymous mappings (inode 0) and pseudo-mappings name no file.
+        assert!(file_ids(MAPS, "[stack]").is_empty());
+        assert!(file_ids(MAPS, "/nonexistent").is_empty());
+        // Majors and minors are hex, and may be wider than two digits (`MINOR` has 20 bits).
+        let wide = "7f0000000000-7f0000001000 r-xp 00000000 103:1a2 7 /opt/lib/x.so\n\
+7f0000001000-7f0000002000 r-xp 00001000 fd:00 8 /opt/lib/x.so (deleted)\n\
+7f0000002000-7f0000003000 r-xp 00000000 103:1a2 9 /opt/lib/x.so\n\
+7f0000003000-7f0000004000 r-xp 00000000 zz:01 9 /opt/lib/y.so\n\
+7f0000004000-7f0000005000 r-xp 00000000 01:01 -3 /opt/lib/y.so\n";
+        let ids = file_ids(wide, "/opt/lib/x.so");
+        assert_eq!(
+            ids,
+            [
+                FileId {
+                    major: 0x103,
+                    minor: 0x1a2,
+                    inode: 7
+                },
+                FileId {
+                    major: 0x103,
+                    minor: 0x1a2,
+                    inode: 9
+                }
+            ]
+        );
+        assert_eq!(
+            file_ids(wide, "/opt/lib/x.so (deleted)"),
+            [FileId {
+                major: 0xfd,
+                minor: 0,
+                inode: 8
+            }]
+        );
+        // A malformed device or inode gives no identity (and so no file the symbolizer accepts).
+        assert!(file_ids(wide, "/opt/lib/y.so").is_empty());
+        assert_eq!(parse_dev("fd:01"), Some((0xfd, 1)));
+        for bad in ["fd", ":01", "fd:", "fd:0x1", "+1:1", "123456789:1"] {
+            assert_eq!(parse_dev(bad), None, "{bad}");
+        }
+    }
+
+    /// The live maps of this process show each mapped file's `st_dev`/`st_ino` as `stat` gives them.
+    #[test]
+    fn the_maps_identity_is_what_stat_says() {
+        use std::os::unix::fs::MetadataExt;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let ids = file_ids(&maps, exe.to_str().unwrap());
+        let meta = std::fs::metadata(&exe).unwrap();
+        let stat = FileId {
+            major: libc::major(meta.dev()),
+            minor: libc::minor(meta.dev()),
+            inode: meta.ino(),
+        };
+        assert_eq!(ids, [stat], "{maps}");
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! - kernel-log lines about other processes (classified `other_process`, or naming a pid that is not one of the
 //!   watched process's pids and tids);
 //! - GPU serial numbers and UUIDs (`GPU-…`, `MIG-…`, `Serial Number : …` in `nvidia-smi -q`), and the process list
-//!   of `nvidia-smi -q` (other processes' pids and names).
+//!   of `nvidia-smi -q` (other processes' pids and names);
+//! - source text: the Python frames' `code` (a line of the tenant's program, or of whatever file the target
+//!   named: never public), also out of the verdict's "(from train.py:142 `…`)" clause. The file, line and
+//!   function stay.
 //!
 //! The values removed from structured fields are then masked ([`MASK`]) wherever else they occur, in every file of
 //! the archive (text and binary: a binary match is overwritten with `*` bytes of the same length, so a ring copy
@@ -52,6 +55,8 @@ pub struct Summary {
     pub kernel_log_lines: usize,
     pub gpu_identifiers: usize,
     pub nvidia_smi_processes: usize,
+    /// Python source lines (frames' `code`) removed.
+    pub source_lines: usize,
 }
 
 impl Summary {
@@ -92,6 +97,11 @@ impl Summary {
             } else {
                 "ies"
             }
+        ));
+        parts.push(format!(
+            "{} Python source line{} (source text is never public; file, line and function stay)",
+            self.source_lines,
+            plural_s(self.source_lines)
         ));
         format!(
             "> **Scrubbed for a public issue** (`wedge-capture report bundle --public`): removed or masked as \
@@ -197,6 +207,30 @@ pub fn scrub(incident: &Incident) -> Scrubbed {
         }
     }
 
+    // Source text: never public. Each frame's line text goes (saying why), the verdict's clause loses it, and
+    // the texts are masked wherever else they occur.
+    for thread in &mut out.wedged_threads {
+        let with_code = crate::render::python_view::verdict_clause(thread);
+        if let Some(frames) = thread.python_stack.as_mut() {
+            for frame in frames.iter_mut() {
+                drop_code(frame, &mut values, &mut summary);
+            }
+        }
+        let without = crate::render::python_view::verdict_clause(thread);
+        if let (Some(with_code), Some(without)) = (with_code, without) {
+            if with_code != without {
+                out.verdict = out.verdict.replace(&with_code, &without);
+            }
+        }
+    }
+    for sample in &mut out.samples {
+        for thread in &mut sample.python_threads {
+            for frame in &mut thread.frames {
+                drop_code(frame, &mut values, &mut summary);
+            }
+        }
+    }
+
     // GPU identifiers and nvidia-smi's process list, wherever text is stored.
     let mut json = serde_json::to_value(&out).unwrap_or_default();
     let mut gpu = BTreeSet::new();
@@ -284,6 +318,25 @@ impl Scrubbed {
             serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.mask_strings(v)),
             serde_json::Value::Object(map) => map.values_mut().for_each(|v| self.mask_strings(v)),
             _ => {}
+        }
+    }
+}
+
+/// Why a public bundle's Python frame has no `code`.
+pub const SOURCE_TEXT_DROPPED: &str = "left out of a public bundle: source text is never public";
+
+/// Take a frame's source text out (counted, and kept to be masked elsewhere).
+fn drop_code(
+    frame: &mut crate::model::PythonFrame,
+    values: &mut BTreeSet<String>,
+    summary: &mut Summary,
+) {
+    if let Some(code) = frame.code.take() {
+        summary.source_lines += 1;
+        frame.code_not_captured = Some(SOURCE_TEXT_DROPPED.to_string());
+        let code = code.trim().to_string();
+        if !code.is_empty() {
+            values.insert(code);
         }
     }
 }
@@ -457,6 +510,56 @@ mod tests {
             "a secret-host-42 b\nNVRM: Xid (PCI:0000:3b:00): 79, pid=777, name=tenant-daemon\nc\n",
         );
         assert_eq!(text, "a [scrubbed] b\nc\n");
+    }
+
+    #[test]
+    fn source_text_never_reaches_a_public_bundle() {
+        use crate::model::{PythonFrame, PythonThread, Sample, WedgedThread};
+        let secret = "root:$6$planted.shadow.hash:19000:0:99999:7:::";
+        let frame = PythonFrame {
+            function: "<module>".into(),
+            file: "/etc/shadow".into(),
+            line: Some(1),
+            code: Some(secret.into()),
+            code_not_captured: None,
+        };
+        let mut incident = planted();
+        incident.wedged_threads.push(WedgedThread {
+            tid: 4243,
+            python_stack: Some(vec![frame.clone()]),
+            ..WedgedThread::default()
+        });
+        incident.samples.push(Sample {
+            python_threads: vec![PythonThread {
+                tid: Some(4243),
+                frames: vec![frame],
+                ..PythonThread::default()
+            }],
+            ..Sample::default()
+        });
+        incident.verdict = format!(
+            "thread 4243 `trainer` is in D{}; no breadcrumb ring",
+            crate::render::python_view::verdict_clause(&incident.wedged_threads[0]).unwrap()
+        );
+        assert!(incident.verdict.contains(secret), "{}", incident.verdict);
+        let s = scrub(&incident);
+        let json = serde_json::to_string(&s.incident).unwrap();
+        assert!(!json.contains("planted.shadow.hash"), "{json}");
+        assert_eq!(s.summary.source_lines, 2);
+        let kept = &s.incident.wedged_threads[0].python_stack.as_ref().unwrap()[0];
+        assert_eq!((kept.file.as_str(), kept.line), ("/etc/shadow", Some(1)));
+        assert_eq!(kept.code_not_captured.as_deref(), Some(SOURCE_TEXT_DROPPED));
+        // The verdict names the place, not the text.
+        assert!(
+            s.incident.verdict.contains("(from shadow:1 in <module>)"),
+            "{}",
+            s.incident.verdict
+        );
+        let report = crate::render::markdown(&s.incident);
+        assert!(!report.contains("planted.shadow.hash"), "{report}");
+        assert!(s.summary.note().contains("2 Python source lines"));
+        // Anywhere else (a raw file beside incident.json), the text is masked.
+        assert_eq!(s.text(&format!("x {secret} y\n")), "x [scrubbed] y\n");
     }
 
     #[test]

@@ -103,10 +103,12 @@ fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
     assert_eq!(incident["complete"], true);
     let verdict = incident["verdict"].as_str().unwrap();
     assert!(verdict.contains("FS_IOC_SETFLAGS"), "{verdict}");
-    // threshold 2 s + 2 intervals + 1 s, from the start of the helper.
+    // Not a speed test (BENCHMARKS.md measures detection): a bound that catches a capture that never came
+    // or waited behind something — threshold 2 s + 2 intervals + the capture worker's stages with slack
+    // for a loaded 2-core CI (4.05 s was seen for the 4 s this once was).
     let written = seconds_since(started_wall, completed_at(&incident));
     assert!(
-        written <= 2.0 + 2.0 * 0.5 + 1.0,
+        written <= 2.0 + 2.0 * 0.5 + 5.0,
         "incident complete {written:.2} s after start"
     );
     // The incident names the wedged thread and its ring's in-flight breadcrumb.

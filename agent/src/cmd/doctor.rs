@@ -438,6 +438,7 @@ fn py_spy_check() -> Check {
         kind: probe::ProbeKind::Command {
             program: program.display().to_string(),
             args: vec!["--version".into()],
+            confinement: probe::Confinement::default(),
         },
         timeout_meaning: "py-spy did not answer".into(),
     }]);

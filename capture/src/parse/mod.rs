@@ -5,6 +5,7 @@
 pub mod boot_id;
 pub mod cgroup;
 pub mod children;
+pub mod credentials;
 pub mod fd;
 pub mod kmsg;
 pub mod meminfo;

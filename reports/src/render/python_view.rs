@@ -138,12 +138,14 @@ mod tests {
                     file: "/w/train.py".into(),
                     line: Some(142),
                     code: Some("optimizer.step()".into()),
+                    code_not_captured: None,
                 },
                 PythonFrame {
                     function: "main".into(),
                     file: "/w/train.py".into(),
                     line: Some(310),
                     code: None,
+                    code_not_captured: None,
                 },
             ]),
             user_frame: Some(UserFrame {

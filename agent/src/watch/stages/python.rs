@@ -8,6 +8,11 @@
 //! most [`defaults::MAX_STUCK_PY_SPY_PER_TARGET`] may be stuck per target: beyond it py-spy is not started for
 //! that process again until one of them went away (and the runner's own bound on all stuck children holds).
 //!
+//! py-spy runs with an address-space limit ([`defaults::PY_SPY_ADDRESS_SPACE_LIMIT`]): a target that maps a
+//! huge fake `libpython*.so` makes it fail at the limit, never grow. It keeps root's rights (reading another
+//! process's memory needs ptrace rights); the paths it reads are its own business, and no text of the
+//! target's files comes back through it (the source lines are read by the symbolizer, with the target's rights).
+//!
 //! No py-spy call at all for a process that is not CPython, judged without reading its memory
 //! ([`capture::python_stack::looks_like_cpython`]: the exe link, the comm, the maps text the probes stage read).
 
@@ -110,6 +115,11 @@ fn py_spy_probe(program: &Path, pid: i32) -> Probe {
                 "--nonblocking".into(),
                 "--json".into(),
             ],
+            // py-spy keeps root's rights (reading the target's memory needs them) but not unbounded memory.
+            confinement: probe::Confinement {
+                address_space_limit: Some(defaults::PY_SPY_ADDRESS_SPACE_LIMIT),
+                ..probe::Confinement::default()
+            },
         },
         timeout_meaning: TIMEOUT_MEANING.into(),
     }
@@ -183,6 +193,14 @@ mod tests {
         };
         assert!(args.contains(&"--nonblocking".to_string()));
         assert!(!args.iter().any(|a| a == "--native" || a == "-n"));
+        let ProbeKind::Command { confinement, .. } = &probe.kind else {
+            panic!("{probe:?}");
+        };
+        assert_eq!(
+            confinement.address_space_limit,
+            Some(defaults::PY_SPY_ADDRESS_SPACE_LIMIT)
+        );
+        assert_eq!(confinement.credentials, None);
     }
 
     #[test]
