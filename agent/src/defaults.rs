@@ -56,6 +56,9 @@ pub const TEXTFILE_NAME: &str = "wedge_capture.prom";
 pub const TEXTFILE_EVERY: Duration = Duration::from_secs(10);
 /// Where the kubelet keeps one directory per pod, `<namespace>_<name>_<uid>` (pod names of incidents).
 pub const PODS_LOG_DIR: &str = "/var/log/pods";
+/// The node's root as the agent sees it: the kubelet's (`var/lib/kubelet/pods`) and the container runtime's state
+/// (`run/containerd/…`, `run/containers/storage/…`) under it confirm a target's pod (`capture::pod`).
+pub const NODE_ROOT: &str = "/";
 /// `npd-check`: an open episode whose incident was last written longer ago than this is stale (its
 /// agent died; an open episode is rewritten every `resample_every`), so the node is not marked for it.
 pub const NPD_MAX_AGE: Duration = Duration::from_secs(3600);

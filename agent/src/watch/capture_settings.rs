@@ -36,6 +36,8 @@ pub struct CaptureSettings {
     pub max_census: usize,
     /// The kubelet's pod log directories (`<namespace>_<name>_<uid>`), to name a container's pod.
     pub pods_log_dir: PathBuf,
+    /// The node's root: the kubelet's and the container runtime's state under it confirm a container's pod.
+    pub node_root: PathBuf,
 }
 
 impl CaptureSettings {
@@ -55,6 +57,7 @@ impl CaptureSettings {
             kill_on_wedge: false,
             max_census: defaults::MAX_CENSUS,
             pods_log_dir: PathBuf::from(defaults::PODS_LOG_DIR),
+            node_root: PathBuf::from(defaults::NODE_ROOT),
         }
     }
 }

@@ -87,7 +87,7 @@ fn judged_tables(
                 let mut v = format!("pc {} in {}", cell(&frame.pc), code_cell(&frame.short()));
                 v.push_str(&super::python_view::symbol_suffix(frame));
                 if let Some(path) = &frame.path {
-                    write!(v, " ({})", cell(path)).unwrap();
+                    write!(v, " ({})", code_cell(path)).unwrap();
                 }
                 if let Some(f) = in_flight_of(incident, w.tid) {
                     write!(
@@ -205,9 +205,9 @@ fn thread_table(
     if let Some(i) = &t.ioctl {
         let name = i.name.clone().unwrap_or_else(|| "unknown".into());
         let mut v = format!(
-            "{} `{}` dir {} type {:#x} nr {:#x} size {}",
+            "{} {} dir {} type {:#x} nr {:#x} size {}",
             code_cell(&name),
-            cell(&i.request),
+            code_cell(&i.request),
             cell(&i.dir),
             i.ioctl_type,
             i.nr,
@@ -229,7 +229,7 @@ fn thread_table(
         row("ioctl", v);
     }
     if let Some(site) = &t.site {
-        row("site", cell(site));
+        row("site", code_cell(site));
     }
     if let Some(class) = &t.waits_for {
         let behind: Vec<String> = t
