@@ -30,6 +30,16 @@ pub const HISTORY_BEYOND_THRESHOLD: Duration = Duration::from_secs(30);
 pub const HISTORY_MAX_SAMPLES: usize = 240;
 pub const HISTORY_MAX_THREADS: usize = 4096;
 pub const HISTORY_THREADS_WRITTEN: usize = 64;
+/// An incident's thread snapshots (issue 35): besides the threads judged wedged, at most this many threads in D
+/// are listed and read in full (a process can put any number of threads in D on purpose)...
+pub const SNAPSHOT_MAX_IN_D: usize = 256;
+/// ...and at most this many others (running first, then lowest tid); a very wide process's other threads are
+/// counted by state and wchan, their stacks, syscalls and fds never read. capture's `SnapshotOptions::default()`
+/// holds the same bounds (a test checks), so every snapshot the agent takes is bounded alike.
+pub const SNAPSHOT_MAX_OTHERS: usize = 256;
+/// ...and only while the listed threads' estimated bytes stay within this (a stack holds up to 64 frames): with
+/// [`MAX_SAMPLES`] samples, at most 4 MiB of an incident.json is threads, within its 8 MB bound.
+pub const SNAPSHOT_MAX_BYTES: usize = 512 << 10;
 /// Most D-state tasks listed in the host census.
 pub const MAX_CENSUS: usize = 256;
 /// Agent: at most one new incident per process in this window.

@@ -180,7 +180,11 @@ pub fn code(text: &str) -> String {
 /// [`code`] for a GFM table cell: pipes escaped (GFM splits a row at a pipe even inside a code span, and shows
 /// `\|` there as `|`). GFM reads `\\` as an escaped backslash, so where the text has an odd run of backslashes
 /// right before a pipe one more is added: the pipe stays escaped, and the cell shows one extra backslash.
+/// An empty text is an empty cell.
 pub fn code_cell(text: &str) -> String {
+    if text.is_empty() {
+        return String::new();
+    }
     let span = code(text);
     if !span.contains('|') {
         return span;

@@ -81,5 +81,6 @@ pub use error::{Error, Result};
 pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};
 pub use snapshot::{
-    IoctlInfo, ProcessSnapshot, StackFrame, SyscallFile, SyscallInfo, ThreadSnapshot,
+    IoctlInfo, ProcessSnapshot, StackFrame, SyscallFile, SyscallInfo, ThreadGroup, ThreadSnapshot,
+    ThreadsSummary,
 };

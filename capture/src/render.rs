@@ -89,8 +89,8 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
         out,
         "# Process {} — {} of {} threads in D\n",
         p.pid,
-        d.len(),
-        p.threads.len()
+        p.threads_in_d(),
+        p.thread_count()
     );
     if d.is_empty() {
         out.push_str("No thread is in uninterruptible sleep (D).\n\n");
@@ -104,7 +104,15 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
     for n in &p.notes {
         let _ = writeln!(out, "> note: {}", inline(n));
     }
-    if !p.notes.is_empty() {
+    if let Some(summary) = &p.summarized {
+        let _ = writeln!(
+            out,
+            "> not listed: {} ({})",
+            inline(&summary.describe()),
+            inline(&summary.why)
+        );
+    }
+    if !p.notes.is_empty() || p.summarized.is_some() {
         out.push('\n');
     }
     out.push_str("| tid | comm | state | wchan | syscall | site |\n|---:|---|:---:|---|---|---|\n");
@@ -175,17 +183,19 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
 /// target through [`controls`], so a comm cannot drive the terminal.
 pub fn text(p: &ProcessSnapshot) -> String {
     let mut out = String::new();
-    let d = p.threads.iter().filter(|t| t.state == "D").count();
     let _ = writeln!(
         out,
         "pid {} ({}): {} threads, {} in D",
         p.pid,
         controls(&p.arch),
-        p.threads.len(),
-        d
+        p.thread_count(),
+        p.threads_in_d()
     );
     for n in &p.notes {
         let _ = writeln!(out, "note: {}", controls(n));
+    }
+    if let Some(summary) = &p.summarized {
+        let _ = writeln!(out, "note: not listed: {}", controls(&summary.describe()));
     }
     for t in &p.threads {
         let state = if t.gone { "gone" } else { t.state.as_str() };
@@ -355,6 +365,7 @@ mod tests {
                 },
             ],
             notes: vec![],
+            summarized: None,
         };
         let md = markdown(&p);
         assert!(md.starts_with("# Process 5 — 1 of 2 threads in D"), "{md}");

@@ -429,14 +429,7 @@ impl Default for Sample {
     fn default() -> Self {
         Sample {
             taken_at: Timestamp::default(),
-            snapshot: ProcessSnapshot {
-                pid: 0,
-                arch: String::new(),
-                monotonic_ns: 0,
-                boottime_ns: 0,
-                threads: Vec::new(),
-                notes: Vec::new(),
-            },
+            snapshot: ProcessSnapshot::default(),
             python_threads: Vec::new(),
         }
     }

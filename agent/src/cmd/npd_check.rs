@@ -212,7 +212,8 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-/// `pid 123 (python) wedged in ioctl NV_ESC_RM_CONTROL pod ns/name`.
+/// `pid 123 (python) wedged in ioctl NV_ESC_RM_CONTROL pod ns/name` (`claimed pod ns/name` when only the cgroup's
+/// names say so).
 fn describe(incident: &Incident) -> String {
     let process = &incident.process;
     let comm = incident
@@ -228,14 +229,15 @@ fn describe(incident: &Incident) -> String {
     );
     if let Some(container) = process.container.as_ref() {
         if let Some(pod) = container.pod.as_ref() {
-            // A pod the node's state did not confirm is only what the cgroup's names claim (issue 35).
+            // A pod the node's state did not confirm is only what the cgroup's names claim (issue 35); said
+            // first, so that clipping the message never drops it.
             let claimed = if container.pod_confirmed() {
                 ""
             } else {
-                " (claimed by cgroup name)"
+                " claimed"
             };
             out.push_str(&format!(
-                " pod {}/{}{claimed}",
+                "{claimed} pod {}/{}",
                 printable(&pod.namespace),
                 printable(&pod.name)
             ));
@@ -346,12 +348,12 @@ mod tests {
             ..ContainerInfo::default()
         });
         assert!(
-            describe(&incident).ends_with(" pod ml/victim (claimed by cgroup name)"),
+            describe(&incident).ends_with(" claimed pod ml/victim"),
             "{}",
             describe(&incident)
         );
         incident.process.container.as_mut().unwrap().pod_identity =
             Some(PodIdentity::ContainerRuntime);
-        assert!(describe(&incident).ends_with(" pod ml/victim"));
+        assert!(describe(&incident).ends_with(" in an unknown site pod ml/victim"));
     }
 }
