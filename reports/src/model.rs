@@ -413,7 +413,7 @@ impl ThreadFate {
 }
 
 /// One thread snapshot of the process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Sample {
     pub taken_at: Timestamp,
@@ -423,16 +423,6 @@ pub struct Sample {
     /// belongs to), read once per capture into the sample taken then; empty when not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub python_threads: Vec<PythonThread>,
-}
-
-impl Default for Sample {
-    fn default() -> Self {
-        Sample {
-            taken_at: Timestamp::default(),
-            snapshot: ProcessSnapshot::default(),
-            python_threads: Vec::new(),
-        }
-    }
 }
 
 /// One scan of the watcher, kept from before the wedge was detected: what the threads were doing.

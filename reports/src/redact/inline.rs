@@ -57,10 +57,9 @@ fn authority_past_the_secret(url: &str) -> Option<usize> {
                 .all(|b| b.is_ascii_alphanumeric() || b".-_~%[]:".contains(&b))
     };
     let at = url
-        .match_indices('@')
+        .rmatch_indices('@')
         .map(|(i, _)| i)
-        .filter(|&i| looks_like_host(&url[i + 1..]))
-        .last()?;
+        .find(|&i| looks_like_host(&url[i + 1..]))?;
     Some(
         at + 1
             + url[at + 1..]
