@@ -30,6 +30,16 @@ pub const HISTORY_BEYOND_THRESHOLD: Duration = Duration::from_secs(30);
 pub const HISTORY_MAX_SAMPLES: usize = 240;
 pub const HISTORY_MAX_THREADS: usize = 4096;
 pub const HISTORY_THREADS_WRITTEN: usize = 64;
+/// An incident's thread snapshots (issue 35): besides the threads judged wedged, at most this many threads in D
+/// are listed and read in full (a process can put any number of threads in D on purpose)...
+pub const SNAPSHOT_MAX_IN_D: usize = 256;
+/// ...and at most this many others (running first, then lowest tid); a very wide process's other threads are
+/// counted by state and wchan, their stacks, syscalls and fds never read. capture's `SnapshotOptions::default()`
+/// holds the same bounds (a test checks), so every snapshot the agent takes is bounded alike.
+pub const SNAPSHOT_MAX_OTHERS: usize = 256;
+/// ...and only while the listed threads' estimated bytes stay within this (a stack holds up to 64 frames): with
+/// [`MAX_SAMPLES`] samples, at most 4 MiB of an incident.json is threads, within its 8 MB bound.
+pub const SNAPSHOT_MAX_BYTES: usize = 512 << 10;
 /// Most D-state tasks listed in the host census.
 pub const MAX_CENSUS: usize = 256;
 /// Agent: at most one new incident per process in this window.
@@ -56,6 +66,9 @@ pub const TEXTFILE_NAME: &str = "wedge_capture.prom";
 pub const TEXTFILE_EVERY: Duration = Duration::from_secs(10);
 /// Where the kubelet keeps one directory per pod, `<namespace>_<name>_<uid>` (pod names of incidents).
 pub const PODS_LOG_DIR: &str = "/var/log/pods";
+/// The node's root as the agent sees it: the kubelet's (`var/lib/kubelet/pods`) and the container runtime's state
+/// (`run/containerd/…`, `run/containers/storage/…`) under it confirm a target's pod (`capture::pod`).
+pub const NODE_ROOT: &str = "/";
 /// `npd-check`: an open episode whose incident was last written longer ago than this is stale (its
 /// agent died; an open episode is rewritten every `resample_every`), so the node is not marked for it.
 pub const NPD_MAX_AGE: Duration = Duration::from_secs(3600);

@@ -24,6 +24,8 @@
 //! - [`site`]: stack → one-line classification (rules as data in `site::rules`, `site::nvidia`);
 //!   [`explain`]: the tasks and stacks of a pasted kernel log, classified the same way; [`render`]:
 //!   Markdown/text views.
+//! - [`pod`]: the pod a cgroup path claims, confirmed by the container runtime's or the kubelet's own state, or
+//!   marked "claimed by the cgroup name".
 //! - [`rm_lock`]: who likely holds the NVIDIA RM API / GPU lock that threads in D wait for.
 //! - [`escape`]: the one escaping path for text others choose (comms, paths, log lines): control characters,
 //!   HTML, table pipes, backticks; used by [`render`], report.md (`reports::render`) and the agent's log.
@@ -54,6 +56,7 @@ pub mod kmsg;
 mod le;
 mod netlink;
 pub mod parse;
+pub mod pod;
 pub mod proc_events;
 pub mod proc_root;
 pub mod process;
@@ -78,5 +81,6 @@ pub use error::{Error, Result};
 pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};
 pub use snapshot::{
-    IoctlInfo, ProcessSnapshot, StackFrame, SyscallFile, SyscallInfo, ThreadSnapshot,
+    IoctlInfo, ProcessSnapshot, StackFrame, SyscallFile, SyscallInfo, ThreadGroup, ThreadSnapshot,
+    ThreadsSummary,
 };

@@ -4,6 +4,13 @@
 //! one `only_tid`): `wchan`, `syscall`, `stack`, `status` (context-switch counters), and for ioctl the fd
 //! link, decoded against the device's table. A thread that vanishes mid-read is marked `gone`; a refused
 //! read leaves the field empty with a note naming the missing privilege.
+//!
+//! Bounded for very wide processes (a process with 20,000 idle threads chooses how much a snapshot reads and
+//! stores): the threads listed are the `only_tid` and `wedged_tids`, at most [`SnapshotOptions::max_in_d`]
+//! threads in D and at most [`SnapshotOptions::max_others`] others (running ones first, then lowest tid), and
+//! only while their estimated bytes stay within [`SnapshotOptions::max_bytes`]. The rest are counted in
+//! [`crate::ThreadsSummary`] by state (from the `stat` already read) and by wchan (read for at most
+//! [`MAX_SUMMARY_WCHAN_READS`] of them); their stack, syscall, status and fd links are never read.
 
 use crate::arch::Arch;
 use crate::decode::device::{self, DeviceKind};
@@ -15,12 +22,34 @@ use crate::site;
 use crate::snapshot::{ProcessSnapshot, SyscallFile, SyscallInfo, ThreadSnapshot};
 use crate::syscalls;
 
+/// [`SnapshotOptions::max_others`] by default: threads listed beyond the wedged ones and those in D.
+pub const DEFAULT_MAX_OTHERS: usize = 256;
+/// [`SnapshotOptions::max_in_d`] by default: a process can put any number of its threads in D on purpose.
+pub const DEFAULT_MAX_IN_D: usize = 256;
+/// [`SnapshotOptions::max_bytes`] by default: with the 8 samples an incident keeps, 4 MiB of threads.
+pub const DEFAULT_MAX_BYTES: usize = 512 << 10;
+/// Most summarized threads whose wchan is read (one small /proc read each); beyond, counted by state only.
+pub const MAX_SUMMARY_WCHAN_READS: usize = 32_768;
+/// Most (state, wchan) groups a summary lists; the rest are counted together.
+pub const MAX_SUMMARY_GROUPS: usize = 16;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotOptions {
-    /// Read wchan/syscall/stack for every thread, not only those in D.
+    /// Read wchan/syscall/stack for every thread listed, not only those in D.
     pub all_threads: bool,
     /// Only this thread (read in full whatever its state).
     pub only_tid: Option<i32>,
+    /// Threads always listed and read in full, whatever the bounds (the threads judged wedged).
+    pub wedged_tids: Vec<i32>,
+    /// Most threads in D listed (and read in full) besides `wedged_tids`; the rest are summarized.
+    pub max_in_d: usize,
+    /// Most other threads listed (read in full with `all_threads`), running ones first, then lowest tid; the rest
+    /// are summarized.
+    pub max_others: usize,
+    /// Most bytes the listed threads may add to an incident, estimated ([`estimated_bytes`]): once spent, the
+    /// threads not listed yet are summarized (the wedged ones are listed whatever they cost). A thread's stack
+    /// can hold 64 frames: the counts alone do not bound the bytes.
+    pub max_bytes: usize,
     /// Syscall ABI of the target (the host's unless the snapshot comes from another machine).
     pub arch: Arch,
     /// Where sysfs is, to name the driver bound to a DRM node an ioctl works on
@@ -34,6 +63,10 @@ impl Default for SnapshotOptions {
         SnapshotOptions {
             all_threads: false,
             only_tid: None,
+            wedged_tids: Vec::new(),
+            max_in_d: DEFAULT_MAX_IN_D,
+            max_others: DEFAULT_MAX_OTHERS,
+            max_bytes: DEFAULT_MAX_BYTES,
             arch: Arch::host(),
             sys_root: None,
         }
@@ -298,7 +331,106 @@ pub fn link_blockers(threads: &mut [ThreadSnapshot]) {
     crate::rm_lock::link_rm_lock_holders(threads);
 }
 
-/// Snapshot of every thread of `pid` under `root`.
+/// A thread as its `stat` read it, before the choice of what is listed.
+struct Seen {
+    t: ThreadSnapshot,
+    hints: KernelThreadHints,
+    /// `stat` could not be read (gone or refused): listed only within the bounds, as it is.
+    unread: bool,
+}
+
+/// The candidates for listing among `seen`, in the order they are read: `only_tid` and `wedged_tids` (always
+/// listed), at most `max_in_d` threads in D (lowest tid first), at most `max_others` others (running first, then
+/// the process's main thread, then lowest tid). Indices into `seen`, with whether each must be listed.
+fn listing_order(seen: &[Seen], pid: i32, opts: &SnapshotOptions) -> Vec<(usize, bool)> {
+    let must =
+        |t: &ThreadSnapshot| Some(t.tid) == opts.only_tid || opts.wedged_tids.contains(&t.tid);
+    let mut order: Vec<(usize, bool)> = (0..seen.len())
+        .filter(|&i| must(&seen[i].t))
+        .map(|i| (i, true))
+        .collect();
+    order.extend(
+        (0..seen.len())
+            .filter(|&i| !must(&seen[i].t) && seen[i].t.state == "D")
+            .take(opts.max_in_d)
+            .map(|i| (i, false)),
+    );
+    let mut others: Vec<usize> = (0..seen.len())
+        .filter(|&i| !must(&seen[i].t) && seen[i].t.state != "D")
+        .collect();
+    others.sort_by_key(|&i| (seen[i].t.state != "R", seen[i].t.tid != pid, seen[i].t.tid));
+    order.extend(others.into_iter().take(opts.max_others).map(|i| (i, false)));
+    order
+}
+
+/// What a listed thread adds to an incident, estimated: its compact JSON twice over (an incident is written
+/// indented, five levels deep), so that the estimate stays above the bytes it costs.
+fn estimated_bytes(t: &ThreadSnapshot) -> usize {
+    serde_json::to_vec(t).map_or(4096, |v| 2 * v.len())
+}
+
+/// The threads not listed, counted by state and (where read) wchan.
+fn summarize(
+    root: &ProcRoot,
+    pid: i32,
+    unlisted: Vec<&Seen>,
+    opts: &SnapshotOptions,
+) -> Option<crate::snapshot::ThreadsSummary> {
+    use std::collections::BTreeMap;
+    if unlisted.is_empty() {
+        return None;
+    }
+    let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, Option<String>), usize> = BTreeMap::new();
+    for (i, s) in unlisted.iter().enumerate() {
+        let state = if s.unread || s.t.state.is_empty() {
+            "gone".to_string()
+        } else {
+            s.t.state.clone()
+        };
+        *by_state.entry(state.clone()).or_default() += 1;
+        // A running thread has no wchan; one that vanished has none to read.
+        let wchan = (i < MAX_SUMMARY_WCHAN_READS && state != "R" && state != "gone")
+            .then(|| root.read_wchan(pid, s.t.tid).ok().flatten())
+            .flatten();
+        *groups.entry((state, wchan)).or_default() += 1;
+    }
+    let mut groups: Vec<crate::snapshot::ThreadGroup> = groups
+        .into_iter()
+        .map(|((state, wchan), threads)| crate::snapshot::ThreadGroup {
+            state,
+            wchan,
+            threads,
+        })
+        .collect();
+    groups.sort_by(|a, b| {
+        b.threads
+            .cmp(&a.threads)
+            .then_with(|| a.state.cmp(&b.state))
+    });
+    let other_groups = groups
+        .iter()
+        .skip(MAX_SUMMARY_GROUPS)
+        .map(|g| g.threads)
+        .sum();
+    groups.truncate(MAX_SUMMARY_GROUPS);
+    Some(crate::snapshot::ThreadsSummary {
+        threads: unlisted.len(),
+        by_state,
+        groups,
+        other_groups,
+        why: format!(
+            "a snapshot lists the wedged threads, at most {} in D and {} others, within {} KiB; the rest are \
+             counted from their stat and wchan (wchan read for at most {MAX_SUMMARY_WCHAN_READS}), their stacks, \
+             syscalls and fds not read",
+            opts.max_in_d,
+            opts.max_others,
+            opts.max_bytes >> 10
+        ),
+    })
+}
+
+/// Snapshot of every thread of `pid` under `root` (bounded: see the module map).
 pub fn snapshot_process(
     root: &ProcRoot,
     pid: i32,
@@ -321,13 +453,15 @@ pub fn snapshot_process(
         }
         None => root.tasks(pid)?,
     };
-    let mut threads = Vec::with_capacity(tids.len());
+    // Every thread's stat first (cheap): the state decides what is listed and read further.
+    let mut seen = Vec::with_capacity(tids.len());
     for tid in tids {
         let mut t = ThreadSnapshot {
             tid,
             ..ThreadSnapshot::default()
         };
-        let hints: KernelThreadHints;
+        let mut hints = KernelThreadHints::default();
+        let mut unread = false;
         match root.read_task_stat(pid, tid) {
             Ok(stat) => {
                 hints = KernelThreadHints {
@@ -341,19 +475,32 @@ pub fn snapshot_process(
             }
             Err(e) if e.is_gone() => {
                 t.gone = true;
-                threads.push(t);
-                continue;
+                unread = true;
             }
             Err(e) => {
                 t.notes.extend(note_for(TaskFile::Stat, &e));
-                threads.push(t);
-                continue;
+                unread = true;
             }
         }
-        let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D";
-        if deep && !read_deep(root, pid, &mut t, opts, hints) {
+        seen.push(Seen { t, hints, unread });
+    }
+    // The listed threads, read in their order until the byte budget is spent (the wedged ones whatever it costs);
+    // every other thread is counted in the summary.
+    let mut listed = vec![false; seen.len()];
+    let mut spent = 0usize;
+    let mut threads = Vec::new();
+    for (i, must) in listing_order(&seen, pid, opts) {
+        if !must && spent >= opts.max_bytes {
+            continue;
+        }
+        let Seen { t, hints, unread } = &seen[i];
+        let mut t = t.clone();
+        let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D" || must;
+        if !unread && deep && !read_deep(root, pid, &mut t, opts, *hints) {
             t.gone = true;
         }
+        spent += estimated_bytes(&t);
+        listed[i] = true;
         threads.push(t);
     }
     // A thread waiting for an RM lock waits behind a thread inside another RM call, which is often not in D
@@ -361,13 +508,27 @@ pub fn snapshot_process(
     if !opts.all_threads && opts.only_tid.is_none() && crate::rm_lock::any_rm_lock_waiter(&threads)
     {
         for t in threads.iter_mut() {
+            if spent >= opts.max_bytes {
+                break;
+            }
             if !t.gone && t.state != "D" && t.syscall.is_none() {
                 // A thread that vanishes now holds nothing; its stat (read above) stays the record of it.
+                let before = estimated_bytes(t);
                 read_deep(root, pid, t, opts, KernelThreadHints::default());
+                spent += estimated_bytes(t).saturating_sub(before);
             }
         }
     }
+    threads.sort_by_key(|t| t.tid);
     link_blockers(&mut threads);
+    let unlisted: Vec<&Seen> = seen
+        .iter()
+        .zip(&listed)
+        .filter(|(_, l)| !**l)
+        .map(|(s, _)| s)
+        .collect();
+    // After the listed threads' evidence: counting the rest reads one wchan each.
+    let summarized = summarize(root, pid, unlisted, opts);
     if threads.iter().all(|t| t.gone) && !root.exists(pid) {
         return Err(Error::NoSuchProcess {
             pid,
@@ -376,6 +537,15 @@ pub fn snapshot_process(
     }
     // One process-level note per missing privilege, so a reader sees it without scanning threads.
     let mut notes: Vec<String> = Vec::new();
+    if let Some(summary) = summarized
+        .as_ref()
+        .filter(|_| crate::rm_lock::any_rm_lock_waiter(&threads))
+    {
+        notes.push(format!(
+            "threads wait for an NVIDIA RM lock: its holder may be among the {} threads counted but not read",
+            summary.threads
+        ));
+    }
     for t in &threads {
         for n in &t.notes {
             if n.contains("needs ") && !notes.contains(n) {
@@ -390,5 +560,85 @@ pub fn snapshot_process(
         boottime_ns,
         threads,
         notes,
+        summarized,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakeProc;
+
+    /// A stack as deep as `/proc/<tid>/stack` shows (64 frames), with long names.
+    fn deep_stack() -> String {
+        (0..64)
+            .map(|i| format!("[<0>] a_rather_long_kernel_function_name_number_{i:02}+0x1a4/0x3c0 [some_module]\n"))
+            .collect()
+    }
+
+    /// Issue 35: a process that puts hundreds of threads with the deepest stacks in D cannot make a snapshot
+    /// larger than its byte budget; the wedged thread is listed whatever the budget, the rest are counted.
+    #[test]
+    fn the_byte_budget_bounds_a_snapshot_of_deep_stacks() {
+        let fake = FakeProc::new();
+        let pid = 6000;
+        fake.process(pid).comm("deep");
+        let total = 600;
+        for i in 0..total {
+            fake.task(pid, pid + i)
+                .comm("d")
+                .state(if i == 0 { 'S' } else { 'D' })
+                .wchan("rwsem_down_write_slowpath")
+                .syscall("16 0x3 0xc020462a 0x7ffd 0x0 0x0 0x0 0x7ffd 0x7f00")
+                .stack(&deep_stack());
+        }
+        let wedged = pid + total - 1;
+        let opts = SnapshotOptions {
+            all_threads: true,
+            wedged_tids: vec![wedged],
+            ..SnapshotOptions::default()
+        };
+        let snap = snapshot_process(&fake.root(), pid, &opts).unwrap();
+        let listed_bytes: usize = snap.threads.iter().map(estimated_bytes).sum();
+        let one = estimated_bytes(&snap.threads[0]);
+        assert!(
+            listed_bytes <= opts.max_bytes + 2 * one,
+            "{listed_bytes} bytes listed, budget {}",
+            opts.max_bytes
+        );
+        assert!(snap.threads.len() < opts.max_in_d, "{}", snap.threads.len());
+        let w = snap.threads.iter().find(|t| t.tid == wedged).unwrap();
+        assert_eq!(w.stack.len(), 64);
+        let summary = snap.summarized.as_ref().unwrap();
+        assert_eq!(snap.thread_count(), total as usize);
+        assert_eq!(snap.threads_in_d(), total as usize - 1);
+        assert_eq!(summary.by_state.values().sum::<usize>(), summary.threads);
+        assert!(
+            summary
+                .describe()
+                .contains(" D in rwsem_down_write_slowpath"),
+            "{}",
+            summary.describe()
+        );
+        // The estimate stays above what the thread costs in an incident (written indented, five levels deep).
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::json!({"a": {"b": {"c": [[w]]}}})).unwrap();
+        assert!(
+            estimated_bytes(w) >= pretty.len(),
+            "{} < {}",
+            estimated_bytes(w),
+            pretty.len()
+        );
+        // Within the bounds nothing is summarized.
+        let small = SnapshotOptions {
+            max_in_d: 1000,
+            max_bytes: usize::MAX,
+            ..opts
+        };
+        let snap = snapshot_process(&fake.root(), pid, &small).unwrap();
+        assert_eq!(
+            (snap.threads.len(), snap.summarized),
+            (total as usize, None)
+        );
+    }
 }

@@ -9,13 +9,8 @@
 
 use std::fmt::Write;
 
-use crate::escape::{self, cell, controls, inline};
+use crate::escape::{self, cell, code, code_cell, controls, inline};
 use crate::snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};
-
-/// An inline code span (see [`escape::code_span`]).
-fn code(s: &str) -> String {
-    format!("`{}`", escape::code_span(s))
-}
 
 pub fn syscall_line(s: &SyscallInfo) -> String {
     match s {
@@ -71,7 +66,7 @@ pub fn stack_text(frames: &[StackFrame]) -> String {
 fn summary(t: &ThreadSnapshot) -> String {
     let mut s = format!("tid {} {} — {}", t.tid, code(&t.comm), inline(&t.state));
     if let Some(site) = &t.site {
-        let _ = write!(s, " · {}", inline(site));
+        let _ = write!(s, " · {}", code(site));
     } else if let Some(w) = &t.wchan {
         let _ = write!(s, " · in {}", code(w));
     }
@@ -94,8 +89,8 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
         out,
         "# Process {} — {} of {} threads in D\n",
         p.pid,
-        d.len(),
-        p.threads.len()
+        p.threads_in_d(),
+        p.thread_count()
     );
     if d.is_empty() {
         out.push_str("No thread is in uninterruptible sleep (D).\n\n");
@@ -109,7 +104,15 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
     for n in &p.notes {
         let _ = writeln!(out, "> note: {}", inline(n));
     }
-    if !p.notes.is_empty() {
+    if let Some(summary) = &p.summarized {
+        let _ = writeln!(
+            out,
+            "> not listed: {} ({})",
+            inline(&summary.describe()),
+            inline(&summary.why)
+        );
+    }
+    if !p.notes.is_empty() || p.summarized.is_some() {
         out.push('\n');
     }
     out.push_str("| tid | comm | state | wchan | syscall | site |\n|---:|---|:---:|---|---|---|\n");
@@ -127,11 +130,11 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
             out,
             "| {} | {} | {} | {} | {} | {} |",
             t.tid,
-            cell(&t.comm),
+            code_cell(&t.comm),
             cell(state),
-            cell(t.wchan.as_deref().unwrap_or("")),
+            t.wchan.as_deref().map(code_cell).unwrap_or_default(),
             cell(&syscall),
-            cell(t.site.as_deref().unwrap_or(""))
+            t.site.as_deref().map(code_cell).unwrap_or_default()
         );
     }
     for t in p.threads.iter().filter(|t| {
@@ -145,7 +148,7 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
             inline(&t.state)
         );
         if let Some(site) = &t.site {
-            let _ = writeln!(out, "- site: **{}**", inline(site));
+            let _ = writeln!(out, "- site: {}", code(site));
         }
         if let Some(w) = &t.wchan {
             let _ = writeln!(out, "- wchan: {}", code(w));
@@ -180,17 +183,19 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
 /// target through [`controls`], so a comm cannot drive the terminal.
 pub fn text(p: &ProcessSnapshot) -> String {
     let mut out = String::new();
-    let d = p.threads.iter().filter(|t| t.state == "D").count();
     let _ = writeln!(
         out,
         "pid {} ({}): {} threads, {} in D",
         p.pid,
         controls(&p.arch),
-        p.threads.len(),
-        d
+        p.thread_count(),
+        p.threads_in_d()
     );
     for n in &p.notes {
         let _ = writeln!(out, "note: {}", controls(n));
+    }
+    if let Some(summary) = &p.summarized {
+        let _ = writeln!(out, "note: not listed: {}", controls(&summary.describe()));
     }
     for t in &p.threads {
         let state = if t.gone { "gone" } else { t.state.as_str() };
@@ -262,10 +267,9 @@ mod tests {
         crate::snapshot_process(&tree.root(), 300, &opts).unwrap()
     }
 
-    /// A Markdown line without its code spans (and without escaped backticks): what a reader sees as prose.
+    /// A Markdown line without its code spans: what a reader sees as prose.
     fn prose(line: &str) -> String {
-        let line = line.replace("\\`", "");
-        line.split('`').step_by(2).collect()
+        escape::outside_code_spans(line)
     }
 
     #[test]
@@ -298,21 +302,24 @@ mod tests {
             let columns = row.replace("\\|", "").matches('|').count();
             assert_eq!(columns, 7, "{row}");
         }
-        // Code spans and fences stay closed: each line has an even number of single backticks.
+        // Code spans stay closed: no backtick outside a code span is unescaped.
         for line in md.lines().filter(|l| !l.starts_with("```")) {
+            let outside = prose(line);
             assert_eq!(
-                line.replace("\\`", "").matches('`').count() % 2,
-                0,
+                outside.matches('`').count(),
+                outside.matches("\\`").count(),
                 "{line}"
             );
         }
+        let problems = escape::inert_markdown_problems(&md, &["<img src=x onerror=alert(1)>"]);
+        assert!(problems.is_empty(), "{problems:#?}");
         assert_eq!(
             md.matches("\n```\n").count(),
             2 * HOSTILE_COMMS.len(),
             "{md}"
         );
         assert!(md.contains("bad\u{fffd}\u{fffd}utf8"), "{md}");
-        assert!(md.contains("&lt;img src=x onerror=alert(1)&gt;"), "{md}");
+        assert!(md.contains("`<img src=x onerror=alert(1)>`"), "{md}");
 
         let txt = text(&snap);
         assert!(
@@ -329,7 +336,7 @@ mod tests {
     #[test]
     fn escapes_and_summaries() {
         assert_eq!(cell("a|b\nc"), "a\\|b c");
-        assert_eq!(code("x`y"), "`x'y`");
+        assert_eq!(code("x`y"), "``x`y``");
         let p = ProcessSnapshot {
             pid: 5,
             arch: "x86_64".into(),
@@ -358,14 +365,17 @@ mod tests {
                 },
             ],
             notes: vec![],
+            summarized: None,
         };
         let md = markdown(&p);
         assert!(md.starts_with("# Process 5 — 1 of 2 threads in D"), "{md}");
         assert!(
-            md.contains("- **tid 6 `worker` — D · ioctl → filesystem freeze (percpu_rwsem_wait)**"),
+            md.contains(
+                "- **tid 6 `worker` — D · `ioctl → filesystem freeze (percpu_rwsem_wait)`**"
+            ),
             "{md}"
         );
-        assert!(md.contains("| 5 | main \\| odd | S |"), "{md}");
+        assert!(md.contains("| 5 | `main \\| odd` | S |"), "{md}");
         assert!(
             md.contains("```\npercpu_rwsem_wait+0x107/0x130\n```"),
             "{md}"

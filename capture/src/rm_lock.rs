@@ -131,9 +131,9 @@ pub fn holder_sentence(threads: &[ThreadSnapshot]) -> Option<String> {
         [] => out.push_str("; holder not visible (no other thread inside an NVIDIA RM call)"),
         [h, rest @ ..] => {
             out.push_str(&format!(
-                "; likely held by tid {} (`{}`) in {}",
+                "; likely held by tid {} ({}) in {}",
                 h.tid,
-                crate::escape::code_span(&h.comm),
+                crate::escape::code(&h.comm),
                 holder_activity(h)
             ));
             if !rest.is_empty() {

@@ -3,12 +3,13 @@
 //! Top level: `pid`, `threads[]`. Each thread: `tid`, `comm`, `state` (one letter), `wchan`,
 //! `syscall` ({`nr`,`name`,`args`,`sp`,`pc`} or {`running`: true}), `ioctl`, `stack[]`, `site`.
 //! Extra fields (`gone`, `notes`, counters, `syscall_files`, `waits_for`, `blocked_behind`) are additive and
-//! optional for readers.
+//! optional for readers. A process with more threads than a snapshot lists (`SnapshotOptions`' bounds) has the
+//! rest counted in `summarized` ([`ThreadsSummary`]): `threads[]` is then not every thread.
 
 use serde::{Deserialize, Serialize};
 
 /// All threads of one process, read at one moment from outside.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ProcessSnapshot {
     pub pid: i32,
     /// Architecture whose syscall table decoded `syscall.name` ("x86_64" or "aarch64").
@@ -23,6 +24,95 @@ pub struct ProcessSnapshot {
     /// What could not be read and why (e.g. missing CAP_SYS_ADMIN for stacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The threads beyond those listed in `threads`, counted (a very wide process); absent when every thread is
+    /// listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarized: Option<ThreadsSummary>,
+}
+
+impl ProcessSnapshot {
+    /// Every thread the snapshot saw: listed and summarized.
+    pub fn thread_count(&self) -> usize {
+        self.threads.len() + self.summarized.as_ref().map_or(0, |s| s.threads)
+    }
+
+    /// Threads in D the snapshot saw: listed and summarized.
+    pub fn threads_in_d(&self) -> usize {
+        self.threads.iter().filter(|t| t.state == "D").count()
+            + self
+                .summarized
+                .as_ref()
+                .and_then(|s| s.by_state.get("D").copied())
+                .unwrap_or(0)
+    }
+}
+
+/// Threads a snapshot counted without listing them (beyond its bounds): by state from their `stat`, in groups of
+/// state and wchan; their stack, syscall, status and fd links were never read.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ThreadsSummary {
+    /// How many threads this summary counts.
+    pub threads: usize,
+    /// Per state letter (`S`, `R`, `D`, …; `gone` for a thread that exited while it was listed): how many.
+    pub by_state: std::collections::BTreeMap<String, usize>,
+    /// The largest groups by state and wchan, largest first (wchan None: not read, the read bound was reached).
+    pub groups: Vec<ThreadGroup>,
+    /// Threads of the groups beyond those listed in `groups`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub other_groups: usize,
+    /// Why these threads are not listed (the bounds that applied).
+    pub why: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Threads of one state sleeping in one kernel function.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ThreadGroup {
+    pub state: String,
+    pub wchan: Option<String>,
+    pub threads: usize,
+}
+
+impl ThreadsSummary {
+    /// `19,744 more threads: 19,740 S in futex_wait_queue, 4 R` (groups in order; one line).
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .groups
+            .iter()
+            .map(|g| match g.wchan.as_deref() {
+                Some(w) if !w.is_empty() && w != "0" => {
+                    format!("{} {} in {w}", thousands(g.threads), g.state)
+                }
+                _ => format!("{} {}", thousands(g.threads), g.state),
+            })
+            .collect();
+        if self.other_groups > 0 {
+            parts.push(format!("{} in other groups", thousands(self.other_groups)));
+        }
+        format!(
+            "{} more thread{}: {}",
+            thousands(self.threads),
+            if self.threads == 1 { "" } else { "s" },
+            parts.join(", ")
+        )
+    }
+}
+
+/// `19744` → `19,744`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -286,9 +286,50 @@ pub struct ContainerInfo {
     pub runtime: String,
     pub id: String,
     pub pod_uid: Option<String>,
-    /// Found under the kubelet's pod log directory for `pod_uid`.
+    /// Found under the kubelet's pod log directory for `pod_uid` (or in the container runtime's state).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodInfo>,
+    /// How `pod_uid` was established (issue 35); absent without one. Older files lack it: their pod was only
+    /// claimed by the cgroup name ([`ContainerInfo::pod_confirmed`] reads them so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_identity: Option<PodIdentity>,
+    /// Why: the node state that confirmed the pod, or what was missing or disagreed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_identity_note: Option<String>,
+}
+
+/// How a container's pod was established: the cgroup path only *claims* one (a process with a delegated cgroup
+/// can name its cgroups like another pod's); the node's own state confirms it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PodIdentity {
+    /// The container runtime's state names the container in that pod, at or above the process's cgroup.
+    ContainerRuntime,
+    /// The kubelet's pod directory for the UID exists and the cgroup's kubelet levels start at its root.
+    Kubelet,
+    /// Claimed by the cgroup name: nothing the node keeps confirms it.
+    CgroupName,
+}
+
+impl PodIdentity {
+    /// `confirmed by the container runtime`, `confirmed by the kubelet`, `claimed by the cgroup name only`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PodIdentity::ContainerRuntime => "confirmed by the container runtime's state",
+            PodIdentity::Kubelet => "confirmed by the kubelet's pod directory",
+            PodIdentity::CgroupName => "claimed by the cgroup name only (not confirmed)",
+        }
+    }
+}
+
+impl ContainerInfo {
+    /// Whether the node's own state confirmed the pod (a file without `pod_identity`: no).
+    pub fn pod_confirmed(&self) -> bool {
+        matches!(
+            self.pod_identity,
+            Some(PodIdentity::ContainerRuntime | PodIdentity::Kubelet)
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -372,7 +413,7 @@ impl ThreadFate {
 }
 
 /// One thread snapshot of the process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Sample {
     pub taken_at: Timestamp,
@@ -382,23 +423,6 @@ pub struct Sample {
     /// belongs to), read once per capture into the sample taken then; empty when not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub python_threads: Vec<PythonThread>,
-}
-
-impl Default for Sample {
-    fn default() -> Self {
-        Sample {
-            taken_at: Timestamp::default(),
-            snapshot: ProcessSnapshot {
-                pid: 0,
-                arch: String::new(),
-                monotonic_ns: 0,
-                boottime_ns: 0,
-                threads: Vec::new(),
-                notes: Vec::new(),
-            },
-            python_threads: Vec::new(),
-        }
-    }
 }
 
 /// One scan of the watcher, kept from before the wedge was detected: what the threads were doing.

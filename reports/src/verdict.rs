@@ -12,12 +12,12 @@ use capture::{SyscallInfo, ThreadSnapshot};
 use crate::model::{
     EpisodeStatus, InFlight, Incident, RecordKind, Sample, ThreadFate, WedgedThread,
 };
-use crate::render::text::{call_text, duration, plural, secs, tick_safe, time_text};
+use crate::render::text::{call_text, code, duration, plain, plural, secs, time_text};
 
 /// The one-line verdict: which thread, in which call, for how long, and the last breadcrumb.
 ///
 /// Built from the latest sample, the wedged-thread list and the ring's in-flight calls, e.g.
-/// "thread 4242 `main` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; last breadcrumb
+/// "thread 4242 `main` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on `/dev/nvidiactl`; last breadcrumb
 /// `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned".
 pub fn verdict(incident: &Incident) -> String {
     if let Some(judged) = Judged::of(incident) {
@@ -27,9 +27,9 @@ pub fn verdict(incident: &Incident) -> String {
     let Some(sample) = incident.latest_sample() else {
         if let Some(w) = incident.wedged_threads.first() {
             return format!(
-                "thread {} `{}` is in D (no thread snapshot captured yet)",
+                "thread {} {} is in D (no thread snapshot captured yet)",
                 w.tid,
-                tick_safe(&w.comm)
+                code(&w.comm)
             );
         }
         return format!("pid {pid}: no thread snapshot captured");
@@ -94,10 +94,10 @@ const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
     outcome_clause,
 ];
 
-/// "thread 7 `python3` has been in D for 312 s in ioctl `X` on /dev/nvidiactl".
+/// "thread 7 `python3` has been in D for 312 s in ioctl `X` on `/dev/nvidiactl`".
 fn judged_thread_clause(j: &Judged) -> Option<String> {
     let w = j.wedged;
-    let mut out = format!("thread {} `{}`", w.tid, tick_safe(&w.comm));
+    let mut out = format!("thread {} {}", w.tid, code(&w.comm));
     let ended = j.ended();
     let verb = if ended { "was" } else { "has been" };
     match in_d_ns(j.incident, w) {
@@ -155,8 +155,8 @@ fn lock_holder_clause(j: &Judged) -> Option<String> {
     if sentence.is_empty() {
         write!(
             sentence,
-            "no thread in D holds the `{}`; in flight on other threads (breadcrumbs): {}",
-            tick_safe(lock),
+            "no thread in D holds the {}; in flight on other threads (breadcrumbs): {}",
+            code(lock),
             others.join(", ")
         )
         .unwrap();
@@ -196,9 +196,9 @@ fn other_threads_in_flight(j: &Judged, threads: &[ThreadSnapshot]) -> Vec<String
                 .map(|ns| format!(" entered {} ago", duration(ns)))
                 .unwrap_or_default();
             format!(
-                "tid {} `{}`{age}",
+                "tid {} {}{age}",
                 f.tid,
-                tick_safe(&call_text(&f.call, &f.args, &f.label))
+                code(&call_text(&f.call, &f.args, &f.label))
             )
         })
         .collect()
@@ -281,7 +281,7 @@ const SAMPLE_CLAUSES: &[fn(&Sampled) -> Option<String>] = &[
 ];
 
 fn sampled_thread_clause(s: &Sampled) -> Option<String> {
-    let mut out = format!("thread {} `{}`", s.primary.tid, tick_safe(&s.primary.comm));
+    let mut out = format!("thread {} {}", s.primary.tid, code(&s.primary.comm));
     match d_for_ns(s.incident, s.primary.tid, s.now_ns) {
         Some(ns) => write!(out, " has been in D for {}", duration(ns)).unwrap(),
         None => out.push_str(" is in D"),
@@ -356,7 +356,7 @@ fn holder_text(t: &ThreadSnapshot) -> String {
         Some(site) if site.starts_with("page fault") && site.contains("filesystem freeze") => {
             "page fault on a frozen filesystem".to_string()
         }
-        Some(site) => tick_safe(site),
+        Some(site) => plain(site),
         None => "in a page fault".to_string(),
     }
 }
@@ -409,7 +409,7 @@ pub(crate) fn fate_text(incident: &Incident, w: &WedgedThread) -> String {
     }
 }
 
-/// ` in ioctl `X` on /dev/…`, ` in syscall `write` at `wchan``, or ` at `wchan``.
+/// ` in ioctl `X` on `/dev/…``, ` in syscall `write` at `wchan``, or ` at `wchan``.
 pub(crate) fn where_blocked(t: &ThreadSnapshot) -> String {
     if let Some(ioctl) = &t.ioctl {
         let name = ioctl.name.clone().unwrap_or_else(|| ioctl.request.clone());
@@ -421,35 +421,31 @@ pub(crate) fn where_blocked(t: &ThreadSnapshot) -> String {
             .argument
             .as_ref()
             .and_then(|a| a.operation.clone().or_else(|| a.summary.clone()))
-            .map(|op| format!(" ({})", tick_safe(&op)))
+            .map(|op| format!(" ({})", plain(&op)))
             .unwrap_or_default();
-        return format!(
-            " in ioctl `{}` on {}{operation}",
-            tick_safe(&name),
-            tick_safe(&dev)
-        );
+        return format!(" in ioctl {} on {}{operation}", code(&name), code(&dev));
     }
     let wchan = t.wchan.as_deref().filter(|w| !w.is_empty() && *w != "0");
     let mut out = String::new();
     if let Some(SyscallInfo::Blocked { nr, name, .. }) = &t.syscall {
         if *nr >= 0 {
             let name = name.clone().unwrap_or_else(|| format!("#{nr}"));
-            write!(out, " in syscall `{}`", tick_safe(&name)).unwrap();
+            write!(out, " in syscall {}", code(&name)).unwrap();
             if let Some(target) = t.syscall_files.iter().find_map(|f| f.target.as_deref()) {
-                write!(out, " on {}", tick_safe(target)).unwrap();
+                write!(out, " on {}", code(target)).unwrap();
             }
         } else if let Some(site) = &t.site {
             // A page fault (nr -1): the site says more than "outside a syscall".
-            write!(out, " in {}", tick_safe(site)).unwrap();
+            write!(out, " in {}", plain(site)).unwrap();
             return out;
         } else {
             out.push_str(" outside a syscall");
         }
     }
     if let Some(w) = wchan {
-        write!(out, " at `{}`", tick_safe(w)).unwrap();
+        write!(out, " at {}", code(w)).unwrap();
     } else if let Some(site) = &t.site {
-        write!(out, " ({})", tick_safe(site)).unwrap();
+        write!(out, " ({})", plain(site)).unwrap();
     }
     out
 }
@@ -479,8 +475,8 @@ pub(crate) fn breadcrumb_clause(
             format!(" on thread {}", f.tid)
         };
         return Some(format!(
-            "last breadcrumb `{}`{other} entered{age} and never returned",
-            tick_safe(&call_text(&f.call, &f.args, &f.label))
+            "last breadcrumb {}{other} entered{age} and never returned",
+            code(&call_text(&f.call, &f.args, &f.label))
         ));
     }
     let last = ring
@@ -498,8 +494,8 @@ pub(crate) fn breadcrumb_clause(
         RecordKind::Exit => "returned",
     };
     Some(format!(
-        "no call in flight; last breadcrumb `{}` {what}{age}",
-        tick_safe(&call_text(&last.call, &last.args, &last.label))
+        "no call in flight; last breadcrumb {} {what}{age}",
+        code(&call_text(&last.call, &last.args, &last.label))
     ))
 }
 

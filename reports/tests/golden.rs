@@ -68,7 +68,7 @@ fn verdict_names_thread_call_device_duration_and_breadcrumb() {
     let v = verdict(&common::incident());
     assert_eq!(
         v,
-        "thread 4242 `python3` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; \
+        "thread 4242 `python3` has been in D for 312 s in ioctl `NV_ESC_RM_CONTROL` on `/dev/nvidiactl`; \
          last breadcrumb `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned; 1 more thread in D"
     );
     let md = markdown(&common::incident());
@@ -216,13 +216,14 @@ fn hostile_strings_do_not_break_the_markdown() {
     let fences = md.lines().filter(|l| l.starts_with("```")).count();
     assert_eq!(fences, 16, "only our own fences start a line");
     assert!(
-        md.lines()
-            .all(|l| !l.contains("```") || l.starts_with("```")),
-        "a fence inside a line"
+        md.lines().all(
+            |l| l.starts_with("```") || !capture::escape::outside_code_spans(l).contains("```")
+        ),
+        "a fence inside a line, outside a code span"
     );
     // Before the first section, hostile markup only appears inside code spans or escaped.
     let head = &md[..md.find("<details>").unwrap()];
-    let outside_code_spans = |l: &str| -> String { l.split('`').step_by(2).collect() };
+    let outside_code_spans = capture::escape::outside_code_spans;
     for line in head.lines() {
         let visible = outside_code_spans(line);
         assert!(
@@ -276,8 +277,7 @@ fn with_hostile_strings(mut inc: Incident) -> Incident {
 /// What a reader sees as prose on a Markdown line: code spans and escaped backticks removed, and the HTML
 /// the renderer writes itself.
 fn prose(line: &str) -> String {
-    let line = line.replace("\\`", "");
-    let outside: String = line.split('`').step_by(2).collect();
+    let outside = capture::escape::outside_code_spans(line).replace("\\`", "");
     [
         "<details>",
         "</details>",
@@ -314,10 +314,11 @@ fn hostile_comms_reach_report_md_escaped_everywhere() {
                 continue;
             }
             assert!(!prose(line).contains('<'), "raw HTML in report.md: {line}");
+            let outside = capture::escape::outside_code_spans(line);
             assert_eq!(
-                line.replace("\\`", "").matches('`').count() % 2,
-                0,
-                "{line}"
+                outside.matches('`').count(),
+                outside.matches("\\`").count(),
+                "an unescaped backtick outside a code span: {line}"
             );
             if line.starts_with("| ") {
                 // Every head table has two columns: a comm cannot split or forge a cell.
@@ -352,7 +353,7 @@ fn a_resolved_episode_keeps_its_evidence_and_says_resolved() {
     let v = verdict(&inc);
     assert_eq!(
         v,
-        "thread 4242 `python3` was in D for 330 s in ioctl `NV_ESC_RM_CONTROL` on /dev/nvidiactl; \
+        "thread 4242 `python3` was in D for 330 s in ioctl `NV_ESC_RM_CONTROL` on `/dev/nvidiactl`; \
          last breadcrumb `cuMemAlloc_v2(48 B)` entered 312 s ago and never returned; 1 more thread wedged; resolved"
     );
     let md = markdown(&inc);
@@ -459,4 +460,71 @@ fn a_huge_schema_2_incident_stays_under_the_limit() {
     assert!(head.contains("### Kernel log: other processes (5000 lines; not the wedged process)"));
     assert!(head.contains("<other process> <HUNG-TASK> INFO: task python3:89996 blocked"));
     assert!(md.contains("Kernel stacks at detection ("));
+}
+
+/// Issue 35: names a tenant chooses (a link, a backtick, raw HTML, a line break, pipes) in every place report.md
+/// shows one — the process and thread comms, wchans, sites, the fd and syscall file paths, the cgroup, a timeline
+/// event quoting a comm, the Python frames, a user frame's path, a ring's label — are inert, in the head's tables
+/// and prose and in the sections; each is shown exactly in a code span or a code line somewhere.
+#[test]
+fn hostile_names_are_inert_everywhere_in_report_md() {
+    use capture::escape::{inert_markdown_problems, HOSTILE_NAMES};
+    for base in [common::incident(), common::incident_v2()] {
+        for name in HOSTILE_NAMES {
+            let mut inc = base.clone();
+            let name = name.to_string();
+            let hostile_thread = |t: &mut ThreadSnapshot| {
+                t.comm = name.clone();
+                t.wchan = Some(name.clone());
+                t.site = Some(name.clone());
+                if let Some(i) = &mut t.ioctl {
+                    i.fd_target = Some(name.clone());
+                }
+                t.syscall_files.push(capture::SyscallFile {
+                    arg: 0,
+                    fd: 3,
+                    target: Some(name.clone()),
+                    not_captured: None,
+                });
+            };
+            for s in &mut inc.samples {
+                s.snapshot.threads.iter_mut().for_each(hostile_thread);
+            }
+            for w in &mut inc.wedged_threads {
+                w.comm = name.clone();
+                if let Some(t) = &mut w.at_detection {
+                    hostile_thread(t);
+                }
+                w.python_stack = Some(vec![capture::python_stack::PythonFrame {
+                    function: name.clone(),
+                    file: format!("/w/{name}"),
+                    line: Some(1),
+                    code: Some(name.clone()),
+                    code_not_captured: None,
+                }]);
+                w.user_frame = Some(UserFrame {
+                    pc: "0x7f00".into(),
+                    path: Some(name.clone()),
+                    ..UserFrame::default()
+                });
+            }
+            inc.process.comm = name.clone();
+            inc.process.cgroup = Some(name.clone());
+            inc.timeline.push(TimelineEvent {
+                at: inc.detected_at.clone(),
+                event: format!(
+                    "thread 4242 `{name}` judged wedged: in D without progress for 3.0 s"
+                ),
+            });
+            if let Some(ring) = &mut inc.ring {
+                for r in &mut ring.records {
+                    r.label = name.clone();
+                }
+            }
+            inc.verdict.clear();
+            let md = markdown(&inc);
+            let problems = inert_markdown_problems(&md, &[name.as_str()]);
+            assert!(problems.is_empty(), "{name:?}: {problems:#?}\n{md}");
+        }
+    }
 }

@@ -338,7 +338,7 @@ fn match_comm_captures_a_wedged_helper() {
 
 /// The cgroup v2 hierarchy: its mount point (pure v2 at /sys/fs/cgroup, or hybrid at
 /// /sys/fs/cgroup/unified), or a private mount of it made for the test.
-fn cgroup2_root(scratch: &Path) -> Result<(PathBuf, bool), String> {
+pub(crate) fn cgroup2_root(scratch: &Path) -> Result<(PathBuf, bool), String> {
     let mountinfo =
         std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("mountinfo: {e}"))?;
     for line in mountinfo.lines() {

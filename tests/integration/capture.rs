@@ -150,11 +150,11 @@ fn capture_from_a_recorded_aarch64_tree_in_markdown_and_json() {
         "{md}"
     );
     assert!(
-        md.contains("- **tid 4107 `pt_main` — D · ioctl → nvidia: nvidia_ioctl → rm_ioctl"),
+        md.contains("- **tid 4107 `pt_main` — D · `ioctl → nvidia: nvidia_ioctl → rm_ioctl"),
         "{md}"
     );
     assert!(md.contains("NV_ESC_RM_CONTROL"), "{md}");
-    assert!(md.contains("| 4100 | python3 | S |"), "{md}");
+    assert!(md.contains("| 4100 | `python3` | S |"), "{md}");
     assert!(
         md.contains("```\nos_acquire_rwlock_write+0x38/0x60 [nvidia]\n"),
         "{md}"

@@ -316,7 +316,7 @@ fn a_thread_blocked_in_write_names_its_file() {
     );
     let verdict = incident["verdict"].as_str().unwrap();
     assert!(
-        verdict.contains(&format!("in syscall `write` on {path}")),
+        verdict.contains(&format!("in syscall `write` on `{path}`")),
         "{verdict}"
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();

@@ -376,6 +376,8 @@ fn wedged_incident(pid: i32, comm: &str) -> reports::model::Incident {
             namespace: "ml".into(),
             name: "trainer-0".into(),
         }),
+        pod_identity: Some(reports::model::PodIdentity::ContainerRuntime),
+        pod_identity_note: None,
     });
     incident
 }

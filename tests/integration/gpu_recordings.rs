@@ -112,7 +112,7 @@ fn the_recorded_pytorch_copy_into_a_frozen_file_names_the_python_line_and_the_dr
         "{v}"
     );
     assert!(
-        v.contains("(from pyframes_dtoh.py:25 `host.copy_(device)"),
+        v.contains("(from `pyframes_dtoh.py:25` `host.copy_(device)"),
         "{v}"
     );
     assert!(

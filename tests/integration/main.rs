@@ -17,6 +17,7 @@ mod hostile_rings;
 mod hostile_store;
 mod hostile_tenant_files;
 mod hostile_tenant_pipeline;
+mod hostile_tenant_wide;
 mod inject;
 mod inject_recordings;
 mod liveness;

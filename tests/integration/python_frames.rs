@@ -167,12 +167,12 @@ fn a_wedged_python_thread_is_named_by_file_function_and_line_and_its_libc_symbol
     );
     let verdict = incident["verdict"].as_str().unwrap();
     assert!(
-        verdict.contains(&format!("(from train.py:{line} `{WEDGED_CALL}`)")),
+        verdict.contains(&format!("(from `train.py:{line}` `{WEDGED_CALL}`)")),
         "{verdict}"
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
-        md.contains(&format!("| Python | train.py:{line} in step ← ")),
+        md.contains(&format!("| Python | `train.py:{line} in step ← ")),
         "{md}"
     );
     assert!(md.contains(&format!(" = `{symbol}`")), "{md}");

@@ -212,7 +212,8 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-/// `pid 123 (python) wedged in ioctl NV_ESC_RM_CONTROL pod ns/name`.
+/// `pid 123 (python) wedged in ioctl NV_ESC_RM_CONTROL pod ns/name` (`claimed pod ns/name` when only the cgroup's
+/// names say so).
 fn describe(incident: &Incident) -> String {
     let process = &incident.process;
     let comm = incident
@@ -226,12 +227,21 @@ fn describe(incident: &Incident) -> String {
         printable(comm),
         site(incident)
     );
-    if let Some(pod) = process.container.as_ref().and_then(|c| c.pod.as_ref()) {
-        out.push_str(&format!(
-            " pod {}/{}",
-            printable(&pod.namespace),
-            printable(&pod.name)
-        ));
+    if let Some(container) = process.container.as_ref() {
+        if let Some(pod) = container.pod.as_ref() {
+            // A pod the node's state did not confirm is only what the cgroup's names claim (issue 35); said
+            // first, so that clipping the message never drops it.
+            let claimed = if container.pod_confirmed() {
+                ""
+            } else {
+                " claimed"
+            };
+            out.push_str(&format!(
+                "{claimed} pod {}/{}",
+                printable(&pod.namespace),
+                printable(&pod.name)
+            ));
+        }
     }
     out
 }
@@ -321,5 +331,29 @@ mod tests {
         let text = describe(&incident);
         assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
         assert!(text.starts_with("pid 7 (evil?"), "{text}");
+    }
+
+    /// Issue 35: a pod named only by the cgroup's names is said to be claimed, never blamed as fact.
+    #[test]
+    fn an_unconfirmed_pod_is_named_as_claimed() {
+        use reports::model::{ContainerInfo, PodIdentity, PodInfo};
+        let mut incident = Incident::new(7);
+        incident.process.container = Some(ContainerInfo {
+            pod_uid: Some("1a2b3c4d-0000-1111-2222-333344445555".into()),
+            pod: Some(PodInfo {
+                namespace: "ml".into(),
+                name: "victim".into(),
+            }),
+            pod_identity: Some(PodIdentity::CgroupName),
+            ..ContainerInfo::default()
+        });
+        assert!(
+            describe(&incident).ends_with(" claimed pod ml/victim"),
+            "{}",
+            describe(&incident)
+        );
+        incident.process.container.as_mut().unwrap().pod_identity =
+            Some(PodIdentity::ContainerRuntime);
+        assert!(describe(&incident).ends_with(" in an unknown site pod ml/victim"));
     }
 }

@@ -113,6 +113,11 @@ define_settings! {
         /// The kubelet's pod log directories (<namespace>_<name>_<uid>), to name a target's pod.
         #[arg(long, value_name = "DIR")]
         pods_log_dir: PathBuf = PathBuf::from(defaults::PODS_LOG_DIR),
+        /// The node's root as the agent sees it (/proc/1/root in a hostPID pod): the kubelet's and the container
+        /// runtime's state under it (var/lib/kubelet/pods, run/containerd, run/containers/storage) confirm a
+        /// target's pod; otherwise the pod is marked as claimed by the cgroup name only.
+        #[arg(long, value_name = "DIR")]
+        node_root: PathBuf = PathBuf::from(defaults::NODE_ROOT),
     }
 }
 
@@ -321,6 +326,7 @@ impl Settings {
     pub fn capture_settings(&self, proc_root: ProcRoot) -> CaptureSettings {
         let mut capture = self.watch.capture_settings(proc_root, &self.agent.ring_dir);
         capture.pods_log_dir = self.agent.pods_log_dir.clone();
+        capture.node_root = self.agent.node_root.clone();
         capture
     }
 
@@ -347,6 +353,7 @@ impl Settings {
                 "metrics_listen",
                 self.agent.metrics_listen != new.agent.metrics_listen,
             ),
+            ("node_root", self.agent.node_root != new.agent.node_root),
         ]
         .into_iter()
         .filter_map(|(key, changed)| changed.then_some(key))
@@ -367,6 +374,7 @@ impl Settings {
             },
             agent: AgentSettings {
                 metrics_listen: self.agent.metrics_listen,
+                node_root: self.agent.node_root.clone(),
                 ..new.agent
             },
         }

@@ -42,6 +42,8 @@ pub struct CaptureSettings {
     pub capture_deadline: Duration,
     /// Captures waiting per tenant before more are refused.
     pub max_queued_per_tenant: usize,
+    /// The node's root: the kubelet's and the container runtime's state under it confirm a container's pod.
+    pub node_root: PathBuf,
 }
 
 impl CaptureSettings {
@@ -64,6 +66,7 @@ impl CaptureSettings {
             capture_workers: defaults::CAPTURE_WORKERS,
             capture_deadline: defaults::CAPTURE_DEADLINE,
             max_queued_per_tenant: defaults::MAX_QUEUED_CAPTURES_PER_TENANT,
+            node_root: PathBuf::from(defaults::NODE_ROOT),
         }
     }
 }

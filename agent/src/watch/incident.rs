@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use capture::{ProcRoot, SnapshotOptions};
+use capture::ProcRoot;
 use reports::model::{
     EpisodeStatus, HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread,
 };
@@ -507,7 +507,8 @@ impl Capturer {
                 ..WedgedThread::default()
             })));
             episode.change(Change::timeline(format!(
-                "thread {tid} `{comm}` also wedged"
+                "thread {tid} {} also wedged",
+                capture::escape::code(comm)
             )));
             Self::resample(&self.settings, &mut episode);
             episode.change(Change::KeepEvidence(tid));
@@ -591,7 +592,8 @@ impl Capturer {
         timeline(
             &mut incident,
             format!(
-                "thread {tid} `{comm}` judged wedged: in D without progress for {:.1} s",
+                "thread {tid} {} judged wedged: in D without progress for {:.1} s",
+                capture::escape::code(comm),
                 now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
             ),
         );
@@ -1059,10 +1061,8 @@ impl Capturer {
         match capture::snapshot_process(
             &settings.proc_root,
             pid,
-            &SnapshotOptions {
-                all_threads: true,
-                ..SnapshotOptions::default()
-            },
+            // Bounded like the first sample; every thread judged wedged listed in full.
+            &stages::threads::sample_options(episode.wedged.keys().copied().collect()),
         ) {
             Ok(snapshot) => episode.change(Change::Sample {
                 sample: Box::new(Sample {

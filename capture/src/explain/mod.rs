@@ -445,8 +445,11 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
     })
 }
 
-/// Markdown: per task its name, pid, site and cleaned stack.
+/// Markdown: per task its name, pid, site and cleaned stack. Everything the pasted text chose (task names, sites
+/// naming them, frames, notes quoting lines) is inert: names and sites are code spans ([`crate::escape::code`]),
+/// the stack is an indented code block of lines with their controls written out, notes are escaped prose.
 pub fn markdown(e: &Explained) -> String {
+    use crate::escape;
     use std::fmt::Write;
     let mut out = String::new();
     for t in &e.tasks {
@@ -456,29 +459,25 @@ pub fn markdown(e: &Explained) -> String {
         } else {
             ""
         };
-        // A pasted log names its tasks: escaped like any text others choose.
-        let _ = writeln!(out, "## {}{pid}{kind}\n", crate::escape::inline(&t.task));
+        let _ = writeln!(out, "## {}{pid}{kind}\n", escape::code(&t.task));
         match &t.site {
             Some(s) => {
-                let _ = writeln!(out, "site: `{}`\n", crate::escape::code_span(s));
+                let _ = writeln!(out, "site: {}\n", escape::code(s));
             }
             None => out.push_str("site: unknown\n\n"),
         }
         if !t.stack.is_empty() {
-            out.push_str(
-                &crate::render::stack_text(&t.stack)
-                    .lines()
-                    .map(|l| format!("    {l}\n"))
-                    .collect::<String>(),
-            );
+            for line in crate::render::stack_text(&t.stack).lines() {
+                let _ = writeln!(out, "    {}", escape::controls(line));
+            }
             out.push('\n');
         }
         for n in &t.notes {
-            let _ = writeln!(out, "note: {n}\n");
+            let _ = writeln!(out, "note: {}\n", escape::inline(n));
         }
     }
     for n in &e.notes {
-        let _ = writeln!(out, "note: {n}\n");
+        let _ = writeln!(out, "note: {}\n", escape::inline(n));
     }
     out
 }
@@ -628,5 +627,47 @@ Nov 19 01:03:26 host kernel:  </TASK>
         );
         let e = explain(deep.as_bytes()).unwrap();
         assert_eq!(e.tasks[0].stack.len(), MAX_TASK_FRAMES);
+    }
+    /// Issue 35: a pasted log names its tasks, and its tasks name themselves: every task name, the site naming a
+    /// kernel thread, the kernel's blocker line and an unparseable frame quoting one, are inert in the Markdown,
+    /// headings included.
+    #[test]
+    fn hostile_task_names_are_inert_in_the_markdown() {
+        use crate::escape::{inert_markdown_problems, HOSTILE_NAMES};
+        let mut log = String::new();
+        for (i, name) in HOSTILE_NAMES.iter().enumerate() {
+            let name = name.replace('\n', " ");
+            let pid = 100 + i;
+            log.push_str(&format!(
+                "INFO: task {name}:{pid} blocked for more than 122 seconds.\n\
+                 task:{name} state:D stack:0 pid:{pid} tgid:{pid} ppid:2 flags:0x00004000\n\
+                 Call Trace:\n\
+                 schedule+0x33/0x110\n\
+                 rwsem_down_write_slowpath+0x27e/0x550\n\
+                 {name}+0x1/0x2\n\
+                 kthread+0xf2/0x120\n\
+                 INFO: task {name}:{pid} is blocked on a mutex likely owned by task {name}:{}.\n",
+                pid + 1
+            ));
+        }
+        // A thread name with a line break comes from a wedge-capture report's own line (escaped there as `\n`).
+        log.push_str("thread 7 line\\nbreak state D wchan rwsem_down_write_slowpath\n[<0>] rwsem_down_write_slowpath+0x1/0x2\n");
+        let e = explain(log.as_bytes()).unwrap();
+        let md = markdown(&e);
+        let names: Vec<&str> = HOSTILE_NAMES
+            .iter()
+            .copied()
+            .filter(|n| !n.contains('\n'))
+            .collect();
+        let problems = inert_markdown_problems(&md, &names);
+        assert!(problems.is_empty(), "{problems:#?}\n{md}");
+        assert!(md.contains("## `line\\nbreak` (pid 7)"), "{md}");
+        assert!(md.contains("## ``a`b`` (pid 101)"), "{md}");
+        // Every heading is one code span and a pid: no markup of the name's own.
+        for heading in md.lines().filter(|l| l.starts_with("## ")) {
+            let spans = crate::escape::code_spans(heading);
+            assert_eq!(spans.len(), 1, "{heading}");
+            assert_eq!(spans[0].start, 3, "{heading}");
+        }
     }
 }

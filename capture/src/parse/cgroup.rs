@@ -1,7 +1,11 @@
 //! `/proc/<pid>/cgroup`: `hierarchy-id:controllers:path` lines; v2 is the single `0::/path` line.
 //! [`container_id`] finds the container a path belongs to (podman, docker, containerd/CRI-O under
-//! kubernetes), which is how a report names the wedged container; [`pod_dir_name`] and [`find_pod`] name
-//! its pod from the kubelet's `/var/log/pods/<namespace>_<name>_<uid>` directories (names others create:
+//! kubernetes): the outermost one, since a process with a delegated cgroup can create nested cgroups named like
+//! any container. [`kubelet_cgroup`] reads a pod UID only where the kubelet's layouts put it (the levels right
+//! under the first `kubepods`), never from a name deeper in a tenant's own subtree; the pod is believed only once
+//! the node's own state confirms it (`crate::pod`), whose pure parts are here: [`runtime_container`] (a runtime's
+//! OCI `config.json`) and [`expand_cgroups_path`] (its `linux.cgroupsPath`). [`pod_dir_name`] and [`find_pod`]
+//! name the pod from the kubelet's `/var/log/pods/<namespace>_<name>_<uid>` directories (names others create:
 //! checked to be Kubernetes names before they are believed).
 
 use super::{err, parse_u64};
@@ -124,46 +128,232 @@ fn is_hex64(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit())
 }
 
-/// Looks for a container id in one cgroup path (v1 or v2 layouts, systemd or cgroupfs drivers).
+/// A cgroup path component as a container: `(runtime, 64-hex id)` for `docker-<id>`, `libpod-<id>`,
+/// `cri-containerd-<id>`, `crio-<id>` (a `.scope` suffix dropped) or a bare id (`unknown`, named by the caller).
+/// conmon's scopes (`libpod-conmon-…`, `crio-conmon-…`) are not containers.
+fn container_component(comp: &str) -> Option<(&'static str, &str)> {
+    let comp = comp.strip_suffix(".scope").unwrap_or(comp);
+    let (runtime, id) = if let Some(id) = comp.strip_prefix("libpod-") {
+        ("podman", id)
+    } else if let Some(id) = comp.strip_prefix("docker-") {
+        ("docker", id)
+    } else if let Some(id) = comp.strip_prefix("cri-containerd-") {
+        ("containerd", id)
+    } else if let Some(id) = comp.strip_prefix("crio-") {
+        ("cri-o", id)
+    } else {
+        ("unknown", comp)
+    };
+    is_hex64(id).then_some((runtime, id))
+}
+
+/// Looks for a container id in one cgroup path (v1 or v2 layouts, systemd or cgroupfs drivers): the outermost
+/// container component (a process inside a container may nest cgroups named like other containers below it).
+/// Under `kubepods`, the pod UID comes only from [`kubelet_cgroup`].
 pub fn container_id(path: &str) -> Option<Container> {
-    let mut pod_uid = None;
-    let mut found = None;
-    for comp in path.split('/') {
-        let comp = comp.strip_suffix(".scope").unwrap_or(comp);
-        // Kubernetes: `kubepods-burstable-pod<uid>.slice` (systemd, `-` for `_`) or `pod<uid>`.
-        if let Some(pos) = comp.rfind("pod") {
-            let uid = comp[pos + 3..].trim_end_matches(".slice").replace('_', "-");
-            if is_pod_uid(&uid) {
-                pod_uid = Some(uid);
-            }
-        }
-        let (runtime, id) = if let Some(id) = comp.strip_prefix("libpod-") {
-            ("podman", id)
-        } else if let Some(id) = comp.strip_prefix("docker-") {
-            ("docker", id)
-        } else if let Some(id) = comp.strip_prefix("cri-containerd-") {
-            ("containerd", id)
-        } else if let Some(id) = comp.strip_prefix("crio-") {
-            ("cri-o", id)
-        } else {
-            ("unknown", comp)
+    let (runtime, id) = path.split('/').find_map(container_component)?;
+    // cgroupfs driver: /docker/<id>, /kubepods/burstable/pod<uid>/<id>.
+    // Under kubepods without a prefix: containerd (dockershim is gone; CRI-O says `crio-`).
+    let runtime = match runtime {
+        "unknown" if path.contains("/docker/") || path.starts_with("/docker") => "docker",
+        "unknown" if path.contains("kubepods") => "containerd",
+        r => r,
+    };
+    Some(Container {
+        runtime,
+        id: id.to_string(),
+        pod_uid: kubelet_cgroup(path).map(|k| k.pod_uid),
+    })
+}
+
+/// Where the kubelet's cgroup layouts put a pod, found in a process's cgroup path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletCgroup {
+    /// The pod UID, with dashes (`1a2b3c4d-0000-…`), from the pod level only.
+    pub pod_uid: String,
+    /// The container at the level right under the pod, when the path reaches it: `(runtime, id)`.
+    pub container: Option<(&'static str, String)>,
+    /// The path from the hierarchy's root down to the container level (or the pod level without one), without
+    /// the `..` a cgroup namespace puts before paths outside it: what a runtime's state must name.
+    pub kubelet_path: String,
+    /// The first `kubepods` level is at the hierarchy's root (or under systemd slices that are its own parents,
+    /// as with a kubelet `--cgroup-root`): no cgroup a tenant could create sits above the pod level.
+    pub anchored: bool,
+}
+
+/// The kubelet's QoS levels between `kubepods` and the pod (Guaranteed pods sit right under `kubepods`).
+const QOS_CLASSES: [&str; 2] = ["burstable", "besteffort"];
+
+/// The pod (and its container) where the kubelet's layouts put them, or None when the path has no `kubepods`
+/// level followed by a pod level:
+/// - cgroupfs driver: `/kubepods[/burstable|/besteffort]/pod<uid>/<container>`, the container a bare id or
+///   `crio-<id>`;
+/// - systemd driver: `/kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid with _>.slice/`
+///   `cri-containerd-<id>.scope` (or `crio-<id>.scope`, `docker-<id>.scope`), each slice named after its parent.
+///
+/// Only the first `kubepods` level counts, and only the levels right under it: a tenant with a delegated cgroup
+/// can create `…/pod<its uid>/<its container>/kubepods/burstable/pod<another uid>/…`, which names nothing here.
+pub fn kubelet_cgroup(path: &str) -> Option<KubeletCgroup> {
+    let comps: Vec<&str> = path
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .skip_while(|c| *c == "..")
+        .collect();
+    let k = comps.iter().position(|c| {
+        *c == "kubepods" || *c == "kubepods.slice" || c.ends_with("-kubepods.slice")
+    })?;
+    let systemd = comps[k].ends_with(".slice");
+    let (pod_at, pod_uid) = if systemd {
+        let mut stem = comps[k].strip_suffix(".slice")?.to_string();
+        let mut at = k + 1;
+        let child = |stem: &str, comp: &str| -> Option<String> {
+            Some(
+                comp.strip_suffix(".slice")?
+                    .strip_prefix(stem)?
+                    .strip_prefix('-')?
+                    .to_string(),
+            )
         };
-        if is_hex64(id) {
-            // cgroupfs driver: /docker/<id>, /kubepods/burstable/pod<uid>/<id>.
-            // Under kubepods without a prefix: containerd (dockershim is gone; CRI-O says `crio-`).
-            let runtime = match runtime {
-                "unknown" if path.contains("/docker/") || path.starts_with("/docker") => "docker",
-                "unknown" if path.contains("kubepods") => "containerd",
-                r => r,
+        let mut part = child(&stem, comps.get(at)?)?;
+        if QOS_CLASSES.contains(&part.as_str()) {
+            stem = format!("{stem}-{part}");
+            at += 1;
+            part = child(&stem, comps.get(at)?)?;
+        }
+        // systemd reads `-` in a slice name as nesting: the kubelet writes the UID with `_`.
+        let uid = part.strip_prefix("pod")?;
+        if uid.contains('-') {
+            return None;
+        }
+        (at, uid.replace('_', "-"))
+    } else {
+        let mut at = k + 1;
+        if QOS_CLASSES.contains(comps.get(at)?) {
+            at += 1;
+        }
+        (at, comps.get(at)?.strip_prefix("pod")?.to_string())
+    };
+    if !is_pod_uid(&pod_uid) {
+        return None;
+    }
+    let container = comps
+        .get(pod_at + 1)
+        .and_then(|c| container_component(c))
+        .map(|(runtime, id)| {
+            let runtime = if runtime == "unknown" {
+                "containerd"
+            } else {
+                runtime
             };
-            found = Some((runtime, id.to_string()));
+            (runtime, id.to_string())
+        });
+    let last = if container.is_some() {
+        pod_at + 1
+    } else {
+        pod_at
+    };
+    // Slices above the first kubepods level are the kubelet's own only when each is the parent of the next
+    // (systemd names a slice after its parents: `kubelet.slice/kubelet-kubepods.slice`).
+    let anchored = comps[..=k].windows(2).all(|w| {
+        let parent = w[0].strip_suffix(".slice");
+        let child = w[1].strip_suffix(".slice");
+        matches!((parent, child), (Some(p), Some(c)) if c.strip_prefix(p).is_some_and(|r| r.starts_with('-')))
+    });
+    Some(KubeletCgroup {
+        pod_uid,
+        container,
+        kubelet_path: format!("/{}", comps[..=last].join("/")),
+        anchored,
+    })
+}
+
+/// What a container runtime's state says of one container: its OCI `config.json` (containerd's task bundle,
+/// CRI-O's `userdata`), only the fields that name its pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeContainer {
+    /// `linux.cgroupsPath`: where the runtime put the container (see [`expand_cgroups_path`]).
+    pub cgroups_path: Option<String>,
+    /// `io.kubernetes.cri.sandbox-uid` (containerd) or `io.kubernetes.pod.uid` (CRI-O).
+    pub pod_uid: Option<String>,
+    /// `io.kubernetes.cri.sandbox-namespace` / `io.kubernetes.pod.namespace`.
+    pub pod_namespace: Option<String>,
+    /// `io.kubernetes.cri.sandbox-name` / `io.kubernetes.pod.name`.
+    pub pod_name: Option<String>,
+}
+
+/// A runtime's OCI `config.json` (bytes read bounded by the caller): a clear error for anything that is not
+/// one; unknown fields are ignored (the file holds the container's whole spec, environment included, none of
+/// which is kept).
+pub fn runtime_container(config_json: &[u8]) -> Result<RuntimeContainer> {
+    #[derive(serde::Deserialize)]
+    struct Linux {
+        #[serde(rename = "cgroupsPath", default)]
+        cgroups_path: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        #[serde(default)]
+        annotations: std::collections::BTreeMap<String, String>,
+        #[serde(default)]
+        linux: Option<Linux>,
+    }
+    let spec: Spec = serde_json::from_slice(config_json)
+        .map_err(|e| err("runtime config.json", e.to_string()))?;
+    let annotation = |keys: [&str; 2]| keys.iter().find_map(|k| spec.annotations.get(*k).cloned());
+    Ok(RuntimeContainer {
+        cgroups_path: spec.linux.and_then(|l| l.cgroups_path),
+        pod_uid: annotation(["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
+        pod_namespace: annotation([
+            "io.kubernetes.cri.sandbox-namespace",
+            "io.kubernetes.pod.namespace",
+        ]),
+        pod_name: annotation(["io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"]),
+    })
+}
+
+/// The cgroup path a runtime's `linux.cgroupsPath` names: absolute (cgroupfs driver) as it is; systemd's
+/// `slice:prefix:name` (`kubepods-burstable-pod<uid>.slice:cri-containerd:<id>`) expanded as systemd nests
+/// slices, `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice/cri-containerd-<id>.scope`.
+pub fn expand_cgroups_path(cgroups_path: &str) -> Option<String> {
+    if cgroups_path.starts_with('/') {
+        return Some(cgroups_path.trim_end_matches('/').to_string());
+    }
+    let mut parts = cgroups_path.splitn(3, ':');
+    let (slice, prefix, name) = (parts.next()?, parts.next()?, parts.next()?);
+    if name.is_empty() || name.contains('/') || slice.contains('/') || prefix.contains('/') {
+        return None;
+    }
+    let mut out = String::new();
+    if !slice.is_empty() && slice != "-.slice" {
+        let stem = slice.strip_suffix(".slice")?;
+        let mut parent = String::new();
+        for word in stem.split('-') {
+            if word.is_empty() {
+                return None;
+            }
+            if !parent.is_empty() {
+                parent.push('-');
+            }
+            parent.push_str(word);
+            out.push('/');
+            out.push_str(&parent);
+            out.push_str(".slice");
         }
     }
-    found.map(|(runtime, id)| Container {
-        runtime,
-        id,
-        pod_uid,
-    })
+    out.push('/');
+    if name.ends_with(".slice") {
+        out.push_str(name);
+    } else if prefix.is_empty() {
+        out.push_str(&format!("{name}.scope"));
+    } else {
+        out.push_str(&format!("{prefix}-{name}.scope"));
+    }
+    Some(out)
+}
+
+/// Whether `name` is a valid Kubernetes namespace (`namespace`: DNS label) or object name (DNS subdomain).
+pub fn is_kubernetes_name(name: &str, namespace: bool) -> bool {
+    is_k8s_name(name, if namespace { 63 } else { 253 })
 }
 
 #[cfg(test)]
@@ -294,6 +484,104 @@ mod tests {
             None
         );
         assert_eq!(find_pod(&dir.path().join("missing"), uid), None);
+    }
+
+    /// Issue 35: only the kubelet's levels name the pod. A tenant with a delegated cgroup nests cgroups named like
+    /// another pod's below its own container; the first `kubepods` level and the two or three under it decide.
+    #[test]
+    fn the_pod_comes_from_the_kubelets_levels_only() {
+        let a = "1a2b3c4d-0000-1111-2222-333344445555";
+        let b = "9f8e7d6c-0000-1111-2222-999999999999";
+        let (a_, b_) = (a.replace('-', "_"), b.replace('-', "_"));
+        let other = "b".repeat(64);
+        for (path, runtime) in [
+            (format!("/kubepods/burstable/pod{a}/{ID}/kubepods/burstable/pod{b}/{other}"), "containerd"),
+            (format!("/kubepods/pod{a}/{ID}/kubepods/pod{b}/{other}"), "containerd"),
+            (format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{a_}.slice/cri-containerd-{ID}.scope/kubepods.slice/kubepods-pod{b_}.slice/cri-containerd-{other}.scope"), "containerd"),
+            (format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{a_}.slice/crio-{ID}.scope/x/kubepods-besteffort-pod{b_}.slice"), "cri-o"),
+        ] {
+            let k = kubelet_cgroup(&path).unwrap_or_else(|| panic!("{path}"));
+            assert_eq!(k.pod_uid, a, "{path}");
+            assert_eq!(k.container, Some((runtime, ID.to_string())), "{path}");
+            assert!(k.anchored, "{path}");
+            let c = container_id(&path).unwrap();
+            assert_eq!((c.id.as_str(), c.pod_uid.as_deref()), (ID, Some(a)), "{path}");
+        }
+        // kind's kubelet (--cgroup-root=/kubelet, systemd driver) and a cgroup namespace's `..`: anchored.
+        let kind = format!("/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod{a_}.slice/cri-containerd-{ID}.scope");
+        let k = kubelet_cgroup(&kind).unwrap();
+        assert!(k.anchored && k.pod_uid == a, "{k:?}");
+        let k = kubelet_cgroup(&format!("/../../../kubepods/pod{a}/{ID}")).unwrap();
+        assert!(k.anchored, "{k:?}");
+        assert_eq!(k.kubelet_path, format!("/kubepods/pod{a}/{ID}"));
+        // Under a cgroup a tenant owns: the layout is read, but it is not anchored.
+        let deep = format!(
+            "/user.slice/user-1000.slice/user@1000.service/kubepods/burstable/pod{b}/{other}"
+        );
+        let k = kubelet_cgroup(&deep).unwrap();
+        assert!(!k.anchored && k.pod_uid == b, "{k:?}");
+        // Names that are not at a kubelet position name no pod.
+        for path in [
+            format!("/kubepods/burstable/notpod{a}/{ID}"),
+            format!("/kubepods/burstable/x/pod{a}/{ID}"),
+            format!("/kubepods.slice/other.slice/kubepods-pod{a_}.slice/cri-containerd-{ID}.scope"),
+            format!("/kubepods.slice/kubepods-pod{a}.slice/cri-containerd-{ID}.scope"),
+            format!("/system.slice/pod{a}/{ID}"),
+            format!("/kubepods/pod{a}x/{ID}"),
+        ] {
+            assert_eq!(kubelet_cgroup(&path), None, "{path}");
+            assert_eq!(container_id(&path).and_then(|c| c.pod_uid), None, "{path}");
+        }
+        // A container level that is not a container (conmon) is none.
+        let conmon = format!("/kubepods.slice/kubepods-pod{a_}.slice/crio-conmon-{ID}.scope");
+        assert_eq!(kubelet_cgroup(&conmon).unwrap().container, None);
+    }
+
+    #[test]
+    fn runtime_cgroups_paths_expand_as_systemd_nests_slices() {
+        let a_ = "1a2b3c4d_0000_1111_2222_333344445555";
+        assert_eq!(
+            expand_cgroups_path(&format!("kubepods-burstable-pod{a_}.slice:cri-containerd:{ID}")).unwrap(),
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{a_}.slice/cri-containerd-{ID}.scope")
+        );
+        assert_eq!(
+            expand_cgroups_path(&format!("kubepods-pod{a_}.slice:crio:{ID}")).unwrap(),
+            format!("/kubepods.slice/kubepods-pod{a_}.slice/crio-{ID}.scope")
+        );
+        assert_eq!(
+            expand_cgroups_path("/kubepods/burstable/podx/abc/").unwrap(),
+            "/kubepods/burstable/podx/abc"
+        );
+        for bad in [
+            "",
+            "a.slice",
+            "a.slice:b",
+            "a--b.slice:x:y",
+            "a.slice:x:../y",
+            "nope:x:y",
+        ] {
+            assert_eq!(expand_cgroups_path(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn runtime_configs_give_only_the_pod_fields() {
+        let c = runtime_container(br#"{"annotations":{"io.kubernetes.cri.sandbox-uid":"u","io.kubernetes.cri.sandbox-name":"n","io.kubernetes.cri.sandbox-namespace":"ns"},"linux":{"cgroupsPath":"/x"},"process":{"env":["A=b"]}}"#).unwrap();
+        assert_eq!(
+            c,
+            RuntimeContainer {
+                cgroups_path: Some("/x".into()),
+                pod_uid: Some("u".into()),
+                pod_namespace: Some("ns".into()),
+                pod_name: Some("n".into()),
+            }
+        );
+        assert_eq!(
+            runtime_container(b"{}").unwrap(),
+            RuntimeContainer::default()
+        );
+        assert!(runtime_container(b"not json").is_err());
+        assert!(runtime_container(br#"{"annotations":[1]}"#).is_err());
     }
 
     #[test]

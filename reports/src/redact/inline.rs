@@ -22,7 +22,55 @@ pub(super) fn webhook_secret_follows(host: &str, segment: &str) -> bool {
     ) || (segment == "services" && host.to_ascii_lowercase().ends_with("slack.com"))
 }
 
-/// Every `scheme://userinfo@host/path` in `text`: userinfo hidden whole, webhook paths hidden.
+/// Whether `authority` (what follows `://` up to the first `/`, `?` or `#`) is a `user:secret` cut short by a
+/// character the secret should have percent-encoded (an AWS secret key holds `/`): it has a `:` that is not a
+/// port's (a host, or a bracketed IPv6 address, then digits only).
+fn userinfo_cut_short(authority: &str) -> bool {
+    if authority.contains('@') {
+        return false;
+    }
+    let host_end = if authority.starts_with('[') {
+        match authority.find(']') {
+            Some(end) => end + 1,
+            None => return false,
+        }
+    } else {
+        match authority.find(':') {
+            Some(colon) => colon,
+            None => return false,
+        }
+    };
+    match authority[host_end..].strip_prefix(':') {
+        Some(port) => host_end == 0 || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
+/// Where the authority of a URL whose `user:secret` holds a `/`, `?` or `#` ends: after the last `@` of the
+/// URL (`url`, up to whitespace or a quote) that a host follows.
+fn authority_past_the_secret(url: &str) -> Option<usize> {
+    let looks_like_host = |h: &str| {
+        let host = &h[..h.find(['/', '?', '#']).unwrap_or(h.len())];
+        !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-_~%[]:".contains(&b))
+    };
+    let at = url
+        .rmatch_indices('@')
+        .map(|(i, _)| i)
+        .find(|&i| looks_like_host(&url[i + 1..]))?;
+    Some(
+        at + 1
+            + url[at + 1..]
+                .find(['/', '?', '#'])
+                .unwrap_or(url.len() - at - 1),
+    )
+}
+
+/// Every `scheme://userinfo@host/path` in `text`: userinfo hidden whole (`user:secret`, `:secret`, a token
+/// alone; also a `user:secret` holding `/`, `?` or `#` unencoded, as an AWS secret key in an `s3://` URL),
+/// webhook paths hidden.
 pub(super) fn redact_scheme_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -31,9 +79,14 @@ pub(super) fn redact_scheme_urls(text: &str) -> String {
         out.push_str(&rest[..authority_start]);
         let after = &rest[authority_start..];
         let url_end = after
-            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`'))
             .unwrap_or(after.len());
-        let authority_end = after[..url_end].find(['/', '?', '#']).unwrap_or(url_end);
+        let mut authority_end = after[..url_end].find(['/', '?', '#']).unwrap_or(url_end);
+        if userinfo_cut_short(&after[..authority_end]) {
+            if let Some(end) = authority_past_the_secret(&after[..url_end]) {
+                authority_end = end;
+            }
+        }
         let authority = &after[..authority_end];
         let host = match authority.rfind('@') {
             Some(at) if at > 0 && &authority[..at] != REDACTED => {

@@ -14,7 +14,9 @@
 //! - the value of a secret-looking assignment `NAME=V` or `k=v` pair in a list or query (`a=1,token=V`, `?sig=V&…`);
 //! - a secret header, whole (`Authorization: Bearer V`, `X-Api-Key: V`) or as words (`-H 'Authorization: Bearer V'`
 //!   inside `sh -c`), and the word after `Bearer`;
-//! - URL credentials (`https://user:pass@host` → `https://[REDACTED]@host`, `user:V@host` → `user:[REDACTED]@host`),
+//! - URL credentials, by rule for any scheme (`postgres://user:pass@host`, `redis://:pass@host`,
+//!   `https://ghp_…@github.com` → `scheme://[REDACTED]@host`; also a secret holding an unencoded `/`, `?` or `#`,
+//!   as an AWS secret key in `s3://AKIA…:SECRET@bucket/…`), `user:V@host` → `user:[REDACTED]@host`,
 //!   webhook URL paths (`…/services/[REDACTED]`, `…/webhooks/[REDACTED]`, Telegram `bot[REDACTED]`);
 //! - `user:V` given to `curl -u`/`--user`/`-U`/`--proxy-user` and `http -a`;
 //! - short password flags, by command (`ShortP`; the rule in full: docs/report-schema.md, "Redaction"): `-p V` and

@@ -702,3 +702,106 @@ fn redaction_is_idempotent_and_total_on_odd_text() {
         }
     }
 }
+
+/// Issue 35: credentials inside URLs, by rule — `scheme://user:secret@host`, `scheme://:secret@host`,
+/// `scheme://token@host` — whatever the scheme, wherever the URL sits (an argument, inside quotes or JSON, a
+/// header), also when the secret holds characters a URL should have percent-encoded (`/` in an AWS secret key).
+#[test]
+fn url_credentials_are_hidden_by_rule() {
+    const AWS_SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    let cases: &[(&str, &str, &str)] = &[
+        // (text, what it must become, the secret that must not survive)
+        (
+            "s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY@bucket/key/part-0.parquet",
+            "s3://[REDACTED]@bucket/key/part-0.parquet",
+            AWS_SECRET,
+        ),
+        (
+            "postgres://app:Pa55w0rd@db.internal:5432/prod?sslmode=require",
+            "postgres://[REDACTED]@db.internal:5432/prod?sslmode=require",
+            "Pa55w0rd",
+        ),
+        ("redis://:r3disPass@cache:6379/0", "redis://[REDACTED]@cache:6379/0", "r3disPass"),
+        (
+            "amqp://guest:s3cr3t@rabbit.example:5672/vhost",
+            "amqp://[REDACTED]@rabbit.example:5672/vhost",
+            "s3cr3t",
+        ),
+        (
+            "https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/org/repo.git",
+            "https://[REDACTED]@github.com/org/repo.git",
+            "16C7e42F292c6912E7710c838347Ae178B4a",
+        ),
+        (
+            "https://oauth2:glpat-abcdefghij0123456789@gitlab.example/x.git",
+            "https://[REDACTED]@gitlab.example/x.git",
+            "abcdefghij0123456789",
+        ),
+        (
+            "git+ssh://deploy:hunter2hunter2@git.example/repo.git",
+            "git+ssh://[REDACTED]@git.example/repo.git",
+            "hunter2hunter2",
+        ),
+        (
+            "mongodb+srv://u:p%40ss%2Fw0rd@cluster0.example/db",
+            "mongodb+srv://[REDACTED]@cluster0.example/db",
+            "p%40ss%2Fw0rd",
+        ),
+        (
+            "postgres://u:raw@pass@db/x",
+            "postgres://[REDACTED]@db/x",
+            "raw@pass",
+        ),
+        (
+            r#"{"url": "redis://default:0ddS3cret@r.example:6380"}"#,
+            r#"{"url": "redis://[REDACTED]@r.example:6380"}"#,
+            "0ddS3cret",
+        ),
+        (
+            "DATABASE_URL='mysql://root:t0ps3cret@127.0.0.1/app'",
+            "DATABASE_URL='mysql://[REDACTED]@127.0.0.1/app'",
+            "t0ps3cret",
+        ),
+        (
+            "--source=s3://AKIAIOSFODNN7EXAMPLE:a/b+c/d@bkt/p",
+            "--source=s3://[REDACTED]@bkt/p",
+            "a/b+c/d",
+        ),
+        (
+            "<https://user:pw0rd@host.example/x>",
+            "<https://[REDACTED]@host.example/x>",
+            "pw0rd",
+        ),
+    ];
+    for (text, want, secret) in cases {
+        for got in [redact_text(text), redact_urls(text), r(&[text])[0].clone()] {
+            assert_eq!(&got, want, "{text}");
+            assert!(!got.contains(secret), "{text} → {got}");
+            assert_eq!(redact_text(&got), got, "not idempotent on {text}");
+        }
+    }
+    // Inside a longer command line, too.
+    let got = r(&["aws", "s3", "cp", cases[0].0, "/data/"]);
+    assert_eq!(got[3], cases[0].1);
+}
+
+/// URLs without userinfo are left exactly as they are, `@` in their path or query included.
+#[test]
+fn urls_without_credentials_are_untouched() {
+    for text in [
+        "https://example.com/path?q=1#frag",
+        "https://mastodon.social/@alice/1234",
+        "https://registry.npmjs.org/@scope/pkg",
+        "https://example.com:8443/users/@bob",
+        "http://[::1]:8080/x@y",
+        "https://medium.com/@writer/post?ref=a@b.example",
+        "s3://bucket/key@2x.png",
+        "file:///var/log/x@y.log",
+        "postgres://db.internal:5432/prod",
+        "see https://example.com/a:b@c later",
+    ] {
+        assert_eq!(redact_text(text), text);
+        assert_eq!(redact_urls(text), text);
+        assert_eq!(r(&[text]), vec![text.to_string()]);
+    }
+}

@@ -6,12 +6,15 @@ use std::fmt::Write as _;
 use capture::escape;
 
 use super::budget::{
-    clip, HIGHLIGHTS_FIRST_LAST, MAX_HIGHLIGHT_CHARS, MAX_NSPID_SHOWN, MAX_TIMELINE,
-    MAX_VERDICT_CHARS, OTHERS_FIRST_LAST, OURS_FIRST_LAST,
+    clip, HIGHLIGHTS_FIRST_LAST, MAX_CELL_CHARS, MAX_HIGHLIGHT_CHARS, MAX_NSPID_SHOWN,
+    MAX_TIMELINE, MAX_VERDICT_CHARS, OTHERS_FIRST_LAST, OURS_FIRST_LAST,
 };
-use super::text::{cell, code_cell, fenced_line, secs, tick_safe, time_text};
+use super::text::{cell, code, code_cell, fenced_line, secs, time_text};
 use super::threads::thread_tables;
-use crate::model::{EpisodeStatus, Incident, KernelLogFlags, KernelLogLine, Relevance, Trigger};
+use crate::model::{
+    ContainerInfo, EpisodeStatus, Incident, KernelLogFlags, KernelLogLine, PodIdentity, Relevance,
+    Trigger,
+};
 use crate::verdict::verdict;
 
 /// The head's parts, in order.
@@ -42,7 +45,7 @@ fn verdict_line(incident: &Incident, out: &mut String) {
 
 /// `incident … · detected … · host … · episode … · capture complete`.
 fn facts_line(incident: &Incident, out: &mut String) {
-    let mut facts = vec![format!("incident `{}`", tick_safe(&incident.id))];
+    let mut facts = vec![format!("incident {}", code(&incident.id))];
     facts.push(format!("detected {}", time_text(&incident.detected_at)));
     facts.extend(host_fact(incident));
     facts.push(episode_fact(incident));
@@ -60,7 +63,7 @@ fn host_fact(incident: &Incident) -> Option<String> {
     if host.hostname.is_empty() {
         return None;
     }
-    let mut h = format!("host `{}`", tick_safe(&host.hostname));
+    let mut h = format!("host {}", code(&host.hostname));
     let mut extra = Vec::new();
     if !host.kernel_release.is_empty() {
         extra.push(format!("kernel {}", cell(&host.kernel_release)));
@@ -120,6 +123,7 @@ fn process_table(incident: &Incident, out: &mut String) {
     if let Some(c) = &p.container_id {
         writeln!(out, "| container | {} |", code_cell(c)).unwrap();
     }
+    pod_rows(p.container.as_ref(), out);
     if let Some(args) = &p.cmdline {
         let redacted = crate::redact::redact_cmdline(args);
         writeln!(
@@ -132,6 +136,32 @@ fn process_table(incident: &Incident, out: &mut String) {
     out.push('\n');
 }
 
+/// The pod, and how it was established: a pod the node's state did not confirm is shown as claimed by the cgroup
+/// name (a tenant can name its cgroups like another pod's).
+fn pod_rows(container: Option<&ContainerInfo>, out: &mut String) {
+    let Some(c) = container else {
+        return;
+    };
+    let Some(uid) = &c.pod_uid else {
+        return;
+    };
+    let name = match &c.pod {
+        Some(pod) => format!(
+            "{} (uid {})",
+            code_cell(&format!("{}/{}", pod.namespace, pod.name)),
+            code_cell(uid)
+        ),
+        None => format!("uid {}", code_cell(uid)),
+    };
+    let claimed = if c.pod_confirmed() { "" } else { "claimed " };
+    writeln!(out, "| {claimed}pod | {name} |").unwrap();
+    let identity = c.pod_identity.unwrap_or(PodIdentity::CgroupName).describe();
+    match &c.pod_identity_note {
+        Some(note) => writeln!(out, "| pod identity | {identity}: {} |", cell(note)).unwrap(),
+        None => writeln!(out, "| pod identity | {identity} |").unwrap(),
+    }
+}
+
 fn timeline(incident: &Incident, out: &mut String) {
     if incident.timeline.is_empty() {
         return;
@@ -140,7 +170,14 @@ fn timeline(incident: &Incident, out: &mut String) {
     events.sort_by_key(|e| (e.at.monotonic_ns.is_none(), e.at.monotonic_ns, e.at.wall));
     out.push_str("### Timeline\n\n");
     for e in events.iter().take(MAX_TIMELINE) {
-        writeln!(out, "- {} — {}", time_text(&e.at), cell(&e.event)).unwrap();
+        // An event quotes names (a comm, a ring path) in text of ours: escaped prose, any span in it kept code.
+        writeln!(
+            out,
+            "- {} — {}",
+            time_text(&e.at),
+            escape::markdown_text(&clip(&e.event, MAX_CELL_CHARS))
+        )
+        .unwrap();
     }
     if events.len() > MAX_TIMELINE {
         writeln!(

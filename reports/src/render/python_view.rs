@@ -5,7 +5,7 @@
 
 use capture::python_stack::{self, PythonFrame};
 
-use super::text::{cell, code_cell, tick_safe};
+use super::text::{code, code_cell};
 use crate::model::{Incident, UserFrame, WedgedThread};
 
 /// Frames shown in a thread's row (the details section has them all).
@@ -26,8 +26,8 @@ fn frame_with_code(frame: &PythonFrame) -> String {
         None => name.to_string(),
     };
     match &frame.code {
-        Some(code) if !code.is_empty() => format!("{} `{}`", tick_safe(&place), tick_safe(code)),
-        _ => format!("{} in {}", tick_safe(&place), tick_safe(&frame.function)),
+        Some(text) if !text.is_empty() => format!("{} {}", code(&place), code(text)),
+        _ => format!("{} in {}", code(&place), code(&frame.function)),
     }
 }
 
@@ -45,7 +45,7 @@ pub(super) fn thread_rows(w: &WedgedThread) -> Vec<String> {
     if let Some(frames) = w.python_stack.as_ref().filter(|f| !f.is_empty()) {
         rows.push(format!(
             "| Python | {} |",
-            cell(&python_stack::one_line(frames, ROW_FRAMES))
+            code_cell(&python_stack::one_line(frames, ROW_FRAMES))
         ));
     }
     if let Some(frame) = w.user_frame.as_ref().filter(|f| !f.candidates.is_empty()) {
@@ -169,7 +169,7 @@ mod tests {
         let w = judged();
         assert_eq!(
             verdict_clause(&w).unwrap(),
-            " (from train.py:142 `optimizer.step()`)"
+            " (from `train.py:142` `optimizer.step()`)"
         );
         assert_eq!(
             symbol_suffix(w.user_frame.as_ref().unwrap()),
@@ -178,7 +178,7 @@ mod tests {
         let rows = thread_rows(&w);
         assert_eq!(
             rows[0],
-            "| Python | train.py:142 in step ← train.py:310 in main |"
+            "| Python | `train.py:142 in step ← train.py:310 in main` |"
         );
         assert!(
             rows[1].contains("`libcuda.so.1 cuMemcpyDtoH_v2+0x4f`"),
@@ -191,7 +191,7 @@ mod tests {
         no_code.python_stack.as_mut().unwrap()[0].code = None;
         assert_eq!(
             verdict_clause(&no_code).unwrap(),
-            " (from train.py:142 in step)"
+            " (from `train.py:142` in `step`)"
         );
         assert!(verdict_clause(&WedgedThread::default()).is_none());
     }
@@ -202,11 +202,16 @@ mod tests {
         w.python_stack.as_mut().unwrap()[0].function = "x|`y\n</details>".into();
         w.python_stack.as_mut().unwrap()[0].code = Some("a`b".into());
         let row = &thread_rows(&w)[0];
+        let outside = capture::escape::outside_code_spans(row);
         assert!(
-            !row.contains("\n") && !row.contains("</details>") && row.contains("\\|"),
+            !row.contains('\n') && !outside.contains("</details>") && row.contains("\\|"),
             "{row}"
         );
-        assert_eq!(verdict_clause(&w).unwrap(), " (from train.py:142 `a'b`)");
+        assert_eq!(outside, "| Python |  |", "{row}");
+        assert_eq!(
+            verdict_clause(&w).unwrap(),
+            " (from `train.py:142` ``a`b``)"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A `<details>` block of fenced text lines, rendered with as many lines as the budget gives it.
 
 use super::budget::Measured;
-use super::text::{cell, fenced_line};
+use super::text::fenced_line;
 
 /// Which end of a section to keep when it is cut.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,10 +31,11 @@ impl Section {
         self.lines.push(fenced_line(line.as_ref()));
     }
 
+    /// The block's first lines. Inside `<summary>` (an HTML block) Markdown is not read: the title is HTML-escaped.
     pub(super) fn open(&self) -> String {
         format!(
             "<details><summary>{}</summary>\n\n```text\n",
-            cell(&self.title)
+            capture::escape::html(&capture::escape::one_line(&self.title))
         )
     }
 

@@ -89,6 +89,13 @@ fn latest_stacks(incident: &Incident) -> Section {
     for n in &sample.snapshot.notes {
         stacks.push(format!("note: {n}"));
     }
+    if let Some(summary) = &sample.snapshot.summarized {
+        stacks.push(format!(
+            "not listed: {} ({})",
+            summary.describe(),
+            summary.why
+        ));
+    }
     stacks
 }
 
@@ -111,8 +118,8 @@ fn samples_over_time(incident: &Incident) -> Section {
         history.push(format!(
             "{}: {} threads, {} in D",
             time_text(&s.taken_at),
-            s.snapshot.threads.len(),
-            d.len()
+            s.snapshot.thread_count(),
+            s.snapshot.threads_in_d()
         ));
         for t in d.iter().take(MAX_TIDS_LISTED) {
             history.push(format!(

@@ -8,19 +8,28 @@ use capture::escape;
 use super::budget::{clip, MAX_CELL_CHARS, MAX_CODE_CHARS, MAX_LINE};
 use crate::model::{Args, Timestamp};
 
-/// Text that goes inside single backticks: no backticks, no newlines, no control characters, bounded.
-pub(crate) fn tick_safe(s: &str) -> String {
-    escape::code_span(&clip(s, MAX_CODE_CHARS))
+/// A name others chose (comm, path, wchan, call, label) in Markdown prose, a list or a heading: one code span
+/// ([`escape::code`], the workspace's one helper for it), bounded.
+pub(crate) fn code(s: &str) -> String {
+    escape::code(&clip(s, MAX_CODE_CHARS))
 }
 
-/// Text for a Markdown table cell or HTML summary: HTML-escaped, pipes and backticks escaped, one line, bounded.
-pub(crate) fn cell(s: &str) -> String {
-    escape::cell(&clip(s, MAX_CELL_CHARS))
-}
-
-/// A code span in a table cell.
+/// The same in a table cell ([`escape::code_cell`]).
 pub(crate) fn code_cell(s: &str) -> String {
     escape::code_cell(&clip(s, MAX_CODE_CHARS))
+}
+
+/// Text of ours that may quote others' (a site, an operation) for the verdict, which is stored and shown as plain
+/// text too: one line, controls written out, bounded; its Markdown is escaped where it is rendered
+/// ([`escape::markdown_text`]).
+pub(crate) fn plain(s: &str) -> String {
+    escape::one_line(&clip(s, MAX_CODE_CHARS)).into_owned()
+}
+
+/// Prose of ours for a Markdown table cell or HTML summary, which may quote others' text: markup, HTML and pipes
+/// escaped, one line, bounded ([`escape::cell`]).
+pub(crate) fn cell(s: &str) -> String {
+    escape::cell(&clip(s, MAX_CELL_CHARS))
 }
 
 /// One line inside a fenced block: bounded, and unable to close the fence.

@@ -41,8 +41,8 @@ pub(super) fn thread_tables(incident: &Incident, out: &mut String) {
     writeln!(
         out,
         "### Wedged threads ({} in D of {} threads, sample at {})\n",
-        d.len(),
-        sample.snapshot.threads.len(),
+        sample.snapshot.threads_in_d(),
+        sample.snapshot.thread_count(),
         time_text(&sample.taken_at)
     )
     .unwrap();
@@ -59,6 +59,20 @@ pub(super) fn thread_tables(incident: &Incident, out: &mut String) {
         thread_table(incident, t, since, None, now_ns, out);
     }
     more_threads(d.len(), d.iter().map(|t| t.tid), "in D", out);
+    summarized_line(&sample.snapshot, out);
+}
+
+/// `Not listed (a very wide process): 19,744 more threads: 19,740 S in futex_wait_queue, 4 R.`: the threads a
+/// snapshot counted without reading them.
+fn summarized_line(snapshot: &capture::ProcessSnapshot, out: &mut String) {
+    if let Some(summary) = &snapshot.summarized {
+        writeln!(
+            out,
+            "Not listed (a very wide process; their stacks were not read): {}.\n",
+            cell(&summary.describe())
+        )
+        .unwrap();
+    }
 }
 
 /// The threads judged wedged, each with its evidence as of detection and its fate; then one line on the latest
@@ -87,7 +101,7 @@ fn judged_tables(
                 let mut v = format!("pc {} in {}", cell(&frame.pc), code_cell(&frame.short()));
                 v.push_str(&super::python_view::symbol_suffix(frame));
                 if let Some(path) = &frame.path {
-                    write!(v, " ({})", cell(path)).unwrap();
+                    write!(v, " ({})", code_cell(path)).unwrap();
                 }
                 if let Some(f) = in_flight_of(incident, w.tid) {
                     write!(
@@ -129,13 +143,8 @@ fn judged_tables(
             out,
             "Latest sample ({}): {} threads, {} in D{}.\n",
             time_text(&sample.taken_at),
-            sample.snapshot.threads.len(),
-            sample
-                .snapshot
-                .threads
-                .iter()
-                .filter(|t| t.state == "D")
-                .count(),
+            sample.snapshot.thread_count(),
+            sample.snapshot.threads_in_d(),
             if d.is_empty() {
                 String::new()
             } else {
@@ -143,6 +152,7 @@ fn judged_tables(
             }
         )
         .unwrap();
+        summarized_line(&sample.snapshot, out);
     }
 }
 
@@ -205,9 +215,9 @@ fn thread_table(
     if let Some(i) = &t.ioctl {
         let name = i.name.clone().unwrap_or_else(|| "unknown".into());
         let mut v = format!(
-            "{} `{}` dir {} type {:#x} nr {:#x} size {}",
+            "{} {} dir {} type {:#x} nr {:#x} size {}",
             code_cell(&name),
-            cell(&i.request),
+            code_cell(&i.request),
             cell(&i.dir),
             i.ioctl_type,
             i.nr,
@@ -229,7 +239,7 @@ fn thread_table(
         row("ioctl", v);
     }
     if let Some(site) = &t.site {
-        row("site", cell(site));
+        row("site", code_cell(site));
     }
     if let Some(class) = &t.waits_for {
         let behind: Vec<String> = t

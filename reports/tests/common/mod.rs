@@ -128,6 +128,7 @@ pub fn snapshot(mono: u64) -> ProcessSnapshot {
         boottime_ns: mono + 7 * S,
         threads: vec![rm_thread(), sleeping_thread(), uvm_thread()],
         notes: vec![],
+        summarized: None,
     }
 }
 
