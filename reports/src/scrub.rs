@@ -551,7 +551,9 @@ mod tests {
         assert_eq!(kept.code_not_captured.as_deref(), Some(SOURCE_TEXT_DROPPED));
         // The verdict names the place, not the text.
         assert!(
-            s.incident.verdict.contains("(from shadow:1 in <module>)"),
+            s.incident
+                .verdict
+                .contains("(from `shadow:1` in `<module>`)"),
             "{}",
             s.incident.verdict
         );

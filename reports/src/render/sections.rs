@@ -171,6 +171,10 @@ fn push_ring(crumbs: &mut Section, ring: &RingExcerpt, now_ns: Option<u64>) {
     if let Some(p) = &ring.path {
         crumbs.push(format!("ring {p}"));
     }
+    // Which breadcrumb path wrote it (the interposer, or CUPTI with its cost on the host).
+    if let Some(path) = &ring.breadcrumbs {
+        crumbs.push(path.clone());
+    }
     if let Some(e) = &ring.error {
         crumbs.push(format!("ring could not be read: {e}"));
     }
