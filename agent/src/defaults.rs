@@ -78,3 +78,8 @@ pub const MAX_STUCK_PY_SPY_PER_TARGET: usize = 1;
 pub const STACK_SCAN_BYTES: usize = 512;
 /// Candidate frames kept from that scan per thread.
 pub const MAX_STACK_CANDIDATES: usize = 12;
+/// Bytes the copies of one incident's breadcrumb rings may take together (ring.bin, ring-2.bin …): shared
+/// among the rings read (each gets what is left divided by the rings still to read); a ring over its share is
+/// copied as a valid smaller ring of its newest records (`rings::copy`). The incident's evidence is the calls in
+/// flight and the last records (in incident.json), not 4 × 128 MiB of a tenant's rings.
+pub const RING_COPY_BUDGET: u64 = 16 << 20;

@@ -4,10 +4,15 @@
 //! <dir>/20261202T113400Z-gpu01-4242/
 //!     incident.json   the model; complete=false until the capture finished
 //!     report.md       rendered Markdown of the same state (written by finish, and by every update after it)
-//!     ring.bin        byte-exact copy of the breadcrumb ring (caller's bytes)
+//!     ring.bin        copy of the breadcrumb ring (the caller's bytes, or streamed: [`PendingFile`])
 //!     samples/…       raw files the caller keeps (stack, status …)
 //!     .in-progress    marker, flock-ed by the live writer; removed when the handle is dropped
+//! <dir>/dropped.json  what retention removed, newest last (at most 256 entries): id, size, process tree, why
 //! ```
+//!
+//! Bounds: the raw files of one incident (everything but incident.json and report.md) are refused once they would
+//! take it over [`MAX_INCIDENT_BYTES`] ([`Error::OverBudget`]); the store's total is held to its quota by
+//! retention ([`crate::retention`], rule 5), young wedges included.
 //!
 //! Every file is written by [`crate::durable`] (temp → fsync → rename → fsync dir). A new incident is assembled in a
 //! temp directory with its first `incident.json` and marker, then renamed into place with `RENAME_NOREPLACE`: an
@@ -59,6 +64,17 @@ pub const MAX_INCIDENT_JSON_BYTES: u64 = 256 << 20;
 pub const MAX_BUNDLED_FILE_BYTES: u64 = 1 << 32;
 /// A temp directory without a marker older than this belongs to a writer that died while creating it.
 const ORPHAN_TEMP_DIR_AGE: Duration = Duration::from_secs(600);
+/// The most one incident's directory may take: its raw files are refused beyond it. The agent's own budgets keep
+/// an incident well under it (ring copies ≤ 16 MiB, kernel-log.txt ≤ ~1 MiB, incident.json and report.md).
+pub const MAX_INCIDENT_BYTES: u64 = 64 << 20;
+/// In the store's directory: what retention removed, newest last ([`DroppedLog`]).
+pub const DROPPED_FILE: &str = "dropped.json";
+/// Entries `dropped.json` keeps (the oldest go first).
+pub const MAX_DROPPED_ENTRIES: usize = 256;
+/// Largest `dropped.json` read back (a larger or unreadable one is started afresh).
+const MAX_DROPPED_FILE_BYTES: u64 = 1 << 20;
+/// Incidents removed while their writer held them, remembered so that its next write says why it fails.
+const MAX_REMEMBERED_DROPS: usize = 4096;
 
 /// Modes of what the store creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,12 +103,32 @@ pub struct Store {
     /// What retention needs from each incident.json, which never changes over an incident's life: parsing every
     /// file at every create and finish would cost a signal storm dearly.
     retention_facts: Arc<std::sync::Mutex<HashMap<(String, u64), RetentionFacts>>>,
+    /// Incidents the quota removed while a writer of this process held them: id → why (their handles' next
+    /// write fails with [`Error::Dropped`]).
+    dropped: Arc<std::sync::Mutex<HashMap<String, String>>>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct RetentionFacts {
     on_demand: bool,
     detected: Option<SystemTime>,
+    tree: String,
+}
+
+/// One entry of `dropped.json`: a [`Removal`] and when it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dropped {
+    pub removed_at: DateTime<Utc>,
+    #[serde(flatten)]
+    pub removal: Removal,
+    /// The removal in words (the retention log line).
+    pub why: String,
+}
+
+/// The content of `dropped.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DroppedLog {
+    pub dropped: Vec<Dropped>,
 }
 
 /// Where retention reports each removal (see [`Store::log_removals`]).
@@ -167,6 +203,7 @@ impl Store {
             writable: true,
             removal_log: RemovalLog::default(),
             retention_facts: Arc::default(),
+            dropped: Arc::default(),
         };
         store.clean_dead_writers()?;
         Ok(store)
@@ -194,6 +231,7 @@ impl Store {
             writable: false,
             removal_log: RemovalLog::default(),
             retention_facts: Arc::default(),
+            dropped: Arc::default(),
         })
     }
 
@@ -443,7 +481,7 @@ impl Store {
             };
             let key = (id.clone(), dir_meta.ino());
             let known = match facts.get(&key) {
-                Some(known) => *known,
+                Some(known) => known.clone(),
                 None => {
                     let head = read_json::<SummaryFields>(&path.join(INCIDENT_FILE)).ok();
                     let known = RetentionFacts {
@@ -455,10 +493,11 @@ impl Store {
                             .as_ref()
                             .and_then(|h| h.detected_at.wall)
                             .map(SystemTime::from),
+                        tree: tree_of(head.as_ref(), &id),
                     };
                     // An unreadable file may be one being replaced: asked again next time.
                     if head.is_some() {
-                        facts.insert(key.clone(), known);
+                        facts.insert(key.clone(), known.clone());
                     }
                     known
                 }
@@ -471,6 +510,7 @@ impl Store {
                 on_demand: known.on_demand,
                 // A detection time in the future counts as now.
                 age: detected.map(|t| now.duration_since(t).unwrap_or(Duration::ZERO)),
+                tree: known.tree,
                 id,
             });
         }
@@ -481,8 +521,11 @@ impl Store {
         let mut cleanup = Cleanup::default();
         let mut first_error = None;
         for removal in retention::plan(&candidates, &self.retention, free) {
-            match self.remove_incident(&removal.id) {
+            match self.remove_incident(&removal.id, removal.writer_live) {
                 Ok(true) => {
+                    if removal.writer_live {
+                        self.remember_drop(&removal);
+                    }
                     if let Some(log) = &self.removal_log.0 {
                         log(&removal);
                     }
@@ -495,18 +538,23 @@ impl Store {
                 }
             }
         }
+        if !cleanup.removed.is_empty() {
+            // Best effort: the removals are also in the log (removal_log); a full disk must not undo them.
+            let _ = self.record_dropped(&cleanup.removed);
+        }
         match first_error {
             Some(err) if cleanup.removed.is_empty() => Err(err),
             _ => Ok(cleanup),
         }
     }
 
-    /// Rename away, then delete. False if a writer took it meanwhile.
-    fn remove_incident(&self, id: &str) -> Result<bool> {
+    /// Rename away, then delete. False if a writer took it meanwhile, unless `even_live` (the quota must hold,
+    /// [`crate::retention`] rule 5b).
+    fn remove_incident(&self, id: &str, even_live: bool) -> Result<bool> {
         let path = self.dir.join(id);
         // Hold the marker's lock (if any) across the rename so a dead writer's marker stays ours.
         let _guard = match lock_marker(&path) {
-            MarkerLock::Live => return Ok(false),
+            MarkerLock::Live if !even_live => return Ok(false),
             other => other,
         };
         let doomed = self
@@ -516,6 +564,54 @@ impl Store {
         fsync_dir(&self.dir)?;
         fs::remove_dir_all(&doomed).map_err(Error::io("remove", &doomed))?;
         Ok(true)
+    }
+
+    /// An incident removed under its live writer: that writer's next write says why it fails.
+    fn remember_drop(&self, removal: &Removal) {
+        let mut dropped = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if dropped.len() >= MAX_REMEMBERED_DROPS {
+            dropped.clear();
+        }
+        dropped.insert(removal.id.clone(), removal.reason.to_string());
+    }
+
+    /// Why incident `id` was removed under its writer, if it was.
+    fn dropped_error(&self, id: &str) -> Option<Error> {
+        let dropped = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        dropped.get(id).map(|why| Error::Dropped {
+            id: id.to_string(),
+            why: why.clone(),
+        })
+    }
+
+    /// What retention removed, newest last (`dropped.json`; empty when there is none or it cannot be read).
+    pub fn dropped(&self) -> DroppedLog {
+        let path = self.dir.join(DROPPED_FILE);
+        untrusted::read(&path, Limits::max_len(MAX_DROPPED_FILE_BYTES))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Appends `removed` to `dropped.json` (atomically; the oldest entries beyond [`MAX_DROPPED_ENTRIES`] go).
+    fn record_dropped(&self, removed: &[Removal]) -> Result<()> {
+        let mut log = self.dropped();
+        let now = Utc::now();
+        log.dropped.extend(removed.iter().map(|removal| Dropped {
+            removed_at: now,
+            removal: removal.clone(),
+            why: removal.to_string(),
+        }));
+        let excess = log.dropped.len().saturating_sub(MAX_DROPPED_ENTRIES);
+        log.dropped.drain(..excess);
+        let json = serde_json::to_vec_pretty(&log).map_err(Error::Serialize)?;
+        write_atomic_mode(&self.dir, DROPPED_FILE, &json, self.modes.file)
     }
 
     /// Remove what dead writers left: temp files in incidents, half-built or half-removed temp directories.
@@ -630,9 +726,14 @@ impl IncidentHandle {
         self.commit(incident, self.finished)
     }
 
-    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically.
+    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically. Refused when it
+    /// would take the incident over [`MAX_INCIDENT_BYTES`].
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        if let Some(err) = self.store.dropped_error(&self.id) {
+            return Err(err);
+        }
         let (parents, file) = validate_file_name(name)?;
+        self.check_budget(name, bytes.len() as u64)?;
         let mut dir = self.path.clone();
         for parent in parents {
             let next = dir.join(parent);
@@ -647,6 +748,37 @@ impl IncidentHandle {
         write_atomic_mode(&dir, file, bytes, self.modes.file)
     }
 
+    /// A raw file of the incident written in pieces (a ring copy streamed as the ring is read), named when it is
+    /// committed ([`PendingFile::commit`]).
+    pub fn pending_file(&self) -> Result<PendingFile> {
+        if let Some(err) = self.store.dropped_error(&self.id) {
+            return Err(err);
+        }
+        PendingFile::create(&self.path, self.modes.file)
+    }
+
+    /// Refuses `size` more bytes under `name` (replacing a file of that name) when the incident would go over
+    /// [`MAX_INCIDENT_BYTES`].
+    fn check_budget(&self, name: &str, size: u64) -> Result<()> {
+        let replaced = fs::symlink_metadata(self.path.join(name))
+            .ok()
+            .filter(|meta| meta.is_file())
+            .map_or(0, |meta| meta.len());
+        let total = dir_size(&self.path)
+            .saturating_sub(replaced)
+            .saturating_add(size);
+        if total > MAX_INCIDENT_BYTES {
+            return Err(Error::OverBudget {
+                id: self.id.clone(),
+                name: name.to_string(),
+                size,
+                total,
+                limit: MAX_INCIDENT_BYTES,
+            });
+        }
+        Ok(())
+    }
+
     /// Write incident.json with complete=true and report.md of the same state, as one commit: on failure (a full
     /// disk) the previous pair stays and no temp file is left. Call it again to retry. Retention then runs again,
     /// now that the incident's size is known (this incident stays protected while the handle lives).
@@ -659,6 +791,9 @@ impl IncidentHandle {
 
     /// incident.json, plus report.md once the capture is complete, rendered from one state and renamed together.
     fn commit(&self, incident: &Incident, complete: bool) -> Result<()> {
+        if let Some(err) = self.store.dropped_error(&self.id) {
+            return Err(err);
+        }
         let state = stored_state(&self.id, incident, complete);
         let json = serde_json::to_vec_pretty(&state).map_err(Error::Serialize)?;
         // incident.json is renamed last: it is the commit point. A writer killed between the renames
@@ -681,6 +816,96 @@ impl IncidentHandle {
             self.modes.file,
         )?);
         commit_together(&self.path, staged)
+    }
+}
+
+/// A raw file of an incident written in pieces: a temp file in the incident's directory (removed if dropped
+/// uncommitted), made durable and renamed to its name by [`PendingFile::commit`] — which also checks the
+/// incident's byte budget, since only then is its size known.
+#[derive(Debug)]
+pub struct PendingFile {
+    file: File,
+    dir: PathBuf,
+    temp_path: PathBuf,
+}
+
+impl PendingFile {
+    /// A new temp file in `dir` (mode `mode`), not yet visible under any name.
+    pub fn create(dir: &Path, mode: u32) -> Result<PendingFile> {
+        let temp_path = dir.join(durable::temp_name("pending"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&temp_path)
+            .map_err(Error::io("create", &temp_path))?;
+        Ok(PendingFile {
+            file,
+            dir: dir.to_path_buf(),
+            temp_path,
+        })
+    }
+
+    /// The file, to write at any offset (`FileExt::write_all_at`, `set_len`).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Its length so far.
+    pub fn len(&self) -> u64 {
+        self.file.metadata().map_or(0, |meta| meta.len())
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// fsync it, rename it to `name` (a plain file name of the incident: no directory), fsync the directory.
+    /// Refused, and removed, when it would take the incident over [`MAX_INCIDENT_BYTES`].
+    pub fn commit(self, name: &str) -> Result<()> {
+        let (parents, file_name) = validate_file_name(name)?;
+        if !parents.is_empty() {
+            return Err(Error::InvalidName {
+                name: name.to_string(),
+                why: "a pending file is committed directly in its incident",
+            });
+        }
+        let size = self.len();
+        let replaced = fs::symlink_metadata(self.dir.join(file_name))
+            .ok()
+            .filter(|meta| meta.is_file())
+            .map_or(0, |meta| meta.len());
+        // dir_size counts this temp file already.
+        let total = dir_size(&self.dir).saturating_sub(replaced);
+        if total > MAX_INCIDENT_BYTES {
+            return Err(Error::OverBudget {
+                id: self
+                    .dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                name: name.to_string(),
+                size,
+                total,
+                limit: MAX_INCIDENT_BYTES,
+            });
+        }
+        self.file
+            .sync_all()
+            .map_err(Error::io("fsync", &self.temp_path))?;
+        let target = self.dir.join(file_name);
+        fs::rename(&self.temp_path, &target).map_err(Error::io("rename", &target))?;
+        fsync_dir(&self.dir)
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        // After a commit the temp name is gone and this fails harmlessly.
+        let _ = fs::remove_file(&self.temp_path);
     }
 }
 
@@ -746,6 +971,29 @@ struct SummaryFields {
 #[serde(default)]
 struct SummaryProcess {
     pid: i32,
+    start_time: Option<u64>,
+    cgroup: Option<String>,
+}
+
+/// An incident's process tree, for the quota ([`Candidate::tree`]): its process's cgroup (the kernel's, not a
+/// name the tenant chose for itself: a process cannot join another tenant's cgroup), else the process (pid and
+/// start time: a cgroup-less host, or the root cgroup everything shares), else the incident alone.
+fn tree_of(head: Option<&SummaryFields>, id: &str) -> String {
+    let Some(head) = head else {
+        return format!("incident:{id}");
+    };
+    let process = &head.process;
+    match process
+        .cgroup
+        .as_deref()
+        .filter(|c| !c.is_empty() && *c != "/")
+    {
+        Some(cgroup) => format!("cgroup:{cgroup}"),
+        None => match process.start_time {
+            Some(start) if process.pid > 0 => format!("process:{}:{start}", process.pid),
+            _ => format!("incident:{id}"),
+        },
+    }
 }
 
 #[derive(Deserialize, Default)]
