@@ -13,7 +13,7 @@
 //! self-consistent. The writer's memory is never touched.
 //!
 //! Memory is bounded whatever the file claims: two chunks of [`REREAD_CHUNK_BYTES`], the header and
-//! lane table (≤ 260 KiB), a 48-byte key per slot that may hold a record (≤ 48 MiB at 2^20 slots)
+//! lane table (≤ 260 KiB), a 40-byte key per slot that may hold a record (≤ 40 MiB at 2^20 slots)
 //! and ~17 bytes per record while the calls in flight are found; whole records only for those kept
 //! ([`ReadOptions::keep_records`]) and the calls in flight ([`ReadOptions::max_in_flight`]), whose
 //! slots are read a third time (and believed only if unchanged). Time: O(n log n) in the slots.
@@ -52,7 +52,7 @@ pub struct ReadOptions {
     /// Compute in-flight ages from the reader's `CLOCK_MONOTONIC` (only when the boot ids match).
     pub compute_age: bool,
     /// Keep only the newest this many records in the snapshot (`None`: all of them). The calls in
-    /// flight are found among every record either way; the reader holds a 48-byte key per record
+    /// flight are found among every record either way; the reader holds a 40-byte key per record
     /// while it decides them, and the whole record (about 230 bytes with its strings) only for those
     /// it keeps: a full 2^20-slot ring costs ~70 MB with a limit, ~300 MB without.
     pub keep_records: Option<usize>,
@@ -1003,8 +1003,8 @@ impl Linked for Record {
 }
 
 /// What the reader keeps of a slot that may hold a record while it copies the ring: enough to order
-/// the records and find the calls in flight, and a digest of the slot to recognise it when it is read
-/// again for the whole record. 48 bytes.
+/// the records, find the calls in flight, and recognise the record when its slot is read again for the
+/// whole of it (a writer never writes a slot twice with one index). 40 bytes.
 #[derive(Debug, Clone, Copy)]
 struct SlotKey {
     /// Lane-local record index (version 1: the global index).
@@ -1013,7 +1013,6 @@ struct SlotKey {
     time: u64,
     /// An exit's enter: its index; until resolved, the low 32 bits of its `ref` (another lane).
     enter: u64,
-    digest: u64,
     /// Slot number in the file.
     slot: u32,
     tid: u32,
@@ -1030,19 +1029,6 @@ const KEY_CLOSED: u8 = 2;
 const KEY_OTHER_LANE: u8 = 4;
 /// The body failed validation: invalid, unless the lane's head says stale or torn first.
 const KEY_BODY_INVALID: u8 = 8;
-
-/// A cheap digest of a slot's defined bytes (not a defence against a writer: a slot that changes
-/// between the reader's copies is the writer's own record, and one that changed is dropped either way).
-fn digest(bytes: &[u8]) -> u64 {
-    bytes
-        .chunks_exact(8)
-        .fold(0x9e37_79b9_7f4a_7c15, |hash, word| {
-            let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
-            (hash ^ word)
-                .rotate_left(29)
-                .wrapping_mul(0xbf58_476d_1ce4_e5b9)
-        })
-}
 
 /// What the reader made of the slots so far (see [`read_streamed`]).
 struct Scan {
@@ -1101,7 +1087,6 @@ impl Scan {
             index,
             time: le_u64(bytes, slot::MONOTONIC_NS),
             enter: 0,
-            digest: digest(bytes),
             slot: slot_number as u32,
             tid: le_u32(bytes, slot::TID),
             lane: lane_index as u16,
@@ -1248,14 +1233,15 @@ impl Scan {
         let mut in_flight_omitted = 0;
         if let Some(max) = options.max_in_flight.filter(|&max| open.len() > max) {
             // The oldest calls are the suspects; the rest are counted.
-            open.sort_unstable_by_key(|&p| (keys[p].time, keys[p].lane, keys[p].index));
+            let key = |p: u32| &keys[p as usize];
+            open.sort_unstable_by_key(|&p| (key(p).time, key(p).lane, key(p).index));
             in_flight_omitted = (open.len() - max) as u64;
             open.truncate(max);
-            open.sort_unstable_by_key(|&p| (keys[p].tid, keys[p].lane, keys[p].index));
+            open.sort_unstable_by_key(|&p| (key(p).tid, key(p).lane, key(p).index));
         }
 
-        let mut wanted: Vec<u32> = kept.iter().copied().collect();
-        wanted.extend(open.iter().map(|&p| p as u32));
+        let mut wanted: Vec<u32> = kept.to_vec();
+        wanted.extend_from_slice(&open);
         let mut full = read_records(source, &header, &keys, wanted, &mut torn)?;
         let (same_boot, now) = reader_clock(&header, options);
         let age_now = if same_boot == Some(true) { now } else { None };
@@ -1265,7 +1251,7 @@ impl Scan {
         let in_flight = open
             .iter()
             .filter_map(|&p| {
-                let at = find(&full, p as u32)?;
+                let at = find(&full, p)?;
                 full[at].1.as_ref().map(|r| InFlight::of(r, age_now))
             })
             .collect();
@@ -1335,7 +1321,13 @@ fn read_records(
                 ..place
             };
             match decode_slot(&place, bytes, false) {
-                SlotState::Valid(record) if digest(bytes) == key.digest => {
+                // The same record (a rewritten slot has another index, time or thread).
+                SlotState::Valid(record)
+                    if record.seq == key.index
+                        && record.monotonic_ns == key.time
+                        && record.tid == key.tid
+                        && record.kind == key.kind() =>
+                {
                     full.push((position, Some(record)))
                 }
                 _ => *torn += 1,
@@ -1398,14 +1390,14 @@ impl InFlight {
 pub fn in_flight_calls(records: &[Record], now_monotonic_ns: Option<u64>) -> Vec<InFlight> {
     open_calls(records)
         .into_iter()
-        .map(|position| InFlight::of(&records[position], now_monotonic_ns))
+        .map(|position| InFlight::of(&records[position as usize], now_monotonic_ns))
         .collect()
 }
 
 /// [`in_flight_calls`]: the positions in `records` of the calls in flight, by thread, lane, index.
 /// O(n log n) in time and ~17 bytes per record of memory, whatever the records (a lane of 2^20
 /// enters of as many threads included).
-fn open_calls<R: Linked>(records: &[R]) -> Vec<usize> {
+fn open_calls<R: Linked>(records: &[R]) -> Vec<u32> {
     let n = records.len();
     let place_of = |p: u32| {
         let record = &records[p as usize];
@@ -1452,13 +1444,13 @@ fn open_calls<R: Linked>(records: &[R]) -> Vec<usize> {
             }
         }
     }
-    let mut open: Vec<usize> = (0..n)
-        .filter(|&p| records[p].kind() == RecordKind::Enter && !closed[p])
-        .filter(|&p| match next[p] {
+    let mut open: Vec<u32> = (0..n as u32)
+        .filter(|&p| records[p as usize].kind() == RecordKind::Enter && !closed[p as usize])
+        .filter(|&p| match next[p as usize] {
             u32::MAX => true,
             // Nested: in flight only if every index of the lane in between was read.
             later => {
-                let later = later as usize;
+                let (p, later) = (p as usize, later as usize);
                 let indices_between = records[later].seq().saturating_sub(records[p].seq());
                 rank[later]
                     .checked_sub(rank[p])
@@ -1466,8 +1458,243 @@ fn open_calls<R: Linked>(records: &[R]) -> Vec<usize> {
             }
         })
         .collect();
-    let thread_order = |p: &usize| (records[*p].tid(), records[*p].lane(), records[*p].seq());
+    let thread_order = |p: &u32| {
+        let record = &records[*p as usize];
+        (record.tid(), record.lane(), record.seq())
+    };
     open.sort_unstable_by_key(thread_order);
     open.dedup_by_key(|p| thread_order(p));
     open
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// The quadratic definition of the calls in flight (the reader's earlier code), to check the
+    /// O(n log n) one against.
+    fn naive_open_calls(records: &[Record]) -> Vec<u32> {
+        let mut open: HashMap<(u32, u64), usize> = HashMap::new();
+        for (position, record) in records.iter().enumerate() {
+            if record.kind == RecordKind::Enter && !record.closed {
+                open.insert((record.lane, record.seq), position);
+            }
+        }
+        for record in records {
+            if let Some(enter) = record.closes() {
+                open.remove(&enter);
+            }
+        }
+        let mut out = Vec::new();
+        for &position in open.values() {
+            let record = &records[position];
+            let mut lane: Vec<&Record> = records.iter().filter(|r| r.lane == record.lane).collect();
+            lane.sort_by_key(|r| r.seq);
+            let rank = lane.iter().position(|r| r.seq == record.seq).unwrap();
+            let next = lane[rank + 1..]
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.tid == record.tid);
+            if let Some((skipped, later)) = next {
+                if later.seq - record.seq != skipped as u64 + 1 {
+                    continue;
+                }
+            }
+            out.push(position as u32);
+        }
+        out.sort_by_key(|&p| {
+            let r = &records[p as usize];
+            (r.tid, r.lane, r.seq)
+        });
+        out
+    }
+
+    /// A few lanes of records with gaps (indices not read), nested calls, exits in other lanes.
+    fn random_records(seed: u64) -> Vec<Record> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut records: Vec<Record> = Vec::new();
+        for lane in 0..3u32 {
+            let mut index = next(5);
+            for _ in 0..next(40) {
+                index += 1 + u64::from(next(6) == 0);
+                let enter = next(2) == 0 || records.is_empty();
+                let mut record = Record {
+                    seq: index,
+                    lane,
+                    tid: 1 + next(3) as u32,
+                    kind: if enter {
+                        RecordKind::Enter
+                    } else {
+                        RecordKind::Exit
+                    },
+                    call_id: 0,
+                    call: String::new(),
+                    args: Args::default(),
+                    label: String::new(),
+                    result: None,
+                    enter_seq: None,
+                    enter_lane: None,
+                    closed: enter && next(8) == 0,
+                    monotonic_ns: index,
+                };
+                if !enter {
+                    let earlier = &records[next(records.len() as u64) as usize];
+                    record.enter_seq = Some(earlier.seq);
+                    record.enter_lane = Some(earlier.lane);
+                }
+                records.push(record);
+            }
+        }
+        records
+    }
+
+    #[test]
+    fn the_calls_in_flight_are_those_of_the_quadratic_definition() {
+        for seed in 1..2000 {
+            let records = random_records(seed);
+            assert_eq!(
+                open_calls(&records),
+                naive_open_calls(&records),
+                "seed {seed}: {records:#?}"
+            );
+        }
+    }
+
+    /// A ring's bytes: `lanes` lanes of `lane_slots` slots, every slot a valid enter of its own thread
+    /// that never exits (the most a reader can be made to keep).
+    fn ring_of_open_calls(lanes: u32, lane_slots: u32) -> Vec<u8> {
+        let slots = lanes * lane_slots;
+        let header_size = format::HEADER_SIZE as usize;
+        let table = format::LANE_ENTRY_SIZE as usize * lanes as usize;
+        let mut bytes =
+            vec![0u8; header_size + table + slots as usize * format::SLOT_SIZE as usize];
+        let put = |bytes: &mut [u8], at: usize, value: &[u8]| {
+            bytes[at..at + value.len()].copy_from_slice(value)
+        };
+        put(&mut bytes, header::MAGIC, &format::MAGIC);
+        put(&mut bytes, header::VERSION, &format::VERSION.to_le_bytes());
+        put(
+            &mut bytes,
+            header::HEADER_SIZE,
+            &format::HEADER_SIZE.to_le_bytes(),
+        );
+        put(
+            &mut bytes,
+            header::SLOT_SIZE,
+            &format::SLOT_SIZE.to_le_bytes(),
+        );
+        put(&mut bytes, header::SLOT_COUNT, &slots.to_le_bytes());
+        put(
+            &mut bytes,
+            header::CLOCK_ID,
+            &format::CLOCK_MONOTONIC_ID.to_le_bytes(),
+        );
+        put(&mut bytes, header::LANE_COUNT, &lanes.to_le_bytes());
+        for lane_index in 0..lanes as usize {
+            let entry = header_size + lane_index * format::LANE_ENTRY_SIZE as usize;
+            put(
+                &mut bytes,
+                entry + lane::HEAD,
+                &u64::from(lane_slots).to_le_bytes(),
+            );
+            for p in 0..lane_slots as usize {
+                let n = lane_index * lane_slots as usize + p;
+                let at = header_size + table + n * format::SLOT_SIZE as usize;
+                put(
+                    &mut bytes,
+                    at + slot::SEQ,
+                    &(2 * p as u64 + 2).to_le_bytes(),
+                );
+                put(
+                    &mut bytes,
+                    at + slot::MONOTONIC_NS,
+                    &(1000 + n as u64).to_le_bytes(),
+                );
+                put(&mut bytes, at + slot::TID, &(1 + n as u32).to_le_bytes());
+                bytes[at + slot::KIND] = format::KIND_ENTER;
+                let own_ref = ((lane_index as u64) << format::LANE_INDEX_BITS) | p as u64;
+                put(&mut bytes, at + slot::REF_INDEX, &own_ref.to_le_bytes());
+            }
+        }
+        bytes
+    }
+
+    /// A hostile ring of 2^18 enters that never exit, in one lane of as many threads (quadratic for the
+    /// earlier search of the calls in flight): read in O(n log n), and the snapshot stays small.
+    #[test]
+    fn a_ring_full_of_open_calls_gives_a_bounded_snapshot() {
+        let bytes = ring_of_open_calls(1, 1 << 18);
+        let options = ReadOptions {
+            compute_age: false,
+            keep_records: Some(256),
+            max_in_flight: Some(100),
+            ..ReadOptions::default()
+        };
+        let snapshot = parse_ring(&bytes, &options).unwrap();
+        assert_eq!(snapshot.records.len(), 256);
+        assert_eq!(snapshot.records_omitted, (1 << 18) - 256);
+        assert_eq!(snapshot.in_flight.len(), 100);
+        assert_eq!(snapshot.in_flight_omitted, (1 << 18) - 100);
+        // The oldest calls are the ones listed.
+        assert!(snapshot
+            .in_flight
+            .iter()
+            .all(|c| c.entered_monotonic_ns < 1100));
+        assert_eq!(snapshot.torn_slots + snapshot.invalid_slots, 0);
+    }
+
+    /// What a sink gets, put together, is the copy `read_ring_from_file_with_bytes` returns; the chunks
+    /// come in file order, none larger than one chunk, and the records marked are the valid ones.
+    #[test]
+    fn a_sink_gets_the_copy_a_chunk_at_a_time() {
+        #[derive(Default)]
+        struct Chunks {
+            layout: Option<RingHeader>,
+            bytes: Vec<u8>,
+            largest: usize,
+            marked: usize,
+            next_slot: usize,
+        }
+        impl RingSink for Chunks {
+            fn begin(&mut self, layout: &RingHeader) {
+                self.bytes = vec![0; layout.needed_len() as usize];
+                self.layout = Some(layout.clone());
+            }
+            fn slots(&mut self, first: usize, bytes: &[u8], records: &[Option<u64>]) {
+                let layout = self.layout.as_ref().unwrap();
+                assert_eq!(first, self.next_slot);
+                self.next_slot += records.len();
+                self.largest = self.largest.max(bytes.len());
+                self.marked += records.iter().flatten().count();
+                let at = layout.slots_offset() as usize + first * layout.slot_size as usize;
+                self.bytes[at..at + bytes.len()].copy_from_slice(bytes);
+            }
+            fn finish(&mut self, header_bytes: &[u8], _header: &RingHeader) {
+                self.bytes[..header_bytes.len()].copy_from_slice(header_bytes);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.ring");
+        std::fs::write(&path, ring_of_open_calls(4, 1 << 14)).unwrap();
+        let file = File::open(&path).unwrap();
+        let options = ReadOptions {
+            compute_age: false,
+            ..ReadOptions::default()
+        };
+        let mut chunks = Chunks::default();
+        let streamed = read_ring_into(&file, &options, &mut chunks).unwrap();
+        let (whole, bytes) = read_ring_from_file_with_bytes(&file, &options).unwrap();
+        assert_eq!(chunks.bytes, bytes);
+        assert_eq!(streamed, whole);
+        assert_eq!(chunks.marked, 1 << 16);
+        assert!(chunks.largest <= REREAD_CHUNK_BYTES);
+        assert_eq!(parse_ring(&bytes, &options).unwrap().records, whole.records);
+    }
 }

@@ -45,7 +45,7 @@ use crate::durable::{
     write_atomic_mode, TEMP_PREFIX,
 };
 use crate::error::{Error, Result};
-use crate::model::{incident_id, Incident, Timestamp, Trigger};
+use crate::model::{incident_id, EpisodeStatus, Incident, Timestamp, Trigger};
 use crate::retention::{self, Candidate, Removal, Retention};
 
 /// The default output directory (the agent's `--dir` default).
@@ -430,6 +430,45 @@ impl Store {
             });
         }
         Ok(path)
+    }
+
+    /// Incident ids, newest first, from the directory's names alone (ids start with the UTC time of detection): no
+    /// incident is opened. `until` is called every 1,024 entries; when it says stop, the listing ends with what it
+    /// has and `false` (not all read).
+    pub fn ids_newest_first(&self, mut until: impl FnMut() -> bool) -> Result<(Vec<String>, bool)> {
+        let entries = fs::read_dir(&self.dir).map_err(Error::io("read directory", &self.dir))?;
+        let mut ids = Vec::new();
+        let mut complete = true;
+        for (n, entry) in entries.enumerate() {
+            if n % 1024 == 1023 && !until() {
+                complete = false;
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if name.starts_with('.') || validate_id(&name).is_err() {
+                continue;
+            }
+            // The directory entry's type (no stat): a symlink is not an incident.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                ids.push(name);
+            }
+        }
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        Ok((ids, complete))
+    }
+
+    /// The head of incident `id`'s incident.json ([`read_incident_head`]).
+    pub fn load_head(&self, id: &str) -> Result<IncidentHead> {
+        let path = self.path_of(id)?;
+        read_incident_head(&path.join(INCIDENT_FILE))
+    }
+
+    /// Whether a live writer holds incident `id` (its `.in-progress` marker is flock-ed, or cannot be judged).
+    pub fn writer_alive(&self, id: &str) -> bool {
+        validate_id(id).is_ok() && marker_state(&self.dir.join(id)) == Marker::Live
     }
 
     /// Read incident `id` (complete or partial).
@@ -1006,19 +1045,118 @@ struct SummaryHost {
 /// a symlink or blocking on a FIFO.
 pub fn read_incident_bytes(path: &Path) -> Result<Vec<u8>> {
     let limits = Limits::max_len(MAX_INCIDENT_JSON_BYTES);
-    match untrusted::read(path, limits) {
-        Err(capture::Error::Untrusted {
+    untrusted::read(path, limits).map_err(|err| untrusted_error(err, path))
+}
+
+fn untrusted_error(err: capture::Error, path: &Path) -> Error {
+    match err {
+        capture::Error::Untrusted {
             why: Rejection::TooLarge { len, limit },
             ..
-        }) => Err(Error::TooLarge {
+        } => Error::TooLarge {
             path: path.to_path_buf(),
             size: len,
             limit,
-        }),
-        Err(capture::Error::Io { source, .. }) => Err(Error::io("open", path)(source)),
-        Err(err) => Err(Error::from_untrusted(err, path)),
-        Ok(bytes) => Ok(bytes),
+        },
+        capture::Error::Io { source, .. } => Error::io("open", path)(source),
+        err => Error::from_untrusted(err, path),
     }
+}
+
+/// What an incident.json says its episode is: its first fields, `trigger` and `episode` (status and why its
+/// outcome is unknown: nothing else of it is parsed).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct IncidentHead {
+    pub trigger: Trigger,
+    pub episode: EpisodeHead,
+}
+
+/// [`IncidentHead::episode`]: the two fields of [`crate::model::Episode`] that say whether it goes on.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct EpisodeHead {
+    pub status: EpisodeStatus,
+    pub outcome_unknown: Option<String>,
+}
+
+/// Prefixes of an incident.json tried for its head before the whole file is read.
+const HEAD_PREFIXES: [usize; 2] = [4 << 10, 64 << 10];
+
+/// The head of an incident.json ([`IncidentHead`]) read from as short a prefix of the file as holds it (the store
+/// writes `trigger` and `episode` before the samples, so 4 KiB nearly always do), else from the whole file (same
+/// checks as [`read_incident`]). A reader that judges thousands of incidents by their episode (npd-check) reads
+/// this, not each whole incident. The rest of the file is not checked: a file whose head is readable but whose
+/// tail is corrupt still gives its head.
+pub fn read_incident_head(path: &Path) -> Result<IncidentHead> {
+    let file = untrusted::open(path, Limits::max_len(MAX_INCIDENT_JSON_BYTES))
+        .map_err(|err| untrusted_error(err, path))?;
+    for prefix in HEAD_PREFIXES {
+        if prefix as u64 >= file.len() {
+            break;
+        }
+        let bytes = file
+            .read_prefix(prefix)
+            .map_err(|err| untrusted_error(err, path))?;
+        if let Some(head) = head_of_prefix(&bytes) {
+            return Ok(head);
+        }
+    }
+    let bytes = file.read_all().map_err(|err| untrusted_error(err, path))?;
+    match head_of_prefix(&bytes) {
+        Some(head) => Ok(head),
+        None => serde_json::from_slice(&bytes).map_err(|source| Error::Parse {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// The head from the first bytes of an incident.json: `Some` once both fields were read, or the whole object was
+/// (absent fields default); `None` when the bytes end first or do not parse.
+fn head_of_prefix(bytes: &[u8]) -> Option<IncidentHead> {
+    use serde::de::{IgnoredAny, MapAccess, Visitor};
+
+    #[derive(Default)]
+    struct Seen {
+        trigger: Option<Trigger>,
+        episode: Option<EpisodeHead>,
+        whole: bool,
+    }
+    struct HeadVisitor<'a>(&'a mut Seen);
+    impl<'de> Visitor<'de> for HeadVisitor<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an incident object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "trigger" => self.0.trigger = Some(map.next_value()?),
+                    "episode" => self.0.episode = Some(map.next_value()?),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                if self.0.episode.is_some() {
+                    // Stop here: the rest of the bytes may be cut anywhere (the parser's complaint about
+                    // the unfinished object is ignored). The store writes `trigger` before `episode`: a file
+                    // without one before it has none (schema 1: a wedge).
+                    return Ok(());
+                }
+            }
+            self.0.whole = true;
+            Ok(())
+        }
+    }
+    let mut seen = Seen::default();
+    let mut parser = serde_json::Deserializer::from_slice(bytes);
+    let _ = serde::Deserializer::deserialize_map(&mut parser, HeadVisitor(&mut seen));
+    let done = seen.whole || seen.episode.is_some();
+    done.then(|| IncidentHead {
+        trigger: seen.trigger.unwrap_or_default(),
+        episode: seen.episode.unwrap_or_default(),
+    })
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
@@ -1184,4 +1322,180 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         u64::from(st.fragment_size()),
     );
     Some(avail.saturating_mul(frsize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EpisodeStatus;
+
+    fn incident_in(cgroup: &str, pid: i32) -> Incident {
+        let mut incident = Incident::new(pid);
+        incident.process.cgroup = Some(cgroup.to_string());
+        incident
+    }
+
+    /// A pending file of `len` bytes (sparse) committed as `name`.
+    fn grow(handle: &IncidentHandle, name: &str, len: u64) -> Result<()> {
+        let pending = handle.pending_file()?;
+        pending.file().set_len(len).unwrap();
+        pending.commit(name)
+    }
+
+    #[test]
+    fn raw_files_over_the_incident_budget_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Retention::UNLIMITED).unwrap();
+        let handle = store.create(&Incident::new(1)).unwrap();
+        grow(&handle, "ring.bin", 40 << 20).unwrap();
+        // Replacing a file counts its new size only.
+        grow(&handle, "ring.bin", 50 << 20).unwrap();
+        let err = grow(&handle, "ring-2.bin", 20 << 20).unwrap_err();
+        assert!(matches!(err, Error::OverBudget { .. }), "{err}");
+        assert!(err.to_string().contains("ring-2.bin"), "{err}");
+        let err = handle
+            .write_file("kernel-log.txt", &vec![b'x'; 15 << 20])
+            .unwrap_err();
+        assert!(matches!(err, Error::OverBudget { .. }), "{err}");
+        handle.write_file("kernel-log.txt", b"small").unwrap();
+        // Nothing refused is left behind, not even a temp file.
+        let mut names: Vec<String> = fs::read_dir(handle.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [MARKER_FILE, INCIDENT_FILE, "kernel-log.txt", "ring.bin"]
+        );
+        // incident.json itself is never refused (the evidence is bounded where it is made).
+        handle.update(&Incident::new(1)).unwrap();
+    }
+
+    /// The quota holds for young wedges: a tenant's older incidents go first, even one its writer still
+    /// holds (whose next write then says why it fails); the newest of each tree stays; dropped.json says
+    /// what went.
+    #[test]
+    fn the_quota_removes_a_tenants_older_incidents_first_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Retention {
+            max_total_bytes: Some(100 << 20),
+            ..Retention::DEFAULT
+        };
+        let logged = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = logged.clone();
+        let store = Store::open(dir.path(), limits)
+            .unwrap()
+            .log_removals(move |removal| log.lock().unwrap().push(removal.to_string()));
+        let mut other = incident_in("/other.scope", 10);
+        other.id = "20260101T000000Z-h-10".into();
+        let mut handle = store.create(&other).unwrap();
+        grow(&handle, "ring.bin", 30 << 20).unwrap();
+        handle.finish(&other).unwrap();
+        drop(handle);
+        let mut live = Vec::new();
+        for n in 1..=3 {
+            let mut incident = incident_in("/hostile.scope", 100 + n);
+            incident.id = format!("20260101T00000{n}Z-h-{}", 100 + n);
+            let mut handle = store.create(&incident).unwrap();
+            grow(&handle, "ring.bin", 30 << 20).unwrap();
+            handle.finish(&incident).unwrap();
+            live.push((handle, incident));
+        }
+        // 4 × 30 MiB over 100 MiB: the hostile tree's oldest (its writer alive) went, nothing else.
+        let (first, incident) = &mut live[0];
+        assert!(!first.path().exists());
+        let err = first.update(incident).unwrap_err();
+        assert!(matches!(err, Error::Dropped { .. }), "{err}");
+        assert!(err.to_string().contains("quota"), "{err}");
+        assert!(first.pending_file().is_err() && first.write_file("x", b"x").is_err());
+        for kept in [
+            "20260101T000000Z-h-10",
+            "20260101T000002Z-h-102",
+            "20260101T000003Z-h-103",
+        ] {
+            assert!(dir.path().join(kept).join(INCIDENT_FILE).exists(), "{kept}");
+        }
+        let dropped = store.dropped().dropped;
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].removal.id, "20260101T000001Z-h-101");
+        assert_eq!(dropped[0].removal.tree, "cgroup:/hostile.scope");
+        assert!(dropped[0].removal.writer_live);
+        assert_eq!(logged.lock().unwrap().as_slice(), [dropped[0].why.clone()]);
+        let text = fs::read_to_string(dir.path().join(DROPPED_FILE)).unwrap();
+        assert!(text.contains("\"limit\": \"quota\""), "{text}");
+        // The listing is not confused by dropped.json.
+        assert_eq!(store.list().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_process_tree_is_the_cgroup_else_the_process() {
+        let head = |cgroup: Option<&str>, start: Option<u64>| SummaryFields {
+            process: SummaryProcess {
+                pid: 7,
+                start_time: start,
+                cgroup: cgroup.map(str::to_string),
+            },
+            ..SummaryFields::default()
+        };
+        assert_eq!(
+            tree_of(Some(&head(Some("/a/b"), Some(5))), "i"),
+            "cgroup:/a/b"
+        );
+        assert_eq!(tree_of(Some(&head(Some("/"), Some(5))), "i"), "process:7:5");
+        assert_eq!(tree_of(Some(&head(None, None)), "i"), "incident:i");
+        assert_eq!(tree_of(None, "i"), "incident:i");
+    }
+
+    #[test]
+    fn an_incidents_head_is_read_from_its_first_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Retention::UNLIMITED).unwrap();
+        let mut incident = Incident::new(3);
+        incident.episode.status = EpisodeStatus::Resolved;
+        // A long tail (a big sample would do the same): the head is still in the first 4 KiB.
+        incident.timeline = (0..5000)
+            .map(|n| crate::model::TimelineEvent {
+                at: Timestamp::now(),
+                event: format!("event {n}"),
+            })
+            .collect();
+        let mut handle = store.create(&incident).unwrap();
+        handle.finish(&incident).unwrap();
+        let json = handle.path().join(INCIDENT_FILE);
+        assert!(fs::metadata(&json).unwrap().len() > 64 << 10);
+        let head = store.load_head(handle.id()).unwrap();
+        assert_eq!(head.trigger, Trigger::Wedge);
+        assert_eq!(head.episode.status, EpisodeStatus::Resolved);
+        // A corrupt tail does not hide the head; a corrupt head is an error; no trigger (schema 1) is a wedge.
+        let mut bytes = fs::read(&json).unwrap();
+        let len = bytes.len();
+        bytes[len - 100..].fill(b'{');
+        fs::write(&json, &bytes).unwrap();
+        assert_eq!(
+            store.load_head(handle.id()).unwrap().episode.status,
+            EpisodeStatus::Resolved
+        );
+        fs::write(&json, b"{\"episode\": {\"status\": ").unwrap();
+        assert!(matches!(
+            store.load_head(handle.id()),
+            Err(Error::Parse { .. })
+        ));
+        fs::write(
+            &json,
+            br#"{"id": "x", "episode": {"status": "open"}, "samples": [}"#,
+        )
+        .unwrap();
+        let head = store.load_head(handle.id()).unwrap();
+        assert_eq!(
+            (head.trigger, head.episode.status),
+            (Trigger::Wedge, EpisodeStatus::Open)
+        );
+        fs::write(&json, br#"{"trigger": "on_demand"}"#).unwrap();
+        assert_eq!(
+            store.load_head(handle.id()).unwrap().trigger,
+            Trigger::OnDemand
+        );
+    }
 }

@@ -15,6 +15,7 @@ mod hostile_capture;
 mod hostile_daemon;
 mod hostile_rings;
 mod hostile_store;
+mod hostile_tenant_bounds;
 mod inject;
 mod liveness;
 mod log_storm;
