@@ -136,15 +136,21 @@ impl RingCopy {
                         kept.get(slot as usize) != Some(&(call.seq + 1))
                     })
                     .count();
-                let mut note = format!(
-                    "newest {} of {total} records kept (each lane's newest {lane_slots} of {} slots, in 128-byte \
-                     slots: {} of the ring's {}), byte budget {budget} of the incident's {} for ring copies",
-                    self.kept_records,
-                    layout.lane_slots,
+                let size = format!(
+                    "{} of the ring's {}), byte budget {budget} of the incident's {} for ring copies",
                     reports::render::bytes(self.copy_len()),
                     reports::render::bytes(layout.needed_len),
                     reports::render::bytes(crate::defaults::RING_COPY_BUDGET),
                 );
+                let mut note = if total == 0 {
+                    format!("the ring holds no record: copied as an empty ring of one slot per lane ({size}")
+                } else {
+                    format!(
+                        "newest {} of {total} records kept (each lane's newest {lane_slots} of {} slots, in \
+                         128-byte slots: {size}",
+                        self.kept_records, layout.lane_slots,
+                    )
+                };
                 if outside > 0 {
                     note.push_str(&format!(
                         "; {outside} of the {} calls in flight are older than the copy keeps (incident.json \
@@ -168,6 +174,20 @@ impl RingCopy {
                 layout.slots_offset + kept.len() as u64 * u64::from(format::SLOT_SIZE)
             }
             _ => 0,
+        }
+    }
+
+    /// A cut copy with nothing in it becomes the smallest valid ring: one (empty) slot per lane.
+    fn shrink_to_one_slot_per_lane(&mut self) {
+        let Some(layout) = self.layout else {
+            return;
+        };
+        self.plan = Plan::Cut {
+            lane_slots: 1,
+            kept: vec![0; layout.lane_count as usize],
+        };
+        if let Err(err) = self.file().set_len(self.copy_len()) {
+            self.error = Some(err.to_string());
         }
     }
 
@@ -282,6 +302,13 @@ impl RingSink for RingCopy {
                         index < head && head - index <= lane_slots
                     })
                     .count() as u64;
+                if kept.iter().all(|&held| held == 0) {
+                    // Nothing was copied: the smallest valid ring says the same (one empty slot per lane).
+                    self.shrink_to_one_slot_per_lane();
+                }
+                let Plan::Cut { kept, .. } = &self.plan else {
+                    return;
+                };
                 let slot_count = kept.len() as u32;
                 let mut cut = header_bytes.to_vec();
                 cut[header::SLOT_SIZE..header::SLOT_SIZE + 4]
@@ -319,7 +346,7 @@ mod tests {
         .unwrap();
         let writer = std::sync::Arc::new(writer);
         // Every thread lives until all have written: no lane passes from one to another.
-        let all_written = std::sync::Arc::new(std::sync::Barrier::new(threads));
+        let all_written = std::sync::Arc::new(std::sync::Barrier::new(threads.max(1)));
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let writer = writer.clone();
@@ -405,6 +432,20 @@ mod tests {
         // Every copied record is byte for byte the ring's.
         let last = &copy.records[copy.records.len() - 1];
         assert!(snapshot.records.contains(last));
+    }
+
+    #[test]
+    fn an_empty_ring_over_the_budget_is_copied_as_the_smallest_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ring");
+        ring(&path, 1 << 16, 64, 0, 0);
+        let (snapshot, outcome, bytes) = read_copy(&path, 1 << 20);
+        assert!(snapshot.records.is_empty());
+        assert_eq!(bytes.len(), 512 + 64 * 64 + 64 * 128);
+        let copy = breadcrumb::parse_ring(&bytes, &ReadOptions::default()).unwrap();
+        assert_eq!((copy.header.slot_count, copy.records.len()), (64, 0));
+        let note = outcome.note.unwrap();
+        assert!(note.starts_with("the ring holds no record"), "{note}");
     }
 
     #[test]

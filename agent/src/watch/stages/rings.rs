@@ -40,6 +40,12 @@ fn capture_ring(
     handle: &IncidentHandle,
     deadline: &Deadline,
 ) {
+    // What an earlier run of this stage left (an adopted episode whose capture is taken up again) is replaced.
+    incident.ring = None;
+    incident.extra_rings.clear();
+    incident
+        .not_captured
+        .retain(|n| n.what != "breadcrumb ring" && n.what != "ring copy");
     let mut rings = crate::rings::files::find_rings(&settings.proc_root, &settings.ring_dirs, pid);
     if rings.is_empty() {
         not_captured(
