@@ -640,6 +640,11 @@ impl Store {
 
     /// Appends `removed` to `dropped.json` (atomically; the oldest entries beyond [`MAX_DROPPED_ENTRIES`] go).
     fn record_dropped(&self, removed: &[Removal]) -> Result<()> {
+        // One read-modify-write at a time among this store's clones (capture workers finish concurrently).
+        let _serialized = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut log = self.dropped();
         let now = Utc::now();
         log.dropped.extend(removed.iter().map(|removal| Dropped {

@@ -153,8 +153,8 @@ impl RingCopy {
                 };
                 if outside > 0 {
                     note.push_str(&format!(
-                        "; {outside} of the {} calls in flight are older than the copy keeps (incident.json \
-                         lists them)",
+                        "; {outside} of the {} calls in flight listed in incident.json are older than the copy \
+                         keeps",
                         snapshot.in_flight.len()
                     ));
                 }
