@@ -991,6 +991,10 @@ fn bench_agent_peak_rss_with_four_max_size_rings() {
             let hwm = vm_hwm_kib(agent.pid());
             let bytes = dir_bytes(&incident_dir(&out, &incident));
             let _ = agent.terminate();
+            if std::env::var_os("WEDGE_BENCH_SHOW").is_some() {
+                let listing = Command::new("ls").arg("-la").arg(incident_dir(&out, &incident)).output().unwrap();
+                println!("{}\n{}", String::from_utf8_lossy(&listing.stdout), incident["not_captured"]);
+            }
             println!(
                 "| {} | {} | {:.1} MiB | {:.1} MiB | {:.1} s |",
                 binary.display(),
