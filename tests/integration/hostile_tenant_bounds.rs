@@ -662,23 +662,39 @@ fn five_hostile_processes_cannot_push_the_store_past_its_quota() {
     let dir = TempDir::new("bounds-quota");
     let out = dir.path().join("incidents");
     let quota = Retention::DEFAULT.max_total_bytes.unwrap();
-    // Other tenants' young incidents (detected now, each in its own cgroup), 62 MiB each: 1,984 MiB, so that
-    // five tenant incidents of ~15 MiB take the store over its 2 GiB quota.
-    let store = Store::open(&out, Retention::UNLIMITED).unwrap();
-    let mut others = Vec::new();
-    for n in 0..32 {
-        let mut incident = Incident::new(40_000 + n);
-        incident.process.cgroup = Some(format!("/other-tenant-{n}.scope"));
-        let mut handle = store.create(&incident).unwrap();
-        handle.finish(&incident).unwrap();
-        let evidence = std::fs::File::create(handle.path().join("ring.bin")).unwrap();
-        evidence.set_len(62 << 20).unwrap();
-        others.push(handle.id().to_string());
-    }
-    drop(store);
-
     let tree = TreeCgroup::new(&format!("wc-bounds-tenant-{}", std::process::id()))
         .unwrap_or_else(|why| panic!("{test}: cannot make the tenant's cgroup: {why}"));
+    // A store within 1 MiB of its quota, all young (detected now): 31 other tenants' incidents, each in its own
+    // cgroup, of 62 MiB; and two earlier incidents of the tenant's own cgroup that fill the rest. Any incident of
+    // the tenant takes the store over its quota.
+    let store = Store::open(&out, Retention::UNLIMITED).unwrap();
+    let young = |n: i32, cgroup: String| {
+        let mut incident = Incident::new(40_000 + n);
+        incident.process.cgroup = Some(cgroup);
+        let mut handle = store.create(&incident).unwrap();
+        handle.finish(&incident).unwrap();
+        (handle.id().to_string(), handle.path().join("ring.bin"))
+    };
+    let others: Vec<(String, PathBuf)> = (0..31)
+        .map(|n| young(n, format!("/other-tenant-{n}.scope")))
+        .collect();
+    let earlier: Vec<(String, PathBuf)> = (31..33).map(|n| young(n, tree.name.clone())).collect();
+    drop(store);
+    for (_, evidence) in &others {
+        std::fs::File::create(evidence)
+            .unwrap()
+            .set_len(62 << 20)
+            .unwrap();
+    }
+    let rest = (quota - (1 << 20)).saturating_sub(dir_bytes(&out)) / 2;
+    for (_, evidence) in &earlier {
+        std::fs::File::create(evidence)
+            .unwrap()
+            .set_len(rest)
+            .unwrap();
+    }
+    let others: Vec<String> = others.into_iter().map(|(id, _)| id).collect();
+
     let comm = unique_comm("q");
     let program = link_as(dir.path(), &comm, &python);
     let tenants: Vec<Tenant> = (0..5)
@@ -742,6 +758,10 @@ fn five_hostile_processes_cannot_push_the_store_past_its_quota() {
             "{id} was removed:\n{log}"
         );
     }
+    assert!(
+        earlier.iter().any(|(id, _)| !out.join(id).exists()),
+        "none of the tenant's earlier incidents was removed:\n{log}"
+    );
     // What was removed is said: in the log, and in dropped.json.
     let dropped: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("dropped.json")).expect("dropped.json"))
@@ -991,10 +1011,6 @@ fn bench_agent_peak_rss_with_four_max_size_rings() {
             let hwm = vm_hwm_kib(agent.pid());
             let bytes = dir_bytes(&incident_dir(&out, &incident));
             let _ = agent.terminate();
-            if std::env::var_os("WEDGE_BENCH_SHOW").is_some() {
-                let listing = Command::new("ls").arg("-la").arg(incident_dir(&out, &incident)).output().unwrap();
-                println!("{}\n{}", String::from_utf8_lossy(&listing.stdout), incident["not_captured"]);
-            }
             println!(
                 "| {} | {} | {:.1} MiB | {:.1} MiB | {:.1} s |",
                 binary.display(),

@@ -124,7 +124,7 @@ pub fn check_within(
             return (
                 UNKNOWN,
                 format!(
-                    "cannot read incidents: {} is not a directory",
+                    "cannot read incidents: store is not a directory: {}",
                     dir.display()
                 ),
             )
