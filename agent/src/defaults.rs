@@ -126,3 +126,8 @@ pub const SYMBOLIZER_ADDRESS_SPACE_LIMIT: u64 = SYMBOLIZER_MAX_ELF_FILE_BYTES + 
 /// needs 16 MiB (Debian's python3.11) to 32 MiB (a pyenv build with a 23 MiB libpython); a target mapping a
 /// huge fake `libpython*.so` makes py-spy fail at the limit instead of growing.
 pub const PY_SPY_ADDRESS_SPACE_LIMIT: u64 = 512 << 20;
+/// Bytes the copies of one incident's breadcrumb rings may take together (ring.bin, ring-2.bin …): shared
+/// among the rings read (each gets what is left divided by the rings still to read); a ring over its share is
+/// copied as a valid smaller ring of its newest records (`rings::copy`). The incident's evidence is the calls in
+/// flight and the last records (in incident.json), not 4 × 128 MiB of a tenant's rings.
+pub const RING_COPY_BUDGET: u64 = 16 << 20;

@@ -28,7 +28,7 @@ pub use error::{Error, Result};
 pub use format::{Args, Call, RingClock};
 pub use reader::{
     in_flight_calls, parse_header, parse_ring, read_header, read_ring, read_ring_from_file,
-    read_ring_from_file_with_bytes, read_ring_with_bytes, InFlight, ReadOptions, Record,
-    RecordKind, RingHeader, RingSnapshot,
+    read_ring_from_file_with_bytes, read_ring_into, read_ring_with_bytes, InFlight, ReadOptions,
+    Record, RecordKind, RingHeader, RingSink, RingSnapshot,
 };
 pub use writer::{Token, Writer, WriterOptions};

@@ -53,6 +53,18 @@ pub enum Error {
         size: u64,
         limit: u64,
     },
+    /// A raw file that would take its incident over the per-incident byte budget (not written).
+    #[error("{name}: {size} bytes would take incident {id} to {total} bytes, over its {limit}-byte budget")]
+    OverBudget {
+        id: String,
+        name: String,
+        size: u64,
+        total: u64,
+        limit: u64,
+    },
+    /// The incident was removed by retention (the store's quota) while its writer still held it.
+    #[error("incident {id} was removed by retention: {why}")]
+    Dropped { id: String, why: String },
 }
 
 impl Error {

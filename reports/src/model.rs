@@ -478,6 +478,13 @@ pub struct RingExcerpt {
     pub same_boot: Option<bool>,
     /// Records in the ring that are not in `records` (the excerpt keeps the newest).
     pub records_omitted: u64,
+    /// Calls in flight not in `in_flight` (the excerpt keeps the oldest; a hostile ring can hold 2^20).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub in_flight_omitted: u64,
+    /// What the copy (`copy`) leaves out of the ring when it is not the whole ring: a ring over the incident's
+    /// ring-copy budget is copied as a valid smaller ring of its newest records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_note: Option<String>,
     /// Why the ring could not be read, when it could not.
     pub error: Option<String>,
     /// Which breadcrumb path wrote the ring, from its file name (docs/inject.md): `<pid>-<start>.driver.ring`
@@ -497,6 +504,10 @@ pub fn breadcrumb_path_of(path: &str) -> Option<String> {
     } else {
         None
     }
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl RingExcerpt {
@@ -520,6 +531,8 @@ impl RingExcerpt {
             invalid_slots: snapshot.invalid_slots,
             same_boot: snapshot.same_boot,
             records_omitted: omitted as u64,
+            in_flight_omitted: snapshot.in_flight_omitted,
+            copy_note: None,
             error: None,
         }
     }

@@ -1,18 +1,30 @@
-//! Retention: keep the incident directory within a count, a size and a free-space floor, without losing a wedge.
+//! Retention: keep the incident directory within a count, a size and a free-space floor, without losing a wedge
+//! to anything but the byte quota, and then only another one of the same process tree first.
 //!
 //! Rules, in the order [`plan`] applies them (ids start with the UTC time, so name order is age order):
-//! 1. Never removed: an incident whose writer is alive (its `.in-progress` marker is flock-ed: the episode is still
-//!    followed), and a wedge incident younger than [`Retention::protect_wedges_for_s`].
+//! 1. Protected from rules 2–4: an incident whose writer is alive (its `.in-progress` marker is flock-ed: the
+//!    episode is still followed), and a wedge incident younger than [`Retention::protect_wedges_for_s`].
 //! 2. On-demand incidents (`trigger` = `on_demand`, the agent's SIGUSR1) beyond [`Retention::max_on_demand`] go
 //!    first, oldest first: a signal storm only ever displaces other on-demand captures.
 //! 3. While the store is over its byte limit or the filesystem under its free-space floor, on-demand incidents go
 //!    before any wedge incident, oldest first; then wedge incidents past the floor, oldest first, but only for the
 //!    pressure wedges cause themselves (an on-demand capture still in progress is counted as gone).
 //! 4. [`Retention::max_incidents`] counts wedge incidents only (on-demand ones have their own cap).
+//! 5. **The byte quota** ([`Retention::max_total_bytes`]) holds even for wedges younger than the floor: while the
+//!    store is still over it, incidents go whatever their age, oldest first, in this order: (a) one of a process
+//!    tree ([`Candidate::tree`]: its cgroup) that has a newer incident in the store, writer gone; (b) the same with
+//!    its writer alive — the quota must hold, so the writer loses it: its next write fails with
+//!    [`crate::Error::Dropped`], which says so; (c) the newest incident of its tree, writer gone. The newest
+//!    incident of a tree whose writer is alive is never removed: one tenant's wedges displace its own older ones
+//!    first and never the episode another tenant's writer is following. The quota can thus be exceeded only by
+//!    one live incident per tree, each within the store's per-incident budget
+//!    ([`crate::store::MAX_INCIDENT_BYTES`]).
 //!
-//! Every removal comes back as a [`Removal`] with the limit that caused it, for the caller's log. A removal first
-//! renames the directory to a temp name, so a reader never sees a half-removed incident.
+//! Every removal comes back as a [`Removal`] with the limit that caused it, for the caller's log (the store also
+//! appends it to `dropped.json`). A removal first renames the directory to a temp name, so a reader never sees a
+//! half-removed incident.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -26,7 +38,8 @@ pub const DEFAULT_PROTECT_WEDGES_FOR_S: u64 = 24 * 3600;
 pub struct Retention {
     /// Keep at most this many wedge incidents (not counting on-demand ones).
     pub max_incidents: Option<usize>,
-    /// Keep the incidents' total size at most this many bytes.
+    /// Keep the incidents' total size at most this many bytes: the quota (rule 5 of the module docs), which
+    /// holds for young wedges too.
     pub max_total_bytes: Option<u64>,
     /// Remove old incidents while the filesystem has less than this many bytes available.
     pub min_free_bytes: Option<u64>,
@@ -78,6 +91,13 @@ pub enum RemovalReason {
     Bytes { total: u64, max: u64 },
     /// The filesystem had `free` bytes available, under `min`.
     FreeSpace { free: u64, min: u64 },
+    /// The store's total size over `max_total_bytes` once rules 2–4 were done: the quota, which holds for young
+    /// wedges too (rule 5). `newest_of_tree`: it was the newest incident of its process tree.
+    Quota {
+        total: u64,
+        max: u64,
+        newest_of_tree: bool,
+    },
 }
 
 impl fmt::Display for RemovalReason {
@@ -101,6 +121,21 @@ impl fmt::Display for RemovalReason {
                 crate::render::bytes(*free),
                 crate::render::bytes(*min)
             ),
+            RemovalReason::Quota {
+                total,
+                max,
+                newest_of_tree,
+            } => write!(
+                f,
+                "incidents take {}, over the store's quota (max_total_bytes {}, held for young wedges too){}",
+                crate::render::bytes(*total),
+                crate::render::bytes(*max),
+                if *newest_of_tree {
+                    "; it was the newest of its process tree, and only older incidents were left to remove"
+                } else {
+                    "; its process tree has a newer incident, which is kept"
+                }
+            ),
         }
     }
 }
@@ -113,16 +148,28 @@ pub struct Removal {
     pub on_demand: bool,
     pub bytes: u64,
     pub reason: RemovalReason,
+    /// Its process tree ([`Candidate::tree`]).
+    #[serde(default)]
+    pub tree: String,
+    /// Its writer was still writing it (only the quota removes such an incident, rule 5b).
+    #[serde(default)]
+    pub writer_live: bool,
 }
 
 impl fmt::Display for Removal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "retention removed {} incident {} ({}): {}",
+            "retention removed {} incident {} ({}, process tree {}{}): {}",
             if self.on_demand { "on-demand" } else { "wedge" },
             self.id,
             crate::render::bytes(self.bytes),
+            self.tree,
+            if self.writer_live {
+                ", its writer still following it"
+            } else {
+                ""
+            },
             self.reason
         )
     }
@@ -139,6 +186,9 @@ pub(crate) struct Candidate {
     pub on_demand: bool,
     /// Time since detection; None when unknown (treated as new: a wedge of unknown age is kept).
     pub age: Option<Duration>,
+    /// Its process tree: the cgroup of its process (a tenant cannot put its processes into another's cgroup),
+    /// else the process itself (`process:<pid>:<start time>`), else the incident alone.
+    pub tree: String,
 }
 
 /// The removals, given `candidates` sorted oldest first. `free_bytes` is the space available now; removing an
@@ -164,6 +214,8 @@ pub(crate) fn plan(
             on_demand: candidates[i].on_demand,
             bytes: candidates[i].bytes,
             reason,
+            tree: candidates[i].tree.clone(),
+            writer_live: candidates[i].in_progress,
         });
         candidates[i].bytes
     };
@@ -239,6 +291,55 @@ pub(crate) fn plan(
             free = free.map(|f| f.saturating_add(c.bytes));
         }
     }
+
+    // 5. The quota, whatever the incidents' age: older incidents of a tree before its newest; a live writer's
+    // incident only when it is not its tree's newest. On-demand incidents first; as in rule 3, those still
+    // there (in progress) are not charged to the wedges.
+    if let Some(max) = limits.max_total_bytes {
+        let mut newest: HashMap<&str, usize> = HashMap::new();
+        for (i, c) in candidates.iter().enumerate() {
+            if !gone[i] {
+                newest.insert(c.tree.as_str(), i);
+            }
+        }
+        for on_demand_pass in [true, false] {
+            let left = |on_demand_only: bool, gone: &[bool]| -> u64 {
+                candidates
+                    .iter()
+                    .zip(gone)
+                    .filter(|(c, g)| !**g && (!on_demand_only || c.on_demand))
+                    .map(|(c, _)| c.bytes)
+                    .sum()
+            };
+            let mut total = left(false, &gone);
+            if !on_demand_pass {
+                total = total.saturating_sub(left(true, &gone));
+            }
+            let steps = [(false, false), (false, true), (true, false)];
+            for (newest_of_tree, live) in steps {
+                for (i, c) in candidates.iter().enumerate() {
+                    if total <= max {
+                        break;
+                    }
+                    let is_newest = newest.get(c.tree.as_str()) == Some(&i);
+                    if gone[i]
+                        || c.on_demand != on_demand_pass
+                        || is_newest != newest_of_tree
+                        || c.in_progress != live
+                    {
+                        continue;
+                    }
+                    let reason = RemovalReason::Quota {
+                        total,
+                        max,
+                        newest_of_tree,
+                    };
+                    remove(i, reason, &mut gone);
+                    total = total.saturating_sub(c.bytes);
+                }
+            }
+        }
+    }
     removals
 }
 
@@ -256,6 +357,7 @@ mod tests {
             in_progress,
             on_demand: false,
             age: OLD,
+            tree: format!("process:{id}"),
         }
     }
 
@@ -369,19 +471,81 @@ mod tests {
         };
         let removals = plan(&list, &limits, Some(u64::MAX));
         assert_eq!(ids(&removals), ["3-od", "1-old-wedge"]);
-        // Nothing else can go: the young wedge is under the floor and the live one is followed.
-        let limits = Retention {
-            max_total_bytes: Some(0),
+        // Under the free-space floor nothing else can go: the young wedge is under the age floor and the live one
+        // is followed.
+        let floor = Retention {
+            min_free_bytes: Some(u64::MAX),
             ..Retention::DEFAULT
         };
-        assert_eq!(
-            ids(&plan(&list, &limits, Some(u64::MAX))),
-            ["3-od", "1-old-wedge"]
-        );
+        assert_eq!(ids(&plan(&list, &floor, Some(0))), ["3-od", "1-old-wedge"]);
         // A wedge of unknown age counts as young.
         let mut unknown = wedge("5-unknown-age", 100, false);
         unknown.age = None;
-        assert!(plan(&[unknown], &limits, Some(u64::MAX)).is_empty());
+        assert!(plan(&[unknown.clone()], &floor, Some(0)).is_empty());
+        // The byte quota holds for young wedges too; the newest incident of a tree whose writer is alive stays.
+        let quota = Retention {
+            max_total_bytes: Some(0),
+            ..Retention::DEFAULT
+        };
+        let removals = plan(&list, &quota, Some(u64::MAX));
+        assert_eq!(ids(&removals), ["3-od", "1-old-wedge", "2-young-wedge"]);
+        assert!(matches!(
+            removals[2].reason,
+            RemovalReason::Quota {
+                newest_of_tree: true,
+                ..
+            }
+        ));
+        assert_eq!(
+            ids(&plan(&[unknown], &quota, Some(u64::MAX))),
+            ["5-unknown-age"]
+        );
+    }
+
+    fn in_tree(mut c: Candidate, tree: &str) -> Candidate {
+        c.tree = tree.to_string();
+        young(c)
+    }
+
+    /// Issue 35: five wedged processes of one tenant fill the store within minutes (all younger than the age
+    /// floor). The quota holds: the tenant's older incidents go first, its live ones before another tenant's
+    /// finished newest one, and the newest of every tree whose writer is alive stays.
+    #[test]
+    fn the_quota_holds_for_young_wedges_and_keeps_the_newest_per_process_tree() {
+        let list = [
+            in_tree(wedge("1-victim", 100, false), "cgroup:/victim"),
+            in_tree(wedge("2-hostile", 100, false), "cgroup:/hostile"),
+            in_tree(wedge("3-hostile", 100, true), "cgroup:/hostile"),
+            in_tree(wedge("4-victim-live", 100, true), "cgroup:/victim-2"),
+            in_tree(wedge("5-hostile", 100, true), "cgroup:/hostile"),
+            in_tree(wedge("6-hostile", 100, true), "cgroup:/hostile"),
+        ];
+        let quota = |max| Retention {
+            max_total_bytes: Some(max),
+            ..Retention::DEFAULT
+        };
+        // Nothing over the quota: nothing removed (all are young).
+        assert!(plan(&list, &quota(600), Some(u64::MAX)).is_empty());
+        // The hostile tree's older finished incident first, then its older live ones, oldest first.
+        assert_eq!(
+            ids(&plan(&list, &quota(500), Some(u64::MAX))),
+            ["2-hostile"]
+        );
+        let removals = plan(&list, &quota(300), Some(u64::MAX));
+        assert_eq!(ids(&removals), ["2-hostile", "3-hostile", "5-hostile"]);
+        assert!(removals[1].writer_live && removals[1].tree == "cgroup:/hostile");
+        // Then the finished newest incident of another tree; the newest live one of each tree never.
+        assert_eq!(
+            ids(&plan(&list, &quota(0), Some(u64::MAX))),
+            ["2-hostile", "3-hostile", "5-hostile", "1-victim"]
+        );
+        let line = removals[0].to_string();
+        assert!(
+            line.contains("quota")
+                && line.contains("cgroup:/hostile")
+                && line.contains("newer incident"),
+            "{line}"
+        );
     }
 
     /// An on-demand capture under way takes the space: no wedge, however old, is removed to make room for it.

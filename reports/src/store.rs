@@ -4,10 +4,15 @@
 //! <dir>/20261202T113400Z-gpu01-4242/
 //!     incident.json   the model; complete=false until the capture finished
 //!     report.md       rendered Markdown of the same state (written by finish, and by every update after it)
-//!     ring.bin        byte-exact copy of the breadcrumb ring (caller's bytes)
+//!     ring.bin        copy of the breadcrumb ring (the caller's bytes, or streamed: [`PendingFile`])
 //!     samples/…       raw files the caller keeps (stack, status …)
 //!     .in-progress    marker, flock-ed by the live writer; removed when the handle is dropped
+//! <dir>/dropped.json  what retention removed, newest last (at most 256 entries): id, size, process tree, why
 //! ```
+//!
+//! Bounds: the raw files of one incident (everything but incident.json and report.md) are refused once they would
+//! take it over [`MAX_INCIDENT_BYTES`] ([`Error::OverBudget`]); the store's total is held to its quota by
+//! retention ([`crate::retention`], rule 5), young wedges included.
 //!
 //! Every file is written by [`crate::durable`] (temp → fsync → rename → fsync dir). A new incident is assembled in a
 //! temp directory with its first `incident.json` and marker, then renamed into place with `RENAME_NOREPLACE`: an
@@ -40,7 +45,7 @@ use crate::durable::{
     write_atomic_mode, TEMP_PREFIX,
 };
 use crate::error::{Error, Result};
-use crate::model::{incident_id, Incident, Timestamp, Trigger};
+use crate::model::{incident_id, EpisodeStatus, Incident, Timestamp, Trigger};
 use crate::retention::{self, Candidate, Removal, Retention};
 
 /// The default output directory (the agent's `--dir` default).
@@ -59,6 +64,17 @@ pub const MAX_INCIDENT_JSON_BYTES: u64 = 256 << 20;
 pub const MAX_BUNDLED_FILE_BYTES: u64 = 1 << 32;
 /// A temp directory without a marker older than this belongs to a writer that died while creating it.
 const ORPHAN_TEMP_DIR_AGE: Duration = Duration::from_secs(600);
+/// The most one incident's directory may take: its raw files are refused beyond it. The agent's own budgets keep
+/// an incident well under it (ring copies ≤ 16 MiB, kernel-log.txt ≤ ~1 MiB, incident.json and report.md).
+pub const MAX_INCIDENT_BYTES: u64 = 64 << 20;
+/// In the store's directory: what retention removed, newest last ([`DroppedLog`]).
+pub const DROPPED_FILE: &str = "dropped.json";
+/// Entries `dropped.json` keeps (the oldest go first).
+pub const MAX_DROPPED_ENTRIES: usize = 256;
+/// Largest `dropped.json` read back (a larger or unreadable one is started afresh).
+const MAX_DROPPED_FILE_BYTES: u64 = 1 << 20;
+/// Incidents removed while their writer held them, remembered so that its next write says why it fails.
+const MAX_REMEMBERED_DROPS: usize = 4096;
 
 /// Modes of what the store creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,12 +103,32 @@ pub struct Store {
     /// What retention needs from each incident.json, which never changes over an incident's life: parsing every
     /// file at every create and finish would cost a signal storm dearly.
     retention_facts: Arc<std::sync::Mutex<HashMap<(String, u64), RetentionFacts>>>,
+    /// Incidents the quota removed while a writer of this process held them: id → why (their handles' next
+    /// write fails with [`Error::Dropped`]).
+    dropped: Arc<std::sync::Mutex<HashMap<String, String>>>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct RetentionFacts {
     on_demand: bool,
     detected: Option<SystemTime>,
+    tree: String,
+}
+
+/// One entry of `dropped.json`: a [`Removal`] and when it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dropped {
+    pub removed_at: DateTime<Utc>,
+    #[serde(flatten)]
+    pub removal: Removal,
+    /// The removal in words (the retention log line).
+    pub why: String,
+}
+
+/// The content of `dropped.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DroppedLog {
+    pub dropped: Vec<Dropped>,
 }
 
 /// Where retention reports each removal (see [`Store::log_removals`]).
@@ -167,6 +203,7 @@ impl Store {
             writable: true,
             removal_log: RemovalLog::default(),
             retention_facts: Arc::default(),
+            dropped: Arc::default(),
         };
         store.clean_dead_writers()?;
         Ok(store)
@@ -194,6 +231,7 @@ impl Store {
             writable: false,
             removal_log: RemovalLog::default(),
             retention_facts: Arc::default(),
+            dropped: Arc::default(),
         })
     }
 
@@ -394,6 +432,45 @@ impl Store {
         Ok(path)
     }
 
+    /// Incident ids, newest first, from the directory's names alone (ids start with the UTC time of detection): no
+    /// incident is opened. `until` is called every 1,024 entries; when it says stop, the listing ends with what it
+    /// has and `false` (not all read).
+    pub fn ids_newest_first(&self, mut until: impl FnMut() -> bool) -> Result<(Vec<String>, bool)> {
+        let entries = fs::read_dir(&self.dir).map_err(Error::io("read directory", &self.dir))?;
+        let mut ids = Vec::new();
+        let mut complete = true;
+        for (n, entry) in entries.enumerate() {
+            if n % 1024 == 1023 && !until() {
+                complete = false;
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if name.starts_with('.') || validate_id(&name).is_err() {
+                continue;
+            }
+            // The directory entry's type (no stat): a symlink is not an incident.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                ids.push(name);
+            }
+        }
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        Ok((ids, complete))
+    }
+
+    /// The head of incident `id`'s incident.json ([`read_incident_head`]).
+    pub fn load_head(&self, id: &str) -> Result<IncidentHead> {
+        let path = self.path_of(id)?;
+        read_incident_head(&path.join(INCIDENT_FILE))
+    }
+
+    /// Whether a live writer holds incident `id` (its `.in-progress` marker is flock-ed, or cannot be judged).
+    pub fn writer_alive(&self, id: &str) -> bool {
+        validate_id(id).is_ok() && marker_state(&self.dir.join(id)) == Marker::Live
+    }
+
     /// Read incident `id` (complete or partial).
     pub fn load(&self, id: &str) -> Result<Incident> {
         let path = self.path_of(id)?;
@@ -443,7 +520,7 @@ impl Store {
             };
             let key = (id.clone(), dir_meta.ino());
             let known = match facts.get(&key) {
-                Some(known) => *known,
+                Some(known) => known.clone(),
                 None => {
                     let head = read_json::<SummaryFields>(&path.join(INCIDENT_FILE)).ok();
                     let known = RetentionFacts {
@@ -455,10 +532,11 @@ impl Store {
                             .as_ref()
                             .and_then(|h| h.detected_at.wall)
                             .map(SystemTime::from),
+                        tree: tree_of(head.as_ref(), &id),
                     };
                     // An unreadable file may be one being replaced: asked again next time.
                     if head.is_some() {
-                        facts.insert(key.clone(), known);
+                        facts.insert(key.clone(), known.clone());
                     }
                     known
                 }
@@ -471,6 +549,7 @@ impl Store {
                 on_demand: known.on_demand,
                 // A detection time in the future counts as now.
                 age: detected.map(|t| now.duration_since(t).unwrap_or(Duration::ZERO)),
+                tree: known.tree,
                 id,
             });
         }
@@ -481,8 +560,11 @@ impl Store {
         let mut cleanup = Cleanup::default();
         let mut first_error = None;
         for removal in retention::plan(&candidates, &self.retention, free) {
-            match self.remove_incident(&removal.id) {
+            match self.remove_incident(&removal.id, removal.writer_live) {
                 Ok(true) => {
+                    if removal.writer_live {
+                        self.remember_drop(&removal);
+                    }
                     if let Some(log) = &self.removal_log.0 {
                         log(&removal);
                     }
@@ -495,18 +577,23 @@ impl Store {
                 }
             }
         }
+        if !cleanup.removed.is_empty() {
+            // Best effort: the removals are also in the log (removal_log); a full disk must not undo them.
+            let _ = self.record_dropped(&cleanup.removed);
+        }
         match first_error {
             Some(err) if cleanup.removed.is_empty() => Err(err),
             _ => Ok(cleanup),
         }
     }
 
-    /// Rename away, then delete. False if a writer took it meanwhile.
-    fn remove_incident(&self, id: &str) -> Result<bool> {
+    /// Rename away, then delete. False if a writer took it meanwhile, unless `even_live` (the quota must hold,
+    /// [`crate::retention`] rule 5b).
+    fn remove_incident(&self, id: &str, even_live: bool) -> Result<bool> {
         let path = self.dir.join(id);
         // Hold the marker's lock (if any) across the rename so a dead writer's marker stays ours.
         let _guard = match lock_marker(&path) {
-            MarkerLock::Live => return Ok(false),
+            MarkerLock::Live if !even_live => return Ok(false),
             other => other,
         };
         let doomed = self
@@ -516,6 +603,59 @@ impl Store {
         fsync_dir(&self.dir)?;
         fs::remove_dir_all(&doomed).map_err(Error::io("remove", &doomed))?;
         Ok(true)
+    }
+
+    /// An incident removed under its live writer: that writer's next write says why it fails.
+    fn remember_drop(&self, removal: &Removal) {
+        let mut dropped = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if dropped.len() >= MAX_REMEMBERED_DROPS {
+            dropped.clear();
+        }
+        dropped.insert(removal.id.clone(), removal.reason.to_string());
+    }
+
+    /// Why incident `id` was removed under its writer, if it was.
+    fn dropped_error(&self, id: &str) -> Option<Error> {
+        let dropped = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        dropped.get(id).map(|why| Error::Dropped {
+            id: id.to_string(),
+            why: why.clone(),
+        })
+    }
+
+    /// What retention removed, newest last (`dropped.json`; empty when there is none or it cannot be read).
+    pub fn dropped(&self) -> DroppedLog {
+        let path = self.dir.join(DROPPED_FILE);
+        untrusted::read(&path, Limits::max_len(MAX_DROPPED_FILE_BYTES))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Appends `removed` to `dropped.json` (atomically; the oldest entries beyond [`MAX_DROPPED_ENTRIES`] go).
+    fn record_dropped(&self, removed: &[Removal]) -> Result<()> {
+        // One read-modify-write at a time among this store's clones (capture workers finish concurrently).
+        let _serialized = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut log = self.dropped();
+        let now = Utc::now();
+        log.dropped.extend(removed.iter().map(|removal| Dropped {
+            removed_at: now,
+            removal: removal.clone(),
+            why: removal.to_string(),
+        }));
+        let excess = log.dropped.len().saturating_sub(MAX_DROPPED_ENTRIES);
+        log.dropped.drain(..excess);
+        let json = serde_json::to_vec_pretty(&log).map_err(Error::Serialize)?;
+        write_atomic_mode(&self.dir, DROPPED_FILE, &json, self.modes.file)
     }
 
     /// Remove what dead writers left: temp files in incidents, half-built or half-removed temp directories.
@@ -630,15 +770,24 @@ impl IncidentHandle {
         self.commit(incident, self.finished)
     }
 
-    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically.
+    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically. Refused when it
+    /// would take the incident over [`MAX_INCIDENT_BYTES`].
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
         self.files().write_file(name, bytes)
+    }
+
+    /// A raw file of the incident written in pieces (a ring copy streamed as the ring is read), named when it is
+    /// committed ([`PendingFile::commit`]).
+    pub fn pending_file(&self) -> Result<PendingFile> {
+        self.files().pending_file()
     }
 
     /// The incident's raw files, for a writer that must not hold the handle (a capture worker writes the
     /// ring copies while the watch loop keeps the handle and writes incident.json).
     pub fn files(&self) -> IncidentFiles {
         IncidentFiles {
+            id: self.id.clone(),
+            store: self.store.clone(),
             path: self.path.clone(),
             modes: self.modes,
         }
@@ -656,6 +805,9 @@ impl IncidentHandle {
 
     /// incident.json, plus report.md once the capture is complete, rendered from one state and renamed together.
     fn commit(&self, incident: &Incident, complete: bool) -> Result<()> {
+        if let Some(err) = self.store.dropped_error(&self.id) {
+            return Err(err);
+        }
         let state = stored_state(&self.id, incident, complete);
         let json = serde_json::to_vec_pretty(&state).map_err(Error::Serialize)?;
         // incident.json is renamed last: it is the commit point. A writer killed between the renames
@@ -685,6 +837,8 @@ impl IncidentHandle {
 /// report.md: those are the [`IncidentHandle`]'s alone, so one writer commits the incident's state.
 #[derive(Debug, Clone)]
 pub struct IncidentFiles {
+    id: String,
+    store: Store,
     path: PathBuf,
     modes: Modes,
 }
@@ -695,7 +849,8 @@ impl IncidentFiles {
         &self.path
     }
 
-    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically.
+    /// Write a raw file inside the incident (`ring.bin`, `samples/0001-stack.txt` …), atomically. Refused when it
+    /// would take the incident over [`MAX_INCIDENT_BYTES`], and once the store's quota removed the incident.
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
         if name == INCIDENT_FILE || name == REPORT_FILE {
             return Err(Error::InvalidName {
@@ -703,7 +858,11 @@ impl IncidentFiles {
                 why: "written by the incident's handle only",
             });
         }
+        if let Some(err) = self.store.dropped_error(&self.id) {
+            return Err(err);
+        }
         let (parents, file) = validate_file_name(name)?;
+        self.check_budget(name, bytes.len() as u64)?;
         let mut dir = self.path.clone();
         for parent in parents {
             let next = dir.join(parent);
@@ -716,6 +875,37 @@ impl IncidentFiles {
             dir = next;
         }
         write_atomic_mode(&dir, file, bytes, self.modes.file)
+    }
+
+    /// A raw file of the incident written in pieces (a ring copy streamed as the ring is read), named when it is
+    /// committed ([`PendingFile::commit`]).
+    pub fn pending_file(&self) -> Result<PendingFile> {
+        if let Some(err) = self.store.dropped_error(&self.id) {
+            return Err(err);
+        }
+        PendingFile::create(&self.path, self.modes.file)
+    }
+
+    /// Refuses `size` more bytes under `name` (replacing a file of that name) when the incident would go over
+    /// [`MAX_INCIDENT_BYTES`].
+    fn check_budget(&self, name: &str, size: u64) -> Result<()> {
+        let replaced = fs::symlink_metadata(self.path.join(name))
+            .ok()
+            .filter(|meta| meta.is_file())
+            .map_or(0, |meta| meta.len());
+        let total = dir_size(&self.path)
+            .saturating_sub(replaced)
+            .saturating_add(size);
+        if total > MAX_INCIDENT_BYTES {
+            return Err(Error::OverBudget {
+                id: self.id.clone(),
+                name: name.to_string(),
+                size,
+                total,
+                limit: MAX_INCIDENT_BYTES,
+            });
+        }
+        Ok(())
     }
 
     /// A small file of the incident (at most `max` bytes), or None when it is absent, not a regular file
@@ -731,6 +921,96 @@ impl IncidentFiles {
             .ok()?
             .read_all()
             .ok()
+    }
+}
+
+/// A raw file of an incident written in pieces: a temp file in the incident's directory (removed if dropped
+/// uncommitted), made durable and renamed to its name by [`PendingFile::commit`] — which also checks the
+/// incident's byte budget, since only then is its size known.
+#[derive(Debug)]
+pub struct PendingFile {
+    file: File,
+    dir: PathBuf,
+    temp_path: PathBuf,
+}
+
+impl PendingFile {
+    /// A new temp file in `dir` (mode `mode`), not yet visible under any name.
+    pub fn create(dir: &Path, mode: u32) -> Result<PendingFile> {
+        let temp_path = dir.join(durable::temp_name("pending"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&temp_path)
+            .map_err(Error::io("create", &temp_path))?;
+        Ok(PendingFile {
+            file,
+            dir: dir.to_path_buf(),
+            temp_path,
+        })
+    }
+
+    /// The file, to write at any offset (`FileExt::write_all_at`, `set_len`).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Its length so far.
+    pub fn len(&self) -> u64 {
+        self.file.metadata().map_or(0, |meta| meta.len())
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// fsync it, rename it to `name` (a plain file name of the incident: no directory), fsync the directory.
+    /// Refused, and removed, when it would take the incident over [`MAX_INCIDENT_BYTES`].
+    pub fn commit(self, name: &str) -> Result<()> {
+        let (parents, file_name) = validate_file_name(name)?;
+        if !parents.is_empty() {
+            return Err(Error::InvalidName {
+                name: name.to_string(),
+                why: "a pending file is committed directly in its incident",
+            });
+        }
+        let size = self.len();
+        let replaced = fs::symlink_metadata(self.dir.join(file_name))
+            .ok()
+            .filter(|meta| meta.is_file())
+            .map_or(0, |meta| meta.len());
+        // dir_size counts this temp file already.
+        let total = dir_size(&self.dir).saturating_sub(replaced);
+        if total > MAX_INCIDENT_BYTES {
+            return Err(Error::OverBudget {
+                id: self
+                    .dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                name: name.to_string(),
+                size,
+                total,
+                limit: MAX_INCIDENT_BYTES,
+            });
+        }
+        self.file
+            .sync_all()
+            .map_err(Error::io("fsync", &self.temp_path))?;
+        let target = self.dir.join(file_name);
+        fs::rename(&self.temp_path, &target).map_err(Error::io("rename", &target))?;
+        fsync_dir(&self.dir)
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        // After a commit the temp name is gone and this fails harmlessly.
+        let _ = fs::remove_file(&self.temp_path);
     }
 }
 
@@ -796,6 +1076,29 @@ struct SummaryFields {
 #[serde(default)]
 struct SummaryProcess {
     pid: i32,
+    start_time: Option<u64>,
+    cgroup: Option<String>,
+}
+
+/// An incident's process tree, for the quota ([`Candidate::tree`]): its process's cgroup (the kernel's, not a
+/// name the tenant chose for itself: a process cannot join another tenant's cgroup), else the process (pid and
+/// start time: a cgroup-less host, or the root cgroup everything shares), else the incident alone.
+fn tree_of(head: Option<&SummaryFields>, id: &str) -> String {
+    let Some(head) = head else {
+        return format!("incident:{id}");
+    };
+    let process = &head.process;
+    match process
+        .cgroup
+        .as_deref()
+        .filter(|c| !c.is_empty() && *c != "/")
+    {
+        Some(cgroup) => format!("cgroup:{cgroup}"),
+        None => match process.start_time {
+            Some(start) if process.pid > 0 => format!("process:{}:{start}", process.pid),
+            _ => format!("incident:{id}"),
+        },
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -808,19 +1111,118 @@ struct SummaryHost {
 /// a symlink or blocking on a FIFO.
 pub fn read_incident_bytes(path: &Path) -> Result<Vec<u8>> {
     let limits = Limits::max_len(MAX_INCIDENT_JSON_BYTES);
-    match untrusted::read(path, limits) {
-        Err(capture::Error::Untrusted {
+    untrusted::read(path, limits).map_err(|err| untrusted_error(err, path))
+}
+
+fn untrusted_error(err: capture::Error, path: &Path) -> Error {
+    match err {
+        capture::Error::Untrusted {
             why: Rejection::TooLarge { len, limit },
             ..
-        }) => Err(Error::TooLarge {
+        } => Error::TooLarge {
             path: path.to_path_buf(),
             size: len,
             limit,
-        }),
-        Err(capture::Error::Io { source, .. }) => Err(Error::io("open", path)(source)),
-        Err(err) => Err(Error::from_untrusted(err, path)),
-        Ok(bytes) => Ok(bytes),
+        },
+        capture::Error::Io { source, .. } => Error::io("open", path)(source),
+        err => Error::from_untrusted(err, path),
     }
+}
+
+/// What an incident.json says its episode is: its first fields, `trigger` and `episode` (status and why its
+/// outcome is unknown: nothing else of it is parsed).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct IncidentHead {
+    pub trigger: Trigger,
+    pub episode: EpisodeHead,
+}
+
+/// [`IncidentHead::episode`]: the two fields of [`crate::model::Episode`] that say whether it goes on.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct EpisodeHead {
+    pub status: EpisodeStatus,
+    pub outcome_unknown: Option<String>,
+}
+
+/// Prefixes of an incident.json tried for its head before the whole file is read.
+const HEAD_PREFIXES: [usize; 2] = [4 << 10, 64 << 10];
+
+/// The head of an incident.json ([`IncidentHead`]) read from as short a prefix of the file as holds it (the store
+/// writes `trigger` and `episode` before the samples, so 4 KiB nearly always do), else from the whole file (same
+/// checks as [`read_incident`]). A reader that judges thousands of incidents by their episode (npd-check) reads
+/// this, not each whole incident. The rest of the file is not checked: a file whose head is readable but whose
+/// tail is corrupt still gives its head.
+pub fn read_incident_head(path: &Path) -> Result<IncidentHead> {
+    let file = untrusted::open(path, Limits::max_len(MAX_INCIDENT_JSON_BYTES))
+        .map_err(|err| untrusted_error(err, path))?;
+    for prefix in HEAD_PREFIXES {
+        if prefix as u64 >= file.len() {
+            break;
+        }
+        let bytes = file
+            .read_prefix(prefix)
+            .map_err(|err| untrusted_error(err, path))?;
+        if let Some(head) = head_of_prefix(&bytes) {
+            return Ok(head);
+        }
+    }
+    let bytes = file.read_all().map_err(|err| untrusted_error(err, path))?;
+    match head_of_prefix(&bytes) {
+        Some(head) => Ok(head),
+        None => serde_json::from_slice(&bytes).map_err(|source| Error::Parse {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// The head from the first bytes of an incident.json: `Some` once both fields were read, or the whole object was
+/// (absent fields default); `None` when the bytes end first or do not parse.
+fn head_of_prefix(bytes: &[u8]) -> Option<IncidentHead> {
+    use serde::de::{IgnoredAny, MapAccess, Visitor};
+
+    #[derive(Default)]
+    struct Seen {
+        trigger: Option<Trigger>,
+        episode: Option<EpisodeHead>,
+        whole: bool,
+    }
+    struct HeadVisitor<'a>(&'a mut Seen);
+    impl<'de> Visitor<'de> for HeadVisitor<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an incident object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "trigger" => self.0.trigger = Some(map.next_value()?),
+                    "episode" => self.0.episode = Some(map.next_value()?),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                if self.0.episode.is_some() {
+                    // Stop here: the rest of the bytes may be cut anywhere (the parser's complaint about
+                    // the unfinished object is ignored). The store writes `trigger` before `episode`: a file
+                    // without one before it has none (schema 1: a wedge).
+                    return Ok(());
+                }
+            }
+            self.0.whole = true;
+            Ok(())
+        }
+    }
+    let mut seen = Seen::default();
+    let mut parser = serde_json::Deserializer::from_slice(bytes);
+    let _ = serde::Deserializer::deserialize_map(&mut parser, HeadVisitor(&mut seen));
+    let done = seen.whole || seen.episode.is_some();
+    done.then(|| IncidentHead {
+        trigger: seen.trigger.unwrap_or_default(),
+        episode: seen.episode.unwrap_or_default(),
+    })
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
@@ -986,4 +1388,180 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         u64::from(st.fragment_size()),
     );
     Some(avail.saturating_mul(frsize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EpisodeStatus;
+
+    fn incident_in(cgroup: &str, pid: i32) -> Incident {
+        let mut incident = Incident::new(pid);
+        incident.process.cgroup = Some(cgroup.to_string());
+        incident
+    }
+
+    /// A pending file of `len` bytes (sparse) committed as `name`.
+    fn grow(handle: &IncidentHandle, name: &str, len: u64) -> Result<()> {
+        let pending = handle.pending_file()?;
+        pending.file().set_len(len).unwrap();
+        pending.commit(name)
+    }
+
+    #[test]
+    fn raw_files_over_the_incident_budget_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Retention::UNLIMITED).unwrap();
+        let handle = store.create(&Incident::new(1)).unwrap();
+        grow(&handle, "ring.bin", 40 << 20).unwrap();
+        // Replacing a file counts its new size only.
+        grow(&handle, "ring.bin", 50 << 20).unwrap();
+        let err = grow(&handle, "ring-2.bin", 20 << 20).unwrap_err();
+        assert!(matches!(err, Error::OverBudget { .. }), "{err}");
+        assert!(err.to_string().contains("ring-2.bin"), "{err}");
+        let err = handle
+            .write_file("kernel-log.txt", &vec![b'x'; 15 << 20])
+            .unwrap_err();
+        assert!(matches!(err, Error::OverBudget { .. }), "{err}");
+        handle.write_file("kernel-log.txt", b"small").unwrap();
+        // Nothing refused is left behind, not even a temp file.
+        let mut names: Vec<String> = fs::read_dir(handle.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [MARKER_FILE, INCIDENT_FILE, "kernel-log.txt", "ring.bin"]
+        );
+        // incident.json itself is never refused (the evidence is bounded where it is made).
+        handle.update(&Incident::new(1)).unwrap();
+    }
+
+    /// The quota holds for young wedges: a tenant's older incidents go first, even one its writer still
+    /// holds (whose next write then says why it fails); the newest of each tree stays; dropped.json says
+    /// what went.
+    #[test]
+    fn the_quota_removes_a_tenants_older_incidents_first_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Retention {
+            max_total_bytes: Some(100 << 20),
+            ..Retention::DEFAULT
+        };
+        let logged = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = logged.clone();
+        let store = Store::open(dir.path(), limits)
+            .unwrap()
+            .log_removals(move |removal| log.lock().unwrap().push(removal.to_string()));
+        let mut other = incident_in("/other.scope", 10);
+        other.id = "20260101T000000Z-h-10".into();
+        let mut handle = store.create(&other).unwrap();
+        grow(&handle, "ring.bin", 30 << 20).unwrap();
+        handle.finish(&other).unwrap();
+        drop(handle);
+        let mut live = Vec::new();
+        for n in 1..=3 {
+            let mut incident = incident_in("/hostile.scope", 100 + n);
+            incident.id = format!("20260101T00000{n}Z-h-{}", 100 + n);
+            let mut handle = store.create(&incident).unwrap();
+            grow(&handle, "ring.bin", 30 << 20).unwrap();
+            handle.finish(&incident).unwrap();
+            live.push((handle, incident));
+        }
+        // 4 × 30 MiB over 100 MiB: the hostile tree's oldest (its writer alive) went, nothing else.
+        let (first, incident) = &mut live[0];
+        assert!(!first.path().exists());
+        let err = first.update(incident).unwrap_err();
+        assert!(matches!(err, Error::Dropped { .. }), "{err}");
+        assert!(err.to_string().contains("quota"), "{err}");
+        assert!(first.pending_file().is_err() && first.write_file("x", b"x").is_err());
+        for kept in [
+            "20260101T000000Z-h-10",
+            "20260101T000002Z-h-102",
+            "20260101T000003Z-h-103",
+        ] {
+            assert!(dir.path().join(kept).join(INCIDENT_FILE).exists(), "{kept}");
+        }
+        let dropped = store.dropped().dropped;
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].removal.id, "20260101T000001Z-h-101");
+        assert_eq!(dropped[0].removal.tree, "cgroup:/hostile.scope");
+        assert!(dropped[0].removal.writer_live);
+        assert_eq!(logged.lock().unwrap().as_slice(), [dropped[0].why.clone()]);
+        let text = fs::read_to_string(dir.path().join(DROPPED_FILE)).unwrap();
+        assert!(text.contains("\"limit\": \"quota\""), "{text}");
+        // The listing is not confused by dropped.json.
+        assert_eq!(store.list().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_process_tree_is_the_cgroup_else_the_process() {
+        let head = |cgroup: Option<&str>, start: Option<u64>| SummaryFields {
+            process: SummaryProcess {
+                pid: 7,
+                start_time: start,
+                cgroup: cgroup.map(str::to_string),
+            },
+            ..SummaryFields::default()
+        };
+        assert_eq!(
+            tree_of(Some(&head(Some("/a/b"), Some(5))), "i"),
+            "cgroup:/a/b"
+        );
+        assert_eq!(tree_of(Some(&head(Some("/"), Some(5))), "i"), "process:7:5");
+        assert_eq!(tree_of(Some(&head(None, None)), "i"), "incident:i");
+        assert_eq!(tree_of(None, "i"), "incident:i");
+    }
+
+    #[test]
+    fn an_incidents_head_is_read_from_its_first_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Retention::UNLIMITED).unwrap();
+        let mut incident = Incident::new(3);
+        incident.episode.status = EpisodeStatus::Resolved;
+        // A long tail (a big sample would do the same): the head is still in the first 4 KiB.
+        incident.timeline = (0..5000)
+            .map(|n| crate::model::TimelineEvent {
+                at: Timestamp::now(),
+                event: format!("event {n}"),
+            })
+            .collect();
+        let mut handle = store.create(&incident).unwrap();
+        handle.finish(&incident).unwrap();
+        let json = handle.path().join(INCIDENT_FILE);
+        assert!(fs::metadata(&json).unwrap().len() > 64 << 10);
+        let head = store.load_head(handle.id()).unwrap();
+        assert_eq!(head.trigger, Trigger::Wedge);
+        assert_eq!(head.episode.status, EpisodeStatus::Resolved);
+        // A corrupt tail does not hide the head; a corrupt head is an error; no trigger (schema 1) is a wedge.
+        let mut bytes = fs::read(&json).unwrap();
+        let len = bytes.len();
+        bytes[len - 100..].fill(b'{');
+        fs::write(&json, &bytes).unwrap();
+        assert_eq!(
+            store.load_head(handle.id()).unwrap().episode.status,
+            EpisodeStatus::Resolved
+        );
+        fs::write(&json, b"{\"episode\": {\"status\": ").unwrap();
+        assert!(matches!(
+            store.load_head(handle.id()),
+            Err(Error::Parse { .. })
+        ));
+        fs::write(
+            &json,
+            br#"{"id": "x", "episode": {"status": "open"}, "samples": [}"#,
+        )
+        .unwrap();
+        let head = store.load_head(handle.id()).unwrap();
+        assert_eq!(
+            (head.trigger, head.episode.status),
+            (Trigger::Wedge, EpisodeStatus::Open)
+        );
+        fs::write(&json, br#"{"trigger": "on_demand"}"#).unwrap();
+        assert_eq!(
+            store.load_head(handle.id()).unwrap().trigger,
+            Trigger::OnDemand
+        );
+    }
 }

@@ -293,8 +293,9 @@ fn retention_by_count_removes_oldest_first_but_never_one_in_progress() {
             "20260107T000000Z-h-7"
         ]
     );
-    // Removal leaves no temp directory behind.
-    assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 3);
+    // Removal leaves no temp directory behind, and what it removed is in dropped.json.
+    assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 3 + 1);
+    assert_eq!(store.dropped().dropped.len(), 4);
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod hostile_capture;
 mod hostile_daemon;
 mod hostile_rings;
 mod hostile_store;
+mod hostile_tenant_bounds;
 mod hostile_tenant_files;
 mod hostile_tenant_pipeline;
 mod hostile_tenant_wide;

@@ -7,13 +7,16 @@
 //!   constants), the one size limit ([`MAX_RING_BYTES`], from the format's largest slot and lane
 //!   counts: the writer never creates a larger ring, and discovery, trust checks and the reader all
 //!   accept every ring up to it), the one "is this a ring file" predicate ([`is_ring_name`]), reading
-//!   one ([`read`]), and making a ring directory ([`create_ring_dir`], mode 1777).
+//!   one in bounded memory ([`read`]), and making a ring directory ([`create_ring_dir`], mode 1777).
 //! - [`files`]: opening a ring from a directory others can write or through a process's fd link, and
 //!   the rings a process holds ([`files::find_rings`], the capture's `rings` stage).
+//! - [`copy`]: a ring's copy beside its incident, written while the ring is read, within a byte budget
+//!   (the whole ring, or a valid smaller ring of its newest records).
 //! - [`trust`]: a header is a claim; the kernel confirms it before a ring names a target.
 //! - [`discovery`]: the ring-directory target source of the agent: inotify plus resumable listing
 //!   passes, so every ring is examined within a bounded number of scans whatever surrounds it.
 
+pub mod copy;
 pub mod discovery;
 pub mod files;
 pub mod trust;
@@ -41,17 +44,25 @@ pub fn is_ring_name(name: &OsStr) -> bool {
 
 /// Records of a ring an incident keeps (the newest; the calls in flight are found among all of them).
 pub const EXCERPT_RECORDS: usize = 256;
+/// Calls in flight of a ring an incident lists (the oldest; `in_flight_omitted` counts the others).
+pub const EXCERPT_IN_FLIGHT: usize = 256;
 
-/// Reads an opened ring file (two copies, every slot validated) with the one size limit, keeping the
-/// newest [`EXCERPT_RECORDS`] records (`records_omitted` counts the others); also returns the copied
-/// bytes for the incident's ring copy. Memory: the file's size plus ~50 bytes per valid record.
-pub fn read(file: &std::fs::File) -> breadcrumb::Result<(breadcrumb::RingSnapshot, Vec<u8>)> {
+/// Reads an opened ring file (two copies of every slot, validated) with the one size limit, keeping the
+/// newest [`EXCERPT_RECORDS`] records and the oldest [`EXCERPT_IN_FLIGHT`] calls in flight, and hands
+/// its bytes to `copy` as they are read (the incident's ring copy, [`copy::RingCopy`]). Memory is
+/// bounded whatever the file holds: 2 MiB of chunks and ≤ ~70 MB of keys for the largest ring full of
+/// records (breadcrumb's reader docs), never the file.
+pub fn read(
+    file: &std::fs::File,
+    copy: &mut dyn breadcrumb::RingSink,
+) -> breadcrumb::Result<breadcrumb::RingSnapshot> {
     let options = breadcrumb::ReadOptions {
         max_file_bytes: MAX_RING_BYTES,
         keep_records: Some(EXCERPT_RECORDS),
+        max_in_flight: Some(EXCERPT_IN_FLIGHT),
         ..breadcrumb::ReadOptions::default()
     };
-    breadcrumb::read_ring_from_file_with_bytes(file, &options)
+    breadcrumb::read_ring_into(file, &options, copy)
 }
 
 /// Creates a missing ring directory (and its parents) and gives the directory itself

@@ -125,6 +125,8 @@ struct Episode {
     changes: Vec<Change>,
     /// Stages the capture must not run (an earlier agent died during them).
     skip: Vec<SkippedStage>,
+    /// The store's quota removed the incident: nothing of it is written again.
+    dropped: bool,
     /// The capture's last step: write report.md and complete=true.
     complete_wanted: bool,
     /// report.md and complete=true are durable.
@@ -142,6 +144,9 @@ struct Episode {
 
 impl Episode {
     fn pending_work(&self) -> bool {
+        if self.dropped {
+            return self.job.is_some();
+        }
         self.handle.is_none()
             || self.unwritten
             || (self.complete_wanted && !self.finished)
@@ -171,6 +176,7 @@ impl Episode {
             job: None,
             changes: Vec::new(),
             skip: Vec::new(),
+            dropped: false,
             complete_wanted: false,
             finished: false,
             unwritten: true,
@@ -729,12 +735,33 @@ impl Capturer {
         let Some(handle) = episode.handle.as_mut() else {
             return;
         };
+        if episode.dropped {
+            episode.unwritten = false;
+            return;
+        }
         if !episode.unwritten && (!episode.complete_wanted || episode.finished) {
             return;
         }
         let path = handle.path().to_path_buf();
         let finishing = episode.complete_wanted && !episode.finished;
         if let Err(err) = write(handle, &mut episode.incident, finishing, None) {
+            if let reports::Error::Dropped { why, .. } = &err {
+                // The store's quota removed this incident (its tree had newer ones): writing it again would
+                // only bring back what the quota took. Said once; the episode is followed no further on disk.
+                out.push(CaptureEvent::Failed {
+                    pid,
+                    message: format!(
+                        "the incident {} was removed by the store's quota ({why}); it is not written again",
+                        path.display()
+                    ),
+                });
+                episode.dropped = true;
+                episode.unwritten = false;
+                episode.complete_wanted = true;
+                episode.finished = true;
+                episode.write_failure = None;
+                return;
+            }
             let why = write_failure_reason(&err);
             if episode.write_failure.is_none() {
                 out.push(CaptureEvent::Failed {

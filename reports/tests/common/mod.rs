@@ -278,6 +278,8 @@ pub fn ring() -> RingExcerpt {
         invalid_slots: 0,
         same_boot: Some(true),
         records_omitted: 0,
+        in_flight_omitted: 0,
+        copy_note: None,
         error: None,
         breadcrumbs: None,
     }

@@ -1,12 +1,20 @@
 //! Stage `rings`: the breadcrumb rings the process holds open ([`crate::rings::files::find_rings`]), read
 //! from outside with the one size limit and copied beside incident.json (so it runs after the first
 //! durable write). The deadline is checked between rings.
+//!
+//! Bounded whatever the tenant's rings hold: each ring is streamed into its copy as it is read
+//! ([`crate::rings::copy::RingCopy`]: never held whole), and the copies share
+//! [`defaults::RING_COPY_BUDGET`] — each ring gets what is left divided by the rings still to read; one over
+//! its share is copied as a valid smaller ring of its newest records, and the incident says what was cut
+//! (`copy_note`, and a `not_captured` entry "ring copy").
 
 use capture::ProcRoot;
 use reports::model::{Incident, RingExcerpt, Timestamp};
 use reports::store::IncidentFiles;
 
 use super::{not_captured, timeline, Capture, Deadline};
+use crate::defaults;
+use crate::rings::copy::RingCopy;
 use crate::watch::capture_settings::CaptureSettings;
 
 pub fn run(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String> {
@@ -32,6 +40,12 @@ fn capture_ring(
     handle: &IncidentFiles,
     deadline: &Deadline,
 ) {
+    // What an earlier run of this stage left (an adopted episode whose capture is taken up again) is replaced.
+    incident.ring = None;
+    incident.extra_rings.clear();
+    incident
+        .not_captured
+        .retain(|n| n.what != "breadcrumb ring" && n.what != "ring copy");
     let mut rings = crate::rings::files::find_rings(&settings.proc_root, &settings.ring_dirs, pid);
     if rings.is_empty() {
         not_captured(
@@ -53,14 +67,19 @@ fn capture_ring(
     }
     // A process can hold several rings (its own breadcrumbs and the CUPTI injection's): read them all,
     // then put first the one that explains the wedge — an in-flight call, the oldest one first.
-    let mut excerpts: Vec<(RingExcerpt, Vec<u8>)> = Vec::new();
+    let mut excerpts: Vec<(RingExcerpt, Option<RingCopy>)> = Vec::new();
+    let mut budget_left = defaults::RING_COPY_BUDGET;
     for (n, ring) in rings.iter().enumerate() {
         if n > 0 && deadline.passed() {
             let left_out = format!("{} of {} rings", rings.len() - n, rings.len());
             not_captured(incident, "breadcrumb ring", deadline.stopped(&left_out));
             break;
         }
-        excerpts.push(read_ring_excerpt(settings, pid, ring, incident));
+        let share = budget_left / (rings.len() - n) as u64;
+        let (excerpt, copy, copied) =
+            read_ring_excerpt(settings, pid, ring, incident, handle, share);
+        budget_left = budget_left.saturating_sub(copied);
+        excerpts.push((excerpt, copy));
     }
     excerpts.sort_by_key(|(excerpt, _)| {
         let oldest_in_flight = excerpt
@@ -73,17 +92,20 @@ fn capture_ring(
             oldest_in_flight.unwrap_or(u64::MAX),
         )
     });
-    for (n, (mut excerpt, bytes)) in excerpts.into_iter().enumerate() {
-        if !bytes.is_empty() {
-            let name = if n == 0 {
-                reports::store::RING_FILE.to_string()
-            } else {
-                format!("ring-{}.bin", n + 1)
-            };
-            match handle.write_file(&name, &bytes) {
-                Ok(()) => excerpt.copy = Some(name),
+    for (n, (mut excerpt, copy)) in excerpts.into_iter().enumerate() {
+        let name = if n == 0 {
+            reports::store::RING_FILE.to_string()
+        } else {
+            format!("ring-{}.bin", n + 1)
+        };
+        if let Some(copy) = copy {
+            match copy.commit(&name) {
+                Ok(()) => excerpt.copy = Some(name.clone()),
                 Err(err) => not_captured(incident, "ring copy", format!("{name}: {err}")),
             }
+        }
+        if let Some(note) = &excerpt.copy_note {
+            not_captured(incident, "ring copy", format!("{name}: {note}"));
         }
         if n == 0 {
             incident.ring = Some(excerpt);
@@ -96,18 +118,29 @@ fn capture_ring(
 /// At most this many rings of one process are read into an incident.
 const MAX_RINGS_PER_INCIDENT: usize = 4;
 
-/// One ring, read from outside; the bytes are empty when it could not be read.
+/// One ring, read from outside and streamed into a copy of at most `budget` bytes (to be committed under its
+/// name once the rings are ordered); the copy is `None` when none was written, and the bytes it takes.
 fn read_ring_excerpt(
     settings: &CaptureSettings,
     pid: i32,
     ring: &crate::rings::files::RingFile,
     incident: &mut Incident,
-) -> (RingExcerpt, Vec<u8>) {
+    handle: &IncidentFiles,
+    budget: u64,
+) -> (RingExcerpt, Option<RingCopy>, u64) {
     let read_at = Timestamp::now();
     // Entry names are chosen by whoever writes the ring directory: escaped before they reach a report.
     let shown = crate::rings::files::printable_path(&ring.path);
-    match crate::rings::read(&ring.file) {
-        Ok((snapshot, bytes)) => {
+    let (mut copy, copy_error) = match handle.pending_file() {
+        Ok(pending) => (Some(RingCopy::new(pending, budget)), None),
+        Err(err) => (None, Some(format!("ring copy not written: {err}"))),
+    };
+    let read = match copy.as_mut() {
+        Some(copy) => crate::rings::read(&ring.file, copy),
+        None => crate::rings::read(&ring.file, &mut NoCopy),
+    };
+    match read {
+        Ok(snapshot) => {
             let mut excerpt = RingExcerpt::from_snapshot(
                 Some(shown.clone()),
                 &snapshot,
@@ -116,6 +149,10 @@ fn read_ring_excerpt(
             // The reader kept only the newest records: the older ones are omitted too.
             excerpt.records_omitted += snapshot.records_omitted;
             excerpt.read_at = read_at;
+            let outcome = copy.as_ref().map(|copy| copy.outcome(&snapshot));
+            excerpt.copy_note = copy_error.or_else(|| outcome.as_ref()?.note.clone());
+            let copied = outcome.map_or(0, |outcome| outcome.bytes);
+            let copy = copy.filter(|copy| copy.written());
             if incident.process.nspid.len() > 1 {
                 let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
                 if translated > 0 {
@@ -128,15 +165,24 @@ fn read_ring_excerpt(
                     );
                 }
             }
-            (excerpt, bytes)
+            (excerpt, copy, copied)
         }
         Err(err) => {
             // The reader's errors say what is wrong with the file, never what it holds.
             let mut excerpt = RingExcerpt::unreadable(Some(shown), err.to_string());
             excerpt.read_at = read_at;
-            (excerpt, Vec::new())
+            (excerpt, None, 0)
         }
     }
+}
+
+/// A sink that keeps nothing (the copy's file could not be created: the ring is still read).
+struct NoCopy;
+
+impl breadcrumb::RingSink for NoCopy {
+    fn begin(&mut self, _layout: &breadcrumb::RingHeader) {}
+    fn slots(&mut self, _first: usize, _bytes: &[u8], _records: &[Option<u64>]) {}
+    fn finish(&mut self, _header_bytes: &[u8], _header: &breadcrumb::RingHeader) {}
 }
 
 /// A worker in a PID namespace writes its own (namespace) thread ids into the ring; the snapshot has host
