@@ -146,17 +146,25 @@ struct StuckChild {
 /// Probe children stuck in the kernel after SIGKILL, shared by every runner of the process (the capture
 /// workers each have one): counted per target process and per tenant, so that a target whose probes get
 /// stuck (a real mmap-lock wedge does that to every reader of its memory) loses its own probes, never
-/// another target's. A host-wide valve ([`MAX_STUCK_PROBES_HOST`]) only bounds the pids they hold.
+/// another target's. A host-wide valve ([`MAX_STUCK_PROBES_HOST`]) only bounds the pids they hold. The
+/// children running now are listed too: probes run in capture workers while the watch loop scans, and a
+/// target source that follows our own children (`run`'s, as the subreaper) must never watch them.
 #[derive(Debug, Clone, Default)]
-pub struct StuckChildren(Arc<Mutex<Vec<StuckChild>>>);
+pub struct StuckChildren(Arc<Mutex<ProbeChildren>>);
+
+#[derive(Debug, Default)]
+struct ProbeChildren {
+    stuck: Vec<StuckChild>,
+    running: std::collections::HashSet<i32>,
+}
 
 /// Stuck probe children of the whole host beyond which no probe starts (each holds a pid until its wedge
 /// clears); far above what the per-target and per-tenant bounds let any one tenant reach.
 pub const MAX_STUCK_PROBES_HOST: usize = 256;
 
 impl StuckChildren {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<StuckChild>> {
-        // A panic while holding the lock cannot leave the list inconsistent (plain pushes and retains).
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProbeChildren> {
+        // A panic while holding the lock cannot leave the lists inconsistent (plain inserts and retains).
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -164,21 +172,38 @@ impl StuckChildren {
 
     /// Reap those that finally died; never blocks.
     pub fn reap(&self) {
-        self.lock().retain(|child| !try_reap(child.pid));
+        self.lock().stuck.retain(|child| !try_reap(child.pid));
     }
 
-    /// Pids of every stuck child (never watch or reap them elsewhere).
+    /// Pids of every probe child, running or stuck (never watch or reap them elsewhere).
     pub fn pids(&self) -> Vec<i32> {
-        self.lock().iter().map(|child| child.pid).collect()
+        let children = self.lock();
+        children
+            .stuck
+            .iter()
+            .map(|child| child.pid)
+            .chain(children.running.iter().copied())
+            .collect()
+    }
+
+    fn started(&self, pid: i32) {
+        self.lock().running.insert(pid);
+    }
+
+    fn ended(&self, pid: i32) {
+        self.lock().running.remove(&pid);
     }
 
     fn push(&self, child: StuckChild) {
-        self.lock().push(child);
+        let mut children = self.lock();
+        children.running.remove(&child.pid);
+        children.stuck.push(child);
     }
 
     /// (this target's stuck children, this tenant's, the host's), and this target's names.
     fn counts(&self, target: i32, tenant: &str) -> (usize, usize, usize, Vec<String>) {
-        let list = self.lock();
+        let children = self.lock();
+        let list = &children.stuck;
         let mine: Vec<String> = list
             .iter()
             .filter(|c| c.target == target)
@@ -190,6 +215,7 @@ impl StuckChildren {
 
     fn of_target(&self, target: i32) -> Vec<StuckChild> {
         self.lock()
+            .stuck
             .iter()
             .filter(|c| c.target == target)
             .cloned()
@@ -380,14 +406,17 @@ impl ProbeRunner {
                 continue;
             }
             match spawn(probe) {
-                Ok((pid, pipe)) => running.push(Running {
-                    index,
-                    pid,
-                    pipe,
-                    output: Vec::new(),
-                    truncated: false,
-                    eof: false,
-                }),
+                Ok((pid, pipe)) => {
+                    self.stuck.started(pid);
+                    running.push(Running {
+                        index,
+                        pid,
+                        pipe,
+                        output: Vec::new(),
+                        truncated: false,
+                        eof: false,
+                    })
+                }
                 Err(detail) => {
                     outcomes[index] = Some(ProbeOutcome {
                         name: probe.name.clone(),
@@ -417,11 +446,16 @@ impl ProbeRunner {
                 None
             };
             let outcome = match status {
-                Some(status) => finished_outcome(probe, status, output, run.truncated, elapsed_ms),
+                Some(status) => {
+                    self.stuck.ended(run.pid);
+                    finished_outcome(probe, status, output, run.truncated, elapsed_ms)
+                }
                 None => {
                     // Past the deadline, or closed the pipe but did not exit: kill it.
                     let killed = kill_and_try_reap(run.pid);
-                    if !killed {
+                    if killed {
+                        self.stuck.ended(run.pid);
+                    } else {
                         self.stuck.push(StuckChild {
                             pid: run.pid,
                             name: probe.name.clone(),
