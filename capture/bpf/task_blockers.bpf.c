@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * wedge-capture's blocker records (capture/src/blockers.rs): a BPF task iterator that writes one 80-byte
+ * wedge-capture's blocker records (capture/src/blockers.rs): a BPF task iterator that writes one 96-byte
  * record per task it visits, read once per capture (never by the watch loop's scan). Each record says what
  * the task is blocked on as the kernel itself recorded it for the hung-task detector
  * (`task_struct::blocker`, CONFIG_DETECT_HUNG_TASK_BLOCKER, Linux >= 6.16: the lock's address with its
  * type in the two low bits, include/linux/hung_task.h), the lock's owner word as kernel/hung_task.c's
  * debug_show_blocker reads it (mutex owner, rwsem owner, semaphore last holder), and the address of the
- * task's own mm->mmap_lock and task_struct, so that user space can name the lock (the mmap_lock of which
- * process) and the owner (which task).
+ * task's own mm->mmap_lock (and that lock's owner and count words: the kernel records no blocker for a
+ * killable wait, which is how mmap and page faults wait for it) and task_struct, so that user space can name
+ * the lock (the mmap_lock of which process) and the owner (which task).
  *
  * Nothing is dereferenced that the verifier cannot prove: the iterator's task is a trusted BTF pointer
  * (direct CO-RE loads); the lock, its owner word and the inode the lock may sit in are plain addresses,
@@ -17,7 +18,8 @@
  * program too: bpf_core_field_exists() is false there, the read is never reached (the loader poisons it and
  * the verifier prunes it), and every record says NO_BLOCKER_FIELD. The `.rodata` variable
  * `wedge_refuse_blocker_field`, set by the loader only for tests (WEDGE_CAPTURE_TEST_REFUSE_BLOCKER_FIELD),
- * takes that same branch on a kernel that has the field.
+ * takes that branch on a kernel that has the field, and reads no lock word at all (not even the
+ * mmap_lock's): the records then name no holder, and the sampled fallback alone must.
  *
  * Self-contained (no vmlinux.h, no libbpf headers), like task_states.bpf.c: the structs below carry only the
  * fields read, marked preserve_access_index. Built by gen_task_states.sh into task_blockers.bpf.o (checked
@@ -127,7 +129,7 @@ struct bpf_iter__task {
 #define HOME_SB_UMOUNT 3        /* super_block->s_umount (sb->s_root->d_sb == sb) */
 #define HOME_FILE_POS 4         /* file->f_pos_lock (file->f_mapping == &file->f_inode->i_data) */
 
-/* Little-endian on both target arches (x86_64, aarch64); 80 bytes, no padding. */
+/* Little-endian on both target arches (x86_64, aarch64); 96 bytes, no padding. */
 struct blocker_record {
 	__u32 tid;
 	__u32 tgid;
@@ -143,6 +145,8 @@ struct blocker_record {
 	__u32 lock_home;  /* HOME_* */
 	__u32 i_mode;     /* the inode's mode (file type) */
 	__u32 exit_state; /* EXIT_ZOMBIE / EXIT_DEAD bits */
+	__u64 mm_owner;   /* task->mm->mmap_lock.owner, raw: its writer, or its last reader */
+	__u64 mm_count;   /* task->mm->mmap_lock.count, raw: writer bit, waiters, readers from bit 8 */
 };
 
 /* Set by the loader for tests only: behave as on a kernel without task_struct::blocker. */
@@ -256,7 +260,19 @@ int task_blockers(struct bpf_iter__task *ctx)
 	mm = task->mm;
 	if (mm)
 		r.mmap_lock = (__u64)&mm->mmap_lock;
-	if (!field_exists(task->blocker) || wedge_refuse_blocker_field) {
+	if (wedge_refuse_blocker_field) {
+		/* The test hook: no lock word read at all, the fallback alone names holders. */
+		r.flags |= NO_BLOCKER_FIELD;
+		goto out;
+	}
+	if (mm) {
+		/* The kernel records a blocker only for TASK_UNINTERRUPTIBLE sleeps: a killable mmap_lock wait
+		 * (mmap, munmap, a page fault) has none, so the lock's own words are read here for every mm. */
+		r.mm_owner = read_word(r.mmap_lock + field_offset(struct rw_semaphore, owner), &failed);
+		r.mm_count = read_word(r.mmap_lock + field_offset(struct rw_semaphore, count), &failed);
+		failed = 0;
+	}
+	if (!field_exists(task->blocker)) {
 		r.flags |= NO_BLOCKER_FIELD;
 		goto out;
 	}

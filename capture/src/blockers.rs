@@ -35,7 +35,7 @@ use crate::task_iter::{
 };
 
 /// Bytes per record: `struct blocker_record` in task_blockers.bpf.c.
-pub const RECORD_LEN: usize = 80;
+pub const RECORD_LEN: usize = 96;
 
 /// The compiled program, checked in; 8-byte aligned for the ELF parser.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_blockers.bpf.o");
@@ -108,6 +108,9 @@ pub struct BlockerRecord {
     pub dev: u32,
     pub home: LockHome,
     pub i_mode: u32,
+    /// This task's `mm->mmap_lock` owner and count words, raw (0 without an mm, or with the test hook).
+    pub mm_owner: u64,
+    pub mm_count: u64,
 }
 
 /// Who owns a lock, by the owner word (kernel/hung_task.c's reading of it).
@@ -119,6 +122,33 @@ pub enum OwnerWord {
     Task(u64),
     /// An rwsem held by readers: the last reader to take it (the kernel's "likely"), or 0.
     Readers { last: u64, count: u64 },
+}
+
+/// An owner word decoded for the lock's type, as kernel/hung_task.c reads it: a mutex's owner is the word
+/// minus its three flag bits (MUTEX_FLAGS); an rwsem's owner word carries RWSEM_READER_OWNED (bit 0) and
+/// RWSEM_NONSPINNABLE (bit 1), and its count has the writer bit (bit 0) and the readers from bit 8
+/// (kernel/locking/rwsem.c); a semaphore's last holder is a plain task pointer.
+pub fn decode_owner(kind: BlockerType, owner: u64, count: u64) -> OwnerWord {
+    let task = match kind {
+        BlockerType::Mutex => owner & !7,
+        BlockerType::Semaphore => owner,
+        BlockerType::RwsemReader | BlockerType::RwsemWriter => {
+            let task = owner & !3;
+            let writer_locked = count & 1 != 0;
+            if owner & 1 != 0 && !writer_locked {
+                return OwnerWord::Readers {
+                    last: task,
+                    count: (count >> 8) & ((1 << 55) - 1),
+                };
+            }
+            task
+        }
+    };
+    if task == 0 {
+        OwnerWord::None
+    } else {
+        OwnerWord::Task(task)
+    }
 }
 
 /// The `state` letter of `task_struct` bits, as `stat` shows it (see [`crate::task_iter::ThreadRecord`]).
@@ -158,34 +188,18 @@ impl BlockerRecord {
         (self.blocker != 0).then(|| (self.blocker & !3, BlockerType::of(self.blocker)))
     }
 
-    /// The owner word decoded for the lock's type: a mutex's owner is the word minus its three flag bits
-    /// (MUTEX_FLAGS); an rwsem's owner word carries RWSEM_READER_OWNED (bit 0) and RWSEM_NONSPINNABLE
-    /// (bit 1), and its count has the writer bit (bit 0) and the readers from bit 8 (kernel/locking/rwsem.c).
+    /// The owner word decoded for the lock's type (see [`decode_owner`]).
     pub fn owner_task(&self) -> OwnerWord {
-        let Some((_, kind)) = self.blocked_on() else {
-            return OwnerWord::None;
-        };
-        let task = match kind {
-            BlockerType::Mutex => self.owner & !7,
-            BlockerType::Semaphore => self.owner,
-            BlockerType::RwsemReader | BlockerType::RwsemWriter => {
-                let task = self.owner & !3;
-                let writer_locked = self.count & 1 != 0;
-                let readers = (self.count >> 8) & ((1 << 55) - 1);
-                if self.owner & 1 != 0 && !writer_locked {
-                    return OwnerWord::Readers {
-                        last: task,
-                        count: readers,
-                    };
-                }
-                task
-            }
-        };
-        if task == 0 {
-            OwnerWord::None
-        } else {
-            OwnerWord::Task(task)
+        match self.blocked_on() {
+            Some((_, kind)) => decode_owner(kind, self.owner, self.count),
+            None => OwnerWord::None,
         }
+    }
+
+    /// Who holds this task's own mmap_lock, from its words (kernels without a blocker record for killable
+    /// waits, which is how mmap and page faults wait).
+    pub fn mmap_lock_owner(&self) -> OwnerWord {
+        decode_owner(BlockerType::RwsemWriter, self.mm_owner, self.mm_count)
     }
 
     /// The device as user space numbers it (`st_dev`): major:minor from the kernel's 12:20 encoding.
@@ -228,6 +242,8 @@ pub fn parse_records(bytes: &[u8]) -> Result<Vec<BlockerRecord>> {
             },
             i_mode: u32_at(r, 72),
             exit_state: u32_at(r, 76),
+            mm_owner: u64_at(r, 80),
+            mm_count: u64_at(r, 88),
         })
         .collect())
 }

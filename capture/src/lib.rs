@@ -75,6 +75,7 @@ pub mod taskstats;
 pub mod testing;
 pub mod untrusted;
 pub mod user_frame;
+pub mod wait_graph;
 
 // The decode modules keep their old paths (`capture::nvidia`, `capture::ioctl`, …) for callers.
 pub use arch::Arch;

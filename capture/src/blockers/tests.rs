@@ -23,6 +23,7 @@ pub(crate) fn record(
     for w in [0u32, 0, 0, 0] {
         r.extend_from_slice(&w.to_le_bytes());
     }
+    r.extend_from_slice(&[0u8; 16]);
     r
 }
 
