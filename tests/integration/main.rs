@@ -31,3 +31,4 @@ mod sandbox;
 mod settings;
 mod upload;
 mod util;
+mod wait_graph;

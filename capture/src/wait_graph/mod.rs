@@ -950,8 +950,44 @@ fn key_parts(key: Key) -> identity::KeyParts {
     }
 }
 
-/// Chains (each lock's holder waiting for the next) and cycles, from the holders' `waits_for`.
+/// Chains (each lock's holder waiting for the next) and cycles, from the holders' `waits_for`; then the
+/// locks renumbered in reading order: each chain from its start (the longest first), the cycles, the rest.
 pub fn link_chains(graph: &mut WaitGraph) {
+    find_chains(graph);
+    let mut order: Vec<String> = Vec::new();
+    for id in graph.chains.iter().chain(&graph.deadlocks).flatten() {
+        if !order.contains(id) {
+            order.push(id.clone());
+        }
+    }
+    for l in &graph.locks {
+        if !order.contains(&l.id) {
+            order.push(l.id.clone());
+        }
+    }
+    let renamed: BTreeMap<String, String> = order
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), format!("L{}", i + 1)))
+        .collect();
+    if renamed.iter().all(|(old, new)| old == new) {
+        return;
+    }
+    for l in graph.locks.iter_mut() {
+        l.id = renamed[&l.id].clone();
+        for h in l.holders.iter_mut() {
+            if let Some(w) = h.waits_for.as_mut() {
+                if let Some(n) = renamed.get(w.as_str()) {
+                    *w = n.clone();
+                }
+            }
+        }
+    }
+    graph.locks.sort_by_key(|l| lock_number(&l.id));
+    find_chains(graph);
+}
+
+fn find_chains(graph: &mut WaitGraph) {
     graph.chains.clear();
     graph.deadlocks.clear();
     let next: BTreeMap<&str, &str> = graph

@@ -232,9 +232,12 @@ fn since(w: &Waiter) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// The "Wait graph" section's body: where the edges come from, one table row per lock, the chains and
-/// deadlocks, and per lock its waiters.
-pub fn markdown(graph: &WaitGraph, breadcrumb: &dyn Fn(i32) -> Option<String>) -> String {
+/// Rows of the table at most (the rest are counted, and all are in incident.json).
+pub const MAX_TABLE_ROWS: usize = 16;
+
+/// The wait graph's table: where the edges come from, one row per lock (at most [`MAX_TABLE_ROWS`]), the
+/// chains and deadlocks. Bounded: report.md's head holds it.
+pub fn table(graph: &WaitGraph) -> String {
     let mut out = String::new();
     writeln!(out, "Edges from: {}.", escape::inline(&graph.records)).unwrap();
     if let Some(s) = &graph.sampling {
@@ -251,7 +254,7 @@ pub fn markdown(graph: &WaitGraph, breadcrumb: &dyn Fn(i32) -> Option<String>) -
         return out;
     }
     out.push_str("| lock | kind | holder | how known | waiters | longest wait |\n|---|---|---|---|---|---|\n");
-    for l in &graph.locks {
+    for l in graph.locks.iter().take(MAX_TABLE_ROWS) {
         let holder = match l.holders.first() {
             Some(h) => {
                 let mode = h
@@ -267,7 +270,12 @@ pub fn markdown(graph: &WaitGraph, breadcrumb: &dyn Fn(i32) -> Option<String>) -
                     "tid {} {}{mode}, {}{waits}",
                     h.tid,
                     escape::code_cell(&h.comm),
-                    escape::cell(&h.doing)
+                    escape::cell(
+                        &crate::escape::one_line(&h.doing)
+                            .chars()
+                            .take(300)
+                            .collect::<String>()
+                    )
                 )
             }
             None => format!(
@@ -287,6 +295,14 @@ pub fn markdown(graph: &WaitGraph, breadcrumb: &dyn Fn(i32) -> Option<String>) -
             lock_markdown(l).replace('|', "\\|"),
             l.kind.word(),
             escape::cell(how)
+        )
+        .unwrap();
+    }
+    if graph.locks.len() > MAX_TABLE_ROWS {
+        writeln!(
+            out,
+            "\n… and {} more locks (all in incident.json).",
+            graph.locks.len() - MAX_TABLE_ROWS
         )
         .unwrap();
     }
@@ -311,6 +327,13 @@ pub fn markdown(graph: &WaitGraph, breadcrumb: &dyn Fn(i32) -> Option<String>) -
     if !graph.chains.is_empty() || !graph.deadlocks.is_empty() {
         out.push('\n');
     }
+    out
+}
+
+/// The "Wait graph" section's body (`capture --pid`): the [`table`], then per lock its sentence, waiters and
+/// address.
+pub fn markdown(graph: &WaitGraph, breadcrumb: &dyn Fn(i32) -> Option<String>) -> String {
+    let mut out = table(graph);
     for l in &graph.locks {
         writeln!(out, "{}: {}\n", l.id, lock_clause(l, breadcrumb)).unwrap();
         for w in &l.waiters {
