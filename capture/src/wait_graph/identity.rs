@@ -132,8 +132,8 @@ pub fn name(id: &LockIdentity, kind: LockKind) -> String {
             }
         }
         "unknown" => match &id.taken_in {
-            Some(f) => format!("a {} taken in {f}", kind.word()),
-            None => format!("a {}", kind.word()),
+            Some(f) => format!("{} taken in {f}", kind.with_article()),
+            None => kind.with_article(),
         },
         label => format!("the NVIDIA {label}"),
     }

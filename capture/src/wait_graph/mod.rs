@@ -15,6 +15,7 @@
 //!   time is named; a waiter is never a candidate.
 //! - [`live`]: the I/O around it for a live (or recorded) proc tree: [`live::capture`] reads the records, the
 //!   snapshot, the lookups and the samples; used by the agent's `wait_graph` stage and `capture --pid`.
+//! - [`explain`]: the same graph from a pasted kernel log's "blocked on … likely owned by task …" lines.
 //! - [`render`]: the one-line sentence a driver engineer reads first ([`render::sentence`]), the Markdown
 //!   section and the plain text.
 //!
@@ -29,6 +30,7 @@
 //! ([`crate::site::lock_class`]), and for the mmap_lock its owner word is read all the same (the records carry
 //! every mm's mmap_lock words).
 
+pub mod explain;
 pub mod holders;
 pub mod identity;
 pub mod live;
@@ -107,6 +109,14 @@ impl LockKind {
             LockKind::RmLock => "RM lock",
             LockKind::VmaLock => "VMA lock",
             LockKind::Unknown => "lock",
+        }
+    }
+
+    /// "a mutex", "an rw-semaphore", "an RM lock".
+    pub fn with_article(self) -> String {
+        match self {
+            LockKind::Rwsem | LockKind::RmLock => format!("an {}", self.word()),
+            _ => format!("a {}", self.word()),
         }
     }
 }
