@@ -249,17 +249,7 @@ fn a_populating_thread_running_under_the_mmap_lock_is_named_with_the_lock_and_it
     let Some((incident, md, tids)) = populate_incident(test, &[]) else {
         return;
     };
-    let graph = &incident["wait_graph"];
-    assert_eq!(graph["kernel_records"], true, "{graph:#}");
-    let l = check_populate(&incident, &tids);
-    let h = &l["holders"][0];
-    // The mmap_lock's own words: reader-owned, this thread its last reader.
-    assert_eq!(
-        (&h["evidence"], &h["mode"]),
-        (&"last_reader".into(), &"read".into()),
-        "{h}"
-    );
-    assert!(l["readers"].as_u64().unwrap() >= 1, "{l}");
+    // The verdict first: what a reader sees (at 1e849ad it named no holder).
     let pid = incident["process"]["pid"].as_i64().unwrap();
     let verdict = incident["verdict"].as_str().unwrap();
     let populate = tids["populate"];
@@ -272,9 +262,24 @@ fn a_populating_thread_running_under_the_mmap_lock_is_named_with_the_lock_and_it
             )),
         "{verdict}"
     );
+    let graph = &incident["wait_graph"];
+    assert_eq!(graph["kernel_records"], true, "{graph:#}");
+    let l = check_populate(&incident, &tids);
+    let h = &l["holders"][0];
+    // The mmap_lock's own words: reader-owned, this thread its last reader.
+    assert_eq!(
+        (&h["evidence"], &h["mode"]),
+        (&"last_reader".into(), &"read".into()),
+        "{h}"
+    );
+    assert!(l["readers"].as_u64().unwrap() >= 1, "{l}");
     // Read first: the judged thread is a waiter.
     assert!(
-        verdict.find("wait for the mmap_lock") < verdict.find("thread "),
+        verdict
+            .split("; ")
+            .next()
+            .unwrap()
+            .contains(" wait for the mmap_lock of pid "),
         "{verdict}"
     );
     assert!(!verdict.contains("no thread in D holds"), "{verdict}");
@@ -294,6 +299,15 @@ fn with_the_blocker_field_refused_the_running_holder_is_named_from_samples() {
     else {
         return;
     };
+    // The verdict first: what a reader sees (at 1e849ad it named no holder).
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains(&format!(
+            "; held by tid {} `python3`, running in the kernel",
+            tids["populate"]
+        )),
+        "{verdict}"
+    );
     let graph = &incident["wait_graph"];
     assert_eq!(graph["kernel_records"], false, "{graph:#}");
     assert!(
@@ -308,14 +322,6 @@ fn with_the_blocker_field_refused_the_running_holder_is_named_from_samples() {
     assert!(
         l["address"].is_string(),
         "the lock is still told apart by its address: {l}"
-    );
-    let verdict = incident["verdict"].as_str().unwrap();
-    assert!(
-        verdict.contains(&format!(
-            "; held by tid {} `python3`, running in the kernel",
-            tids["populate"]
-        )),
-        "{verdict}"
     );
 }
 
@@ -368,6 +374,20 @@ fn a_mutex_held_by_a_thread_asleep_in_d_names_the_waiter_the_file_and_the_holder
     let done = wait_limited(run, Duration::from_secs(60));
     assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
     let incident = load(&dir);
+    // The verdict first: what a reader sees (at 1e849ad it named no holder).
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains(&format!(
+            "1 thread waits for the file-position lock (f_pos_lock) of an open `{}` (in write); held by tid {} `python3`, in D",
+            file.display(),
+            tids["holder"]
+        )),
+        "{verdict}"
+    );
+    assert!(
+        !verdict.contains("more thread"),
+        "the waiter is counted once: {verdict}"
+    );
     let graph = &incident["wait_graph"];
     assert_eq!(graph["kernel_records"], true, "{graph:#}");
     let l = lock(graph, "f_pos_lock");
@@ -384,19 +404,6 @@ fn a_mutex_held_by_a_thread_asleep_in_d_names_the_waiter_the_file_and_the_holder
     assert!(
         h["doing"].as_str().unwrap().contains("filesystem freeze"),
         "{h}"
-    );
-    let verdict = incident["verdict"].as_str().unwrap();
-    assert!(
-        verdict.contains(&format!(
-            "1 thread waits for the file-position lock (f_pos_lock) of an open `{}` (in write); held by tid {} `python3`, in D",
-            file.display(),
-            tids["holder"]
-        )),
-        "{verdict}"
-    );
-    assert!(
-        !verdict.contains("more thread"),
-        "the waiter is counted once: {verdict}"
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("| the kernel's owner field |"), "{md}");
@@ -493,6 +500,14 @@ fn a_chain_of_two_locks_across_processes_is_followed_to_the_thread_at_its_end() 
     assert_eq!(done.code, Some(0), "stderr: {}", done.stderr);
     assert!(dio.wait().unwrap().success());
     let incident = load(&dir);
+    // The verdict first: what a reader sees (at 1e849ad it named no holder).
+    let verdict = incident["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains(&format!(
+            "held for reading by tid {dio_tid} `python3` (the kernel's last reader), in D"
+        )),
+        "{verdict}"
+    );
     let graph = &incident["wait_graph"];
     let fpos = lock(graph, "f_pos_lock");
     let inode = lock(graph, "i_rwsem");
@@ -535,13 +550,6 @@ fn a_chain_of_two_locks_across_processes_is_followed_to_the_thread_at_its_end() 
         "{graph:#}"
     );
     assert!(graph["deadlocks"].is_null() || graph["deadlocks"] == serde_json::json!([]));
-    let verdict = incident["verdict"].as_str().unwrap();
-    assert!(
-        verdict.contains(&format!(
-            "held for reading by tid {dio_tid} `python3` (the kernel's last reader), in D"
-        )),
-        "{verdict}"
-    );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
         md.contains(&format!(

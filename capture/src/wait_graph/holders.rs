@@ -55,6 +55,11 @@ const IDLE_CALLS: &[&str] = &[
     "io_pgetevents",
 ];
 
+/// Whether `name` is a call that sleeps without holding a kernel lock (futex, poll, nanosleep…).
+pub fn is_idle_call(name: &str) -> bool {
+    IDLE_CALLS.contains(&name)
+}
+
 /// Calls that take a process's mmap_lock (or run page faults under it) for as long as they run.
 const MMAP_LOCK_CALLS: &[&str] = &[
     "mmap",

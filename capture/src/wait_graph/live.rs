@@ -271,22 +271,39 @@ fn sample(
     let Some((root0, _)) = at(0) else {
         return;
     };
+    // A process's threads, likeliest holders first: running or in D, then asleep in a call that is not an
+    // idle wait; a thread asleep in futex, poll and the like holds no kernel lock and is not sampled.
     let mut threads_of = |p: i32| -> Vec<(i32, String)> {
-        match root0.tasks(p) {
-            Ok(tids) => tids
-                .into_iter()
-                .map(|tid| {
-                    let comm = threads
-                        .iter()
-                        .find(|t| t.tid == tid)
-                        .map(|t| t.comm.clone())
-                        .or_else(|| root0.read_task_stat(p, tid).ok().map(|s| s.comm))
-                        .unwrap_or_default();
-                    (tid, comm)
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        let Ok(tids) = root0.tasks(p) else {
+            return Vec::new();
+        };
+        let mut ranked: Vec<(u8, i32, String)> = tids
+            .into_iter()
+            .filter_map(|tid| {
+                let (state, comm, call) = match threads.iter().find(|t| t.tid == tid) {
+                    Some(t) => (
+                        t.state.chars().next().unwrap_or('?'),
+                        t.comm.clone(),
+                        super::syscall_name(t).map(str::to_string),
+                    ),
+                    None => {
+                        let stat = root0.read_task_stat(p, tid).ok()?;
+                        (stat.state, stat.comm, None)
+                    }
+                };
+                let rank = match state {
+                    'R' | 'D' => 0,
+                    _ if call.as_deref().is_some_and(holders::is_idle_call) => return None,
+                    _ => 1,
+                };
+                Some((rank, tid, comm))
+            })
+            .collect();
+        ranked.sort_by_key(|(rank, tid, _)| (*rank, *tid));
+        ranked
+            .into_iter()
+            .map(|(_, tid, comm)| (tid, comm))
+            .collect()
     };
     let plan: BTreeMap<usize, Vec<(i32, i32, String)>> = graph
         .locks

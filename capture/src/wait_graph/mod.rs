@@ -431,7 +431,7 @@ pub fn taken_in(t: &ThreadSnapshot) -> Option<String> {
 }
 
 /// The syscall name `t` is blocked in, if any.
-fn syscall_name(t: &ThreadSnapshot) -> Option<&str> {
+pub(crate) fn syscall_name(t: &ThreadSnapshot) -> Option<&str> {
     match &t.syscall {
         Some(SyscallInfo::Blocked { nr, name, .. }) if *nr >= 0 => name.as_deref(),
         _ => None,
