@@ -135,7 +135,15 @@ pub fn name(id: &LockIdentity, kind: LockKind) -> String {
             Some(f) => format!("{} taken in {f}", kind.with_article()),
             None => kind.with_article(),
         },
-        label => format!("the NVIDIA {label}"),
+        label => {
+            let place = match (&id.symbol, &id.module) {
+                (Some(s), Some(m)) => format!(" ({s} in module {m})"),
+                (None, Some(m)) => format!(" (in module {m})"),
+                (Some(s), None) => format!(" ({s})"),
+                (None, None) => String::new(),
+            };
+            format!("the NVIDIA {label}{place}")
+        }
     }
 }
 

@@ -563,8 +563,12 @@ fn waiter_of(k: &Known, w: &Wait, lookup: &mut dyn Lookup) -> Waiter {
 /// What a thread is doing, in words, from one snapshot (samples say more: [`holders`]).
 pub fn doing_words(t: &ThreadSnapshot) -> String {
     let call = call_words(t);
+    let site = t
+        .site
+        .clone()
+        .or_else(|| site::classify(&t.stack, t.wchan.as_deref(), syscall_name(t)));
     match t.state.as_str() {
-        "D" => match &t.site {
+        "D" => match &site {
             Some(site) if !call.starts_with("page fault") && !site.starts_with(&call) => {
                 format!("in D in {call}: {site}")
             }
@@ -835,6 +839,15 @@ fn node(
     if identity.taken_in.is_none() {
         identity.taken_in = mine.iter().find_map(|(k, _)| taken_in(&k.t));
     }
+    // A driver lock the stack names (the RM API lock, a UVM lock…) is that lock, wherever it lies.
+    if matches!(
+        identity.class.as_str(),
+        "unknown" | "kernel static" | "module static"
+    ) {
+        if let Some(label) = mine.iter().find_map(|(k, _)| nvidia_lock_label(&k.t)) {
+            identity.class = label.to_string();
+        }
+    }
     let mut node = LockNode {
         id: ids[&key].clone(),
         kind,
@@ -1085,6 +1098,24 @@ impl WaitGraph {
         tids.sort_unstable();
         tids.dedup();
         tids
+    }
+}
+
+/// The NVIDIA driver lock `t`'s stack waits for, by its label (`RM API lock`, `UVM global lock`, …).
+fn nvidia_lock_label(t: &ThreadSnapshot) -> Option<&'static str> {
+    use site::NvidiaWait as W;
+    match site::nvidia_site(&t.stack)? {
+        w @ (W::RmApiLock
+        | W::RmApiLockMode { .. }
+        | W::GpuLock
+        | W::RmSemaphore
+        | W::UvmGlobalLock
+        | W::UvmPageTreeLock
+        | W::UvmVaSpaceLock
+        | W::UvmLock
+        | W::ModesetPmSemaphore
+        | W::ModesetGlobalLock) => Some(w.label()),
+        _ => None,
     }
 }
 

@@ -688,3 +688,119 @@ fn hostile_names_stay_inert() {
         assert_eq!(line.matches(" | ").count() + 2, 7, "{line}");
     }
 }
+
+fn nv_thread(tid: i32, state: &str, frames: &[(&str, Option<&str>)]) -> ThreadSnapshot {
+    ThreadSnapshot {
+        tid,
+        comm: "rmworker".into(),
+        state: state.into(),
+        stack: frames.iter().map(|(f, m)| frame(f, *m)).collect(),
+        syscall: Some(SyscallInfo::Blocked {
+            nr: 16,
+            name: Some("ioctl".into()),
+            args: vec!["0x3".into(); 6],
+            sp: "0x0".into(),
+            pc: "0x0".into(),
+        }),
+        ..ThreadSnapshot::default()
+    }
+}
+
+/// Host-wide driver locks: a thread waits (uninterruptibly: a blocker record) for the RM API lock, written
+/// by a thread of another process; another waits on the GPU lock's semaphore, last held by a third. The
+/// locks are named by their stacks, the holders found across processes by their task_struct.
+#[test]
+fn nvidia_driver_locks_are_named_and_their_holders_found_in_other_processes() {
+    let api = 0xffff_ffff_c0a8_0100u64;
+    let gpu = 0xffff_ffff_c0a8_0200u64;
+    let recs = [
+        Rec {
+            tid: 81,
+            tgid: 80,
+            state: D,
+            blocker: api | 3,
+            owner: task(91),
+            count: 1 | 2,
+            ..Rec::default()
+        },
+        Rec {
+            tid: 82,
+            tgid: 80,
+            state: D,
+            blocker: gpu | 1,
+            owner: task(92),
+            ..Rec::default()
+        },
+        Rec {
+            tid: 91,
+            tgid: 90,
+            state: 0,
+            ..Rec::default()
+        },
+        Rec {
+            tid: 92,
+            tgid: 90,
+            state: D,
+            ..Rec::default()
+        },
+    ];
+    let b = bytes(&recs);
+    let records = parse_records(&b).unwrap();
+    let api_wait = [
+        ("rwsem_down_write_slowpath", None),
+        ("down_write", None),
+        ("os_acquire_rwlock_write", Some("nvidia")),
+        ("rmapiLockAcquire", Some("nvidia")),
+        ("nvidia_ioctl", Some("nvidia")),
+    ];
+    let gpu_wait = [
+        ("down", None),
+        ("os_acquire_semaphore", Some("nvidia")),
+        ("rmGpuLocksAcquire", Some("nvidia")),
+        ("nvidia_ioctl", Some("nvidia")),
+    ];
+    let threads = vec![nv_thread(81, "D", &api_wait), nv_thread(82, "D", &gpu_wait)];
+    let mut lookup = Fixed::default();
+    let mut holder = nv_thread(91, "R", &[]);
+    holder.syscall = Some(SyscallInfo::Running { running: true });
+    lookup.threads.insert(91, (90, holder));
+    lookup.threads.insert(
+        92,
+        (
+            90,
+            nv_thread(
+                92,
+                "D",
+                &[
+                    ("_kgspRpcRecvPoll", Some("nvidia")),
+                    ("_issueRpcAndWait", Some("nvidia")),
+                ],
+            ),
+        ),
+    );
+    lookup.symbols = Some(Symbols::parse(
+        b"ffffffffc0a00000 t nvidia_ioctl\t[nvidia]\n",
+    ));
+    let g = build(80, &threads, Records::Read(&records), &mut lookup);
+    let api_lock = g.lock_waited_by(81).unwrap();
+    assert_eq!(api_lock.identity.class, "RM API lock", "{api_lock:#?}");
+    assert_eq!(api_lock.identity.module.as_deref(), Some("nvidia"));
+    assert!(
+        api_lock
+            .name
+            .starts_with("the NVIDIA RM API lock (in module nvidia)"),
+        "{}",
+        api_lock.name
+    );
+    let h = &api_lock.holders[0];
+    assert_eq!(
+        (h.tid, h.pid, h.evidence, h.mode),
+        (91, 90, Evidence::Writer, Some(Mode::Write))
+    );
+    let gpu_lock = g.lock_waited_by(82).unwrap();
+    assert_eq!(gpu_lock.identity.class, "GPU lock");
+    assert_eq!(gpu_lock.kind, LockKind::Semaphore);
+    let h = &gpu_lock.holders[0];
+    assert_eq!((h.tid, h.pid, h.evidence), (92, 90, Evidence::LastHolder));
+    assert!(h.doing.contains("GSP RPC"), "{}", h.doing);
+}
