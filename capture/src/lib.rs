@@ -18,6 +18,10 @@
 //!   the message walk).
 //! - [`task_iter`]: a BPF task iterator (checked-in object, `capture/bpf/`): every thread of one process with
 //!   its state and switch count in one read, the scanner's busy-worker shortcut; falls back with a reason.
+//! - [`blockers`]: a second BPF task iterator, read at capture time only: what every task is blocked on as
+//!   the kernel recorded it (`task_struct::blocker`), the lock's owner word, the lock's home (inode, file).
+//! - [`wait_graph`]: who holds what: locks, holders, waiters, chains and cycles from those records, a
+//!   running holder named from samples when no record names one.
 //! - [`decode`]: every decode table and decoder in one home (one loader, one hex parser, one device
 //!   classifier): [`syscalls`] per arch, [`ioctl`] names (NVIDIA, DRM/KFD, Linux), [`nvidia`] deep decode of
 //!   the RM escape structs read at a wedged ioctl's pointer; re-exported here under those names.
@@ -47,6 +51,7 @@
 //!
 //! Never read `cmdline`, `environ`, `maps`, `smaps` or `mem` here: they take the target's mmap lock.
 
+pub mod blockers;
 pub mod decode;
 pub mod error;
 pub mod escape;
@@ -73,6 +78,7 @@ pub mod taskstats;
 pub mod testing;
 pub mod untrusted;
 pub mod user_frame;
+pub mod wait_graph;
 
 // The decode modules keep their old paths (`capture::nvidia`, `capture::ioctl`, …) for callers.
 pub use arch::Arch;

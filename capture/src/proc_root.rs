@@ -39,6 +39,10 @@ const CGROUP_LIMIT: usize = 64 * 1024;
 const MEMINFO_LIMIT: usize = 64 * 1024;
 /// `children` of one thread: up to ~50k pids of 10 digits and a space.
 const CHILDREN_LIMIT: usize = 512 * 1024;
+/// `mountinfo`: thousands of mounts on a container host.
+const MOUNTINFO_LIMIT: usize = 4 << 20;
+/// `kallsyms`: ~10 MB on a distribution kernel with every symbol.
+const KALLSYMS_LIMIT: usize = 64 << 20;
 
 const PTRACE_READ: &str = "ptrace read access (same user or CAP_SYS_PTRACE)";
 const WORLD_READABLE: &str = "nothing (world-readable)";
@@ -53,6 +57,8 @@ pub enum TaskFile {
     Stack,
     /// `sum_exec_runtime run_delay pcount`: changes whenever the task runs.
     Schedstat,
+    /// The scheduler's fields (`se.exec_start`: when the task last ran).
+    Sched,
 }
 
 impl TaskFile {
@@ -64,6 +70,7 @@ impl TaskFile {
             TaskFile::Syscall => "syscall",
             TaskFile::Stack => "stack",
             TaskFile::Schedstat => "schedstat",
+            TaskFile::Sched => "sched",
         }
     }
 
@@ -72,7 +79,11 @@ impl TaskFile {
         match self {
             TaskFile::Stack => "CAP_SYS_ADMIN and ptrace attach access (same user or CAP_SYS_PTRACE; Yama ptrace_scope applies)",
             TaskFile::Syscall => "ptrace attach access (same user or CAP_SYS_PTRACE; Yama ptrace_scope applies)",
-            TaskFile::Wchan | TaskFile::Stat | TaskFile::Status | TaskFile::Schedstat => {
+            TaskFile::Wchan
+            | TaskFile::Stat
+            | TaskFile::Status
+            | TaskFile::Schedstat
+            | TaskFile::Sched => {
                 "ptrace read access (same user or CAP_SYS_PTRACE)"
             }
         }
@@ -81,7 +92,7 @@ impl TaskFile {
     fn limit(self) -> usize {
         match self {
             TaskFile::Stat | TaskFile::Wchan | TaskFile::Syscall | TaskFile::Schedstat => SMALL,
-            TaskFile::Status => STATUS_LIMIT,
+            TaskFile::Status | TaskFile::Sched => STATUS_LIMIT,
             TaskFile::Stack => STACK_LIMIT,
         }
     }
@@ -469,6 +480,33 @@ impl ProcRoot {
         Ok(entries
             .flatten()
             .filter_map(|e| Some((i64::from(parse_fd_name(&e.file_name())?), e.path()))))
+    }
+
+    /// The fd numbers of `pid` (at most `max`), unread.
+    pub fn fds(&self, pid: i32, max: usize) -> Result<Vec<i64>> {
+        Ok(self.fd_entries(pid)?.take(max).map(|(fd, _)| fd).collect())
+    }
+
+    /// `fdinfo/<fd>` of `pid` (`pos`, `flags`, `mnt_id`, `ino`): read without touching the file itself,
+    /// unlike a stat of the fd link (a getattr can wait on a hung network filesystem).
+    pub fn fdinfo(&self, pid: i32, fd: i64) -> Result<Vec<u8>> {
+        let path = self.pid_dir(pid).join("fdinfo").join(fd.to_string());
+        read_bounded(&path, SMALL, PTRACE_READ)
+    }
+
+    /// `mountinfo` of `pid` (its mount namespace's mounts, with their devices), bounded.
+    pub fn mountinfo(&self, pid: i32) -> Result<Vec<u8>> {
+        let path = self.pid_dir(pid).join("mountinfo");
+        read_bounded(&path, MOUNTINFO_LIMIT, WORLD_READABLE)
+    }
+
+    /// `kallsyms` (the kernel's and modules' symbols; addresses read as zero without CAP_SYSLOG).
+    pub fn kallsyms(&self) -> Result<Vec<u8>> {
+        read_bounded(
+            &self.root.join("kallsyms"),
+            KALLSYMS_LIMIT,
+            "CAP_SYSLOG for the addresses (kptr_restrict)",
+        )
     }
 
     /// The children of thread `tid` of `pid` (`task/<tid>/children`; needs CONFIG_PROC_CHILDREN).

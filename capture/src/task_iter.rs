@@ -34,14 +34,14 @@ pub const RECORD_LEN: usize = 32;
 /// The compiled program, checked in (see the module doc); 8-byte aligned for the ELF parser.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_states.bpf.o");
 /// Where the running kernel describes its own types (CONFIG_DEBUG_INFO_BTF).
-const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+pub(crate) const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// The program's function name in the object (its `SEC("iter/task")`).
 const PROGRAM: &str = "task_states";
 
 /// `enum bpf_cmd` and `enum bpf_attach_type` values (include/uapi/linux/bpf.h, stable UAPI).
-const BPF_LINK_CREATE: libc::c_long = 28;
-const BPF_ITER_CREATE: libc::c_long = 33;
-const BPF_TRACE_ITER: u32 = 28;
+pub(crate) const BPF_LINK_CREATE: libc::c_long = 28;
+pub(crate) const BPF_ITER_CREATE: libc::c_long = 33;
+pub(crate) const BPF_TRACE_ITER: u32 = 28;
 
 /// One thread as the iterator saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl fmt::Debug for TaskIter {
 }
 
 /// Whether an error chain bottoms out in a refused privilege.
-fn permission_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn permission_refused(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(err);
     while let Some(e) = cur {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -135,7 +135,7 @@ fn permission_refused(err: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// One line of an error and its causes (aya nests the syscall error under the program error).
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut cur = err.source();
     while let Some(e) = cur {
@@ -149,9 +149,9 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-const PRIVILEGE: &str = "needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)";
+pub(crate) const PRIVILEGE: &str = "needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)";
 
-fn refused(what: &str, err: &(dyn std::error::Error + 'static)) -> Error {
+pub(crate) fn refused(what: &str, err: &(dyn std::error::Error + 'static)) -> Error {
     if permission_refused(err) {
         Error::TaskIterUnavailable(format!("{what} refused ({PRIVILEGE})"))
     } else {
@@ -284,7 +284,7 @@ impl TaskIter {
 }
 
 /// `bpf(cmd, attr, sizeof attr)` for a command that returns a new fd.
-fn bpf_fd<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<OwnedFd> {
+pub(crate) fn bpf_fd<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<OwnedFd> {
     // SAFETY: `attr` is a valid, initialised attribute struct of the size passed for `cmd` (the callers
     // build `#[repr(C)]` kernel structs); the kernel only reads it. The return value is checked first.
     let fd = unsafe {
@@ -304,7 +304,7 @@ fn bpf_fd<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<OwnedFd> {
 
 /// Parsing the kernel's BTF (~5 MB) takes ~35 MB of heap for a moment; give it back to the system rather
 /// than keep it in the allocator's arenas for the agent's lifetime (+16 MB RSS otherwise).
-fn release_freed_memory() {
+pub(crate) fn release_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only returns free heap pages to the kernel; no pointer is involved.
     unsafe {
@@ -312,13 +312,13 @@ fn release_freed_memory() {
     }
 }
 
-fn has_verifier_log(err: &aya::programs::ProgramError) -> bool {
+pub(crate) fn has_verifier_log(err: &aya::programs::ProgramError) -> bool {
     matches!(err, aya::programs::ProgramError::LoadError { verifier_log, .. }
         if !verifier_log.to_string().trim().is_empty())
 }
 
 /// The first lines of the verifier's verdict (aya keeps the whole log; the reason is at its end).
-fn verifier_summary(err: &aya::programs::ProgramError) -> String {
+pub(crate) fn verifier_summary(err: &aya::programs::ProgramError) -> String {
     if let aya::programs::ProgramError::LoadError {
         io_error,
         verifier_log,

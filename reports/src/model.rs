@@ -69,6 +69,9 @@ pub struct Incident {
     pub timeline: Vec<TimelineEvent>,
     /// What could not be captured, and why.
     pub not_captured: Vec<NotCaptured>,
+    /// Who holds what the threads in D wait for: every lock, its holder and its waiters (the capture's
+    /// `wait_graph` stage; `capture::wait_graph`). Null when the stage did not run (older incidents).
+    pub wait_graph: Option<capture::wait_graph::WaitGraph>,
 }
 
 impl Default for Incident {
@@ -96,6 +99,7 @@ impl Default for Incident {
             probes: Vec::new(),
             timeline: Vec::new(),
             not_captured: Vec::new(),
+            wait_graph: None,
         }
     }
 }

@@ -5,6 +5,8 @@
 //! - the host name (also inside the incident id: the archive's directory is renamed `<time>-scrubbed-<pid>`) and
 //!   the boot id (also the 16 raw bytes of the ring header's copy);
 //! - the host-wide D-state census rows of other processes (their comm and cgroup name other pods); the count stays;
+//! - the wait graph's threads of other processes (a host-wide lock's waiters and holders): comm masked, what they
+//!   do dropped; their tids stay (the graph's edges);
 //! - kernel-log lines about other processes (classified `other_process`, or naming a pid that is not one of the
 //!   watched process's pids and tids);
 //! - GPU serial numbers and UUIDs (`GPU-…`, `MIG-…`, `Serial Number : …` in `nvidia-smi -q`), and the process list
@@ -57,6 +59,8 @@ pub struct Summary {
     pub nvidia_smi_processes: usize,
     /// Python source lines (frames' `code`) removed.
     pub source_lines: usize,
+    /// Threads of other processes in the wait graph (their comm and what they do).
+    pub wait_graph_threads: usize,
 }
 
 impl Summary {
@@ -103,6 +107,13 @@ impl Summary {
             self.source_lines,
             plural_s(self.source_lines)
         ));
+        if self.wait_graph_threads > 0 {
+            parts.push(format!(
+                "{} thread{} of other processes in the wait graph (comm, what it does)",
+                self.wait_graph_threads,
+                plural_s(self.wait_graph_threads)
+            ));
+        }
         format!(
             "> **Scrubbed for a public issue** (`wedge-capture report bundle --public`): removed or masked as \
              `{MASK}`: {}. Every file of this archive was scrubbed the same way.\n\n",
@@ -193,6 +204,29 @@ pub fn scrub(incident: &Incident) -> Scrubbed {
         }
         if let Some(cgroup) = task.cgroup.filter(|c| *c != own_cgroup) {
             values.insert(cgroup);
+        }
+    }
+
+    // The wait graph's threads of other processes (host-wide locks): their comms masked, what they do dropped.
+    if let Some(graph) = out.wait_graph.as_mut() {
+        let own = incident.process.pid;
+        for lock in graph.locks.iter_mut() {
+            if lock.identity.pid.is_some_and(|p| p != own) {
+                if let Some(comm) = lock.identity.comm.take() {
+                    values.insert(comm);
+                }
+            }
+            for w in lock.waiters.iter_mut().filter(|w| w.pid != own) {
+                summary.wait_graph_threads += 1;
+                values.insert(std::mem::replace(&mut w.comm, MASK.to_string()));
+                w.call = MASK.to_string();
+            }
+            for h in lock.holders.iter_mut().filter(|h| h.pid != own) {
+                summary.wait_graph_threads += 1;
+                values.insert(std::mem::replace(&mut h.comm, MASK.to_string()));
+                h.doing = MASK.to_string();
+                h.call = None;
+            }
         }
     }
 
@@ -510,6 +544,38 @@ mod tests {
             "a secret-host-42 b\nNVRM: Xid (PCI:0000:3b:00): 79, pid=777, name=tenant-daemon\nc\n",
         );
         assert_eq!(text, "a [scrubbed] b\nc\n");
+    }
+
+    /// A host-wide lock's holder in another tenant's process: its comm masked everywhere, what it does
+    /// dropped; the watched process's own waiter stays as it was.
+    #[test]
+    fn the_wait_graphs_threads_of_other_processes_are_scrubbed() {
+        let mut incident = planted();
+        let graph: capture::wait_graph::WaitGraph = serde_json::from_value(serde_json::json!({
+            "records": "kernel blocker records", "kernel_records": true,
+            "locks": [{"id": "L1", "kind": "rwsem", "name": "the NVIDIA RM API lock",
+                       "identity": {"class": "RM API lock"},
+                       "holders": [{"tid": 901, "pid": 900, "comm": "other-tenant-job", "evidence": "writer",
+                                    "state": "R", "doing": "running in ioctl on /secret/tenant/file"}],
+                       "waiters": [{"tid": 4243, "pid": 4242, "comm": "trainer", "state": "D",
+                                    "call": "ioctl NV_ESC_RM_CONTROL on /dev/nvidiactl", "by": "kernel record"}]}]
+        }))
+        .unwrap();
+        incident.wait_graph = Some(graph);
+        let s = scrub(&incident);
+        let json = serde_json::to_string(&s.incident).unwrap();
+        for gone in ["other-tenant-job", "/secret/tenant/file"] {
+            assert!(!json.contains(gone), "{gone} in {json}");
+        }
+        let g = s.incident.wait_graph.as_ref().unwrap();
+        assert_eq!(g.locks[0].holders[0].tid, 901);
+        assert_eq!(g.locks[0].waiters[0].comm, "trainer");
+        assert_eq!(s.summary.wait_graph_threads, 1);
+        assert!(s
+            .summary
+            .note()
+            .contains("1 thread of other processes in the wait graph"));
+        assert!(!s.text("x other-tenant-job y").contains("other-tenant-job"));
     }
 
     #[test]

@@ -86,13 +86,57 @@ impl<'a> Judged<'a> {
 
 /// The verdict of a schema-2 incident, clause by clause.
 const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
+    wait_graph_first_clause,
     judged_thread_clause,
     judged_breadcrumb_clause,
     waiters_clause,
     lock_holder_clause,
+    wait_graph_clause,
     more_wedged_clause,
     outcome_clause,
 ];
+
+/// The lock the judged thread waits for, read first when the wait graph has it: "4 threads wait for the
+/// mmap_lock of pid 1059 (`uvmlock`) (for writing, in mmap); held by tid 1059 `uvmlock`, running in the kernel
+/// (…) — breadcrumb `cuMemPrefetchAsync(48 GiB)` entered 8.9 s ago", followed along its chain.
+fn wait_graph_first_clause(j: &Judged) -> Option<String> {
+    let graph = j.incident.wait_graph.as_ref()?;
+    graph.lock_waited_by(j.wedged.tid)?;
+    capture::wait_graph::render::sentence(graph, Some(j.wedged.tid), &|tid| {
+        holder_breadcrumb(j, tid)
+    })
+}
+
+/// The graph's first lock, when the judged thread waits for none of its locks (it holds one, or waits for
+/// something no lock names, a freeze say).
+fn wait_graph_clause(j: &Judged) -> Option<String> {
+    let graph = j.incident.wait_graph.as_ref()?;
+    if graph.lock_waited_by(j.wedged.tid).is_some() {
+        return None;
+    }
+    capture::wait_graph::render::sentence(graph, None, &|tid| holder_breadcrumb(j, tid))
+}
+
+/// A holder's call in flight in the rings: "breadcrumb `cuMemPrefetchAsync(48 GiB)` entered 8.9 s ago".
+fn holder_breadcrumb(j: &Judged, tid: i32) -> Option<String> {
+    let at = j.wedged.detected_at.as_ref().and_then(|d| d.monotonic_ns);
+    let f = in_flight_of(j.incident, tid)?;
+    let age = in_flight_age(f, at)
+        .map(|ns| format!(" entered {} ago", duration(ns)))
+        .unwrap_or_default();
+    Some(format!(
+        "breadcrumb {}{age}",
+        code(&call_text(&f.call, &f.args, &f.label))
+    ))
+}
+
+/// Whether the wait graph already says who holds the lock the judged thread waits for.
+fn graph_covers(j: &Judged) -> bool {
+    j.incident
+        .wait_graph
+        .as_ref()
+        .is_some_and(|g| g.lock_waited_by(j.wedged.tid).is_some())
+}
 
 /// "thread 7 `python3` has been in D for 312 s in ioctl `X` on `/dev/nvidiactl`".
 fn judged_thread_clause(j: &Judged) -> Option<String> {
@@ -138,6 +182,9 @@ fn waiters_clause(j: &Judged) -> Option<String> {
 /// another thread's `cuMemHostRegister_v2(32 GiB)` pinned).
 fn lock_holder_clause(j: &Judged) -> Option<String> {
     let lock = j.thread.waits_for.as_deref()?;
+    if graph_covers(j) {
+        return None;
+    }
     let threads = threads_at_detection(j);
     let rm_lock = lock == "RM API lock" || lock == "GPU lock";
     let mut sentence = if rm_lock {
@@ -218,12 +265,20 @@ fn threads_at_detection(j: &Judged) -> Vec<ThreadSnapshot> {
     threads
 }
 
-/// "2 more threads wedged" (those not waiting behind the first).
+/// "2 more threads wedged" (those not waiting behind the first, nor counted by the wait graph's sentence).
 fn more_wedged_clause(j: &Judged) -> Option<String> {
+    let in_graph = j
+        .incident
+        .wait_graph
+        .as_ref()
+        .map(|g| g.waiter_tids())
+        .unwrap_or_default();
     let others = j
         .all
         .iter()
-        .filter(|(o, _)| o.tid != j.wedged.tid && !j.waiters.contains(&o.tid))
+        .filter(|(o, _)| {
+            o.tid != j.wedged.tid && !j.waiters.contains(&o.tid) && !in_graph.contains(&o.tid)
+        })
         .count();
     (others > 0).then(|| format!("{others} more thread{} wedged", plural(others)))
 }
@@ -461,11 +516,33 @@ pub(crate) fn breadcrumb_clause(
         .iter()
         .chain(incident.extra_rings.iter().flat_map(|r| &r.in_flight))
         .find(|f| i64::from(f.tid) == i64::from(tid));
-    if let Some(f) = own.or_else(|| {
-        ring.in_flight
-            .iter()
-            .max_by_key(|f| in_flight_age(f, now_ns))
-    }) {
+    // Another thread's call stands in only when it may be the cause: a holder the wait graph names first,
+    // never a thread the graph shows waiting (a victim's call is no culprit).
+    let graph = incident.wait_graph.as_ref();
+    let waiters = graph.map(|g| g.waiter_tids()).unwrap_or_default();
+    let holders = graph.map(|g| g.holder_tids()).unwrap_or_default();
+    let other = |f: &&InFlight| {
+        let t = i32::try_from(f.tid).unwrap_or(i32::MIN);
+        !waiters.contains(&t)
+    };
+    let holding = |f: &&InFlight| {
+        let t = i32::try_from(f.tid).unwrap_or(i32::MIN);
+        holders.contains(&t)
+    };
+    if let Some(f) = own
+        .or_else(|| {
+            ring.in_flight
+                .iter()
+                .filter(holding)
+                .max_by_key(|f| in_flight_age(f, now_ns))
+        })
+        .or_else(|| {
+            ring.in_flight
+                .iter()
+                .filter(other)
+                .max_by_key(|f| in_flight_age(f, now_ns))
+        })
+    {
         let age = in_flight_age(f, now_ns)
             .map(|ns| format!(" {} ago", duration(ns)))
             .unwrap_or_default();
@@ -484,7 +561,12 @@ pub(crate) fn breadcrumb_clause(
         .iter()
         .rev()
         .find(|r| i64::from(r.tid) == i64::from(tid))
-        .or(ring.records.last())?;
+        .or_else(|| {
+            ring.records
+                .iter()
+                .rev()
+                .find(|r| !waiters.contains(&i32::try_from(r.tid).unwrap_or(i32::MIN)))
+        })?;
     let age = now_ns
         .and_then(|now| now.checked_sub(last.monotonic_ns))
         .map(|ns| format!(" {} before the sample", duration(ns)))

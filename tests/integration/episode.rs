@@ -182,8 +182,18 @@ fn the_mmap_lock_wedge_names_who_blocks_whom_and_a_freeze_site() {
         "{verdict}"
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    // The wait graph (issue 36) tells it exactly: mmap waits for the mmap_lock held for writing by mprotect,
+    // which waits for the VMA lock the fault holds (by its stack).
+    let protect_tid = waiters
+        .iter()
+        .find(|w| w["syscall"]["name"] == "mprotect")
+        .expect("the mprotect waiter")["tid"]
+        .as_i64()
+        .unwrap();
     assert!(
-        md.contains(&format!("`mmap_lock` held by tid {fault_tid}")),
+        md.contains(&format!(
+            "held for writing by tid {protect_tid} (the kernel's owner field (writer))"
+        )) && md.contains(&format!("held for reading by tid {fault_tid} (its stack)")),
         "{md}"
     );
     // Listing the mappings waits for the address-space writer (mprotect, holding the mmap lock) stuck behind the

@@ -35,3 +35,4 @@ mod sandbox;
 mod settings;
 mod upload;
 mod util;
+mod wait_graph;

@@ -25,7 +25,12 @@ pub enum Format {
 #[command(after_help = "\
 Reads stat for every thread, then wchan, syscall, stack and fd links for threads in D
 (or for all with --all-threads). Never reads cmdline, environ or maps, so it cannot hang
-on the wedged process. For threads in D inside an NVIDIA ioctl it decodes the struct at the
+on the wedged process. When threads are in D it adds the wait graph: every lock they wait
+for, who holds it (the kernel's blocker records through a BPF task iterator; a running
+holder named from about a second of samples when no record names one) and the chain it
+leads to (--no-wait-graph: not). Given several --proc-root trees (a recording, one tree per
+sample in time order, each with a `monotonic` file beside it), the first is the snapshot
+and all are the samples. For threads in D inside an NVIDIA ioctl it decodes the struct at the
 ioctl's pointer (RM control command and its locks, alloc class, UVM command), read from
 <pid>/mem in a sacrificial child with a deadline (--no-ioctl-arguments: never). /proc/<tid>/stack needs CAP_SYS_ADMIN; without it the stack is left
 empty and a note says so.
@@ -34,6 +39,7 @@ Examples:
   wedge-capture capture --pid 81234
   wedge-capture capture --pid 81234 --format json > snapshot.json
   wedge-capture capture --pid 4100 --proc-root ./recorded-proc --arch aarch64
+  wedge-capture capture --pid 1059 --proc-root rec/0/proc --proc-root rec/1/proc --proc-root rec/2/proc
 
 Exit codes: 0 captured, 4 no such process (or thread), 1 other errors.")]
 pub struct Args {
@@ -49,9 +55,13 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Markdown)]
     pub format: Format,
-    /// A directory laid out like /proc (a recorded snapshot from another machine).
+    /// A directory laid out like /proc (a recorded snapshot from another machine). Repeated: recorded
+    /// samples in time order (the wait graph's samples; the first is the snapshot).
     #[arg(long, value_name = "DIR")]
-    pub proc_root: Option<PathBuf>,
+    pub proc_root: Vec<PathBuf>,
+    /// Do not build the wait graph (who holds what the threads in D wait for).
+    #[arg(long)]
+    pub no_wait_graph: bool,
     /// Decode the NVIDIA ioctl argument (RM/UVM struct at the ioctl's pointer) of every thread in an
     /// ioctl, not only of threads in D (those are decoded by default). Read from <proc root>/<pid>/mem
     /// in a sacrificial child with the probe deadline.
@@ -66,13 +76,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let root = args.proc_root.map(ProcRoot::new).unwrap_or_default();
-    if !root.is_dir() {
-        return Err(Failure::new(
-            ExitCode::ERROR,
-            format!("proc root {root} is not a directory"),
-        )
-        .into());
+    let roots: Vec<ProcRoot> = args.proc_root.iter().map(ProcRoot::new).collect();
+    let root = roots.first().cloned().unwrap_or_default();
+    for r in roots.iter().chain(std::iter::once(&root)) {
+        if !r.is_dir() {
+            return Err(
+                Failure::new(ExitCode::ERROR, format!("proc root {r} is not a directory")).into(),
+            );
+        }
     }
     let opts = SnapshotOptions {
         all_threads: args.all_threads,
@@ -108,8 +119,105 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             !args.ioctl_arguments,
         );
     }
-    print!("{}", render(args.format, &snap)?);
+    let graph = if args.no_wait_graph || !snap.threads.iter().any(|t| t.state == "D") {
+        None
+    } else {
+        Some(wait_graph(
+            &roots,
+            &args.proc_root,
+            &root,
+            args.pid,
+            opts.arch,
+        ))
+    };
+    print!("{}", render_with_graph(args.format, &snap, graph.as_ref())?);
     Ok(ExitCode::OK)
+}
+
+/// The wait graph of `pid`: live (the kernel's records, then samples), or from recorded trees (one per
+/// sample; each one's time from a `monotonic` file beside it, else one second apart). A failure is the
+/// graph's own note, never the capture's.
+fn wait_graph(
+    roots: &[ProcRoot],
+    dirs: &[PathBuf],
+    root: &ProcRoot,
+    pid: i32,
+    arch: capture::Arch,
+) -> Result<capture::wait_graph::WaitGraph, String> {
+    if roots.len() > 1 {
+        let series: Vec<(ProcRoot, u64)> = roots
+            .iter()
+            .enumerate()
+            .zip(dirs)
+            .map(|((k, r), dir)| {
+                (
+                    r.clone(),
+                    recorded_monotonic_ns(dir).unwrap_or(k as u64 * 1_000_000_000),
+                )
+            })
+            .collect();
+        return capture::wait_graph::live::capture_series(
+            &series,
+            pid,
+            Err("a recorded proc tree: no kernel records"),
+            arch,
+        )
+        .map_err(|e| e.to_string());
+    }
+    crate::watch::stages::wait_graph::graph_of(root, pid, None)
+}
+
+/// `<tree>/../monotonic` (seconds, as the recording script writes it) in ns.
+fn recorded_monotonic_ns(dir: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.parent()?.join("monotonic")).ok()?;
+    let s: f64 = text.trim().parse().ok()?;
+    (s.is_finite() && s >= 0.0).then_some((s * 1e9) as u64)
+}
+
+/// The snapshot in `format`, and the wait graph after it (JSON: its `wait_graph` key).
+fn render_with_graph(
+    format: Format,
+    snap: &ProcessSnapshot,
+    graph: Option<&Result<capture::wait_graph::WaitGraph, String>>,
+) -> anyhow::Result<String> {
+    use capture::wait_graph::render as wg;
+    let mut out = render(format, snap)?;
+    let Some(graph) = graph else {
+        return Ok(out);
+    };
+    match format {
+        Format::Json => {
+            let mut value = serde_json::to_value(snap).context("serializing the snapshot")?;
+            value["wait_graph"] = match graph {
+                Ok(g) => serde_json::to_value(g).context("serializing the wait graph")?,
+                Err(why) => serde_json::json!({ "not_captured": why }),
+            };
+            out = serde_json::to_string_pretty(&value).context("serializing the snapshot")?;
+            out.push('\n');
+        }
+        Format::Markdown => {
+            out.push_str("\n## Wait graph\n\n");
+            match graph {
+                Ok(g) => {
+                    if let Some(s) = wg::sentence(g, None, &|_| None) {
+                        out.push_str(&format!("**{s}**\n\n"));
+                    }
+                    out.push_str(&wg::markdown(g, &|_| None));
+                }
+                Err(why) => {
+                    out.push_str(&format!("not captured: {}\n", capture::escape::inline(why)))
+                }
+            }
+        }
+        Format::Text => match graph {
+            Ok(g) => out.push_str(&wg::text(g)),
+            Err(why) => out.push_str(&format!(
+                "wait graph not captured: {}\n",
+                capture::escape::one_line(why)
+            )),
+        },
+    }
+    Ok(out)
 }
 
 /// The snapshot in `format`. Comms, wchans and paths are the target's to choose: the Markdown and text views

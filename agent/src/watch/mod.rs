@@ -8,7 +8,7 @@
 //! - [`incident`]: the episode lifecycle: one incident per episode (open, update, retry until durable,
 //!   resolve, gone before its capture); every durable write and the verdict it carries.
 //! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
-//!   threads, rings, kernel log, host context, probes, kill), each with its deadline and `not_captured` entry.
+//!   threads, rings, kernel log, host context, wait graph, probes, kill), each with its deadline and `not_captured` entry.
 //! - [`queue`]: the queue between detection and capture, fair per tenant.
 //! - [`workers`]: the capture side: threads that run the slow stages off the watch loop.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).

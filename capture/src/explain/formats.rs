@@ -169,7 +169,12 @@ pub(super) enum Header {
     },
     /// "INFO: task X:N blocked on a semaphore likely last held by …" (kernels with
     /// CONFIG_DETECT_HUNG_TASK_BLOCKER): the kernel's own word on who blocks the task just reported.
-    Blocker { pid: Option<i32>, words: String },
+    /// `role`: the blocked task's `<writer>`/`<reader>` for an rw-semaphore.
+    Blocker {
+        pid: Option<i32>,
+        words: String,
+        role: Option<String>,
+    },
 }
 
 /// A task header that names only the task.
@@ -189,14 +194,15 @@ pub(super) fn header(msg: &str) -> Option<Header> {
         // `3:1:2248454 <writer>`: the role in brackets is not part of the name (`CPU 6/KVM:11091` is a name).
         // `A:1 is blocked on a mutex likely owned by task B:2.` (6.14+ mutexes).
         let who = who.strip_suffix(" is").unwrap_or(who);
-        let who = match who.rsplit_once(" <") {
-            Some((name, role)) if role.ends_with('>') => name,
-            _ => who,
+        let (who, role) = match who.rsplit_once(" <") {
+            Some((name, role)) if role.ends_with('>') => (name, role.strip_suffix('>')),
+            _ => (who, None),
         };
         if what.starts_with(" on ") {
             return Some(Header::Blocker {
                 pid: name_pid(who).1,
                 words: format!("blocked{}", what.trim_end()),
+                role: role.map(str::to_string),
             });
         }
         let (name, pid) = name_pid(who);

@@ -59,6 +59,9 @@ pub struct ExplainedTask {
     pub site: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What the hung-task detector said the task was blocked on and who likely owns it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_on: Option<crate::wait_graph::explain::KernelBlocker>,
 }
 
 /// Every task of the input, in input order.
@@ -67,6 +70,9 @@ pub struct Explained {
     pub tasks: Vec<ExplainedTask>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The tasks linked by the kernel's "blocked on … likely owned by task …" lines (issue 36).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_graph: Option<crate::wait_graph::WaitGraph>,
 }
 
 fn bad(why: impl Into<String>) -> Error {
@@ -99,6 +105,8 @@ struct Draft {
     kernel_thread: bool,
     /// The hung-task detector's "blocked on … likely owned by task …" line about this task.
     blocker: Option<String>,
+    /// That line's `<writer>`/`<reader>` after the task's name.
+    blocker_role: Option<String>,
     /// After `Call Trace:`: a bare function name (`down`, `ApplyModeSetConfig [nvidia_modeset]`) is a frame.
     in_trace: bool,
 }
@@ -130,6 +138,9 @@ impl Draft {
             }
         }
         let mut notes: Vec<String> = interrupt_note.into_iter().collect();
+        let blocked_on = self.blocker.as_deref().and_then(|b| {
+            crate::wait_graph::explain::parse_blocker(b, self.blocker_role.as_deref())
+        });
         if let Some(b) = &self.blocker {
             notes.push(format!("the kernel's hung-task detector: {b}"));
         }
@@ -187,6 +198,7 @@ impl Draft {
             stack,
             site,
             notes,
+            blocked_on,
         }
     }
 }
@@ -273,13 +285,14 @@ impl Reader {
                 ppid,
                 wchan,
             }) => return self.start(name, pid, ppid, wchan),
-            Some(Header::Blocker { pid, words }) => {
+            Some(Header::Blocker { pid, words, role }) => {
                 if let Some(d) = self
                     .draft
                     .as_mut()
                     .filter(|d| pid.is_none() || d.pid == pid)
                 {
                     d.blocker = Some(words.chars().take(200).collect());
+                    d.blocker_role = role;
                 }
                 return;
             }
@@ -439,9 +452,11 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
             "{long_lines} lines longer than {MAX_LINE} bytes ignored"
         ));
     }
+    let wait_graph = crate::wait_graph::explain::from_explained(&reader.tasks);
     Ok(Explained {
         tasks: reader.tasks,
         notes,
+        wait_graph,
     })
 }
 
@@ -478,6 +493,10 @@ pub fn markdown(e: &Explained) -> String {
     }
     for n in &e.notes {
         let _ = writeln!(out, "note: {}\n", escape::inline(n));
+    }
+    if let Some(g) = &e.wait_graph {
+        out.push_str("## Wait graph\n\n");
+        out.push_str(&crate::wait_graph::render::markdown(g, &|_| None));
     }
     out
 }
@@ -664,7 +683,10 @@ Nov 19 01:03:26 host kernel:  </TASK>
         assert!(md.contains("## `line\\nbreak` (pid 7)"), "{md}");
         assert!(md.contains("## ``a`b`` (pid 101)"), "{md}");
         // Every heading is one code span and a pid: no markup of the name's own.
-        for heading in md.lines().filter(|l| l.starts_with("## ")) {
+        for heading in md
+            .lines()
+            .filter(|l| l.starts_with("## ") && *l != "## Wait graph")
+        {
             let spans = crate::escape::code_spans(heading);
             assert_eq!(spans.len(), 1, "{heading}");
             assert_eq!(spans[0].start, 3, "{heading}");

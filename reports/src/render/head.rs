@@ -22,6 +22,7 @@ pub(super) const HEAD: &[fn(&Incident, &mut String)] = &[
     verdict_line,
     facts_line,
     thread_tables,
+    super::wait_graph::head,
     process_table,
     timeline,
     kernel_log_highlights,

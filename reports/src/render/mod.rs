@@ -11,6 +11,7 @@
 //! - `head.rs`: the head's parts as a table of functions (verdict line, facts, thread tables in `threads.rs`,
 //!   process, timeline, kernel log highlights).
 //! - `sections.rs`: the `<details>` sections as a table of functions; `section.rs` renders one block.
+//! - `wait_graph.rs`: the "Wait graph" table in the head and its `<details>` section of every waiter.
 //! - `budget.rs`: every size limit ([`MAX_MARKDOWN_CHARS`] and the per-line, per-cell, per-list ones) and the fit.
 //! - `text.rs`: Markdown primitives (cells, code spans, fenced lines: all through [`capture::escape`], the
 //!   workspace's one escaper) and units ([`bytes`], [`duration`], [`call_text`]).
@@ -22,6 +23,7 @@ mod section;
 mod sections;
 pub(crate) mod text;
 mod threads;
+mod wait_graph;
 
 #[cfg(test)]
 mod tests;

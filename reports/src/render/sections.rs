@@ -16,6 +16,7 @@ use crate::verdict::{fate_text, in_flight_age, judged_threads, sample_monotonic}
 
 /// The sections, in order.
 pub(super) const SECTIONS: &[fn(&Incident) -> Section] = &[
+    super::wait_graph::section,
     stacks_at_detection,
     python_stacks,
     history_before_detection,

@@ -241,7 +241,9 @@ fn thread_table(
     if let Some(site) = &t.site {
         row("site", code_cell(site));
     }
-    if let Some(class) = &t.waits_for {
+    if let Some(v) = super::wait_graph::waits_for_cell(incident, t.tid) {
+        row("waits for", v);
+    } else if let Some(class) = &t.waits_for {
         let behind: Vec<String> = t
             .blocked_behind
             .iter()

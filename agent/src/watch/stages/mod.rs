@@ -6,6 +6,8 @@
 //! - [`process`]: NSpid, comm, cgroup, container. [`threads`]: a snapshot of every thread.
 //! - [`rings`]: the breadcrumb rings the process holds open (copied beside incident.json).
 //! - [`kernel_log`]: /dev/kmsg around the wedge. [`host`]: PSI, meminfo, loadavg, the D-state census.
+//! - [`wait_graph`]: who holds what the threads in D wait for (the kernel's blocker records through a BPF
+//!   task iterator read at capture time only; running holders sampled).
 //! - [`probes`]: the risky reads, in sacrificial children under the probe runner's deadline.
 //! - [`python`]: every Python thread's stack (`py-spy dump --nonblocking`, a sacrificial child) of a CPython target.
 //! - [`user_symbols`]: stages `stack_scan` and `user_symbols`: the wedged threads' user pc symbolized (ELF symbols, by path, in a helper process) and
@@ -33,6 +35,7 @@ pub mod python;
 pub mod rings;
 pub mod threads;
 pub mod user_symbols;
+pub mod wait_graph;
 
 use std::time::{Duration, Instant};
 
@@ -135,6 +138,15 @@ pub const STAGES: &[Stage] = &[
         deadline: StageDeadline::Fixed(Duration::from_secs(5)),
         after_episode_end: false,
         run: host::run,
+    },
+    Stage {
+        name: "wait_graph",
+        phase: Phase::Safe,
+        fills: "wait_graph (every lock waited for, its holder and waiters: kernel blocker records, sampled running holders)",
+        not_captured: "wait graph",
+        deadline: StageDeadline::Fixed(wait_graph::DEADLINE),
+        after_episode_end: false,
+        run: wait_graph::run,
     },
     Stage {
         name: "probes",
@@ -391,6 +403,7 @@ mod tests {
                 "rings",
                 "kernel_log",
                 "host",
+                "wait_graph",
                 "probes",
                 "python",
                 "stack_scan",
