@@ -2,7 +2,7 @@
 # Issue 36 on the GPU host, one batch: (1) `run --inject` on uvmlock's 48 GiB cuMemPrefetchAsync to the host,
 # whose main thread runs inside UVM_MIGRATE holding the mmap_lock while four threads wait in mmap: the incident
 # must name the running holder and its breadcrumb (the wait graph); (2) RM contention (rmlock: process A
-# registers GIB GiB while B's 8 threads hammer RM calls) under `run --inject` at a low threshold: the RM-lock line
+# registers 16 GiB while B's 8 threads hammer RM calls) under `run --inject` at a low threshold: the RM-lock line
 # names a holder or says why not. Usage:
 #   waitgraph36_run.sh BIN_DIR OUT_DIR     (BIN_DIR: release wedge-capture and libwedge_inject.so)
 # OUT_DIR gets log.txt and incidents.tar.gz (every incident of both parts).
@@ -17,7 +17,7 @@ gcc -O1 -pthread -I"$CUDA/include" -o "$W/uvmlock" "$HERE/uvmlock.c" -L"$CUDA/li
 gcc -O1 -pthread -I"$CUDA/include" -o "$W/rmlock" "$HERE/rmlock.c" -L"$CUDA/lib64/stubs" -lcuda || exit 1
 
 echo "== 1. uvmlock migrate 48 4 under run --inject"
-timeout 180 "$WC" run --inject --threshold 3s --interval 500ms --samples 2 --out "$W/migrate" \
+timeout 120 "$WC" run --inject --threshold 3s --interval 500ms --samples 2 --out "$W/migrate" \
   --ring-dir "$W/migrate-rings" -- "$W/uvmlock" migrate 48 4
 echo "run exit $?"
 for d in "$W"/migrate/*/; do [ -f "$d/incident.json" ] || continue
@@ -25,12 +25,12 @@ for d in "$W"/migrate/*/; do [ -f "$d/incident.json" ] || continue
   sed -n 1,80p "$d/report.md"
 done
 
-echo "== 2. rmlock: A registers 32 GiB while B hammers, run --inject --threshold 1s"
+echo "== 2. rmlock: A registers 16 GiB while B hammers, run --inject --threshold 1s"
 rm -f "$W/stop"
 "$WC" run --inject --threshold 1s --interval 250ms --samples 2 --out "$W/rm" --ring-dir "$W/rm-rings" -- \
-  "$W/rmlock" hammer 8 "$W/stop" 90 2> "$W/rm.B.log" & r=$!
+  "$W/rmlock" hammer 8 "$W/stop" 45 2> "$W/rm.B.log" & r=$!
 sleep 4
-timeout 150 "$W/rmlock" register 32 2> "$W/rm.A.log"
+timeout 60 "$W/rmlock" register 16 2> "$W/rm.A.log"
 sleep 3; touch "$W/stop"; wait $r; echo "run exit $?"
 grep -h "SLOW\|^A " "$W/rm.A.log" "$W/rm.B.log" | head -20
 for d in "$W"/rm/*/; do [ -f "$d/incident.json" ] || continue
