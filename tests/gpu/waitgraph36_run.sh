@@ -5,7 +5,7 @@
 # registers 16 GiB while B's 8 threads hammer RM calls) under `run --inject` at a low threshold: the RM-lock line
 # names a holder or says why not. Usage:
 #   waitgraph36_run.sh BIN_DIR OUT_DIR     (BIN_DIR: release wedge-capture and libwedge_inject.so)
-# OUT_DIR gets log.txt and incidents.tar.gz (every incident of both parts).
+# OUT_DIR gets log.txt, migrate.tar.gz and rm.tar.gz (every incident and ring of each part).
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2; HERE=$(cd "$(dirname "$0")" && pwd)
 CUDA=${CUDA_HOME:-/usr/local/cuda-13.0}; export PATH=$CUDA/bin:$PATH
@@ -25,6 +25,8 @@ for d in "$W"/migrate/*/; do [ -f "$d/incident.json" ] || continue
   sed -n 1,80p "$d/report.md"
 done
 
+tar -C "$W" -czf "$OUT/migrate.tar.gz" migrate migrate-rings 2>/dev/null
+
 echo "== 2. rmlock: A registers 16 GiB while B hammers, run --inject --threshold 1s"
 rm -f "$W/stop"
 "$WC" run --inject --threshold 1s --interval 250ms --samples 2 --out "$W/rm" --ring-dir "$W/rm-rings" -- \
@@ -37,5 +39,5 @@ for d in "$W"/rm/*/; do [ -f "$d/incident.json" ] || continue
   python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print("VERDICT", i["verdict"]); print("RMLOCK", json.dumps([t.get("rm_lock") for t in i.get("wedged_threads",[])])[:2000])' "$d/incident.json"
   sed -n 1,60p "$d/report.md"
 done
-tar -C "$W" -czf "$OUT/incidents.tar.gz" migrate rm migrate-rings rm-rings 2>/dev/null
+tar -C "$W" -czf "$OUT/rm.tar.gz" rm rm-rings 2>/dev/null
 ls -la "$OUT"
