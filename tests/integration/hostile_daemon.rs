@@ -30,12 +30,6 @@ fn detection_s(incident: &serde_json::Value) -> f64 {
     detected.saturating_sub(d_since) as f64 / 1e9
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-}
-
 #[test]
 fn a_sigusr1_storm_neither_delays_sigterm_nor_hides_the_wedge() {
     let Some(mut fs) = frozen_fs_or_skip("hostile_daemon storm") else {
@@ -157,7 +151,7 @@ fn sigterm_during_a_hanging_probe_stops_within_2s() {
     wait_in_d(helper.pid(), Duration::from_secs(5));
     // A FIFO nobody writes: opening it blocks, like a driver file whose lock is held.
     let fifo = dir.path().join("hung-driver-file");
-    mkfifo(&fifo);
+    crate::util::mkfifo(&fifo, 0o600);
     let out = dir.path().join("incidents");
     let pattern = format!("^{comm}$");
     let mut args = vec![

@@ -194,16 +194,12 @@ pub(crate) fn check_stop(test: &str, s: &mut Setup, agent: Agent, mut helper: He
     assert!(helper.wait_exit(Duration::from_secs(10)).is_some());
 }
 
-fn mkfifo(path: &Path) {
-    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
-}
-
 #[test]
 fn a_fifo_ring_does_not_blind_the_agent() {
     let Some(mut s) = setup("hostile fifo agent") else {
         return;
     };
-    mkfifo(&s.rings.join("x.ring"));
+    crate::util::mkfifo(&s.rings.join("x.ring"), 0o666);
     let label = "fifo test ioctl FS_IOC_SETFLAGS";
     let (helper, pattern) = wedged_ring_writer(&s, label);
     let notify = Notify::new(s.dir.path());
@@ -225,7 +221,7 @@ fn a_fifo_ring_does_not_hang_run() {
     let Some(mut s) = setup("hostile fifo run") else {
         return;
     };
-    mkfifo(&s.rings.join("x.ring"));
+    crate::util::mkfifo(&s.rings.join("x.ring"), 0o666);
     let stderr = s.dir.path().join("run.stderr");
     let started_wall = chrono::Utc::now();
     let started = Instant::now();

@@ -197,22 +197,6 @@ fn nonce(tag: &str) -> String {
     format!("{tag}{:x}{nanos:08x}", std::process::id())
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
-    std::fs::set_permissions(path, Permissions::from_mode(0o666)).unwrap();
-}
-
-/// Lets every reader of `fifo` through (their `open` returns once a writer appears): the wedges end.
-fn release(fifo: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(fifo);
-}
-
 /// A wedged worker: released and reaped on drop.
 struct Worker {
     child: Child,
@@ -259,13 +243,13 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        release(&self.fifo);
+        crate::util::release_fifo(&self.fifo);
         let until = Instant::now() + Duration::from_secs(10);
         while Instant::now() < until {
             if self.child.try_wait().ok().flatten().is_some() {
                 return;
             }
-            release(&self.fifo);
+            crate::util::release_fifo(&self.fifo);
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
@@ -393,7 +377,7 @@ fn a_worker_naming_host_files_as_its_source_gets_none_of_their_text() {
     let dir = TempDir::new("hostile-source");
     std::fs::set_permissions(dir.path(), Permissions::from_mode(0o755)).unwrap();
     let fifo = dir.path().join("nobody-writes.fifo");
-    mkfifo(&fifo);
+    crate::util::mkfifo(&fifo, 0o666);
 
     // The secrets, each in a file the worker's uid cannot read.
     let mut secrets: Vec<(String, String, &str)> = Vec::new(); // (path the frame names, text, what)
@@ -677,7 +661,7 @@ fn stub_worker(
     secret: Option<&Path>,
 ) -> Worker {
     let fifo = dir.path().join("stub.fifo");
-    mkfifo(&fifo);
+    crate::util::mkfifo(&fifo, 0o666);
     let script = dir.path().join("stub_worker.py");
     std::fs::write(&script, STUB_WORKER).unwrap();
     std::fs::set_permissions(&script, Permissions::from_mode(0o644)).unwrap();

@@ -75,11 +75,21 @@ impl Drop for VforkWedge {
 /// A FIFO nobody writes, that uid 65534 can open.
 pub(crate) fn open_fifo(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    crate::util::mkfifo(&path, 0o666);
     path
+}
+
+/// [`unprivileged_python`], or None with the reason printed (never with CI=true: then it fails).
+fn python_or_skip(test: &str) -> Option<PathBuf> {
+    let python = unprivileged_python();
+    if python.is_none() {
+        assert!(
+            !in_ci(),
+            "{test}: setpriv/python3 for uid 65534 missing with CI=true"
+        );
+        eprintln!("skipping {test}: setpriv or a python3 uid 65534 may run is missing");
+    }
+    python
 }
 
 /// A python3 that uid 65534 may run (a pyenv shim under /root is not one), if any.
@@ -171,14 +181,7 @@ fn vm_hwm_kib(pid: i32) -> u64 {
 /// agent at 500 ms / 2 s / 2 samples. None when the test cannot run here (skipped, said why).
 fn detection_behind(test: &str, hostile: usize) -> Option<Figures> {
     let mut target = frozen_fs_or_skip(test)?;
-    let Some(python) = unprivileged_python() else {
-        assert!(
-            !in_ci(),
-            "{test}: setpriv/python3 for uid 65534 missing with CI=true"
-        );
-        eprintln!("skipping {test}: setpriv or a python3 uid 65534 may run is missing");
-        return None;
-    };
+    let python = python_or_skip(test)?;
     let dir = TempDir::new("hostile-detect");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     // Every capture stalls on a probe to its deadline (a stand-in for the tenant's slow files).
@@ -378,15 +381,6 @@ fn collect_pings(notify: &NotifySocket, seen: &mut Vec<String>, pings: &mut Vec<
     }
 }
 
-/// Open `fifo` for writing without blocking, so that every reader stuck opening it goes on (and sees EOF).
-fn release_fifo(fifo: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(fifo);
-}
-
 /// An agent killed during a stage (the OOM killer, say) leaves the stage named beside the incident; the next
 /// agent that adopts the episode records that stage as not captured and never runs it again, so the stage
 /// cannot kill every restart in turn (issue 35, item 3).
@@ -399,12 +393,7 @@ fn the_stage_an_agent_died_in_is_not_run_again_by_the_next() {
         eprintln!("skipping {test}: needs root");
         return;
     }
-    let Some(python) = unprivileged_python() else {
-        assert!(
-            !in_ci(),
-            "{test}: setpriv/python3 for uid 65534 missing with CI=true"
-        );
-        eprintln!("skipping {test}: setpriv or a python3 uid 65534 may run is missing");
+    let Some(python) = python_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("died-in-stage");
@@ -458,7 +447,7 @@ fn the_stage_an_agent_died_in_is_not_run_again_by_the_next() {
     };
     first.signal(libc::SIGKILL);
     drop(first);
-    release_fifo(&stall);
+    crate::util::release_fifo(&stall);
 
     // The next agent on the same store: the episode is adopted, the probes stage is not run again (were it
     // run, it would stall for a minute again), and the capture completes.
@@ -493,7 +482,7 @@ fn the_stage_an_agent_died_in_is_not_run_again_by_the_next() {
     );
     let (code, _, log) = second.terminate();
     assert_eq!(code, Some(0), "{test}: {log}");
-    release_fifo(&stall);
+    crate::util::release_fifo(&stall);
     drop(wedge);
 }
 
@@ -508,12 +497,7 @@ fn stuck_probe_children_of_one_target_never_disable_anothers_probes() {
     let Some(mut fs) = frozen_fs_or_skip(test) else {
         return;
     };
-    let Some(python) = unprivileged_python() else {
-        assert!(
-            !in_ci(),
-            "{test}: setpriv/python3 for uid 65534 missing with CI=true"
-        );
-        eprintln!("skipping {test}: setpriv or a python3 uid 65534 may run is missing");
+    let Some(python) = python_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("stuck-probes");

@@ -212,10 +212,6 @@ impl Drop for WideHelper {
     }
 }
 
-fn mkfifo(path: &Path) {
-    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-}
-
 /// The thread count /proc says.
 fn threads_of(pid: i32) -> usize {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -259,7 +255,7 @@ fn a_process_with_20000_idle_threads_gives_a_bounded_incident_with_its_wedge_in_
         return;
     };
     let fifo = dir.path().join("nobody-writes");
-    mkfifo(&fifo);
+    crate::util::mkfifo(&fifo, 0o600);
     let started = Instant::now();
     let helper = WideHelper::start(&program, IDLE_THREADS, &fifo, &[], None);
     let ready_after = started.elapsed();
@@ -476,7 +472,7 @@ fn a_cgroup_named_like_another_pod_blames_no_one_and_url_secrets_stay_out_of_pub
         return;
     };
     let fifo = dir.path().join("nobody-writes");
-    mkfifo(&fifo);
+    crate::util::mkfifo(&fifo, 0o600);
     let source = format!("--source=s3://AKIAIOSFODNN7EXAMPLE:{AWS_SECRET}@bucket/data/part-0");
     let helper = WideHelper::start(
         &program,

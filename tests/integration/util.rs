@@ -36,3 +36,20 @@ pub fn incident_dirs(out: &Path) -> Vec<PathBuf> {
     dirs.sort();
     dirs
 }
+
+/// A FIFO at `path` with exactly `mode` (the umask aside): opening it for reading blocks until a writer
+/// comes, which is how these tests put a thread to sleep on demand.
+pub fn mkfifo(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(mode)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Lets every reader of `fifo` through (their `open` returns once a writer appears, then they read EOF).
+pub fn release_fifo(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo);
+}
