@@ -12,6 +12,7 @@ use crate::exit::{ExitCode, Failure};
 use crate::probe::{self, Probe, ProbeRunner, ProbeStatus};
 
 mod fleet;
+mod privileges;
 
 pub use fleet::FleetTargets;
 
@@ -85,6 +86,8 @@ pub fn checks(proc_root: &ProcRoot, out: &Path, fleet: &FleetTargets) -> Vec<Che
     let eff = status.as_ref().and_then(|s| s.cap_eff);
     let cap = |bit: u32| eff.map(|e| e & (1u64 << bit) != 0);
     let mut out_checks = capability_checks(cap);
+    out_checks.push(privileges::realtime_check(cap));
+    out_checks.extend(privileges::credential_switch_check(cap));
     out_checks.extend(ptrace_scope_check(
         proc_root,
         cap(crate::preflight::CAP_SYS_PTRACE),
