@@ -357,6 +357,8 @@ fn write_textfile(dir: &Path, text: &str) -> Result<(), String> {
             .create(true)
             .truncate(true)
             .open(&temp)?;
+        // node_exporter reads it as another user: 0644 whatever the umask (the unit sets UMask=0077).
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
         file.write_all(text.as_bytes())?;
         drop(file);
         std::fs::rename(&temp, &target)
