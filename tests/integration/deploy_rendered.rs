@@ -1244,3 +1244,72 @@ fn the_systemd_unit_check_catches_what_issue_37_found() {
         );
     }
 }
+
+/// Under the unit's `UMask=` the agent still leaves readable what others read: node_exporter (another user)
+/// reads the textfile, workers create rings in the ring directory the agent creates.
+#[test]
+fn under_the_units_umask_the_textfile_and_ring_directory_keep_their_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let unit = unit_settings(
+        &std::fs::read_to_string(repo().join("systemd/wedge-capture.service")).unwrap(),
+    );
+    let umask = u32::from_str_radix(last(&unit, "UMask").unwrap_or("0022"), 8).unwrap();
+    let dir = TempDir::new("umask");
+    let textfile = dir.path().join("textfile");
+    std::fs::create_dir_all(&textfile).unwrap();
+    let rings = dir.path().join("rings");
+    let mut command = Command::new(bin());
+    command
+        .args([
+            "agent",
+            "--log-format",
+            "plain",
+            "--no-nvidia-smi",
+            "--match-comm",
+            "^no-such-comm-umask$",
+            "--out",
+        ])
+        .arg(dir.path().join("incidents"))
+        .arg("--textfile-dir")
+        .arg(&textfile)
+        .arg("--ring-dir")
+        .arg(&rings)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.path().join("agent.log")).unwrap(),
+        ));
+    // SAFETY: umask(2) between fork and exec: async-signal-safe, no memory touched.
+    unsafe {
+        command.pre_exec(move || {
+            libc::umask(umask as libc::mode_t);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let prom = textfile.join("wedge_capture.prom");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !prom.exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "no textfile: {}",
+            std::fs::read_to_string(dir.path().join("agent.log")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(
+        mode(&prom) & 0o044,
+        0o044,
+        "textfile mode {:o} under UMask {umask:04o}",
+        mode(&prom)
+    );
+    assert_eq!(
+        mode(&rings),
+        0o1777,
+        "ring directory under UMask {umask:04o}"
+    );
+}
