@@ -490,7 +490,7 @@ pub(crate) fn doctor_under(caps: &BTreeSet<String>) -> Vec<String> {
         .args(["doctor", "--json", "--out"])
         .arg(scratch.path())
         .output()
-        .unwrap();
+        .expect("setpriv (util-linux; .ci/run installs it)");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "doctor under {caps:?}: {e}: {}{}",
