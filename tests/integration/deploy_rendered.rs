@@ -185,7 +185,7 @@ fn cap_name(v: &Value) -> String {
 /// of the Pod Security Standards that a node agent can trip (host namespaces, privileged, capabilities,
 /// hostPath, host ports, seccomp, AppArmor, SELinux, /proc mount, sysctls; for restricted also volume types,
 /// privilege escalation, non-root, seccomp set, capabilities dropped).
-pub(crate) fn required_level(pod: &Value) -> (Level, Vec<String>) {
+pub(crate) fn required_level(pod: &Value, annotations: &Value) -> (Level, Vec<String>) {
     let mut baseline = Vec::new(); // violations of baseline: need privileged
     let mut restricted = Vec::new(); // violations of restricted: need baseline
     for ns in ["hostPID", "hostIPC", "hostNetwork"] {
@@ -242,11 +242,7 @@ pub(crate) fn required_level(pod: &Value) -> (Level, Vec<String>) {
     if selinux_bad(pod_sc) || apparmor_bad(pod_sc) {
         baseline.push("pod SELinux/AppArmor options".into());
     }
-    for (key, value) in pod["metadata"]["annotations"]
-        .as_mapping()
-        .into_iter()
-        .flatten()
-    {
+    for (key, value) in annotations.as_mapping().into_iter().flatten() {
         if key
             .as_str()
             .unwrap_or_default()
@@ -599,7 +595,7 @@ fn rendered_problems(dir: &Path, objects: &[Value], served: &dyn Fn(&str) -> boo
             }
         }
         // PSA
-        let (needed, why) = required_level(pod);
+        let (needed, why) = required_level(pod, &ds["spec"]["template"]["metadata"]["annotations"]);
         if let Some(stated) = stated {
             if needed != stated {
                 problems.push(format!(
@@ -631,20 +627,26 @@ fn rendered_problems(dir: &Path, objects: &[Value], served: &dyn Fn(&str) -> boo
                     )),
                 }
             }
-            None => problems.push(format!("namespace {ds_ns} is not in the build")),
+            // Deployed into a namespace managed elsewhere: the stated level is the contract.
+            None => {}
         }
 
         let scratch = TempDir::new("rendered");
+        let mut agents = 0;
         for container in pod["containers"].as_sequence().into_iter().flatten() {
-            let args: Vec<String> = container["args"]
-                .as_sequence()
-                .into_iter()
-                .flatten()
+            // The agent's argv: `command` (the image's entrypoint when absent) and `args`.
+            let mut args: Vec<String> = ["command", "args"]
+                .iter()
+                .flat_map(|k| container[*k].as_sequence().cloned().unwrap_or_default())
                 .filter_map(|a| a.as_str().map(str::to_string))
                 .collect();
+            if args.first().is_some_and(|a| a.ends_with("wedge-capture")) {
+                args.remove(0);
+            }
             if args.first().map(String::as_str) != Some("agent") {
                 continue; // a sidecar
             }
+            agents += 1;
             let settings = match agent_settings(&args, container, pod, objects, scratch.path()) {
                 Ok(s) => s,
                 Err(e) => {
@@ -764,7 +766,7 @@ fn rendered_problems(dir: &Path, objects: &[Value], served: &dyn Fn(&str) -> boo
                 };
                 match (port, listen) {
                     (Some(port), Some(listen)) if port == u64::from(listen.port()) => {
-                        if listen.ip().is_loopback() && pod["hostNetwork"] != Value::Bool(true) {
+                        if listen.ip().is_loopback() {
                             problems.push(format!(
                                 "{probe_name}: the agent listens on {listen}: the kubelet probes the pod's IP"
                             ));
@@ -786,6 +788,9 @@ fn rendered_problems(dir: &Path, objects: &[Value], served: &dyn Fn(&str) -> boo
             if !probed {
                 problems.push("no livenessProbe: a stuck agent is never restarted".into());
             }
+        }
+        if agents == 0 {
+            problems.push("no container runs `wedge-capture agent`".into());
         }
     }
     problems
@@ -874,10 +879,16 @@ fn the_pod_security_emulation_grades_what_matters() {
     let restricted = "securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}\n\
         containers: [{name: a, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]\n\
         volumes: [{name: c, configMap: {name: x}}]";
-    assert_eq!(required_level(&pod(restricted)).0, Level::Restricted);
+    assert_eq!(
+        required_level(&pod(restricted), &Value::Null).0,
+        Level::Restricted
+    );
     let baseline =
         "containers: [{name: a, securityContext: {capabilities: {add: [KILL, SETUID]}}}]";
-    assert_eq!(required_level(&pod(baseline)).0, Level::Baseline);
+    assert_eq!(
+        required_level(&pod(baseline), &Value::Null).0,
+        Level::Baseline
+    );
     for privileged in [
         "hostPID: true\ncontainers: [{name: a}]",
         "containers: [{name: a, securityContext: {privileged: true}}]",
@@ -889,7 +900,7 @@ fn the_pod_security_emulation_grades_what_matters() {
         "containers: [{name: a, ports: [{containerPort: 1, hostPort: 1}]}]",
     ] {
         assert_eq!(
-            required_level(&pod(privileged)).0,
+            required_level(&pod(privileged), &Value::Null).0,
             Level::Privileged,
             "{privileged}"
         );
@@ -920,7 +931,9 @@ fn unit_settings(text: &str) -> BTreeMap<String, Vec<String>> {
         };
         let values = out.entry(key.trim().to_string()).or_default();
         if value.trim().is_empty() {
+            // A reset: what came before no longer counts; "" marks it (an empty capability set).
             values.clear();
+            values.push(String::new());
         } else {
             values.push(value.trim().to_string());
         }
@@ -929,7 +942,10 @@ fn unit_settings(text: &str) -> BTreeMap<String, Vec<String>> {
 }
 
 fn last<'a>(unit: &'a BTreeMap<String, Vec<String>>, key: &str) -> Option<&'a str> {
-    unit.get(key).and_then(|v| v.last()).map(String::as_str)
+    unit.get(key)
+        .and_then(|v| v.last())
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
 }
 
 fn words(unit: &BTreeMap<String, Vec<String>>, key: &str) -> Vec<String> {
@@ -942,7 +958,7 @@ fn words(unit: &BTreeMap<String, Vec<String>>, key: &str) -> Vec<String> {
 
 /// The system calls a `SystemCallFilter=` list allows (None: no filter), expanded by systemd itself.
 fn allowed_syscalls(filters: &[String]) -> Option<BTreeSet<String>> {
-    if filters.is_empty() {
+    if filters.iter().all(|f| f.is_empty()) {
         return None;
     }
     let out = Command::new("systemd-analyze")
@@ -972,7 +988,7 @@ fn allowed_syscalls(filters: &[String]) -> Option<BTreeSet<String>> {
     // systemd: the first assignment decides allow-list (no ~) or deny-list (~); later ones add to it.
     let mut allowed: Option<BTreeSet<String>> = None;
     let mut denied = BTreeSet::new();
-    for filter in filters {
+    for filter in filters.iter().filter(|f| !f.is_empty()) {
         let (deny, list) = match filter.strip_prefix('~') {
             Some(rest) => (true, rest),
             None => (false, filter.as_str()),
@@ -1015,6 +1031,86 @@ const AGENT_SYSCALLS: &[&str] = &[
     "process_vm_readv",
 ];
 
+/// Every capability name (capability.h, without `CAP_`).
+const ALL_CAPS: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+];
+
+/// A capability setting as systemd reads it: no assignment means every capability (bounding) or none
+/// (ambient); `~` removes from the set so far (from every capability when it comes first); lists add up.
+fn capability_set(assignments: &[String], bounding: bool) -> BTreeSet<String> {
+    let all = || {
+        ALL_CAPS
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<BTreeSet<String>>()
+    };
+    let mut set: Option<BTreeSet<String>> = None;
+    for value in assignments {
+        if value.is_empty() {
+            set = Some(BTreeSet::new());
+            continue;
+        }
+        let (remove, list) = match value.strip_prefix('~') {
+            Some(rest) => (true, rest),
+            None => (false, value.as_str()),
+        };
+        let names: BTreeSet<String> = list
+            .split_whitespace()
+            .map(|c| c.trim_start_matches("CAP_").to_string())
+            .collect();
+        set = Some(if remove {
+            set.unwrap_or_else(all)
+                .difference(&names)
+                .cloned()
+                .collect()
+        } else {
+            set.unwrap_or_default().union(&names).cloned().collect()
+        });
+    }
+    set.unwrap_or_else(|| if bounding { all() } else { BTreeSet::new() })
+}
+
 /// Everything the example config asks for that the unit's sandbox refuses.
 fn unit_problems(unit_text: &str, config_path: &Path) -> Vec<String> {
     let unit = unit_settings(unit_text);
@@ -1047,6 +1143,23 @@ fn unit_problems(unit_text: &str, config_path: &Path) -> Vec<String> {
                 .to_string()
         })
         .collect();
+    let writable: Vec<String> = writable
+        .into_iter()
+        .chain(
+            words(&unit, "StateDirectory")
+                .iter()
+                .map(|d| format!("/var/lib/{}", d.split(':').next().unwrap())),
+        )
+        .collect();
+    let hidden: Vec<String> = ["InaccessiblePaths", "ReadOnlyPaths"]
+        .iter()
+        .flat_map(|k| words(&unit, k))
+        .map(|p| {
+            p.trim_start_matches(['-', '+'])
+                .trim_end_matches('/')
+                .to_string()
+        })
+        .collect();
     let mut written = vec![settings["out"].as_str().unwrap().to_string()];
     written.extend(
         settings["ring_dir"]
@@ -1070,6 +1183,14 @@ fn unit_problems(unit_text: &str, config_path: &Path) -> Vec<String> {
         if read_only_here && !under_rw {
             problems.push(format!("{path} is written by the agent but not in ReadWritePaths (ProtectSystem={protect})"));
         }
+        if let Some(h) = hidden
+            .iter()
+            .find(|h| path == **h || path.starts_with(&format!("{h}/")))
+        {
+            problems.push(format!(
+                "{path} is written by the agent but {h} is read-only or inaccessible"
+            ));
+        }
         if path.starts_with("/home") && last(&unit, "ProtectHome").is_some_and(|v| v != "no") {
             problems.push(format!("{path} is under ProtectHome"));
         }
@@ -1081,6 +1202,7 @@ fn unit_problems(unit_text: &str, config_path: &Path) -> Vec<String> {
         .get("DeviceAllow")
         .into_iter()
         .flatten()
+        .filter(|v| !v.is_empty())
         .map(|v| {
             let mut w = v.split_whitespace();
             (
@@ -1139,51 +1261,61 @@ fn unit_problems(unit_text: &str, config_path: &Path) -> Vec<String> {
             }
         }
     }
+    if last(&unit, "ProtectProc").is_some_and(|v| v != "default") {
+        problems.push("ProtectProc hides other users' processes from the agent".into());
+    }
+    if last(&unit, "ProcSubset").is_some_and(|v| v == "pid") {
+        problems.push(
+            "ProcSubset=pid hides /proc/driver/nvidia and the sysctls the agent reads".into(),
+        );
+    }
+    if last(&unit, "PrivateUsers")
+        .is_some_and(|v| matches!(v, "yes" | "true" | "self" | "identity"))
+    {
+        problems.push(
+            "PrivateUsers: the agent's capabilities no longer reach the host's processes".into(),
+        );
+    }
     if last(&unit, "PrivateNetwork").is_some_and(|v| matches!(v, "yes" | "true")) {
         problems.push("PrivateNetwork: no taskstats/proc connector of the host, no metrics".into());
     }
 
     // Capabilities.
-    let bounding: BTreeSet<String> = words(&unit, "CapabilityBoundingSet")
-        .iter()
-        .map(|c| c.trim_start_matches("CAP_").to_string())
-        .collect();
+    let bounding = capability_set(
+        unit.get("CapabilityBoundingSet")
+            .map(Vec::as_slice)
+            .unwrap_or(&[]),
+        true,
+    );
+    let ambient = capability_set(
+        unit.get("AmbientCapabilities")
+            .map(Vec::as_slice)
+            .unwrap_or(&[]),
+        false,
+    );
     let user = last(&unit, "User").unwrap_or("root");
-    let ambient: BTreeSet<String> = words(&unit, "AmbientCapabilities")
-        .iter()
-        .map(|c| c.trim_start_matches("CAP_").to_string())
-        .collect();
-    let held = if user == "root" || user == "0" {
-        &bounding
+    let root = user == "root" || user == "0";
+    // Root holds the bounding set; another user only what is ambient (and in the bounding set).
+    let held: BTreeSet<String> = if root {
+        bounding.clone()
     } else {
-        &ambient
+        ambient.intersection(&bounding).cloned().collect()
     };
     let mut need: Vec<&str> = AGENT_CAPS.to_vec();
     need.push(KMSG_CAP);
-    let missing: Vec<&&str> = need
-        .iter()
-        .filter(|c| {
-            !(held.contains(**c) || (bounding.is_empty() && (user == "root" || user == "0")))
-        })
-        .collect();
+    let missing: Vec<&&str> = need.iter().filter(|c| !held.contains(**c)).collect();
     if !missing.is_empty() {
-        problems.push(format!("capabilities {missing:?} not held (User={user}, bounding {bounding:?}, ambient {ambient:?})"));
+        problems.push(format!(
+            "capabilities {missing:?} not held (User={user}, bounding {bounding:?}, ambient {ambient:?})"
+        ));
     }
     if last(&unit, "RestrictRealtime").is_some_and(|v| matches!(v, "yes" | "true")) {
         problems
             .push("RestrictRealtime=yes: the watch loop's real-time priority is refused".into());
     }
-    if last(&unit, "NoNewPrivileges").is_some_and(|v| matches!(v, "yes" | "true"))
-        && user != "root"
-        && user != "0"
-    {
-        problems.push(
-            "a non-root User with NoNewPrivileges cannot gain its capabilities at exec".into(),
-        );
-    }
     // doctor under the unit's bounding set (root: effective = bounding).
-    if !bounding.is_empty() {
-        for bad in doctor_under(&bounding) {
+    if root {
+        for bad in doctor_under(&held) {
             problems.push(format!(
                 "doctor under the unit's CapabilityBoundingSet: {bad}"
             ));
@@ -1312,4 +1444,122 @@ fn under_the_units_umask_the_textfile_and_ring_directory_keep_their_modes() {
         0o1777,
         "ring directory under UMask {umask:04o}"
     );
+}
+
+/// The rendered checks can fail, on overlays a user might write: each mutant overlay (built on a shipped one,
+/// rendered by the real kustomize) is caught for what it breaks.
+#[test]
+fn the_rendered_checks_catch_broken_overlays() {
+    let Some(kustomize) = kustomize("broken overlays") else {
+        return;
+    };
+    let live = LiveAgent::start();
+    let root = repo().join("target/deploy-mutants");
+    let _ = std::fs::remove_dir_all(&root);
+    let mutants: &[(&str, &str, &str, &[&str])] = &[
+        (
+            "baseline-namespace",
+            "Namespace",
+            "- op: replace\n  path: /metadata/labels/pod-security.kubernetes.io~1enforce\n  value: baseline",
+            &["the pod needs Privileged", "enforces Baseline, which rejects this pod"],
+        ),
+        (
+            "rings-in-emptydir",
+            "DaemonSet",
+            "- op: add\n  path: /spec/template/spec/volumes/-\n  value: {name: scratch, emptyDir: {}}\n\
+             - op: add\n  path: /spec/template/spec/containers/0/volumeMounts/-\n  value: {name: scratch, mountPath: /rings}\n\
+             - op: add\n  path: /spec/template/spec/containers/0/args/-\n  value: --ring-dir=/rings",
+            &["ring_dir /rings is not on the host"],
+        ),
+        (
+            "probe-elsewhere",
+            "DaemonSet",
+            "- op: replace\n  path: /spec/template/spec/containers/0/livenessProbe/httpGet/path\n  value: /ready\n\
+             - op: replace\n  path: /spec/template/spec/containers/0/readinessProbe/httpGet/port\n  value: 9100",
+            &["does not answer 200 on /ready", "readinessProbe: port"],
+        ),
+        (
+            "no-sys-nice",
+            "DaemonSet",
+            "- op: remove\n  path: /spec/template/spec/containers/0/securityContext/capabilities/add/5",
+            &["capabilities [\"SYS_NICE\"] missing"],
+        ),
+        (
+            "no-host-pid",
+            "DaemonSet",
+            "- op: replace\n  path: /spec/template/spec/hostPID\n  value: false",
+            &["hostPID is not true", "node_root /proc/1/root needs hostPID"],
+        ),
+    ];
+    let mut report = Vec::new();
+    for (name, kind, patch, wants) in mutants {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let indented: String = patch.lines().map(|l| format!("      {l}\n")).collect();
+        std::fs::write(
+            dir.join("kustomization.yaml"),
+            format!(
+                "# Pod Security Admission level: `{}`\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+                 resources:\n  - ../../../deploy/kubernetes/overlays/unprivileged\npatches:\n  - target:\n      kind: {kind}\n    \
+                 patch: |-\n{indented}",
+                if *name == "baseline-namespace" { "baseline" } else { "privileged" }
+            ),
+        )
+        .unwrap();
+        let problems =
+            rendered_problems(&dir, &render(&kustomize, &dir), &|p| live.serves(p)).join("\n");
+        for want in *wants {
+            if !problems.contains(want) {
+                report.push(format!("{name}: {want:?} not found in:\n{problems}"));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    assert!(report.is_empty(), "{}", report.join("\n\n"));
+}
+
+/// Other ways a unit can take from the agent what the config needs, each caught (systemd's own semantics:
+/// `~` capability lists, resets, allow-list then deny-list system call filters).
+#[test]
+fn the_systemd_unit_check_catches_other_sandboxing_mistakes() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(!in_ci(), "systemd-analyze missing under CI=true");
+        return;
+    }
+    let unit = std::fs::read_to_string(repo().join("systemd/wedge-capture.service")).unwrap();
+    let config = repo().join("systemd/agent.example.json");
+    for (extra, want) in [
+        ("CapabilityBoundingSet=~CAP_SYS_NICE", "SYS_NICE"),
+        (
+            "CapabilityBoundingSet=\nCapabilityBoundingSet=~CAP_SETGID",
+            "SETGID",
+        ),
+        ("User=nobody", "not held (User=nobody"),
+        ("ProtectKernelLogs=yes", "ProtectKernelLogs"),
+        ("ProtectProc=invisible", "ProtectProc"),
+        ("ProcSubset=pid", "ProcSubset"),
+        ("PrivateDevices=yes", "PrivateDevices"),
+        ("PrivateUsers=yes", "PrivateUsers"),
+        ("SystemCallFilter=~@privileged", "SystemCallFilter refuses"),
+        (
+            "RestrictAddressFamilies=\nRestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+            "AF_NETLINK",
+        ),
+        (
+            "InaccessiblePaths=/var/lib/wedge-capture/rings",
+            "read-only or inaccessible",
+        ),
+        ("DeviceAllow=\nDeviceAllow=/dev/kmsg r", "nvidia-smi"),
+    ] {
+        let mutant = format!("{unit}\n[Service]\n{extra}\n");
+        let problems = unit_problems(&mutant, &config).join("\n");
+        assert!(
+            problems.contains(want),
+            "{extra:?}: {want:?} not in:\n{problems}"
+        );
+    }
 }
