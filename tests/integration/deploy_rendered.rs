@@ -606,29 +606,24 @@ fn rendered_problems(dir: &Path, objects: &[Value], served: &dyn Fn(&str) -> boo
         let namespace = objects
             .iter()
             .find(|o| o["kind"] == "Namespace" && o["metadata"]["name"].as_str() == Some(ds_ns));
-        match namespace {
-            Some(ns) => {
-                let labels = &ns["metadata"]["labels"];
-                match labels["pod-security.kubernetes.io/enforce"]
-                    .as_str()
-                    .and_then(Level::parse)
-                {
-                    Some(enforced) if enforced < needed => problems.push(format!(
-                        "namespace {ds_ns} enforces {enforced:?}, which rejects this pod ({why:?})"
-                    )),
-                    Some(enforced) if stated.is_some_and(|s| s != enforced) => {
-                        problems.push(format!(
-                            "namespace {ds_ns} enforces {enforced:?}, not the stated {stated:?}"
-                        ))
-                    }
-                    Some(_) => {}
-                    None => problems.push(format!(
-                        "namespace {ds_ns} has no pod-security.kubernetes.io/enforce label"
-                    )),
-                }
+        // A namespace managed elsewhere (not in the build): the stated level is the contract.
+        if let Some(ns) = namespace {
+            let labels = &ns["metadata"]["labels"];
+            match labels["pod-security.kubernetes.io/enforce"]
+                .as_str()
+                .and_then(Level::parse)
+            {
+                Some(enforced) if enforced < needed => problems.push(format!(
+                    "namespace {ds_ns} enforces {enforced:?}, which rejects this pod ({why:?})"
+                )),
+                Some(enforced) if stated.is_some_and(|s| s != enforced) => problems.push(format!(
+                    "namespace {ds_ns} enforces {enforced:?}, not the stated {stated:?}"
+                )),
+                Some(_) => {}
+                None => problems.push(format!(
+                    "namespace {ds_ns} has no pod-security.kubernetes.io/enforce label"
+                )),
             }
-            // Deployed into a namespace managed elsewhere: the stated level is the contract.
-            None => {}
         }
 
         let scratch = TempDir::new("rendered");
