@@ -16,13 +16,7 @@ pub enum RingCommand {
     Dump(DumpArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Plain text for a terminal: header, calls in flight, then the last records.
-    Text,
-    /// One JSON object: `header`, `in_flight[]`, `records[]` (the last N), counters.
-    Json,
-}
+pub use crate::cli::OutputFormat as Format;
 
 /// Flags of `wedge-capture ring dump`.
 #[derive(Debug, clap::Args)]
@@ -39,21 +33,21 @@ what is wrong with the file, never what it holds.
 Examples:
   wedge-capture ring dump /run/wedge-capture/rings/81234-5501234.ring
   wedge-capture ring dump worker.ring --format json --last 200
-  wedge-capture ring dump ring.bin --strict --owner 1000
-
-Exit codes: 0 read, 1 missing, unreadable, corrupt or hostile file (the message says which).")]
+  wedge-capture ring dump ring.bin --strict --owner 1000")]
 pub struct DumpArgs {
     /// The ring file.
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// Output format: text (header, calls in flight, then the last records), or json (one object:
+    /// `header`, `in_flight[]`, `records[]` (the last N), counters).
+    #[arg(long, value_name = "FORMAT", default_value = "text",
+          value_parser = crate::cli::formats(&[Format::Text, Format::Json]))]
     pub format: Format,
-    /// How many of the newest records to print (0: only the header and calls in flight).
-    #[arg(long, value_name = "N", default_value_t = 32)]
-    pub last: usize,
-    /// Print every record in the ring (overrides --last).
-    #[arg(long)]
+    /// How many of the newest records to print (0: only the header and calls in flight) [default: 32].
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// Print every record in the ring (instead of --last).
+    #[arg(long, conflicts_with = "last")]
     pub all: bool,
     /// Refuse a file not owned by --owner (default: our effective uid). Symlinks are refused
     /// whatever the mode.
@@ -63,6 +57,9 @@ pub struct DumpArgs {
     #[arg(long, value_name = "UID", requires = "strict")]
     pub owner: Option<u32>,
 }
+
+/// Records `ring dump` prints without --last or --all.
+const DEFAULT_LAST: usize = 32;
 
 pub fn run(cmd: RingCommand) -> anyhow::Result<ExitCode> {
     match cmd {
@@ -94,11 +91,12 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let count = if args.all {
         snapshot.records.len()
     } else {
-        args.last
+        args.last.unwrap_or(DEFAULT_LAST)
     };
     let output = match args.format {
         Format::Json => render_json(&args.path, &snapshot, count)?,
-        Format::Text => render_text(&args.path, &snapshot, count),
+        // Markdown is not among `formats` above: clap refuses it.
+        Format::Text | Format::Markdown => render_text(&args.path, &snapshot, count),
     };
     print!("{output}");
     Ok(ExitCode::OK)
