@@ -324,3 +324,54 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
         other => other.context("write to stdout"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_cuts_verdicts_at_a_word_with_an_ellipsis() {
+        let verdict = "thread 4243 (trainer) has been in D for 2 h 03 min in ioctl FS_IOC_SETFLAGS on \
+                       /dev/nvidiactl; breadcrumb: selftest ioctl FS_IOC_SETFLAGS() in flight for 7380 s";
+        let cut = clip_at_word(verdict, 60);
+        assert!(cut.chars().count() <= 60, "{cut}");
+        assert!(cut.ends_with('…'), "{cut}");
+        let kept = cut.trim_end_matches('…');
+        // Every word kept is a whole word of the verdict, and the next one starts where the cut is.
+        assert!(verdict.starts_with(kept), "{cut}");
+        assert!(
+            verdict[kept.len()..].starts_with(' '),
+            "cut mid-word: {cut}"
+        );
+        // Short verdicts are untouched; one word longer than the room is cut inside it (nothing else fits).
+        assert_eq!(clip_at_word("short verdict", 60), "short verdict");
+        assert_eq!(
+            clip_at_word(&"x".repeat(80), 10),
+            format!("{}…", "x".repeat(9))
+        );
+        // The table uses it.
+        let summary = IncidentSummary {
+            id: "20261202T113400Z-gpu01-4242".into(),
+            path: PathBuf::from("/x/20261202T113400Z-gpu01-4242"),
+            detected_at: None,
+            pid: 4242,
+            hostname: "gpu01".into(),
+            verdict: verdict.repeat(2),
+            complete: true,
+            in_progress: false,
+            bytes: 4096,
+            error: None,
+        };
+        let table = table(&[summary], Path::new("/x"));
+        let row = table.lines().nth(2).unwrap();
+        let shown = row.split("  ").last().unwrap();
+        assert!(
+            shown.ends_with('…') && shown.chars().count() <= VERDICT_CHARS,
+            "{row}"
+        );
+        assert!(
+            verdict.repeat(2).starts_with(shown.trim_end_matches('…')),
+            "{row}"
+        );
+    }
+}
