@@ -7,6 +7,8 @@
 //! always the incident store (written by `run`, `agent`, `selftest`; read by `report`, `npd-check`,
 //! `doctor`), `--output FILE` a file written.
 
+use std::ffi::OsString;
+
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -168,10 +170,95 @@ fn with_exit_codes(mut command: clap::Command, path: &str) -> clap::Command {
     command
 }
 
+/// How errors reach stderr: `wedge-capture: error: …`, or, for an agent that logs JSON (`--log-format json`,
+/// or `"log_format": "json"` in its --config file), one JSON log line from the very first, a usage error
+/// included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorStyle {
+    Plain,
+    Json,
+}
+
+impl ErrorStyle {
+    /// From the raw arguments, before they are parsed (a usage error must come out in the same form).
+    pub fn of_args(argv: &[OsString]) -> ErrorStyle {
+        let args: Vec<&str> = argv.iter().skip(1).filter_map(|a| a.to_str()).collect();
+        if args.first() != Some(&"agent") {
+            return ErrorStyle::Plain;
+        }
+        let value_of = |flag: &str| {
+            let mut found = None;
+            for (i, arg) in args.iter().enumerate() {
+                if *arg == "--" {
+                    break;
+                }
+                if *arg == flag {
+                    found = args.get(i + 1).copied();
+                } else if let Some(value) = arg.strip_prefix(flag).and_then(|v| v.strip_prefix('='))
+                {
+                    found = Some(value);
+                }
+            }
+            found
+        };
+        let json = match value_of("--log-format") {
+            Some(format) => format == "json",
+            None => value_of("--config").is_some_and(config_logs_json),
+        };
+        if json {
+            ErrorStyle::Json
+        } else {
+            ErrorStyle::Plain
+        }
+    }
+
+    /// Print `message`, the error that ends the process with `code`.
+    pub fn print(self, message: &str, code: exit::ExitCode) {
+        match self {
+            ErrorStyle::Plain => eprintln!("wedge-capture: error: {message}"),
+            ErrorStyle::Json => crate::daemon::log::Logger::new(settings::LogFormat::Json).event(
+                crate::daemon::log::Level::Error,
+                message,
+                serde_json::json!({ "exit_code": code.0 }),
+            ),
+        }
+    }
+}
+
+/// Whether a config file asks for JSON logs (`"log_format": "json"`); an unreadable or invalid one does not
+/// (the agent then refuses it, in plain words).
+fn config_logs_json(path: &str) -> bool {
+    // Read as the agent reads it: bounded, and never blocking on a FIFO put in its place.
+    settings::read_config(std::path::Path::new(path)).is_ok_and(|bytes| {
+        serde_json::from_slice::<serde_json::Value>(&bytes)
+            .is_ok_and(|config| config["log_format"] == "json")
+    })
+}
+
 /// Parse the process's arguments (exit with clap's message and code on a usage error).
 pub fn parse() -> Cli {
-    let matches = command().get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
+    parse_from(std::env::args_os().collect())
+}
+
+/// Parse `argv`; a usage error exits with clap's code, its message as [`ErrorStyle::of_args`] says.
+pub fn parse_from(argv: Vec<OsString>) -> Cli {
+    let style = ErrorStyle::of_args(&argv);
+    let parsed = command()
+        .try_get_matches_from(argv)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    match parsed {
+        Ok(cli) => cli,
+        Err(err) if style == ErrorStyle::Json && err.use_stderr() => {
+            // clap's first paragraph says what is wrong; the usage lines after it are for a terminal.
+            let text = err.to_string();
+            let first = text.split("\n\n").next().unwrap_or_default();
+            let message = first.trim().trim_start_matches("error: ");
+            let code = exit::ExitCode(u8::try_from(err.exit_code()).unwrap_or(2));
+            style.print(message, code);
+            std::process::exit(err.exit_code());
+        }
+        Err(err) => err.exit(),
+    }
 }
 
 #[cfg(test)]

@@ -106,14 +106,16 @@ pub fn help(path: &str) -> Option<String> {
     } else {
         "Exit codes:"
     });
+    let code_width = codes.iter().map(|(code, _)| code.to_string().len()).max().unwrap_or(1);
+    let indent = 2 + code_width + 2;
     for (code, meaning) in *codes {
         // Wrapped here, under the meaning, before clap would wrap it under the code.
-        let mut line = format!("\n  {code:<3}");
+        let mut line = format!("\n  {code:<code_width$} ");
         let mut width = line.len() - 1;
         for word in meaning.split_whitespace() {
             if width + 1 + word.chars().count() > HELP_TEXT_WIDTH {
-                line.push_str("\n      ");
-                width = 6;
+                line.push_str(&format!("\n{:indent$}", ""));
+                width = indent;
             } else {
                 line.push(' ');
                 width += 1;

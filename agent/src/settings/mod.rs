@@ -417,7 +417,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// and Kubernetes ConfigMaps install configs as symlinks), but what it resolves to must be a regular file
 /// of at most [`MAX_CONFIG_BYTES`], opened without blocking: a FIFO put there must not hang a SIGHUP.
 /// Errors say what is wrong with the file, never what it holds.
-fn read_config(path: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read_config(path: &Path) -> Result<Vec<u8>, String> {
     let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     capture::untrusted::read(&real, capture::untrusted::Limits::max_len(MAX_CONFIG_BYTES)).map_err(
         |e| match e {

@@ -1,0 +1,216 @@
+//! One command-line grammar, through the built binary: an agent that logs JSON says every start-up error in
+//! JSON from the first line (a usage error included), and no flag is accepted only to be ignored: a flag the
+//! chosen mode would not use is refused with exit 2 and named, `decode-ioctl --driver` decodes with that
+//! driver's table. The old spellings (`--json`, `--format md`) still work. The help itself (one format
+//! enum, exit codes last, whole examples) is walked by `agent::cli`'s unit tests over clap's Command tree.
+
+use std::process::{Command, Output};
+
+use crate::util::bin;
+
+fn wedge(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every line on stderr is a JSON log line at level error, the exit code in it and the process's equal.
+fn assert_json_errors(args: &[&str], code: i32, says: &str) {
+    let out = wedge(args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert!(!stderr.trim().is_empty(), "{args:?}: nothing on stderr");
+    for line in stderr.lines() {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{args:?}: not a JSON line ({e}): {line:?}"));
+        assert_eq!(value["level"], "error", "{line}");
+        assert_eq!(value["exit_code"], code, "{line}");
+        assert!(value["ts"].is_string(), "{line}");
+    }
+    assert!(stderr.contains(says), "{args:?}: {stderr}");
+}
+
+#[test]
+fn an_agent_logging_json_says_start_up_errors_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    // A usage error, the flag before and after it.
+    assert_json_errors(&["agent", "--log-format", "json", "--bogus"], 2, "--bogus");
+    assert_json_errors(&["agent", "--bogus", "--log-format=json"], 2, "--bogus");
+    // An invalid configuration (nothing to watch).
+    assert_json_errors(&["agent", "--log-format", "json"], 2, "nothing to watch");
+    // The config file asks for JSON logs; the store cannot be opened.
+    let config = dir.path().join("agent.json");
+    let store = dir.path().join("file-not-dir");
+    std::fs::write(&store, b"x").unwrap();
+    std::fs::write(
+        &config,
+        serde_json::json!({"log_format": "json", "gpu": true, "out": store.join("incidents")})
+            .to_string(),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    assert_json_errors(&["agent", "--config", config], 1, "incident store");
+    // … and a usage error with that config.
+    assert_json_errors(
+        &["agent", "--config", config, "--interval", "soon"],
+        2,
+        "soon",
+    );
+    // Without JSON logs: the plain line, as before.
+    let out = wedge(&["agent", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(serde_json::from_slice::<serde_json::Value>(&out.stderr).is_err());
+    // Help is help, not an error.
+    let out = wedge(&["agent", "--log-format", "json", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("Exit codes:"));
+}
+
+#[test]
+fn decode_ioctl_uses_driver_or_refuses_it() {
+    // `--driver` alone: decoded with that driver's table, as on one of its DRM nodes.
+    let out = wedge(&["decode-ioctl", "0xc0186444", "--driver", "amdgpu"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("DRM_IOCTL_AMDGPU_CS"), "{shown}");
+    assert!(shown.contains("driver   amdgpu"), "{shown}");
+    let json = wedge(&[
+        "decode-ioctl",
+        "0xc0186444",
+        "--driver",
+        "i915",
+        "--format",
+        "json",
+    ]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["drm_driver"], "i915", "{value}");
+    assert_ne!(value["name"], "DRM_IOCTL_AMDGPU_CS", "{value}");
+    // Where it cannot apply, a usage error that says why.
+    for (args, says) in [
+        (
+            &["decode-ioctl", "0xc0186444", "--driver", "nouveau"][..],
+            "no DRM table",
+        ),
+        (
+            &[
+                "decode-ioctl",
+                "0xc0186444",
+                "--driver",
+                "amdgpu",
+                "--device",
+                "/dev/nvidiactl",
+            ][..],
+            "applies to DRM nodes",
+        ),
+        (
+            &[
+                "decode-ioctl",
+                "0xc020462a",
+                "--device",
+                "/dev/nvidiactl",
+                "--arg",
+                "00",
+                "--inner",
+                "00",
+            ][..],
+            "--inner",
+        ),
+    ] {
+        let out = wedge(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// The family: a flag accepted by the parser but unused in the mode chosen is refused, naming it.
+#[test]
+fn no_flag_is_silently_ignored() {
+    let host = [
+        "upload",
+        "--backend",
+        "host",
+        "--tensors",
+        "10",
+        "--params",
+        "0",
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut args: Vec<&str> = host.to_vec();
+        args.extend_from_slice(extra);
+        args
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (with(&["--pack-threads", "4"]), "--pack-threads"),
+        (
+            with(&["--strategy", "managed", "--staging-bytes", "1MiB"]),
+            "--staging-bytes",
+        ),
+        (with(&["--pack-wait", "park"]), "--pack-wait"),
+        (with(&["--no-prefetch"]), "--no-prefetch"),
+        (vec!["upload", "--host-memory", "1GiB"], "--host-memory"),
+        (with(&["--repeat", "3"]), "--compare"),
+        (with(&["--skip", "managed"]), "--compare"),
+        (with(&["--compare", "--strategy", "pinned"]), "--strategy"),
+        (with(&["--ring-slots", "8"]), "--ring"),
+        (
+            vec!["ring", "dump", "x.ring", "--all", "--last", "3"],
+            "--last",
+        ),
+        (vec!["selftest", "--keep", "--out", "/tmp/x"], "--keep"),
+        (
+            vec!["report", "list", "--json", "--format", "text"],
+            "--format",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = wedge(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} accepted: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // What the mode does use is accepted.
+    let out = wedge(&with(&[
+        "--strategy",
+        "pinned",
+        "--pack-threads",
+        "2",
+        "--pack-wait",
+        "park",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn old_spellings_still_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_str().unwrap();
+    let old = wedge(&["report", "list", "--out", store, "--json"]);
+    let new = wedge(&["report", "list", "--out", store, "--format", "json"]);
+    assert_eq!(old.status.code(), Some(0), "{}", text(&old.stderr));
+    assert_eq!(old.stdout, new.stdout);
+    assert_eq!(text(&new.stdout).trim(), "[]");
+    let old = wedge(&["decode-ioctl", "0x40086602", "--json"]);
+    let new = wedge(&["decode-ioctl", "0x40086602", "--format", "json"]);
+    assert_eq!(old.stdout, new.stdout);
+    // `md` is markdown wherever markdown is offered; a format a subcommand cannot print is refused.
+    let out = wedge(&["explain", "--format", "md", "/dev/null"]);
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = wedge(&["ring", "dump", "x.ring", "--format", "markdown"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("[possible values: text, json]"),
+        "{}",
+        text(&out.stderr)
+    );
+}
