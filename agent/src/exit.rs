@@ -106,7 +106,11 @@ pub fn help(path: &str) -> Option<String> {
     } else {
         "Exit codes:"
     });
-    let code_width = codes.iter().map(|(code, _)| code.to_string().len()).max().unwrap_or(1);
+    let code_width = codes
+        .iter()
+        .map(|(code, _)| code.to_string().len())
+        .max()
+        .unwrap_or(1);
     let indent = 2 + code_width + 2;
     for (code, meaning) in *codes {
         // Wrapped here, under the meaning, before clap would wrap it under the code.

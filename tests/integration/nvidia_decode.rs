@@ -282,7 +282,14 @@ fn decode_ioctl_shows_drm_and_kfd_ioctls() {
         ),
     ];
     for (request, device, driver, name, table) in cases {
-        let mut args = vec!["decode-ioctl", request, "--device", device, "--format", "json"];
+        let mut args = vec![
+            "decode-ioctl",
+            request,
+            "--device",
+            device,
+            "--format",
+            "json",
+        ];
         if let Some(driver) = driver {
             args.extend_from_slice(&["--driver", driver]);
         }

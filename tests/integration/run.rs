@@ -353,8 +353,13 @@ fn selftest_passes_as_root() {
     };
     drop(fs);
     let out = temp_dir("selftest");
-    let child =
-        start(Command::new(bin()).args(["selftest", "--format", "json", "--out", out.to_str().unwrap()]));
+    let child = start(Command::new(bin()).args([
+        "selftest",
+        "--format",
+        "json",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
     let done = wait_limited(child, Duration::from_secs(60));
     assert_eq!(
         done.code,

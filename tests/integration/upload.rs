@@ -152,7 +152,15 @@ fn ring_holds_an_enter_and_exit_for_every_call() {
 
 #[test]
 fn compare_on_the_host_backend_reports_every_contender() {
-    let mut args = vec!["--backend", "host", "--compare", "--repeat", "1", "--format", "json"];
+    let mut args = vec![
+        "--backend",
+        "host",
+        "--compare",
+        "--repeat",
+        "1",
+        "--format",
+        "json",
+    ];
     args.extend_from_slice(SMALL);
     let out = upload(&args);
     assert_eq!(

@@ -328,7 +328,10 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
             record_id(record.lane, record.seq),
             when,
             record.tid,
-            call_text(&record.call, &record.args, &record.label),
+            reports::render::escape_controls(reports::render::call_name(
+                &record.call,
+                &record.label
+            )),
             record.result.unwrap_or_default(),
             record
                 .enter_seq
