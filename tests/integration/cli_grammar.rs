@@ -214,3 +214,105 @@ fn old_spellings_still_work() {
         text(&out.stderr)
     );
 }
+
+/// The selftest's incident agrees with itself: `ring dump` of its ring copy shows the same ages on two looks
+/// and names the call as report.md and the verdict do; `d_since.wall` is filled. And a selftest that removes
+/// its temporary store prints no path into it.
+#[test]
+fn a_selftest_incident_agrees_with_itself() {
+    use crate::harness::{start, temp_dir, wait_limited};
+    let Some(fs) = crate::util::frozen_fs_or_skip("a_selftest_incident_agrees_with_itself") else {
+        return;
+    };
+    drop(fs);
+    let out = temp_dir("selftest-artefacts");
+    let done = wait_limited(
+        start(Command::new(bin()).args([
+            "selftest",
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ])),
+        std::time::Duration::from_secs(90),
+    );
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    assert_eq!(summary["incident_kept"], true, "{summary}");
+    let dir = std::path::PathBuf::from(summary["incident"].as_str().unwrap());
+    let incident: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("incident.json")).unwrap()).unwrap();
+
+    // d_since.wall: filled, and the detection's wall time less the monotonic time between the two.
+    let wedged = &incident["wedged_threads"][0];
+    let wall = |t: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(t["wall"].as_str().unwrap_or_else(|| panic!("{t}")))
+            .unwrap()
+    };
+    let (since, detected) = (&wedged["d_since"], &wedged["detected_at"]);
+    let mono = |t: &serde_json::Value| t["monotonic_ns"].as_i64().unwrap();
+    let wall_gap = (wall(detected) - wall(since)).num_milliseconds();
+    let mono_gap = (mono(detected) - mono(since)) / 1_000_000;
+    assert!(
+        (wall_gap - mono_gap).abs() <= 5,
+        "wall {wall_gap} ms, monotonic {mono_gap} ms"
+    );
+    assert!(
+        incident["episode"]["started_at"]["wall"].is_string(),
+        "{}",
+        incident["episode"]
+    );
+
+    // ring dump of the copy, twice, a while apart: the same line, the ages of the capture.
+    let ring = dir.join("ring.bin");
+    let dump = || {
+        let out = wedge(&["ring", "dump", ring.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let in_flight = |dump: &str| {
+        let at = dump.find("IN FLIGHT (").unwrap_or_else(|| panic!("{dump}"));
+        dump[at..].lines().nth(1).unwrap().to_string()
+    };
+    let first = dump();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let second = dump();
+    assert_eq!(in_flight(&first), in_flight(&second), "{first}\n{second}");
+    assert!(first.contains("ages at the capture's read"), "{first}");
+    // One name: ring dump's, report.md's and the verdict's.
+    let name = "selftest ioctl FS_IOC_SETFLAGS()";
+    assert!(in_flight(&first).contains(name), "{first}");
+    assert!(!in_flight(&first).contains("custom"), "{first}");
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains(name), "{report}");
+    assert!(
+        incident["verdict"].as_str().unwrap().contains(name),
+        "{}",
+        incident["verdict"]
+    );
+    let _ = std::fs::remove_dir_all(&out);
+
+    // A temporary store is removed at the end: its incident's path is not printed.
+    let done = wait_limited(
+        start(Command::new(bin()).args(["selftest", "--format", "json"])),
+        std::time::Duration::from_secs(90),
+    );
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    assert_eq!(summary["incident"], serde_json::Value::Null, "{summary}");
+    assert_eq!(summary["incident_kept"], false, "{summary}");
+    let done = wait_limited(
+        start(Command::new(bin()).args(["selftest"])),
+        std::time::Duration::from_secs(90),
+    );
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+    let line = done
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Incident: "))
+        .unwrap();
+    assert!(
+        line.contains("removed with the temporary directory"),
+        "{line}"
+    );
+}
