@@ -162,6 +162,11 @@ fn no_flag_is_silently_ignored() {
         (with(&["--repeat", "3"]), "--compare"),
         (with(&["--skip", "managed"]), "--compare"),
         (with(&["--compare", "--strategy", "pinned"]), "--strategy"),
+        (with(&["--compare", "--verify"]), "--verify"),
+        (
+            vec!["capture", "--pid", "1", "--tid", "1", "--all-threads"],
+            "--all-threads",
+        ),
         (with(&["--ring-slots", "8"]), "--ring"),
         (
             vec!["ring", "dump", "x.ring", "--all", "--last", "3"],

@@ -40,8 +40,8 @@ pub struct Args {
     /// Only this thread, read in full whatever its state.
     #[arg(long, value_name = "TID")]
     pub tid: Option<i32>,
-    /// Read wchan/syscall/stack for every thread, not only those in D.
-    #[arg(long)]
+    /// Read wchan/syscall/stack for every thread, not only those in D (--tid reads its one thread in full).
+    #[arg(long, conflicts_with = "tid")]
     pub all_threads: bool,
     /// Output format.
     #[arg(long, value_name = "FORMAT", default_value = "markdown",

@@ -113,8 +113,8 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 ///
 /// A flag that the chosen mode would not use is refused (exit 2), never ignored: the pinned flags need
 /// --strategy pinned (or --compare), --no-prefetch --strategy managed (or --compare), --host-memory
-/// --backend host, --ring-slots --ring, --skip/--sweep/--repeat --compare; --compare runs every strategy,
-/// so it takes no --strategy.
+/// --backend host, --ring-slots --ring, --skip/--sweep/--repeat --compare; --compare runs every strategy
+/// and verifies none, so it takes no --strategy or --verify.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   wedge-capture upload --backend host --verify
@@ -155,7 +155,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1 << 16, value_name = "N", requires = "ring")]
     pub ring_slots: u32,
     /// Read every tensor back from the device and compare.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "compare")]
     pub verify: bool,
     /// Output format: text, or json (one object).
     #[arg(long, value_name = "FORMAT", default_value = "text",
