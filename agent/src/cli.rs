@@ -151,11 +151,13 @@ fn with_exit_codes(mut command: clap::Command, path: &str) -> clap::Command {
         };
         command = command.mut_subcommand(name, |sub| with_exit_codes(sub, &sub_path));
     }
-    if !names.is_empty() || path.is_empty() {
-        return command;
-    }
-    let Some(codes) = exit::help(path) else {
-        return command;
+    let codes = if names.is_empty() {
+        match exit::help(path) {
+            Some(codes) => codes,
+            None => return command,
+        }
+    } else {
+        exit::GROUP_HELP.to_string()
     };
     let append = |before: Option<&clap::builder::StyledStr>| match before {
         Some(text) => format!("{}\n\n{codes}", text.to_string().trim_end()),
@@ -484,6 +486,23 @@ mod tests {
             "ring dump" => &["ring.bin"],
             "report show" | "report bundle" => &["latest"],
             _ => &[],
+        }
+    }
+
+    #[test]
+    fn groups_end_with_where_the_exit_codes_are() {
+        let mut root = built();
+        let mut helps = vec![root.render_long_help().to_string()];
+        for group in ["ring", "report"] {
+            helps.push(
+                root.find_subcommand_mut(group)
+                    .unwrap()
+                    .render_long_help()
+                    .to_string(),
+            );
+        }
+        for help in helps {
+            assert!(help.trim_end().ends_with(exit::GROUP_HELP), "{help}");
         }
     }
 

@@ -95,6 +95,11 @@ pub const CODES: &[(&str, &[(u8, &str)])] = &[
     ]),
 ];
 
+/// The end of the help of a command with subcommands (`wedge-capture`, `ring`, `report`): what every one
+/// shares, and where the rest is.
+pub const GROUP_HELP: &str =
+    "Exit codes: 0 done, 1 an error, 2 bad usage; each subcommand's --help lists all of its own.";
+
 /// What usage errors (clap's) mean in every table.
 const USAGE_TEXT: &str = "bad usage (an unknown flag, a bad value, flags that cannot go together)";
 
