@@ -478,6 +478,45 @@ mod tests {
         assert!(with_format >= 10, "{with_format} subcommands with --format");
     }
 
+    /// `--out DIR` is the incident store wherever it appears (written or read), `--output FILE` a file written.
+    #[test]
+    fn out_is_the_incident_store_and_output_a_file() {
+        let mut outs = Vec::new();
+        for (path, sub) in leaves(&built(), "") {
+            for arg in sub.get_arguments() {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                let names = arg.get_value_names().unwrap_or_default();
+                match arg.get_long() {
+                    Some("out") => {
+                        assert!(
+                            help.starts_with("Incident store") || help.contains("incident store"),
+                            "{path}: {help}"
+                        );
+                        assert_eq!(names, ["DIR"], "{path}");
+                        outs.push(path.clone());
+                    }
+                    Some("output") => assert_eq!(names, ["FILE"], "{path}"),
+                    _ => {}
+                }
+            }
+        }
+        for writer_or_reader in [
+            "run",
+            "agent",
+            "selftest",
+            "report list",
+            "report show",
+            "report bundle",
+            "npd-check",
+            "doctor",
+        ] {
+            assert!(
+                outs.iter().any(|p| p == writer_or_reader),
+                "{writer_or_reader}: no --out"
+            );
+        }
+    }
+
     /// Positional arguments a subcommand needs to parse at all.
     fn required_args(path: &str) -> &'static [&'static str] {
         match path {

@@ -32,7 +32,7 @@ pub use values::LogFormat;
 define_settings! {
     /// The watch settings `run` and `agent` share (flattened into both commands' flags).
     pub struct WatchOptions => WatchSettings {
-        /// Incident directory (everything wedge-capture writes goes under it).
+        /// Incident store (everything wedge-capture writes goes under it).
         #[arg(long, value_name = "DIR")]
         out: PathBuf = PathBuf::from(defaults::INCIDENT_DIR),
         /// How often every watched thread is sampled (e.g. 1s, 250ms, 0.5).
