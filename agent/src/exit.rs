@@ -70,14 +70,14 @@ pub const CODES: &[(&str, &[(u8, &str)])] = &[
     ("report bundle", &[(0, "written"), (1, "unknown id, refused or unreadable incident, or an I/O error"), (2, USAGE_TEXT)]),
     ("upload", &[(0, "uploaded (and verified)"), (1, "an error, a verify mismatch included"), (2, USAGE_TEXT), (6, "no usable CUDA driver (--backend host runs without a GPU)")]),
     ("run", &[
-        (0, "CMD's own status when it exits (128+N when killed by signal N)"),
+        (0, "CMD exited 0; any other status of CMD is passed on (128+N when a signal N killed it)"),
         (3, "a wedge was captured and CMD was still alive --exit-after later (or at the first SIGINT/SIGTERM after it)"),
         (1, "an error, a wedge whose incident could never be written included (a LOST: line names it)"),
         (2, USAGE_TEXT),
         (126, "CMD cannot be executed"),
         (127, "CMD not found"),
     ]),
-    ("selftest", &[(0, "passed (or skipped without root: it says what)"), (1, "failed (the message says what)"), (2, USAGE_TEXT)]),
+    ("selftest", &[(0, "passed"), (1, "failed (the message says what)"), (2, USAGE_TEXT), (5, "not root: the wedge was not captured (it says what it could check)")]),
     ("doctor", &[(0, "no check failed"), (1, "a check failed"), (2, "bad usage or an invalid --config")]),
     ("agent", &[
         (0, "stopped by SIGTERM/SIGINT; --check-config: the configuration is valid"),
