@@ -5,7 +5,10 @@ use agent::cmd;
 use agent::exit;
 
 fn main() {
-    let cli = cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // An agent that logs JSON says its start-up errors in JSON too, a usage error included.
+    let errors = cli::ErrorStyle::of_args(&argv);
+    let cli = cli::parse_from(argv);
     let result = match cli.command {
         Command::Capture(args) => cmd::capture::run(args),
         Command::DecodeIoctl(args) => cmd::decode_ioctl::run(args),
@@ -23,8 +26,9 @@ fn main() {
     let code = match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("wedge-capture: error: {err:#}");
-            exit::code_for(&err)
+            let code = exit::code_for(&err);
+            errors.print(&format!("{err:#}"), code);
+            code
         }
     };
     std::process::exit(i32::from(code.0));

@@ -159,6 +159,24 @@ impl Timestamp {
         }
     }
 
+    /// A past CLOCK_MONOTONIC time on this boot with its wall-clock and boot-time equivalents: each clock now
+    /// minus the monotonic time elapsed since (exact to the nanosecond unless the host was suspended in
+    /// between or the wall clock was stepped; the boot time from /proc/stat's `btime` plus the monotonic
+    /// time gives the same within its one-second resolution). A time after now keeps only `monotonic_ns`.
+    pub fn at_monotonic(ns: u64) -> Timestamp {
+        let now = Timestamp::now();
+        let Some(elapsed) = now.monotonic_ns.and_then(|now| now.checked_sub(ns)) else {
+            return Timestamp::monotonic(ns);
+        };
+        Timestamp {
+            wall: now.wall.and_then(|wall| {
+                wall.checked_sub_signed(chrono::Duration::nanoseconds(i64::try_from(elapsed).ok()?))
+            }),
+            monotonic_ns: Some(ns),
+            boottime_ns: now.boottime_ns.and_then(|b| b.checked_sub(elapsed)),
+        }
+    }
+
     /// Only a monotonic time (e.g. a ring record's).
     pub fn monotonic(ns: u64) -> Timestamp {
         Timestamp {
@@ -527,7 +545,11 @@ impl RingExcerpt {
             breadcrumbs: path.as_deref().and_then(breadcrumb_path_of),
             path,
             copy: None,
-            read_at: Timestamp::now(),
+            // The reader's clock when it computed the ages: `ring dump` of the copy counts ages from it.
+            read_at: match snapshot.reader_monotonic_ns {
+                Some(ns) => Timestamp::at_monotonic(ns),
+                None => Timestamp::now(),
+            },
             header: Some(snapshot.header.clone()),
             records: snapshot.records[omitted..].to_vec(),
             in_flight: snapshot.in_flight.clone(),
@@ -823,6 +845,28 @@ pub fn incident_id(wall: DateTime<Utc>, hostname: &str, pid: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `d_since.wall` is never null for a time on this boot: the wall clock of a monotonic time is the
+    /// wall clock now less the monotonic time elapsed since.
+    #[test]
+    fn a_monotonic_time_gets_its_wall_clock_time() {
+        let now = Timestamp::now();
+        let mono_now = now.monotonic_ns.unwrap();
+        let ten_s_ago = Timestamp::at_monotonic(mono_now - 10_000_000_000);
+        let wall = ten_s_ago.wall.expect("wall filled");
+        let back = (now.wall.unwrap() - wall).num_milliseconds();
+        // 10 s, plus what passed between the two reads of the clocks (generous: a loaded CI).
+        assert!((9_990..12_000).contains(&back), "{back} ms");
+        let boottime_back = now.boottime_ns.unwrap() - ten_s_ago.boottime_ns.unwrap();
+        assert!((9_990_000_000..12_000_000_000).contains(&boottime_back));
+        assert_eq!(ten_s_ago.monotonic_ns, Some(mono_now - 10_000_000_000));
+        // A time that is not in the past has no wall-clock time to give.
+        let future = Timestamp::at_monotonic(u64::MAX);
+        assert_eq!((future.wall, future.boottime_ns), (None, None));
+        // The wall time is in the JSON, not null.
+        let json = serde_json::to_value(&ten_s_ago).unwrap();
+        assert!(json["wall"].is_string(), "{json}");
+    }
 
     #[test]
     fn a_ring_says_which_breadcrumb_path_wrote_it() {

@@ -193,6 +193,8 @@ pub fn scrub(incident: &Incident) -> Scrubbed {
     }
 
     let tasks = std::mem::take(&mut out.host_context.d_state_tasks);
+    // The total stays (the note says so): rows go, the count of tasks in D does not.
+    let total = out.host_context.d_state_total.unwrap_or(tasks.len() as u64);
     for task in tasks {
         if task.pid == incident.process.pid {
             out.host_context.d_state_tasks.push(task);
@@ -205,6 +207,9 @@ pub fn scrub(incident: &Incident) -> Scrubbed {
         if let Some(cgroup) = task.cgroup.filter(|c| *c != own_cgroup) {
             values.insert(cgroup);
         }
+    }
+    if total > out.host_context.d_state_tasks.len() as u64 {
+        out.host_context.d_state_total = Some(total);
     }
 
     // The wait graph's threads of other processes (host-wide locks): their comms masked, what they do dropped.
@@ -544,6 +549,36 @@ mod tests {
             "a secret-host-42 b\nNVRM: Xid (PCI:0000:3b:00): 79, pid=777, name=tenant-daemon\nc\n",
         );
         assert_eq!(text, "a [scrubbed] b\nc\n");
+    }
+
+    /// The note says "the total stays": the public report.md counts every task in D, the scrubbed ones
+    /// included, and says how many it lists.
+    #[test]
+    fn the_public_census_header_keeps_the_total() {
+        let mut incident = planted();
+        incident.host_context.d_state_tasks.push(DStateTask {
+            pid: 778,
+            tid: 779,
+            comm: "other-tenant".into(),
+            wchan: None,
+            cgroup: None,
+        });
+        let private = crate::render::markdown(&incident);
+        assert!(private.contains("tasks in D on the host: 3\n"), "{private}");
+        let s = scrub(&incident);
+        assert_eq!(s.summary.other_dstate_tasks, 2);
+        assert_eq!(s.incident.host_context.d_state_tasks.len(), 1);
+        assert_eq!(s.incident.host_context.d_state_total, Some(3));
+        let public = crate::render::markdown(&s.incident);
+        assert!(
+            public.contains("tasks in D on the host: 3 (1 listed)"),
+            "{public}"
+        );
+        assert!(s.summary.note().contains("the total stays"));
+        // A census cut short before the scrub keeps its own, larger total.
+        incident.host_context.d_state_total = Some(40);
+        let s = scrub(&incident);
+        assert_eq!(s.incident.host_context.d_state_total, Some(40));
     }
 
     /// A host-wide lock's holder in another tenant's process: its comm masked everywhere, what it does

@@ -6,7 +6,7 @@ BIN=$(cd "$1" && pwd); OUT=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 exec > >(tee "$OUT/agent-log.txt") 2>&1
-"$BIN/wedge-capture" doctor --json > "$OUT/doctor.json"; echo "doctor exit $?"
+"$BIN/wedge-capture" doctor --format json > "$OUT/doctor.json"; echo "doctor exit $?"
 "$BIN/wedge-capture" doctor > "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
 "$BIN/wedge-capture" run --inject --out "$OUT/run-incidents" --ring-dir "$OUT/rings" -- python3 "$HERE/train.py" 40 2> "$OUT/train.log" & r=$!
 sleep 12

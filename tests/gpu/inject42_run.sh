@@ -64,14 +64,14 @@ for rep in 1 2; do
 done
 
 echo "== 4. cudarc: wedge-capture upload under --inject"
-WEDGE_CAPTURE_INJECT_STATS=1 timeout 120 "$WC" run --out "$W/inc" --ring-dir "$W/up" --inject -- "$WC" upload --tensors 4000 --params 4 --json
+WEDGE_CAPTURE_INJECT_STATS=1 timeout 120 "$WC" run --out "$W/inc" --ring-dir "$W/up" --inject -- "$WC" upload --tensors 4000 --params 4 --format json
 ls -la "$W/up"; cp "$W"/up/*.driver.ring "$R/upload-cudarc.driver.ring"
 res "$(python3 "$HERE/ring_counts.py" "$WC" "$R/upload-cudarc.driver.ring" | sed "s|$R/||")"
 
 echo "== 5. cuGetProcAddress results, bare and preloaded"
 "$W/gpa_check" > "$D/gpa-bare.txt"; LD_PRELOAD=$LIB WEDGE_CAPTURE_RING_DIR=$W/ll "$W/gpa_check" > "$D/gpa-preload.txt"
 grep -c "not an exported" "$D/gpa-bare.txt"; head -12 "$D/gpa-bare.txt"; head -12 "$D/gpa-preload.txt"
-"$WC" doctor --json > "$R/doctor.json"; LD_PRELOAD=$LIB "$WC" doctor > "$D/doctor-preloaded.txt" 2>&1
+"$WC" doctor --format json > "$R/doctor.json"; LD_PRELOAD=$LIB "$WC" doctor > "$D/doctor-preloaded.txt" 2>&1
 grep breadcrumbs "$D/doctor-preloaded.txt"
 tar -C "$W" -czf "$OUT/details.tar.gz" details; tar -C "$W" -czf "$OUT/recordings.tar.gz" recordings
 echo "== done"

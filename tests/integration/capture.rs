@@ -37,17 +37,18 @@ fn decode_ioctl_names_rm_uvm_and_linux_requests() {
         "0x30000001",
         "--device",
         "/dev/nvidia-uvm",
-        "--json",
+        "--format",
+        "json",
     ]));
     assert_eq!(v["name"], "UVM_INITIALIZE");
     assert_eq!(v["dir"], "raw");
 
-    let v = json(&wedge(&["decode-ioctl", "0x40086602", "--json"]));
+    let v = json(&wedge(&["decode-ioctl", "0x40086602", "--format", "json"]));
     assert_eq!(v["name"], "FS_IOC_SETFLAGS");
     assert_eq!(v["type"], 0x66);
     assert_eq!(v["size"], 8);
 
-    let v = json(&wedge(&["decode-ioctl", "0x12345678", "--json"]));
+    let v = json(&wedge(&["decode-ioctl", "0x12345678", "--format", "json"]));
     assert!(v["name"].is_null());
     assert_eq!(v["nr"], 0x78);
 

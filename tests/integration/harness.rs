@@ -277,7 +277,7 @@ fn a_wedge_run_spells_out_every_flag_in_order() {
         .threshold("2")
         .interval("0.5")
         .exit_after("1")
-        .args(&["--json"])
+        .args(&["--format", "json"])
         .wrapped_in(&["unshare", "--pid"])
         .helper_args(&[Path::new("/x")]);
     assert_eq!(
@@ -291,7 +291,8 @@ fn a_wedge_run_spells_out_every_flag_in_order() {
             "--exit-after",
             "1",
             "--no-nvidia-smi",
-            "--json",
+            "--format",
+            "json",
             "--out",
             out,
             "--",

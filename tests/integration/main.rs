@@ -5,6 +5,7 @@ mod agent;
 mod bundle;
 mod busy_scan;
 mod capture;
+mod cli_grammar;
 mod continuity;
 mod dashboard;
 mod deploy;

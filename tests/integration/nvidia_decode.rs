@@ -26,7 +26,8 @@ fn decode_ioctl_arg_decodes_a_recorded_control_and_refuses_a_short_one() {
         "/dev/nvidiactl",
         "--arg",
         &arg,
-        "--json",
+        "--format",
+        "json",
     ]);
     assert!(o.status.success(), "{o:?}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -281,7 +282,14 @@ fn decode_ioctl_shows_drm_and_kfd_ioctls() {
         ),
     ];
     for (request, device, driver, name, table) in cases {
-        let mut args = vec!["decode-ioctl", request, "--device", device, "--json"];
+        let mut args = vec![
+            "decode-ioctl",
+            request,
+            "--device",
+            device,
+            "--format",
+            "json",
+        ];
         if let Some(driver) = driver {
             args.extend_from_slice(&["--driver", driver]);
         }
@@ -309,7 +317,8 @@ fn decode_ioctl_shows_drm_and_kfd_ioctls() {
         "0xc0186444",
         "--device",
         "/dri/renderD250",
-        "--json",
+        "--format",
+        "json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["name"].is_null(), "{v}");

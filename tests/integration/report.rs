@@ -87,7 +87,13 @@ fn list_shows_newest_first_with_state() {
 fn list_json_is_machine_readable() {
     let tmp = tempfile::tempdir().unwrap();
     let (complete, partial) = store_with_two(tmp.path());
-    let out = report(&["list", "--out", tmp.path().to_str().unwrap(), "--json"]);
+    let out = report(&[
+        "list",
+        "--out",
+        tmp.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let arr = v.as_array().unwrap();
@@ -103,7 +109,13 @@ fn list_json_is_machine_readable() {
 fn list_of_a_missing_directory_is_empty_not_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("never-created");
-    let out = report(&["list", "--out", missing.to_str().unwrap(), "--json"]);
+    let out = report(&[
+        "list",
+        "--out",
+        missing.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert!(out.status.success());
     assert_eq!(stdout(&out).trim(), "[]");
     assert!(!missing.exists(), "listing must not create the directory");

@@ -256,7 +256,8 @@ fn short_d_states_from_fsync_io_never_raise_an_incident() {
             "0.1",
             "--samples",
             "3",
-            "--json",
+            "--format",
+            "json",
             "--out",
             out_s.to_str().unwrap(),
         ],
@@ -352,8 +353,13 @@ fn selftest_passes_as_root() {
     };
     drop(fs);
     let out = temp_dir("selftest");
-    let child =
-        start(Command::new(bin()).args(["selftest", "--json", "--out", out.to_str().unwrap()]));
+    let child = start(Command::new(bin()).args([
+        "selftest",
+        "--format",
+        "json",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
     let done = wait_limited(child, Duration::from_secs(60));
     assert_eq!(
         done.code,
@@ -373,7 +379,7 @@ fn selftest_passes_as_root() {
 #[test]
 fn doctor_reports_every_check_as_json() {
     let done = wait_limited(
-        start(Command::new(bin()).args(["doctor", "--json"])),
+        start(Command::new(bin()).args(["doctor", "--format", "json"])),
         Duration::from_secs(30),
     );
     let report: serde_json::Value =
@@ -429,7 +435,7 @@ fn doctor_names_what_the_netlink_shortcuts_need() {
     let status_of = |prefix: &[&str], name: &str| -> (String, String) {
         let mut args: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
         args.push(bin().to_string());
-        args.extend(["doctor".into(), "--json".into()]);
+        args.extend(["doctor".into(), "--format".into(), "json".into()]);
         let done = wait_limited(
             start(Command::new(&args[0]).args(&args[1..])),
             Duration::from_secs(30),
@@ -476,7 +482,7 @@ fn kill_on_wedge_records_that_sigkill_did_not_work() {
         .threshold("1")
         .interval("0.25")
         .exit_after("0.5")
-        .args(&["--kill-on-wedge", "--json"])
+        .args(&["--kill-on-wedge", "--format", "json"])
         .finish(Duration::from_secs(30));
     assert_eq!(done.code, Some(3), "stderr: {}", done.stderr);
     let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();

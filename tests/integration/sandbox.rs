@@ -402,7 +402,7 @@ fn doctor(wrapper: &[&str], args: &[&str]) -> (Option<i32>, serde_json::Value) {
     }
     let out = command
         .arg("doctor")
-        .arg("--json")
+        .args(["--format", "json"])
         .args(args)
         .output()
         .unwrap();

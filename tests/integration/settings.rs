@@ -73,7 +73,7 @@ fn names(dir: &Path) -> Vec<String> {
 
 fn report_list(out: &Path, flag: &str) -> serde_json::Value {
     let output = Command::new(bin())
-        .args(["report", "list", "--json", flag])
+        .args(["report", "list", "--format", "json", flag])
         .arg(out)
         .output()
         .unwrap();

@@ -20,16 +20,14 @@ use crate::settings::{AgentOptions, Options, Settings, WatchOptions};
 /// SIGUSR1 writes an on-demand incident for every current target (at most one per process per
 /// --on-demand-rate-limit; signals arriving during a capture are coalesced into one more run). Under
 /// systemd (Type=notify) the agent sends READY, RELOADING, STOPPING and WATCHDOG notifications.
-///
-/// Exit status: 0 after SIGTERM/SIGINT; 2 bad configuration; 1 other errors (output not writable…).
+/// With --log-format json every line, a start-up error's included, is one JSON object.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Examples:\n  wedge-capture agent --match-comm '^python' --gpu\n  \
-    wedge-capture agent --match-cgroup libpod- --ring-dir /var/lib/wedge-capture/rings\n  \
-    wedge-capture agent --config /etc/wedge-capture/agent.json --check-config\n  \
-    systemctl reload wedge-capture    # SIGHUP: re-read the config\n  \
-    systemctl kill -s USR1 wedge-capture    # capture every target now"
-)]
+#[command(after_help = "Examples:
+  wedge-capture agent --match-comm '^python' --gpu
+  wedge-capture agent --match-cgroup libpod- --ring-dir /var/lib/wedge-capture/rings
+  wedge-capture agent --config /etc/wedge-capture/agent.json --check-config
+  systemctl reload wedge-capture    # SIGHUP: re-read the config
+  systemctl kill -s USR1 wedge-capture    # capture every target now")]
 pub struct Args {
     #[command(flatten)]
     pub watch: WatchOptions,

@@ -7,18 +7,7 @@ use capture::{snapshot_process, Arch, ProcRoot, ProcessSnapshot, SnapshotOptions
 
 use crate::exit::{ExitCode, Failure};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A view a person reads at a glance: D threads first, a table, stacks in code blocks.
-    // `md` is what `report show --format` calls the same thing.
-    #[value(alias = "md")]
-    Markdown,
-    /// The JSON contract (`pid`, `threads[]` with `tid`, `comm`, `state`, `wchan`, `syscall`, `ioctl`,
-    /// `stack`, `site`) that other tools parse.
-    Json,
-    /// Plain text for a terminal.
-    Text,
-}
+pub use crate::cli::OutputFormat as Format;
 
 /// Flags of `wedge-capture capture`.
 #[derive(Debug, clap::Args)]
@@ -35,13 +24,15 @@ ioctl's pointer (RM control command and its locks, alloc class, UVM command), re
 <pid>/mem in a sacrificial child with a deadline (--no-ioctl-arguments: never). /proc/<tid>/stack needs CAP_SYS_ADMIN; without it the stack is left
 empty and a note says so.
 
+Formats: markdown (a view read at a glance: D threads first, a table, stacks in code blocks), json
+(the contract other tools parse: `pid`, `threads[]` with `tid`, `comm`, `state`, `wchan`,
+`syscall`, `ioctl`, `stack`, `site`), text (plain, for a terminal).
+
 Examples:
   wedge-capture capture --pid 81234
   wedge-capture capture --pid 81234 --format json > snapshot.json
   wedge-capture capture --pid 4100 --proc-root ./recorded-proc --arch aarch64
-  wedge-capture capture --pid 1059 --proc-root rec/0/proc --proc-root rec/1/proc --proc-root rec/2/proc
-
-Exit codes: 0 captured, 4 no such process (or thread), 1 other errors.")]
+  wedge-capture capture --pid 1059 --proc-root rec/0/proc --proc-root rec/1/proc")]
 pub struct Args {
     /// Process to capture.
     #[arg(long, value_name = "PID")]
@@ -49,11 +40,12 @@ pub struct Args {
     /// Only this thread, read in full whatever its state.
     #[arg(long, value_name = "TID")]
     pub tid: Option<i32>,
-    /// Read wchan/syscall/stack for every thread, not only those in D.
-    #[arg(long)]
+    /// Read wchan/syscall/stack for every thread, not only those in D (--tid reads its one thread in full).
+    #[arg(long, conflicts_with = "tid")]
     pub all_threads: bool,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Markdown)]
+    #[arg(long, value_name = "FORMAT", default_value = "markdown",
+          value_parser = crate::cli::formats(&[Format::Markdown, Format::Json, Format::Text]))]
     pub format: Format,
     /// A directory laid out like /proc (a recorded snapshot from another machine). Repeated: recorded
     /// samples in time order (the wait graph's samples; the first is the snapshot).

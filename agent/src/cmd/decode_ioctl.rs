@@ -3,6 +3,7 @@
 use anyhow::Context;
 use capture::decode::{device, drm, hex, ioctl, nvidia};
 
+use crate::cli::{self, OutputFormat};
 use crate::exit::{ExitCode, Failure};
 
 /// Flags of `wedge-capture decode-ioctl`.
@@ -15,22 +16,25 @@ raw UVM commands on /dev/nvidia-uvm[-tools] (compared whole, never _IOC-decoded)
 /dev/dri/card*|renderD* (driver numbers 0x40..0x9f mean what the bound driver says: give
 --driver, or it is read from /sys/class/drm/<node>/device/driver), AMD KFD ioctls on
 /dev/kfd, and common Linux requests (FS_IOC_*, FIFREEZE, TCGETS, FIONREAD). A container's
-paths as the host sees them (/nvidia0, /dri/renderD128, /kfd) mean the same devices.
-
-Examples:
-  wedge-capture decode-ioctl 0xc020462a --device /dev/nvidiactl
-  wedge-capture decode-ioctl 0x30000001 --device /dev/nvidia-uvm
-  wedge-capture decode-ioctl 0xc0186444 --device /dev/dri/renderD128 --driver amdgpu
-  wedge-capture decode-ioctl 0xc0184b0c --device /dev/kfd
-  wedge-capture decode-ioctl 0x40086602 --json
-  wedge-capture decode-ioctl 0xc020462a --device /dev/nvidiactl \\
-      --arg '01 00 d0 c1 03 00 00 5c 02 01 80 20 00 00 00 00 00 50 34 12 fd 7f 00 00 08 04 00 00 00 00 00 00'
+paths as the host sees them (/nvidia0, /dri/renderD128, /kfd) mean the same devices. --driver
+without --device decodes as on a DRM node of that driver; with a --device that is no DRM node,
+or a driver without a table, it is refused (exit 2).
 
 --arg decodes the struct the ioctl's pointer held (bytes as hex, spaces allowed, e.g. from a bug
 report or `xxd -p`): RM control (NVOS54: handles, command name and its lock flags), RM alloc
 (NVOS21/NVOS64: class name), RM free (NVOS00), RM alloc memory (NVOS02), NV_ESC_IOCTL_XFER_CMD
 (nv_ioctl_xfer_t; --inner gives the struct at its ptr) and UVM params. Too few bytes: the reason,
-exit 1.")]
+exit 1.
+
+Examples:
+  wedge-capture decode-ioctl 0xc020462a --device /dev/nvidiactl
+  wedge-capture decode-ioctl 0x30000001 --device /dev/nvidia-uvm
+  wedge-capture decode-ioctl 0xc0186444 --device /dev/dri/renderD128 --driver amdgpu
+  wedge-capture decode-ioctl 0xc0186444 --driver amdgpu
+  wedge-capture decode-ioctl 0xc0184b0c --device /dev/kfd
+  wedge-capture decode-ioctl 0x40086602 --format json
+  wedge-capture decode-ioctl 0xc020462a --device /dev/nvidiactl \\
+      --arg 0100d0c10300005c0201802000000000 00503412fd7f00000804000000000000")]
 pub struct Args {
     /// The request word: hex (0x…) or decimal; the low 32 bits are used, as the kernel does.
     #[arg(value_name = "REQUEST")]
@@ -48,10 +52,49 @@ pub struct Args {
     /// For NV_ESC_IOCTL_XFER_CMD: the bytes at nv_ioctl_xfer_t.ptr (the real escape's struct).
     #[arg(long, value_name = "HEX", num_args = 1.., requires = "arg")]
     pub inner: Vec<String>,
-    /// Print JSON (the `ioctl` object of the capture contract, without fd).
-    #[arg(long)]
+    /// Output format: text, or json (the `ioctl` object of the capture contract, without fd).
+    #[arg(long, value_name = "FORMAT", default_value = "text",
+          value_parser = cli::formats(&[OutputFormat::Text, OutputFormat::Json]))]
+    pub format: OutputFormat,
+    /// Old spelling of `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
 }
+
+/// The DRM driver whose table decodes the request: `--driver` (refused where it cannot apply: a --device that
+/// is no DRM node, a driver without a table), else the one bound to the DRM --device.
+fn drm_driver(args: &Args) -> Result<Option<String>, Failure> {
+    let device_kind = args.device.as_deref().map(device::DeviceKind::of);
+    let Some(driver) = &args.driver else {
+        return Ok(args
+            .device
+            .as_deref()
+            .and_then(|path| device::drm_driver(std::path::Path::new("/sys"), path)));
+    };
+    if !drm::drm_drivers().contains(&driver.as_str()) {
+        return Err(Failure::new(
+            ExitCode::USAGE,
+            format!(
+                "--driver {driver:?}: no DRM table for it (tables: {})",
+                drm::drm_drivers().join(", ")
+            ),
+        ));
+    }
+    if let (Some(device), Some(kind)) = (&args.device, device_kind) {
+        if kind != device::DeviceKind::Drm {
+            return Err(Failure::new(
+                ExitCode::USAGE,
+                format!(
+                    "--driver applies to DRM nodes (/dev/dri/card*, renderD*); {device} is not one"
+                ),
+            ));
+        }
+    }
+    Ok(Some(driver.clone()))
+}
+
+/// A DRM render node path, for decoding with `--driver` alone (only its kind matters; it is never printed).
+const ANY_DRM_NODE: &str = "/dev/dri/renderD128";
 
 fn bytes_arg(flag: &str, parts: &[String]) -> anyhow::Result<Vec<u8>> {
     hex::bytes(&parts.join(" ")).ok_or_else(|| {
@@ -85,6 +128,16 @@ fn decode_arg(d: &ioctl::Decoded, args: &Args) -> anyhow::Result<Option<nvidia::
         )
     })?;
     let a = nvidia::decode_argument(kind, 0, &first, inner.as_deref());
+    if inner.is_some() && a.xfer.is_none() {
+        return Err(Failure::new(
+            ExitCode::USAGE,
+            format!(
+                "--inner is the struct at an NV_ESC_IOCTL_XFER_CMD's pointer; {} is not that escape",
+                d.name.as_deref().unwrap_or("this request")
+            ),
+        )
+        .into());
+    }
     if a.structure.is_none() {
         if let Some(why) = &a.unavailable {
             return Err(
@@ -154,13 +207,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ),
         )
     })?;
-    let drm_driver = args.driver.clone().or_else(|| {
-        let path = args.device.as_deref()?;
-        device::drm_driver(std::path::Path::new("/sys"), path)
-    });
-    let d = ioctl::decode_on(request, args.device.as_deref(), drm_driver.as_deref());
+    let drm_driver = drm_driver(&args)?;
+    // `--driver` alone: decode as on a DRM node of that driver.
+    let decode_device = args
+        .device
+        .as_deref()
+        .or(args.driver.as_ref().map(|_| ANY_DRM_NODE));
+    let d = ioctl::decode_on(request, decode_device, drm_driver.as_deref());
     let argument = decode_arg(&d, &args)?;
-    if args.json {
+    if cli::chosen(args.format, args.json) == OutputFormat::Json {
         let v = serde_json::json!({
             "request": format!("{:#010x}", d.request),
             "device": args.device,
@@ -181,8 +236,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::OK);
     }
     println!("request  {:#010x}", d.request);
-    if let Some(dev) = &args.device {
-        println!("device   {dev}");
+    match (&args.device, &args.driver) {
+        (Some(dev), _) => println!("device   {dev}"),
+        (None, Some(drv)) => println!("device   a DRM node bound to {drv} (--driver)"),
+        (None, None) => {}
     }
     println!("name     {}", d.name.as_deref().unwrap_or("(unknown)"));
     if let Some(drv) = &d.driver {

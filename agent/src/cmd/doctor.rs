@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use capture::{ProcRoot, RiskyFile};
 use serde::Serialize;
 
+use crate::cli::{self, OutputFormat};
 use crate::exit::{ExitCode, Failure};
 use crate::probe::{self, Probe, ProbeRunner, ProbeStatus};
 
@@ -18,20 +19,20 @@ pub use fleet::FleetTargets;
 
 /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
 ///
-/// Each check prints ok, warn, fail or info, what was found, and the fix. Exit status 0 when nothing failed,
-/// 1 otherwise (2: the --config file is invalid).
+/// Each check prints ok, warn, fail or info, what was found, and the fix.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Examples:
-  wedge-capture doctor
-  wedge-capture doctor --config /etc/wedge-capture/agent.json     # check what the agent is configured to use
-  kubectl -n wedge-capture exec ds/wedge-capture -- wedge-capture doctor --metrics-listen 0.0.0.0:9465
-
 Fleet checks: the host's pid namespace (hostPID), the metrics port bindable, the node_exporter
 textfile directory writable (a file is created and removed), the ring directories' modes
-(sticky and world-writable, parents searchable), /dev/kmsg readable.")]
+(sticky and world-writable, parents searchable), /dev/kmsg readable.
+
+Examples:
+  wedge-capture doctor
+  wedge-capture doctor --config /etc/wedge-capture/agent.json    # the agent's settings
+  wedge-capture doctor --metrics-listen 0.0.0.0:9465
+  kubectl -n wedge-capture exec ds/wedge-capture -- wedge-capture doctor --format json")]
 pub struct Args {
-    /// The incident directory to check (durable filesystem, writable)
+    /// The incident store to check (durable filesystem, writable)
     /// [default: the config's `out`, else /var/lib/wedge-capture/incidents].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -47,8 +48,12 @@ pub struct Args {
     /// Check a ring directory's mode (repeatable) [default: the config's, else /var/lib/wedge-capture/rings].
     #[arg(long, value_name = "DIR")]
     pub ring_dir: Vec<PathBuf>,
-    /// Print the checks as JSON.
-    #[arg(long)]
+    /// Output format: text (a line per check, with its fix), or json (`checks[]`, `failed`).
+    #[arg(long, value_name = "FORMAT", default_value = "text",
+          value_parser = cli::formats(&[OutputFormat::Text, OutputFormat::Json]))]
+    pub format: OutputFormat,
+    /// Old spelling of `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
 }
 
@@ -580,7 +585,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (out, fleet) = targets(&args)?;
     let results = checks(&proc_root, &out, &fleet);
     let failed = results.iter().any(|c| c.status == Status::Fail);
-    if args.json {
+    if cli::chosen(args.format, args.json) == OutputFormat::Json {
         println!(
             "{}",
             serde_json::json!({ "checks": results, "failed": failed })

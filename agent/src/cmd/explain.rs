@@ -10,12 +10,7 @@ use capture::explain;
 
 use crate::exit::{ExitCode, Failure};
 
-/// Output format of `explain`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Markdown,
-    Json,
-}
+pub use crate::cli::OutputFormat as Format;
 
 /// Flags of `wedge-capture explain`.
 #[derive(Debug, clap::Args)]
@@ -33,19 +28,20 @@ Lines may carry what log viewers and bug trackers add: ISO times, `> ` quotes, l
 guesses only is read from its first wait, with a note); frames above an interrupt entry are the
 interrupt's. A frame that does not parse is skipped and noted.
 
+Input that is not a kernel log (binary, no task or stack found, larger than 16 MiB): the reason,
+exit 1.
+
 Examples:
   journalctl -k -b -1 | wedge-capture explain
   wedge-capture explain hung-task.txt --format json
-  sudo cat /proc/1234/stack | wedge-capture explain -
-
-Input that is not a kernel log (binary, no task or stack found, larger than 16 MiB): the reason,
-exit 1.")]
+  sudo cat /proc/1234/stack | wedge-capture explain -")]
 pub struct Args {
     /// The text to read; `-` or nothing reads standard input.
     #[arg(value_name = "FILE")]
     pub input: Option<PathBuf>,
     /// markdown (default) or json (`tasks[]`, each `task`, `pid`, `stack`, `site`).
-    #[arg(long, value_enum, default_value = "markdown")]
+    #[arg(long, value_name = "FORMAT", default_value = "markdown",
+          value_parser = crate::cli::formats(&[Format::Markdown, Format::Json]))]
     pub format: Format,
 }
 
@@ -74,6 +70,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.format {
         Format::Markdown => print!("{}", explain::markdown(&explained)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&explained)?),
+        // Not among `formats` above: clap refuses it.
+        Format::Text => print!("{}", explain::markdown(&explained)),
     }
     Ok(ExitCode::OK)
 }

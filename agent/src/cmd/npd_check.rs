@@ -38,30 +38,17 @@ pub const MAX_MESSAGE: usize = 80;
 /// for 1 s).
 pub const BUDGET: Duration = Duration::from_millis(800);
 
-/// What `npd-check --help` says after the options: NPD's three codes and when each is given.
-const EXIT_CODES_HELP: &str = "\
-Exit codes (node-problem-detector's plugin protocol: 0 = False, 1 = True, other = Unknown):
-  1  a wedge episode is going on: `open` or `still_wedged_at_exit`, and its process (same pid and
-     start time, read from /proc/<pid>/stat only) still exists
-  0  none: every episode resolved, closed, or its process is gone
-  2  unknown: no store at --out, the store a symlink or not a directory, the store or an
-     incident unreadable, corrupt or not a regular file, an episode nobody watches last written
-     longer ago than --max-age (default 1h), or the 0.8 s time budget (listing included) ran out
-     before every incident was judged and no wedge was found
-One line of at most 80 characters on stdout says which.";
-
 /// Tell node-problem-detector whether a GPU worker on this node is wedged.
 ///
-/// Exit 1 (True): an episode is `open` or `still_wedged_at_exit` and its process (same pid and start time,
-/// from /proc/<pid>/stat; with a zombie leader, while a recorded wedged thread is still in D) still exists.
-/// Exit 0 (False): no such episode (resolved, closed, or its process is gone). Exit 2 (Unknown): the store
-/// is missing, unreadable, a symlink or not a directory, an incident file is unreadable, corrupt or not a
-/// regular file, an episode has gone unwatched for longer than --max-age (default 1h), or the time budget
-/// (0.8 s) ran out. One line of at most 80 characters says which.
+/// The exit code (below) is the answer, in node-problem-detector's plugin protocol; a process whose leader
+/// is a zombie counts while a recorded wedged thread is still in D. One line of at most 80 characters on
+/// stdout says which.
 #[derive(Debug, clap::Args)]
-#[command(after_help = EXIT_CODES_HELP)]
+#[command(after_help = "Examples:
+  wedge-capture npd-check
+  wedge-capture npd-check --out /var/lib/wedge-capture/incidents --max-age 2h --budget 2s")]
 pub struct Args {
-    /// The agent's incident directory.
+    /// The agent's incident store.
     #[arg(long, value_name = "DIR", default_value = defaults::INCIDENT_DIR)]
     pub out: PathBuf,
     /// An episode nobody watches (its watcher stopped or died) whose incident was last written longer ago

@@ -16,13 +16,7 @@ pub enum RingCommand {
     Dump(DumpArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Plain text for a terminal: header, calls in flight, then the last records.
-    Text,
-    /// One JSON object: `header`, `in_flight[]`, `records[]` (the last N), counters.
-    Json,
-}
+pub use crate::cli::OutputFormat as Format;
 
 /// Flags of `wedge-capture ring dump`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +24,9 @@ pub enum Format {
 Reads the ring from outside the worker (two pread copies, every slot validated), so it works
 on a ring whose writer is wedged in D, stopped or dead. A call 'in flight' was entered and
 never exited: for a wedged worker, that is the driver call it is stuck in. Ages are shown
-only when the ring was written on this boot (same boot id).
+only when the ring was written on this boot (same boot id). An incident's copy of a ring
+(ring.bin beside its incident.json) is a picture of the capture: its ages are counted to the
+capture's read of the ring, the same on every look and in the report, on any boot.
 
 The file is opened like every file from a directory others can write: a symbolic link is
 never followed, a FIFO, socket or device is refused without being opened, and an error says
@@ -39,21 +35,21 @@ what is wrong with the file, never what it holds.
 Examples:
   wedge-capture ring dump /run/wedge-capture/rings/81234-5501234.ring
   wedge-capture ring dump worker.ring --format json --last 200
-  wedge-capture ring dump ring.bin --strict --owner 1000
-
-Exit codes: 0 read, 1 missing, unreadable, corrupt or hostile file (the message says which).")]
+  wedge-capture ring dump ring.bin --strict --owner 1000")]
 pub struct DumpArgs {
     /// The ring file.
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// Output format: text (header, calls in flight, then the last records), or json (one object:
+    /// `header`, `in_flight[]`, `records[]` (the last N), counters).
+    #[arg(long, value_name = "FORMAT", default_value = "text",
+          value_parser = crate::cli::formats(&[Format::Text, Format::Json]))]
     pub format: Format,
-    /// How many of the newest records to print (0: only the header and calls in flight).
-    #[arg(long, value_name = "N", default_value_t = 32)]
-    pub last: usize,
-    /// Print every record in the ring (overrides --last).
-    #[arg(long)]
+    /// How many of the newest records to print (0: only the header and calls in flight) [default: 32].
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// Print every record in the ring (instead of --last).
+    #[arg(long, conflicts_with = "last")]
     pub all: bool,
     /// Refuse a file not owned by --owner (default: our effective uid). Symlinks are refused
     /// whatever the mode.
@@ -64,6 +60,9 @@ pub struct DumpArgs {
     pub owner: Option<u32>,
 }
 
+/// Records `ring dump` prints without --last or --all.
+const DEFAULT_LAST: usize = 32;
+
 pub fn run(cmd: RingCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         RingCommand::Dump(args) => dump(args),
@@ -71,6 +70,12 @@ pub fn run(cmd: RingCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
+    print!("{}", dump_output(&args)?);
+    Ok(ExitCode::OK)
+}
+
+/// What `ring dump` prints.
+fn dump_output(args: &DumpArgs) -> anyhow::Result<String> {
     let options = ReadOptions::default();
     let limits = Limits {
         max_len: options.max_file_bytes,
@@ -82,7 +87,7 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let read = untrusted::open(&args.path, limits)
         .map_err(|err| err.to_string())
         .and_then(|file| read_ring_from_file(file.file(), &options).map_err(|e| e.to_string()));
-    let snapshot = read.map_err(|message| {
+    let mut snapshot = read.map_err(|message| {
         let shown = args.path.display().to_string();
         let message = if message.contains(&shown) {
             format!("cannot read ring: {message}")
@@ -91,26 +96,101 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
         };
         Failure::new(ExitCode::ERROR, message)
     })?;
+    let captured = capture_clock(&args.path);
+    if let Some(clock) = &captured {
+        clock.apply(&mut snapshot);
+    }
     let count = if args.all {
         snapshot.records.len()
     } else {
-        args.last
+        args.last.unwrap_or(DEFAULT_LAST)
     };
     let output = match args.format {
-        Format::Json => render_json(&args.path, &snapshot, count)?,
-        Format::Text => render_text(&args.path, &snapshot, count),
+        Format::Json => render_json(&args.path, &snapshot, count, captured.as_ref())?,
+        // Markdown is not among `formats` above: clap refuses it.
+        Format::Text | Format::Markdown => {
+            let mut text = render_text(&args.path, &snapshot, count);
+            if let Some(clock) = &captured {
+                // Right under the path: whoever reads ages must know what they count to.
+                let at = text.find('\n').map_or(text.len(), |i| i + 1);
+                text.insert_str(at, &format!("  {}\n", clock.describe()));
+            }
+            text
+        }
     };
-    print!("{output}");
-    Ok(ExitCode::OK)
+    Ok(output)
+}
+
+/// The capture an incident's ring copy pictures: the reader's clock when the capture read the ring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaptureClock {
+    /// The incident directory's incident.json that names the copy.
+    pub incident: PathBuf,
+    /// CLOCK_MONOTONIC of the capture's read (the writer's clock when `same_boot`).
+    pub monotonic_ns: u64,
+    pub wall: Option<chrono::DateTime<chrono::Utc>>,
+    /// Whether the capture ran on the ring writer's boot (its ages mean something only then).
+    pub same_boot: Option<bool>,
+}
+
+impl CaptureClock {
+    /// Ages counted to the capture instead of to now: a copy shows the same ages on every look.
+    pub fn apply(&self, snapshot: &mut RingSnapshot) {
+        snapshot.same_boot = self.same_boot;
+        snapshot.reader_monotonic_ns = Some(self.monotonic_ns);
+        let valid = self.same_boot == Some(true);
+        for call in &mut snapshot.in_flight {
+            call.age_ns = valid
+                .then(|| self.monotonic_ns.checked_sub(call.entered_monotonic_ns))
+                .flatten();
+        }
+    }
+
+    fn describe(&self) -> String {
+        let wall = self
+            .wall
+            .map(|w| format!(" at {}", w.format("%Y-%m-%dT%H:%M:%S%.3fZ")))
+            .unwrap_or_default();
+        format!(
+            "copy of a ring in incident {}: ages at the capture's read{wall}",
+            self.incident.display()
+        )
+    }
+}
+
+/// When `path` is a ring copy named by the incident.json beside it (`ring.bin`, `ring-2.bin` …), the clock of
+/// the capture that read the ring; else `None` (a live ring: ages count to now).
+pub fn capture_clock(path: &std::path::Path) -> Option<CaptureClock> {
+    let name = path.file_name()?.to_str()?;
+    let incident_path = path.parent()?.join(reports::store::INCIDENT_FILE);
+    // Bounded and checked like every incident read; a directory without one is no incident.
+    let incident = reports::store::read_incident(&incident_path).ok()?;
+    let excerpt = incident
+        .ring
+        .iter()
+        .chain(&incident.extra_rings)
+        .find(|ring| ring.copy.as_deref() == Some(name))?;
+    Some(CaptureClock {
+        incident: incident_path.parent()?.to_path_buf(),
+        monotonic_ns: excerpt.read_at.monotonic_ns?,
+        wall: excerpt.read_at.wall,
+        same_boot: excerpt.same_boot,
+    })
 }
 
 fn render_json(
     path: &std::path::Path,
     snapshot: &RingSnapshot,
     count: usize,
+    captured: Option<&CaptureClock>,
 ) -> anyhow::Result<String> {
     let value = serde_json::json!({
         "path": path,
+        "ages_at_capture": captured.map(|c| serde_json::json!({
+            "incident": c.incident,
+            "monotonic_ns": c.monotonic_ns,
+            "wall": c.wall,
+        })),
         "header": snapshot.header,
         "same_boot": snapshot.same_boot,
         "reader_monotonic_ns": snapshot.reader_monotonic_ns,
@@ -197,9 +277,9 @@ pub fn render_text(path: &std::path::Path, snapshot: &RingSnapshot, count: usize
                 out,
                 "  tid {:<7} {}{age}  seq {}  {}{}",
                 call.tid,
-                call.call,
+                call_text(&call.call, &call.args, &call.label),
                 record_id(call.lane, call.seq),
-                quoted_label(&call.label),
+                label_beside(&call.call, &call.label),
                 format_args(&call.args)
             );
         }
@@ -239,8 +319,8 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
             record_id(record.lane, record.seq),
             when,
             record.tid,
-            record.call,
-            quoted_label(&record.label),
+            call_text(&record.call, &record.args, &record.label),
+            label_beside(&record.call, &record.label),
             format_args(&record.args)
         ),
         RecordKind::Exit => format!(
@@ -248,7 +328,10 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
             record_id(record.lane, record.seq),
             when,
             record.tid,
-            record.call,
+            reports::render::escape_controls(reports::render::call_name(
+                &record.call,
+                &record.label
+            )),
             record.result.unwrap_or_default(),
             record
                 .enter_seq
@@ -258,8 +341,14 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
     }
 }
 
-fn quoted_label(label: &str) -> String {
-    if label.is_empty() {
+/// The one name of a call (`reports::render::call_text`: what report.md and the verdict say) and its label
+/// beside it when the label is not already the name, escaped for a terminal (a label is the writer's text).
+fn call_text(call: &str, args: &CallArgs, label: &str) -> String {
+    reports::render::escape_controls(&reports::render::call_text(call, args, label)).into_owned()
+}
+
+fn label_beside(call: &str, label: &str) -> String {
+    if reports::render::label_beside(call, label).is_empty() {
         String::new()
     } else {
         format!("{label:?} ")
@@ -301,5 +390,94 @@ fn human_duration(ns: u64) -> String {
         format!("{secs:.2} s")
     } else {
         format!("{:.3} ms", ns as f64 / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use breadcrumb::format::Call;
+    use reports::model::{Incident, RingExcerpt};
+
+    const LABEL: &str = "selftest ioctl FS_IOC_SETFLAGS";
+
+    fn dump_text(path: &std::path::Path) -> String {
+        dump_output(&DumpArgs {
+            path: path.to_path_buf(),
+            format: Format::Text,
+            last: None,
+            all: false,
+            strict: false,
+            owner: None,
+        })
+        .unwrap()
+    }
+
+    fn in_flight_line(text: &str) -> String {
+        let line = text
+            .lines()
+            .find(|l| l.contains(LABEL))
+            .unwrap_or_else(|| panic!("{text}"));
+        line.to_string()
+    }
+
+    /// An incident's ring copy shows the ages of the capture on every look (a live ring's grow), and the call
+    /// has one name in `ring dump`, report.md and the verdict.
+    #[test]
+    fn a_copied_ring_shows_the_same_ages_on_two_looks_and_one_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join(reports::store::RING_FILE);
+        let writer = breadcrumb::Writer::create(&copy, 64).unwrap();
+        let _in_flight = writer.enter(Call::Custom, &CallArgs::default(), LABEL);
+        let snapshot = read_ring_from_file(
+            &std::fs::File::open(&copy).unwrap(),
+            &ReadOptions::default(),
+        )
+        .unwrap();
+        let mut excerpt = RingExcerpt::from_snapshot(Some("/run/x/1-2.ring".into()), &snapshot, 32);
+        excerpt.copy = Some(reports::store::RING_FILE.to_string());
+        let mut incident = Incident::new(4242);
+        incident.ring = Some(excerpt.clone());
+        std::fs::write(
+            dir.path().join(reports::store::INCIDENT_FILE),
+            serde_json::to_vec(&incident).unwrap(),
+        )
+        .unwrap();
+
+        let first = dump_text(&copy);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let second = dump_text(&copy);
+        assert_eq!(in_flight_line(&first), in_flight_line(&second));
+        assert!(first.contains("ages at the capture's read"), "{first}");
+        // And the age is the incident's own.
+        let age = excerpt.in_flight[0].age_ns.expect("same boot: an age");
+        assert!(
+            in_flight_line(&first).contains(&format!("for {}", human_duration(age))),
+            "{first}"
+        );
+
+        // One name: the label of a custom call, as report.md and the verdict write it; never `custom`.
+        let name = reports::render::call_text("custom", &CallArgs::default(), LABEL);
+        assert_eq!(name, format!("{LABEL}()"));
+        assert!(
+            in_flight_line(&first).contains(&format!(" {name} for ")),
+            "{first}"
+        );
+        assert!(!first.contains("custom"), "{first}");
+        let markdown = reports::render::markdown(&incident);
+        assert!(
+            markdown.contains(&format!(
+                "IN FLIGHT tid {} {name} entered",
+                excerpt.in_flight[0].tid
+            )),
+            "{markdown}"
+        );
+
+        // The same file outside its incident is a live ring: its age counts to now and grows.
+        std::fs::remove_file(dir.path().join(reports::store::INCIDENT_FILE)).unwrap();
+        let live = dump_text(&copy);
+        assert!(!live.contains("ages at the capture's read"), "{live}");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert_ne!(in_flight_line(&live), in_flight_line(&dump_text(&copy)));
     }
 }

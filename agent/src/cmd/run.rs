@@ -10,6 +10,7 @@ use capture::ProcRoot;
 use reports::retention::Retention;
 use reports::store::Store;
 
+use crate::cli::{self, OutputFormat};
 use crate::defaults;
 use crate::duration::parse_duration;
 use crate::exit::{ExitCode, Failure};
@@ -30,16 +31,17 @@ const SIGNAL_EXIT_CAPTURE_WAIT: std::time::Duration = std::time::Duration::from_
 /// sampled; a thread in D whose wchan, kernel stack and context switches do not change for --threshold (and
 /// --samples samples) is wedged, and an incident is written under --out: first a minimal incident.json, then
 /// the ring, kernel log, host context and risky probes (in sacrificial children with --probe-timeout).
-///
-/// Exit status: CMD's own status when it exits (128+N when killed by signal N); 3 when a wedge was captured
-/// and CMD was still alive --exit-after seconds later; 127 command not found; 126 not executable; 1 error,
-/// including a wedge that was detected but whose incident could never be written (full output filesystem:
-/// the write is retried every interval until exit, and the message names the lost incident).
+/// An incident that cannot be written (full filesystem) is retried every interval until exit.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  wedge-capture run -- python train.py\n  \
-    wedge-capture run --threshold 60s --exit-after 10 --out /srv/incidents -- ./train-crossasset\n\n\
-    SIGINT, SIGTERM and SIGHUP are forwarded to CMD's process group. After a wedge was captured, the first \
-    SIGINT/SIGTERM makes wedge-capture exit with status 3 at once (the wedged command cannot be reaped).")]
+#[command(after_help = "\
+SIGINT, SIGTERM and SIGHUP are forwarded to CMD's process group. After a wedge was captured, the
+first SIGINT/SIGTERM makes wedge-capture exit with status 3 at once (the wedged command cannot be
+reaped). With --format text, the incident's path is printed on stdout when a wedge was captured.
+
+Examples:
+  wedge-capture run -- python train.py
+  wedge-capture run --threshold 60s --exit-after 10s --out /srv/incidents -- ./train
+  wedge-capture run --inject --format json -- python train.py")]
 pub struct Args {
     #[command(flatten)]
     pub watch: WatchOptions,
@@ -54,8 +56,13 @@ pub struct Args {
     /// Send SIGKILL to the wedged process after the capture, and record whether it died.
     #[arg(long)]
     pub kill_on_wedge: bool,
-    /// Print a JSON summary on stdout at exit (incidents, exit status).
-    #[arg(long)]
+    /// Output format on stdout at exit: text (the incident's path, when a wedge was captured), or json (a
+    /// summary: incidents, verdicts, exit status).
+    #[arg(long, value_name = "FORMAT", default_value = "text",
+          value_parser = cli::formats(&[OutputFormat::Text, OutputFormat::Json]))]
+    pub format: OutputFormat,
+    /// Old spelling of `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
     /// Give CMD breadcrumbs without changing it: every CUDA driver API call of every program CMD starts gets
     /// an enter/exit record in a ring the incident includes. `--inject` (= `driver`): libwedge_inject.so in
@@ -183,7 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         extra_env,
         verbose: true,
     })?;
-    if args.json {
+    if cli::chosen(args.format, args.json) == OutputFormat::Json {
         let summary = serde_json::json!({
             "exit_code": outcome.exit,
             "child_pid": outcome.child_pid,

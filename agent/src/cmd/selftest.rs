@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use capture::frozen_fs::FrozenFs;
 use capture::ProcRoot;
 
+use crate::cli::{self, OutputFormat};
 use crate::defaults;
 use crate::exit::{ExitCode, Failure};
 use crate::preflight;
@@ -25,19 +26,36 @@ use crate::settings::WatchSettings;
 /// As root: make a 16 MiB ext4 image, loop-mount and freeze it, run a worker (this binary) that writes a
 /// breadcrumb and then blocks a non-main thread in ioctl(FS_IOC_SETFLAGS) on it, watch the worker with the
 /// same loop as `run` (threshold 2 s, interval 250 ms), write the incident, thaw, clean up, and print the
-/// Markdown report and its path. Without root, say what was skipped.
+/// Markdown report and, when the incident is kept (--out or --keep), its path. Without root, say what was
+/// skipped.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sudo wedge-capture selftest
+  sudo wedge-capture selftest --keep --format json
+  sudo wedge-capture selftest --out /var/lib/wedge-capture/incidents")]
 pub struct Args {
-    /// Incident directory (default: a temporary directory, removed at the end unless --keep). The
+    /// Incident store (default: a temporary directory, removed at the end unless --keep). The
     /// worker's rings go inside it (`.rings/`), as with `run`.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Keep the temporary output directory.
-    #[arg(long)]
+    /// Keep the temporary incident store (an --out directory is always kept).
+    #[arg(long, conflicts_with = "out")]
     pub keep: bool,
-    /// Print a JSON summary instead of the Markdown report.
-    #[arg(long)]
+    /// Output format: markdown (the incident's report), or json (a summary: passed, failures, incident,
+    /// verdict).
+    #[arg(long, value_name = "FORMAT", default_value = "markdown",
+          value_parser = cli::formats(&[OutputFormat::Markdown, OutputFormat::Json]))]
+    pub format: OutputFormat,
+    /// Old spelling of `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
+}
+
+impl Args {
+    /// Whether the incident store outlives the selftest (else its paths must not be printed).
+    fn kept(&self) -> bool {
+        self.out.is_some() || self.keep
+    }
 }
 
 /// Hidden helpers (not part of the documented interface).
@@ -354,13 +372,16 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
     let markdown =
         std::fs::read_to_string(incident_dir.join(reports::store::REPORT_FILE)).unwrap_or_default();
     let failures = selftest_failures(&incident, &outcome, worker_status);
-    if args.json {
+    // A path that is removed before anyone can open it is not printed.
+    let shown_dir = args.kept().then_some(&incident_dir);
+    if cli::chosen(args.format, args.json) == OutputFormat::Json {
         println!(
             "{}",
             serde_json::json!({
                 "passed": failures.is_empty(),
                 "failures": failures,
-                "incident": incident_dir,
+                "incident": shown_dir,
+                "incident_kept": args.kept(),
                 "verdict": incident.verdict,
                 "durable_after_ms": outcome.durable_after.iter().map(|d| d.as_secs_f64() * 1e3).collect::<Vec<_>>(),
                 "worker_exit_after_thaw": worker_status,
@@ -369,7 +390,12 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!("{markdown}");
-        println!("Incident: {}", incident_dir.display());
+        match shown_dir {
+            Some(dir) => println!("Incident: {}", dir.display()),
+            None => println!(
+                "Incident: removed with the temporary directory (keep it with --keep or --out DIR)"
+            ),
+        }
     }
     if failures.is_empty() {
         eprintln!(

@@ -22,6 +22,7 @@ use uploader::verify::{verify, VerifyReport};
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{Driver, Traced};
 
+use crate::cli::{self, OutputFormat};
 use crate::exit::{ExitCode, Failure};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -110,19 +111,22 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 /// With --ring (or WEDGE_CAPTURE_RING set) every driver call writes an enter record before and
 /// an exit record after it, so `wedge-capture` names the exact call and chunk of a wedge.
 ///
-/// Exit codes: 0 uploaded (and verified), 1 error (including a verify mismatch), 2 usage,
-/// 6 no usable CUDA driver (use --backend host to run without a GPU).
+/// A flag that the chosen mode would not use is refused (exit 2), never ignored: the pinned flags need
+/// --strategy pinned (or --compare), --no-prefetch --strategy managed (or --compare), --host-memory
+/// --backend host, --ring-slots --ring, --skip/--sweep/--repeat --compare; --compare runs every strategy
+/// and verifies none, so it takes no --strategy or --verify.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Examples:\n  wedge-capture upload --backend host --verify\n  wedge-capture upload --strategy pinned --verify --ring /tmp/upload.ring\n  wedge-capture upload --compare --ring /tmp/cmp.ring --json"
-)]
+#[command(after_help = "Examples:
+  wedge-capture upload --backend host --verify
+  wedge-capture upload --strategy pinned --verify --ring /tmp/upload.ring
+  wedge-capture upload --compare --ring /tmp/cmp.ring --format json")]
 pub struct Args {
     /// Driver backend.
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
-    /// Upload strategy (ignored by --compare, which runs them all).
-    #[arg(long, value_enum, default_value_t = StrategyArg::Ztensor)]
-    pub strategy: StrategyArg,
+    /// Upload strategy (--compare runs them all) [default: ztensor].
+    #[arg(long, value_enum, conflicts_with = "compare")]
+    pub strategy: Option<StrategyArg>,
     /// Sample tensors.
     #[arg(long, default_value_t = 213_304, value_name = "N")]
     pub tensors: usize,
@@ -148,23 +152,27 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub ring: Option<PathBuf>,
     /// Slots in a ring created by --ring (a power of two).
-    #[arg(long, default_value_t = 1 << 16, value_name = "N")]
+    #[arg(long, default_value_t = 1 << 16, value_name = "N", requires = "ring")]
     pub ring_slots: u32,
     /// Read every tensor back from the device and compare.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "compare")]
     pub verify: bool,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
+    /// Output format: text, or json (one object).
+    #[arg(long, value_name = "FORMAT", default_value = "text",
+          value_parser = cli::formats(&[OutputFormat::Text, OutputFormat::Json]))]
+    pub format: OutputFormat,
+    /// Old spelling of `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
     /// Run every strategy and the single-copy ceilings (pinned, pageable) on the same bytes and
     /// print GB/s and ratios; with --ring, also breadcrumb cost (ring on against off).
     #[arg(long)]
     pub compare: bool,
     /// --compare: leave these contenders out (comma list of pageable, ztensor, managed, pinned, reused, ring-ztensor, ring-pinned).
-    #[arg(long, value_delimiter = ',', value_parser = parse_contender, value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_parser = parse_contender, value_name = "LIST", requires = "compare")]
     pub skip: Vec<bench::Contender>,
     /// Timed runs per contender in --compare (median reported, after one warm-up).
-    #[arg(long, default_value_t = 5, value_name = "R")]
+    #[arg(long, default_value_t = 5, value_name = "R", requires = "compare")]
     pub repeat: usize,
     /// pinned: staging buffers, a ring the packers fill while earlier ones are copied (default 8).
     #[arg(long, value_name = "N")]
@@ -198,13 +206,13 @@ pub struct Args {
     /// on the first pieces of each upload and keep the faster (default plain).
     #[arg(long, value_enum, value_name = "HOW")]
     pub pack_store: Option<StoreArg>,
-    /// pinned: idle packing threads spin (fast hand-off) or sleep.
-    #[arg(long, value_enum, default_value_t = PackWait::Spin)]
-    pub pack_wait: PackWait,
+    /// pinned: idle packing threads spin (fast hand-off) or sleep [default: spin].
+    #[arg(long, value_enum)]
+    pub pack_wait: Option<PackWait>,
     /// --compare: also time these pinned configurations, cold and with staging reused (comma list of
     /// BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming][:hostalloc|:register|:overlap][:pool|:alloc]
     /// [:piece=BYTES][:help][:fit], e.g. 8x2MiBx8,4x4MiBx8:plain:register).
-    #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_parser = parse_pinned, value_name = "LIST", requires = "compare")]
     pub sweep: Vec<PinnedOptions>,
     /// managed: skip the prefetch to the device (data then migrates on first GPU touch).
     #[arg(long)]
@@ -212,9 +220,9 @@ pub struct Args {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub device: i32,
-    /// host backend: simulated device memory.
-    #[arg(long, default_value = "16GiB", value_parser = parse_bytes, value_name = "B")]
-    pub host_memory: u64,
+    /// host backend: simulated device memory [default: 16GiB].
+    #[arg(long, value_parser = parse_bytes, value_name = "B")]
+    pub host_memory: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -305,7 +313,7 @@ fn pinned_options(args: &Args) -> PinnedOptions {
         buffers: args.staging_buffers.unwrap_or(d.buffers),
         buffer_bytes: args.staging_bytes.unwrap_or(d.buffer_bytes),
         threads: args.pack_threads.unwrap_or(d.threads),
-        spin: args.pack_wait == PackWait::Spin,
+        spin: args.pack_wait.unwrap_or(PackWait::Spin) == PackWait::Spin,
         piece_bytes: args.pack_piece.unwrap_or(d.piece_bytes),
         store: match args.pack_store {
             None => d.store,
@@ -331,6 +339,12 @@ fn pinned_options(args: &Args) -> PinnedOptions {
     }
 }
 
+impl Args {
+    fn json_output(&self) -> bool {
+        cli::chosen(self.format, self.json) == OutputFormat::Json
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (options, strategy) = settings(&args)?;
 
@@ -344,7 +358,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Backend::Host => {
             host = HostDriver::new(HostConfig {
-                memory_bytes: args.host_memory,
+                memory_bytes: args.host_memory.unwrap_or(DEFAULT_HOST_MEMORY),
                 ..HostConfig::default()
             });
             &host
@@ -359,7 +373,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     )
     .map_err(map_err)?;
 
-    let mut progress = ProgressLine::new(!args.json);
+    let mut progress = ProgressLine::new(!args.json_output());
     let workload = generate_workload(&args, &mut progress);
     let plan = match plan(workload.infos(), &options).map_err(map_err)? {
         Planned::Bulk(p) => p,
@@ -383,7 +397,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ring.as_ref(),
             &mut progress,
         )?;
-        if args.json {
+        if args.json_output() {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
             print_compare(&report, &args);
@@ -399,7 +413,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ring_path,
         &mut progress,
     )?;
-    print_summary(&summary, args.json)?;
+    print_summary(&summary, args.json_output())?;
     Ok(ExitCode::OK)
 }
 
@@ -421,7 +435,8 @@ fn settings(args: &Args) -> anyhow::Result<(PlanOptions, Strategy)> {
     options
         .validate()
         .map_err(|e| Failure::new(ExitCode::USAGE, e.to_string()))?;
-    let mut strategy = Strategy::new(args.strategy.into());
+    refuse_unused_flags(args)?;
+    let mut strategy = Strategy::new(args.strategy.unwrap_or(StrategyArg::Ztensor).into());
     strategy.pinned = pinned_options(args);
     strategy.managed = ManagedOptions {
         prefetch: !args.no_prefetch,
@@ -435,6 +450,50 @@ fn settings(args: &Args) -> anyhow::Result<(PlanOptions, Strategy)> {
         .into());
     }
     Ok((options, strategy))
+}
+
+/// The host backend's simulated device memory without --host-memory.
+const DEFAULT_HOST_MEMORY: u64 = 16 << 30;
+
+/// A usage error naming the flags given that the chosen strategy and backend would not use (clap's
+/// `requires`/`conflicts_with` cover the flags whose use does not depend on a value).
+fn refuse_unused_flags(args: &Args) -> Result<(), Failure> {
+    let strategy = args.strategy.unwrap_or(StrategyArg::Ztensor);
+    let mut unused = Vec::new();
+    if !args.compare && strategy != StrategyArg::Pinned {
+        let pinned = [
+            ("--staging-buffers", args.staging_buffers.is_some()),
+            ("--staging-bytes", args.staging_bytes.is_some()),
+            ("--staging-memory", args.staging_memory.is_some()),
+            ("--arena", args.arena.is_some()),
+            ("--submitter-packs", args.submitter_packs.is_some()),
+            ("--staging-read-only", args.staging_read_only.is_some()),
+            ("--pack-threads", args.pack_threads.is_some()),
+            ("--pack-piece", args.pack_piece.is_some()),
+            ("--pack-store", args.pack_store.is_some()),
+            ("--pack-wait", args.pack_wait.is_some()),
+        ];
+        let given: Vec<&str> = pinned.iter().filter(|(_, g)| *g).map(|(f, _)| *f).collect();
+        if !given.is_empty() {
+            unused.push(format!(
+                "{} (pinned only: add --strategy pinned)",
+                given.join(", ")
+            ));
+        }
+    }
+    if !args.compare && strategy != StrategyArg::Managed && args.no_prefetch {
+        unused.push("--no-prefetch (managed only: add --strategy managed)".to_string());
+    }
+    if args.backend != Backend::Host && args.host_memory.is_some() {
+        unused.push("--host-memory (host backend only: add --backend host)".to_string());
+    }
+    if unused.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::new(
+        ExitCode::USAGE,
+        format!("flags this upload would not use: {}", unused.join("; ")),
+    ))
 }
 
 /// The breadcrumb ring: `--ring`, else the one the environment names, else none.
@@ -472,7 +531,7 @@ fn print_too_few(args: &Args, eligible: usize, min_eligible: usize) {
     let msg = format!(
         "{eligible} eligible tensors, fewer than {min_eligible}: ztensor does no bulk upload"
     );
-    if args.json {
+    if args.json_output() {
         println!(
             "{}",
             serde_json::json!({ "bulk": false, "eligible": eligible, "min_eligible": min_eligible })

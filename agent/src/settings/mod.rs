@@ -32,7 +32,7 @@ pub use values::LogFormat;
 define_settings! {
     /// The watch settings `run` and `agent` share (flattened into both commands' flags).
     pub struct WatchOptions => WatchSettings {
-        /// Incident directory (everything wedge-capture writes goes under it).
+        /// Incident store (everything wedge-capture writes goes under it).
         #[arg(long, value_name = "DIR")]
         out: PathBuf = PathBuf::from(defaults::INCIDENT_DIR),
         /// How often every watched thread is sampled (e.g. 1s, 250ms, 0.5).
@@ -417,7 +417,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// and Kubernetes ConfigMaps install configs as symlinks), but what it resolves to must be a regular file
 /// of at most [`MAX_CONFIG_BYTES`], opened without blocking: a FIFO put there must not hang a SIGHUP.
 /// Errors say what is wrong with the file, never what it holds.
-fn read_config(path: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read_config(path: &Path) -> Result<Vec<u8>, String> {
     let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     capture::untrusted::read(&real, capture::untrusted::Limits::max_len(MAX_CONFIG_BYTES)).map_err(
         |e| match e {

@@ -508,7 +508,7 @@ impl Capturer {
                 tid,
                 start_time: Some(start_time),
                 comm: comm.to_string(),
-                d_since: Timestamp::monotonic(d_since_ns),
+                d_since: Timestamp::at_monotonic(d_since_ns),
                 detected_at: Some(Timestamp::now()),
                 ..WedgedThread::default()
             })));
@@ -582,7 +582,7 @@ impl Capturer {
         }
         let mut incident = Incident::new(pid);
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
-        incident.episode.started_at = Timestamp::monotonic(d_since_ns);
+        incident.episode.started_at = Timestamp::at_monotonic(d_since_ns);
         incident.host = self.host_info();
         incident.history = history;
         // With the boot id and the pid, the process's identity: what a later watcher (or npd-check) checks.
@@ -591,7 +591,7 @@ impl Capturer {
             tid,
             start_time: Some(start_time),
             comm: comm.to_string(),
-            d_since: Timestamp::monotonic(d_since_ns),
+            d_since: Timestamp::at_monotonic(d_since_ns),
             detected_at: Some(Timestamp::now()),
             ..WedgedThread::default()
         });

@@ -32,7 +32,7 @@ pub use crate::verdict::verdict;
 pub use budget::MAX_MARKDOWN_CHARS;
 /// Text safe to print to a terminal (`report list`, kernel-log.txt): the workspace's one escaper, re-exported.
 pub use capture::escape::controls as escape_controls;
-pub use text::{bytes, call_text, duration};
+pub use text::{bytes, call_name, call_text, duration, label_beside};
 
 use budget::{clip, enforce_cap, fit, NOTE_RESERVE};
 use section::Section;

@@ -8,7 +8,7 @@ use capture::ThreadSnapshot;
 use super::budget::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
 use super::head::kmsg_line;
 use super::section::{Keep, Section};
-use super::text::{call_text, duration, frame_text, label, opt, time_text};
+use super::text::{call_text, duration, frame_text, label_beside, opt, time_text};
 use crate::model::{
     Incident, KernelLogLine, ProbeOutcome, Record, RecordKind, Relevance, RingExcerpt,
 };
@@ -184,10 +184,10 @@ fn push_ring(crumbs: &mut Section, ring: &RingExcerpt, now_ns: Option<u64>) {
             .map(|ns| format!("{} ago", duration(ns)))
             .unwrap_or_else(|| "age unknown".into());
         crumbs.push(format!(
-            "IN FLIGHT tid {} {} {} entered {age}",
+            "IN FLIGHT tid {} {} {}entered {age}",
             f.tid,
             call_text(&f.call, &f.args, &f.label),
-            label(&f.label)
+            label_beside(&f.call, &f.label)
         ));
     }
     if ring.records_omitted > 0 {
@@ -262,8 +262,14 @@ fn host_context(incident: &Incident) -> Section {
         host.push(format!("meminfo {k} {v} kB"));
     }
     if !hc.d_state_tasks.is_empty() || hc.d_state_total.is_some() {
-        let total = hc.d_state_total.unwrap_or(hc.d_state_tasks.len() as u64);
-        host.push(format!("tasks in D on the host: {total}"));
+        let listed = hc.d_state_tasks.len() as u64;
+        let total = hc.d_state_total.unwrap_or(listed).max(listed);
+        // A cut census or a scrubbed one lists fewer rows than the count: say both.
+        host.push(if total > listed {
+            format!("tasks in D on the host: {total} ({listed} listed)")
+        } else {
+            format!("tasks in D on the host: {total}")
+        });
         for t in &hc.d_state_tasks {
             host.push(format!(
                 "    pid {} tid {} {} wchan {} cgroup {}",
@@ -409,6 +415,8 @@ fn record_line(r: &Record, now_ns: Option<u64>) -> String {
         r.seq,
         r.tid,
         call_text(&r.call, &r.args, &r.label),
-        label(&r.label)
+        label_beside(&r.call, &r.label)
     )
+    .trim_end()
+    .to_string()
 }

@@ -70,12 +70,26 @@ pub fn call_text(call: &str, args: &Args, label: &str) -> String {
             args.tensor_first.saturating_add(args.tensor_count)
         ));
     }
-    let name = match (call, label.trim()) {
+    format!("{}({})", call_name(call, label), parts.join(", "))
+}
+
+/// The one name of a breadcrumb call, in `ring dump`, report.md and the verdict alike: the driver function,
+/// or for a program's own `custom` call its label.
+pub fn call_name<'a>(call: &'a str, label: &'a str) -> &'a str {
+    match (call, label.trim()) {
         ("" | "custom", label) if !label.is_empty() => label,
         ("", _) => "?",
         (call, _) => call,
-    };
-    format!("{name}({})", parts.join(", "))
+    }
+}
+
+/// A call's label shown beside its name (`"chunk 3" `), unless the label already is the name.
+pub fn label_beside(call: &str, label: &str) -> String {
+    if label.is_empty() || call_name(call, label) == label.trim() {
+        String::new()
+    } else {
+        format!("\"{label}\" ")
+    }
 }
 
 /// `48 B`, `1.5 KiB`, `64 MiB`.
@@ -120,14 +134,6 @@ pub(crate) fn plural(n: usize) -> &'static str {
         ""
     } else {
         "s"
-    }
-}
-
-pub(crate) fn label(l: &str) -> String {
-    if l.is_empty() {
-        String::new()
-    } else {
-        format!("\"{l}\"")
     }
 }
 
