@@ -257,3 +257,48 @@ fn a_paste_ties_its_xids_to_its_tasks() {
     assert_eq!((xids.len(), dropped), (paste::MAX_PASTE_XIDS, 7));
     assert!(markdown(&xids, dropped).contains("7 more ignored"));
 }
+
+/// `explain` (the hook in `crate::explain`): a hung-task report with the Xid the driver printed for the same
+/// process reads both, ties them, and shows the Xid section; a paste of Xid lines alone is no error.
+#[test]
+fn explain_reads_the_xids_of_a_paste_and_ties_them_to_its_tasks() {
+    let log = "\
+Nov 19 01:03:20 host kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, GPU has fallen off the bus.
+Nov 19 01:03:26 host kernel: INFO: task python3:4242 blocked for more than 122 seconds.
+Nov 19 01:03:26 host kernel: Call Trace:
+Nov 19 01:03:26 host kernel:  <TASK>
+Nov 19 01:03:26 host kernel:  __schedule+0x27c/0x6b0
+Nov 19 01:03:26 host kernel:  schedule+0x33/0x110
+Nov 19 01:03:26 host kernel:  rwsem_down_write_slowpath+0x27e/0x550
+Nov 19 01:03:26 host kernel:  os_acquire_rwlock_write+0x3c/0x70 [nvidia]
+Nov 19 01:03:26 host kernel:  rmapiLockAcquire+0x294/0x360 [nvidia]
+Nov 19 01:03:26 host kernel:  nvidia_ioctl+0x5e4/0x8c0 [nvidia]
+Nov 19 01:03:26 host kernel:  __x64_sys_ioctl+0x97/0xd0
+Nov 19 01:03:26 host kernel:  </TASK>
+";
+    let e = crate::explain::explain(log.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 1, "the Xid line is no task: {:?}", e.tasks);
+    assert_eq!(e.xids.len(), 1);
+    assert_eq!(e.xids[0].event.xid, 79);
+    assert_eq!(e.xids[0].tasks[0].task, "python3");
+    assert_eq!(e.xids[0].tasks[0].by, "pid");
+    let md = crate::explain::markdown(&e);
+    assert!(md.contains("## Xid and SXid lines"), "{md}");
+    assert!(
+        md.contains("the paste's task `python3` (pid 4242), by pid"),
+        "{md}"
+    );
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["xids"][0]["xid"], 79);
+    assert_eq!(json["xids"][0]["tasks"][0]["pid"], 4242);
+
+    let only = crate::explain::explain(
+        b"[ 38.1] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt\n",
+    )
+    .unwrap();
+    assert!(only.tasks.is_empty());
+    assert_eq!(only.xids[0].event.kind, XidKind::Sxid);
+    // A paste of neither is still refused, and says what it looked for.
+    let err = crate::explain::explain(b"hello\n").unwrap_err().to_string();
+    assert!(err.contains("Xid"), "{err}");
+}
