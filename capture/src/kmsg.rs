@@ -190,7 +190,10 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(seen.iter().filter(|r| r.message == tag).count() == 1);
-        assert!(follower.poll().iter().all(|r| r.message != tag), "returned twice");
+        assert!(
+            follower.poll().iter().all(|r| r.message != tag),
+            "returned twice"
+        );
         // A fresh follower starts after it.
         let mut fresh = Follower::open_at_end(Path::new(KMSG_PATH)).unwrap();
         assert!(fresh.poll().iter().all(|r| r.message != tag));

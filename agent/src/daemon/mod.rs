@@ -122,6 +122,12 @@ struct Daemon {
     limiter: log::Limiter,
     /// SIGHUPs coalesced into at most one reload per interval, summed up in one line per storm.
     reloads: Reloads,
+    /// The kernel log from the agent's start on: its Xid lines counted once each (`wedge_capture_xid_total`).
+    kmsg: Option<capture::kmsg::Follower>,
+    /// Where the node's root is (the kubelet's container log names, for the wedged-process info labels).
+    node_root: PathBuf,
+    /// Container names by container id, for the wedged processes only.
+    container_names: HashMap<String, Option<String>>,
 }
 
 /// SIGHUPs of one storm (until [`BURST_QUIET`] passes without one and no reload is due).
@@ -181,6 +187,14 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         logger.warning(&format!("missing {cap}: {cost}"));
     }
     let capture = settings.capture_settings(proc_root.clone());
+    let node_root = capture.node_root.clone();
+    let kmsg = match capture::kmsg::Follower::open_at_end(&capture.kmsg_path) {
+        Ok(follower) => Some(follower),
+        Err(err) => {
+            logger.warning(&format!("Xid lines will not be counted: {err}"));
+            None
+        }
+    };
     let source = SharedSource::new(HostSource::new(
         settings.selection(),
         settings.source_settings(),
@@ -217,6 +231,9 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         metrics,
         limiter: log::Limiter::default(),
         reloads: Reloads::default(),
+        kmsg,
+        node_root,
+        container_names: HashMap::new(),
         settings,
     };
     daemon.logger.notice(&format!(
@@ -544,6 +561,20 @@ impl Daemon {
         }
         self.healthy = healthy;
         self.log_target_changes();
+        self.count_xids();
+        let wedged: Vec<&reports::model::Incident> =
+            self.watcher.capturer().wedged_incidents().collect();
+        let ids: std::collections::HashSet<&str> = wedged
+            .iter()
+            .filter_map(|i| i.process.container.as_ref().map(|c| c.id.as_str()))
+            .collect();
+        self.container_names
+            .retain(|id, _| ids.contains(id.as_str()));
+        let labels = wedged
+            .iter()
+            .map(|i| metrics::wedged_process_labels(i, &self.node_root, &mut self.container_names))
+            .collect();
+        self.metrics.set_wedged_processes(labels);
         let numbers = metrics::ScanNumbers {
             summary: self.watcher.wedge_summary(),
             targets: self.watcher.targets().len(),
@@ -561,6 +592,18 @@ impl Daemon {
         if status != self.last_status {
             self.notifier.status(&status);
             self.last_status = status;
+        }
+    }
+
+    /// The kernel log's new Xid and SXid lines, each counted once.
+    fn count_xids(&mut self) {
+        let Some(kmsg) = self.kmsg.as_mut() else {
+            return;
+        };
+        for record in kmsg.poll() {
+            if let Some(event) = capture::xid::parse_xid_line(record.message.as_bytes()) {
+                self.metrics.xid(&event);
+            }
         }
     }
 
