@@ -83,3 +83,30 @@ mod tests {
         assert_eq!(rows[0].xid, 1);
     }
 }
+
+#[cfg(test)]
+mod doc_tests {
+    /// docs/xid.md's table of common Xids is the catalogue's rows, word for word.
+    #[test]
+    fn the_docs_table_is_the_catalogue() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/xid.md"))
+            .unwrap();
+        let mut rows = 0;
+        for line in doc
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| Xid"))
+        {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+            let xid: u32 = cells[0].parse().unwrap_or_else(|_| panic!("{line}"));
+            let entry =
+                super::lookup(xid).unwrap_or_else(|| panic!("Xid {xid} not in catalog.tsv"));
+            assert_eq!(
+                (cells[1], cells[2]),
+                (entry.meaning, entry.action),
+                "{line}"
+            );
+            rows += 1;
+        }
+        assert!(rows >= 20, "{rows} rows");
+    }
+}
