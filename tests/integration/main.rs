@@ -9,6 +9,7 @@ mod continuity;
 mod deploy;
 mod episode;
 mod fleet;
+mod fleet_xid;
 mod gpu_recordings;
 mod harness;
 mod hostile_capture;
