@@ -293,3 +293,59 @@ fn the_wedged_process_info_names_its_pod_while_wedged_and_goes_away_when_release
     assert_eq!(status, Some(0), "{log}");
     drop(cgroup);
 }
+
+/// `wedge-capture explain` on a paste of a hung-task report and the Xid the driver printed for it: both read,
+/// tied by pid, in JSON and Markdown; exit 0.
+#[test]
+fn explain_ties_a_pasted_xid_to_the_hung_task() {
+    use std::io::Write;
+    let paste = "\
+[  100.000000] NVRM: Xid (PCI:0000:3b:00): 119, pid=4242, name=python3, Timeout after 45s of waiting for RPC response from GPU0 GSP!
+[  222.000000] INFO: task python3:4242 blocked for more than 122 seconds.
+[  222.000001] Call Trace:
+[  222.000002]  schedule+0x33/0x110
+[  222.000003]  rwsem_down_write_slowpath+0x27e/0x550
+[  222.000004]  os_acquire_rwlock_write+0x3c/0x70 [nvidia]
+[  222.000005]  rmapiLockAcquire+0x294/0x360 [nvidia]
+[  222.000006]  nvidia_ioctl+0x5e4/0x8c0 [nvidia]
+";
+    let run = |format: &str| {
+        let mut child = Command::new(bin())
+            .args(["explain", "-", "--format", format])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(paste.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let xid = &json["xids"][0];
+    assert_eq!(xid["xid"], 119, "{json}");
+    assert_eq!(xid["kernel_time_us"], 100_000_000u64, "{json}");
+    assert_eq!(xid["tasks"][0]["task"], "python3", "{json}");
+    assert_eq!(xid["tasks"][0]["by"], "pid", "{json}");
+    assert!(
+        xid["action"].as_str().unwrap().contains("reset the GPU"),
+        "{json}"
+    );
+    let md = run("markdown");
+    assert!(md.contains("## Xid and SXid lines"), "{md}");
+    assert!(
+        md.contains("`Xid 119` on `0000:3b:00`: timeout waiting for an RPC from the GSP firmware"),
+        "{md}"
+    );
+}
