@@ -302,3 +302,34 @@ Nov 19 01:03:26 host kernel:  </TASK>
     let err = crate::explain::explain(b"hello\n").unwrap_err().to_string();
     assert!(err.contains("Xid"), "{err}");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes: an answer, never a panic.
+        #[test]
+        fn any_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = parse_xid_line(&bytes);
+        }
+
+        /// Whatever a log viewer puts before the driver's text, the fields come back as printed.
+        #[test]
+        fn any_prefix_keeps_the_fields(
+            prefix in "[ -WYZ\\[\\]-~]{0,40}",
+            xid in 0u32..1_000_000,
+            pid in 1i32..4_194_304,
+            name in "[a-z_.][a-z0-9_.-]{0,14}",
+            detail in "[ -~]{0,80}",
+        ) {
+            let line = format!("{prefix} NVRM: Xid (PCI:0000:3b:00): {xid}, pid={pid}, name={name}, {detail}");
+            let e = parse_xid_line(line.as_bytes()).unwrap();
+            prop_assert_eq!(e.xid, xid);
+            prop_assert_eq!(e.pid, Some(pid));
+            prop_assert_eq!(e.name.as_deref(), Some(name.as_str()));
+            prop_assert_eq!(e.device.as_str(), "0000:3b:00");
+            prop_assert_eq!(e.detail.as_str(), detail.trim());
+        }
+    }
+}
