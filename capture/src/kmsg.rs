@@ -109,26 +109,54 @@ pub struct Follower {
 /// The most records one [`Follower::poll`] reads (a flood waits for the next poll, never holds the caller).
 pub const MAX_POLL_RECORDS: usize = 10_000;
 
+/// Where a [`Follower`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowFrom {
+    /// After the last record in the ring now: nothing printed before the open is returned.
+    End,
+    /// At the oldest record the ring still holds.
+    Start,
+    /// After the record with this sequence number (records at or below it are skipped): where an earlier
+    /// follower of the same boot stopped.
+    After(u64),
+}
+
 impl Follower {
     /// Open `path` and start at its end: records already in the ring are not returned (a restarted agent must
     /// not count them twice).
     pub fn open_at_end(path: &Path) -> Result<Follower> {
-        let file = open(path)?;
-        // SAFETY: lseek(2) on a descriptor this function owns; /dev/kmsg takes SEEK_END as "after the last
-        // record". A regular file (tests) seeks to its end the same way.
-        let rc = unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&file), 0, libc::SEEK_END) };
-        if rc < 0 {
-            return Err(Error::Io {
-                path: path.to_path_buf(),
-                source: io::Error::last_os_error(),
-            });
+        Follower::open(path, FollowFrom::End)
+    }
+
+    /// Open `path` and start where `from` says.
+    pub fn open(path: &Path, from: FollowFrom) -> Result<Follower> {
+        let file = self::open(path)?;
+        if from == FollowFrom::End {
+            // SAFETY: lseek(2) on a descriptor this function owns; /dev/kmsg takes SEEK_END as "after the last
+            // record". A regular file (tests) seeks to its end the same way.
+            let rc =
+                unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&file), 0, libc::SEEK_END) };
+            if rc < 0 {
+                return Err(Error::Io {
+                    path: path.to_path_buf(),
+                    source: io::Error::last_os_error(),
+                });
+            }
         }
         Ok(Follower {
             file,
             buf: vec![0u8; 16 * 1024],
-            last_seq: None,
+            last_seq: match from {
+                FollowFrom::After(seq) => Some(seq),
+                _ => None,
+            },
             lost: 0,
         })
+    }
+
+    /// The sequence number of the last record returned (or skipped as already seen), if any.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
     }
 
     /// The records printed since the last poll (at most [`MAX_POLL_RECORDS`]), oldest first.

@@ -349,3 +349,60 @@ fn explain_ties_a_pasted_xid_to_the_hung_task() {
         "{md}"
     );
 }
+
+/// The count survives a restart of the agent without counting a line twice or missing one printed while the
+/// agent was down: the first agent counts Xid 94 and stops; Xid 95 is printed while none runs; the second
+/// agent (same store) counts the 95 and not the 94 again.
+#[test]
+fn xid_lines_are_counted_once_across_agent_restarts() {
+    let dir = TempDir::new("xid-restart");
+    let out = dir.path().join("incidents");
+    let args = [
+        "--out",
+        out.to_str().unwrap(),
+        "--match-comm",
+        "^no-process-is-named-this$",
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--interval",
+        "100ms",
+    ];
+    let tag = format!("xid-restart-{}", std::process::id());
+    let write = |xid: u32| {
+        std::fs::write(
+            "/dev/kmsg",
+            format!("<4>NVRM: Xid (PCI:0000:00:00): {xid}, pid=1, name=restart-test, {tag}\n"),
+        )
+        .expect("writing /dev/kmsg (needs root)");
+    };
+    const XID94: &str = "wedge_capture_xid_total{xid=\"94\"}";
+    const XID95: &str = "wedge_capture_xid_total{xid=\"95\"}";
+
+    let mut first = Agent::start(dir.path(), &args, &[]);
+    let addr = metrics_addr(&mut first);
+    write(94);
+    metrics_until(addr, Duration::from_secs(15), &first, XID94, |t| {
+        sample(t, XID94) == Some(1.0)
+    });
+    let (status, _, log) = first.terminate();
+    assert_eq!(status, Some(0), "{log}");
+    let state = std::fs::read_to_string(out.join(".xid-follow")).expect("the state file");
+    assert_eq!(state.split_whitespace().count(), 2, "{state:?}");
+
+    write(95);
+    let mut second = Agent::start(dir.path(), &args, &[]);
+    let addr = metrics_addr(&mut second);
+    let text = metrics_until(addr, Duration::from_secs(15), &second, XID95, |t| {
+        sample(t, XID95) == Some(1.0)
+    });
+    assert_eq!(sample(&text, XID94), Some(0.0), "counted twice:\n{text}");
+    std::thread::sleep(Duration::from_millis(500));
+    let later = http_get(addr, "/metrics").unwrap();
+    assert_eq!(
+        (sample(&later, XID94), sample(&later, XID95)),
+        (Some(0.0), Some(1.0)),
+        "{later}"
+    );
+    let (status, _, log) = second.terminate();
+    assert_eq!(status, Some(0), "{log}");
+}

@@ -218,7 +218,7 @@ impl Metrics {
         }
         registry.register(
             "wedge_capture_xid",
-            "NVIDIA Xid lines the kernel printed while the agent ran, by Xid number (the catalogue's numbers, else other; NVSwitch SXids as sxid); each kernel log line counted once",
+            "NVIDIA Xid lines of the kernel log by Xid number (the catalogue's numbers, else other; NVSwitch SXids as sxid), each line counted once, across agent restarts too",
             xids.clone(),
         );
         let wedged_processes = Family::<WedgedProcessLabels, Gauge>::default();

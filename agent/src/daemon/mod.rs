@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod notify;
 pub mod ratelimit;
 pub mod sources;
+pub mod xids;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -122,8 +123,8 @@ struct Daemon {
     limiter: log::Limiter,
     /// SIGHUPs coalesced into at most one reload per interval, summed up in one line per storm.
     reloads: Reloads,
-    /// The kernel log from the agent's start on: its Xid lines counted once each (`wedge_capture_xid_total`).
-    kmsg: Option<capture::kmsg::Follower>,
+    /// The kernel log's Xid lines, counted once each across restarts (`wedge_capture_xid_total`).
+    xids: Option<xids::XidCounter>,
     /// Where the node's root is (the kubelet's container log names, for the wedged-process info labels).
     node_root: PathBuf,
     /// Container names by container id, for the wedged processes only.
@@ -188,8 +189,12 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
     }
     let capture = settings.capture_settings(proc_root.clone());
     let node_root = capture.node_root.clone();
-    let kmsg = match capture::kmsg::Follower::open_at_end(&capture.kmsg_path) {
-        Ok(follower) => Some(follower),
+    let xid_counter = match xids::XidCounter::open(
+        &capture.kmsg_path,
+        &settings.watch.out,
+        proc_root.boot_id().ok(),
+    ) {
+        Ok(counter) => Some(counter),
         Err(err) => {
             logger.warning(&format!("Xid lines will not be counted: {err}"));
             None
@@ -231,7 +236,7 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         metrics,
         limiter: log::Limiter::default(),
         reloads: Reloads::default(),
-        kmsg,
+        xids: xid_counter,
         node_root,
         container_names: HashMap::new(),
         settings,
@@ -447,6 +452,11 @@ impl Daemon {
         for event in &events {
             self.log_event(event);
         }
+        // Where Xid counting stands, for the next start.
+        self.count_xids();
+        if let Some(Err(err)) = self.xids.as_mut().map(|c| c.save()) {
+            self.logger.warning(&err);
+        }
         // The textfile keeps the last numbers and says when the agent stopped (never numbers that look current).
         if let Err(err) = self.metrics.stopped() {
             self.logger.warning(&err);
@@ -597,13 +607,12 @@ impl Daemon {
 
     /// The kernel log's new Xid and SXid lines, each counted once.
     fn count_xids(&mut self) {
-        let Some(kmsg) = self.kmsg.as_mut() else {
+        let Some(counter) = self.xids.as_mut() else {
             return;
         };
-        for record in kmsg.poll() {
-            if let Some(event) = capture::xid::parse_xid_line(record.message.as_bytes()) {
-                self.metrics.xid(&event);
-            }
+        if let Err(err) = counter.poll(&mut self.metrics) {
+            self.limiter
+                .log(&self.logger, "xid-state", Level::Warning, &err);
         }
     }
 
