@@ -638,6 +638,17 @@ mod tests {
             .filter(|l| l.starts_with("wedge_capture_wedged_process_info{"))
             .count();
         assert_eq!(series, MAX_WEDGED_PROCESS_SERIES);
+        // Label values others chose stay one well-formed sample: quotes and backslashes escaped, controls gone.
+        metrics.set_wedged_processes(vec![WedgedProcessLabels {
+            site: "a\"b\\c\u{1b}[31m".into(),
+            ..labels("job-q")
+        }]);
+        let text = metrics.render();
+        assert!(
+            text.lines()
+                .any(|l| l.ends_with(r#"site="a\"b\\c[31m"} 1"#)),
+            "{text}"
+        );
         metrics.set_wedged_processes(Vec::new());
         assert!(!metrics
             .render()
