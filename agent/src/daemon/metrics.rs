@@ -17,7 +17,10 @@
 //! The text is the classic Prometheus format (`text/plain; version=0.0.4`), which both Prometheus and
 //! node_exporter's textfile collector parse: the crate writes OpenMetrics, so [`to_prometheus_text`]
 //! names counter families by their `_total` samples and drops the `# EOF` line. No label names a process:
-//! the incident says which one (labels per pid would be unbounded series).
+//! the incident says which one (labels per pid would be unbounded series). The one label set that names a pod,
+//! `wedge_capture_wedged_process_info{namespace,pod,container,site}`, exists only while that pod's process is
+//! wedged ([`Metrics::set_wedged_processes`] replaces the whole family every scan, at most
+//! [`MAX_WEDGED_PROCESS_SERIES`]); `wedge_capture_xid_total{xid}` has the catalogue's numbers, `other` and `sxid`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,7 @@
 //! - [`sources`]: the host target sources (comm, cgroup, processes holding `/dev/nvidia*`, ring directories).
 //! - [`metrics`], [`http`]: Prometheus metrics (`--metrics-listen`, `--textfile-dir`), published by the
 //!   loop after each scan and served by a bounded server thread that the loop never waits on.
+//! - [`xids`]: the kernel log's Xid lines counted once each, across restarts (`wedge_capture_xid_total`).
 //! - ring files (discovery, trust checks, reading) live in [`crate::rings`], which `run` uses too.
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
