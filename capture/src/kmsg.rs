@@ -93,9 +93,139 @@ pub fn read_around(path: &Path, window: &KmsgWindow) -> Result<KmsgCapture> {
     })
 }
 
+/// Follows the kernel log from where it stood when opened: each [`Follower::poll`] returns the records printed
+/// since the last one, each exactly once (the open file keeps the kernel's read position: nothing is re-read,
+/// whatever the ring holds). Never blocks; records overwritten before a poll are counted in `lost`.
+#[derive(Debug)]
+pub struct Follower {
+    file: std::fs::File,
+    buf: Vec<u8>,
+    /// The highest sequence number returned (a record at or below it is never returned again).
+    last_seq: Option<u64>,
+    /// Records the kernel overwrote before we read them, or malformed ones.
+    pub lost: u64,
+}
+
+/// The most records one [`Follower::poll`] reads (a flood waits for the next poll, never holds the caller).
+pub const MAX_POLL_RECORDS: usize = 10_000;
+
+/// Where a [`Follower`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowFrom {
+    /// After the last record in the ring now: nothing printed before the open is returned.
+    End,
+    /// At the oldest record the ring still holds.
+    Start,
+    /// After the record with this sequence number (records at or below it are skipped): where an earlier
+    /// follower of the same boot stopped.
+    After(u64),
+}
+
+impl Follower {
+    /// Open `path` and start at its end: records already in the ring are not returned (a restarted agent must
+    /// not count them twice).
+    pub fn open_at_end(path: &Path) -> Result<Follower> {
+        Follower::open(path, FollowFrom::End)
+    }
+
+    /// Open `path` and start where `from` says.
+    pub fn open(path: &Path, from: FollowFrom) -> Result<Follower> {
+        let file = self::open(path)?;
+        if from == FollowFrom::End {
+            // SAFETY: lseek(2) on a descriptor this function owns; /dev/kmsg takes SEEK_END as "after the last
+            // record". A regular file (tests) seeks to its end the same way.
+            let rc =
+                unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&file), 0, libc::SEEK_END) };
+            if rc < 0 {
+                return Err(Error::Io {
+                    path: path.to_path_buf(),
+                    source: io::Error::last_os_error(),
+                });
+            }
+        }
+        Ok(Follower {
+            file,
+            buf: vec![0u8; 16 * 1024],
+            last_seq: match from {
+                FollowFrom::After(seq) => Some(seq),
+                _ => None,
+            },
+            lost: 0,
+        })
+    }
+
+    /// The sequence number of the last record returned (or skipped as already seen), if any.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// The records printed since the last poll (at most [`MAX_POLL_RECORDS`]), oldest first.
+    pub fn poll(&mut self) -> Vec<KmsgRecord> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        while out.len() < MAX_POLL_RECORDS {
+            match self.file.read(&mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => match parse_record(&self.buf[..n]) {
+                    Ok(record) if self.last_seq.is_none_or(|last| record.seq > last) => {
+                        self.last_seq = Some(record.seq);
+                        out.push(record);
+                    }
+                    Ok(_) => {}
+                    Err(_) => self.lost += 1,
+                },
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) if err.raw_os_error() == Some(libc::EPIPE) => self.lost += 1,
+                // EAGAIN: nothing new; anything else: try again at the next poll.
+                Err(_) => break,
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real /dev/kmsg: what was there before the open is not returned, a line written after it is, once.
+    #[test]
+    fn the_follower_returns_each_new_record_once() {
+        let mut follower = match Follower::open_at_end(Path::new(KMSG_PATH)) {
+            Ok(f) => f,
+            Err(err) => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "CI=true but /dev/kmsg cannot be opened: {err}"
+                );
+                eprintln!("skipping: /dev/kmsg not readable here: {err}");
+                return;
+            }
+        };
+        let tag = format!("wedge-capture follower test {}", std::process::id());
+        match std::fs::write(KMSG_PATH, format!("<6>{tag}\n")) {
+            Ok(()) => {}
+            Err(err) => {
+                eprintln!("skipping: /dev/kmsg not writable here: {err}");
+                return;
+            }
+        }
+        let mut seen = Vec::new();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !seen.iter().any(|r: &KmsgRecord| r.message == tag) {
+            assert!(std::time::Instant::now() < until, "{tag:?} never came");
+            seen.extend(follower.poll());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(seen.iter().filter(|r| r.message == tag).count() == 1);
+        assert!(
+            follower.poll().iter().all(|r| r.message != tag),
+            "returned twice"
+        );
+        // A fresh follower starts after it.
+        let mut fresh = Follower::open_at_end(Path::new(KMSG_PATH)).unwrap();
+        assert!(fresh.poll().iter().all(|r| r.message != tag));
+    }
 
     #[test]
     fn reads_the_real_device_without_blocking() {

@@ -30,6 +30,8 @@
 //!   Markdown/text views.
 //! - [`pod`]: the pod a cgroup path claims, confirmed by the container runtime's or the kubelet's own state, or
 //!   marked "claimed by the cgroup name".
+//! - [`xid`]: NVIDIA Xid / NVSwitch SXid lines parsed (every printed shape), the Xid catalogue (meaning, what to
+//!   do), and the tie of a paste's Xids to its tasks.
 //! - [`rm_lock`]: who likely holds the NVIDIA RM API / GPU lock that threads in D wait for.
 //! - [`escape`]: the one escaping path for text others choose (comms, paths, log lines): control characters,
 //!   HTML, table pipes, backticks; used by [`render`], report.md (`reports::render`) and the agent's log.
@@ -79,6 +81,7 @@ pub mod testing;
 pub mod untrusted;
 pub mod user_frame;
 pub mod wait_graph;
+pub mod xid;
 
 // The decode modules keep their old paths (`capture::nvidia`, `capture::ioctl`, …) for callers.
 pub use arch::Arch;

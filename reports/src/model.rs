@@ -62,6 +62,11 @@ pub struct Incident {
     pub extra_rings: Vec<RingExcerpt>,
     /// Kernel log lines around the wedge (from /dev/kmsg), oldest first.
     pub kernel_log: Vec<KernelLogLine>,
+    /// The NVIDIA Xid / NVSwitch SXid lines of `kernel_log`, parsed (number, device, pid and name when printed,
+    /// meaning and what to do from the Xid catalogue), oldest first. The verdict names the latest one from
+    /// before or during the wedge.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub xids: Vec<capture::xid::XidEvent>,
     pub host_context: HostContext,
     /// Risky reads done in a sacrificial child with a deadline, and their outcome.
     pub probes: Vec<Probe>,
@@ -95,6 +100,7 @@ impl Default for Incident {
             ring: None,
             extra_rings: Vec::new(),
             kernel_log: Vec::new(),
+            xids: Vec::new(),
             host_context: HostContext::default(),
             probes: Vec::new(),
             timeline: Vec::new(),

@@ -245,6 +245,14 @@ pub fn scrub(incident: &Incident) -> Scrubbed {
             out.kernel_log.push(line);
         }
     }
+    // An Xid the driver printed for another process goes with its line (its pid and name are that process's).
+    let (own_xids, other_xids): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut out.xids).into_iter().partition(|x| {
+            x.pid
+                .is_none_or(|p| u64::try_from(p).is_ok_and(|p| own_pids.contains(&p)))
+        });
+    out.xids = own_xids;
+    values.extend(other_xids.into_iter().filter_map(|x| x.name));
 
     // Source text: never public. Each frame's line text goes (saying why), the verdict's clause loses it, and
     // the texts are masked wherever else they occur.
@@ -524,6 +532,11 @@ mod tests {
                 ..KernelLogLine::default()
             },
         ];
+        incident.xids = incident
+            .kernel_log
+            .iter()
+            .filter_map(|l| capture::xid::parse_xid_line(l.text.as_bytes()))
+            .collect();
         incident
     }
 
@@ -541,6 +554,9 @@ mod tests {
             assert!(!json.contains(gone), "{gone} in {json}");
         }
         assert!(json.contains("pid=4242, name=trainer"), "{json}");
+        // The parsed Xids keep the process's own, not the other tenant's.
+        let xids: Vec<u32> = s.incident.xids.iter().map(|x| x.xid).collect();
+        assert_eq!(xids, [31]);
         assert_eq!(s.id, "20261202T113400Z-scrubbed-4242");
         assert_eq!(s.summary.other_dstate_tasks, 1);
         assert_eq!(s.summary.kernel_log_lines, 1);

@@ -93,6 +93,7 @@ const EPISODE_CLAUSES: &[fn(&Judged) -> Option<String>] = &[
     lock_holder_clause,
     wait_graph_clause,
     more_wedged_clause,
+    xid_clause,
     outcome_clause,
 ];
 
@@ -281,6 +282,81 @@ fn more_wedged_clause(j: &Judged) -> Option<String> {
         })
         .count();
     (others > 0).then(|| format!("{others} more thread{} wedged", plural(others)))
+}
+
+/// How long before the wedge an Xid still counts as "before the wedge" (the kernel log window's default reach).
+pub const XID_BEFORE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The latest Xid (or SXid) of the kernel log from [`XID_BEFORE`] before the judged thread entered D until the
+/// end of the episode: "latest Xid 79 (GPU has fallen off the bus) on `0000:3b:00`, 2.0 s into the wedge
+/// (2026-12-07T12:00:00.000Z), printed for this process". The printk clock and CLOCK_MONOTONIC agree to within
+/// milliseconds (both count from boot, neither counts suspend).
+fn xid_clause(j: &Judged) -> Option<String> {
+    let start_ns = j.wedged.d_since.monotonic_ns?;
+    let end_ns = if j.ended() {
+        last_look_ns(j.incident)
+    } else {
+        None
+    };
+    let window_ns = XID_BEFORE.as_nanos() as u64;
+    let in_range: Vec<(&capture::xid::XidEvent, u64)> = j
+        .incident
+        .xids
+        .iter()
+        .filter_map(|x| Some((x, x.kernel_time_us?.checked_mul(1000)?)))
+        .filter(|(_, t)| {
+            t.saturating_add(window_ns) >= start_ns
+                && end_ns.is_none_or(|end| *t <= end.saturating_add(1_000_000_000))
+        })
+        .collect();
+    let (latest, at_ns) = *in_range.iter().max_by_key(|(_, t)| *t)?;
+    let mut out = format!(
+        "latest {} on {}",
+        code(&latest.summary()),
+        code(&latest.device)
+    );
+    if at_ns < start_ns {
+        write!(
+            out,
+            ", {} before the thread entered D",
+            duration(start_ns - at_ns)
+        )
+        .unwrap();
+    } else {
+        write!(out, ", {} into the wedge", duration(at_ns - start_ns)).unwrap();
+    }
+    if let Some(wall) = wall_of(j.incident, at_ns) {
+        write!(out, " ({})", time_text(&wall)).unwrap();
+    }
+    match (latest.pid, &latest.name) {
+        (Some(pid), _) if pid == j.incident.process.pid => {
+            out.push_str(", printed for this process")
+        }
+        (Some(pid), Some(name)) => write!(out, ", printed for pid {pid} {}", code(name)).unwrap(),
+        (Some(pid), None) => write!(out, ", printed for pid {pid}").unwrap(),
+        (None, _) => {}
+    }
+    if in_range.len() > 1 {
+        write!(out, " ({} Xid lines in all)", in_range.len()).unwrap();
+    }
+    Some(out)
+}
+
+/// The wall time of a monotonic instant, from a moment the incident read on both clocks (its detection).
+fn wall_of(incident: &Incident, monotonic_ns: u64) -> Option<crate::model::Timestamp> {
+    let at = &incident.detected_at;
+    let (wall, mono) = (at.wall?, at.monotonic_ns?);
+    let delta = chrono::Duration::nanoseconds(i64::try_from(mono.abs_diff(monotonic_ns)).ok()?);
+    let wall = if monotonic_ns <= mono {
+        wall.checked_sub_signed(delta)?
+    } else {
+        wall.checked_add_signed(delta)?
+    };
+    Some(crate::model::Timestamp {
+        wall: Some(wall),
+        monotonic_ns: Some(monotonic_ns),
+        boottime_ns: None,
+    })
 }
 
 /// "resolved (the thread exited)", "still wedged when wedge-capture exited at …".
@@ -626,4 +702,94 @@ pub(crate) fn sample_monotonic(sample: &Sample) -> Option<u64> {
         .taken_at
         .monotonic_ns
         .or((sample.snapshot.monotonic_ns > 0).then_some(sample.snapshot.monotonic_ns))
+}
+
+#[cfg(test)]
+mod xid_tests {
+    use super::*;
+    use crate::model::{EpisodeStatus, Timestamp, WedgedThread};
+
+    fn wedged_at(d_since_s: u64) -> Incident {
+        let mut incident = Incident::new(4242);
+        incident.detected_at = Timestamp {
+            wall: Some(
+                chrono::DateTime::parse_from_rfc3339("2026-12-07T12:00:00Z")
+                    .unwrap()
+                    .with_timezone(&chrono::Utc),
+            ),
+            monotonic_ns: Some((d_since_s + 5) * 1_000_000_000),
+            boottime_ns: None,
+        };
+        incident.wedged_threads.push(WedgedThread {
+            tid: 4242,
+            comm: "python3".into(),
+            d_since: Timestamp::monotonic(d_since_s * 1_000_000_000),
+            detected_at: Some(incident.detected_at.clone()),
+            at_detection: Some(capture::ThreadSnapshot {
+                tid: 4242,
+                comm: "python3".into(),
+                state: "D".into(),
+                ..Default::default()
+            }),
+            ..WedgedThread::default()
+        });
+        incident
+    }
+
+    fn xid_at(line: &str, us: u64) -> capture::xid::XidEvent {
+        let mut e = capture::xid::parse_xid_line(line.as_bytes()).unwrap();
+        e.kernel_time_us = Some(us);
+        e
+    }
+
+    #[test]
+    fn the_latest_xid_before_or_during_the_wedge_is_in_the_verdict() {
+        let mut incident = wedged_at(1000);
+        // Long before the wedge: not this wedge.
+        incident.xids.push(xid_at(
+            "NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=old, Graphics Exception",
+            100_000_000,
+        ));
+        assert!(
+            !verdict(&incident).contains("Xid"),
+            "{}",
+            verdict(&incident)
+        );
+        // 3 s before the thread entered D.
+        incident.xids.push(xid_at(
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, GPU has fallen off the bus.",
+            997_000_000,
+        ));
+        let v = verdict(&incident);
+        assert!(
+            v.contains("latest `Xid 79 (GPU has fallen off the bus)` on `0000:3b:00`, 3.0 s before the thread entered D (2026-12-07T11:59:52.000Z), printed for this process"),
+            "{v}"
+        );
+        // Two seconds into the wedge, for another process: the latest wins, and the count says there were two.
+        incident.xids.push(xid_at(
+            "NVRM: Xid (PCI:0000:3b:00): 48, pid=77, name=other, DBE",
+            1_002_000_000,
+        ));
+        let v = verdict(&incident);
+        assert!(
+            v.contains("latest `Xid 48 (double-bit (uncorrectable) ECC error)`"),
+            "{v}"
+        );
+        assert!(v.contains("2.0 s into the wedge"), "{v}");
+        assert!(
+            v.contains("printed for pid 77 `other` (2 Xid lines in all)"),
+            "{v}"
+        );
+        // After the episode ended: not this wedge.
+        incident.episode.status = EpisodeStatus::Resolved;
+        incident.wedged_threads[0].fate = crate::model::ThreadFate::Resolved;
+        incident.wedged_threads[0].fate_at = Some(Timestamp::monotonic(1_001_000_000_000));
+        incident.xids.pop();
+        incident.xids.push(xid_at(
+            "NVRM: Xid (PCI:0000:3b:00): 48, pid=77, name=other, DBE",
+            1_100_000_000,
+        ));
+        let v = verdict(&incident);
+        assert!(v.contains("latest `Xid 79"), "{v}");
+    }
 }

@@ -270,7 +270,8 @@ fn the_prometheus_rule_object_holds_the_rules_file() {
             "docs/runbook.md has no section for {name}"
         );
         assert!(
-            str_at(rule, &["expr"]).contains("by (node)"),
+            str_at(rule, &["expr"]).contains("by (node)")
+                || str_at(rule, &["expr"]).contains("by (node, "),
             "{name}: not aggregated by node"
         );
     }

@@ -395,8 +395,8 @@ fn kubelet_pod(node_root: &Path, pods_log: &Path, uid: &str, namespace: &str, na
 }
 
 /// A cgroup v2 path made for the test (each level created), removed with its parents on drop.
-struct NestedCgroup {
-    levels: Vec<PathBuf>,
+pub(crate) struct NestedCgroup {
+    pub(crate) levels: Vec<PathBuf>,
     mount: Option<PathBuf>,
 }
 
@@ -424,7 +424,7 @@ impl Drop for NestedCgroup {
     }
 }
 
-fn nested_cgroup(scratch: &Path, relative: &str) -> Result<NestedCgroup, String> {
+pub(crate) fn nested_cgroup(scratch: &Path, relative: &str) -> Result<NestedCgroup, String> {
     let (root, mounted) = crate::agent::cgroup2_root(scratch)?;
     let mut cgroup = NestedCgroup {
         levels: Vec::new(),

@@ -12,6 +12,7 @@ mod deploy;
 mod deploy_rendered;
 mod episode;
 mod fleet;
+mod fleet_xid;
 mod gpu_recordings;
 mod harness;
 mod hostile_capture;

@@ -22,7 +22,9 @@ the site, classified exactly as a live capture classifies /proc/<tid>/stack:
   - a sysrq-w or sysrq-t dump of many tasks; a soft-lockup trace (its RIP/pc is the top frame);
   - crash `bt`, drgn stack traces, a syzbot report (`file.c:N` locations, `[inline]` frames), 32-bit
     arm `A from B` lines;
-  - a bare /proc/<tid>/stack copy, or the stacks of a wedge-capture report.
+  - a bare /proc/<tid>/stack copy, or the stacks of a wedge-capture report;
+  - NVIDIA `NVRM: Xid` and NVSwitch `SXid` lines: each with what it means and what to do
+    (docs/xid.md), tied to the paste's tasks by the pid or name the driver printed.
 Lines may carry what log viewers and bug trackers add: ISO times, `> ` quotes, level columns, raw
 /dev/kmsg headers. `?` frames and scheduler frames are dropped before classification (a stack of
 guesses only is read from its first wait, with a note); frames above an interrupt entry are the

@@ -17,7 +17,10 @@
 //! The text is the classic Prometheus format (`text/plain; version=0.0.4`), which both Prometheus and
 //! node_exporter's textfile collector parse: the crate writes OpenMetrics, so [`to_prometheus_text`]
 //! names counter families by their `_total` samples and drops the `# EOF` line. No label names a process:
-//! the incident says which one (labels per pid would be unbounded series).
+//! the incident says which one (labels per pid would be unbounded series). The one label set that names a pod,
+//! `wedge_capture_wedged_process_info{namespace,pod,container,site}`, exists only while that pod's process is
+//! wedged ([`Metrics::set_wedged_processes`] replaces the whole family every scan, at most
+//! [`MAX_WEDGED_PROCESS_SERIES`]); `wedge_capture_xid_total{xid}` has the catalogue's numbers, `other` and `sxid`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -50,6 +53,27 @@ struct CaptureStateLabel {
 struct VersionLabel {
     version: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct XidLabel {
+    xid: String,
+}
+
+/// The labels of `wedge_capture_wedged_process_info`: the pod (as the node confirmed it), the container and
+/// where the process's first wedged thread sleeps.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct WedgedProcessLabels {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub site: String,
+}
+
+/// The most `wedge_capture_wedged_process_info` series at once: a host with more wedged processes than this
+/// has one problem, not 64 (the rest are counted in `wedge_capture_wedged_threads`).
+pub const MAX_WEDGED_PROCESS_SERIES: usize = 64;
+/// The longest label value kept (a site names a call and a lock; a Kubernetes name is at most 253 bytes).
+const MAX_LABEL_VALUE: usize = 160;
 
 /// What an incident was written for (the `trigger` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +128,8 @@ pub struct Metrics {
     probe_timeouts: Counter,
     probe_timeouts_seen: u64,
     last_scan: Gauge<f64, AtomicU64>,
+    xids: Family<XidLabel, Counter>,
+    wedged_processes: Family<WedgedProcessLabels, Gauge>,
     published: Arc<Published>,
     textfile_dir: Option<PathBuf>,
     textfile_written: Option<(Instant, i64)>,
@@ -183,6 +209,27 @@ impl Metrics {
             "Unix time the watch loop last finished a scan; stops moving when the agent dies or its loop is stuck (alert on time() minus this)",
             last_scan.clone(),
         );
+        let xids = Family::<XidLabel, Counter>::default();
+        // Every label present at 0 from the start (a bounded set: the catalogue's Xids, `other`, `sxid`), so
+        // `increase()` sees the first Xid of each.
+        for xid in capture::xid::catalog::entries()
+            .iter()
+            .map(|e| e.xid.to_string())
+            .chain(["other".to_string(), "sxid".to_string()])
+        {
+            drop(xids.get_or_create(&XidLabel { xid }));
+        }
+        registry.register(
+            "wedge_capture_xid",
+            "NVIDIA Xid lines of the kernel log by Xid number (the catalogue's numbers, else other; NVSwitch SXids as sxid), each line counted once, across agent restarts too",
+            xids.clone(),
+        );
+        let wedged_processes = Family::<WedgedProcessLabels, Gauge>::default();
+        registry.register(
+            "wedge_capture_wedged_process_info",
+            "1 for each process wedged now, labelled with its pod as the node confirmed it (namespace, pod; empty when not confirmed), its container and the site of its first wedged thread; absent once the wedge resolves",
+            wedged_processes.clone(),
+        );
         let build = Family::<VersionLabel, Gauge>::default();
         build
             .get_or_create(&VersionLabel {
@@ -206,6 +253,8 @@ impl Metrics {
             probe_timeouts,
             probe_timeouts_seen: 0,
             last_scan,
+            xids,
+            wedged_processes,
             published: Arc::new(Published::new(stale_after)),
             textfile_dir,
             textfile_written: None,
@@ -231,6 +280,36 @@ impl Metrics {
                 trigger: trigger.label().to_string(),
             })
             .inc();
+    }
+
+    /// One Xid (or SXid) line of the kernel log: `wedge_capture_xid_total{xid}` goes up by one.
+    pub fn xid(&mut self, event: &capture::xid::XidEvent) {
+        self.xids
+            .get_or_create(&XidLabel {
+                xid: capture::xid::metric_label(event),
+            })
+            .inc();
+    }
+
+    /// The processes wedged now (the next render shows exactly these, at most
+    /// [`MAX_WEDGED_PROCESS_SERIES`]): a resolved wedge's series goes away, so the series never accumulate.
+    pub fn set_wedged_processes(&mut self, processes: Vec<WedgedProcessLabels>) {
+        let mut processes: Vec<WedgedProcessLabels> = processes
+            .into_iter()
+            .map(|p| WedgedProcessLabels {
+                namespace: clip(&p.namespace),
+                pod: clip(&p.pod),
+                container: clip(&p.container),
+                site: clip(&p.site),
+            })
+            .collect();
+        processes.sort();
+        processes.dedup();
+        processes.truncate(MAX_WEDGED_PROCESS_SERIES);
+        self.wedged_processes.clear();
+        for labels in &processes {
+            self.wedged_processes.get_or_create(labels).set(1);
+        }
     }
 
     /// Set the numbers of a scan, then publish them (and maybe write the textfile; its error is returned
@@ -304,6 +383,81 @@ impl Metrics {
         let _ =
             prometheus_client::encoding::text::encode_registry(&mut open_metrics, &self.registry);
         to_prometheus_text(&open_metrics)
+    }
+}
+
+/// A label value: at most [`MAX_LABEL_VALUE`] bytes (cut at a character boundary), control characters dropped.
+fn clip(value: &str) -> String {
+    let mut out = String::new();
+    for c in value.chars().filter(|c| !c.is_control()) {
+        if out.len() + c.len_utf8() > MAX_LABEL_VALUE {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The Kubernetes container name of container `id` in pod `namespace/pod`, from the kubelet's
+/// `<node_root>/var/log/containers/<pod>_<namespace>_<container>-<id>.log` entries (only names are read, at
+/// most 10 000 of them; nothing is opened or followed).
+pub fn container_name(node_root: &Path, namespace: &str, pod: &str, id: &str) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let prefix = format!("{pod}_{namespace}_");
+    let suffix = format!("-{id}.log");
+    std::fs::read_dir(node_root.join("var/log/containers"))
+        .ok()?
+        .take(10_000)
+        .filter_map(|e| e.ok())
+        .find_map(|e| {
+            let name = std::str::from_utf8(e.file_name().as_bytes())
+                .ok()?
+                .to_string();
+            let container = name.strip_prefix(&prefix)?.strip_suffix(&suffix)?;
+            (!container.is_empty() && !container.contains(['/', '_']))
+                .then(|| container.to_string())
+        })
+}
+
+/// The info labels of a wedged incident: namespace and pod only when the node confirmed the pod (a cgroup path
+/// can name another tenant's pod: an alert never blames a pod on a claim), the container's Kubernetes name
+/// (else the first 12 hex digits of its id) and the site of the first thread still wedged.
+/// `names` caches container names by container id between scans (the caller keeps it to the wedged ones).
+pub fn wedged_process_labels(
+    incident: &reports::model::Incident,
+    node_root: &Path,
+    names: &mut std::collections::HashMap<String, Option<String>>,
+) -> WedgedProcessLabels {
+    let container = incident.process.container.as_ref();
+    let pod = container
+        .filter(|c| c.pod_confirmed())
+        .and_then(|c| c.pod.as_ref());
+    let (namespace, pod_name) = pod
+        .map(|p| (p.namespace.clone(), p.name.clone()))
+        .unwrap_or_default();
+    let container_label = container
+        .map(|c| {
+            pod.and_then(|p| {
+                names
+                    .entry(c.id.clone())
+                    .or_insert_with(|| container_name(node_root, &p.namespace, &p.name, &c.id))
+                    .clone()
+            })
+            .unwrap_or_else(|| c.id.chars().take(12).collect())
+        })
+        .unwrap_or_default();
+    let site = incident
+        .wedged_threads
+        .iter()
+        .find(|w| w.fate.is_wedged())
+        .and_then(|w| w.at_detection.as_ref())
+        .and_then(|t| t.site.clone().or_else(|| t.wchan.clone()))
+        .unwrap_or_default();
+    WedgedProcessLabels {
+        namespace,
+        pod: pod_name,
+        container: container_label,
+        site,
     }
 }
 
@@ -422,6 +576,143 @@ mod tests {
         }
         assert!(!text.contains("# EOF"), "{text}");
         assert!(!text.contains("pid"), "no per-pid label: {text}");
+    }
+
+    /// Issue 37: Xids counted by a bounded label, present at 0 from the start; the wedged-process info series
+    /// exist only while their process is wedged, bounded, with the pod only when the node confirmed it.
+    #[test]
+    fn xids_and_wedged_processes() {
+        let mut metrics = Metrics::new(None, Duration::from_secs(60));
+        let text = metrics.render();
+        assert!(
+            text.contains("# TYPE wedge_capture_xid_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l == "wedge_capture_xid_total{xid=\"79\"} 0"),
+            "{text}"
+        );
+        let line = |s: &str| capture::xid::parse_xid_line(s.as_bytes()).unwrap();
+        metrics.xid(&line(
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, GPU has fallen off the bus.",
+        ));
+        metrics.xid(&line("NVRM: Xid (PCI:0000:3b:00): 79, x"));
+        metrics.xid(&line("NVRM: Xid (PCI:0000:3b:00): 4242424, x"));
+        metrics.xid(&line(
+            "nvidia-nvswitch0: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 1 x",
+        ));
+        let text = metrics.render();
+        for expected in [
+            "wedge_capture_xid_total{xid=\"79\"} 2",
+            "wedge_capture_xid_total{xid=\"other\"} 1",
+            "wedge_capture_xid_total{xid=\"sxid\"} 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == expected),
+                "missing {expected:?} in\n{text}"
+            );
+        }
+        let xid_series = text
+            .lines()
+            .filter(|l| l.starts_with("wedge_capture_xid_total{"))
+            .count();
+        assert_eq!(xid_series, capture::xid::catalog::entries().len() + 2);
+
+        assert!(
+            !text.contains("wedge_capture_wedged_process_info{"),
+            "{text}"
+        );
+        let labels = |pod: &str| WedgedProcessLabels {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "trainer".into(),
+            site: "ioctl NV_ESC_RM_CONTROL [RM API lock]\n".into(),
+        };
+        metrics.set_wedged_processes(vec![labels("job-0"), labels("job-0")]);
+        let text = metrics.render();
+        assert!(
+            text.lines().any(|l| l
+                == "wedge_capture_wedged_process_info{namespace=\"ml\",pod=\"job-0\",container=\"trainer\",site=\"ioctl NV_ESC_RM_CONTROL [RM API lock]\"} 1"),
+            "{text}"
+        );
+        metrics.set_wedged_processes((0..500).map(|i| labels(&format!("job-{i}"))).collect());
+        let series = metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("wedge_capture_wedged_process_info{"))
+            .count();
+        assert_eq!(series, MAX_WEDGED_PROCESS_SERIES);
+        // Label values others chose stay one well-formed sample: quotes and backslashes escaped, controls gone.
+        metrics.set_wedged_processes(vec![WedgedProcessLabels {
+            site: "a\"b\\c\u{1b}[31m".into(),
+            ..labels("job-q")
+        }]);
+        let text = metrics.render();
+        assert!(
+            text.lines()
+                .any(|l| l.ends_with(r#"site="a\"b\\c[31m"} 1"#)),
+            "{text}"
+        );
+        metrics.set_wedged_processes(Vec::new());
+        assert!(!metrics
+            .render()
+            .contains("wedge_capture_wedged_process_info{"));
+    }
+
+    #[test]
+    fn labels_of_a_wedged_incident() {
+        use reports::model::{ContainerInfo, Incident, PodIdentity, PodInfo, WedgedThread};
+        let node = tempfile::tempdir().unwrap();
+        let id = "ab".repeat(32);
+        std::fs::create_dir_all(node.path().join("var/log/containers")).unwrap();
+        std::fs::write(
+            node.path()
+                .join(format!("var/log/containers/job-0_ml_trainer-{id}.log")),
+            b"",
+        )
+        .unwrap();
+        let mut incident = Incident::new(7);
+        incident.process.container = Some(ContainerInfo {
+            runtime: "containerd".into(),
+            id: id.clone(),
+            pod_uid: Some("1a2b3c4d-0000-1111-2222-333344445555".into()),
+            pod: Some(PodInfo {
+                namespace: "ml".into(),
+                name: "job-0".into(),
+            }),
+            pod_identity: Some(PodIdentity::ContainerRuntime),
+            pod_identity_note: None,
+        });
+        incident.wedged_threads.push(WedgedThread {
+            tid: 7,
+            at_detection: Some(capture::ThreadSnapshot {
+                site: Some("page fault on a frozen filesystem".into()),
+                ..Default::default()
+            }),
+            ..WedgedThread::default()
+        });
+        let mut names = std::collections::HashMap::new();
+        let l = wedged_process_labels(&incident, node.path(), &mut names);
+        assert_eq!(
+            (
+                l.namespace.as_str(),
+                l.pod.as_str(),
+                l.container.as_str(),
+                l.site.as_str()
+            ),
+            (
+                "ml",
+                "job-0",
+                "trainer",
+                "page fault on a frozen filesystem"
+            )
+        );
+        // A pod only claimed by the cgroup name is never a label; the container falls back to its short id.
+        incident.process.container.as_mut().unwrap().pod_identity = Some(PodIdentity::CgroupName);
+        let l = wedged_process_labels(&incident, node.path(), &mut names);
+        assert_eq!((l.namespace.as_str(), l.pod.as_str()), ("", ""));
+        assert_eq!(l.container, "abababababab");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`sources`]: the host target sources (comm, cgroup, processes holding `/dev/nvidia*`, ring directories).
 //! - [`metrics`], [`http`]: Prometheus metrics (`--metrics-listen`, `--textfile-dir`), published by the
 //!   loop after each scan and served by a bounded server thread that the loop never waits on.
+//! - [`xids`]: the kernel log's Xid lines counted once each, across restarts (`wedge_capture_xid_total`).
 //! - ring files (discovery, trust checks, reading) live in [`crate::rings`], which `run` uses too.
 //!
 //! The loop (`below`-style): signals arrive on a channel, the loop waits on it with a timeout until the
@@ -32,6 +33,7 @@ pub mod metrics;
 pub mod notify;
 pub mod ratelimit;
 pub mod sources;
+pub mod xids;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -122,6 +124,12 @@ struct Daemon {
     limiter: log::Limiter,
     /// SIGHUPs coalesced into at most one reload per interval, summed up in one line per storm.
     reloads: Reloads,
+    /// The kernel log's Xid lines, counted once each across restarts (`wedge_capture_xid_total`).
+    xids: Option<xids::XidCounter>,
+    /// Where the node's root is (the kubelet's container log names, for the wedged-process info labels).
+    node_root: PathBuf,
+    /// Container names by container id, for the wedged processes only.
+    container_names: HashMap<String, Option<String>>,
 }
 
 /// SIGHUPs of one storm (until [`BURST_QUIET`] passes without one and no reload is due).
@@ -181,6 +189,18 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         logger.warning(&format!("missing {cap}: {cost}"));
     }
     let capture = settings.capture_settings(proc_root.clone());
+    let node_root = capture.node_root.clone();
+    let xid_counter = match xids::XidCounter::open(
+        &capture.kmsg_path,
+        &settings.watch.out,
+        proc_root.boot_id().ok(),
+    ) {
+        Ok(counter) => Some(counter),
+        Err(err) => {
+            logger.warning(&format!("Xid lines will not be counted: {err}"));
+            None
+        }
+    };
     let source = SharedSource::new(HostSource::new(
         settings.selection(),
         settings.source_settings(),
@@ -217,6 +237,9 @@ pub fn run(origin: Origin) -> anyhow::Result<ExitCode> {
         metrics,
         limiter: log::Limiter::default(),
         reloads: Reloads::default(),
+        xids: xid_counter,
+        node_root,
+        container_names: HashMap::new(),
         settings,
     };
     daemon.logger.notice(&format!(
@@ -430,6 +453,11 @@ impl Daemon {
         for event in &events {
             self.log_event(event);
         }
+        // Where Xid counting stands, for the next start.
+        self.count_xids();
+        if let Some(Err(err)) = self.xids.as_mut().map(|c| c.save()) {
+            self.logger.warning(&err);
+        }
         // The textfile keeps the last numbers and says when the agent stopped (never numbers that look current).
         if let Err(err) = self.metrics.stopped() {
             self.logger.warning(&err);
@@ -544,6 +572,20 @@ impl Daemon {
         }
         self.healthy = healthy;
         self.log_target_changes();
+        self.count_xids();
+        let wedged: Vec<&reports::model::Incident> =
+            self.watcher.capturer().wedged_incidents().collect();
+        let ids: std::collections::HashSet<&str> = wedged
+            .iter()
+            .filter_map(|i| i.process.container.as_ref().map(|c| c.id.as_str()))
+            .collect();
+        self.container_names
+            .retain(|id, _| ids.contains(id.as_str()));
+        let labels = wedged
+            .iter()
+            .map(|i| metrics::wedged_process_labels(i, &self.node_root, &mut self.container_names))
+            .collect();
+        self.metrics.set_wedged_processes(labels);
         let numbers = metrics::ScanNumbers {
             summary: self.watcher.wedge_summary(),
             targets: self.watcher.targets().len(),
@@ -561,6 +603,17 @@ impl Daemon {
         if status != self.last_status {
             self.notifier.status(&status);
             self.last_status = status;
+        }
+    }
+
+    /// The kernel log's new Xid and SXid lines, each counted once.
+    fn count_xids(&mut self) {
+        let Some(counter) = self.xids.as_mut() else {
+            return;
+        };
+        if let Err(err) = counter.poll(&mut self.metrics) {
+            self.limiter
+                .log(&self.logger, "xid-state", Level::Warning, &err);
         }
     }
 

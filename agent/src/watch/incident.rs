@@ -345,6 +345,14 @@ impl Capturer {
             .collect()
     }
 
+    /// The incidents of open episodes with a thread still wedged (the metrics' wedged-process series).
+    pub fn wedged_incidents(&self) -> impl Iterator<Item = &Incident> + '_ {
+        self.episodes
+            .values()
+            .map(|e| &e.incident)
+            .filter(|i| i.wedged_threads.iter().any(|w| w.fate.is_wedged()))
+    }
+
     /// Ring directories searched for a process's ring (the daemon's reload; captures queued later use them).
     pub fn set_ring_dirs(&mut self, dirs: Vec<PathBuf>) {
         self.settings.ring_dirs = dirs;

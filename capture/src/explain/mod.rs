@@ -73,6 +73,9 @@ pub struct Explained {
     /// The tasks linked by the kernel's "blocked on … likely owned by task …" lines (issue 36).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_graph: Option<crate::wait_graph::WaitGraph>,
+    /// NVIDIA Xid / NVSwitch SXid lines of the paste, each tied to its tasks by pid or name ([`crate::xid`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub xids: Vec<crate::xid::paste::PastedXid>,
 }
 
 fn bad(why: impl Into<String>) -> Error {
@@ -435,12 +438,23 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
         reader.line(line);
     }
     reader.finish_draft();
-    if reader.tasks.is_empty() {
+    let (mut xids, more_xids) = crate::xid::paste::scan(&text);
+    if reader.tasks.is_empty() && xids.is_empty() {
         return Err(bad(
-            "no task or stack found: expected a hung-task report (\"INFO: task NAME:PID blocked for more than N seconds.\" and its Call Trace), a sysrq-w/-t dump, a soft-lockup trace or a /proc/<tid>/stack copy",
+            "no task, stack or Xid found: expected a hung-task report (\"INFO: task NAME:PID blocked for more than N seconds.\" and its Call Trace), a sysrq-w/-t dump, a soft-lockup trace, a /proc/<tid>/stack copy or NVRM Xid lines",
         ));
     }
+    crate::xid::paste::tie(
+        &mut xids,
+        reader.tasks.iter().map(|t| (t.task.as_str(), t.pid)),
+    );
     let mut notes = Vec::new();
+    if more_xids > 0 {
+        notes.push(format!(
+            "more than {} Xid lines: {more_xids} more ignored",
+            crate::xid::paste::MAX_PASTE_XIDS
+        ));
+    }
     if reader.dropped_tasks > 0 {
         notes.push(format!(
             "more than {MAX_TASKS} tasks or {MAX_TOTAL_FRAMES} frames: {} more tasks ignored",
@@ -457,6 +471,7 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
         tasks: reader.tasks,
         notes,
         wait_graph,
+        xids,
     })
 }
 
@@ -491,6 +506,7 @@ pub fn markdown(e: &Explained) -> String {
             let _ = writeln!(out, "note: {}\n", escape::inline(n));
         }
     }
+    out.push_str(&crate::xid::paste::markdown(&e.xids, 0));
     for n in &e.notes {
         let _ = writeln!(out, "note: {}\n", escape::inline(n));
     }

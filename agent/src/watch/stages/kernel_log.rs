@@ -43,6 +43,7 @@ pub fn refresh(
     handle: Option<&IncidentFiles>,
 ) {
     capture_kernel_log(settings, d_since_ns, incident);
+    incident.xids = xids_of(&incident.kernel_log);
     incident.classify_kernel_log();
     settle_relevance(incident, d_since_ns);
     if let Some(handle) = handle {
@@ -91,6 +92,25 @@ fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mu
             }
         }
     }
+}
+
+/// The most Xid lines an incident keeps parsed (the newest); every line stays in `kernel_log`.
+const MAX_XIDS: usize = 100;
+
+/// The Xid and SXid lines of the window, parsed, each with its printk time (oldest first, the newest kept).
+pub fn xids_of(lines: &[KernelLogLine]) -> Vec<capture::xid::XidEvent> {
+    let mut xids: Vec<capture::xid::XidEvent> = lines
+        .iter()
+        .filter(|l| l.flags.xid)
+        .filter_map(|l| {
+            let mut event = capture::xid::parse_xid_line(l.text.as_bytes())?;
+            event.kernel_time_us = l.kernel_time_us.or(event.kernel_time_us);
+            Some(event)
+        })
+        .collect();
+    let extra = xids.len().saturating_sub(MAX_XIDS);
+    xids.drain(..extra);
+    xids
 }
 
 /// Boot lines are context, and so are other processes' lines from long before the episode (see the module doc).
