@@ -4,6 +4,9 @@
 // for seconds inside nvidia-uvm (va_space / va_block locks) or behind the mmap_lock that A's munmap holds?
 //   uvmlock free GIB NT      A: cuMemAllocManaged GIB, prefetch to the GPU, then cuMemFree (munmap of the range)
 //   uvmlock migrate GIB NT   A: populate GIB managed on the CPU, prefetch to the GPU and back, twice
+//   uvmlock migratemm GIB NT as migrate, but the NT threads only map and unmap 2 MiB of anonymous memory (raw mmap,
+//                            which takes the mmap_lock for writing: a kernel wait behind A's UVM_MIGRATE, never
+//                            behind a lock inside libcuda)
 //   uvmlock exitmanaged GIB NT / exitpin GIB NT: A exits (_exit) holding GIB managed on the GPU / GIB pinned host memory:
 //                            the exit path tears it down inside the driver (fd release)
 // NT threads meanwhile loop small managed-memory work (GPU prefetch, CPU touch = fault, managed alloc/free, cuMemAlloc).
@@ -19,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-static CUcontext ctx; static CUdevice dev; static volatile int stop;
-enum { PFGPU, TOUCH, MALLOCM, MFREE, DALLOC, DFREE, NCALL };
+static CUcontext ctx; static CUdevice dev; static volatile int stop; static int raw_mmap_only;
+enum { PFGPU, TOUCH, MALLOCM, MFREE, DALLOC, DFREE, RAWMM, NCALL };
 static const char *nm[NCALL] = {"prefetch64MiB->gpu", "cpu-touch64MiB(fault)", "cuMemAllocManaged(2MiB)", "cuMemFree(managed)",
-  "cuMemAlloc(32MiB)", "cuMemFree"};
+  "cuMemAlloc(32MiB)", "cuMemFree", "mmap+munmap(2MiB)"};
 static CUresult prefetch(CUdeviceptr p, size_t n, int to_gpu, CUstream s) {
 #if CUDA_VERSION >= 13000
   CUmemLocation l; memset(&l, 0, sizeof l);
@@ -35,11 +38,17 @@ static CUresult prefetch(CUdeviceptr p, size_t n, int to_gpu, CUstream s) {
 #define T(i, e) do { double a_ = now(); CUresult r_ = (e); double d_ = now() - a_; n[i]++; if (d_ > mx[i]) mx[i] = d_; \
   if (d_ > 0.1) fprintf(stderr, "SLOW tid %ld %s %.3f s start %.3f end %.3f rc %d\n", tid, nm[i], d_, a_, a_ + d_, r_); } while (0)
 static CUresult touch(char *p, size_t n) { for (size_t o = 0; o < n; o += 4096) p[o]++; return CUDA_SUCCESS; }
+static CUresult map_unmap(void) {
+  void *m = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  munmap(m, 2 << 20); return CUDA_SUCCESS;
+}
 static void *worker(void *arg) {
   (void)arg; long tid = syscall(SYS_gettid); double mx[NCALL] = {0}; long n[NCALL] = {0};
   cuCtxSetCurrent(ctx); CUstream s; cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
   CUdeviceptr mb; size_t len = 64 << 20;
   if (cuMemAllocManaged(&mb, len, CU_MEM_ATTACH_GLOBAL)) { fprintf(stderr, "worker alloc failed\n"); return NULL; }
+  while (!stop && raw_mmap_only) { T(RAWMM, map_unmap()); usleep(1000); }
   while (!stop) {
     T(PFGPU, (prefetch(mb, len, 1, s), cuStreamSynchronize(s)));
     T(TOUCH, touch((char *)mb, len));
@@ -59,6 +68,7 @@ int main(int argc, char **argv) {
   if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev)) { fprintf(stderr, "cuda init failed\n"); return 1; }
   cuCtxSetCurrent(ctx); CUstream s; cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
   fprintf(stderr, "uvmlock %s pid %d ready %.3f\n", argv[1], getpid(), now());
+  raw_mmap_only = !strcmp(argv[1], "migratemm");
   pthread_t th[32];
   for (int i = 0; i < nt; i++) pthread_create(&th[i], NULL, worker, NULL);
   sleep(3);
@@ -68,7 +78,7 @@ int main(int argc, char **argv) {
     A("prefetch big->gpu", (prefetch(p, big, 1, s), cuStreamSynchronize(s)));
     sleep(2);
     A("cuMemFree(big, resident on gpu)", cuMemFree(p));
-  } else if (!strcmp(argv[1], "migrate")) {
+  } else if (!strcmp(argv[1], "migrate") || !strcmp(argv[1], "migratemm")) {
     A("prefetch big->cpu (populate)", (prefetch(p, big, 0, s), cuStreamSynchronize(s)));
     for (int round = 0; round < 2; round++) {
       A("prefetch big->gpu", (prefetch(p, big, 1, s), cuStreamSynchronize(s)));

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Issue 36 on the GPU host, one batch: (1) `run --inject` on uvmlock's 48 GiB cuMemPrefetchAsync to the host,
-# whose main thread runs inside UVM_MIGRATE holding the mmap_lock while four threads wait in mmap: the incident
-# must name the running holder and its breadcrumb (the wait graph); (2) RM contention (rmlock: process A
+# Issue 36 on the GPU host, one batch: (1) `run --inject` on uvmlock's 48 GiB cuMemPrefetchAsync to the host
+# (`migratemm`), whose main thread runs inside UVM_MIGRATE holding the mmap_lock while four threads wait in raw
+# mmap: the incident must name the running holder and its breadcrumb (the wait graph). (`migrate`'s threads wait in
+# cuMemAllocManaged on a lock inside libcuda, asleep in futex (S), not in D: no wedge for a D watcher.) (2), with
+# RMLOCK=1, RM contention (rmlock: process A
 # registers 16 GiB while B's 8 threads hammer RM calls) under `run --inject` at a low threshold: the RM-lock line
 # names a holder or says why not. Usage:
 #   waitgraph36_run.sh BIN_DIR OUT_DIR     (BIN_DIR: release wedge-capture and libwedge_inject.so)
@@ -16,9 +18,9 @@ echo "== machine"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format
 gcc -O1 -pthread -I"$CUDA/include" -o "$W/uvmlock" "$HERE/uvmlock.c" -L"$CUDA/lib64/stubs" -lcuda || exit 1
 gcc -O1 -pthread -I"$CUDA/include" -o "$W/rmlock" "$HERE/rmlock.c" -L"$CUDA/lib64/stubs" -lcuda || exit 1
 
-echo "== 1. uvmlock migrate 48 4 under run --inject"
-timeout 120 "$WC" run --inject --threshold 3s --interval 500ms --samples 2 --out "$W/migrate" \
-  --ring-dir "$W/migrate-rings" -- "$W/uvmlock" migrate 48 4
+echo "== 1. uvmlock migratemm 48 4 under run --inject"
+timeout 120 "$WC" run --inject --threshold 2s --interval 250ms --samples 2 --out "$W/migrate" \
+  --ring-dir "$W/migrate-rings" -- "$W/uvmlock" migratemm 48 4
 echo "run exit $?"
 for d in "$W"/migrate/*/; do [ -f "$d/incident.json" ] || continue
   python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print("VERDICT", i["verdict"]); g=i.get("wait_graph") or {}; print(json.dumps(g)[:3000])' "$d/incident.json"
@@ -26,6 +28,7 @@ for d in "$W"/migrate/*/; do [ -f "$d/incident.json" ] || continue
 done
 
 tar -C "$W" -czf "$OUT/migrate.tar.gz" migrate migrate-rings 2>/dev/null
+[ "${RMLOCK:-0}" = 1 ] || { ls -la "$OUT"; exit 0; }
 
 echo "== 2. rmlock: A registers 16 GiB while B hammers, run --inject --threshold 1s"
 rm -f "$W/stop"

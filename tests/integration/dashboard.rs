@@ -12,18 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::agent::{
-    link_as, unique_comm, wait_in_d, wait_incident, wedge_helper, Agent, TempDir, FAST,
-};
+use crate::agent::{unique_comm, wait_incident, Agent, TempDir, FAST};
 use crate::fleet::{free_port, http_get, metrics_addr, prometheus_or_skip, Server};
-use crate::util::{bin, frozen_fs_or_skip};
-
-/// Metrics the fleet-xid branch (issue 37 points 3-4) adds in parallel, under exactly these names. Tolerated as
-/// absent from the live /metrics ONLY until that branch is merged: the lead deletes this list at merge.
-const AWAITING_FLEET_XID_MERGE: &[&str] = &[
-    "wedge_capture_xid_total",
-    "wedge_capture_wedged_process_info",
-];
+use crate::util::frozen_fs_or_skip;
 
 /// Series Prometheus makes itself at each scrape.
 const PROMETHEUS_SERIES: &[&str] = &[
@@ -302,10 +293,13 @@ fn every_dashboard_and_alert_expression_uses_exported_metrics_and_parses() {
     let Some(mut fs) = frozen_fs_or_skip(test) else {
         return;
     };
+    // The wedged process is a pod's (its identity confirmed by the node's container runtime state), so the
+    // pod panel and the pod-carrying alert have their series.
+    let Some(pod) = crate::fleet_xid::pod(test, &dir) else {
+        return;
+    };
     let out = dir.path().join("incidents");
-    let file = fs.create_file("target", b"x").unwrap();
     let comm = unique_comm("g");
-    let program = link_as(dir.path(), &comm, Path::new(bin()));
     let pattern = format!("^{comm}$");
     let mut args = vec![
         "--out",
@@ -314,6 +308,10 @@ fn every_dashboard_and_alert_expression_uses_exported_metrics_and_parses() {
         &pattern,
         "--metrics-listen",
         "127.0.0.1:0",
+        "--node-root",
+        pod.node_root.to_str().unwrap(),
+        "--pods-log-dir",
+        pod.pods_log.to_str().unwrap(),
     ];
     args.extend_from_slice(FAST);
     let mut agent = Agent::start(dir.path(), &args, &[]);
@@ -376,18 +374,31 @@ fn every_dashboard_and_alert_expression_uses_exported_metrics_and_parses() {
         "the first scrape",
     );
 
-    fs.freeze().unwrap();
-    let helper = wedge_helper(&program, &file, &[], "dashboard test ioctl FS_IOC_SETFLAGS");
-    wait_in_d(helper.pid(), Duration::from_secs(5));
+    let helper = pod.wedge(&dir, &mut fs, &comm);
     wait_incident(&mut agent, &out, helper.pid(), Duration::from_secs(30));
-    let live = http_get(addr, "/metrics").expect("GET /metrics");
+    // The pod's series appears once the pod is confirmed (the scan after the incident's identity).
+    let until = Instant::now() + Duration::from_secs(30);
+    let live = loop {
+        let live = http_get(addr, "/metrics").expect("GET /metrics");
+        let pod_series = format!(
+            "wedge_capture_wedged_process_info{{{}",
+            crate::fleet_xid::POD_LABELS
+        );
+        if live.contains(&pod_series) {
+            break live;
+        }
+        assert!(
+            Instant::now() < until,
+            "no {pod_series} series while wedged:\n{live}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
     let exported = exported_names(&live);
 
     for (what, expr) in &plain {
         for name in metric_names(expr) {
             let known = exported.contains(&name) || PROMETHEUS_SERIES.contains(&name.as_str());
-            let pending = AWAITING_FLEET_XID_MERGE.contains(&name.as_str());
-            if !known && !pending {
+            if !known {
                 failures.push(format!(
                     "{what}: {name} is not exported by the agent (expr {expr:?})"
                 ));
@@ -435,5 +446,6 @@ fn every_dashboard_and_alert_expression_uses_exported_metrics_and_parses() {
     drop(helper);
     let (status, _, log) = agent.terminate();
     assert_eq!(status, Some(0), "{log}");
+    drop(pod);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -22,7 +22,31 @@ pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut out = String::new();
     stream.read_to_string(&mut out).ok()?;
     let (head, body) = out.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let chunked = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().replace(' ', "") == "transfer-encoding:chunked");
+    if chunked {
+        dechunk(body)
+    } else {
+        Some(body.to_string())
+    }
+}
+
+/// An HTTP/1.1 chunked body put back together (Prometheus's API answers large queries so).
+fn dechunk(mut body: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
 }
 
 /// The address the agent logged for its metrics server (it listens on port 0).

@@ -12,6 +12,8 @@ use crate::agent::{
     link_as, unique_comm, wait_in_d, wait_incident, wedge_helper, Agent, Helper, TempDir, FAST,
 };
 use crate::fleet::{http_get, metrics_addr, promtool_clean, sample};
+use capture::frozen_fs::FrozenFs;
+
 use crate::util::{bin, frozen_fs_or_skip, in_ci};
 
 /// Poll `/metrics` until `done` says yes (at most `limit`); the last text either way.
@@ -129,23 +131,30 @@ fn a_kernel_xid_is_counted_once_and_named_in_the_verdict_of_the_wedge() {
     assert_eq!(status, Some(0), "{log}");
 }
 
-#[test]
-fn the_wedged_process_info_names_its_pod_while_wedged_and_goes_away_when_released() {
+/// A pod as the node shows it (namespace `ml`, pod `trainer-0`, container `trainer`): containerd's state under
+/// `node_root` names the container at its cgroup, a nested cgroup shaped as the kubelet makes them, and the
+/// kubelet's pod log directory. [`Pod::wedge`] starts a process in it, wedged on a frozen filesystem.
+pub(crate) struct Pod {
+    pub node_root: std::path::PathBuf,
+    pub pods_log: std::path::PathBuf,
+    pub cgroup: crate::hostile_tenant_wide::NestedCgroup,
+}
+
+/// The pod's namespace/pod/container labels as the metrics show them.
+pub(crate) const POD_LABELS: &str = "namespace=\"ml\",pod=\"trainer-0\",container=\"trainer\"";
+
+/// A [`Pod`] under `dir`; `None` (after saying why) where this host has no cgroup v2 to nest in, outside CI.
+pub(crate) fn pod(test: &str, dir: &TempDir) -> Option<Pod> {
     const UID: &str = "5e6f7a8b-0000-1111-2222-333344445555";
-    let test = "fleet wedged process info";
-    let Some(mut fs) = frozen_fs_or_skip(test) else {
-        return;
-    };
     let id = "c0ffee".repeat(10) + "c0de";
-    let dir = TempDir::new("podinfo");
-    let name = format!("wedge-capture-podinfo-{}", std::process::id());
+    let name = format!("wedge-capture-{}", unique_comm("pod"));
     let relative = format!("{name}/kubepods/burstable/pod{UID}/cri-containerd-{id}.scope");
     let cgroup = match crate::hostile_tenant_wide::nested_cgroup(dir.path(), &relative) {
         Ok(cgroup) => cgroup,
         Err(err) if in_ci() => panic!("{test}: CI=true but no cgroup v2 to nest in: {err}"),
         Err(err) => {
             eprintln!("{test}: skipped: {err}");
-            return;
+            return None;
         }
     };
     // The node as the kubelet and containerd leave it (root-owned, as they are): containerd's state names the
@@ -177,51 +186,75 @@ fn the_wedged_process_info_names_its_pod_while_wedged_and_goes_away_when_release
     .unwrap();
     let pods_log = dir.path().join("pods");
     std::fs::create_dir_all(pods_log.join(format!("ml_trainer-0_{UID}"))).unwrap();
+    Some(Pod {
+        node_root,
+        pods_log,
+        cgroup,
+    })
+}
 
-    let file = fs.create_file("target", b"x").unwrap();
-    let comm = unique_comm("k");
-    let program = link_as(dir.path(), &comm, Path::new(bin()));
-    fs.freeze().unwrap();
-    let procs = std::ffi::CString::new(
-        cgroup
-            .levels
-            .last()
-            .unwrap()
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .unwrap();
-    let mut command = Command::new(&program);
-    command
-        .args(["internal", "wedge-helper", "--label", "pod test", "--path"])
-        .arg(&file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: only async-signal-safe calls (open, write, close) on memory prepared before the fork.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-            let err = std::io::Error::last_os_error();
-            libc::close(fd);
-            if written != 1 {
-                return Err(err);
-            }
-            Ok(())
-        });
+impl Pod {
+    /// A process of this pod, wedged on `fs` (frozen here) and in D; its comm is `comm`.
+    pub(crate) fn wedge(&self, dir: &TempDir, fs: &mut FrozenFs, comm: &str) -> Helper {
+        let file = fs.create_file("target", b"x").unwrap();
+        let program = link_as(dir.path(), comm, Path::new(bin()));
+        fs.freeze().unwrap();
+        let procs = std::ffi::CString::new(
+            self.cgroup
+                .levels
+                .last()
+                .unwrap()
+                .join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        let mut command = Command::new(&program);
+        command
+            .args(["internal", "wedge-helper", "--label", "pod test", "--path"])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: only async-signal-safe calls (open, write, close) on memory prepared before the fork.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+                let err = std::io::Error::last_os_error();
+                libc::close(fd);
+                if written != 1 {
+                    return Err(err);
+                }
+                Ok(())
+            });
+        }
+        let helper = Helper {
+            child: command.spawn().unwrap(),
+        };
+        wait_in_d(helper.pid(), Duration::from_secs(10));
+        helper
     }
-    let helper = Helper {
-        child: command.spawn().unwrap(),
-    };
-    let pid = helper.pid();
-    wait_in_d(pid, Duration::from_secs(10));
+}
 
+#[test]
+fn the_wedged_process_info_names_its_pod_while_wedged_and_goes_away_when_released() {
+    let test = "fleet wedged process info";
+    let Some(mut fs) = frozen_fs_or_skip(test) else {
+        return;
+    };
+    let dir = TempDir::new("podinfo");
+    let Some(pod) = pod(test, &dir) else {
+        return;
+    };
+    let comm = unique_comm("k");
+    let helper = pod.wedge(&dir, &mut fs, &comm);
+    let pid = helper.pid();
+    let (node_root, pods_log) = (&pod.node_root, &pod.pods_log);
     let out = dir.path().join("incidents");
     let pattern = format!("^{comm}$");
     let mut args = vec![
@@ -291,7 +324,7 @@ fn the_wedged_process_info_names_its_pod_while_wedged_and_goes_away_when_release
     drop(helper);
     let (status, _, log) = agent.terminate();
     assert_eq!(status, Some(0), "{log}");
-    drop(cgroup);
+    drop(pod);
 }
 
 /// `wedge-capture explain` on a paste of a hung-task report and the Xid the driver printed for it: both read,

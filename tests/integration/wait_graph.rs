@@ -689,3 +689,100 @@ fn the_recorded_uvm_migrate_names_the_running_holder_tid_1059() {
     );
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+fn live_recording() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/gpu/recordings/h100-580.159.04-issue36-live")
+}
+
+/// The live run on the H100 (`tests/gpu/waitgraph36_run.sh`: `run --inject` on `uvmlock migratemm 48 4`): the
+/// incident the agent wrote while the wedge was live names the running holder (main thread 2736, R, inside
+/// UVM_MIGRATE, from the kernel's blocker records and the last-reader field) and its in-flight breadcrumb
+/// `cuMemPrefetchAsync(48 GiB)`; the four waiters in `mmap` are the waiters, and no waiter's call is offered as the
+/// cause. Read with today's model and verdict, so a schema or wording change that loses it fails here.
+#[test]
+fn the_live_h100_incident_names_the_running_holder_and_its_breadcrumb() {
+    let text = std::fs::read(live_recording().join("incident.json")).unwrap();
+    let recorded: Value = serde_json::from_slice(&text).unwrap();
+    let graph = &recorded["wait_graph"];
+    assert_eq!(graph["kernel_records"], true, "{graph:#}");
+    let l = lock(graph, "mmap_lock");
+    assert_eq!(l["identity"]["pid"], 2736, "{l:#}");
+    assert_eq!(l["kind"], "rwsem");
+    let holders = l["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1, "{l:#}");
+    let h = &holders[0];
+    assert_eq!(
+        (&h["tid"], &h["mode"], &h["state"], &h["evidence"]),
+        (
+            &2736.into(),
+            &"read".into(),
+            &"R".into(),
+            &"last_reader".into()
+        ),
+        "{h:#}"
+    );
+    for tid in [2742, 2743, 2744, 2745] {
+        let w = waiter(l, tid);
+        assert_eq!(
+            (&w["mode"], &w["state"], &w["call"]),
+            (&"write".into(), &"D".into(), &"mmap".into()),
+            "{w}"
+        );
+    }
+
+    let incident: reports::Incident = serde_json::from_slice(&text).unwrap();
+    let v = reports::verdict::verdict(&incident);
+    assert!(
+        v.starts_with(
+            "4 threads wait for the mmap_lock of pid 2736 (`uvmlock`) (for writing, in mmap); held for reading by \
+             tid 2736 `uvmlock` (the kernel's last reader), running in the kernel"
+        ),
+        "{v}"
+    );
+    assert!(
+        v.contains("— breadcrumb `cuMemPrefetchAsync(48 GiB)` entered"),
+        "{v}"
+    );
+    assert!(
+        v.contains("last breadcrumb `cuMemPrefetchAsync(48 GiB)` on thread 2736"),
+        "{v}"
+    );
+    for waiter_tid in [2742, 2743, 2744, 2745] {
+        assert!(
+            !v.contains(&format!(
+                "breadcrumb `cuCtxSetCurrent()` on thread {waiter_tid}"
+            )),
+            "a waiter's call offered: {v}"
+        );
+    }
+    let md = reports::render::markdown(&incident);
+    assert!(
+        md.contains(
+            "| L1 the mmap_lock of pid 2736 (`uvmlock`) | rw-semaphore | tid 2736 `uvmlock` (for reading), running in \
+             the kernel"
+        ),
+        "{md}"
+    );
+
+    // The ring copied into the incident agrees: the one call in flight is the holder's.
+    let out = Command::new(bin())
+        .args(["ring", "dump", "--format", "json"])
+        .arg(live_recording().join("ring.bin"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dump: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let in_flight = dump["in_flight"].as_array().expect("in_flight");
+    assert_eq!(in_flight.len(), 1, "{dump:#}");
+    assert_eq!(in_flight[0]["tid"], 2736, "{}", in_flight[0]);
+    assert!(
+        in_flight[0].to_string().contains("cuMemPrefetchAsync"),
+        "{}",
+        in_flight[0]
+    );
+}
