@@ -221,6 +221,9 @@ struct Row {
     baseline_ns_per_thread_scan: f64,
     baseline_us_per_scan: f64,
     ratio: f64,
+    /// The agent's CPU per measured interval (≈ one scan each).
+    agent_us_per_interval: Spread,
+    baseline_us_per_scan_spread: Spread,
 }
 
 fn measure(
@@ -262,13 +265,25 @@ fn measure(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Past the start: pids listed at the first scan are re-read for a few scans (young processes).
-    std::thread::sleep(args.interval * 8);
+    // Past the start: pids listed at the first scan are re-read for a few scans (young processes),
+    // and the BPF program's load (60-80 ms of CPU) may still run on a loaded host: at least 5 s, or a
+    // small target (`--threads 1`, the fixed cost per scan) would count the start (issue 40).
+    std::thread::sleep((args.interval * 8).max(Duration::from_secs(5)));
 
     let scans = args.scans.max(1);
     let (cpu0, ticks0) = process_cpu(root, agent_pid)?;
     let wall0 = Instant::now();
-    std::thread::sleep(args.interval * scans);
+    // The agent's CPU interval by interval too (about one scan each, not aligned to its scans): the
+    // spread says whether a mean comes from every scan or from a few costly ones (issue 40).
+    let mut per_interval = Vec::with_capacity(scans as usize);
+    let mut last = cpu0;
+    for k in 1..=scans {
+        let due = wall0 + args.interval * k;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let (cpu, _) = process_cpu(root, agent_pid)?;
+        per_interval.push(cpu.saturating_sub(last).as_nanos() as f64);
+        last = cpu;
+    }
     let (cpu1, ticks1) = process_cpu(root, agent_pid)?;
     // The agent scans once per interval; wall time over interval is the number of scans it made.
     let scans_made = (wall0.elapsed().as_secs_f64() / args.interval.as_secs_f64()).max(1.0);
@@ -280,8 +295,11 @@ fn measure(
     xcapture_scan(helper_pid, &mut buf); // warm the dentries, as the agent had them warm
     let before = own_cpu();
     let mut read = 0;
+    let mut baseline_scans = Vec::with_capacity(scans as usize);
     for _ in 0..scans {
+        let scan_start = own_cpu();
         read += xcapture_scan(helper_pid, &mut buf);
+        baseline_scans.push((own_cpu() - scan_start).as_nanos() as f64);
     }
     let baseline = own_cpu() - before;
     let watched = threads + 1 + busy;
@@ -310,7 +328,29 @@ fn measure(
         baseline_ns_per_thread_scan: baseline_ns / watched,
         baseline_us_per_scan: baseline_ns / 1e3,
         ratio: agent_ns / baseline_ns.max(1.0),
+        agent_us_per_interval: Spread::of(&per_interval),
+        baseline_us_per_scan_spread: Spread::of(&baseline_scans),
     })
+}
+
+/// Minimum, median and maximum of per-scan (or per-interval) CPU samples, in µs.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Spread {
+    min: f64,
+    median: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(ns: &[f64]) -> Spread {
+        let mut v: Vec<f64> = ns.iter().map(|n| n / 1e3).collect();
+        v.sort_by(f64::total_cmp);
+        Spread {
+            min: v.first().copied().unwrap_or(0.0),
+            median: v.get(v.len() / 2).copied().unwrap_or(0.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
 }
 
 pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
@@ -374,11 +414,12 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
             switches.join(" ")
         }
     );
-    println!("| shape | threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| shape | threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio | agent per interval min / median / max | xcapture-style per scan min / median / max |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
+        let (a, b) = (r.agent_us_per_interval, r.baseline_us_per_scan_spread);
         println!(
-            "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} |",
+            "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} | {:.0} / {:.0} / {:.0} µs | {:.0} / {:.0} / {:.0} µs |",
             r.shape,
             r.threads,
             r.host_processes,
@@ -386,7 +427,13 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
             r.agent_ticks_ns_per_thread_scan / 1e3,
             r.agent_us_per_scan,
             r.baseline_ns_per_thread_scan / 1e3,
-            r.ratio
+            r.ratio,
+            a.min,
+            a.median,
+            a.max,
+            b.min,
+            b.median,
+            b.max
         );
     }
     Ok(ExitCode::OK)
