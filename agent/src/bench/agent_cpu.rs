@@ -57,6 +57,10 @@ pub struct BenchAgentArgs {
     /// Extra arguments for the agent (e.g. `--agent-arg=--no-shortcut`), repeatable.
     #[arg(long = "agent-arg", allow_hyphen_values = true)]
     pub agent_args: Vec<String>,
+    /// Agent binaries to measure, each row once per binary in turn (before/after comparisons in one
+    /// run: the same helper threads, host and baseline code); default: this binary.
+    #[arg(long = "agent-exe", value_name = "PATH")]
+    pub agent_exes: Vec<PathBuf>,
     /// One JSON object instead of the Markdown table.
     #[arg(long)]
     pub json: bool,
@@ -210,6 +214,8 @@ fn xcapture_scan(pid: i32, buf: &mut Vec<u8>) -> usize {
 
 #[derive(Debug, Clone, serde::Serialize)]
 struct Row {
+    /// The agent binary measured.
+    agent: String,
     shape: String,
     threads: usize,
     host_processes: usize,
@@ -232,6 +238,7 @@ fn measure(
     threads: usize,
     shape: &str,
     out_dir: &Path,
+    agent_exe: &Path,
 ) -> anyhow::Result<Row> {
     let busy = if shape == "busy" {
         args.busy_threads
@@ -241,10 +248,9 @@ fn measure(
     let helper = start_helper(threads, busy)?;
     let helper_pid = helper.0.id() as i32;
     let host_processes = root.pids().map(|p| p.len()).unwrap_or(0);
-    let exe = crate::watch::launch::own_executable()?;
     let interval_arg = format!("{}ms", args.interval.as_millis().max(1));
     let agent = Reaped(
-        Command::new(exe)
+        Command::new(agent_exe)
             .arg("agent")
             .args(["--match-comm", &format!("^{HELPER_COMM}$")])
             .args(["--interval", &interval_arg])
@@ -315,6 +321,7 @@ fn measure(
     let agent_ns = (cpu1 - cpu0).as_nanos() as f64 / scans_made;
     let baseline_ns = baseline.as_nanos() as f64 / f64::from(scans);
     Ok(Row {
+        agent: agent_exe.display().to_string(),
         shape: shape.to_string(),
         threads: threads + 1 + busy,
         host_processes,
@@ -371,16 +378,26 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
     let out_dir =
         std::env::temp_dir().join(format!("wedge-capture-bench-agent-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir)?;
+    let agent_exes = if args.agent_exes.is_empty() {
+        vec![crate::watch::launch::own_executable()?]
+    } else {
+        args.agent_exes.clone()
+    };
     let mut rows = Vec::new();
     for shape in &args.shapes {
         for &threads in &args.threads {
-            eprintln!("bench-agent: {shape} process, {threads} parked threads…");
-            let row = measure(&args, &root, threads, shape, &out_dir);
-            match row {
-                Ok(row) => rows.push(row),
-                Err(err) => {
-                    let _ = std::fs::remove_dir_all(&out_dir);
-                    return Err(err);
+            for exe in &agent_exes {
+                eprintln!(
+                    "bench-agent: {shape} process, {threads} parked threads, agent {}…",
+                    exe.display()
+                );
+                let row = measure(&args, &root, threads, shape, &out_dir, exe);
+                match row {
+                    Ok(row) => rows.push(row),
+                    Err(err) => {
+                        let _ = std::fs::remove_dir_all(&out_dir);
+                        return Err(err);
+                    }
                 }
             }
         }
@@ -418,9 +435,14 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let (a, b) = (r.agent_us_per_interval, r.baseline_us_per_scan_spread);
+        let shape = if args.agent_exes.is_empty() {
+            r.shape.clone()
+        } else {
+            format!("{} ({})", r.shape, r.agent)
+        };
         println!(
             "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} | {:.0} / {:.0} / {:.0} µs | {:.0} / {:.0} / {:.0} µs |",
-            r.shape,
+            shape,
             r.threads,
             r.host_processes,
             r.agent_ns_per_thread_scan / 1e3,
