@@ -15,6 +15,10 @@
 //! a core at 1 Hz is the per-scan CPU itself. `--busy-host N` starts N `sleep` processes first, for the
 //! discovery cost on a host with many processes.
 //!
+//! Each row also gives the spread (min / median / max) of the agent's CPU per interval and of the
+//! baseline's per scan, so a wide ratio shows which side moved (issue 40); `--agent-exe A --agent-exe B`
+//! measures several agent binaries row by row in one run (before/after on the same helper and host).
+//!
 //! Two shapes of watched process (`--shapes`): `idle` (N parked threads: the quiet-process shortcut's
 //! case) and `busy` (the same N plus `--busy-threads` threads that wake every millisecond, as a training
 //! worker's progress or heartbeat threads do: its counters always move, so only per-thread change
