@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issues 31 (part 4) and 40: the numbers on merged main, on the GPU host. Usage: numbers_run.sh BIN_DIR OUT_DIR
-#   BIN_DIR: release wedge-capture, libwedge_inject.so and ring-bench (cargo bench -p breadcrumb --bench ring --no-run)
+#   BIN_DIR: release wedge-capture and ring-bench (cargo bench -p breadcrumb --bench ring --no-run: the printed
+#   target/release/deps/ring-<hash>, copied as ring-bench); optional wedge-capture-before (see bench-agent below)
 # Every ratio comes with its baseline from the same process; the upload and bench-agent rows run in three
 # processes because their spread across processes is wide.
 set -u
@@ -22,15 +23,20 @@ for i in 1 2; do
     --skip managed,pageable,ztensor --sweep 8x4MiBx14:overlap:plain:fit --json \
     > "$OUT/upload-4g-$i.json" 2> "$OUT/upload-4g-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-4g-$i.err"
 done
+# With BIN_DIR/wedge-capture-before (e.g. main before the merge), every bench-agent row is measured for both agent
+# binaries in the same process (same helper threads, same baseline code).
+AGENTS=()
+if [ -x "$BIN/wedge-capture-before" ]; then AGENTS=(--agent-exe "$BIN/wedge-capture-before" --agent-exe "$BIN/wedge-capture"); fi
 echo "== bench-agent (16 cores, 3 processes)"
 for i in 1 2 3; do
-  "$BIN/wedge-capture" internal bench-agent --threads 1000,10000 --scans 30 > "$OUT/bench-agent-$i.txt" 2>&1
-  echo "rc=$?"; tail -6 "$OUT/bench-agent-$i.txt"
+  "$BIN/wedge-capture" internal bench-agent --threads 1000,10000 --scans 30 ${AGENTS[@]+"${AGENTS[@]}"} > "$OUT/bench-agent-$i.txt" 2>&1
+  echo "rc=$?"; tail -10 "$OUT/bench-agent-$i.txt"
 done
 echo "== bench-agent: the fixed per-scan cost (a 1-thread target; 2 processes)"
 for i in 1 2; do
-  "$BIN/wedge-capture" internal bench-agent --threads 1 --shapes idle --scans 30 > "$OUT/bench-agent-fixed-$i.txt" 2>&1
-  echo "rc=$?"; tail -2 "$OUT/bench-agent-fixed-$i.txt"
+  "$BIN/wedge-capture" internal bench-agent --threads 1 --shapes idle --scans 30 ${AGENTS[@]+"${AGENTS[@]}"} > "$OUT/bench-agent-fixed-$i.txt" 2>&1
+  echo "rc=$?"; tail -3 "$OUT/bench-agent-fixed-$i.txt"
 done
 echo "== breadcrumb ring bench"
-WEDGE_BENCH_ITERS=2000000 "$BIN/ring-bench" > "$OUT/ring-bench.txt" 2>&1; echo "rc=$?"; tail -18 "$OUT/ring-bench.txt"
+# --bench: without it (and before issue 40, whatever WEDGE_BENCH_ITERS said) the bench ran 10,000 pairs only.
+WEDGE_BENCH_ITERS=2000000 "$BIN/ring-bench" --bench > "$OUT/ring-bench.txt" 2>&1; echo "rc=$?"; tail -18 "$OUT/ring-bench.txt"
