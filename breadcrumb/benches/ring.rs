@@ -127,7 +127,10 @@ impl MutexRing {
 
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing special: keep it short then.
-    let quick = !std::env::args().any(|a| a == "--bench");
+    // An explicit WEDGE_BENCH_ITERS wins either way: the GPU-host script ran the binary without
+    // --bench, so its figures were 10,000-pair runs (issue 40; ~2 ns a record more here).
+    let quick = !std::env::args().any(|a| a == "--bench")
+        && std::env::var_os("WEDGE_BENCH_ITERS").is_none();
     let pairs = if quick { 10_000 } else { iters() };
     let dir = std::env::temp_dir().join(format!("wedge-breadcrumb-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -295,14 +298,28 @@ fn main() {
     println!(
         "| floor: clock_gettime(CLOCK_MONOTONIC_COARSE) alone | {coarse_clock1:.1} ns | - | - |"
     );
-    let verdict = if default_ns[0] <= 20.0 {
-        "met"
+    match default_writer.read_costs() {
+        Some(costs) => println!(
+            "default writer's clock choice at creation: {} (measured per read: counter {:.1} ns, clock_gettime(CLOCK_MONOTONIC) {:.1} ns)",
+            if default_writer.uses_counter() { "counter" } else { "CLOCK_MONOTONIC" },
+            costs.counter_ns,
+            costs.monotonic_ns
+        ),
+        None => println!("default writer's clock: CLOCK_MONOTONIC (no usable counter)"),
+    }
+    // The cheapest clock that keeps the ring's resolution promise (docs/breadcrumb-ring.md: the
+    // coarse clock does not; it is listed above for reference only).
+    let cheapest = if default_writer.read_costs().is_some() {
+        counter1.min(clock1)
     } else {
-        "NOT met"
+        clock1
     };
+    let over = default_ns[0] - cheapest;
     println!(
-        "goal <= 20 ns per record single-threaded with the default settings: {verdict} ({:.1} ns)",
-        default_ns[0]
+        "goal (issue 40): default record within 5 ns of the cheapest usable clock read ({cheapest:.1} ns): {} ({:.1} ns, {over:+.1} ns); <= 25 ns: {}",
+        if over <= 5.0 { "met" } else { "NOT met" },
+        default_ns[0],
+        if default_ns[0] <= 25.0 { "met" } else { "NOT met" }
     );
     println!(
         "default ring cost excluding the counter read: {:.1} ns per record",

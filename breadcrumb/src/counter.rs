@@ -97,6 +97,53 @@ pub fn pair() -> (u64, u64) {
     (best.1, best.2)
 }
 
+/// What one timestamp costs on this machine, measured: the counter read and the vDSO
+/// `clock_gettime(CLOCK_MONOTONIC)` (ns per read, the best of a few rounds). A VM can make the
+/// counter slow (TSC scaling, or a hypervisor that traps `rdtsc`), so the writer measures rather
+/// than assumes which is cheaper ([`choose`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadCosts {
+    pub counter_ns: f64,
+    pub monotonic_ns: f64,
+}
+
+/// Reads per measured round, and rounds: ~3 × 256 × (counter + clock) reads, tens of µs once per ring.
+const COST_READS: u32 = 256;
+const COST_ROUNDS: usize = 3;
+
+/// Measures [`ReadCosts`] now (only meaningful where [`detect`] returned a counter).
+pub fn measure_read_costs() -> ReadCosts {
+    let per_read = |read: &dyn Fn() -> u64| -> f64 {
+        (0..COST_ROUNDS)
+            .map(|_| {
+                let start = identity::monotonic_ns();
+                let mut sink = 0u64;
+                for _ in 0..COST_READS {
+                    sink = sink.wrapping_add(std::hint::black_box(read()));
+                }
+                std::hint::black_box(sink);
+                identity::monotonic_ns().saturating_sub(start) as f64 / f64::from(COST_READS)
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    ReadCosts {
+        counter_ns: per_read(&read),
+        monotonic_ns: per_read(&identity::monotonic_ns),
+    }
+}
+
+/// The counter if it is usable here and its read is not dearer than `CLOCK_MONOTONIC`'s (both
+/// keep the ring's resolution promise, docs/breadcrumb-ring.md); `None` means stamp with
+/// `clock_gettime(CLOCK_MONOTONIC)`. Also returns the measured costs (None without a counter).
+pub fn choose() -> (Option<Counter>, Option<ReadCosts>) {
+    let Some(counter) = detect() else {
+        return (None, None);
+    };
+    let costs = measure_read_costs();
+    let chosen = (costs.counter_ns <= costs.monotonic_ns).then_some(counter);
+    (chosen, Some(costs))
+}
+
 /// The counter this process may use, calibrated, or `None` (use `CLOCK_MONOTONIC`).
 pub fn detect() -> Option<Counter> {
     let clocksource = std::fs::read(CLOCKSOURCE_PATH).ok()?;
@@ -214,6 +261,21 @@ mod tests {
         assert_eq!(ticks_per_second(3_000_000, 1_000_000), Some(3_000_000_000));
         assert_eq!(ticks_per_second(0, 1), None);
         assert_eq!(ticks_per_second(1, 0), None);
+    }
+
+    #[test]
+    fn the_choice_follows_the_measured_costs() {
+        let (chosen, costs) = choose();
+        match (detect(), costs) {
+            (None, _) => assert!(chosen.is_none() && costs.is_none()),
+            (Some(_), None) => panic!("a usable counter, yet no costs measured"),
+            (Some(_), Some(costs)) => {
+                assert!(costs.counter_ns > 0.0 && costs.counter_ns.is_finite());
+                assert!(costs.monotonic_ns > 0.0 && costs.monotonic_ns.is_finite());
+                // The decision is the comparison of what was measured (the same call's numbers).
+                assert_eq!(chosen.is_some(), costs.counter_ns <= costs.monotonic_ns);
+            }
+        }
     }
 
     #[test]

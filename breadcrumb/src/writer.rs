@@ -211,6 +211,8 @@ pub struct Writer {
     lane_slots_shift: u32,
     slots_offset: usize,
     time: TimeSource,
+    /// What the clock candidates cost when this writer chose (None: nothing to choose).
+    read_costs: Option<counter::ReadCosts>,
     path: PathBuf,
     status_lock: Mutex<()>,
     mapping: Arc<Mapping>,
@@ -300,22 +302,26 @@ impl Writer {
     ) -> Result<Writer> {
         file.set_len(map_len as u64)
             .map_err(|e| Error::io(temp, "size", e))?;
-        let counter = match options.clock {
-            RingClock::Counter => counter::detect(),
-            RingClock::Monotonic | RingClock::MonotonicCoarse => None,
+        // The counter only where it is usable and measured no dearer than the vDSO clock
+        // (docs/breadcrumb-ring.md, "Which clock"); the header's counter_kind and clock_id say
+        // which was chosen, so readers convert accordingly.
+        let (counter, read_costs) = match options.clock {
+            RingClock::Counter => counter::choose(),
+            RingClock::Monotonic | RingClock::MonotonicCoarse => (None, None),
         };
         let time = match (counter, options.clock) {
             (Some(counter), _) => TimeSource::Counter { hz: counter.hz },
             (None, RingClock::MonotonicCoarse) => TimeSource::Clock(libc::CLOCK_MONOTONIC_COARSE),
             (None, _) => TimeSource::Clock(libc::CLOCK_MONOTONIC),
         };
-        let writer = Writer::from_mapping(
+        let mut writer = Writer::from_mapping(
             map_shared(file, map_len, temp)?,
             path,
             lane_count,
             options.slot_count,
             time,
         );
+        writer.read_costs = read_costs;
         writer.write_header(options, lane_count, counter.as_ref(), identity);
         std::fs::rename(temp, path).map_err(|e| Error::io(path, "rename into place", e))?;
         Ok(writer)
@@ -338,6 +344,7 @@ impl Writer {
             slots_offset: format::HEADER_SIZE as usize
                 + format::LANE_ENTRY_SIZE as usize * lane_count as usize,
             time,
+            read_costs: None,
             path: path.to_path_buf(),
             status_lock: Mutex::new(()),
             mapping: Arc::new(mapping),
@@ -461,6 +468,12 @@ impl Writer {
     /// Number of lanes (lane 0 is the shared one).
     pub fn lane_count(&self) -> u32 {
         self.lane_count
+    }
+
+    /// The per-read costs measured when the clock was chosen at creation ([`counter::choose`]);
+    /// None for an opened ring, an explicit clock, or a machine without a usable counter.
+    pub fn read_costs(&self) -> Option<counter::ReadCosts> {
+        self.read_costs
     }
 
     /// Whether records are stamped with the CPU counter (else with `clock_gettime`).
@@ -901,8 +914,19 @@ fn label_word(label: &[u8], k: usize) -> u64 {
         word.copy_from_slice(chunk);
         return u64::from_le_bytes(word);
     }
+    let rest = label.len().saturating_sub(start);
+    if rest == 0 {
+        return 0;
+    }
+    if label.len() >= 8 {
+        // The last 8 bytes of the label in one load, shifted so its bytes `start..` come first
+        // (no byte loop on the record path).
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&label[label.len() - 8..]);
+        return u64::from_le_bytes(word) >> (8 * (8 - rest));
+    }
     let mut word = 0u64;
-    for (shift, &byte) in label.get(start..).unwrap_or(&[]).iter().enumerate() {
+    for (shift, &byte) in label[start..].iter().enumerate() {
         word |= u64::from(byte) << (8 * shift);
     }
     word
@@ -1046,6 +1070,25 @@ fn register_fork_handler() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_words_are_the_zero_padded_bytes() {
+        let text: Vec<u8> = (1..=40u8).collect();
+        for len in 0..=40 {
+            let label = &text[..len];
+            for k in 0..format::LABEL_CAPACITY / 8 {
+                let mut expected = [0u8; 8];
+                for (i, byte) in expected.iter_mut().enumerate() {
+                    *byte = label.get(k * 8 + i).copied().unwrap_or(0);
+                }
+                assert_eq!(
+                    label_word(label, k),
+                    u64::from_le_bytes(expected),
+                    "label of {len} bytes, word {k}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn token_packs_lane_index_and_call() {

@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
-# Issue 31 part 4: the numbers on merged main, on the GPU host. Usage: numbers_run.sh BIN_DIR OUT_DIR
-#   BIN_DIR: release wedge-capture, libwedge_inject.so and ring-bench (cargo bench -p breadcrumb --bench ring --no-run)
+# Issues 31 (part 4) and 40: the numbers on merged main, on the GPU host. Usage: numbers_run.sh BIN_DIR OUT_DIR
+#   BIN_DIR: release wedge-capture and ring-bench (cargo bench -p breadcrumb --bench ring --no-run: the printed
+#   target/release/deps/ring-<hash>, copied as ring-bench); optional wedge-capture-before (see bench-agent below)
+# Every ratio comes with its baseline from the same process; the upload and bench-agent rows run in three
+# processes because their spread across processes is wide.
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2
 mkdir -p "$OUT"
 exec > >(tee "$OUT/numbers-log.txt") 2>&1
-nproc; nvidia-smi -L
+nproc; nvidia-smi -L; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; grep -m1 "model name" /proc/cpuinfo
+# Issue 40: the default packs the real workload's small tensors with streaming stores (`bysize`); the
+# sweep rows are the previous default (plain) and explicit streaming, same process, same ring fit.
 echo "== upload: real workload (3 processes)"
 for i in 1 2 3; do
   "$BIN/wedge-capture" upload --backend cuda --compare --repeat 31 --skip managed,pageable --ring /tmp/r.ring --format json \
+    --sweep 8x4MiBx14:overlap:plain:fit,8x4MiBx14:overlap:streaming:fit,8x4MiBx14:overlap:bysize:fit \
     > "$OUT/upload-real-$i.json" 2> "$OUT/upload-real-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-real-$i.err"
 done
-echo "== upload: 4 GiB"
-"$BIN/wedge-capture" upload --backend cuda --compare --repeat 11 --tensors 16384 --floats 65536 --params 0 \
-  --skip managed,pageable,ztensor --format json > "$OUT/upload-4g.json" 2> "$OUT/upload-4g.err"; echo "rc=$?"; tail -3 "$OUT/upload-4g.err"
-echo "== bench-agent (16 cores)"
-"$BIN/wedge-capture" internal bench-agent --threads 1000,10000 --scans 30 > "$OUT/bench-agent.txt" 2>&1; echo "rc=$?"; tail -12 "$OUT/bench-agent.txt"
+echo "== upload: 4 GiB (2 processes)"
+for i in 1 2; do
+  "$BIN/wedge-capture" upload --backend cuda --compare --repeat 11 --tensors 16384 --floats 65536 --params 0 \
+    --skip managed,pageable,ztensor --sweep 8x4MiBx14:overlap:plain:fit --format json \
+    > "$OUT/upload-4g-$i.json" 2> "$OUT/upload-4g-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-4g-$i.err"
+done
+# With BIN_DIR/wedge-capture-before (e.g. main before the merge), every bench-agent row is measured for both agent
+# binaries in the same process (same helper threads, same baseline code).
+AGENTS=()
+if [ -x "$BIN/wedge-capture-before" ]; then AGENTS=(--agent-exe "$BIN/wedge-capture-before" --agent-exe "$BIN/wedge-capture"); fi
+echo "== bench-agent (16 cores, 3 processes)"
+for i in 1 2 3; do
+  "$BIN/wedge-capture" internal bench-agent --threads 1000,10000 --scans 30 ${AGENTS[@]+"${AGENTS[@]}"} > "$OUT/bench-agent-$i.txt" 2>&1
+  echo "rc=$?"; tail -10 "$OUT/bench-agent-$i.txt"
+done
+echo "== bench-agent: the fixed per-scan cost (a 1-thread target; 2 processes)"
+for i in 1 2; do
+  "$BIN/wedge-capture" internal bench-agent --threads 1 --shapes idle --scans 30 ${AGENTS[@]+"${AGENTS[@]}"} > "$OUT/bench-agent-fixed-$i.txt" 2>&1
+  echo "rc=$?"; tail -3 "$OUT/bench-agent-fixed-$i.txt"
+done
 echo "== breadcrumb ring bench"
-WEDGE_BENCH_ITERS=2000000 "$BIN/ring-bench" > "$OUT/ring-bench.txt" 2>&1; echo "rc=$?"; tail -15 "$OUT/ring-bench.txt"
+# --bench: without it (and before issue 40, whatever WEDGE_BENCH_ITERS said) the bench ran 10,000 pairs only.
+WEDGE_BENCH_ITERS=2000000 "$BIN/ring-bench" --bench > "$OUT/ring-bench.txt" 2>&1; echo "rc=$?"; tail -18 "$OUT/ring-bench.txt"

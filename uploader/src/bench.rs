@@ -458,7 +458,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
-    "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:plain|:streaming]\
+    "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:bysize|:plain|:streaming]\
      [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit][:writable|:read-only], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
@@ -490,6 +490,7 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "plain" => options.store = PackStore::Plain,
             "streaming" | "nt" => options.store = PackStore::Streaming,
             "auto" => options.store = PackStore::Auto,
+            "bysize" => options.store = PackStore::BySize,
             "hostalloc" => options.staging = StagingMemory::HostAlloc,
             "register" => options.staging = StagingMemory::Register,
             "overlap" => options.staging = StagingMemory::Overlap,

@@ -9,8 +9,10 @@
 //! on a given host is measured, not assumed, and it differs between hosts of one type: on one
 //! H200 VM streaming stores packed twice as fast as plain ones, on another plain stores into a
 //! 16 MiB ring that stays in the 300 MiB L3 cache were 1.25–1.4× faster end to end
-//! (BENCHMARKS.md). The pipeline defaults to plain; [`PackStore::Auto`] times both per upload,
-//! but per-piece times miss what a store costs the rest of the system, so it is opt-in.
+//! (BENCHMARKS.md). The pipeline defaults to [`PackStore::BySize`] (streaming for many small
+//! tensors, plain for large ones: what the end-to-end comparisons favoured for each shape);
+//! [`PackStore::Auto`] times both per upload, but per-piece times miss what a store costs the rest
+//! of the system, so it is opt-in.
 
 use serde::Serialize;
 
@@ -27,7 +29,20 @@ pub enum PackStore {
     /// alternately plain and streaming until it has enough samples of each. (`copy` itself
     /// treats it as `Plain`.)
     Auto,
+    /// Chosen per upload by the workload's shape ([`PackStore::for_mean_tensor`]): streaming for
+    /// many small tensors, plain for large ones. (`copy` itself treats it as `Plain`.)
+    BySize,
 }
+
+/// `BySize`: uploads whose mean tensor is smaller than this pack with streaming stores.
+///
+/// Why (BENCHMARKS.md, issue 40): on the H200/H100 hosts every same-process comparison on the real
+/// workload (213,354 tensors of 772 B, 217 MB) had streaming stores ahead with staging reused
+/// (+3.5 … +8 points of the copy ceiling: runs 22 and 25, four processes) and level cold, while at
+/// 4 GiB of 256 KiB tensors streaming lost ~11 points (run 22): there plain stores keep the 32 MiB
+/// staging ring in the last-level cache, where the copy engine reads it, and the sources stream
+/// from memory either way. 64 KiB sits between the two shapes measured.
+pub const STREAMING_BELOW_MEAN_TENSOR: u64 = 64 << 10;
 
 impl PackStore {
     pub fn name(self) -> &'static str {
@@ -35,6 +50,19 @@ impl PackStore {
             PackStore::Plain => "plain",
             PackStore::Streaming => "streaming",
             PackStore::Auto => "auto",
+            PackStore::BySize => "bysize",
+        }
+    }
+
+    /// The store an upload of tensors of `mean_tensor_bytes` on average packs with: `BySize`
+    /// resolved ([`STREAMING_BELOW_MEAN_TENSOR`]), every other store as it is.
+    pub fn for_mean_tensor(self, mean_tensor_bytes: u64) -> PackStore {
+        match self {
+            PackStore::BySize if mean_tensor_bytes < STREAMING_BELOW_MEAN_TENSOR => {
+                PackStore::Streaming
+            }
+            PackStore::BySize => PackStore::Plain,
+            other => other,
         }
     }
 }
@@ -46,8 +74,9 @@ impl std::str::FromStr for PackStore {
             "plain" => Ok(PackStore::Plain),
             "streaming" | "nt" => Ok(PackStore::Streaming),
             "auto" => Ok(PackStore::Auto),
+            "bysize" => Ok(PackStore::BySize),
             other => Err(format!(
-                "unknown pack store {other:?} (auto, plain, streaming)"
+                "unknown pack store {other:?} (auto, bysize, plain, streaming)"
             )),
         }
     }
@@ -126,7 +155,12 @@ mod tests {
     #[test]
     fn every_alignment_and_length_copies_exactly() {
         let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
-        for store in [PackStore::Plain, PackStore::Streaming, PackStore::Auto] {
+        for store in [
+            PackStore::Plain,
+            PackStore::Streaming,
+            PackStore::Auto,
+            PackStore::BySize,
+        ] {
             for src_off in [0usize, 1, 15, 16, 63] {
                 for dst_off in [0usize, 1, 8, 31, 64] {
                     for len in [0usize, 1, 63, 64, 255, 256, 257, 1000, 3000] {
@@ -162,6 +196,24 @@ mod tests {
         assert_eq!("plain".parse::<PackStore>(), Ok(PackStore::Plain));
         assert_eq!("nt".parse::<PackStore>(), Ok(PackStore::Streaming));
         assert_eq!("auto".parse::<PackStore>(), Ok(PackStore::Auto));
+        assert_eq!("bysize".parse::<PackStore>(), Ok(PackStore::BySize));
         assert!("fast".parse::<PackStore>().is_err());
+    }
+
+    #[test]
+    fn by_size_streams_small_tensors_only() {
+        // The real workload's 772-byte tensors and the 4 GiB workload's 256 KiB ones.
+        assert_eq!(PackStore::BySize.for_mean_tensor(772), PackStore::Streaming);
+        assert_eq!(
+            PackStore::BySize.for_mean_tensor(256 << 10),
+            PackStore::Plain
+        );
+        assert_eq!(
+            PackStore::BySize.for_mean_tensor(STREAMING_BELOW_MEAN_TENSOR),
+            PackStore::Plain
+        );
+        for store in [PackStore::Plain, PackStore::Streaming, PackStore::Auto] {
+            assert_eq!(store.for_mean_tensor(772), store, "only BySize is resolved");
+        }
     }
 }

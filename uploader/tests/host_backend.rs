@@ -926,3 +926,48 @@ fn a_one_shot_overlap_upload_unlocks_finished_groups_while_it_runs() {
         assert_all_released(&d);
     }
 }
+
+/// The default store (`BySize`, issue 40) packs many small tensors with streaming stores and
+/// large ones plain, and the bytes arrive either way.
+#[test]
+fn by_size_store_follows_the_workload_shape() {
+    use uploader::pack::{PackStore, STREAMING_BELOW_MEAN_TENSOR};
+    assert_eq!(PinnedOptions::default().store, PackStore::BySize);
+    let large_floats = (STREAMING_BELOW_MEAN_TENSOR / 4 + 1024) as usize;
+    let shapes = [
+        // The real workload's shape, small: 772-byte samples.
+        (small_workload(), PackStore::Streaming),
+        // Tensors above the threshold only.
+        (
+            Workload::synthetic(&WorkloadSpec {
+                samples: 70,
+                sample_floats: large_floats,
+                params: 0,
+                param_floats: 0,
+                seed: 12,
+            }),
+            PackStore::Plain,
+        ),
+    ];
+    let d = HostDriver::default();
+    let t = Traced::open(&d, None, 0).unwrap();
+    for (w, expected) in shapes {
+        let options = PlanOptions {
+            chunk_bytes: 1 << 20,
+            ..small_options()
+        };
+        let p = match plan(w.infos(), &options).unwrap() {
+            Planned::Bulk(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let mut s = strategy(StrategyKind::Pinned);
+        s.pinned.store = PackStore::BySize;
+        let up = upload(&t, &s, &w, &p, &mut |_| {}).unwrap();
+        let stats = up.pinned.unwrap();
+        assert_eq!(stats.store, expected, "{stats:?}");
+        verify(&t, &up, &w).unwrap();
+        up.free(&t).unwrap();
+    }
+    t.close().unwrap();
+    assert_all_released(&d);
+}

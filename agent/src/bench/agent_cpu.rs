@@ -15,6 +15,10 @@
 //! a core at 1 Hz is the per-scan CPU itself. `--busy-host N` starts N `sleep` processes first, for the
 //! discovery cost on a host with many processes.
 //!
+//! Each row also gives the spread (min / median / max) of the agent's CPU per interval and of the
+//! baseline's per scan, so a wide ratio shows which side moved (issue 40); `--agent-exe A --agent-exe B`
+//! measures several agent binaries row by row in one run (before/after on the same helper and host).
+//!
 //! Two shapes of watched process (`--shapes`): `idle` (N parked threads: the quiet-process shortcut's
 //! case) and `busy` (the same N plus `--busy-threads` threads that wake every millisecond, as a training
 //! worker's progress or heartbeat threads do: its counters always move, so only per-thread change
@@ -57,6 +61,10 @@ pub struct BenchAgentArgs {
     /// Extra arguments for the agent (e.g. `--agent-arg=--no-shortcut`), repeatable.
     #[arg(long = "agent-arg", allow_hyphen_values = true)]
     pub agent_args: Vec<String>,
+    /// Agent binaries to measure, each row once per binary in turn (before/after comparisons in one
+    /// run: the same helper threads, host and baseline code); default: this binary.
+    #[arg(long = "agent-exe", value_name = "PATH")]
+    pub agent_exes: Vec<PathBuf>,
     /// One JSON object instead of the Markdown table.
     #[arg(long)]
     pub json: bool,
@@ -210,6 +218,8 @@ fn xcapture_scan(pid: i32, buf: &mut Vec<u8>) -> usize {
 
 #[derive(Debug, Clone, serde::Serialize)]
 struct Row {
+    /// The agent binary measured.
+    agent: String,
     shape: String,
     threads: usize,
     host_processes: usize,
@@ -221,6 +231,9 @@ struct Row {
     baseline_ns_per_thread_scan: f64,
     baseline_us_per_scan: f64,
     ratio: f64,
+    /// The agent's CPU per measured interval (≈ one scan each).
+    agent_us_per_interval: Spread,
+    baseline_us_per_scan_spread: Spread,
 }
 
 fn measure(
@@ -229,6 +242,7 @@ fn measure(
     threads: usize,
     shape: &str,
     out_dir: &Path,
+    agent_exe: &Path,
 ) -> anyhow::Result<Row> {
     let busy = if shape == "busy" {
         args.busy_threads
@@ -238,10 +252,9 @@ fn measure(
     let helper = start_helper(threads, busy)?;
     let helper_pid = helper.0.id() as i32;
     let host_processes = root.pids().map(|p| p.len()).unwrap_or(0);
-    let exe = crate::watch::launch::own_executable()?;
     let interval_arg = format!("{}ms", args.interval.as_millis().max(1));
     let agent = Reaped(
-        Command::new(exe)
+        Command::new(agent_exe)
             .arg("agent")
             .args(["--match-comm", &format!("^{HELPER_COMM}$")])
             .args(["--interval", &interval_arg])
@@ -262,13 +275,25 @@ fn measure(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Past the start: pids listed at the first scan are re-read for a few scans (young processes).
-    std::thread::sleep(args.interval * 8);
+    // Past the start: pids listed at the first scan are re-read for a few scans (young processes),
+    // and the BPF program's load (60-80 ms of CPU) may still run on a loaded host: at least 5 s, or a
+    // small target (`--threads 1`, the fixed cost per scan) would count the start (issue 40).
+    std::thread::sleep((args.interval * 8).max(Duration::from_secs(5)));
 
     let scans = args.scans.max(1);
     let (cpu0, ticks0) = process_cpu(root, agent_pid)?;
     let wall0 = Instant::now();
-    std::thread::sleep(args.interval * scans);
+    // The agent's CPU interval by interval too (about one scan each, not aligned to its scans): the
+    // spread says whether a mean comes from every scan or from a few costly ones (issue 40).
+    let mut per_interval = Vec::with_capacity(scans as usize);
+    let mut last = cpu0;
+    for k in 1..=scans {
+        let due = wall0 + args.interval * k;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let (cpu, _) = process_cpu(root, agent_pid)?;
+        per_interval.push(cpu.saturating_sub(last).as_nanos() as f64);
+        last = cpu;
+    }
     let (cpu1, ticks1) = process_cpu(root, agent_pid)?;
     // The agent scans once per interval; wall time over interval is the number of scans it made.
     let scans_made = (wall0.elapsed().as_secs_f64() / args.interval.as_secs_f64()).max(1.0);
@@ -280,8 +305,11 @@ fn measure(
     xcapture_scan(helper_pid, &mut buf); // warm the dentries, as the agent had them warm
     let before = own_cpu();
     let mut read = 0;
+    let mut baseline_scans = Vec::with_capacity(scans as usize);
     for _ in 0..scans {
+        let scan_start = own_cpu();
         read += xcapture_scan(helper_pid, &mut buf);
+        baseline_scans.push((own_cpu() - scan_start).as_nanos() as f64);
     }
     let baseline = own_cpu() - before;
     let watched = threads + 1 + busy;
@@ -297,6 +325,7 @@ fn measure(
     let agent_ns = (cpu1 - cpu0).as_nanos() as f64 / scans_made;
     let baseline_ns = baseline.as_nanos() as f64 / f64::from(scans);
     Ok(Row {
+        agent: agent_exe.display().to_string(),
         shape: shape.to_string(),
         threads: threads + 1 + busy,
         host_processes,
@@ -310,7 +339,29 @@ fn measure(
         baseline_ns_per_thread_scan: baseline_ns / watched,
         baseline_us_per_scan: baseline_ns / 1e3,
         ratio: agent_ns / baseline_ns.max(1.0),
+        agent_us_per_interval: Spread::of(&per_interval),
+        baseline_us_per_scan_spread: Spread::of(&baseline_scans),
     })
+}
+
+/// Minimum, median and maximum of per-scan (or per-interval) CPU samples, in µs.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Spread {
+    min: f64,
+    median: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(ns: &[f64]) -> Spread {
+        let mut v: Vec<f64> = ns.iter().map(|n| n / 1e3).collect();
+        v.sort_by(f64::total_cmp);
+        Spread {
+            min: v.first().copied().unwrap_or(0.0),
+            median: v.get(v.len() / 2).copied().unwrap_or(0.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
 }
 
 pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
@@ -331,16 +382,26 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
     let out_dir =
         std::env::temp_dir().join(format!("wedge-capture-bench-agent-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir)?;
+    let agent_exes = if args.agent_exes.is_empty() {
+        vec![crate::watch::launch::own_executable()?]
+    } else {
+        args.agent_exes.clone()
+    };
     let mut rows = Vec::new();
     for shape in &args.shapes {
         for &threads in &args.threads {
-            eprintln!("bench-agent: {shape} process, {threads} parked threads…");
-            let row = measure(&args, &root, threads, shape, &out_dir);
-            match row {
-                Ok(row) => rows.push(row),
-                Err(err) => {
-                    let _ = std::fs::remove_dir_all(&out_dir);
-                    return Err(err);
+            for exe in &agent_exes {
+                eprintln!(
+                    "bench-agent: {shape} process, {threads} parked threads, agent {}…",
+                    exe.display()
+                );
+                let row = measure(&args, &root, threads, shape, &out_dir, exe);
+                match row {
+                    Ok(row) => rows.push(row),
+                    Err(err) => {
+                        let _ = std::fs::remove_dir_all(&out_dir);
+                        return Err(err);
+                    }
                 }
             }
         }
@@ -374,19 +435,31 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
             switches.join(" ")
         }
     );
-    println!("| shape | threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| shape | threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio | agent per interval min / median / max | xcapture-style per scan min / median / max |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
+        let (a, b) = (r.agent_us_per_interval, r.baseline_us_per_scan_spread);
+        let shape = if args.agent_exes.is_empty() {
+            r.shape.clone()
+        } else {
+            format!("{} ({})", r.shape, r.agent)
+        };
         println!(
-            "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} |",
-            r.shape,
+            "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} | {:.0} / {:.0} / {:.0} µs | {:.0} / {:.0} / {:.0} µs |",
+            shape,
             r.threads,
             r.host_processes,
             r.agent_ns_per_thread_scan / 1e3,
             r.agent_ticks_ns_per_thread_scan / 1e3,
             r.agent_us_per_scan,
             r.baseline_ns_per_thread_scan / 1e3,
-            r.ratio
+            r.ratio,
+            a.min,
+            a.median,
+            a.max,
+            b.min,
+            b.median,
+            b.max
         );
     }
     Ok(ExitCode::OK)

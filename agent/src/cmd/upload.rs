@@ -89,6 +89,8 @@ pub enum StoreArg {
     Plain,
     /// Non-temporal stores (x86_64; plain elsewhere): no read-for-ownership of staging lines.
     Streaming,
+    /// Streaming when the upload's mean tensor is under 64 KiB, else plain (the default).
+    Bysize,
 }
 
 fn parse_pinned(s: &str) -> Result<PinnedOptions, String> {
@@ -202,8 +204,9 @@ pub struct Args {
     /// pinned: bytes a packing thread claims at a time (default 256KiB).
     #[arg(long, value_parser = parse_bytes, value_name = "B")]
     pub pack_piece: Option<u64>,
-    /// pinned: plain or non-temporal (streaming) stores into staging memory, or auto: time both
-    /// on the first pieces of each upload and keep the faster (default plain).
+    /// pinned: plain or non-temporal (streaming) stores into staging memory, auto: time both on
+    /// the first pieces of each upload and keep the faster, or bysize (the default): streaming
+    /// when the upload's mean tensor is under 64 KiB, else plain.
     #[arg(long, value_enum, value_name = "HOW")]
     pub pack_store: Option<StoreArg>,
     /// pinned: idle packing threads spin (fast hand-off) or sleep [default: spin].
@@ -320,6 +323,7 @@ fn pinned_options(args: &Args) -> PinnedOptions {
             Some(StoreArg::Auto) => PackStore::Auto,
             Some(StoreArg::Plain) => PackStore::Plain,
             Some(StoreArg::Streaming) => PackStore::Streaming,
+            Some(StoreArg::Bysize) => PackStore::BySize,
         },
         staging: match args.staging_memory {
             None => d.staging,

@@ -338,21 +338,28 @@ impl Metrics {
                 .inc_by(numbers.probe_timeouts - self.probe_timeouts_seen);
             self.probe_timeouts_seen = numbers.probe_timeouts;
         }
-        let text = self.render();
-        self.published.publish(text.clone().into_bytes());
-        let Some(dir) = &self.textfile_dir else {
-            return Ok(());
-        };
         let wedged = summary.wedged_threads as i64;
-        let due = match self.textfile_written {
-            None => true,
-            Some((at, last_wedged)) => {
-                at.elapsed() >= defaults::TEXTFILE_EVERY || last_wedged != wedged
-            }
-        };
-        if !due {
+        let textfile_due = self.textfile_dir.is_some()
+            && match self.textfile_written {
+                None => true,
+                Some((at, last_wedged)) => {
+                    at.elapsed() >= defaults::TEXTFILE_EVERY || last_wedged != wedged
+                }
+            };
+        // Rendering costs ~50-70 µs a scan (issue 40): only when someone reads the text, i.e. a server
+        // holds the published text (`published()` hands out the only other references) or the textfile
+        // is due.
+        let served = Arc::strong_count(&self.published) > 1;
+        if !served && !textfile_due {
             return Ok(());
         }
+        let text = self.render();
+        if served {
+            self.published.publish(text.clone().into_bytes());
+        }
+        let Some(dir) = self.textfile_dir.as_ref().filter(|_| textfile_due) else {
+            return Ok(());
+        };
         self.textfile_written = Some((Instant::now(), wedged));
         write_textfile(dir, &text)
     }

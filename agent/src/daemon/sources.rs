@@ -117,6 +117,18 @@ struct ProcEntry {
     /// its exec, with its parent's comm, and the exec's comm must be seen at the next scan, not up to
     /// [`REFRESH_EVERY`] scans later (a wedge right after exec would be seen that much later).
     young_scans: u8,
+    /// Which comm selector matched `comm`, remembered for that comm and selection: comms change
+    /// rarely, and every regex ran against every process at every scan (issue 40).
+    comm_match: Option<CommMatch>,
+}
+
+#[derive(Debug)]
+struct CommMatch {
+    comm: String,
+    /// [`HostSource::selection_generation`] it was computed for.
+    selection: u64,
+    /// Index into `Selection::comm`.
+    regex: Option<usize>,
 }
 
 /// The stat of a process's leader thread (`task/<pid>/stat`): the same comm, start time and flags as the
@@ -155,6 +167,8 @@ pub struct HostSource {
     notes: Vec<String>,
     over_limit: usize,
     events: Discovery,
+    /// Bumped by every [`HostSource::reconfigure`]: remembered comm matches of older selections are stale.
+    selection_generation: u64,
 }
 
 /// Incremental discovery: the proc connector's subscription and what it reported since the last scan.
@@ -194,6 +208,7 @@ impl HostSource {
             healthy: true,
             notes: Vec::new(),
             over_limit: 0,
+            selection_generation: 0,
             // WEDGE_CAPTURE_PROC_EVENTS=off: list the proc root every scan (benchmarks, doubting users).
             events: Discovery {
                 tried: std::env::var_os("WEDGE_CAPTURE_PROC_EVENTS").is_some_and(|v| v == "off"),
@@ -321,6 +336,7 @@ impl HostSource {
                             gpu: GpuState::default(),
                             seen: generation,
                             young_scans: 0,
+                            comm_match: None,
                         },
                     );
                 }
@@ -339,6 +355,7 @@ impl HostSource {
             }
         }
         self.selection = selection;
+        self.selection_generation += 1;
         self.settings = settings;
         self.over_limit = 0;
     }
@@ -413,6 +430,7 @@ impl HostSource {
                         seen: generation,
                         // Subscribed, the exec after a fork is an event: no re-reads needed.
                         young_scans: if subscribed { 0 } else { YOUNG_SCANS },
+                        comm_match: None,
                     };
                     match known {
                         // Same process: keep its cgroup and fd knowledge.
@@ -454,12 +472,24 @@ impl HostSource {
             if entry.kernel_thread || self.excluded.contains(&pid) {
                 continue;
             }
-            if let Some(re) = self
-                .selection
-                .comm
-                .iter()
-                .find(|re| re.is_match(&entry.comm))
-            {
+            let selection = self.selection_generation;
+            let regex = match &entry.comm_match {
+                Some(m) if m.selection == selection && m.comm == entry.comm => m.regex,
+                _ => {
+                    let regex = self
+                        .selection
+                        .comm
+                        .iter()
+                        .position(|re| re.is_match(&entry.comm));
+                    entry.comm_match = Some(CommMatch {
+                        comm: entry.comm.clone(),
+                        selection,
+                        regex,
+                    });
+                    regex
+                }
+            };
+            if let Some(re) = regex.and_then(|i| self.selection.comm.get(i)) {
                 out.push(Target {
                     pid,
                     parent: 0,

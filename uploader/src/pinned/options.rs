@@ -113,9 +113,10 @@ impl Default for PinnedOptions {
             ),
             spin: true,
             piece_bytes: 256 << 10,
-            // Plain won end to end in every 4 GiB run of the current pipeline (BENCHMARKS.md);
+            // Plain won end to end in every 4 GiB run of the current pipeline, streaming in every
+            // reused real-workload run (BENCHMARKS.md): chosen by the mean tensor size per upload.
             // `Auto`'s per-piece timing could not tell the two apart on a busy host.
-            store: PackStore::Plain,
+            store: PackStore::BySize,
             // Cold uploads of the real workload: 57-58 % of the copy ceiling against 48-52 % for
             // `Register` in the same processes; reused and 4 GiB unchanged (BENCHMARKS.md, run 25).
             staging: StagingMemory::Overlap,

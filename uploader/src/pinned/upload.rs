@@ -219,11 +219,17 @@ impl PinnedStager {
             filled: (0..slices).map(|_| AtomicU32::new(0)).collect(),
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
-            decided: AtomicU8::new(match self.options.store {
-                PackStore::Plain => DECIDED_PLAIN,
-                PackStore::Streaming => DECIDED_STREAMING,
-                PackStore::Auto => UNDECIDED,
-            }),
+            decided: AtomicU8::new(
+                match self
+                    .options
+                    .store
+                    .for_mean_tensor(plan.tensor_bytes / (plan.placements.len().max(1) as u64))
+                {
+                    PackStore::Plain | PackStore::BySize => DECIDED_PLAIN,
+                    PackStore::Streaming => DECIDED_STREAMING,
+                    PackStore::Auto => UNDECIDED,
+                },
+            ),
             calibration: Mutex::new(Calibration::default()),
             park: !self.options.spin,
             submitter: std::thread::current(),
