@@ -246,3 +246,45 @@ fn every_issue_28_family_has_a_recorded_trace() {
         assert!(text.contains(needle), "no fixture shows {needle:?}");
     }
 }
+
+/// Issue 38, family 5: pastes put one after another keep their tasks apart — a header-less block after a task
+/// is its own task unless it continues the frames. Every fixture is pasted after every other (in order, each
+/// body as it is, no separator added): the tasks are each fixture's tasks, none absorbed into the one before.
+#[test]
+fn concatenated_pastes_keep_every_task() {
+    let all = fixtures();
+    let mut want = 0;
+    let mut text = String::new();
+    let mut expected_sites = Vec::new();
+    for f in &all {
+        let alone = explain::explain(f.body.as_bytes()).unwrap();
+        want += alone.tasks.len();
+        expected_sites.extend(alone.tasks.iter().map(|t| (f.name.clone(), t.site.clone())));
+        text.push_str(&f.body);
+    }
+    let together = explain::explain(text.as_bytes()).unwrap();
+    let got: Vec<_> = together.tasks.iter().map(|t| t.site.clone()).collect();
+    if got.len() != want {
+        // Name the first fixture whose tasks came out differently.
+        for (i, (name, site)) in expected_sites.iter().enumerate() {
+            if got.get(i) != Some(site) {
+                for t in together.tasks.iter().skip(i.saturating_sub(3)).take(5) {
+                    eprintln!(
+                        "{} {:?} {:?} {:?}",
+                        t.task,
+                        t.pid,
+                        t.stack.first().map(|f| &f.function),
+                        t.site
+                    );
+                }
+                panic!(
+                    "{} tasks pasted together, {want} alone; first difference at task {i} ({name}): {:?} vs {:?}",
+                    got.len(),
+                    got.get(i),
+                    site
+                );
+            }
+        }
+    }
+    assert_eq!(got.len(), want);
+}
