@@ -288,3 +288,37 @@ fn concatenated_pastes_keep_every_task() {
     }
     assert_eq!(got.len(), want);
 }
+
+/// The corpus's sites in both forms, and how many fixtures each form gets right (run with `--ignored
+/// --nocapture`): the score issue 38 reports.
+#[test]
+#[ignore]
+fn score() {
+    let all = fixtures();
+    let (mut e_ok, mut p_ok) = (0, 0);
+    for (i, f) in all.iter().enumerate() {
+        let t = explained(f);
+        let want: Vec<&String> = f.expect.iter().chain(&f.expect_explain).collect();
+        let e_fail = check("explain", f, t.site.as_deref(), &want);
+        let frames = proc_stack(&t.stack);
+        let live = proc_site(&t, &frames, 5000 + i as i32);
+        let want: Vec<&String> = f.expect.iter().chain(&f.expect_proc).collect();
+        let p_fail = check("proc tree", f, live.as_deref(), &want);
+        e_ok += usize::from(e_fail.is_empty());
+        p_ok += usize::from(p_fail.is_empty());
+        println!(
+            "{} {}{}\n  explain: {}\n  proc:    {}",
+            f.name,
+            if e_fail.is_empty() { "" } else { "E" },
+            if p_fail.is_empty() { "" } else { "P" },
+            t.site.as_deref().unwrap_or("-"),
+            live.as_deref().unwrap_or("-")
+        );
+    }
+    let text: String = all.iter().map(|f| f.body.as_str()).collect();
+    let together = explain::explain(text.as_bytes()).unwrap().tasks.len();
+    println!(
+        "SCORE explain {e_ok}/{n} proc {p_ok}/{n}; {together} tasks from the {n} pasted together",
+        n = all.len()
+    );
+}

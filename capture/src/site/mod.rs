@@ -142,24 +142,37 @@ fn kernel_thread_words(comm: &str, workqueue: Option<&str>, frames: &[StackFrame
 fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     let Some(first) = frames.first() else {
         let w = wchan?;
-        return Some(match rules::wait_words(w) {
-            Some(words) => words.to_string(),
-            None => mm_words(w).unwrap_or_else(|| w.to_string()),
+        return Some(match (rules::wait_words(w), rules::lock_taken_by(w)) {
+            (Some(words), _) => words.to_string(),
+            (None, Some(t)) => format!("{} on {}", t.wait, t.lock),
+            (None, None) => mm_words(w).unwrap_or_else(|| w.to_string()),
         });
     };
     let mut words = None;
+    // The first frame past the primitives: the function that called them, and may say which lock.
+    let mut taker = None;
     for f in frames {
         let name = base_name(&f.function);
         if let Some(wd) = rules::wait_words(name) {
             words = Some(wd);
         } else if !SCHEDULER_FRAMES.contains(&name) {
+            taker = rules::lock_taken_by(name).map(|t| (t, name));
             break;
         }
     }
     if let Some(words) = words {
-        return Some(words.to_string());
+        return Some(match taker {
+            Some((t, name)) if is_lock_words(words) => {
+                format!("{words} on {} in {name}", t.lock)
+            }
+            _ => words.to_string(),
+        });
     }
     let top = base_name(&first.function);
+    // The top frame takes a known lock: the lock's slow path is what `/proc/<tid>/stack` left out.
+    if let Some((t, name)) = taker {
+        return Some(format!("{} on {} in {name}", t.wait, t.lock));
+    }
     if let Some(s) = mm_words(top) {
         return Some(s);
     }
@@ -173,6 +186,13 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     Some(format!(
         "waits in {top} (lock or wait not visible in the stack)"
     ))
+}
+
+/// Wait words of a sleeping lock (a lock taker's lock can be named after them).
+fn is_lock_words(words: &str) -> bool {
+    ["mutex", "rwsem", "semaphore"]
+        .iter()
+        .any(|w| words.contains(w))
 }
 
 /// Fault handlers that take the mmap lock themselves: on top of a stack (nothing deeper, the lock's `__sched`
@@ -494,12 +514,29 @@ pub fn classify_from(
     frames: &[StackFrame],
     wchan: Option<&str>,
 ) -> Option<String> {
-    let site = compose(origin, frames, wchan)?;
+    let site = said_once(compose(origin, frames, wchan)?);
     let said = |c: &str| site.contains(c) || (c == "mmap_lock wait" && site.contains("mmap_lock"));
     Some(match category(frames, wchan) {
         Some(c) if !said(&c) => format!("{site} [{c}]"),
         _ => site,
     })
+}
+
+/// `read → uevent_show … mutex wait on the device's lock in uevent_show`: the lock taker is said once.
+fn said_once(site: String) -> String {
+    let Some(at) = site.rfind(" in ") else {
+        return site;
+    };
+    let taker = &site[at + 4..];
+    let before = &site[..at];
+    let named = before.contains(&format!("{taker} … "))
+        || before.contains(&format!(": {taker} "))
+        || before.contains(&format!("→ {taker} "));
+    if !taker.is_empty() && !taker.contains(' ') && named {
+        before.to_string()
+    } else {
+        site
+    }
 }
 
 fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
@@ -584,7 +621,11 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
             primitives += 1;
             continue;
         }
-        if primitives == 0 || rules::is_entry_frame(name) {
+        if rules::is_entry_frame(name) {
+            return None;
+        }
+        // A lock taker on top: its lock's primitives were left out of the stack, it is the waiter.
+        if primitives == 0 && rules::lock_taken_by(name).is_none() {
             return None;
         }
         return Some(name);
