@@ -227,9 +227,10 @@ fn gpu_fence_waits_name_the_driver() {
             "process exit → __fput → xe xe_file_close … fence wait [GPU fence wait (xe)]"
         );
         let sched = "[<0>] drm_sched_entity_flush+0x1/0x2 [gpu_sched]\n[<0>] amdgpu_ctx_mgr_entity_flush+0x1/0x2 [amdgpu]\n[<0>] amdgpu_flush+0x1/0x2 [amdgpu]\n[<0>] filp_close+0x1/0x2\n[<0>] put_files_struct+0x1/0x2\n[<0>] do_exit+0x1/0x2\n";
+        // Issue 38: more precise than a fence wait — the scheduler drains the context's queue.
         assert!(site::classify(&frames(sched), None, None)
             .unwrap()
-            .ends_with("[GPU fence wait (amdgpu)]"));
+            .ends_with("GPU scheduler entity drain [GPU scheduler entity drain (amdgpu): the GPU has not run the context's queued jobs]"));
     }
 }
 

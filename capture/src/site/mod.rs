@@ -22,6 +22,7 @@
 //! RPC wait, UVM locks, pinning user pages, nvidia-modeset's global lock, …), shown in brackets by
 //! [`classify`]; [`nvidia_operation`] joins it with a decoded ioctl argument into the report's sentence.
 
+pub mod mechanisms;
 pub mod nvidia;
 pub mod rules;
 #[cfg(test)]
@@ -234,8 +235,21 @@ pub fn category(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     if let Some(nv) = nvidia_site(frames) {
         return Some(nv.label().to_string());
     }
-    for f in frames {
+    let names: Vec<&str> = frames.iter().map(|f| base_name(&f.function)).collect();
+    let with_driver = |label: &str| -> String {
+        if !label.contains("{driver}") {
+            return label.to_string();
+        }
+        match gpu_driver(frames) {
+            Some(d) => label.replace("{driver}", d),
+            None => label.replace(" ({driver})", ""),
+        }
+    };
+    for (i, f) in frames.iter().enumerate() {
         let name = base_name(&f.function);
+        if let Some(m) = mechanisms::at(&names, i) {
+            return Some(with_driver(m.label));
+        }
         if let Some(rule) = rules::CATEGORY_RULES
             .iter()
             .chain(rules::PAGE_CACHE_RULES)

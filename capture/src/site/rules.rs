@@ -44,7 +44,8 @@ const fn w(names: &'static [&'static str], words: &'static str) -> WaitWord {
     }
 }
 
-/// GPU fence waits, including the GPU scheduler draining a context's queue: a wait word and a category.
+/// GPU fence waits: a wait word and a category. (The GPU scheduler draining a context's queue is its own
+/// mechanism: [`super::mechanisms`].)
 const FENCE_WAITS: &[&str] = &[
     "dma_fence_default_wait",
     "dma_fence_wait_timeout",
@@ -58,14 +59,6 @@ const FENCE_WAITS: &[&str] = &[
     "dma_resv_wait_timeout_rcu",
     "reservation_object_wait_timeout_rcu",
     "drm_atomic_helper_wait_for_fences",
-    "drm_sched_entity_flush",
-    "drm_sched_entity_fini",
-    "drm_sched_entity_destroy",
-    "drm_sched_entity_kill",
-    "amd_sched_entity_fini",
-    "amd_sched_entity_flush",
-    "amddrm_sched_entity_fini",
-    "amddrm_sched_entity_flush",
     "drm_sched_entity_push_job",
     "amd_sched_entity_push_job",
     "i915_request_wait",
@@ -236,6 +229,19 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "block I/O throttle wait",
     ),
     w(FENCE_WAITS, "fence wait"),
+    w(
+        &[
+            "drm_sched_entity_flush",
+            "drm_sched_entity_fini",
+            "drm_sched_entity_destroy",
+            "drm_sched_entity_kill",
+            "amd_sched_entity_fini",
+            "amd_sched_entity_flush",
+            "amddrm_sched_entity_fini",
+            "amddrm_sched_entity_flush",
+        ],
+        "GPU scheduler entity drain",
+    ),
     WaitWord {
         pattern: Pattern::Contains("fence_wait"),
         words: "fence wait",
