@@ -548,3 +548,17 @@ pub(super) fn old_task_line(rest: &str) -> Option<(String, i32, i32)> {
     }
     Some((tokens[..at].join(" "), pid, ppid))
 }
+
+/// The kernel's timestamp in a line's prefix (`[ 5036.077593]`, `kernel: [163245.663663]`), in seconds.
+pub(super) fn kernel_stamp(raw: &str) -> Option<f64> {
+    let open = raw.find('[')?;
+    if open > 64 {
+        return None;
+    }
+    let rest = &raw[open + 1..];
+    let close = rest.find(']')?;
+    let inner = rest[..close].trim();
+    let (secs, frac) = inner.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(secs) && digits(frac)).then(|| inner.parse().ok())?
+}

@@ -119,6 +119,8 @@ struct Draft {
     notation: Option<Notation>,
     /// `</TASK>` closed the stack.
     ended: bool,
+    /// The kernel timestamp of the last frame line.
+    stamp: Option<f64>,
     /// A `?` alone on its line: the frame wrapped onto the next line is a guess.
     pending_guess: bool,
 }
@@ -133,12 +135,45 @@ enum Gap {
     Separator,
 }
 
-/// A frame notation and whether a log tool prefixed the line (a timestamp, a host, `kernel: `): one unwinder
-/// prints one notation and one log one prefix, so a block in another is another paste.
+/// A frame notation and the kind of prefix a log tool put on the line (none, a timestamp, a syslog host and
+/// `kernel: `…): one unwinder prints one notation and one log one prefix, so a block in another is another
+/// paste.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Notation {
     style: Style,
-    prefixed: bool,
+    prefix: Prefix,
+}
+
+/// The kind of prefix a log tool puts on a line (a mail's `> ` quote aside).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+enum Prefix {
+    #[default]
+    None,
+    /// `[ 123.456]`, `[Wed Sep 26 …]`, `<4>`.
+    Timestamp,
+    /// `Nov 19 01:03:26 host kernel: …`, journalctl.
+    Syslog,
+    /// An ISO time, a raw /dev/kmsg header, a level word.
+    Other,
+}
+
+impl Prefix {
+    fn of(raw: &str, msg: &str) -> Prefix {
+        let raw = raw.trim_end_matches('\r');
+        let cut = raw.len().saturating_sub(msg.len());
+        let prefix = raw.get(..cut).unwrap_or("").trim_start_matches(|c: char| {
+            c.is_whitespace() || c == '>' || c == '+' || c == '-' || c == '*'
+        });
+        if prefix.trim().is_empty() {
+            Prefix::None
+        } else if prefix.contains("kernel:") || prefix.contains("kernel[") {
+            Prefix::Syslog
+        } else if prefix.starts_with('[') || prefix.starts_with('<') {
+            Prefix::Timestamp
+        } else {
+            Prefix::Other
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -158,7 +193,8 @@ impl Draft {
         if self.in_irq {
             return;
         }
-        if !guess {
+        // A guess says where the stack ends only in a stack of guesses (an unwinder without frame pointers).
+        if !guess || self.frames.iter().all(|(_, g)| *g) {
             self.bottom = is_stack_bottom(site::base_name(&frame.function));
         }
         if self.frames.len() == MAX_TASK_FRAMES {
@@ -249,8 +285,13 @@ impl Draft {
 }
 
 struct Reader {
-    /// Whether a log tool prefixed the line being read.
-    prefixed: bool,
+    /// The prefix of the line being read.
+    prefix: Prefix,
+    /// The kernel timestamp (`[ 123.456789]`) of the line being read, when it has one.
+    stamp: Option<f64>,
+    /// The last line was a prefix alone (`[ 12.3] ` with its message wrapped onto the next line): the next
+    /// line is its message, with its prefix.
+    wrapped_prefix: Option<Prefix>,
     tasks: Vec<ExplainedTask>,
     draft: Option<Draft>,
     dropped_tasks: usize,
@@ -319,10 +360,16 @@ impl Reader {
         let bottom_again = is_stack_bottom(site::base_name(function));
         // A `?` guess after a stack's last frame is a stale slot under it (`? kthread_create_on_node` under
         // `ret_from_fork`), unless the stack was closed (`</TASK>`) or the notation changed.
+        // One log's timestamps only go forward, and one stack prints within moments.
+        let other_log = |d: &Draft| match (d.stamp, self.stamp) {
+            (Some(last), Some(now)) => now < last || now - last > 10.0,
+            _ => false,
+        };
         let split = self.draft.as_ref().is_some_and(|d| {
             !bottom_again
                 && !d.frames.is_empty()
                 && (d.ended
+                    || other_log(d)
                     || d.notation.is_some_and(|n| n != notation)
                     || (!guess && (d.bottom || d.gap == Gap::Separator)))
         });
@@ -333,15 +380,17 @@ impl Reader {
                 ..Draft::default()
             });
         }
+        let stamp = self.stamp;
         let d = self.draft();
         d.gap = Gap::None;
         d.notation = Some(notation);
+        d.stamp = stamp.or(d.stamp);
     }
 
     fn notation(&self, style: Style) -> Notation {
         Notation {
             style,
-            prefixed: self.prefixed,
+            prefix: self.prefix,
         }
     }
 
@@ -356,10 +405,20 @@ impl Reader {
 
     fn line(&mut self, raw: &str) {
         let msg = message(raw);
-        self.prefixed = raw.trim_start().len() != msg.trim_start().len();
+        let prefix = Prefix::of(raw, msg);
+        self.stamp = formats::kernel_stamp(raw);
         let trimmed = msg.trim();
-        if trimmed.is_empty() {
-            return self.gap(Gap::Blank);
+        self.prefix = match self.wrapped_prefix.take() {
+            Some(p) if prefix == Prefix::None => p,
+            _ => prefix,
+        };
+        if trimmed.is_empty() || trimmed == "?" {
+            if prefix != Prefix::None {
+                self.wrapped_prefix = Some(prefix);
+            }
+            if trimmed.is_empty() {
+                return self.gap(Gap::Blank);
+            }
         }
         if let Some(pid) = proc_stack_pid(trimmed) {
             return self.start(String::new(), Some(pid), None, None);
@@ -617,7 +676,9 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
     }
     let text = String::from_utf8_lossy(input);
     let mut reader = Reader {
-        prefixed: false,
+        prefix: Prefix::None,
+        stamp: None,
+        wrapped_prefix: None,
         tasks: Vec::new(),
         draft: None,
         dropped_tasks: 0,

@@ -22,6 +22,7 @@
 //! RPC wait, UVM locks, pinning user pages, nvidia-modeset's global lock, …), shown in brackets by
 //! [`classify`]; [`nvidia_operation`] joins it with a decoded ioctl argument into the report's sentence.
 
+pub mod layers;
 pub mod mechanisms;
 pub mod nvidia;
 pub mod rules;
@@ -530,7 +531,18 @@ pub fn classify_from(
 ) -> Option<String> {
     let site = said_once(compose(origin, frames, wchan)?);
     let said = |c: &str| site.contains(c) || (c == "mmap_lock wait" && site.contains("mmap_lock"));
-    Some(match category(frames, wchan) {
+    // Built-in code (no `[module]` tag anywhere): the modules its frames would have named, from the layer
+    // map (issue 38), name the category's driver; with no category, the layer it waits in is the category.
+    let tagged = layers::tag_built_in(frames);
+    let category = category(tagged.as_deref().unwrap_or(frames), wchan).or_else(|| {
+        frames
+            .iter()
+            .all(|f| f.module.is_none())
+            .then(|| layers::innermost(frames))
+            .flatten()
+            .map(|l| format!("{} ({})", l.name, l.dir))
+    });
+    Some(match category {
         Some(c) if !said(&c) => format!("{site} [{c}]"),
         _ => site,
     })
@@ -730,5 +742,60 @@ fn fault_words(
     match handler {
         Some(h) => tail(format!("page fault ({h})")),
         None => tail("page fault".to_string()),
+    }
+}
+
+/// A site made precise by the kernel's own record of the lock the thread waits for (`task_struct::blocker`,
+/// read by the wait graph, issue 36): the lock's kind and mode and which lock it is, even where the stack
+/// cannot say (`/proc/<tid>/stack` omits the lock's slow path). A site that hid the wait ("waits in X (lock
+/// or wait not visible in the stack)") says it; one that named the primitive gets which lock.
+pub fn with_recorded_lock(site: &str, kind: &str, mode: Option<&str>, lock: &str) -> String {
+    let primitive = match mode {
+        Some(m) => format!("{kind} wait ({m})"),
+        None => format!("{kind} wait"),
+    };
+    let recorded = format!("{primitive} on {lock} (kernel record)");
+    if site.contains("(kernel record)") {
+        return site.to_string();
+    }
+    if let Some(at) = site.find("waits in ") {
+        if let Some(end) = site[at..].find(" (lock or wait not visible in the stack)") {
+            let function = &site[at + "waits in ".len()..at + end];
+            let rest = &site[at + end + " (lock or wait not visible in the stack)".len()..];
+            return format!("{}{recorded} in {function}{rest}", &site[..at]);
+        }
+    }
+    // The stack named a wait: the record adds which lock, before any category in brackets.
+    match site.find(" [") {
+        Some(at) => format!("{} — {recorded}{}", &site[..at], &site[at..]),
+        None => format!("{site} — {recorded}"),
+    }
+}
+
+/// Every thread the wait graph knows from a kernel record to wait for a lock gets that lock in its site
+/// ([`with_recorded_lock`]).
+pub fn refine_with_graph(
+    threads: &mut [crate::snapshot::ThreadSnapshot],
+    graph: &crate::wait_graph::WaitGraph,
+) {
+    use crate::wait_graph::{LockKind, Mode};
+    for lock in &graph.locks {
+        let kind = match lock.kind {
+            LockKind::Mutex => "mutex",
+            LockKind::Semaphore => "semaphore",
+            LockKind::Rwsem => "rwsem",
+            _ => continue,
+        };
+        for w in lock.waiters.iter().filter(|w| w.by == "kernel record") {
+            let mode = w.mode.map(|m| match m {
+                Mode::Read => "read",
+                Mode::Write => "write",
+            });
+            if let Some(t) = threads.iter_mut().find(|t| t.tid == w.tid) {
+                if let Some(site) = &t.site {
+                    t.site = Some(with_recorded_lock(site, kind, mode, &lock.name));
+                }
+            }
+        }
     }
 }

@@ -109,3 +109,64 @@ fn fallbacks() {
         "uvm_release_entry"
     );
 }
+
+/// Issue 38, family 1: in a live capture the kernel's blocker record names the lock the stack hides.
+#[test]
+fn the_kernels_blocker_record_names_the_hidden_lock() {
+    use crate::wait_graph::{LockIdentity, LockKind, LockNode, Mode, WaitGraph, Waiter};
+    let f = frames("[<0>] xfs_reflink_end_atomic_cow+0x133/0x200 [xfs]\n[<0>] xfs_dio_write_end_io+0x117/0x320 [xfs]\n[<0>] iomap_dio_complete+0x41/0x240\n[<0>] __x64_sys_io_submit+0x1/0x2\n");
+    let site = classify(&f, None, Some("io_submit")).unwrap();
+    assert!(site.contains("lock or wait not visible"), "{site}");
+    let lock = |kind, by: &str, mode| LockNode {
+        id: "L1".into(),
+        kind,
+        address: Some("0xffff888012345678".into()),
+        name: "the inode lock of /mnt/x (ino 12)".into(),
+        identity: LockIdentity::default(),
+        holders: vec![],
+        holder_unknown: None,
+        readers: None,
+        waiters: vec![Waiter {
+            tid: 7,
+            pid: 7,
+            comm: "fio".into(),
+            mode,
+            state: "D".into(),
+            call: "io_submit".into(),
+            by: by.into(),
+            waited_s: None,
+        }],
+        more_waiters: 0,
+    };
+    let mut snap = crate::snapshot::ThreadSnapshot {
+        tid: 7,
+        site: Some(site.clone()),
+        ..Default::default()
+    };
+    let graph = WaitGraph {
+        locks: vec![lock(LockKind::Rwsem, "kernel record", Some(Mode::Write))],
+        ..Default::default()
+    };
+    super::refine_with_graph(std::slice::from_mut(&mut snap), &graph);
+    assert_eq!(
+        snap.site.as_deref(),
+        Some("io_submit → xfs: xfs_dio_write_end_io → xfs_reflink_end_atomic_cow … rwsem wait (write) on the inode lock of /mnt/x (ino 12) (kernel record) in xfs_reflink_end_atomic_cow")
+    );
+    // A lock known from the stack only is no record: the site is left as the stack says.
+    let mut other = crate::snapshot::ThreadSnapshot {
+        tid: 7,
+        site: Some(site.clone()),
+        ..Default::default()
+    };
+    let graph = WaitGraph {
+        locks: vec![lock(LockKind::Mutex, "stack", None)],
+        ..Default::default()
+    };
+    super::refine_with_graph(std::slice::from_mut(&mut other), &graph);
+    assert_eq!(other.site.as_deref(), Some(site.as_str()));
+    // A site that named the primitive gets which lock, before its category.
+    assert_eq!(
+        super::with_recorded_lock("ioctl … mutex wait [RM API lock]", "mutex", None, "rm_lock"),
+        "ioctl … mutex wait — mutex wait on rm_lock (kernel record) [RM API lock]"
+    );
+}
