@@ -365,12 +365,18 @@ impl Reader {
             (Some(last), Some(now)) => now < last || now - last > 10.0,
             _ => false,
         };
+        // Where a stack starts: the scheduler, a wait primitive, or a function that takes a lock.
+        let name = site::base_name(function);
+        let top_like = site::rules::SCHEDULER_FRAMES.contains(&name)
+            || site::rules::wait_words(name).is_some()
+            || site::rules::lock_taken_by(name).is_some();
+        let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
         let split = self.draft.as_ref().is_some_and(|d| {
             !bottom_again
                 && !d.frames.is_empty()
                 && (d.ended
-                    || other_log(d)
-                    || d.notation.is_some_and(|n| n != notation)
+                    || (top_like && (other_log(d) || other_prefix(d)))
+                    || d.notation.is_some_and(|n| n.style != notation.style)
                     || (!guess && (d.bottom || d.gap == Gap::Separator)))
         });
         if split {
