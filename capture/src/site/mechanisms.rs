@@ -57,12 +57,19 @@ const JBD2_COMMIT: &[&str] = &[
     "jbd2_journal_commit_transaction",
     "journal_commit_transaction",
 ];
+/// The journal's commit, or its checkpoint (writing back committed buffers to make room).
+const JBD2_WRITES: &[&str] = &[
+    "jbd2_journal_commit_transaction",
+    "journal_commit_transaction",
+    "jbd2_log_do_checkpoint",
+    "__jbd2_log_wait_for_space",
+];
 
 /// Every mechanism, most specific first where two share a frame.
 pub const MECHANISMS: &[Mechanism] = &[
     m(
         "journal commit over buffer I/O",
-        JBD2_COMMIT,
+        JBD2_WRITES,
         Some(BUFFER_IO),
         "journal commit (jbd2) waits for its buffers' I/O: the storage has not completed it",
     ),
@@ -71,12 +78,6 @@ pub const MECHANISMS: &[Mechanism] = &[
         JBD2_COMMIT,
         None,
         "journal commit (jbd2): waits for running handles or its buffers' I/O",
-    ),
-    m(
-        "journal checkpoint over buffer I/O",
-        &["jbd2_log_do_checkpoint", "__jbd2_log_wait_for_space"],
-        Some(BUFFER_IO),
-        "journal checkpoint (jbd2) waits for buffer I/O: the storage has not completed it",
     ),
     m(
         "GPU scheduler entity drain",
@@ -190,6 +191,36 @@ pub const MECHANISMS: &[Mechanism] = &[
         ],
         None,
         "nbd: waits for the nbd server (its socket)",
+    ),
+    m(
+        "HMM range fault",
+        &["hmm_range_fault", "amdgpu_hmm_range_get_pages", "nouveau_range_fault"],
+        None,
+        "HMM range fault ({driver}): faulting a user range in for the GPU, retried while it is invalidated",
+    ),
+    m(
+        "device memory copy",
+        &["memcpy_toio", "__iowrite32_copy", "__iowrite64_copy", "memcpy_toio_aligned"],
+        None,
+        "copy to device memory: the CPU is held on its writes across PCI (running, not asleep)",
+    ),
+    m(
+        "QXL command ring",
+        &["qxl_ring_push"],
+        None,
+        "QXL command ring full: the host has not consumed the commands",
+    ),
+    m(
+        "sunrpc cache upcall",
+        &["cache_check", "exp_find", "exp_find_key", "rqst_exp_find", "rqst_exp_get_by_name"],
+        None,
+        "nfsd export cache: waits for mountd's answer (sunrpc cache upcall)",
+    ),
+    m(
+        "bcachefs journal quiesce",
+        &["journal_quiesce", "bch2_journal_flush_seq", "bch2_journal_flush_pins"],
+        None,
+        "bcachefs journal: waits for outstanding journal reservations and writes",
     ),
     m(
         "PCI config access",

@@ -180,8 +180,9 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     }
     let opaque = top.starts_with("0x") || (top.starts_with("_nv") && top.ends_with("rm"));
     // A frame a rule names (nvWriteGpEntry, _kgspRpcRecvPoll, request_wait_answer) is the wait itself.
-    let named =
-        nvidia::names_a_wait(top) || rules::CATEGORY_RULES.iter().any(|r| r.pattern.matches(top));
+    let named = nvidia::names_a_wait(top)
+        || rules::CATEGORY_RULES.iter().any(|r| r.pattern.matches(top))
+        || mechanisms::MECHANISMS.iter().any(|m| m.frames.matches(top));
     if opaque || named || rules::names_a_wait(top) {
         return Some(top.to_string());
     }

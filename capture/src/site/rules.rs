@@ -258,16 +258,6 @@ pub const WAIT_WORDS: &[WaitWord] = &[
     ),
     w(
         &[
-            "drm_atomic_helper_wait_for_flip_done",
-            "drm_atomic_helper_wait_for_dependencies",
-            "drm_atomic_helper_wait_for_vblanks",
-            "drm_crtc_commit_wait",
-            "drm_wait_one_vblank",
-        ],
-        "display commit wait",
-    ),
-    w(
-        &[
             "balance_dirty_pages",
             "balance_dirty_pages_ratelimited",
             "balance_dirty_pages_ratelimited_flags",
@@ -425,6 +415,8 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "wait_current_trans",
             "btrfs_wait_for_commit",
             "wait_for_commit",
+            // Commit waits for the transaction's writers and ordered extents (wait_event inline).
+            "btrfs_commit_transaction",
         ],
         "btrfs transaction wait",
     ),
@@ -645,17 +637,6 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
         ],
         Layer::Gpu,
         "DRM modeset lock ({driver})",
-    ),
-    c(
-        &[
-            "drm_atomic_helper_wait_for_flip_done",
-            "drm_atomic_helper_wait_for_dependencies",
-            "drm_atomic_helper_wait_for_vblanks",
-            "drm_crtc_commit_wait",
-            "drm_wait_one_vblank",
-        ],
-        Layer::Gpu,
-        "display commit wait ({driver})",
     ),
     c(
         &[
@@ -1201,6 +1182,11 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         ],
         "mutex wait",
         "the backlight's ops_lock",
+    ),
+    t(
+        &["fb_deferred_io_work"],
+        "page lock wait",
+        "the framebuffer's pages (fb deferred I/O folio_lock)",
     ),
     t(
         &["rpi_firmware_transaction"],
