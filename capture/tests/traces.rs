@@ -471,3 +471,45 @@ fn every_rule_has_a_trace_and_every_trace_a_rule() {
         rows.len()
     );
 }
+
+/// `explain`'s bound (BENCHMARKS.md): 16 MiB of pasted hung-task dumps packed with frames — every notation and
+/// log prefix it reads, a task header every 40 lines — explained in one call; prints the time (run with
+/// `--release --ignored --nocapture` under `/usr/bin/time -v` for the peak RSS).
+#[test]
+#[ignore]
+fn explain_bound_16mib() {
+    let lines = [
+        "[ 1692.663287]  __mutex_lock.constprop.0+0x284/0x5f0",
+        "Nov 19 01:03:26 host kernel:  clk_prepare_lock+0x4c/0xb0",
+        "> 2025-01-16T17:24:58.365Z  vc4_atomic_commit_tail+0x23c/0x880 [vc4]",
+        "+ [<ffffffff811c4ec6>] __wait_on_buffer+0x26/0x30",
+        " #4 [ffffc90035ff7d18] jbd2_journal_commit_transaction at ffffffffa062c9b5 [jbd2]",
+        " [ffffc90035ff7d40] kjournald2 at ffffffffa062c9b5 [jbd2]",
+        "[<0>] drm_sched_entity_flush+0x1/0x2 [gpu_sched]",
+        "  schedule+0x164/0x360 kernel/sched/core.c:7322",
+    ];
+    let mut text = String::with_capacity(16 << 20);
+    let mut n = 0usize;
+    while text.len() + 200 < explain::MAX_INPUT {
+        if n.is_multiple_of(40) {
+            text.push_str(&format!(
+                "[ 12.{n:06}] INFO: task kworker/u16:{n}:{n} blocked for more than 122 seconds.\n"
+            ));
+        }
+        text.push_str(lines[n % lines.len()]);
+        text.push('\n');
+        n += 1;
+    }
+    let start = std::time::Instant::now();
+    let e = explain::explain(text.as_bytes()).unwrap();
+    let took = start.elapsed();
+    let frames: usize = e.tasks.iter().map(|t| t.stack.len()).sum();
+    println!(
+        "explain: {} bytes, {} tasks, {} frames kept, {:.2} s, notes {:?}",
+        text.len(),
+        e.tasks.len(),
+        frames,
+        took.as_secs_f64(),
+        e.notes
+    );
+}
