@@ -76,9 +76,11 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
     any.then_some(tagged)
 }
 
-/// The layer a stack that names no driver waits in: the innermost frame's with a layer.
+/// The layer a stack that names no driver waits in: the innermost frame's with a layer that says more than
+/// "the core kernel" (`fs`, `mm`, `kernel`: every stack passes through them).
 pub fn innermost(frames: &[StackFrame]) -> Option<Layer> {
     frames
         .iter()
-        .find_map(|f| layer_of(super::base_name(&f.function)))
+        .filter_map(|f| layer_of(super::base_name(&f.function)))
+        .find(|l| !matches!(l.dir, "fs" | "mm" | "kernel" | "net/core"))
 }

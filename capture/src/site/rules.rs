@@ -1025,7 +1025,12 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "cgroup_mutex",
     ),
     t(
-        &["cgroup_attach_lock", "cgroup_procs_write_start"],
+        &[
+            "cgroup_attach_lock",
+            "cgroup_procs_write_start",
+            "cgroup_can_fork",
+            "cgroup_threadgroup_change_begin",
+        ],
         "percpu rwsem wait",
         "cgroup_threadgroup_rwsem",
     ),

@@ -47,7 +47,8 @@ fn frozen_fs_and_faults() {
     let f = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] __percpu_down_read+0x5e/0x70\n[<0>] cgroup_can_fork+0x3a/0x60\n[<0>] copy_process+0x1/0x2\n[<0>] kernel_clone+0x1/0x2\n[<0>] __x64_sys_clone3+0x1/0x2\n");
     assert_eq!(
         classify(&f, Some("percpu_rwsem_wait"), Some("clone3")).unwrap(),
-        "clone3 → cgroup_can_fork … percpu rwsem wait"
+        // Issue 38: which lock (the taker's) and the layer (the map's).
+        "clone3 → cgroup_can_fork … percpu rwsem wait on cgroup_threadgroup_rwsem [cgroup (kernel/cgroup)]"
     );
     let f = frames("[<0>] folio_wait_bit_common+0x13d/0x350\n[<0>] filemap_fault+0x5e1/0x9c0\n[<0>] __do_fault+0x36/0x130\n[<0>] do_fault+0x1b5/0x410\n[<0>] __handle_mm_fault+0x632/0xc70\n[<0>] handle_mm_fault+0xd8/0x2c0\n[<0>] do_user_addr_fault+0x1c1/0x690\n[<0>] exc_page_fault+0x77/0x170\n[<0>] asm_exc_page_fault+0x26/0x30\n");
     assert_eq!(
@@ -66,9 +67,10 @@ fn frozen_fs_and_faults() {
 #[test]
 fn mmap_lock_wedge_waiters_and_the_fault_they_wait_behind() {
     let fault = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] ext4_page_mkwrite+0x4ab/0x570\n[<0>] do_page_mkwrite+0x49/0xb0\n[<0>] do_fault+0x10f/0x660\n[<0>] __handle_mm_fault+0x842/0xf80\n[<0>] handle_mm_fault+0xd0/0x310\n[<0>] exc_page_fault+0x176/0x770\n[<0>] asm_exc_page_fault+0x22/0x30\n");
+    // Issue 38: a built-in filesystem (no `[module]` tag) is named by the layer map.
     assert_eq!(
         classify(&fault, Some("percpu_rwsem_wait"), None).unwrap(),
-        "page fault → filesystem freeze (percpu_rwsem_wait)"
+        "page fault → filesystem freeze (percpu_rwsem_wait) [ext4 (fs/ext4)]"
     );
     assert!(holds_fault_lock(&fault, Some("percpu_rwsem_wait")));
     assert_eq!(lock_class(&fault, Some("percpu_rwsem_wait")), None);
