@@ -367,15 +367,18 @@ impl Reader {
         };
         // Where a stack starts: the scheduler, a wait primitive, or a function that takes a lock.
         let name = site::base_name(function);
-        let top_like = site::rules::SCHEDULER_FRAMES.contains(&name)
-            || site::rules::wait_words(name).is_some()
-            || site::rules::lock_taken_by(name).is_some();
+        // Asked only when the prefix or the time changed (a scan of the tables).
+        let top_like = || {
+            site::rules::SCHEDULER_FRAMES.contains(&name)
+                || site::rules::wait_words(name).is_some()
+                || site::rules::lock_taken_by(name).is_some()
+        };
         let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
         let split = self.draft.as_ref().is_some_and(|d| {
             !bottom_again
                 && !d.frames.is_empty()
                 && (d.ended
-                    || (top_like && (other_log(d) || other_prefix(d)))
+                    || ((other_log(d) || other_prefix(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
                     || (!guess && (d.bottom || d.gap == Gap::Separator)))
         });
