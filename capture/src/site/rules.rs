@@ -979,6 +979,53 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "the inode lock (i_rwsem; i_mutex before 4.7)",
     ),
     t(&["fuse_lock_inode"], "mutex wait", "the FUSE inode's mutex"),
+    // Filesystems' own inode and tree locks.
+    t(
+        &[
+            "ext4_map_blocks",
+            "ext4_da_get_block_prep",
+            "ext4_da_map_blocks",
+            "ext4_ext_truncate",
+            "ext4_punch_hole",
+            "ext4_ind_map_blocks",
+        ],
+        "rwsem wait",
+        "the ext4 inode's i_data_sem",
+    ),
+    t(
+        &[
+            "btrfs_tree_lock",
+            "btrfs_tree_read_lock",
+            "__btrfs_tree_lock",
+            "__btrfs_tree_read_lock",
+            "btrfs_lock_root_node",
+            "btrfs_read_lock_root_node",
+        ],
+        "rwsem wait",
+        "a btrfs tree block's lock (extent buffer rwsem)",
+    ),
+    t(
+        &["btrfs_inode_lock"],
+        "rwsem wait",
+        "the inode lock (i_rwsem; btrfs_inode_lock)",
+    ),
+    t(
+        &[
+            "nfs_start_io_write",
+            "nfs_start_io_read",
+            "nfs_start_io_direct",
+            "ceph_start_io_write",
+            "ceph_start_io_read",
+            "ceph_start_io_direct",
+        ],
+        "rwsem wait",
+        "the inode lock (i_rwsem) between buffered and direct I/O",
+    ),
+    t(
+        &["f2fs_lock_op", "f2fs_lock_all"],
+        "rwsem wait",
+        "f2fs's checkpoint rwsem (cp_rwsem)",
+    ),
     t(
         &["xfs_ilock", "xfs_ilock_nowait", "xfs_lock_two_inodes"],
         "rwsem wait",
@@ -1050,6 +1097,32 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the netlink socket's dump cb_mutex",
     ),
+    t(
+        &["genl_rcv", "genl_lock"],
+        "mutex wait",
+        "genl_mutex (generic netlink)",
+    ),
+    t(
+        &[
+            "freezer_write",
+            "freezer_change_state",
+            "freezer_css_online",
+            "freezer_attach",
+        ],
+        "mutex wait",
+        "freezer_mutex (the cgroup v1 freezer)",
+    ),
+    t(
+        &[
+            "cpuset_write_resmask",
+            "cpuset_css_online",
+            "cpuset_can_attach",
+            "cpuset_attach",
+            "cpuset_write_u64",
+        ],
+        "mutex wait",
+        "cpuset_mutex",
+    ),
     // The driver core and buses: device_lock() is mutex_lock(&dev->mutex).
     t(
         &[
@@ -1066,6 +1139,8 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
             "usb_lock_device_for_reset",
             "read_descriptors",
             "pci_dev_lock",
+            "pci_bus_lock",
+            "pci_slot_lock",
             "pci_reset_function",
             "pci_try_reset_function",
             "pci_dev_trylock",
@@ -1233,6 +1308,7 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         &[
             "ttm_eu_reserve_buffers",
             "ttm_bo_reserve",
+            "ttm_bo_vm_reserve",
             "drm_exec_lock_obj",
             "drm_exec_prepare_obj",
             "amdgpu_vm_lock_pd",
