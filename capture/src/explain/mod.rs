@@ -264,11 +264,33 @@ impl Draft {
         } else {
             site::Origin::Syscall(None)
         };
-        let site = if stack.is_empty() {
+        let mut site = if stack.is_empty() {
             None
         } else {
             site::classify_from(origin, &stack, self.wchan.as_deref())
         };
+        // The hung-task detector's own word on the lock (6.14+) where the stack hid it (issue 38).
+        if let (Some(s), Some(b)) = (&site, &blocked_on) {
+            let kind = match b.kind {
+                crate::wait_graph::LockKind::Mutex => Some("mutex"),
+                crate::wait_graph::LockKind::Semaphore => Some("semaphore"),
+                crate::wait_graph::LockKind::Rwsem => Some("rwsem"),
+                _ => None,
+            };
+            if let Some(kind) = kind.filter(|_| s.contains("lock or wait not visible")) {
+                let mode = b.mode.map(|m| match m {
+                    crate::wait_graph::Mode::Read => "read",
+                    crate::wait_graph::Mode::Write => "write",
+                });
+                let lock = b.kind.with_article();
+                let owner = match (&b.owner, b.owner_pid) {
+                    (Some(o), Some(pid)) => format!("{lock} owned by {o}:{pid}"),
+                    (Some(o), None) => format!("{lock} owned by {o}"),
+                    _ => format!("{lock} whose owner the kernel did not find"),
+                };
+                site = Some(site::with_recorded_lock(s, kind, mode, &owner));
+            }
+        }
         ExplainedTask {
             task,
             pid: self.pid,
@@ -1091,6 +1113,25 @@ mod shapes {
                 // Another notation: another paste.
                 (None, "io_schedule"),
             ]
+        );
+    }
+}
+
+/// Issue 38: the hung-task detector's blocker line names the lock a pasted stack hid.
+#[cfg(test)]
+mod kernel_word {
+    use super::*;
+
+    #[test]
+    fn the_detectors_blocker_line_names_the_hidden_lock() {
+        let log = "INFO: task kworker/3:1:77 blocked for more than 122 seconds.\n\
+                   Call Trace:\n xfs_reflink_end_atomic_cow+0x133/0x200 [xfs]\n xfs_dio_write_end_io+0x117/0x320 [xfs]\n\
+                   INFO: task kworker/3:1:77 <writer> blocked on an rw-semaphore likely owned by task fio:2308404 <writer>\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let site = e.tasks[0].site.as_deref().unwrap();
+        assert!(
+            site.contains("rwsem wait (write) on an rw-semaphore owned by fio:2308404 (kernel record) in xfs_reflink_end_atomic_cow"),
+            "{site}"
         );
     }
 }
