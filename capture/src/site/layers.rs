@@ -77,10 +77,14 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
 }
 
 /// The layer a stack that names no driver waits in: the innermost frame's with a layer that says more than
-/// "the core kernel" (`fs`, `mm`, `kernel`: every stack passes through them).
+/// "the core kernel" (`fs`, `mm`, `kernel`: every stack passes through them). Filesystems are left out: their
+/// sites name them by mechanism (a freeze, a journal, a server) whether built in or a module, and a built-in
+/// one must read as a modular one does.
 pub fn innermost(frames: &[StackFrame]) -> Option<Layer> {
     frames
         .iter()
         .filter_map(|f| layer_of(super::base_name(&f.function)))
-        .find(|l| !matches!(l.dir, "fs" | "mm" | "kernel" | "net/core"))
+        .find(|l| {
+            !matches!(l.dir, "fs" | "mm" | "kernel" | "net/core") && !l.dir.starts_with("fs/")
+        })
 }

