@@ -122,6 +122,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             opts.arch,
         ))
     };
+    // Issue 38: the kernel's record names the lock a site's stack could not.
+    if let Some(Ok(g)) = &graph {
+        capture::site::refine_with_graph(&mut snap.threads, g);
+    }
     print!("{}", render_with_graph(args.format, &snap, graph.as_ref())?);
     Ok(ExitCode::OK)
 }

@@ -15,12 +15,14 @@ fn strip_timestamp(s: &str) -> &str {
         return s;
     }
     match rest.find(']') {
+        // crash's stack address (`[ffffc90000a3fd88] schedule at …`) is no time.
+        Some(end) if end >= 8 && rest[..end].bytes().all(|b| b.is_ascii_hexdigit()) => s,
         Some(end)
             if end <= 40
                 && rest[..end].bytes().any(|b| b.is_ascii_digit())
                 && rest[..end]
                     .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b" .:+-".contains(&b)) =>
+                    .all(|b| b.is_ascii_alphanumeric() || b" .:+-<>".contains(&b)) =>
         {
             &rest[end + 1..]
         }
@@ -37,9 +39,17 @@ pub(super) fn message(line: &str) -> &str {
     if let Some(i) = s.find("kernel: ") {
         s = &s[i + "kernel: ".len()..];
     }
+    let mut diff_stripped = false;
     for _ in 0..8 {
         let before = s.len();
+        if !diff_stripped {
+            if let Some(rest) = strip_diff_mark(s) {
+                s = rest;
+                diff_stripped = true;
+            }
+        }
         s = strip_quote(s);
+        s = strip_emphasis(s);
         s = strip_iso_time(s);
         s = strip_kmsg_header(s);
         s = strip_printk_level(s);
@@ -50,6 +60,29 @@ pub(super) fn message(line: &str) -> &str {
         }
     }
     s
+}
+
+/// The `+`/`-` of a line quoted from a diff (a patch's commit message, a review): the mark and then what a log
+/// line starts with (blank, `[`, `<`, or a header word). Said once per line: `--` stays (a separator).
+fn strip_diff_mark(s: &str) -> Option<&str> {
+    let t = s.trim_start();
+    let rest = t.strip_prefix('+').or_else(|| t.strip_prefix('-'))?;
+    let next = rest.chars().next()?;
+    let log_like = next.is_whitespace()
+        || next == '['
+        || next == '<'
+        || rest.starts_with("INFO: task")
+        || rest.starts_with("task:");
+    log_like.then_some(rest)
+}
+
+/// A Markdown emphasis mark a mail or tracker put around a log line (`*[ 12.3] INFO: task …*`).
+fn strip_emphasis(s: &str) -> &str {
+    let t = s.trim_start();
+    match t.strip_prefix('*').or_else(|| t.strip_prefix('_')) {
+        Some(rest) if rest.starts_with('[') || rest.starts_with("INFO") => rest,
+        _ => s,
+    }
 }
 
 /// `> ` of a quoted reply (GitHub, mailing lists).
@@ -138,7 +171,7 @@ fn strip_level_word(s: &str) -> &str {
     }
 }
 
-fn number_after(s: &str, key: &str) -> Option<i32> {
+pub(super) fn number_after(s: &str, key: &str) -> Option<i32> {
     let i = s.find(key)?;
     s[i + key.len()..]
         .trim_start()
@@ -190,7 +223,11 @@ fn named(name: String, pid: Option<i32>) -> Header {
 pub(super) fn header(msg: &str) -> Option<Header> {
     let m = msg.trim();
     if let Some(rest) = m.strip_prefix("INFO: task ") {
-        let (who, what) = rest.split_once(" blocked")?;
+        // A mail client wrapped the line before `blocked`: `INFO: task kworker/u16:3:1234` alone.
+        let Some((who, what)) = rest.split_once(" blocked") else {
+            let (name, pid) = name_pid(rest.trim());
+            return pid.map(|pid| named(name, Some(pid)));
+        };
         // `3:1:2248454 <writer>`: the role in brackets is not part of the name (`CPU 6/KVM:11091` is a name).
         // `A:1 is blocked on a mutex likely owned by task B:2.` (6.14+ mutexes).
         let who = who.strip_suffix(" is").unwrap_or(who);
@@ -282,9 +319,23 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
 /// (`# 6 [ff54a3e3b02ef788] wait_func [mlx5_core] at 0xffffffffc0611c94 drivers/…/cmd.c:1158:7`) and drgn
 /// (`#6  wait_func (drivers/…/cmd.c:1158:7)`) → `wait_func [mlx5_core]`.
 pub(super) fn crash_frame(msg: &str) -> Option<String> {
-    let rest = msg.strip_prefix('#')?.trim_start();
-    let (n, rest) = rest.split_once(char::is_whitespace)?;
-    n.parse::<u32>().ok()?;
+    let rest = match msg.strip_prefix('#') {
+        Some(rest) => {
+            let (n, rest) = rest.trim_start().split_once(char::is_whitespace)?;
+            n.parse::<u32>().ok()?;
+            rest
+        }
+        // crash's `bt` as some tools and mails print it, without the frame index:
+        // `[ffffc90035ff7d18] kfd_ioctl_alloc_memory_of_gpu at ffffffffa062c9b5 [amdgpu]`.
+        None => {
+            let inner = msg.strip_prefix('[')?.split_once(']')?.0;
+            let hex = inner.len() >= 8 && inner.bytes().all(|b| b.is_ascii_hexdigit());
+            if !hex || !msg.contains(" at ") {
+                return None;
+            }
+            msg
+        }
+    };
     let mut rest = rest.trim_start();
     let addressed = rest.starts_with('[');
     if addressed {
@@ -404,4 +455,110 @@ pub(super) fn arm_from(msg: &str) -> Option<(&str, &str)> {
     let name = callee.split_whitespace().next()?;
     (bare_name(callee) && !name.contains("+0x") && caller.contains("+0x"))
         .then_some((callee, caller.trim()))
+}
+
+/// A module tag alone on its line (`[nvidia]`): a mail client or terminal wrapped it off the frame above.
+pub(super) fn wrapped_module(msg: &str) -> Option<&str> {
+    let t = msg.trim();
+    (is_module_token(t) && !t[1..t.len() - 1].bytes().all(|b| b.is_ascii_digit()))
+        .then(|| &t[1..t.len() - 1])
+}
+
+/// The pid of a `cat /proc/N/stack` (or `/proc/N/task/M/stack`, the thread's) command line, or of a `==>
+/// /proc/N/stack <==` heading of `tail`/`head`: the paste's only word on whose stack follows.
+pub(super) fn proc_stack_pid(msg: &str) -> Option<i32> {
+    let at = msg.find("/proc/")?;
+    let path = msg[at + "/proc/".len()..].split_whitespace().next()?;
+    let path = path.trim_end_matches(['\'', '"', ';', ')']);
+    let parts: Vec<&str> = path.split('/').collect();
+    let pid = match parts.as_slice() {
+        [pid, "stack"] => pid,
+        [_, "task", tid, "stack"] => tid,
+        _ => return None,
+    };
+    pid.parse().ok().filter(|&p: &i32| p > 0)
+}
+
+/// Frames that end a stack: where a task entered the kernel (a system call's entry, a kernel thread's
+/// start). A frame read after one (not a `?` guess) begins another task.
+pub(super) fn is_stack_bottom(name: &str) -> bool {
+    matches!(
+        name,
+        "ret_from_fork"
+            | "ret_from_fork_asm"
+            | "kernel_thread_helper"
+            | "ret_from_kernel_thread"
+            | "entry_SYSCALL_64_after_hwframe"
+            | "entry_SYSCALL_64_after_swapgs"
+            | "entry_SYSCALL_64_fastpath"
+            | "entry_SYSCALL_64"
+            | "entry_SYSENTER_32"
+            | "entry_INT80_32"
+            | "entry_SYSENTER_compat_after_hwframe"
+            | "entry_SYSCALL_compat_after_hwframe"
+            | "system_call_fastpath"
+            | "system_call_fast_compare_end"
+            | "tracesys"
+            | "el0t_64_sync"
+            | "el0t_32_sync"
+            | "el0_sync"
+            | "el0_svc_naked"
+            | "ret_fast_syscall"
+            | "ret_to_user"
+            | "work_pending"
+            | "__sys_trace_return"
+            | "secondary_start_kernel"
+            | "start_kernel"
+            // The end marker of a /proc/<tid>/stack before 4.x.
+            | "0xffffffffffffffff"
+    )
+}
+
+/// An old kernel's task line (before 4.14 after `INFO: task`, and sysrq-w/-t of any age): `comm  D ffff…  0
+/// PID  PPID 0x…`, also with the free-stack count glued to the state (`D12312`, `%c%5lu` overflowing), a comm
+/// with spaces, or an old `(NOTLB)` tail. → (comm, pid, ppid).
+pub(super) fn old_task_line(rest: &str) -> Option<(String, i32, i32)> {
+    let tokens: Vec<&str> = rest.split_whitespace().collect();
+    let n = tokens.len();
+    if n < 4 {
+        return None;
+    }
+    let tail = tokens[n - 1];
+    let flags = (tail.starts_with("0x")
+        && tail.len() > 2
+        && tail[2..].bytes().all(|b| b.is_ascii_hexdigit()))
+        || tail == "(NOTLB)"
+        || tail == "(L-TLB)";
+    if !flags {
+        return None;
+    }
+    let (pid, ppid) = (
+        tokens[n - 3].parse::<i32>().ok()?,
+        tokens[n - 2].parse::<i32>().ok()?,
+    );
+    // The state: one of the letters the kernel prints, alone or with the stack count glued on.
+    let state = |t: &str| {
+        let mut b = t.bytes();
+        b.next().is_some_and(|c| b"RSDTtXZIPKWNx".contains(&c)) && b.all(|c| c.is_ascii_digit())
+    };
+    let at = (1..n - 3).find(|&i| state(tokens[i]))?;
+    // Between the state and the pid: at most a pc/task address and the free-stack count.
+    if n - 3 - at > 3 {
+        return None;
+    }
+    Some((tokens[..at].join(" "), pid, ppid))
+}
+
+/// The kernel's timestamp in a line's prefix (`[ 5036.077593]`, `kernel: [163245.663663]`), in seconds.
+pub(super) fn kernel_stamp(raw: &str) -> Option<f64> {
+    let open = raw.find('[')?;
+    if open > 64 {
+        return None;
+    }
+    let rest = &raw[open + 1..];
+    let close = rest.find(']')?;
+    let inner = rest[..close].trim();
+    let (secs, frac) = inner.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(secs) && digits(frac)).then(|| inner.parse().ok())?
 }

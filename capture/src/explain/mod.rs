@@ -20,7 +20,8 @@ mod formats;
 use serde::Serialize;
 
 use formats::{
-    arm_from, bare_name, crash_frame, frame_text, header, message, normalize_frame, Header,
+    arm_from, bare_name, crash_frame, frame_text, header, is_stack_bottom, message,
+    normalize_frame, proc_stack_pid, wrapped_module, Header,
 };
 
 use crate::error::{Error, Result};
@@ -112,12 +113,92 @@ struct Draft {
     blocker_role: Option<String>,
     /// After `Call Trace:`: a bare function name (`down`, `ApplyModeSetConfig [nvidia_modeset]`) is a frame.
     in_trace: bool,
+    /// The last frame read ends a stack (`ret_from_fork`, `entry_SYSCALL_64_after_hwframe`, `el0t_64_sync`):
+    /// another frame (not a `?` guess) is another task's.
+    bottom: bool,
+    /// What came between the last frame and this line.
+    gap: Gap,
+    /// How the frames so far were written.
+    notation: Option<Notation>,
+    /// `</TASK>` closed the stack.
+    ended: bool,
+    /// The kernel timestamp of the last frame line.
+    stamp: Option<f64>,
+    /// A `?` alone on its line: the frame wrapped onto the next line is a guess.
+    pending_guess: bool,
+}
+
+/// A break in the frames: a blank line, or a separator (a code fence, a line of dashes, a shell prompt). Only a
+/// separator begins another task by itself.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Gap {
+    #[default]
+    None,
+    Blank,
+    Separator,
+}
+
+/// A frame notation and the kind of prefix a log tool put on the line (none, a timestamp, a syslog host and
+/// `kernel: `…): one unwinder prints one notation and one log one prefix, so a block in another is another
+/// paste.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Notation {
+    style: Style,
+    prefix: Prefix,
+}
+
+/// The kind of prefix a log tool puts on a line (a mail's `> ` quote aside).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+enum Prefix {
+    #[default]
+    None,
+    /// `[ 123.456]`, `[Wed Sep 26 …]`, `<4>`.
+    Timestamp,
+    /// `Nov 19 01:03:26 host kernel: …`, journalctl.
+    Syslog,
+    /// An ISO time, a raw /dev/kmsg header, a level word.
+    Other,
+}
+
+impl Prefix {
+    fn of(raw: &str, msg: &str) -> Prefix {
+        let raw = raw.trim_end_matches('\r');
+        let cut = raw.len().saturating_sub(msg.len());
+        let prefix = raw.get(..cut).unwrap_or("").trim_start_matches(|c: char| {
+            c.is_whitespace() || c == '>' || c == '+' || c == '-' || c == '*'
+        });
+        if prefix.trim().is_empty() {
+            Prefix::None
+        } else if prefix.contains("kernel:") || prefix.contains("kernel[") {
+            Prefix::Syslog
+        } else if prefix.starts_with('[') || prefix.starts_with('<') {
+            Prefix::Timestamp
+        } else {
+            Prefix::Other
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// `[<0>] f+0x1/0x2` (`/proc/<tid>/stack`) or `[<ffffffff…>] f+0x1/0x2` (dmesg before 4.x).
+    Addressed,
+    /// ` f+0x1/0x2` (dmesg since 4.x, syzbot).
+    Bare,
+    /// crash's `bt`, drgn.
+    Crash,
+    /// 32-bit arm `(A) from (B)`.
+    ArmFrom,
 }
 
 impl Draft {
     fn push(&mut self, frame: StackFrame, guess: bool) {
         if self.in_irq {
             return;
+        }
+        // A guess says where the stack ends only in a stack of guesses (an unwinder without frame pointers).
+        if !guess || self.frames.iter().all(|(_, g)| *g) {
+            self.bottom = is_stack_bottom(site::base_name(&frame.function));
         }
         if self.frames.len() == MAX_TASK_FRAMES {
             self.too_many = true;
@@ -186,11 +267,33 @@ impl Draft {
         } else {
             site::Origin::Syscall(None)
         };
-        let site = if stack.is_empty() {
+        let mut site = if stack.is_empty() {
             None
         } else {
             site::classify_from(origin, &stack, self.wchan.as_deref())
         };
+        // The hung-task detector's own word on the lock (6.14+) where the stack hid it (issue 38).
+        if let (Some(s), Some(b)) = (&site, &blocked_on) {
+            let kind = match b.kind {
+                crate::wait_graph::LockKind::Mutex => Some("mutex"),
+                crate::wait_graph::LockKind::Semaphore => Some("semaphore"),
+                crate::wait_graph::LockKind::Rwsem => Some("rwsem"),
+                _ => None,
+            };
+            if let Some(kind) = kind.filter(|_| s.contains("lock or wait not visible")) {
+                let mode = b.mode.map(|m| match m {
+                    crate::wait_graph::Mode::Read => "read",
+                    crate::wait_graph::Mode::Write => "write",
+                });
+                let lock = b.kind.with_article();
+                let owner = match (&b.owner, b.owner_pid) {
+                    (Some(o), Some(pid)) => format!("{lock} owned by {o}:{pid}"),
+                    (Some(o), None) => format!("{lock} owned by {o}"),
+                    _ => format!("{lock} whose owner the kernel did not find"),
+                };
+                site = Some(site::with_recorded_lock(s, kind, mode, &owner));
+            }
+        }
         ExplainedTask {
             task,
             pid: self.pid,
@@ -207,6 +310,13 @@ impl Draft {
 }
 
 struct Reader {
+    /// The prefix of the line being read.
+    prefix: Prefix,
+    /// The kernel timestamp (`[ 123.456789]`) of the line being read, when it has one.
+    stamp: Option<f64>,
+    /// The last line was a prefix alone (`[ 12.3] ` with its message wrapped onto the next line): the next
+    /// line is its message, with its prefix.
+    wrapped_prefix: Option<Prefix>,
     tasks: Vec<ExplainedTask>,
     draft: Option<Draft>,
     dropped_tasks: usize,
@@ -236,7 +346,8 @@ impl Reader {
     fn start(&mut self, name: String, pid: Option<i32>, ppid: Option<i32>, wchan: Option<String>) {
         // `task:` after `INFO: task` is the same task's second header line.
         if let Some(d) = &mut self.draft {
-            if d.header && d.frames.is_empty() && d.pid == pid && pid.is_some() {
+            let same = (d.pid == pid && pid.is_some()) || (pid.is_none() && d.task == name);
+            if d.header && d.frames.is_empty() && same {
                 d.ppid = ppid.or(d.ppid);
                 return;
             }
@@ -252,34 +363,102 @@ impl Reader {
         });
     }
 
-    /// Before 4.14 the line after `INFO: task` read `comm  D ffff…  0  PID  PPID 0x…`: its ppid tells a kernel
-    /// thread (2).
+    /// Before 4.14 the line after `INFO: task` read `comm  D ffff…  0  PID  PPID 0x…` (and sysrq-w/-t print it
+    /// for every task): its ppid tells a kernel thread (2).
     fn old_task_line(&mut self, rest: &str) -> bool {
-        let tokens: Vec<&str> = rest.split_whitespace().collect();
-        let n = tokens.len();
-        if n < 5 || !tokens[n - 1].starts_with("0x") {
-            return false;
-        }
-        let state = tokens[1].len() == 1 && tokens[1].bytes().all(|b| b.is_ascii_uppercase());
-        let (Ok(pid), Ok(ppid)) = (tokens[n - 3].parse::<i32>(), tokens[n - 2].parse::<i32>())
-        else {
+        let Some((comm, pid, ppid)) = formats::old_task_line(rest) else {
             return false;
         };
-        if !state {
-            return false;
-        }
         match &mut self.draft {
             Some(d) if d.header && d.frames.is_empty() && d.pid == Some(pid) => d.ppid = Some(ppid),
-            _ => self.start(tokens[0].to_string(), Some(pid), Some(ppid), None),
+            _ => self.start(comm, Some(pid), Some(ppid), None),
         }
         true
     }
 
+    /// Before a frame (not a guess) of `notation`: a frame after the end of a stack, after a separator, or in
+    /// another notation (one unwinder prints one notation) begins a task of its own (pastes put one after
+    /// another). A blank line alone does not: some pastes double-space their frames.
+    fn before_frame(&mut self, notation: Notation, guess: bool, function: &str) {
+        // A bottom under a bottom (`ret_from_fork_asm` under `ret_from_fork`) is the same stack's end: a task's
+        // innermost frame never is one.
+        let bottom_again = is_stack_bottom(site::base_name(function));
+        // A `?` guess after a stack's last frame is a stale slot under it (`? kthread_create_on_node` under
+        // `ret_from_fork`), unless the stack was closed (`</TASK>`) or the notation changed.
+        // One log's timestamps only go forward, and one stack prints within moments.
+        let other_log = |d: &Draft| match (d.stamp, self.stamp) {
+            (Some(last), Some(now)) => now < last || now - last > 10.0,
+            _ => false,
+        };
+        // Where a stack starts: the scheduler, a wait primitive, or a function that takes a lock.
+        let name = site::base_name(function);
+        // Asked only when the prefix or the time changed (a scan of the tables).
+        let top_like = || {
+            site::rules::SCHEDULER_FRAMES.contains(&name)
+                || site::rules::wait_words(name).is_some()
+                || site::rules::lock_taken_by(name).is_some()
+        };
+        let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
+        let split = self.draft.as_ref().is_some_and(|d| {
+            !bottom_again
+                && !d.frames.is_empty()
+                && (d.ended
+                    || ((other_log(d) || other_prefix(d)) && top_like())
+                    || d.notation.is_some_and(|n| n.style != notation.style)
+                    || (!guess && (d.bottom || d.gap == Gap::Separator)))
+        });
+        if split {
+            self.finish_draft();
+            self.draft = Some(Draft {
+                in_trace: true,
+                ..Draft::default()
+            });
+        }
+        let stamp = self.stamp;
+        let d = self.draft();
+        d.gap = Gap::None;
+        d.notation = Some(notation);
+        d.stamp = stamp.or(d.stamp);
+    }
+
+    fn notation(&self, style: Style) -> Notation {
+        Notation {
+            style,
+            prefix: self.prefix,
+        }
+    }
+
+    /// A blank line or a separator after some frames.
+    fn gap(&mut self, gap: Gap) {
+        if let Some(d) = self.draft.as_mut().filter(|d| !d.frames.is_empty()) {
+            if gap == Gap::Separator || d.gap == Gap::None {
+                d.gap = gap;
+            }
+        }
+    }
+
     fn line(&mut self, raw: &str) {
         let msg = message(raw);
+        let prefix = Prefix::of(raw, msg);
+        self.stamp = formats::kernel_stamp(raw);
         let trimmed = msg.trim();
-        if trimmed.is_empty() {
-            return;
+        self.prefix = match self.wrapped_prefix.take() {
+            Some(p) if prefix == Prefix::None => p,
+            _ => prefix,
+        };
+        if trimmed.is_empty() || trimmed == "?" {
+            if prefix != Prefix::None {
+                self.wrapped_prefix = Some(prefix);
+            }
+            if trimmed.is_empty() {
+                return self.gap(Gap::Blank);
+            }
+        }
+        if let Some(pid) = proc_stack_pid(trimmed) {
+            return self.start(String::new(), Some(pid), None, None);
+        }
+        if is_separator(trimmed) {
+            return self.gap(Gap::Separator);
         }
         match header(trimmed) {
             Some(Header::Task {
@@ -289,19 +468,52 @@ impl Reader {
                 wchan,
             }) => return self.start(name, pid, ppid, wchan),
             Some(Header::Blocker { pid, words, role }) => {
+                let words: String = words.chars().take(200).collect();
                 if let Some(d) = self
                     .draft
                     .as_mut()
                     .filter(|d| pid.is_none() || d.pid == pid)
                 {
-                    d.blocker = Some(words.chars().take(200).collect());
+                    d.blocker = Some(words);
                     d.blocker_role = role;
+                } else if let Some(t) = self
+                    .tasks
+                    .iter_mut()
+                    .rev()
+                    .find(|t| pid.is_some() && t.pid == pid && t.blocked_on.is_none())
+                {
+                    // The task's stack ended before the line came.
+                    t.blocked_on =
+                        crate::wait_graph::explain::parse_blocker(&words, role.as_deref());
+                    t.notes
+                        .push(format!("the kernel's hung-task detector: {words}"));
                 }
                 return;
             }
             None => {}
         }
+        // The rest of a task header a mail client wrapped: `ppid:2 flags:0x…`, `blocked for more than …`.
+        if let Some(d) = self
+            .draft
+            .as_mut()
+            .filter(|d| d.header && d.frames.is_empty())
+        {
+            let wrapped_fields = ["ppid:", "tgid:", "stack:", "pid:"];
+            if wrapped_fields.iter().any(|f| trimmed.starts_with(f)) {
+                let fields = format!(" {trimmed}");
+                d.ppid = formats::number_after(&fields, "ppid:").or(d.ppid);
+                d.pid = d.pid.or(formats::number_after(&fields, " pid:"));
+                return;
+            }
+            if trimmed.starts_with("blocked for more than") || trimmed.starts_with("flags:0x") {
+                return;
+            }
+        }
         if let Some(q) = trimmed.strip_prefix("Workqueue: ") {
+            // The kernel prints it before the stack: after frames it begins another (header-less) task.
+            if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
+                self.finish_draft();
+            }
             self.draft().workqueue = Some(q.trim().to_string());
             return;
         }
@@ -310,6 +522,10 @@ impl Reader {
             .or_else(|| trimmed.strip_prefix("pc : "))
         {
             if let Ok(f) = stack::frame(normalize_frame(rip).trim().as_bytes()) {
+                // Registers come before the stack: after frames they are another task's.
+                if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
+                    self.finish_draft();
+                }
                 let d = self.draft();
                 if d.frames.is_empty() {
                     d.rip = Some(f);
@@ -328,6 +544,11 @@ impl Reader {
             match marker {
                 "<IRQ>" | "<NMI>" => self.draft().in_irq = true,
                 "</IRQ>" | "</NMI>" | "<EOI>" => self.draft().in_irq = false,
+                "</TASK>" => {
+                    if let Some(d) = self.draft.as_mut().filter(|d| !d.frames.is_empty()) {
+                        d.ended = true;
+                    }
+                }
                 _ => {}
             }
             rest = rest[marker.len()..].trim_start();
@@ -336,6 +557,10 @@ impl Reader {
             || rest.starts_with("Call trace")
             || rest.starts_with("Backtrace")
         {
+            // A second `Call Trace:` after frames: a header-less task of its own.
+            if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
+                self.finish_draft();
+            }
             self.draft().in_trace = true;
             return;
         }
@@ -348,7 +573,35 @@ impl Reader {
     /// A line inside a task that is no header or marker: a frame in one of the notations, a report's note,
     /// or an old kernel's task line.
     fn frame_line(&mut self, rest: &str) {
+        if let Some(module) = wrapped_module(rest) {
+            if let Some((last, _)) = self.draft.as_mut().and_then(|d| d.frames.last_mut()) {
+                if last.module.is_none() {
+                    last.module = Some(module.to_string());
+                }
+                return;
+            }
+        }
         if let Some((callee, caller)) = arm_from(rest) {
+            let callee_name = callee.split(['+', ' ']).next().unwrap_or(callee);
+            let continues = self.draft.as_ref().is_some_and(|d| {
+                d.frames.last().is_some_and(|(f, _)| {
+                    site::base_name(&f.function) == site::base_name(callee_name)
+                })
+            });
+            if !continues {
+                // Each `from` line's callee is the line above's caller: one that is not starts another stack.
+                let broken = self.draft.as_ref().is_some_and(|d| {
+                    d.arm_from && d.notation.is_some_and(|n| n.style == Style::ArmFrom)
+                });
+                if broken {
+                    self.finish_draft();
+                    self.draft = Some(Draft {
+                        in_trace: true,
+                        ..Draft::default()
+                    });
+                }
+                self.before_frame(self.notation(Style::ArmFrom), false, callee_name);
+            }
             let d = self.draft();
             if !d.arm_from {
                 d.arm_from = true;
@@ -374,6 +627,8 @@ impl Reader {
             return;
         }
         if let Some(text) = crash_frame(rest) {
+            let name = text.split(['+', ' ']).next().unwrap_or(&text).to_string();
+            self.before_frame(self.notation(Style::Crash), false, &name);
             let d = self.draft();
             match stack::frame(text.as_bytes()) {
                 Ok(f) => d.push(f, false),
@@ -381,7 +636,22 @@ impl Reader {
             }
             return;
         }
+        if rest.trim() == "?" {
+            self.draft().pending_guess = true;
+            return;
+        }
         if let Some((text, guess)) = frame_text(rest) {
+            let guess = guess || std::mem::take(&mut self.draft().pending_guess);
+            let notation = self.notation(if rest.trim_start().starts_with("[<") {
+                Style::Addressed
+            } else {
+                Style::Bare
+            });
+            self.before_frame(
+                notation,
+                guess,
+                text.split(['+', ' ']).next().unwrap_or(text),
+            );
             let d = self.draft();
             match stack::frame(text.as_bytes()) {
                 Ok(f) => d.push(f, guess),
@@ -396,6 +666,22 @@ impl Reader {
             }
         }
     }
+}
+
+/// A line between pastes: a Markdown code fence, a rule of dashes or equals signs, a shell prompt.
+fn is_separator(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with("```")
+        || t.starts_with("~~~")
+        || (t.len() >= 3 && t.bytes().all(|b| b"-=*.".contains(&b)))
+        // An elision: the paste left frames out, so what follows is not known to continue them.
+        || t == "\u{2026}"
+        || t == "[...]"
+        || t.eq_ignore_ascii_case("<snip>")
+        || t.eq_ignore_ascii_case("[snip]")
+        || t.starts_with("$ ")
+        || (t.starts_with("# ") && !t[2..].starts_with(|c: char| c.is_ascii_digit()))
+        || (t.contains('@') && (t.contains("$ ") || t.contains("# ")) && !t.contains("+0x"))
 }
 
 /// Text that is not a log: NUL bytes or mostly control characters.
@@ -424,6 +710,9 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
     }
     let text = String::from_utf8_lossy(input);
     let mut reader = Reader {
+        prefix: Prefix::None,
+        stamp: None,
+        wrapped_prefix: None,
         tasks: Vec::new(),
         draft: None,
         dropped_tasks: 0,
@@ -707,5 +996,158 @@ Nov 19 01:03:26 host kernel:  </TASK>
             assert_eq!(spans.len(), 1, "{heading}");
             assert_eq!(spans[0].start, 3, "{heading}");
         }
+    }
+}
+
+/// Issue 38, family 4: the paste shapes read by structure (each shape alone; together in
+/// `tests/traces.rs`).
+#[cfg(test)]
+mod shapes {
+    use super::*;
+
+    fn names(t: &ExplainedTask) -> Vec<&str> {
+        t.stack.iter().map(|f| f.function.as_str()).collect()
+    }
+
+    #[test]
+    fn crash_bt_without_frame_indices() {
+        let e = explain(b"PID: 4242   TASK: ffff8881a2b3c000  CPU: 3   COMMAND: \"kworker/3:1\"\n [ffffc90000a3fd88] __schedule at ffffffff81a0b3e6\n [ffffc90000a3fe10] schedule at ffffffff81a0b8a4\n [ffffc90000a3fe28] schedule_timeout at ffffffff81a10f1e\n [ffffc90000a3fea0] wait_for_completion at ffffffff81a0c5d2\n [ffffc90000a3fef0] nvme_dev_disable at ffffffffc01a2b3c [nvme]\n [ffffc90000a3ff10] kthread at ffffffff810c4d11\n").unwrap();
+        let t = &e.tasks[0];
+        assert_eq!((t.task.as_str(), t.pid), ("kworker/3:1", Some(4242)));
+        assert_eq!(
+            names(t),
+            [
+                "schedule_timeout",
+                "wait_for_completion",
+                "nvme_dev_disable",
+                "kthread"
+            ]
+        );
+        assert_eq!(t.stack[2].module.as_deref(), Some("nvme"));
+    }
+
+    #[test]
+    fn diff_and_quote_marks_are_not_the_line() {
+        let log = "+INFO: task dd:77 blocked for more than 122 seconds.\n\
+                   +[  12.1] Call Trace:\n\
+                   +  schedule+0x29/0x70\n\
+                   +  io_schedule+0x12/0x40\n\
+                   -  folio_wait_bit_common+0x1/0x2\n\
+                   > + folio_wait_writeback+0x1/0x2\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let t = &e.tasks[0];
+        assert_eq!((t.task.as_str(), t.pid), ("dd", Some(77)));
+        assert_eq!(
+            names(t),
+            [
+                "io_schedule",
+                "folio_wait_bit_common",
+                "folio_wait_writeback"
+            ]
+        );
+    }
+
+    #[test]
+    fn old_sysrq_w_task_lines_with_the_stack_count_glued_to_the_state() {
+        let log =
+            "SysRq : Show Blocked State\n  task                        PC stack   pid father\n\
+                   kworker/u16:2   D12312  1234      2 0x00000000\n\
+                   [<ffffffff8160b039>] schedule+0x29/0x70\n\
+                   [<ffffffff81608d65>] jbd2_log_wait_commit+0xc5/0x140 [jbd2]\n\
+                   FwgThread OpFor D    0 15341  15184 0x000040a0\n\
+                   [<ffffffff81608d65>] jbd2_log_wait_commit+0xc5/0x140 [jbd2]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let got: Vec<_> = e
+            .tasks
+            .iter()
+            .map(|t| (t.task.as_str(), t.pid, t.ppid))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("kworker/u16:2", Some(1234), Some(2)),
+                ("FwgThread OpFor", Some(15341), Some(15184))
+            ]
+        );
+    }
+
+    #[test]
+    fn mail_wrapped_headers_and_module_tags() {
+        let log = "> [ 2 17 16:44:02 2026 <    0.000000>] INFO: task kworker/10:3:7194 \n\
+                   > blocked for more than 122 seconds.\n\
+                   > [ 2 17 16:44:02 2026 <    0.001597>] task:kworker/10:3    state:D \n\
+                   > stack:0     pid:7194  tgid:7194  ppid:2      flags:0x00004000\n\
+                   > Call Trace:\n\
+                   >  dma_fence_default_wait+0x13d/0x210\n\
+                   >  ? \n\
+                   > __pfx_dma_fence_default_wait_cb+0x10/0x10\n\
+                   >  svm_range_validate_and_map+0xf7c/0x19c0\n\
+                   > [amdgpu]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let t = &e.tasks[0];
+        assert_eq!(
+            (t.task.as_str(), t.pid, t.ppid),
+            ("kworker/10:3", Some(7194), Some(2))
+        );
+        assert_eq!(
+            names(t),
+            ["dma_fence_default_wait", "svm_range_validate_and_map"]
+        );
+        assert_eq!(t.stack[1].module.as_deref(), Some("amdgpu"));
+    }
+
+    #[test]
+    fn cat_proc_stack_names_the_pid_and_pastes_stay_apart() {
+        let log = "root@host:~# cat /proc/4121/stack\n\
+                   [<0>] rpc_wait_bit_killable+0x1e/0xa0 [sunrpc]\n\
+                   [<0>] nfs4_proc_getattr+0x1/0x2 [nfsv4]\n\
+                   [<0>] __x64_sys_newstat+0x1/0x2\n\
+                   $ sudo cat /proc/88/task/90/stack\n\
+                   [<0>] ceph_mdsc_do_request+0x1/0x2 [ceph]\n\
+                   [<0>] do_syscall_64+0x1/0x2\n\
+                   [<0>] entry_SYSCALL_64_after_hwframe+0x1/0x2\n\
+                   [<0>] request_wait_answer+0x1/0x2 [fuse]\n\
+                   [<0>] fuse_simple_request+0x1/0x2 [fuse]\n\
+                   \n\
+                   \u{20} io_schedule+0x1/0x2\n\
+                   \u{20} nbd_queue_rq+0x1/0x2 [nbd]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let got: Vec<_> = e
+            .tasks
+            .iter()
+            .map(|t| (t.pid, t.stack[0].function.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(4121), "rpc_wait_bit_killable"),
+                (Some(90), "ceph_mdsc_do_request"),
+                // After the end of a stack (the syscall entry): another task.
+                (None, "request_wait_answer"),
+                // Another notation: another paste.
+                (None, "io_schedule"),
+            ]
+        );
+    }
+}
+
+/// Issue 38: the hung-task detector's blocker line names the lock a pasted stack hid.
+#[cfg(test)]
+mod kernel_word {
+    use super::*;
+
+    #[test]
+    fn the_detectors_blocker_line_names_the_hidden_lock() {
+        let log = "INFO: task kworker/3:1:77 blocked for more than 122 seconds.\n\
+                   Call Trace:\n xfs_reflink_end_atomic_cow+0x133/0x200 [xfs]\n xfs_dio_write_end_io+0x117/0x320 [xfs]\n\
+                   INFO: task kworker/3:1:77 <writer> blocked on an rw-semaphore likely owned by task fio:2308404 <writer>\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let site = e.tasks[0].site.as_deref().unwrap();
+        assert!(
+            site.contains("rwsem wait (write) on an rw-semaphore owned by fio:2308404 (kernel record) in xfs_reflink_end_atomic_cow"),
+            "{site}"
+        );
     }
 }

@@ -22,6 +22,8 @@
 //! RPC wait, UVM locks, pinning user pages, nvidia-modeset's global lock, …), shown in brackets by
 //! [`classify`]; [`nvidia_operation`] joins it with a decoded ioctl argument into the report's sentence.
 
+pub mod layers;
+pub mod mechanisms;
 pub mod nvidia;
 pub mod rules;
 #[cfg(test)]
@@ -142,37 +144,58 @@ fn kernel_thread_words(comm: &str, workqueue: Option<&str>, frames: &[StackFrame
 fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     let Some(first) = frames.first() else {
         let w = wchan?;
-        return Some(match rules::wait_words(w) {
-            Some(words) => words.to_string(),
-            None => mm_words(w).unwrap_or_else(|| w.to_string()),
+        return Some(match (rules::wait_words(w), rules::lock_taken_by(w)) {
+            (Some(words), _) => words.to_string(),
+            (None, Some(t)) => format!("{} on {}", t.wait, t.lock),
+            (None, None) => mm_words(w).unwrap_or_else(|| w.to_string()),
         });
     };
     let mut words = None;
+    // The first frame past the primitives: the function that called them, and may say which lock.
+    let mut taker = None;
     for f in frames {
         let name = base_name(&f.function);
         if let Some(wd) = rules::wait_words(name) {
             words = Some(wd);
         } else if !SCHEDULER_FRAMES.contains(&name) {
+            taker = rules::lock_taken_by(name).map(|t| (t, name));
             break;
         }
     }
     if let Some(words) = words {
-        return Some(words.to_string());
+        return Some(match taker {
+            Some((t, name)) if is_lock_words(words) => {
+                format!("{words} on {} in {name}", t.lock)
+            }
+            _ => words.to_string(),
+        });
     }
     let top = base_name(&first.function);
+    // The top frame takes a known lock: the lock's slow path is what `/proc/<tid>/stack` left out.
+    if let Some((t, name)) = taker {
+        return Some(format!("{} on {} in {name}", t.wait, t.lock));
+    }
     if let Some(s) = mm_words(top) {
         return Some(s);
     }
     let opaque = top.starts_with("0x") || (top.starts_with("_nv") && top.ends_with("rm"));
     // A frame a rule names (nvWriteGpEntry, _kgspRpcRecvPoll, request_wait_answer) is the wait itself.
-    let named =
-        nvidia::names_a_wait(top) || rules::CATEGORY_RULES.iter().any(|r| r.pattern.matches(top));
+    let named = nvidia::names_a_wait(top)
+        || rules::CATEGORY_RULES.iter().any(|r| r.pattern.matches(top))
+        || mechanisms::MECHANISMS.iter().any(|m| m.frames.matches(top));
     if opaque || named || rules::names_a_wait(top) {
         return Some(top.to_string());
     }
     Some(format!(
         "waits in {top} (lock or wait not visible in the stack)"
     ))
+}
+
+/// Wait words of a sleeping lock (a lock taker's lock can be named after them).
+fn is_lock_words(words: &str) -> bool {
+    ["mutex", "rwsem", "semaphore"]
+        .iter()
+        .any(|w| words.contains(w))
 }
 
 /// Fault handlers that take the mmap lock themselves: on top of a stack (nothing deeper, the lock's `__sched`
@@ -214,8 +237,21 @@ pub fn category(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     if let Some(nv) = nvidia_site(frames) {
         return Some(nv.label().to_string());
     }
-    for f in frames {
+    let names: Vec<&str> = frames.iter().map(|f| base_name(&f.function)).collect();
+    let with_driver = |label: &str| -> String {
+        if !label.contains("{driver}") {
+            return label.to_string();
+        }
+        match gpu_driver(frames) {
+            Some(d) => label.replace("{driver}", d),
+            None => label.replace(" ({driver})", ""),
+        }
+    };
+    for (i, f) in frames.iter().enumerate() {
         let name = base_name(&f.function);
+        if let Some(m) = mechanisms::at(&names, i) {
+            return Some(with_driver(m.label));
+        }
         if let Some(rule) = rules::CATEGORY_RULES
             .iter()
             .chain(rules::PAGE_CACHE_RULES)
@@ -494,12 +530,40 @@ pub fn classify_from(
     frames: &[StackFrame],
     wchan: Option<&str>,
 ) -> Option<String> {
-    let site = compose(origin, frames, wchan)?;
+    let site = said_once(compose(origin, frames, wchan)?);
     let said = |c: &str| site.contains(c) || (c == "mmap_lock wait" && site.contains("mmap_lock"));
-    Some(match category(frames, wchan) {
+    // Built-in code (no `[module]` tag anywhere): the modules its frames would have named, from the layer
+    // map (issue 38), name the category's driver; with no category, the layer it waits in is the category.
+    let tagged = layers::tag_built_in(frames);
+    let category = category(tagged.as_deref().unwrap_or(frames), wchan).or_else(|| {
+        frames
+            .iter()
+            .all(|f| f.module.is_none())
+            .then(|| layers::innermost(frames))
+            .flatten()
+            .map(|l| format!("{} ({})", l.name, l.dir))
+    });
+    Some(match category {
         Some(c) if !said(&c) => format!("{site} [{c}]"),
         _ => site,
     })
+}
+
+/// `read → uevent_show … mutex wait on the device's lock in uevent_show`: the lock taker is said once.
+fn said_once(site: String) -> String {
+    let Some(at) = site.rfind(" in ") else {
+        return site;
+    };
+    let taker = &site[at + 4..];
+    let before = &site[..at];
+    let named = before.contains(&format!("{taker} … "))
+        || before.contains(&format!(": {taker} "))
+        || before.contains(&format!("→ {taker} "));
+    if !taker.is_empty() && !taker.contains(' ') && named {
+        before.to_string()
+    } else {
+        site
+    }
 }
 
 fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
@@ -584,7 +648,11 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
             primitives += 1;
             continue;
         }
-        if primitives == 0 || rules::is_entry_frame(name) {
+        if rules::is_entry_frame(name) {
+            return None;
+        }
+        // A lock taker on top: its lock's primitives were left out of the stack, it is the waiter.
+        if primitives == 0 && rules::lock_taken_by(name).is_none() {
             return None;
         }
         return Some(name);
@@ -675,5 +743,60 @@ fn fault_words(
     match handler {
         Some(h) => tail(format!("page fault ({h})")),
         None => tail("page fault".to_string()),
+    }
+}
+
+/// A site made precise by the kernel's own record of the lock the thread waits for (`task_struct::blocker`,
+/// read by the wait graph, issue 36): the lock's kind and mode and which lock it is, even where the stack
+/// cannot say (`/proc/<tid>/stack` omits the lock's slow path). A site that hid the wait ("waits in X (lock
+/// or wait not visible in the stack)") says it; one that named the primitive gets which lock.
+pub fn with_recorded_lock(site: &str, kind: &str, mode: Option<&str>, lock: &str) -> String {
+    let primitive = match mode {
+        Some(m) => format!("{kind} wait ({m})"),
+        None => format!("{kind} wait"),
+    };
+    let recorded = format!("{primitive} on {lock} (kernel record)");
+    if site.contains("(kernel record)") {
+        return site.to_string();
+    }
+    if let Some(at) = site.find("waits in ") {
+        if let Some(end) = site[at..].find(" (lock or wait not visible in the stack)") {
+            let function = &site[at + "waits in ".len()..at + end];
+            let rest = &site[at + end + " (lock or wait not visible in the stack)".len()..];
+            return format!("{}{recorded} in {function}{rest}", &site[..at]);
+        }
+    }
+    // The stack named a wait: the record adds which lock, before any category in brackets.
+    match site.find(" [") {
+        Some(at) => format!("{} — {recorded}{}", &site[..at], &site[at..]),
+        None => format!("{site} — {recorded}"),
+    }
+}
+
+/// Every thread the wait graph knows from a kernel record to wait for a lock gets that lock in its site
+/// ([`with_recorded_lock`]).
+pub fn refine_with_graph(
+    threads: &mut [crate::snapshot::ThreadSnapshot],
+    graph: &crate::wait_graph::WaitGraph,
+) {
+    use crate::wait_graph::{LockKind, Mode};
+    for lock in &graph.locks {
+        let kind = match lock.kind {
+            LockKind::Mutex => "mutex",
+            LockKind::Semaphore => "semaphore",
+            LockKind::Rwsem => "rwsem",
+            _ => continue,
+        };
+        for w in lock.waiters.iter().filter(|w| w.by == "kernel record") {
+            let mode = w.mode.map(|m| match m {
+                Mode::Read => "read",
+                Mode::Write => "write",
+            });
+            if let Some(t) = threads.iter_mut().find(|t| t.tid == w.tid) {
+                if let Some(site) = &t.site {
+                    t.site = Some(with_recorded_lock(site, kind, mode, &lock.name));
+                }
+            }
+        }
     }
 }

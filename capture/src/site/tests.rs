@@ -47,7 +47,8 @@ fn frozen_fs_and_faults() {
     let f = frames("[<0>] percpu_rwsem_wait+0x15f/0x1d0\n[<0>] __percpu_down_read+0x5e/0x70\n[<0>] cgroup_can_fork+0x3a/0x60\n[<0>] copy_process+0x1/0x2\n[<0>] kernel_clone+0x1/0x2\n[<0>] __x64_sys_clone3+0x1/0x2\n");
     assert_eq!(
         classify(&f, Some("percpu_rwsem_wait"), Some("clone3")).unwrap(),
-        "clone3 → cgroup_can_fork … percpu rwsem wait"
+        // Issue 38: which lock (the taker's) and the layer (the map's).
+        "clone3 → cgroup_can_fork … percpu rwsem wait on cgroup_threadgroup_rwsem [cgroup (kernel/cgroup)]"
     );
     let f = frames("[<0>] folio_wait_bit_common+0x13d/0x350\n[<0>] filemap_fault+0x5e1/0x9c0\n[<0>] __do_fault+0x36/0x130\n[<0>] do_fault+0x1b5/0x410\n[<0>] __handle_mm_fault+0x632/0xc70\n[<0>] handle_mm_fault+0xd8/0x2c0\n[<0>] do_user_addr_fault+0x1c1/0x690\n[<0>] exc_page_fault+0x77/0x170\n[<0>] asm_exc_page_fault+0x26/0x30\n");
     assert_eq!(
@@ -107,5 +108,66 @@ fn fallbacks() {
     assert_eq!(
         base_name("uvm_release_entry.part.0.isra.0"),
         "uvm_release_entry"
+    );
+}
+
+/// Issue 38, family 1: in a live capture the kernel's blocker record names the lock the stack hides.
+#[test]
+fn the_kernels_blocker_record_names_the_hidden_lock() {
+    use crate::wait_graph::{LockIdentity, LockKind, LockNode, Mode, WaitGraph, Waiter};
+    let f = frames("[<0>] xfs_reflink_end_atomic_cow+0x133/0x200 [xfs]\n[<0>] xfs_dio_write_end_io+0x117/0x320 [xfs]\n[<0>] iomap_dio_complete+0x41/0x240\n[<0>] __x64_sys_io_submit+0x1/0x2\n");
+    let site = classify(&f, None, Some("io_submit")).unwrap();
+    assert!(site.contains("lock or wait not visible"), "{site}");
+    let lock = |kind, by: &str, mode| LockNode {
+        id: "L1".into(),
+        kind,
+        address: Some("0xffff888012345678".into()),
+        name: "the inode lock of /mnt/x (ino 12)".into(),
+        identity: LockIdentity::default(),
+        holders: vec![],
+        holder_unknown: None,
+        readers: None,
+        waiters: vec![Waiter {
+            tid: 7,
+            pid: 7,
+            comm: "fio".into(),
+            mode,
+            state: "D".into(),
+            call: "io_submit".into(),
+            by: by.into(),
+            waited_s: None,
+        }],
+        more_waiters: 0,
+    };
+    let mut snap = crate::snapshot::ThreadSnapshot {
+        tid: 7,
+        site: Some(site.clone()),
+        ..Default::default()
+    };
+    let graph = WaitGraph {
+        locks: vec![lock(LockKind::Rwsem, "kernel record", Some(Mode::Write))],
+        ..Default::default()
+    };
+    super::refine_with_graph(std::slice::from_mut(&mut snap), &graph);
+    assert_eq!(
+        snap.site.as_deref(),
+        Some("io_submit → xfs: xfs_dio_write_end_io → xfs_reflink_end_atomic_cow … rwsem wait (write) on the inode lock of /mnt/x (ino 12) (kernel record) in xfs_reflink_end_atomic_cow")
+    );
+    // A lock known from the stack only is no record: the site is left as the stack says.
+    let mut other = crate::snapshot::ThreadSnapshot {
+        tid: 7,
+        site: Some(site.clone()),
+        ..Default::default()
+    };
+    let graph = WaitGraph {
+        locks: vec![lock(LockKind::Mutex, "stack", None)],
+        ..Default::default()
+    };
+    super::refine_with_graph(std::slice::from_mut(&mut other), &graph);
+    assert_eq!(other.site.as_deref(), Some(site.as_str()));
+    // A site that named the primitive gets which lock, before its category.
+    assert_eq!(
+        super::with_recorded_lock("ioctl … mutex wait [RM API lock]", "mutex", None, "rm_lock"),
+        "ioctl … mutex wait — mutex wait on rm_lock (kernel record) [RM API lock]"
     );
 }

@@ -1,0 +1,90 @@
+//! Layers of built-in code: the subsystem or driver a function belongs to when no `[module]` tag says (a
+//! driver built into the kernel, a test kernel without modules, the PCI core), from a generated map of
+//! function-name prefixes (`capture/data/layer-prefixes.tsv`, made by `capture/data/gen/gen_layers.py` from a
+//! distribution kernel's module symbols and paths and its System.map, plus curated core rows; each row says
+//! its evidence).
+//!
+//! Rows backed by a module (`ko:`/`dir:` evidence) name what the `[module]` tag would have said had the code
+//! been built as one: [`tag_built_in`] fills those in, so a built-in driver's stack reads like a modular
+//! one. Curated rows name core layers (block, PCI core, driver core, cgroup…), shown as the layer of a stack
+//! that names no driver.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::snapshot::StackFrame;
+
+const TSV: &str = include_str!("../../data/layer-prefixes.tsv");
+
+/// One row of the map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layer {
+    /// The module (`i915`, `nvme_core`) or core layer (`block`, `pci`).
+    pub name: &'static str,
+    /// Its directory in the kernel tree (`drivers/gpu/drm/i915`).
+    pub dir: &'static str,
+    /// Backed by a module's symbols: what a `[module]` tag would name.
+    pub module: bool,
+}
+
+fn table() -> &'static HashMap<&'static str, Layer> {
+    static TABLE: OnceLock<HashMap<&'static str, Layer>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        TSV.lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("prefix\t"))
+            .filter_map(|l| {
+                let mut cols = l.split('\t');
+                let (prefix, name, dir, evidence) =
+                    (cols.next()?, cols.next()?, cols.next()?, cols.next()?);
+                let module = evidence.starts_with("ko:") || evidence.starts_with("dir:");
+                Some((prefix, Layer { name, dir, module }))
+            })
+            .collect()
+    })
+}
+
+/// The layer of a function: its whole name, then its prefixes up to each `_`, longest first.
+pub fn layer_of(function: &str) -> Option<Layer> {
+    let table = table();
+    if let Some(l) = table.get(function) {
+        return Some(*l);
+    }
+    function
+        .char_indices()
+        .filter(|&(_, c)| c == '_')
+        .map(|(i, _)| &function[..=i])
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .find_map(|p| table.get(p).copied())
+}
+
+/// A stack with no `[module]` tag at all, its frames tagged with the module their prefix belongs to; None
+/// when some frame has a tag (the stack names its modules itself).
+pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
+    if frames.is_empty() || frames.iter().any(|f| f.module.is_some()) {
+        return None;
+    }
+    let mut tagged = frames.to_vec();
+    let mut any = false;
+    for f in &mut tagged {
+        if let Some(l) = layer_of(super::base_name(&f.function)).filter(|l| l.module) {
+            f.module = Some(l.name.to_string());
+            any = true;
+        }
+    }
+    any.then_some(tagged)
+}
+
+/// The layer a stack that names no driver waits in: the innermost frame's with a layer that says more than
+/// "the core kernel" (`fs`, `mm`, `kernel`: every stack passes through them). Filesystems are left out: their
+/// sites name them by mechanism (a freeze, a journal, a server) whether built in or a module, and a built-in
+/// one must read as a modular one does.
+pub fn innermost(frames: &[StackFrame]) -> Option<Layer> {
+    frames
+        .iter()
+        .filter_map(|f| layer_of(super::base_name(&f.function)))
+        .find(|l| {
+            !matches!(l.dir, "fs" | "mm" | "kernel" | "net/core") && !l.dir.starts_with("fs/")
+        })
+}

@@ -1,0 +1,240 @@
+//! Wait mechanisms: what a thread waits for, told by telltale frames, and on what (who must act for it to
+//! wake). A mechanism may require an inner wait under its frame (a journal commit over buffer I/O is the
+//! storage's; over nothing visible it may be the running handles): the site names the deepest informative
+//! wait, not the first known one. Read innermost frame first with the category rules ([`super::rules`]);
+//! `{driver}` in a label is the GPU or block driver that waits.
+//!
+//! Each row names one mechanism; a row naming a single function says which mechanism it stands for (the
+//! self-test in `tests/mechanisms.rs` checks that every row is exercised by a recorded trace).
+
+use super::rules::Pattern;
+
+/// One mechanism.
+#[derive(Debug, Clone, Copy)]
+pub struct Mechanism {
+    /// Short name (docs/capture.md lists them).
+    pub name: &'static str,
+    /// A frame that shows the mechanism.
+    pub frames: Pattern,
+    /// An inner frame (nearer the top) the mechanism requires, when it does.
+    pub under: Option<Pattern>,
+    /// The category shown in brackets: what it waits for, and on what.
+    pub label: &'static str,
+}
+
+const fn m(
+    name: &'static str,
+    frames: &'static [&'static str],
+    under: Option<&'static [&'static str]>,
+    label: &'static str,
+) -> Mechanism {
+    Mechanism {
+        name,
+        frames: Pattern::Names(frames),
+        under: match under {
+            Some(u) => Some(Pattern::Names(u)),
+            None => None,
+        },
+        label,
+    }
+}
+
+/// Frames of a wait for a buffer head's I/O (`wait_on_buffer` and the bit wait under it).
+const BUFFER_IO: &[&str] = &[
+    "sleep_on_buffer",
+    "__wait_on_buffer",
+    "wait_on_buffer",
+    "sync_buffer",
+    "bit_wait_io",
+    "out_of_line_wait_on_bit",
+    "__wait_on_bit",
+    "io_schedule",
+    "io_schedule_timeout",
+];
+
+/// Journal commit: jbd2's commit writes the transaction's buffers and waits for them.
+const JBD2_COMMIT: &[&str] = &[
+    "jbd2_journal_commit_transaction",
+    "journal_commit_transaction",
+];
+/// The journal's commit, or its checkpoint (writing back committed buffers to make room).
+const JBD2_WRITES: &[&str] = &[
+    "jbd2_journal_commit_transaction",
+    "journal_commit_transaction",
+    "jbd2_log_do_checkpoint",
+    "__jbd2_log_wait_for_space",
+];
+
+/// Every mechanism, most specific first where two share a frame.
+pub const MECHANISMS: &[Mechanism] = &[
+    m(
+        "journal commit over buffer I/O",
+        JBD2_WRITES,
+        Some(BUFFER_IO),
+        "journal commit (jbd2) waits for its buffers' I/O: the storage has not completed it",
+    ),
+    m(
+        "journal commit",
+        JBD2_COMMIT,
+        None,
+        "journal commit (jbd2): waits for running handles or its buffers' I/O",
+    ),
+    m(
+        "GPU scheduler entity drain",
+        &[
+            "drm_sched_entity_flush",
+            "drm_sched_entity_fini",
+            "drm_sched_entity_destroy",
+            "drm_sched_entity_kill",
+            "amd_sched_entity_fini",
+            "amd_sched_entity_flush",
+            "amddrm_sched_entity_fini",
+            "amddrm_sched_entity_flush",
+        ],
+        None,
+        "GPU scheduler entity drain ({driver}): the GPU has not run the context's queued jobs",
+    ),
+    m(
+        "DRM flip completion",
+        &[
+            "drm_atomic_helper_wait_for_flip_done",
+            "drm_atomic_helper_wait_for_dependencies",
+            "drm_crtc_commit_wait",
+            "drm_atomic_helper_commit_cleanup_done",
+        ],
+        None,
+        "display flip completion ({driver}): the display engine has not signalled flip_done",
+    ),
+    m(
+        "DRM vblank",
+        &[
+            "drm_atomic_helper_wait_for_vblanks",
+            "drm_wait_one_vblank",
+            "drm_crtc_wait_one_vblank",
+            "drm_wait_vblank_ioctl",
+        ],
+        None,
+        "vblank wait ({driver}): no vblank interrupt from the display",
+    ),
+    m(
+        "virtqueue",
+        &[
+            "virtio_gpu_queue_ctrl_sgs",
+            "virtio_gpu_queue_ctrl_buffer",
+            "virtio_gpu_queue_fenced_ctrl_buffer",
+            "virtio_gpu_queue_cursor",
+            "virtio_gpu_cursor_ping",
+            "virtqueue_wait_for_used",
+            "virtblk_wait_for_used",
+        ],
+        None,
+        "virtqueue wait ({driver}): the device (the host) has not used the queue's buffers",
+    ),
+    m(
+        "clock framework",
+        &["clk_prepare_lock"],
+        None,
+        "clock framework: prepare_lock (every clk_prepare/clk_set_rate of the system)",
+    ),
+    m(
+        "NVMe controller",
+        &[
+            "nvme_dev_disable",
+            "nvme_reset_work",
+            "nvme_remove",
+            "nvme_sync_queues",
+            "nvme_wait_freeze",
+            "nvme_wait_freeze_timeout",
+            "__nvme_submit_sync_cmd",
+            "nvme_submit_sync_cmd",
+            "nvme_wait_reset",
+            "nvme_timeout",
+        ],
+        None,
+        "NVMe controller: waits for the controller (reset, disable or an admin command)",
+    ),
+    m(
+        "blk-mq tag",
+        &[
+            "blk_mq_get_tag",
+            "__blk_mq_get_tag",
+            "blk_mq_get_request",
+            "__blk_mq_alloc_request",
+        ],
+        None,
+        "blk-mq: no free request tag: the device has not completed its requests",
+    ),
+    m(
+        "block queue freeze",
+        &[
+            "blk_mq_freeze_queue_wait",
+            "blk_mq_freeze_queue_wait_timeout",
+            "blk_freeze_queue",
+            "blk_mq_freeze_queue",
+            "blk_queue_enter",
+            "bio_queue_enter",
+            "__bio_queue_enter",
+        ],
+        None,
+        "block queue freeze: requests in flight have not completed",
+    ),
+    m(
+        "nbd",
+        &[
+            "nbd_queue_rq",
+            "nbd_handle_cmd",
+            "sock_xmit",
+            "nbd_start_device_ioctl",
+            "nbd_disconnect_and_put",
+            "nbd_xmit_timeout",
+            "recv_work",
+        ],
+        None,
+        "nbd: waits for the nbd server (its socket)",
+    ),
+    m(
+        "HMM range fault",
+        &["hmm_range_fault", "amdgpu_hmm_range_get_pages", "nouveau_range_fault"],
+        None,
+        "HMM range fault ({driver}): faulting a user range in for the GPU, retried while it is invalidated",
+    ),
+    m(
+        "device memory copy",
+        &["memcpy_toio", "__iowrite32_copy", "__iowrite64_copy", "memcpy_toio_aligned"],
+        None,
+        "copy to device memory: the CPU is held on its writes across PCI (running, not asleep)",
+    ),
+    m(
+        "QXL command ring",
+        &["qxl_ring_push"],
+        None,
+        "QXL command ring full: the host has not consumed the commands",
+    ),
+    m(
+        "sunrpc cache upcall",
+        &["cache_check", "exp_find", "exp_find_key", "rqst_exp_find", "rqst_exp_get_by_name"],
+        None,
+        "nfsd export cache: waits for mountd's answer (sunrpc cache upcall)",
+    ),
+    m(
+        "bcachefs journal quiesce",
+        &["journal_quiesce", "bch2_journal_flush_seq", "bch2_journal_flush_pins"],
+        None,
+        "bcachefs journal: waits for outstanding journal reservations and writes",
+    ),
+    m(
+        "PCI config access",
+        &["pci_wait_cfg", "pci_cfg_access_lock", "pci_dev_wait"],
+        None,
+        "PCI: waits for config space access or a device to come back from reset",
+    ),
+];
+
+/// The mechanism a frame at `i` shows, given the frames inner to it (`frames[..i]`).
+pub fn at(names: &[&str], i: usize) -> Option<&'static Mechanism> {
+    MECHANISMS.iter().find(|m| {
+        m.frames.matches(names[i])
+            && m.under
+                .is_none_or(|u| names[..i].iter().any(|n| u.matches(n)))
+    })
+}
