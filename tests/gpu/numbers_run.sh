@@ -9,20 +9,10 @@ BIN=$(cd "$1" && pwd); OUT=$2
 mkdir -p "$OUT"
 exec > >(tee "$OUT/numbers-log.txt") 2>&1
 nproc; nvidia-smi -L; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; grep -m1 "model name" /proc/cpuinfo
-# Issue 40: the default packs the real workload's small tensors with streaming stores (`bysize`); the
-# sweep rows are the previous default (plain) and explicit streaming, same process, same ring fit.
-echo "== upload: real workload (3 processes)"
-for i in 1 2 3; do
-  "$BIN/wedge-capture" upload --backend cuda --compare --repeat 31 --skip managed,pageable --ring /tmp/r.ring --format json \
-    --sweep 8x4MiBx14:overlap:plain:fit,8x4MiBx14:overlap:streaming:fit,8x4MiBx14:overlap:bysize:fit \
-    > "$OUT/upload-real-$i.json" 2> "$OUT/upload-real-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-real-$i.err"
-done
-echo "== upload: 4 GiB (2 processes)"
-for i in 1 2; do
-  "$BIN/wedge-capture" upload --backend cuda --compare --repeat 11 --tensors 16384 --floats 65536 --params 0 \
-    --skip managed,pageable,ztensor --sweep 8x4MiBx14:overlap:plain:fit --format json \
-    > "$OUT/upload-4g-$i.json" 2> "$OUT/upload-4g-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-4g-$i.err"
-done
+# Fastest first, so a run cut short by the device time keeps the most rows.
+echo "== breadcrumb ring bench"
+# --bench: without it (and before issue 40, whatever WEDGE_BENCH_ITERS said) the bench ran 10,000 pairs only.
+WEDGE_BENCH_ITERS=2000000 "$BIN/ring-bench" --bench > "$OUT/ring-bench.txt" 2>&1; echo "rc=$?"; tail -18 "$OUT/ring-bench.txt"
 # With BIN_DIR/wedge-capture-before (e.g. main before the merge), every bench-agent row is measured for both agent
 # binaries in the same process (same helper threads, same baseline code).
 AGENTS=()
@@ -37,6 +27,17 @@ for i in 1 2; do
   "$BIN/wedge-capture" internal bench-agent --threads 1 --shapes idle --scans 30 ${AGENTS[@]+"${AGENTS[@]}"} > "$OUT/bench-agent-fixed-$i.txt" 2>&1
   echo "rc=$?"; tail -3 "$OUT/bench-agent-fixed-$i.txt"
 done
-echo "== breadcrumb ring bench"
-# --bench: without it (and before issue 40, whatever WEDGE_BENCH_ITERS said) the bench ran 10,000 pairs only.
-WEDGE_BENCH_ITERS=2000000 "$BIN/ring-bench" --bench > "$OUT/ring-bench.txt" 2>&1; echo "rc=$?"; tail -18 "$OUT/ring-bench.txt"
+# Issue 40: the default packs the real workload's small tensors with streaming stores (`bysize`); the
+# sweep rows are the previous default (plain) and explicit streaming, same process, same ring fit.
+echo "== upload: real workload (3 processes)"
+for i in 1 2 3; do
+  "$BIN/wedge-capture" upload --backend cuda --compare --repeat 31 --skip managed,pageable --ring /tmp/r.ring --format json \
+    --sweep 8x4MiBx14:overlap:plain:fit,8x4MiBx14:overlap:streaming:fit,8x4MiBx14:overlap:bysize:fit \
+    > "$OUT/upload-real-$i.json" 2> "$OUT/upload-real-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-real-$i.err"
+done
+echo "== upload: 4 GiB (2 processes)"
+for i in 1 2; do
+  "$BIN/wedge-capture" upload --backend cuda --compare --repeat 11 --tensors 16384 --floats 65536 --params 0 \
+    --skip managed,pageable,ztensor --sweep 8x4MiBx14:overlap:plain:fit --format json \
+    > "$OUT/upload-4g-$i.json" 2> "$OUT/upload-4g-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-4g-$i.err"
+done
