@@ -1,0 +1,118 @@
+#!/bin/busybox sh
+# /init of the aarch64 test VM (tests/aarch64/run.sh builds the initramfs around it). Runs as root, pid 1:
+# mounts, loads the modules Debian builds as modules (loop, ext4, ...), runs every line of /opt/wedge/tests,
+# then the live checks on this kernel's own hung task, and powers off. Everything it reports goes to the
+# console between `@@wedge` markers, which tests/aarch64/report.py reads.
+/bin/busybox mkdir -p /usr/local/busybox
+/bin/busybox --install -s /usr/local/busybox
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/busybox
+export HOME=/root TMPDIR=/tmp CI=true RUST_BACKTRACE=1 LANG=C.UTF-8
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs -o size=75% tmp /tmp
+mkdir -p /dev/shm /dev/pts /sys/fs/cgroup
+mount -t tmpfs shm /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+ln -sf /proc/self/fd /dev/fd
+hostname wedge-arm64
+ip link set lo up 2>/dev/null
+for m in $(cat /mods/order); do insmod "/mods/$m" || echo "@@wedge insmod $m failed"; done
+echo "@@wedge kernel $(uname -r) $(uname -m) $(cat /proc/version)"
+[ -r /sys/kernel/btf/vmlinux ] && echo "@@wedge btf $(wc -c </sys/kernel/btf/vmlinux) bytes"
+
+group_timeout=${GROUP_TIMEOUT:-900}
+while read -r group binary args; do
+  [ -n "$group" ] || continue
+  set -- $(grep "^$binary " /opt/wedge/binaries | head -1)
+  exe=$2 dir=$3
+  echo "@@wedge begin $group"
+  start=$(cut -d' ' -f1 /proc/uptime)
+  if [ -z "$exe" ]; then
+    echo "no test binary named $binary was built"
+    rc=127
+  else
+    # shellcheck disable=SC2086 # args are libtest's (filters, --exact, --skip ...)
+    (cd "$dir" && timeout "$group_timeout" "$exe" $args)
+    rc=$?
+  fi
+  echo "@@wedge end $group rc=$rc seconds=$start-$(cut -d' ' -f1 /proc/uptime)"
+done </opt/wedge/tests
+
+# ---- live checks: the release binary's selftest; explain and capture on this kernel's own hung task ---------
+check() { # name, rc: one libtest-shaped line, counted by report.py
+  if [ "$2" = 0 ]; then echo "test live::$1 ... ok"; else echo "test live::$1 ... FAILED (rc=$2)"; fi
+}
+echo "@@wedge begin live"
+wc=/opt/wedge/wedge-capture
+$wc selftest --out /tmp/selftest-out
+check release_selftest_passes $?
+
+# A writer asleep in D on a frozen ext4 (sb_start_write): the wedge every GPU-side test reproduces.
+mkdir -p /tmp/live/mnt
+truncate -s 16M /tmp/live/fs.img
+mkfs.ext4 -q -F /tmp/live/fs.img
+loopdev=$(losetup --find --show /tmp/live/fs.img)
+mount -t ext4 "$loopdev" /tmp/live/mnt
+echo before >/tmp/live/mnt/file
+fsfreeze -f /tmp/live/mnt
+sh -c 'echo after >>/tmp/live/mnt/file' &
+wedged=$!
+state=
+for _ in $(seq 100); do
+  state=$(sed 's/.*) \(.\).*/\1/' "/proc/$wedged/stat")
+  [ "$state" = D ] && break
+  sleep 0.1
+done
+[ "$state" = D ]
+check writer_on_frozen_ext4_is_in_d $?
+
+# The recording (tests/aarch64/recordings/): what the scanner reads of the wedged thread, verbatim.
+record() { # path under /proc
+  echo "@@wedge file $1"
+  cat "/proc/$1"
+  echo "@@wedge endfile"
+}
+for f in stat status comm wchan syscall stack; do record "$wedged/$f"; done
+for f in stat status comm wchan syscall stack sched schedstat; do record "$wedged/task/$wedged/$f"; done
+for fd in /proc/$wedged/fd/*; do echo "@@wedge link $wedged/fd/${fd##*/} $(readlink "$fd")"; done
+
+$wc capture --pid "$wedged" --format json >/tmp/live/capture.json
+rc=$?
+cat /tmp/live/capture.json
+[ $rc = 0 ] && grep -q '"state": *"D"' /tmp/live/capture.json && grep -q '"name": *"write"' /tmp/live/capture.json
+check capture_of_the_wedged_writer_says_d_in_write $?
+$wc capture --pid "$wedged"
+check capture_markdown $?
+
+$wc explain "/proc/$wedged/stack" >/tmp/live/explain-stack.md
+rc=$?
+cat /tmp/live/explain-stack.md
+[ $rc = 0 ] && grep -qi 'frozen\|freeze\|sb_start_write\|percpu_rwsem' /tmp/live/explain-stack.md
+check explain_of_the_wedged_stack_names_the_freeze $?
+
+# sysrq w: the kernel's own dump of every blocked task, as an operator would paste it.
+echo 1 >/proc/sys/kernel/sysrq
+echo w >/proc/sysrq-trigger
+sleep 1
+dmesg >/tmp/live/dmesg.txt
+$wc explain /tmp/live/dmesg.txt >/tmp/live/explain-sysrq.md
+rc=$?
+cat /tmp/live/explain-sysrq.md
+[ $rc = 0 ] && grep -q "$wedged" /tmp/live/explain-sysrq.md
+check explain_of_the_sysrq_w_dump_names_the_wedged_task $?
+echo "@@wedge file sysrq-w.txt"
+sed -n '/sysrq: Show Blocked State/,$p' /tmp/live/dmesg.txt
+echo "@@wedge endfile"
+
+fsfreeze -u /tmp/live/mnt
+wait $wedged
+check writer_finishes_after_thaw $?
+umount /tmp/live/mnt
+losetup -d "$loopdev"
+echo "@@wedge end live rc=0"
+
+echo "@@wedge done"
+sync
+poweroff -f
