@@ -7,6 +7,8 @@
 /bin/busybox --install -s /usr/local/busybox
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/busybox
 export HOME=/root TMPDIR=/tmp CI=true RUST_BACKTRACE=1 LANG=C.UTF-8
+# TCG runs everything 10-30 times slower: the tests' waits for the agent are stretched (tests/integration/util.rs).
+export WEDGE_TEST_TIME_SCALE=${WEDGE_TEST_TIME_SCALE:-8}
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
@@ -21,6 +23,15 @@ ip link set lo up 2>/dev/null
 for m in $(cat /mods/order); do insmod "/mods/$m" || echo "@@wedge insmod $m failed"; done
 echo "@@wedge kernel $(uname -r) $(uname -m) $(cat /proc/version)"
 [ -r /sys/kernel/btf/vmlinux ] && echo "@@wedge btf $(wc -c </sys/kernel/btf/vmlinux) bytes"
+
+# run.sh --script FILE: that script instead of the tests (debugging by hand).
+if [ -x /opt/wedge/script.sh ]; then
+  echo "@@wedge begin script"
+  /opt/wedge/script.sh
+  echo "@@wedge end script rc=$?"
+  echo "@@wedge done"
+  poweroff -f
+fi
 
 group_timeout=${GROUP_TIMEOUT:-900}
 while read -r group binary args; do

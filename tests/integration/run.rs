@@ -27,7 +27,7 @@ fn load(dir: &Path) -> serde_json::Value {
 
 /// The first incident under `out` once it is complete (within 20 s).
 fn wait_complete_incident(out: &Path) -> PathBuf {
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + crate::util::scaled(Duration::from_secs(20));
     loop {
         if let Some(dir) = incident_dirs(out).into_iter().next() {
             if load(&dir)["complete"] == true {
