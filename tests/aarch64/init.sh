@@ -63,11 +63,12 @@ check release_selftest_passes $?
 # A writer asleep in D on a frozen ext4 (sb_start_write): the wedge every GPU-side test reproduces.
 mkdir -p /tmp/live/mnt
 truncate -s 16M /tmp/live/fs.img
-mkfs.ext4 -q -F /tmp/live/fs.img
-loopdev=$(losetup --find --show /tmp/live/fs.img)
-mount -t ext4 "$loopdev" /tmp/live/mnt
+# Absolute paths: this busybox sh prefers its own applets (busybox's fsfreeze has no -f) to util-linux's.
+/sbin/mkfs.ext4 -q -F /tmp/live/fs.img
+loopdev=$(/sbin/losetup --find --show /tmp/live/fs.img)
+/bin/mount -t ext4 "$loopdev" /tmp/live/mnt
 echo before >/tmp/live/mnt/file
-fsfreeze -f /tmp/live/mnt
+/sbin/fsfreeze --freeze /tmp/live/mnt
 sh -c 'echo after >>/tmp/live/mnt/file' &
 wedged=$!
 state=
@@ -80,14 +81,14 @@ done
 check writer_on_frozen_ext4_is_in_d $?
 
 # The recording (tests/aarch64/recordings/): what the scanner reads of the wedged thread, verbatim.
-record() { # path under /proc
-  echo "@@wedge file $1"
-  cat "/proc/$1"
+record() { # path under /proc, recording name; base64, byte for byte (wchan has no newline)
+  echo "@@wedge file ${2:-frozen-ext4-write}/proc/$1"
+  base64 "/proc/$1"
   echo "@@wedge endfile"
 }
 for f in stat status comm wchan syscall stack; do record "$wedged/$f"; done
 for f in stat status comm wchan syscall stack sched schedstat; do record "$wedged/task/$wedged/$f"; done
-for fd in /proc/$wedged/fd/*; do echo "@@wedge link $wedged/fd/${fd##*/} $(readlink "$fd")"; done
+for fd in /proc/$wedged/fd/*; do echo "@@wedge link frozen-ext4-write/proc/$wedged/fd/${fd##*/} $(readlink "$fd")"; done
 
 $wc capture --pid "$wedged" --format json >/tmp/live/capture.json
 rc=$?
@@ -113,15 +114,39 @@ rc=$?
 cat /tmp/live/explain-sysrq.md
 [ $rc = 0 ] && grep -q "$wedged" /tmp/live/explain-sysrq.md
 check explain_of_the_sysrq_w_dump_names_the_wedged_task $?
-echo "@@wedge file sysrq-w.txt"
-sed -n '/sysrq: Show Blocked State/,$p' /tmp/live/dmesg.txt
+echo "@@wedge file frozen-ext4-write/sysrq-w.txt"
+sed -n '/sysrq: Show Blocked State/,$p' /tmp/live/dmesg.txt | base64
 echo "@@wedge endfile"
 
-fsfreeze -u /tmp/live/mnt
+/sbin/fsfreeze --unfreeze /tmp/live/mnt
 wait $wedged
 check writer_finishes_after_thaw $?
-umount /tmp/live/mnt
-losetup -d "$loopdev"
+
+# vfork + a FIFO nobody writes: the parent sleeps in D (waiting for its vfork child, which waits in open).
+# Unprivileged in real life; no filesystem or driver involved.
+mkfifo /tmp/live/fifo
+python3 -c 'import os; os.posix_spawn("/bin/true", ["true"], {}, file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/tmp/live/fifo", os.O_RDONLY, 0)])' &
+vforked=$!
+state=
+for _ in $(seq 300); do
+  state=$(sed 's/.*) \(.\).*/\1/' "/proc/$vforked/stat")
+  [ "$state" = D ] && break
+  sleep 0.1
+done
+[ "$state" = D ]
+check vfork_parent_is_in_d $?
+for f in stat status comm wchan syscall stack; do record "$vforked/$f" vfork-fifo; done
+for f in stat status comm wchan syscall stack sched schedstat; do record "$vforked/task/$vforked/$f" vfork-fifo; done
+$wc capture --pid "$vforked" --format json >/tmp/live/capture-vfork.json
+rc=$?
+cat /tmp/live/capture-vfork.json
+[ $rc = 0 ] && grep -q '"state": *"D"' /tmp/live/capture-vfork.json
+check capture_of_the_vfork_parent_says_d $?
+echo >/tmp/live/fifo
+wait $vforked
+check vfork_parent_finishes_once_the_fifo_opens $?
+/bin/umount /tmp/live/mnt
+/sbin/losetup -d "$loopdev"
 echo "@@wedge end live rc=0"
 
 echo "@@wedge done"

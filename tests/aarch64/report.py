@@ -6,11 +6,13 @@ recorded under WORK/recorded/. Exit status 0 when every test passed and the VM f
 usage: report.py CONSOLE_LOG WORK_DIR QEMU_RC VM_SECONDS TOTAL_SECONDS
 """
 
+import base64
 import os
 import re
 import sys
 
 TEST_LINE = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)")
+KMSG_LINE = re.compile(r"^\[ *\d+\.\d+\] ")
 RESULT_LINE = re.compile(r"^test result: \S+\. (\d+) passed; (\d+) failed; (\d+) ignored; \d+ measured; (\d+) filtered out")
 
 
@@ -32,10 +34,10 @@ def main() -> int:
                 path, body = recording
                 target = os.path.join(recorded_dir, path)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
-                with open(target, "w", encoding="utf-8") as f:
-                    f.write("".join(l + "\n" for l in body))
+                with open(target, "wb") as f:
+                    f.write(base64.b64decode("".join(body)))
                 recording = None
-            else:
+            elif not KMSG_LINE.match(line):  # a kernel message printed to the console meanwhile
                 recording[1].append(line)
             continue
         if line.startswith("@@wedge kernel "):

@@ -10,6 +10,7 @@
 #   --install    apt-get the host packages that are missing (qemu-system-arm, gcc-aarch64-linux-gnu, ...)
 #   --timeout    wall-clock bound on the VM (default 1500 s); the VM is killed past it and the run fails
 #   --filter     run only the tests.txt lines whose name matches (grep -E)
+#   --no-build   reuse the binaries of the previous run (target/aarch64-vm/artifacts.json) as they are
 #   --script     run this shell script (busybox sh, as root) in the VM instead of the tests: debugging by hand
 #
 # Exit status: 0 every test passed; 1 a test failed or the VM did not finish; 2 the VM could not be built or
@@ -27,6 +28,7 @@ install=0
 vm_timeout=1500
 filter=.
 script=
+build=1
 while (($#)); do
   case $1 in
     --suite) suite=$2; shift 2 ;;
@@ -34,7 +36,8 @@ while (($#)); do
     --timeout) vm_timeout=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
     --script) script=$(realpath "$2"); shift 2 ;;
-    *) echo "usage: $0 [--suite ci|full] [--install] [--timeout SECONDS] [--filter REGEX] [--script FILE]" >&2; exit 2 ;;
+    --no-build) build=0; shift ;;
+    *) echo "usage: $0 [--suite ci|full] [--install] [--timeout SECONDS] [--filter REGEX] [--script FILE] [--no-build]" >&2; exit 2 ;;
   esac
 done
 started=$(date +%s)
@@ -97,15 +100,19 @@ export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 # file:line.
 export CARGO_PROFILE_DEV_DEBUG=0
 build_started=$(date +%s)
-say "cargo build --release --target $target (wedge-capture)"
-cargo build -q --release --target "$target" -p wedge-capture --bin wedge-capture ||
-  fail_start "cross build of the release binary failed"
-say "cargo test --no-run --target $target (integration, capture, breadcrumb, C ABI)"
 artifacts="$work/artifacts.json"
 mkdir -p "$work"
-cargo test -q --no-run --target "$target" -p wedge-capture -p capture -p breadcrumb -p wedge-breadcrumb \
-  --message-format=json-render-diagnostics >"$artifacts" || fail_start "cross build of the test binaries failed"
-say "built in $(($(date +%s) - build_started)) s"
+if ((build)); then
+  say "cargo build --release --target $target (wedge-capture)"
+  cargo build -q --release --target "$target" -p wedge-capture --bin wedge-capture ||
+    fail_start "cross build of the release binary failed"
+  say "cargo test --no-run --target $target (integration, capture, breadcrumb, C ABI)"
+  cargo test -q --no-run --target "$target" -p wedge-capture -p capture -p breadcrumb -p wedge-breadcrumb \
+    --message-format=json-render-diagnostics >"$artifacts" || fail_start "cross build of the test binaries failed"
+  say "built in $(($(date +%s) - build_started)) s"
+else
+  [[ -s $artifacts ]] || fail_start "--no-build, but no previous build ($artifacts)"
+fi
 
 # ---- initramfs --------------------------------------------------------------------------------------------
 root="$work/root"

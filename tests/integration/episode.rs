@@ -71,7 +71,7 @@ pub(crate) fn load(dir: &Path) -> serde_json::Value {
 
 /// The one incident under `out` once it is complete (at most 20 s).
 pub(crate) fn wait_complete(out: &Path) -> PathBuf {
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + crate::util::scaled(Duration::from_secs(20));
     loop {
         if let Some(dir) = incident_dirs(out).into_iter().next() {
             if load(&dir)["complete"] == true {
