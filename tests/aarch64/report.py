@@ -9,6 +9,7 @@ usage: report.py CONSOLE_LOG WORK_DIR QEMU_RC VM_SECONDS TOTAL_SECONDS
 import base64
 import os
 import re
+import shutil
 import sys
 
 TEST_LINE = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)")
@@ -26,6 +27,7 @@ def main() -> int:
     counts = None
     recording = None
     recorded_dir = os.path.join(work, "recorded")
+    shutil.rmtree(recorded_dir, ignore_errors=True)
     links = []
     done = False
     for line in lines:

@@ -200,7 +200,7 @@ say "kernel $kver; initramfs $(du -m "$initrd" | cut -f1) MiB; $(wc -l <"$root/o
 
 # ---- boot -------------------------------------------------------------------------------------------------
 console="$work/console.log"
-say "booting qemu-system-aarch64 (-M virt -cpu max, TCG, no network; bound ${vm_timeout} s); console: $console"
+say "booting qemu-system-aarch64 (-M virt -cpu max,pauth-impdef=on, TCG, no network; bound ${vm_timeout} s); console: $console"
 vm_started=$(date +%s)
 set +e
 # pauth-impdef: pointer authentication with QEMU's cheap hash instead of QARMA, several times faster under TCG.
