@@ -56,6 +56,7 @@ check() { # name, rc: one libtest-shaped line, counted by report.py
   if [ "$2" = 0 ]; then echo "test live::$1 ... ok"; else echo "test live::$1 ... FAILED (rc=$2)"; fi
 }
 echo "@@wedge begin live"
+live_start=$(cut -d' ' -f1 /proc/uptime)
 wc=/opt/wedge/wedge-capture
 $wc selftest --out /tmp/selftest-out
 check release_selftest_passes $?
@@ -148,7 +149,7 @@ wait $vforked
 check vfork_parent_finishes_once_the_fifo_opens $?
 /bin/umount /tmp/live/mnt
 /sbin/losetup -d "$loopdev"
-echo "@@wedge end live rc=0"
+echo "@@wedge end live rc=0 seconds=$live_start-$(cut -d' ' -f1 /proc/uptime)"
 
 echo "@@wedge done"
 sync

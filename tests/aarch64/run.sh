@@ -63,7 +63,7 @@ if ((${#host_packages[@]})); then
   apt-get update -qq || fail_start "apt-get update failed"
   missing=$(without_candidate "${host_packages[@]}")
   [[ -z $missing ]] || missing_package "$missing(host) not in the configured apt sources"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${host_packages[@]}" >/dev/null ||
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${host_packages[@]}" >/dev/null ||
     fail_start "apt-get install ${host_packages[*]} failed"
 fi
 rustup target list --installed 2>/dev/null | grep -x "$target" >/dev/null || rustup target add "$target" >/dev/null 2>&1 ||
