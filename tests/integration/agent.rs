@@ -102,6 +102,7 @@ impl Agent {
 
     /// Wait until the log holds `needle` (at least `count` times); panic with the log past `limit`.
     pub(crate) fn wait_log(&mut self, needle: &str, count: usize, limit: Duration) -> String {
+        let limit = crate::util::scaled(limit);
         let until = Instant::now() + limit;
         loop {
             let log = self.log();
@@ -178,6 +179,7 @@ pub(crate) fn wait_incident(
     pid: i32,
     limit: Duration,
 ) -> serde_json::Value {
+    let limit = crate::util::scaled(limit);
     let until = Instant::now() + limit;
     loop {
         if let Some(done) = incidents_for(out, pid)

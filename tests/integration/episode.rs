@@ -71,7 +71,7 @@ pub(crate) fn load(dir: &Path) -> serde_json::Value {
 
 /// The one incident under `out` once it is complete (at most 20 s).
 pub(crate) fn wait_complete(out: &Path) -> PathBuf {
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + crate::util::scaled(Duration::from_secs(20));
     loop {
         if let Some(dir) = incident_dirs(out).into_iter().next() {
             if load(&dir)["complete"] == true {
@@ -140,7 +140,7 @@ fn the_mmap_lock_wedge_names_who_blocks_whom_and_a_freeze_site() {
     );
     let dir = wait_complete(&out);
     // Let the two waiters be judged wedged too (they entered D 0.3 and 0.6 s after the fault).
-    let until = Instant::now() + Duration::from_secs(5);
+    let until = Instant::now() + crate::util::scaled(Duration::from_secs(5));
     while load(&dir)["wedged_threads"].as_array().unwrap().len() < 3 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(100));
     }

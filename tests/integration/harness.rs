@@ -76,6 +76,7 @@ pub(crate) fn start(command: &mut Command) -> Started {
 
 /// Wait for the command at most `limit`; kill it (and fail) past that.
 pub(crate) fn wait_limited(mut run: Started, limit: Duration) -> Finished {
+    let limit = crate::util::scaled(limit);
     loop {
         if let Some(status) = run.child.try_wait().unwrap() {
             let elapsed = run.started.elapsed();

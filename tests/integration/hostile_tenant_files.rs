@@ -17,13 +17,13 @@
 //! Each needs root (the agent's side), setpriv and py-spy: skipped with a message without them, except with
 //! CI=true, where they must run. The two machine-code cases are x86_64 only.
 
-use std::fs::{File, Permissions};
-#[cfg(target_arch = "x86_64")]
-use std::os::unix::fs::FileExt;
+use std::fs::Permissions;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+#[cfg(target_arch = "x86_64")]
+use std::{fs::File, os::unix::fs::FileExt};
 
 use capture::ProcRoot;
 

@@ -1,6 +1,7 @@
 //! The one integration test binary (ripgrep style): each module tests one area through the built
 //! `wedge-capture` binary (`env!("CARGO_BIN_EXE_wedge-capture")`).
 
+mod aarch64_recording;
 mod agent;
 mod bundle;
 mod busy_scan;

@@ -27,7 +27,7 @@ fn load(dir: &Path) -> serde_json::Value {
 
 /// The first incident under `out` once it is complete (within 20 s).
 fn wait_complete_incident(out: &Path) -> PathBuf {
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + crate::util::scaled(Duration::from_secs(20));
     loop {
         if let Some(dir) = incident_dirs(out).into_iter().next() {
             if load(&dir)["complete"] == true {
@@ -108,7 +108,8 @@ fn wedge_on_a_frozen_fs_is_captured_and_run_exits_3() {
     // for a loaded 2-core CI (4.05 s was seen for the 4 s this once was).
     let written = seconds_since(started_wall, completed_at(&incident));
     assert!(
-        written <= 2.0 + 2.0 * 0.5 + 5.0,
+        written
+            <= crate::util::scaled(Duration::from_secs_f64(2.0 + 2.0 * 0.5 + 5.0)).as_secs_f64(),
         "incident complete {written:.2} s after start"
     );
     // The incident names the wedged thread and its ring's in-flight breadcrumb.

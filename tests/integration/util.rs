@@ -9,6 +9,18 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_wedge-capture")
 }
 
+/// `limit` stretched by `WEDGE_TEST_TIME_SCALE` (a factor, default 1): an emulated CPU (the aarch64 VM of
+/// tests/aarch64/, TCG) runs everything many times slower, and a bound meant for a loaded 2-core machine
+/// would fail there for no other reason. Only waits for the agent are stretched, never the agent's own deadlines.
+pub fn scaled(limit: std::time::Duration) -> std::time::Duration {
+    let factor = std::env::var("WEDGE_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|f| f.is_finite() && *f >= 1.0)
+        .unwrap_or(1.0);
+    limit.mul_f64(factor)
+}
+
 /// CI=true: tests that need root, loop devices or cgroups must run, and fail when they cannot set up.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
