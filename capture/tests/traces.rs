@@ -366,14 +366,11 @@ fn table_rows() -> Vec<(String, Vec<capture::site::rules::Pattern>)> {
 /// when a row not listed here has no trace (a new rule needs its trace) and when a listed row gets one (take
 /// it off the list).
 const AWAITING_A_TRACE: &[&str] = &[
-    r#"lock taker "a btrfs tree block's lock (extent buffer rwsem)" (btrfs_tree_lock)"#,
     r#"lock taker "the inode lock (i_rwsem; btrfs_inode_lock)" (btrfs_inode_lock)"#,
     r#"lock taker "the inode lock (i_rwsem) between buffered and direct I/O" (nfs_start_io_write)"#,
     r#"lock taker "f2fs's checkpoint rwsem (cp_rwsem)" (f2fs_lock_op)"#,
     r#"lock taker "freezer_mutex (the cgroup v1 freezer)" (freezer_write)"#,
     r#"lock taker "cpuset_mutex" (cpuset_write_resmask)"#,
-    r#"wait words "dirty page throttle" (balance_dirty_pages)"#,
-    r#"wait words "dentry lookup wait (a parallel lookup of the same name)" (d_wait_lookup)"#,
     r#"wait words "memory reclaim throttle" (throttle_direct_reclaim)"#,
     r#"wait words "memcg memory.high throttle" (mem_cgroup_handle_over_high)"#,
     r#"wait words "page migration wait" (migration_entry_wait)"#,
@@ -382,7 +379,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"category "9P server wait" (p9_client_rpc)"#,
     r#"category "OOM killer" (out_of_memory)"#,
     r#"category "memory compaction" (try_to_compact_pages)"#,
-    r#"page cache "dirty page throttle (writeback)" (balance_dirty_pages)"#,
     r#"lock taker "the XFS inode lock (i_lock/i_mmaplock)" (xfs_ilock)"#,
     r#"lock taker "namespace_sem (mounts)" (namespace_lock)"#,
     r#"lock taker "cgroup_threadgroup_rwsem" (cgroup_attach_lock)"#,
