@@ -791,6 +791,12 @@ pub const GENERIC_MODULES: &[&str] = &[
     "drm_display_helper",
     "drm_exec",
     "drm_ttm_helper",
+    // DRM's shared helper libraries a driver calls into (GPU SVM over HMM, the buddy and sub-allocators, GPU
+    // VA management): the driver is the module that called them.
+    "drm_gpusvm_helper",
+    "drm_buddy",
+    "drm_suballoc_helper",
+    "drm_gpuvm",
     "ttm",
     "gpu_sched",
     "amd_sched",
