@@ -372,7 +372,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "freezer_mutex (the cgroup v1 freezer)" (freezer_write)"#,
     r#"lock taker "cpuset_mutex" (cpuset_write_resmask)"#,
     r#"wait words "memcg memory.high throttle" (mem_cgroup_handle_over_high)"#,
-    r#"wait words "futex wait" (futex_wait_queue)"#,
     r#"category "OOM killer" (out_of_memory)"#,
     r#"category "memory compaction" (try_to_compact_pages)"#,
     r#"lock taker "the XFS inode lock (i_lock/i_mmaplock)" (xfs_ilock)"#,

@@ -171,3 +171,18 @@ fn the_kernels_blocker_record_names_the_hidden_lock() {
         "ioctl … mutex wait — mutex wait on rm_lock (kernel record) [RM API lock]"
     );
 }
+
+/// ppc64's `/proc/<pid>/stack` lists the unwinder's first, unreliable slot as a bare address above
+/// `__switch_to`: it is no frame of the task, and the wait is read from the frames after the switch. A bare
+/// address inside the task's frames (unsymbolized code) is kept.
+#[test]
+fn bare_address_before_the_context_switch_is_not_the_wait() {
+    let f = frames("[<0>] 0xc00000008de94400\n[<0>] __switch_to+0x13c/0x228\n[<0>] futex_wait_queue+0xa8/0x134\n[<0>] __futex_wait+0xb4/0x15c\n[<0>] futex_wait+0x94/0x150\n[<0>] do_futex+0xe8/0x374\n[<0>] sys_futex+0xa4/0x234\n[<0>] system_call_exception+0x134/0x390\n");
+    let site = classify(&f, Some("0xc00000008de94400"), Some("futex")).unwrap();
+    assert!(site.contains("futex wait"), "{site}");
+    assert!(!site.contains("0xc00000008de94400"), "{site}");
+    assert_eq!(past_switch_artifacts(&f).len(), f.len() - 1);
+    // No switch after it: the address is the task's own (unsymbolized) frame.
+    let g = frames("[<0>] 0xffffffffc0a1b2c3\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] __x64_sys_ioctl+0x97/0xd0\n");
+    assert_eq!(past_switch_artifacts(&g).len(), g.len());
+}
