@@ -373,7 +373,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "cpuset_mutex" (cpuset_write_resmask)"#,
     r#"wait words "memcg memory.high throttle" (mem_cgroup_handle_over_high)"#,
     r#"category "OOM killer" (out_of_memory)"#,
-    r#"category "memory compaction" (try_to_compact_pages)"#,
     r#"lock taker "the XFS inode lock (i_lock/i_mmaplock)" (xfs_ilock)"#,
     r#"lock taker "namespace_sem (mounts)" (namespace_lock)"#,
     r#"lock taker "cgroup_threadgroup_rwsem" (cgroup_attach_lock)"#,
