@@ -135,6 +135,15 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "__down_killable",
             "down_timeout",
             "__down_timeout",
+            // The tty's line discipline semaphore (tty_ldsem.c): its own reader/writer semaphore, slow
+            // paths included.
+            "ldsem_down_read",
+            "ldsem_down_write",
+            "__ldsem_down_read_nested",
+            "__ldsem_down_write_nested",
+            "ldsem_down_write_nested",
+            "down_read_failed",
+            "down_write_failed",
         ],
         "semaphore wait",
     ),
@@ -1256,7 +1265,12 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "tty->termios_rwsem",
     ),
     t(
-        &["tty_ldisc_ref_wait", "tty_ldisc_lock"],
+        &[
+            "tty_ldisc_ref_wait",
+            "tty_ldisc_lock",
+            "__tty_ldisc_lock",
+            "__tty_ldisc_lock_nested",
+        ],
         "semaphore wait",
         "the tty's line discipline semaphore (ldsem)",
     ),
