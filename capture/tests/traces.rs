@@ -371,7 +371,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "f2fs's checkpoint rwsem (cp_rwsem)" (f2fs_lock_op)"#,
     r#"lock taker "freezer_mutex (the cgroup v1 freezer)" (freezer_write)"#,
     r#"lock taker "cpuset_mutex" (cpuset_write_resmask)"#,
-    r#"wait words "memcg memory.high throttle" (mem_cgroup_handle_over_high)"#,
     r#"category "OOM killer" (out_of_memory)"#,
     r#"lock taker "the XFS inode lock (i_lock/i_mmaplock)" (xfs_ilock)"#,
     r#"lock taker "namespace_sem (mounts)" (namespace_lock)"#,
