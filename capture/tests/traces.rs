@@ -366,7 +366,6 @@ fn table_rows() -> Vec<(String, Vec<capture::site::rules::Pattern>)> {
 /// when a row not listed here has no trace (a new rule needs its trace) and when a listed row gets one (take
 /// it off the list).
 const AWAITING_A_TRACE: &[&str] = &[
-    r#"lock taker "the inode lock (i_rwsem; btrfs_inode_lock)" (btrfs_inode_lock)"#,
     r#"lock taker "the inode lock (i_rwsem) between buffered and direct I/O" (nfs_start_io_write)"#,
     r#"lock taker "f2fs's checkpoint rwsem (cp_rwsem)" (f2fs_lock_op)"#,
     r#"lock taker "freezer_mutex (the cgroup v1 freezer)" (freezer_write)"#,
