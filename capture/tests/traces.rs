@@ -373,7 +373,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"category "OOM killer" (out_of_memory)"#,
     r#"lock taker "the XFS inode lock (i_lock/i_mmaplock)" (xfs_ilock)"#,
     r#"lock taker "namespace_sem (mounts)" (namespace_lock)"#,
-    r#"lock taker "cgroup_threadgroup_rwsem" (cgroup_attach_lock)"#,
     r#"lock taker "device_hotplug_lock" (lock_device_hotplug)"#,
     r#"lock taker "system_transition_mutex (suspend/hibernate)" (lock_system_sleep)"#,
     r#"lock taker "mem_hotplug_lock" (mem_hotplug_begin)"#,

@@ -158,7 +158,12 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         if let Some(wd) = rules::wait_words(name) {
             words = Some(wd);
         } else if !SCHEDULER_FRAMES.contains(&name) {
-            taker = rules::lock_taken_by(name).map(|t| (t, name));
+            // With the primitive's words, the lock of that kind; without (the primitives omitted), the first.
+            taker = match words {
+                Some(w) if is_lock_words(w) => rules::lock_taken_with(name, w),
+                _ => rules::lock_taken_by(name),
+            }
+            .map(|t| (t, name));
             break;
         }
     }

@@ -1093,6 +1093,10 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
             "css_release_work_fn",
             "cgroup_bpf_release",
             "cgroup_destroy_wb",
+            // Fork into a cgroup (CLONE_INTO_CGROUP) takes cgroup_mutex here, and cgroup_threadgroup_rwsem in
+            // cgroup_can_fork too: the wait's primitive says which (see `lock_taken_with`).
+            "cgroup_css_set_fork",
+            "cgroup_can_fork",
         ],
         "mutex wait",
         "cgroup_mutex",
@@ -1389,4 +1393,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
 /// The lock `name` takes, if it is a known taker.
 pub fn lock_taken_by(name: &str) -> Option<&'static LockTaker> {
     LOCK_TAKERS.iter().find(|t| t.pattern.matches(name))
+}
+
+/// The lock `name` takes with the primitive the wait words `words` name (`mutex wait`, `rwsem wait (write)`…):
+/// a function that takes two locks (cgroup_can_fork: cgroup_mutex, then cgroup_threadgroup_rwsem) is named by
+/// the one its wait is on, and a taker whose lock is of another kind than the wait names none.
+pub fn lock_taken_with(name: &str, words: &str) -> Option<&'static LockTaker> {
+    LOCK_TAKERS
+        .iter()
+        .find(|t| t.pattern.matches(name) && words.starts_with(t.wait))
 }

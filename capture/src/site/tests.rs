@@ -186,3 +186,17 @@ fn bare_address_before_the_context_switch_is_not_the_wait() {
     let g = frames("[<0>] 0xffffffffc0a1b2c3\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] __x64_sys_ioctl+0x97/0xd0\n");
     assert_eq!(past_switch_artifacts(&g).len(), g.len());
 }
+
+/// A function that takes two locks is named by the one its wait's primitive is on: cgroup_can_fork takes
+/// cgroup_mutex (a mutex) and cgroup_threadgroup_rwsem (a percpu rwsem).
+#[test]
+fn a_taker_of_two_locks_is_named_by_the_waits_primitive() {
+    let lock = |words| rules::lock_taken_with("cgroup_can_fork", words).map(|t| t.lock);
+    assert_eq!(lock("mutex wait"), Some("cgroup_mutex"));
+    assert_eq!(lock("percpu rwsem wait"), Some("cgroup_threadgroup_rwsem"));
+    // A lock of another kind than the wait names none.
+    assert!(rules::lock_taken_with("nbd_ioctl", "rwsem wait (write)").is_none());
+    let f = frames("[<0>] percpu_rwsem_wait+0x107/0x130\n[<0>] __percpu_down_read+0x5e/0x70\n[<0>] cgroup_can_fork+0x61/0x110\n[<0>] copy_process+0x1ad7/0x2130\n[<0>] kernel_clone+0x9d/0x3c0\n[<0>] __do_sys_clone3+0xd4/0x120\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(site.contains("cgroup_threadgroup_rwsem"), "{site}");
+}
