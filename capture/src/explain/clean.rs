@@ -63,8 +63,13 @@ const GUESS_GAP: usize = 4;
 /// an interrupt's frames were dropped.
 pub(super) fn task_stack(frames: Vec<(StackFrame, bool)>) -> (Vec<StackFrame>, Option<String>) {
     let all_guesses = frames.iter().all(|(_, guess)| *guess);
+    // Bare addresses before the context switch are the unwinder's, not the task's (see
+    // `site::past_switch_artifacts`).
+    let plain: Vec<StackFrame> = frames.iter().map(|(f, _)| f.clone()).collect();
+    let artifacts = plain.len() - site::past_switch_artifacts(&plain).len();
     let mut stack: Vec<StackFrame> = frames
         .into_iter()
+        .skip(artifacts)
         .filter(|(_, guess)| all_guesses || !guess)
         .map(|(f, _)| f)
         // A stale slot of a guessed stack may also hold the end of a function (`txg_do_callbacks+0x44/0x44`):

@@ -373,14 +373,21 @@ fn is_module_token(t: &str) -> bool {
 pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
     let mut s = line.trim();
     let mut changed = false;
-    if let Some(rest) = s.strip_suffix(" [inline]") {
-        s = rest.trim_end();
-        changed = true;
-    }
-    if let Some((head, last)) = s.rsplit_once(char::is_whitespace) {
-        if is_source_location(last) && !head.trim().is_empty() {
-            s = head.trim_end();
+    // Any run of trailing locations and `[inline]` marks: some syzbot reports print an inlined frame's
+    // location and then its caller's (`context_switch kernel/sched/core.c:4972 [inline] kernel/sched/core.c:6253`),
+    // or a frame's location twice (`__schedule+0xa9a/0x4940 kernel/sched/core.c:6253 kernel/sched/core.c:6253`).
+    loop {
+        if let Some(rest) = s.strip_suffix(" [inline]") {
+            s = rest.trim_end();
             changed = true;
+            continue;
+        }
+        match s.rsplit_once(char::is_whitespace) {
+            Some((head, last)) if is_source_location(last) && !head.trim().is_empty() => {
+                s = head.trim_end();
+                changed = true;
+            }
+            _ => break,
         }
     }
     // `[<ffffffff88582f6d>] :jbd2:jbd2_journal_commit_transaction+0x191/0x1068`

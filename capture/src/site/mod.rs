@@ -158,7 +158,12 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         if let Some(wd) = rules::wait_words(name) {
             words = Some(wd);
         } else if !SCHEDULER_FRAMES.contains(&name) {
-            taker = rules::lock_taken_by(name).map(|t| (t, name));
+            // With the primitive's words, the lock of that kind; without (the primitives omitted), the first.
+            taker = match words {
+                Some(w) if is_lock_words(w) => rules::lock_taken_with(name, w),
+                _ => rules::lock_taken_by(name),
+            }
+            .map(|t| (t, name));
             break;
         }
     }
@@ -524,12 +529,39 @@ pub fn classify(
     classify_from(Origin::Syscall(syscall), frames, wchan)
 }
 
+/// Whether a frame is a bare address: no symbol resolved it.
+pub fn is_bare_address(function: &str) -> bool {
+    function
+        .strip_prefix("0x")
+        .is_some_and(|h| !h.is_empty() && h.bytes().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// The sleeping task's own frames: a sleeping task's call chain starts at its context switch, so bare
+/// addresses listed before the switch (`[<0>] 0xc000…` above `__switch_to` in a ppc64
+/// `/proc/<pid>/stack`: the unwinder's first, unreliable slot) are no frame of the task and say nothing
+/// of its wait. An address among or below the task's frames (unsymbolized driver code) is kept.
+pub fn past_switch_artifacts(frames: &[StackFrame]) -> &[StackFrame] {
+    let lead = frames
+        .iter()
+        .take_while(|f| is_bare_address(&f.function))
+        .count();
+    let switch_follows = frames
+        .get(lead)
+        .is_some_and(|f| SCHEDULER_FRAMES.contains(&base_name(&f.function)));
+    if lead > 0 && switch_follows {
+        &frames[lead..]
+    } else {
+        frames
+    }
+}
+
 /// [`classify`] for a known origin: a kernel thread is classified from its stack only.
 pub fn classify_from(
     origin: Origin<'_>,
     frames: &[StackFrame],
     wchan: Option<&str>,
 ) -> Option<String> {
+    let frames = past_switch_artifacts(frames);
     let site = said_once(compose(origin, frames, wchan)?);
     let said = |c: &str| site.contains(c) || (c == "mmap_lock wait" && site.contains("mmap_lock"));
     // Built-in code (no `[module]` tag anywhere): the modules its frames would have named, from the layer

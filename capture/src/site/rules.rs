@@ -103,6 +103,12 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "down_read",
             "down_read_killable",
             "down_read_interruptible",
+            "down_read_nested",
+            // rwsem.c's internals between the API and the slow path (inlined: a syzbot trace prints them).
+            "__down_read",
+            "__down_read_common",
+            "__down_read_killable",
+            "__down_read_interruptible",
             // Before 5.x: the slow path and its assembly thunk.
             "rwsem_down_read_failed",
             "rwsem_down_read_failed_killable",
@@ -116,6 +122,11 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "rwsem_down_write_slowpath",
             "down_write",
             "down_write_killable",
+            "down_write_nested",
+            "down_write_killable_nested",
+            "__down_write",
+            "__down_write_common",
+            "__down_write_killable",
             "rwsem_down_write_failed",
             "rwsem_down_write_failed_killable",
             "call_rwsem_down_write_failed",
@@ -135,6 +146,15 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "__down_killable",
             "down_timeout",
             "__down_timeout",
+            // The tty's line discipline semaphore (tty_ldsem.c): its own reader/writer semaphore, slow
+            // paths included.
+            "ldsem_down_read",
+            "ldsem_down_write",
+            "__ldsem_down_read_nested",
+            "__ldsem_down_write_nested",
+            "ldsem_down_write_nested",
+            "down_read_failed",
+            "down_write_failed",
         ],
         "semaphore wait",
     ),
@@ -791,6 +811,12 @@ pub const GENERIC_MODULES: &[&str] = &[
     "drm_display_helper",
     "drm_exec",
     "drm_ttm_helper",
+    // DRM's shared helper libraries a driver calls into (GPU SVM over HMM, the buddy and sub-allocators, GPU
+    // VA management): the driver is the module that called them.
+    "drm_gpusvm_helper",
+    "drm_buddy",
+    "drm_suballoc_helper",
+    "drm_gpuvm",
     "ttm",
     "gpu_sched",
     "amd_sched",
@@ -1067,6 +1093,10 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
             "css_release_work_fn",
             "cgroup_bpf_release",
             "cgroup_destroy_wb",
+            // Fork into a cgroup (CLONE_INTO_CGROUP) takes cgroup_mutex here, and cgroup_threadgroup_rwsem in
+            // cgroup_can_fork too: the wait's primitive says which (see `lock_taken_with`).
+            "cgroup_css_set_fork",
+            "cgroup_can_fork",
         ],
         "mutex wait",
         "cgroup_mutex",
@@ -1250,7 +1280,12 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "tty->termios_rwsem",
     ),
     t(
-        &["tty_ldisc_ref_wait", "tty_ldisc_lock"],
+        &[
+            "tty_ldisc_ref_wait",
+            "tty_ldisc_lock",
+            "__tty_ldisc_lock",
+            "__tty_ldisc_lock_nested",
+        ],
         "semaphore wait",
         "the tty's line discipline semaphore (ldsem)",
     ),
@@ -1358,4 +1393,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
 /// The lock `name` takes, if it is a known taker.
 pub fn lock_taken_by(name: &str) -> Option<&'static LockTaker> {
     LOCK_TAKERS.iter().find(|t| t.pattern.matches(name))
+}
+
+/// The lock `name` takes with the primitive the wait words `words` name (`mutex wait`, `rwsem wait (write)`…):
+/// a function that takes two locks (cgroup_can_fork: cgroup_mutex, then cgroup_threadgroup_rwsem) is named by
+/// the one its wait is on, and a taker whose lock is of another kind than the wait names none.
+pub fn lock_taken_with(name: &str, words: &str) -> Option<&'static LockTaker> {
+    LOCK_TAKERS
+        .iter()
+        .find(|t| t.pattern.matches(name) && words.starts_with(t.wait))
 }

@@ -171,3 +171,32 @@ fn the_kernels_blocker_record_names_the_hidden_lock() {
         "ioctl … mutex wait — mutex wait on rm_lock (kernel record) [RM API lock]"
     );
 }
+
+/// ppc64's `/proc/<pid>/stack` lists the unwinder's first, unreliable slot as a bare address above
+/// `__switch_to`: it is no frame of the task, and the wait is read from the frames after the switch. A bare
+/// address inside the task's frames (unsymbolized code) is kept.
+#[test]
+fn bare_address_before_the_context_switch_is_not_the_wait() {
+    let f = frames("[<0>] 0xc00000008de94400\n[<0>] __switch_to+0x13c/0x228\n[<0>] futex_wait_queue+0xa8/0x134\n[<0>] __futex_wait+0xb4/0x15c\n[<0>] futex_wait+0x94/0x150\n[<0>] do_futex+0xe8/0x374\n[<0>] sys_futex+0xa4/0x234\n[<0>] system_call_exception+0x134/0x390\n");
+    let site = classify(&f, Some("0xc00000008de94400"), Some("futex")).unwrap();
+    assert!(site.contains("futex wait"), "{site}");
+    assert!(!site.contains("0xc00000008de94400"), "{site}");
+    assert_eq!(past_switch_artifacts(&f).len(), f.len() - 1);
+    // No switch after it: the address is the task's own (unsymbolized) frame.
+    let g = frames("[<0>] 0xffffffffc0a1b2c3\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] __x64_sys_ioctl+0x97/0xd0\n");
+    assert_eq!(past_switch_artifacts(&g).len(), g.len());
+}
+
+/// A function that takes two locks is named by the one its wait's primitive is on: cgroup_can_fork takes
+/// cgroup_mutex (a mutex) and cgroup_threadgroup_rwsem (a percpu rwsem).
+#[test]
+fn a_taker_of_two_locks_is_named_by_the_waits_primitive() {
+    let lock = |words| rules::lock_taken_with("cgroup_can_fork", words).map(|t| t.lock);
+    assert_eq!(lock("mutex wait"), Some("cgroup_mutex"));
+    assert_eq!(lock("percpu rwsem wait"), Some("cgroup_threadgroup_rwsem"));
+    // A lock of another kind than the wait names none.
+    assert!(rules::lock_taken_with("nbd_ioctl", "rwsem wait (write)").is_none());
+    let f = frames("[<0>] percpu_rwsem_wait+0x107/0x130\n[<0>] __percpu_down_read+0x5e/0x70\n[<0>] cgroup_can_fork+0x61/0x110\n[<0>] copy_process+0x1ad7/0x2130\n[<0>] kernel_clone+0x9d/0x3c0\n[<0>] __do_sys_clone3+0xd4/0x120\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(site.contains("cgroup_threadgroup_rwsem"), "{site}");
+}
