@@ -12,7 +12,12 @@ export WEDGE_TEST_TIME_SCALE=${WEDGE_TEST_TIME_SCALE:-8}
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-mount -t tmpfs -o size=75% tmp /tmp
+# A tmpfs on /tmp; what the initramfs put under /tmp (the source tree and test binaries at the host's paths, when
+# the checkout lives under /tmp, as a CI clone may) is copied onto it first, or the mount would hide it.
+mkdir -p /mnt/tmp
+mount -t tmpfs -o size=75% tmp /mnt/tmp
+cp -a /tmp/. /mnt/tmp/
+/bin/mount --move /mnt/tmp /tmp
 mkdir -p /dev/shm /dev/pts /sys/fs/cgroup
 mount -t tmpfs shm /dev/shm
 mount -t devpts devpts /dev/pts
