@@ -371,7 +371,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "freezer_mutex (the cgroup v1 freezer)" (freezer_write)"#,
     r#"lock taker "cpuset_mutex" (cpuset_write_resmask)"#,
     r#"category "OOM killer" (out_of_memory)"#,
-    r#"lock taker "the XFS inode lock (i_lock/i_mmaplock)" (xfs_ilock)"#,
     r#"lock taker "namespace_sem (mounts)" (namespace_lock)"#,
     r#"lock taker "device_hotplug_lock" (lock_device_hotplug)"#,
     r#"lock taker "system_transition_mutex (suspend/hibernate)" (lock_system_sleep)"#,
