@@ -375,7 +375,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "device_hotplug_lock" (lock_device_hotplug)"#,
     r#"lock taker "system_transition_mutex (suspend/hibernate)" (lock_system_sleep)"#,
     r#"lock taker "mem_hotplug_lock" (mem_hotplug_begin)"#,
-    r#"lock taker "tty->legacy_mutex" (tty_lock)"#,
     r#"lock taker "the DRM client's modeset_mutex / fb_helper->lock" (drm_client_modeset_commit)"#,
     r#"lock taker "mode_config.mutex (DRM connector probing)" (drm_mode_getconnector)"#,
     r#"lock taker "the vCPU's mutex (KVM)" (kvm_vcpu_ioctl)"#,

@@ -1269,8 +1269,14 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "console_sem",
     ),
     t(&["lock_fb_info"], "mutex wait", "fb_info->lock"),
+    // tty_lock() is tty_lock_nested(tty, 0) in 3.x-4.x kernels: the _nested one takes legacy_mutex.
     t(
-        &["tty_lock", "tty_lock_interruptible", "tty_lock_slave"],
+        &[
+            "tty_lock",
+            "tty_lock_nested",
+            "tty_lock_interruptible",
+            "tty_lock_slave",
+        ],
         "mutex wait",
         "tty->legacy_mutex",
     ),
