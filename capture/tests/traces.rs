@@ -377,7 +377,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "mem_hotplug_lock" (mem_hotplug_begin)"#,
     r#"lock taker "the DRM client's modeset_mutex / fb_helper->lock" (drm_client_modeset_commit)"#,
     r#"lock taker "mode_config.mutex (DRM connector probing)" (drm_mode_getconnector)"#,
-    r#"lock taker "the vCPU's mutex (KVM)" (kvm_vcpu_ioctl)"#,
 ];
 
 /// Issue 38, part 5: the tables and the traces check each other. Every row of the tables (wait words,
