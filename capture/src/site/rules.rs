@@ -1192,8 +1192,10 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait (read)",
         "the hotplug slot's reset_lock (pciehp)",
     ),
+    // Only lock_device_hotplug() sleeps on the mutex: lock_device_hotplug_sysfs() takes it with
+    // mutex_trylock and, when it is held, sleeps 5 ms (msleep) and restarts the syscall — never a mutex wait.
     t(
-        &["lock_device_hotplug", "lock_device_hotplug_sysfs"],
+        &["lock_device_hotplug"],
         "mutex wait",
         "device_hotplug_lock",
     ),
