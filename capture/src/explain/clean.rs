@@ -1,7 +1,8 @@
 //! Cleaning a pasted stack so it classifies like `/proc/<tid>/stack`: what an unwinder prints that is not
 //! where the task is.
 //!
-//! - `?` frames (guesses) go unless every frame is one (old kernels without frame pointers): then the stack
+//! - `?` frames (guesses) go unless every frame is one (old kernels without frame pointers; crash's `bt -t`,
+//!   which lists every text address found on the stack, is all guesses too): then the stack
 //!   starts at its first wait primitive near the top, and the stale return addresses between the primitives
 //!   of that wait go too.
 //! - Scheduler frames, and wait-queue callbacks (`autoremove_wake_function`, `prepare_to_wait_event`), which
@@ -98,8 +99,9 @@ pub(super) fn task_stack(frames: Vec<(StackFrame, bool)>) -> (Vec<StackFrame>, O
     }
     if all_guesses && !stack.is_empty() {
         keep_the_wait_of_guesses(&mut stack);
-        let guessed = "every frame is a `?` guess (an unwinder without frame pointers): the stack and its site \
-                       are a best reading";
+        let guessed =
+            "every frame is a `?` guess (an unwinder without frame pointers) or a text symbol of \
+                       crash's `bt -t`: the stack and its site are a best reading";
         note = Some(match note {
             Some(n) => format!("{n}; {guessed}"),
             None => guessed.to_string(),

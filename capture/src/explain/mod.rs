@@ -126,6 +126,9 @@ struct Draft {
     stamp: Option<f64>,
     /// A `?` alone on its line: the frame wrapped onto the next line is a guess.
     pending_guess: bool,
+    /// crash's `bt -t`/`bt -T` (its `START: f at …` line): every text address found on the stack, stale ones
+    /// included, so each frame is a guess.
+    text_symbols: bool,
 }
 
 /// A break in the frames: a blank line, or a separator (a code fence, a line of dashes, a shell prompt). Only a
@@ -626,12 +629,17 @@ impl Reader {
         if self.old_task_line(rest) {
             return;
         }
+        if rest.trim_start().starts_with("START: ") && rest.contains(" at ") {
+            self.draft().text_symbols = true;
+            return;
+        }
         if let Some(text) = crash_frame(rest) {
             let name = text.split(['+', ' ']).next().unwrap_or(&text).to_string();
-            self.before_frame(self.notation(Style::Crash), false, &name);
+            let guess = self.draft().text_symbols;
+            self.before_frame(self.notation(Style::Crash), guess, &name);
             let d = self.draft();
             match stack::frame(text.as_bytes()) {
-                Ok(f) => d.push(f, false),
+                Ok(f) => d.push(f, guess),
                 Err(_) => d.skip(&text),
             }
             return;
@@ -1007,6 +1015,33 @@ mod shapes {
 
     fn names(t: &ExplainedTask) -> Vec<&str> {
         t.stack.iter().map(|f| f.function.as_str()).collect()
+    }
+
+    /// crash's `bt -t` (a `START:` line) lists every text address on the stack, stale ones too: its frames are
+    /// guesses, so the stale one between the rwsem's slow path and `down_read` goes; a plain `bt` keeps it.
+    #[test]
+    fn crash_bt_t_text_symbols_are_guesses() {
+        let frames = " [ffffc9000000fd00] __schedule at ffffffff81000010\n [ffffc9000000fd40] schedule at ffffffff81000020\n [ffffc9000000fd58] rwsem_down_read_slowpath at ffffffff81000030\n [ffffc9000000fd80] filemap_map_pages at ffffffff81000040\n [ffffc9000000fda0] down_read at ffffffff81000050\n [ffffc9000000fdb8] xfs_ilock at ffffffffc0000060 [xfs]\n [ffffc9000000fdd8] xfs_file_buffered_read at ffffffffc0000070 [xfs]\n";
+        let header = "PID: 77     TASK: ffff8881a2b3c000  CPU: 1   COMMAND: \"cat\"\n";
+        let with_t = format!("{header}      START: __schedule at ffffffff81000010\n{frames}");
+        let t = &explain(with_t.as_bytes()).unwrap().tasks[0];
+        assert_eq!(
+            names(t),
+            [
+                "rwsem_down_read_slowpath",
+                "down_read",
+                "xfs_ilock",
+                "xfs_file_buffered_read"
+            ]
+        );
+        assert!(
+            t.notes.iter().any(|n| n.contains("`bt -t`")),
+            "{:?}",
+            t.notes
+        );
+        let plain = format!("{header}{frames}");
+        let t = &explain(plain.as_bytes()).unwrap().tasks[0];
+        assert!(names(t).contains(&"filemap_map_pages"), "{:?}", names(t));
     }
 
     #[test]

@@ -1192,8 +1192,10 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait (read)",
         "the hotplug slot's reset_lock (pciehp)",
     ),
+    // Only lock_device_hotplug() sleeps on the mutex: lock_device_hotplug_sysfs() takes it with
+    // mutex_trylock and, when it is held, sleeps 5 ms (msleep) and restarts the syscall — never a mutex wait.
     t(
-        &["lock_device_hotplug", "lock_device_hotplug_sysfs"],
+        &["lock_device_hotplug"],
         "mutex wait",
         "device_hotplug_lock",
     ),
@@ -1269,8 +1271,14 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "console_sem",
     ),
     t(&["lock_fb_info"], "mutex wait", "fb_info->lock"),
+    // tty_lock() is tty_lock_nested(tty, 0) in 3.x-4.x kernels: the _nested one takes legacy_mutex.
     t(
-        &["tty_lock", "tty_lock_interruptible", "tty_lock_slave"],
+        &[
+            "tty_lock",
+            "tty_lock_nested",
+            "tty_lock_interruptible",
+            "tty_lock_slave",
+        ],
         "mutex wait",
         "tty->legacy_mutex",
     ),
