@@ -41,6 +41,10 @@ pub(super) const fn command(p: ShortP) -> Command {
 
 /// Commands whose flags are known, by the basename of the program.
 pub(super) fn known_command(word: &str) -> Option<Command> {
+    // A command is named by a file path: a URL, a `k=v` pair or a `user@host` that ends in `/7z` is not one.
+    if word.contains("://") || word.contains(['=', '?', '@', '#']) {
+        return None;
+    }
     let name = word.rsplit('/').next().unwrap_or(word);
     let c = match name {
         "mysql" | "mysqldump" | "mysqladmin" | "mysqlimport" | "mysqlshow" | "mysqlcheck"

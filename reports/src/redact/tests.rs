@@ -604,6 +604,8 @@ proptest::proptest! {
         before in proptest::collection::vec("[a-z./]{1,8}", 0..3),
     ) {
         proptest::prop_assume!(!secret.starts_with('-'));
+        // `alice://x…@db.example` is a URL by its syntax (scheme `alice`, authority `x…`), not `user:secret@host`.
+        proptest::prop_assume!(form != 6 || !secret.starts_with("//"));
         let tail: Vec<String> = match form {
             0 => vec!["mysql".into(), format!("-p{secret}")],
             1 => vec!["sshpass".into(), "-p".into(), secret.clone()],
@@ -803,5 +805,48 @@ fn urls_without_credentials_are_untouched() {
         assert_eq!(redact_text(text), text);
         assert_eq!(redact_urls(text), text);
         assert_eq!(r(&[text]), vec![text.to_string()]);
+    }
+}
+/// A URL whose last path segment happens to be a command's name (`…/7z`, `…/mysql`) is a URL, not that command:
+/// its secret is hidden (proptest found `https://hooks.slack.com/services/T0/B0/=__0=A+0=/7z` kept whole).
+#[test]
+fn a_url_ending_in_a_commands_name_is_still_a_url() {
+    for tail in ["7z", "mysql", "sshpass", "redis-cli"] {
+        let url = format!("https://hooks.slack.com/services/T0/B0/=__0=A+0=/{tail}");
+        let out = redact_cmdline(&[url.clone()]);
+        assert_eq!(
+            out,
+            vec!["https://hooks.slack.com/services/[REDACTED]".to_string()],
+            "{url}"
+        );
+        let out = redact_cmdline(&[format!(
+            "https://h.example/x/{tail}?access_token=S3cr3tV4lue"
+        )]);
+        assert!(!out[0].contains("S3cr3tV4lue"), "{out:?}");
+    }
+    // A real command path still is one.
+    let out = redact_cmdline(&[
+        "/usr/bin/7z".into(),
+        "x".into(),
+        "-pS3cr3tV4lue".into(),
+        "a.7z".into(),
+    ]);
+    assert!(!out.iter().any(|a| a.contains("S3cr3tV4lue")), "{out:?}");
+}
+/// A password glued to a password flag is hidden whole even when it reads as a secret-named pair
+/// (proptest: `mysql -pAa_A00a00Pw=` kept `Aa_A00a00Pw`, taken for a flag named `pAa_A00a00Pw`).
+#[test]
+fn a_glued_password_that_reads_as_a_secret_pair_is_hidden_whole() {
+    for (command, arg) in [
+        ("mysql", "-pAa_A00a00Pw="),
+        ("7z", "-pMyPassword=x"),
+        ("redis-cli", "-aToken=1"),
+    ] {
+        let out = redact_cmdline(&[command.to_string(), arg.to_string()]);
+        assert_eq!(
+            out[1],
+            format!("{}{REDACTED}", &arg[..2]),
+            "{command} {arg}: {out:?}"
+        );
     }
 }

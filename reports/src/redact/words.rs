@@ -159,16 +159,12 @@ impl Words {
         if let Some(judged) = self.jvm_option(short) {
             return judged;
         }
-        if let Some((name, _)) = short.split_once('=') {
-            if is_secret_name(name) {
-                return format!("-{name}={REDACTED}");
-            }
-        }
         let Some(flag) = short.chars().next() else {
             return "-".to_string();
         };
         let attached = &short[flag.len_utf8()..];
-        // A flag the command takes a password with: whatever is attached is the password (`-pA=B`, `-aPass`).
+        // A flag the command takes a password with: whatever is attached is the password (`-pA=B`, `-aPass`),
+        // even when it reads as a secret-named pair (`mysql -pXpw=`: not a flag `pXpw` valued ``).
         let password = self.command.secret_short.contains(&flag)
             || (flag == 'p' && self.command.p == ShortP::Password);
         if password {
@@ -177,6 +173,11 @@ impl Words {
                 return format!("-{flag}");
             }
             return format!("-{flag}{REDACTED}");
+        }
+        if let Some((name, _)) = short.split_once('=') {
+            if is_secret_name(name) {
+                return format!("-{name}={REDACTED}");
+            }
         }
         if self.command.user_pass_short.contains(&flag) {
             if attached.is_empty() {
