@@ -720,7 +720,7 @@ fn spawn(probe: &Probe) -> Result<(i32, OwnedFd), String> {
 }
 
 /// Largest region one mem probe reads (the driver's own ioctl size limit, NV_ABSOLUTE_MAX_IOCTL_SIZE).
-pub const MEM_READ_MAX: usize = capture::nvidia::MAX_XFER_PARAMS;
+pub const MEM_READ_MAX: usize = capture::decode::nvidia::MAX_XFER_PARAMS;
 
 /// Child side: pread `len` bytes at `offset` of `fd` into `buf`, retrying short reads; the count read
 /// (0 past the end) or the errno of the first failure.
@@ -783,10 +783,10 @@ fn child_read_mem(path: &CString, offset: u64, len: usize, follow_xfer: bool, ou
     if !child_write_hex(out, &buf[..got]) {
         return libc::EPIPE;
     }
-    if !follow_xfer || got < capture::nvidia::XFER_SIZE {
+    if !follow_xfer || got < capture::decode::nvidia::XFER_SIZE {
         return 0;
     }
-    let Some((ptr, inner_len)) = capture::nvidia::xfer_inner_read(&buf[..got]) else {
+    let Some((ptr, inner_len)) = capture::decode::nvidia::xfer_inner_read(&buf[..got]) else {
         return 0;
     };
     match child_pread(fd, &mut buf[..inner_len], ptr) {

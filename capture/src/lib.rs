@@ -83,9 +83,7 @@ pub mod user_frame;
 pub mod wait_graph;
 pub mod xid;
 
-// The decode modules keep their old paths (`capture::nvidia`, `capture::ioctl`, …) for callers.
-pub use arch::Arch;
-pub use decode::{arch, ioctl, nvidia, syscalls};
+pub use decode::arch::Arch;
 pub use error::{Error, Result};
 pub use proc_root::{FdLink, HeldFile, ProcRoot, RiskyFile};
 pub use process::{snapshot_process, SnapshotOptions};

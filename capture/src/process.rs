@@ -12,15 +12,15 @@
 //! [`crate::ThreadsSummary`] by state (from the `stat` already read) and by wchan (read for at most
 //! [`MAX_SUMMARY_WCHAN_READS`] of them); their stack, syscall, status and fd links are never read.
 
-use crate::arch::Arch;
+use crate::decode::arch::Arch;
 use crate::decode::device::{self, DeviceKind};
 use crate::decode::ioctl;
+use crate::decode::syscalls;
 use crate::error::{Error, Result};
 use crate::parse::syscall::Syscall;
 use crate::proc_root::{ProcRoot, TaskFile};
 use crate::site;
 use crate::snapshot::{ProcessSnapshot, SyscallFile, SyscallInfo, ThreadSnapshot};
-use crate::syscalls;
 
 /// [`SnapshotOptions::max_others`] by default: threads listed beyond the wedged ones and those in D.
 pub const DEFAULT_MAX_OTHERS: usize = 256;

@@ -213,7 +213,7 @@ pub struct IoctlInfo {
     /// The struct at the ioctl's pointer, decoded (NVIDIA RM/UVM, wedged threads only; read by the agent in a
     /// sacrificial child), or the reason it is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub argument: Option<crate::nvidia::IoctlArgument>,
+    pub argument: Option<crate::decode::nvidia::IoctlArgument>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

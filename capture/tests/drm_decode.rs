@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
+use capture::decode::syscalls;
 use capture::testing::FakeProc;
-use capture::{snapshot_process, syscalls, Arch, ProcessSnapshot, SnapshotOptions};
+use capture::{snapshot_process, Arch, ProcessSnapshot, SnapshotOptions};
 
 const PID: i32 = 7300;
 

@@ -134,7 +134,7 @@ fn captures_a_real_d_state_thread() {
             assert_eq!(name.as_deref(), Some("ioctl"));
             assert_eq!(
                 *nr,
-                capture::syscalls::number(Arch::host(), "ioctl").unwrap()
+                capture::decode::syscalls::number(Arch::host(), "ioctl").unwrap()
             );
             assert_eq!(args.len(), 6);
             assert_eq!(args[1], "0x40086602");

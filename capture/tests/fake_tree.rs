@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
+use capture::decode::syscalls;
 use capture::parse::stack;
 use capture::testing::FakeProc;
-use capture::{site, snapshot_process, syscalls, Arch, SnapshotOptions, SyscallInfo};
+use capture::{site, snapshot_process, Arch, SnapshotOptions, SyscallInfo};
 
 /// One thread of a recorded tree; the fields every fixture here sets.
 struct FakeThread<'a> {

@@ -43,7 +43,7 @@ proptest! {
         Just(Some("/dev/nvidia-uvm-tools")), Just(Some("/dev/nvidia-modeset")), Just(Some("/dev/dri/card0")),
         Just(Some("/dev/pts/1")), Just(Some("/tmp/file")),
     ]) {
-        let d = capture::ioctl::decode(request, dev);
+        let d = capture::decode::ioctl::decode(request, dev);
         prop_assert_eq!(d.request, request);
         let info = d.into_info(3, dev.map(str::to_string));
         prop_assert_eq!(info.request, format!("{request:#010x}"));
@@ -67,8 +67,8 @@ proptest! {
     ) {
         let host = format!("/dev/{node}");
         let container = format!("/{node}");
-        let on_host = capture::ioctl::decode_on(request, Some(&host), driver);
-        let in_container = capture::ioctl::decode_on(request, Some(&container), driver);
+        let on_host = capture::decode::ioctl::decode_on(request, Some(&host), driver);
+        let in_container = capture::decode::ioctl::decode_on(request, Some(&container), driver);
         prop_assert_eq!(&on_host.name, &in_container.name);
         prop_assert_eq!(&on_host.driver, &in_container.driver);
         prop_assert_eq!(on_host.request, request);

@@ -2,7 +2,7 @@
 //! (`tests/data/h200-ioctl-arguments.json`, recorded with `capture --ioctl-arguments`) and the stack shapes
 //! of the public reports issue 18 lists.
 
-use capture::nvidia::{self, IoctlArgument};
+use capture::decode::nvidia::{self, IoctlArgument};
 use capture::parse::stack;
 use capture::site::{self, NvidiaWait};
 use capture::ThreadSnapshot;
@@ -167,7 +167,7 @@ fn recorded_ioctls_decode_the_same_from_host_and_container_paths() {
         let host = info.fd_target.as_deref().unwrap();
         let container = host.strip_prefix("/dev").unwrap();
         for path in [host, container] {
-            let d = capture::ioctl::decode(request, Some(path));
+            let d = capture::decode::ioctl::decode(request, Some(path));
             assert_eq!(d.name, info.name, "{path} {}", info.request);
             assert_eq!(d.driver, info.driver, "{path} {}", info.request);
             assert_eq!(d.note, info.note, "{path} {}", info.request);

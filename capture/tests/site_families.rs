@@ -2,7 +2,7 @@
 //! `traces.rs`): kernel threads, the proprietary module's lock primitives, entry and waiting module, GPU fences
 //! and driver teardown, older kernels' names, stripped locks, an unparseable frame.
 
-use capture::arch::Arch;
+use capture::decode::arch::Arch;
 use capture::parse::stack;
 use capture::site::{self, NvidiaWait, Origin};
 use capture::testing::FakeProc;

@@ -443,7 +443,7 @@ fn ring(bytes: &[u8]) -> Outcome {
             None, &snapshot, 64,
         ));
         let _ = reports::render::markdown(&incident);
-        let _ = reports::render::verdict(&incident);
+        let _ = reports::verdict::verdict(&incident);
     }
     Outcome::Accepted
 }
@@ -524,7 +524,7 @@ fn wchan_target(bytes: &[u8]) -> Outcome {
 fn syscall_target(bytes: &[u8]) -> Outcome {
     let parsed = syscall::parse(bytes);
     if let Some(nr) = parsed.as_ref().ok().and_then(|s| s.nr()) {
-        let _ = capture::syscalls::name(capture::Arch::host(), nr);
+        let _ = capture::decode::syscalls::name(capture::Arch::host(), nr);
     }
     outcome(&parsed)
 }
@@ -679,7 +679,7 @@ fn incident_target(bytes: &[u8]) -> Outcome {
     let parsed = serde_json::from_slice::<reports::Incident>(bytes);
     if let Ok(incident) = &parsed {
         let redacted = incident.redacted();
-        let _ = reports::render::verdict(&redacted);
+        let _ = reports::verdict::verdict(&redacted);
         let md = reports::render::markdown(&redacted);
         assert!(
             md.chars().count() <= reports::render::MAX_MARKDOWN_CHARS,

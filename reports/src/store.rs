@@ -1050,7 +1050,7 @@ fn stored_state(id: &str, incident: &Incident, complete: bool) -> Incident {
     // the verdict once per write, in one place (agent/src/watch/incident.rs, set_verdict), so this is not a
     // second computation of it.
     if copy.verdict.is_empty() {
-        copy.verdict = crate::render::verdict(&copy);
+        copy.verdict = crate::verdict::verdict(&copy);
     }
     copy
 }

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 
 use capture::{StackFrame, ThreadSnapshot};
 use reports::model::*;
-use reports::render::{markdown, verdict, MAX_MARKDOWN_CHARS};
+use reports::render::{markdown, MAX_MARKDOWN_CHARS};
+use reports::verdict::verdict;
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

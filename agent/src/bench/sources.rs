@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use capture::parse::fd::FdTarget;
 use capture::ProcRoot;
 
-use crate::daemon::config::Settings;
 use crate::daemon::sources::{is_nvidia_device, HostSource};
+use crate::settings::Settings;
 use crate::watch::targets::TargetSource;
 
 fn cpu_time() -> Duration {

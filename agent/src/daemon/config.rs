@@ -4,7 +4,7 @@
 use regex::Regex;
 
 use crate::daemon::sources::{Selection, SourceSettings};
-pub use crate::settings::{LogFormat, Settings};
+use crate::settings::Settings;
 
 impl Settings {
     /// The target selection (regexes compiled; validated before, so this cannot fail).

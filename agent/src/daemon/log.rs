@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::config::LogFormat;
+use crate::settings::LogFormat;
 
 /// The workspace's one escaper for terminals and log lines (`capture::escape`): `\n`, `\r`, `\t`, `\e` (ESC),
 /// `\xNN` for other C0 controls and DEL, `\u{NNNN}` for C1 controls and Unicode format characters.

@@ -52,7 +52,7 @@ use crate::watch::launch::{signal_name, SignalChannel};
 use crate::watch::{CaptureEvent, Capturer, Watcher};
 use sources::{HostSource, SharedSource};
 
-use config::Settings;
+use crate::settings::Settings;
 use log::{Level, Logger};
 use notify::Notifier;
 use ratelimit::{OnDemandLimit, RateLimit};

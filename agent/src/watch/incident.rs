@@ -224,7 +224,7 @@ fn now_mono_ns() -> u64 {
 /// so first ("on-demand capture (SIGUSR1): …"). Called only by [`create`] and [`write()`]: the verdict is
 /// computed once per durable write, here.
 fn set_verdict(incident: &mut Incident, on_demand: Option<&str>) {
-    let verdict = reports::render::verdict(incident);
+    let verdict = reports::verdict::verdict(incident);
     incident.verdict = match (on_demand, &incident.episode.outcome_unknown) {
         (Some(reason), _) => format!("on-demand capture ({reason}): {verdict}"),
         (None, Some(why)) if incident.episode.status == EpisodeStatus::Unknown => {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::arch::Arch;
+use crate::decode::arch::Arch;
 use crate::process::{snapshot_process, SnapshotOptions};
 use crate::testing::FakeProc;
 

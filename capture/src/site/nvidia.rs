@@ -269,7 +269,7 @@ pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
 /// NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for a GSP RPC reply (takes the API lock read-only + GPU lock)".
 pub fn nvidia_operation(
     frames: &[StackFrame],
-    argument: &crate::nvidia::IoctlArgument,
+    argument: &crate::decode::nvidia::IoctlArgument,
 ) -> Option<String> {
     let op = argument.operation_name()?;
     let wait = nvidia_site(frames)

@@ -134,7 +134,7 @@ pub fn read_obs(root: &ProcRoot, pid: i32, tid: i32, arch: Arch, at_ns: u64) -> 
         Syscall::Running => SeenCall::Running,
         Syscall::NotInSyscall { .. } => SeenCall::NoSyscall,
         Syscall::InSyscall { nr, args, .. } => {
-            let name = crate::syscalls::name(arch, nr)
+            let name = crate::decode::syscalls::name(arch, nr)
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("#{nr}"));
             let detail = (name == "ioctl").then(|| {
@@ -145,7 +145,7 @@ pub fn read_obs(root: &ProcRoot, pid: i32, tid: i32, arch: Arch, at_ns: u64) -> 
                         format!("{kind}:{detail}")
                     }
                 });
-                let decoded = crate::ioctl::decode(args[1] as u32, target.as_deref());
+                let decoded = crate::decode::ioctl::decode(args[1] as u32, target.as_deref());
                 let request = decoded
                     .name
                     .unwrap_or_else(|| format!("{:#x}", args[1] as u32));

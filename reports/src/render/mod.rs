@@ -28,7 +28,6 @@ mod wait_graph;
 #[cfg(test)]
 mod tests;
 
-pub use crate::verdict::verdict;
 pub use budget::MAX_MARKDOWN_CHARS;
 /// Text safe to print to a terminal (`report list`, kernel-log.txt): the workspace's one escaper, re-exported.
 pub use capture::escape::controls as escape_controls;

@@ -4,6 +4,7 @@ use capture::ThreadSnapshot;
 
 use super::text::{cell, code, code_cell, fenced_line};
 use super::*;
+use crate::verdict::verdict;
 use crate::verdict::where_blocked;
 
 #[test]

@@ -1,6 +1,6 @@
 //! Stage `ioctl_argument`: the struct a wedged NVIDIA ioctl's pointer holds (RM control command, object
 //! class, handles, UVM params), read from `<proc root>/<pid>/mem` at the pointer in a sacrificial child
-//! with the probe deadline, then decoded by `capture::nvidia`.
+//! with the probe deadline, then decoded by `capture::decode::nvidia`.
 //!
 //! Only threads in D inside an NVIDIA RM escape or UVM command with a decoder are read, once per capture:
 //! the watch loop's hot scan never reads memory. `mem` takes the target's mmap lock (killable) and can queue
