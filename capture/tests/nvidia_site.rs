@@ -143,7 +143,7 @@ fn issue_example_sentence() {
         bytes.extend_from_slice(&v.to_le_bytes());
     }
     bytes.extend_from_slice(&[0; 16]);
-    let a = nvidia::decode_rm(nvidia::NV_ESC_RM_CONTROL, 32, &bytes).unwrap();
+    let a = nvidia::decode_rm_argument(nvidia::NV_ESC_RM_CONTROL, 32, &bytes).unwrap();
     let gsp = frames("[<0>] _kgspRpcRecvPoll+0x1f4/0x4a0 [nvidia]\n[<0>] _issueRpcAndWait+0x9c/0x180 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n");
     assert_eq!(
         site::nvidia_operation(&gsp, &a).unwrap(),

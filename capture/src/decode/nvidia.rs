@@ -7,7 +7,7 @@
 //!   `data/nvidia-rm-classes.tsv`, `data/nvidia-escapes.tsv`, `data/nvidia-uvm-commands.tsv` (params sizes).
 //!   [`control`], [`control_name`] (falls back to the cmd's bit layout), [`class_name`], [`escape_name`],
 //!   [`uvm_command`], [`lock_summary`].
-//! - [`decode_rm`] / [`decode_uvm`]: pure decoders `fn(&[u8]) -> Result<IoctlArgument, String>` for the
+//! - [`decode_rm_argument`] / [`decode_uvm_argument`]: pure decoders `fn(&[u8]) -> Result<IoctlArgument, String>` for the
 //!   escape structs (NVOS54 control, NVOS21/NVOS64 alloc, NVOS00 free, NVOS02 alloc memory) and the
 //!   `NV_ESC_IOCTL_XFER_CMD` indirection ([`Xfer`]), and for UVM `*_PARAMS`. The error is the reason
 //!   (too short, unknown escape), never a guess.
@@ -329,7 +329,7 @@ pub fn rm_struct_size(nr: u32, ioctl_size: u32) -> Option<usize> {
 
 /// Decodes the struct of RM escape `nr` (after any XFER indirection; `size` is the ioctl's or the
 /// XFER's size, which picks NVOS21 or NVOS64). Little-endian LP64, as on x86_64 and aarch64.
-pub fn decode_rm(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
+pub fn decode_rm_argument(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
     let need = rm_struct_size(nr, size).ok_or_else(|| {
         format!(
             "escape {nr:#x} ({}) has no struct decoder",
@@ -447,7 +447,7 @@ pub fn decode_rm(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgument, Stri
 /// Decodes an `NV_ESC_IOCTL_XFER_CMD`: the 16-byte `nv_ioctl_xfer_t`, then the inner struct read at its ptr.
 pub fn decode_xfer(xfer_bytes: &[u8], inner: &[u8]) -> Result<IoctlArgument, String> {
     let x = Xfer::parse(xfer_bytes)?;
-    let mut a = decode_rm(x.cmd, x.size, inner)?;
+    let mut a = decode_rm_argument(x.cmd, x.size, inner)?;
     a.xfer = Some(x);
     a.summary = a
         .summary
@@ -456,7 +456,7 @@ pub fn decode_xfer(xfer_bytes: &[u8], inner: &[u8]) -> Result<IoctlArgument, Str
 }
 
 /// Decodes the params of UVM command `cmd` (compared whole, not `_IOC`-encoded).
-pub fn decode_uvm(cmd: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
+pub fn decode_uvm_argument(cmd: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
     let c = uvm_command(cmd).ok_or_else(|| format!("UVM command {cmd:#x} is not in the tables"))?;
     let mut a = IoctlArgument {
         uvm_command: Some(c.name.to_string()),
@@ -549,15 +549,15 @@ pub fn decode_argument(
     inner: Option<&[u8]>,
 ) -> IoctlArgument {
     let decoded = match kind {
-        ArgumentKind::Uvm { cmd } => decode_uvm(cmd, first),
+        ArgumentKind::Uvm { cmd } => decode_uvm_argument(cmd, first),
         ArgumentKind::Rm { nr, .. } if kind.follows_xfer() => match inner {
             Some(inner) => decode_xfer(first, inner),
-            None => decode_rm(nr, XFER_SIZE as u32, first).map(|mut a| {
+            None => decode_rm_argument(nr, XFER_SIZE as u32, first).map(|mut a| {
                 a.unavailable = Some("the XFER's inner struct was not read".into());
                 a
             }),
         },
-        ArgumentKind::Rm { nr, size } => decode_rm(nr, size, first),
+        ArgumentKind::Rm { nr, size } => decode_rm_argument(nr, size, first),
     };
     match decoded {
         Ok(mut a) => {
@@ -633,7 +633,7 @@ mod tests {
     #[test]
     fn control_struct() {
         let b = nvos54(0xc1d00001, 0x5c000003, 0x20800102, 0x7ffd_1234_5000, 0x408);
-        let a = decode_rm(NV_ESC_RM_CONTROL, 32, &b).unwrap();
+        let a = decode_rm_argument(NV_ESC_RM_CONTROL, 32, &b).unwrap();
         assert_eq!(
             a.cmd_name.as_deref(),
             Some("NV2080_CTRL_CMD_GPU_GET_INFO_V2")
@@ -642,7 +642,7 @@ mod tests {
         assert_eq!(a.params_size, Some(0x408));
         assert_eq!(a.handles[1], ("hObject".into(), "0x5c000003".into()));
         assert!(a.summary.unwrap().contains("API lock read-only"));
-        let e = decode_rm(NV_ESC_RM_CONTROL, 32, &b[..20]).unwrap_err();
+        let e = decode_rm_argument(NV_ESC_RM_CONTROL, 32, &b[..20]).unwrap_err();
         assert!(e.contains("only 20"), "{e}");
     }
 
@@ -669,7 +669,7 @@ mod tests {
         assert_eq!(a.xfer.unwrap().ptr, 0x5555_0000);
         let mut mem = inner[..16].to_vec();
         mem.extend_from_slice(&[0; 40]);
-        let a = decode_rm(NV_ESC_RM_ALLOC_MEMORY, 56, &mem).unwrap();
+        let a = decode_rm_argument(NV_ESC_RM_ALLOC_MEMORY, 56, &mem).unwrap();
         assert!(a
             .summary
             .unwrap()
@@ -692,7 +692,7 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             for nr in [0x27, 0x29, 0x2a, 0x2b, 0xd3, 0x01] {
                 for size in [0, 16, 32, 48, 56, u32::MAX] {
-                    let _ = decode_rm(nr, size, &bytes);
+                    let _ = decode_rm_argument(nr, size, &bytes);
                     let _ = xfer_inner_read(&bytes);
                     let _ = decode_argument(ArgumentKind::Rm { nr, size }, 1, &bytes, Some(&bytes));
                 }
@@ -705,12 +705,12 @@ mod tests {
 
     #[test]
     fn uvm_params() {
-        let a = decode_uvm(51, &[0u8; 80]).unwrap();
+        let a = decode_uvm_argument(51, &[0u8; 80]).unwrap();
         assert_eq!(a.structure.as_deref(), Some("UVM_MIGRATE_PARAMS"));
-        assert!(decode_uvm(51, &[0u8; 79])
+        assert!(decode_uvm_argument(51, &[0u8; 79])
             .unwrap_err()
             .contains("truncated"));
-        assert!(decode_uvm(0x7777, &[]).is_err());
+        assert!(decode_uvm_argument(0x7777, &[]).is_err());
         assert_eq!(uvm_read_size(51), 80);
     }
 }
