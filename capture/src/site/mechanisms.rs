@@ -5,7 +5,7 @@
 //! `{driver}` in a label is the GPU or block driver that waits.
 //!
 //! Each row names one mechanism; a row naming a single function says which mechanism it stands for (the
-//! self-test in `tests/mechanisms.rs` checks that every row is exercised by a recorded trace).
+//! self-test in `capture/tests/traces.rs` checks that every row is exercised by a recorded trace).
 
 use super::rules::Pattern;
 
