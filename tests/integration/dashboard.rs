@@ -5,15 +5,15 @@
 //! query without error; what the dashboard's panels show during the wedge is printed.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 use crate::agent::{unique_comm, wait_incident, Agent, TempDir, FAST};
-use crate::fleet::{free_port, http_get, metrics_addr, prometheus_or_skip, Server};
+use crate::fleet::{http_get, metrics_addr, prometheus_or_skip, start_prometheus};
 use crate::util::frozen_fs_or_skip;
 
 /// Series Prometheus makes itself at each scrape.
@@ -317,34 +317,14 @@ fn every_dashboard_and_alert_expression_uses_exported_metrics_and_parses() {
     let mut agent = Agent::start(dir.path(), &args, &[]);
     let addr = metrics_addr(&mut agent);
 
-    let port = free_port();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    let (_prometheus, prometheus) = start_prometheus(
+        dir.path(),
+        &format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  \
              - job_name: wedge-capture\n    static_configs:\n      - targets: ['{addr}']\n        \
              labels: {{node: test-node}}\n"
         ),
-    )
-    .unwrap();
-    let _prometheus = Server(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::File::create(dir.path().join("prometheus.log")).unwrap(),
-            ))
-            .spawn()
-            .unwrap(),
     );
-    let prometheus: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
 
     // Prometheus holds the idle agent first, so the incident shows as an increase.
     let value_of = |expr: &str| -> Option<f64> {

@@ -49,6 +49,31 @@ fn dechunk(mut body: &str) -> Option<String> {
     }
 }
 
+/// A real Prometheus with `config` (YAML) as its prometheus.yml, its data and log under `dir` (the log:
+/// prometheus.log); stopped when the returned server is dropped.
+pub(crate) fn start_prometheus(dir: &Path, config: &str) -> (Server, SocketAddr) {
+    let port = free_port();
+    let config_path = dir.join("prometheus.yml");
+    std::fs::write(&config_path, config).unwrap();
+    let server = Server(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.join("prometheus.log")).unwrap(),
+            ))
+            .spawn()
+            .unwrap(),
+    );
+    (server, format!("127.0.0.1:{port}").parse().unwrap())
+}
+
 /// The address the agent logged for its metrics server (it listens on port 0).
 /// The agent's endpoint, once it serves the first scan's figures (the endpoint opens just before the
 /// first scan; a loaded CI machine can stretch that moment).
@@ -173,37 +198,17 @@ fn a_real_prometheus_sees_a_real_wedge() {
     assert_eq!(sample(&idle, "wedge_capture_wedged_threads"), Some(0.0));
     promtool_clean(&idle, "/metrics before the wedge");
 
-    let port = free_port();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    let (_prometheus, prometheus) = start_prometheus(
+        dir.path(),
+        &format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  \
              - job_name: wedge-capture\n    static_configs:\n      - targets: ['{addr}']\n"
         ),
-    )
-    .unwrap();
-    let _prometheus = Server(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::File::create(dir.path().join("prometheus.log")).unwrap(),
-            ))
-            .spawn()
-            .unwrap(),
     );
 
     fs.freeze().unwrap();
     let helper = wedge_helper(&program, &file, &[], "fleet test ioctl FS_IOC_SETFLAGS");
     wait_in_d(helper.pid(), Duration::from_secs(5));
-    let prometheus: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let query = "/api/v1/query?query=wedge_capture_wedged_threads%20%3E%3D%201";
     let until = Instant::now() + Duration::from_secs(30);
     let answer = loop {

@@ -6,14 +6,14 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::agent::{Agent, TempDir};
 use crate::fleet::{
-    free_port, http_get, metrics_addr, prometheus_or_skip, promtool_clean, sample, Server,
+    http_get, metrics_addr, prometheus_or_skip, promtool_clean, sample, start_prometheus,
 };
 
 const LAST_SCAN: &str = "wedge_capture_last_scan_timestamp_seconds";
@@ -194,11 +194,9 @@ fn a_real_prometheus_fires_the_dead_agent_alert_for_a_killed_agent_on_both_paths
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    let port = free_port();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    let (_prometheus, prometheus) = start_prometheus(
+        dir.path(),
+        &format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files: ['{}']\nscrape_configs:\n  \
              - job_name: wedge-capture\n    static_configs:\n      - targets: ['{addr}']\n  \
@@ -206,25 +204,7 @@ fn a_real_prometheus_fires_the_dead_agent_alert_for_a_killed_agent_on_both_paths
             rules.display(),
             node.addr
         ),
-    )
-    .unwrap();
-    let _prometheus = Server(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::File::create(dir.path().join("prometheus.log")).unwrap(),
-            ))
-            .spawn()
-            .unwrap(),
     );
-    let prometheus: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     // Both paths scraped and the rules evaluated on them while the agent lives: nothing fires.
     let query = "/api/v1/query?query=count(wedge_capture_last_scan_timestamp_seconds)";
     let until = Instant::now() + Duration::from_secs(30);
