@@ -260,7 +260,7 @@ impl<'ast> Visit<'ast> for ModuleWalker<'_> {
         let mut run: Vec<String> = Vec::new();
         let mut after_colons = false;
         let mut pending_colon = false;
-        let mut flush = |run: &mut Vec<String>, this: &mut Self| {
+        let flush = |run: &mut Vec<String>, this: &mut Self| {
             if run.len() > 1 {
                 this.record(std::mem::take(run));
             }
