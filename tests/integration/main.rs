@@ -24,6 +24,7 @@ mod hostile_rings;
 mod hostile_store;
 mod hostile_tenant_bounds;
 mod hostile_tenant_files;
+mod hostile_tenant_npd;
 mod hostile_tenant_pipeline;
 mod hostile_tenant_wide;
 mod house;
