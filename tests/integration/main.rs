@@ -3,6 +3,7 @@
 
 mod aarch64_recording;
 mod agent;
+mod agent_bounds;
 mod bundle;
 mod busy_scan;
 mod capture;
