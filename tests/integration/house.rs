@@ -658,6 +658,50 @@ fn every_library_crate_opens_with_a_map_of_itself() {
     assert_clean("crate maps", library_maps(&members(&root)));
 }
 
+/// tests/gpu holds one documented script per run and only the recordings a test reads: every script and every
+/// recording is named in tests/gpu/README.md, and every recording is read by a test (its directory name
+/// appears in a test source).
+#[test]
+fn every_gpu_script_is_documented_and_every_recording_is_read_by_a_test() {
+    let root = workspace_root();
+    let gpu = root.join("tests/gpu");
+    let readme = std::fs::read_to_string(gpu.join("README.md")).unwrap();
+    let mut test_sources = String::new();
+    for dir in [
+        "tests/integration",
+        "capture/tests",
+        "reports/tests",
+        "breadcrumb/tests",
+    ] {
+        for entry in std::fs::read_dir(root.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if entry.path().extension().is_some_and(|e| e == "rs") {
+                test_sources += &std::fs::read_to_string(entry.path()).unwrap_or_default();
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(&gpu).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".sh") && !readme.contains(&format!("`{name}`")) {
+            problems.push(format!("tests/gpu/{name}: not in tests/gpu/README.md"));
+        }
+    }
+    for entry in std::fs::read_dir(gpu.join("recordings")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !readme.contains(&name) {
+            problems.push(format!("recording {name}: not in tests/gpu/README.md"));
+        }
+        if !test_sources.contains(&name) {
+            problems.push(format!("recording {name}: no test reads it"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// A made-up crate breaking each rule once: every check must see its break (none is blind).
 #[test]
 fn the_house_checks_catch_a_circle_a_long_function_a_long_file_and_a_missing_map() {
