@@ -23,12 +23,14 @@
 pub mod bundle;
 pub mod durable;
 pub mod error;
+pub mod limits;
 pub mod model;
 pub mod redact;
 pub mod render;
 pub mod retention;
 pub mod scrub;
 pub mod store;
+pub mod text;
 pub mod verdict;
 
 pub use error::{Error, Result};

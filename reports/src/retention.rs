@@ -112,14 +112,14 @@ impl fmt::Display for RemovalReason {
             RemovalReason::Bytes { total, max } => write!(
                 f,
                 "incidents take {} (max_total_bytes {})",
-                crate::render::bytes(*total),
-                crate::render::bytes(*max)
+                crate::text::bytes(*total),
+                crate::text::bytes(*max)
             ),
             RemovalReason::FreeSpace { free, min } => write!(
                 f,
                 "{} free on the output filesystem (min_free_bytes {})",
-                crate::render::bytes(*free),
-                crate::render::bytes(*min)
+                crate::text::bytes(*free),
+                crate::text::bytes(*min)
             ),
             RemovalReason::Quota {
                 total,
@@ -128,8 +128,8 @@ impl fmt::Display for RemovalReason {
             } => write!(
                 f,
                 "incidents take {}, over the store's quota (max_total_bytes {}, held for young wedges too){}",
-                crate::render::bytes(*total),
-                crate::render::bytes(*max),
+                crate::text::bytes(*total),
+                crate::text::bytes(*max),
                 if *newest_of_tree {
                     "; it was the newest of its process tree, and only older incidents were left to remove"
                 } else {
@@ -163,7 +163,7 @@ impl fmt::Display for Removal {
             "retention removed {} incident {} ({}, process tree {}{}): {}",
             if self.on_demand { "on-demand" } else { "wedge" },
             self.id,
-            crate::render::bytes(self.bytes),
+            crate::text::bytes(self.bytes),
             self.tree,
             if self.writer_live {
                 ", its writer still following it"

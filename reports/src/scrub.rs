@@ -257,13 +257,13 @@ pub fn scrub(incident: &Incident) -> Scrubbed {
     // Source text: never public. Each frame's line text goes (saying why), the verdict's clause loses it, and
     // the texts are masked wherever else they occur.
     for thread in &mut out.wedged_threads {
-        let with_code = crate::render::python_view::verdict_clause(thread);
+        let with_code = crate::verdict::python_clause(thread);
         if let Some(frames) = thread.python_stack.as_mut() {
             for frame in frames.iter_mut() {
                 drop_code(frame, &mut values, &mut summary);
             }
         }
-        let without = crate::render::python_view::verdict_clause(thread);
+        let without = crate::verdict::python_clause(thread);
         if let (Some(with_code), Some(without)) = (with_code, without) {
             if with_code != without {
                 out.verdict = out.verdict.replace(&with_code, &without);
@@ -656,7 +656,7 @@ mod tests {
         });
         incident.verdict = format!(
             "thread 4243 `trainer` is in D{}; no breadcrumb ring",
-            crate::render::python_view::verdict_clause(&incident.wedged_threads[0]).unwrap()
+            crate::verdict::python_clause(&incident.wedged_threads[0]).unwrap()
         );
         assert!(incident.verdict.contains(secret), "{}", incident.verdict);
         let s = scrub(&incident);

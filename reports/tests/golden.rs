@@ -11,7 +11,8 @@ use std::path::PathBuf;
 
 use capture::{StackFrame, ThreadSnapshot};
 use reports::model::*;
-use reports::render::{markdown, MAX_MARKDOWN_CHARS};
+use reports::limits::MAX_MARKDOWN_CHARS;
+use reports::render::markdown;
 use reports::verdict::verdict;
 
 fn data(name: &str) -> PathBuf {

@@ -219,13 +219,13 @@ fn table(summaries: &[IncidentSummary], dir: &Path) -> String {
         };
         // Clipped first, then made terminal-safe: a comm with ESC or a newline is shown escaped, never raw.
         let verdict = clip_at_word(&verdict.replace(['\n', '\r'], " "), VERDICT_CHARS);
-        let verdict = reports::render::escape_controls(&verdict);
+        let verdict = capture::escape::controls(&verdict);
         out.push_str(&format!(
             "{:<id_width$}  {:<11}  {:>8}  {:>9}  {}\n",
             s.id,
             state(s),
             s.pid,
-            reports::render::bytes(s.bytes),
+            reports::text::bytes(s.bytes),
             verdict
         ));
     }
@@ -303,7 +303,7 @@ fn bundle(args: BundleArgs) -> anyhow::Result<ExitCode> {
     let mut line = format!(
         "{} ({})\n",
         output.display(),
-        reports::render::bytes(bundled.bytes)
+        reports::text::bytes(bundled.bytes)
     );
     if let Some(summary) = &bundled.scrubbed {
         line.push_str(&format!(

@@ -328,7 +328,7 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
             record_id(record.lane, record.seq),
             when,
             record.tid,
-            reports::render::escape_controls(reports::render::call_name(
+            capture::escape::controls(reports::text::call_name(
                 &record.call,
                 &record.label
             )),
@@ -341,14 +341,14 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
     }
 }
 
-/// The one name of a call (`reports::render::call_text`: what report.md and the verdict say) and its label
+/// The one name of a call (`reports::text::call_text`: what report.md and the verdict say) and its label
 /// beside it when the label is not already the name, escaped for a terminal (a label is the writer's text).
 fn call_text(call: &str, args: &CallArgs, label: &str) -> String {
-    reports::render::escape_controls(&reports::render::call_text(call, args, label)).into_owned()
+    capture::escape::controls(&reports::text::call_text(call, args, label)).into_owned()
 }
 
 fn label_beside(call: &str, label: &str) -> String {
-    if reports::render::label_beside(call, label).is_empty() {
+    if reports::text::label_beside(call, label).is_empty() {
         String::new()
     } else {
         format!("{label:?} ")
@@ -457,7 +457,7 @@ mod tests {
         );
 
         // One name: the label of a custom call, as report.md and the verdict write it; never `custom`.
-        let name = reports::render::call_text("custom", &CallArgs::default(), LABEL);
+        let name = reports::text::call_text("custom", &CallArgs::default(), LABEL);
         assert_eq!(name, format!("{LABEL}()"));
         assert!(
             in_flight_line(&first).contains(&format!(" {name} for ")),

@@ -3,7 +3,7 @@
 
 use super::names::is_secret_name;
 use super::tokens::redact_prefixed_tokens;
-use super::REDACTED;
+use super::marker::REDACTED;
 
 /// The forms that can hide inside any one word: URLs, `user:pass@host`, `k=v` pairs, prefixed tokens.
 pub(super) fn inline(word: &str) -> String {

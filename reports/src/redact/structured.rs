@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 use super::names::is_secret_name;
-use super::REDACTED;
+use super::marker::REDACTED;
 
 const BEGIN: &str = "-----BEGIN";
 const END: &str = "-----END";

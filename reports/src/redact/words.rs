@@ -4,7 +4,7 @@
 use super::commands::*;
 use super::inline::inline;
 use super::names::*;
-use super::REDACTED;
+use super::marker::REDACTED;
 
 /// What the previous word asked of this one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

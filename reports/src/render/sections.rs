@@ -5,13 +5,13 @@ use std::fmt::Write as _;
 
 use capture::ThreadSnapshot;
 
-use super::budget::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
 use super::head::kmsg_line;
 use super::section::{Keep, Section};
-use super::text::{call_text, duration, frame_text, label_beside, opt, time_text};
 use crate::model::{
     Incident, KernelLogLine, ProbeOutcome, Record, RecordKind, Relevance, RingExcerpt,
 };
+use crate::limits::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
+use crate::text::{call_text, duration, frame_text, label_beside, opt, time_text};
 use crate::verdict::{fate_text, in_flight_age, judged_threads, sample_monotonic};
 
 /// The sections, in order.

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use capture::{SyscallInfo, ThreadSnapshot};
 
-use super::budget::{MAX_MORE_TIDS, MAX_SYSCALL_ARGS_SHOWN, MAX_THREAD_TABLES, MAX_TIDS_LISTED};
-use super::text::{call_text, cell, code_cell, duration, frame_text, time_text};
+use crate::limits::{MAX_MORE_TIDS, MAX_SYSCALL_ARGS_SHOWN, MAX_THREAD_TABLES, MAX_TIDS_LISTED};
 use crate::model::{Incident, WedgedThread};
+use crate::text::{call_text, cell, code_cell, duration, frame_text, time_text};
 use crate::verdict::{
     breadcrumb_clause, d_for_ns, fate_text, in_flight_of, judged_threads, primary_thread,
     sample_monotonic, waiting_behind,

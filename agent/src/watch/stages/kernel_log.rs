@@ -150,7 +150,7 @@ fn window_text(incident: &Incident) -> String {
             "[{:>6}.{:06}] {relevance:<13} {}\n",
             us / 1_000_000,
             us % 1_000_000,
-            reports::render::escape_controls(&l.text.replace('\n', " "))
+            capture::escape::controls(&l.text.replace('\n', " "))
         ));
     }
     out
