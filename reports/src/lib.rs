@@ -23,6 +23,7 @@
 pub mod bundle;
 pub mod durable;
 pub mod error;
+pub mod layout;
 pub mod limits;
 pub mod model;
 pub mod redact;
@@ -36,4 +37,5 @@ pub mod verdict;
 pub use error::{Error, Result};
 pub use model::Incident;
 pub use retention::{Removal, RemovalReason, Retention};
-pub use store::{IncidentHandle, IncidentSummary, Store};
+pub use store::write::IncidentHandle;
+pub use store::{IncidentSummary, Store};

@@ -18,7 +18,7 @@
 //!    incident of a tree whose writer is alive is never removed: one tenant's wedges displace its own older ones
 //!    first and never the episode another tenant's writer is following. The quota can thus be exceeded only by
 //!    one live incident per tree, each within the store's per-incident budget
-//!    ([`crate::store::MAX_INCIDENT_BYTES`]).
+//!    ([`crate::layout::MAX_INCIDENT_BYTES`]).
 //!
 //! Every removal comes back as a [`Removal`] with the limit that caused it, for the caller's log (the store also
 //! appends it to `dropped.json`). A removal first renames the directory to a temp name, so a reader never sees a

@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reports::model::{Incident, Sample, Timestamp};
-use reports::store::{read_incident, INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
+use reports::layout::{INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
+use reports::store::read::read_incident;
 use reports::{Retention, Store};
 
 const CHILD_ENV: &str = "WEDGE_CRASH_CHILD_DIR";

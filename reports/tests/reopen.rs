@@ -4,7 +4,7 @@
 mod common;
 
 use reports::model::{EpisodeStatus, Timestamp, Unwatched};
-use reports::store::MARKER_FILE;
+use reports::layout::MARKER_FILE;
 use reports::{Retention, Store};
 
 #[test]

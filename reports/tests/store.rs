@@ -8,7 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use reports::model::Incident;
-use reports::store::{Modes, INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
+use reports::layout::{INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
+use reports::store::Modes;
 use reports::{Error, Retention, Store};
 
 fn minimal() -> Incident {

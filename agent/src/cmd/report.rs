@@ -4,7 +4,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use reports::store::{IncidentSummary, Store, DEFAULT_DIR, INCIDENT_FILE};
+use reports::layout::{DEFAULT_DIR, INCIDENT_FILE};
+use reports::store::{IncidentSummary, Store};
 
 use crate::cli::{self, OutputFormat};
 use crate::exit::{ExitCode, Failure};
@@ -269,7 +270,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         ShowFormat::Json => {
             // The stored bytes, so that fields from a newer writer are not dropped; `load` above proved they parse.
             let path = store.path_of(&id)?.join(INCIDENT_FILE);
-            let mut bytes = reports::store::read_incident_bytes(&path)
+            let mut bytes = reports::store::read::read_incident_bytes(&path)
                 .with_context(|| format!("read {}", path.display()))?;
             if !bytes.ends_with(b"\n") {
                 bytes.push(b'\n');

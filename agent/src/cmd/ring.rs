@@ -162,9 +162,9 @@ impl CaptureClock {
 /// the capture that read the ring; else `None` (a live ring: ages count to now).
 pub fn capture_clock(path: &std::path::Path) -> Option<CaptureClock> {
     let name = path.file_name()?.to_str()?;
-    let incident_path = path.parent()?.join(reports::store::INCIDENT_FILE);
+    let incident_path = path.parent()?.join(reports::layout::INCIDENT_FILE);
     // Bounded and checked like every incident read; a directory without one is no incident.
-    let incident = reports::store::read_incident(&incident_path).ok()?;
+    let incident = reports::store::read::read_incident(&incident_path).ok()?;
     let excerpt = incident
         .ring
         .iter()
@@ -426,7 +426,7 @@ mod tests {
     #[test]
     fn a_copied_ring_shows_the_same_ages_on_two_looks_and_one_name() {
         let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join(reports::store::RING_FILE);
+        let copy = dir.path().join(reports::layout::RING_FILE);
         let writer = breadcrumb::Writer::create(&copy, 64).unwrap();
         let _in_flight = writer.enter(Call::Custom, &CallArgs::default(), LABEL);
         let snapshot = read_ring_from_file(
@@ -435,11 +435,11 @@ mod tests {
         )
         .unwrap();
         let mut excerpt = RingExcerpt::from_snapshot(Some("/run/x/1-2.ring".into()), &snapshot, 32);
-        excerpt.copy = Some(reports::store::RING_FILE.to_string());
+        excerpt.copy = Some(reports::layout::RING_FILE.to_string());
         let mut incident = Incident::new(4242);
         incident.ring = Some(excerpt.clone());
         std::fs::write(
-            dir.path().join(reports::store::INCIDENT_FILE),
+            dir.path().join(reports::layout::INCIDENT_FILE),
             serde_json::to_vec(&incident).unwrap(),
         )
         .unwrap();
@@ -474,7 +474,7 @@ mod tests {
         );
 
         // The same file outside its incident is a live ring: its age counts to now and grows.
-        std::fs::remove_file(dir.path().join(reports::store::INCIDENT_FILE)).unwrap();
+        std::fs::remove_file(dir.path().join(reports::layout::INCIDENT_FILE)).unwrap();
         let live = dump_text(&copy);
         assert!(!live.contains("ages at the capture's read"), "{live}");
         std::thread::sleep(std::time::Duration::from_millis(30));

@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 
 use breadcrumb::format::{self, header};
 use breadcrumb::{RingHeader, RingSink, RingSnapshot};
-use reports::store::PendingFile;
+use reports::store::pending::PendingFile;
 
 /// A ring copy being written (see the module docs).
 #[derive(Debug)]

@@ -11,7 +11,7 @@
 //! report.md; kernel-log.txt keeps the whole window.
 
 use reports::model::{Incident, KernelLogLine};
-use reports::store::IncidentFiles;
+use reports::store::write::IncidentFiles;
 
 use super::{not_captured, timeline, Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
