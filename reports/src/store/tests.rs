@@ -2,12 +2,12 @@
 
 use std::fs;
 
-use super::read::SummaryFields;
+use super::read::{SummaryFields, SummaryProcess};
 use super::removal::tree_of;
 use super::write::IncidentHandle;
 use super::*;
 use crate::layout::{DROPPED_FILE, INCIDENT_FILE, MARKER_FILE};
-use crate::model::EpisodeStatus;
+use crate::model::{EpisodeStatus, Timestamp, Trigger};
 
 fn incident_in(cgroup: &str, pid: i32) -> Incident {
     let mut incident = Incident::new(pid);
