@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use reports::model::{Incident, Sample, Timestamp};
 use reports::layout::{INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
+use reports::model::{Incident, Sample, Timestamp};
 use reports::store::read::read_incident;
 use reports::{Retention, Store};
 

@@ -10,8 +10,8 @@ mod common;
 use std::path::PathBuf;
 
 use capture::{StackFrame, ThreadSnapshot};
-use reports::model::*;
 use reports::limits::MAX_MARKDOWN_CHARS;
+use reports::model::*;
 use reports::render::markdown;
 use reports::verdict::verdict;
 

@@ -4,9 +4,9 @@
 mod common;
 
 use proptest::prelude::*;
+use reports::limits::MAX_MARKDOWN_CHARS;
 use reports::model::{KernelLogLine, NotCaptured};
 use reports::redact::redact_cmdline;
-use reports::limits::MAX_MARKDOWN_CHARS;
 use reports::render::markdown;
 
 fn text() -> impl Strategy<Value = String> {

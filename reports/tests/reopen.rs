@@ -3,8 +3,8 @@
 
 mod common;
 
-use reports::model::{EpisodeStatus, Timestamp, Unwatched};
 use reports::layout::MARKER_FILE;
+use reports::model::{EpisodeStatus, Timestamp, Unwatched};
 use reports::{Retention, Store};
 
 #[test]

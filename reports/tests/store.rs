@@ -7,8 +7,8 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use reports::model::Incident;
 use reports::layout::{INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
+use reports::model::Incident;
 use reports::store::Modes;
 use reports::{Error, Retention, Store};
 

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use reports::model::Incident;
 use reports::layout::{INCIDENT_FILE, MARKER_FILE};
+use reports::model::Incident;
 use reports::{Retention, Store};
 
 /// The schema-v1 incident the reports crate's golden test renders.

@@ -328,10 +328,7 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
             record_id(record.lane, record.seq),
             when,
             record.tid,
-            capture::escape::controls(reports::text::call_name(
-                &record.call,
-                &record.label
-            )),
+            capture::escape::controls(reports::text::call_name(&record.call, &record.label)),
             record.result.unwrap_or_default(),
             record
                 .enter_seq

@@ -7,8 +7,8 @@ use capture::escape;
 
 use super::threads::thread_tables;
 use crate::limits::{
-    HIGHLIGHTS_FIRST_LAST, MAX_CELL_CHARS, MAX_HIGHLIGHT_CHARS, MAX_NSPID_SHOWN,
-    MAX_TIMELINE, MAX_VERDICT_CHARS, OTHERS_FIRST_LAST, OURS_FIRST_LAST,
+    HIGHLIGHTS_FIRST_LAST, MAX_CELL_CHARS, MAX_HIGHLIGHT_CHARS, MAX_NSPID_SHOWN, MAX_TIMELINE,
+    MAX_VERDICT_CHARS, OTHERS_FIRST_LAST, OURS_FIRST_LAST,
 };
 use crate::model::{
     ContainerInfo, EpisodeStatus, Incident, KernelLogFlags, KernelLogLine, PodIdentity, Relevance,

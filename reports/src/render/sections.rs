@@ -7,10 +7,10 @@ use capture::ThreadSnapshot;
 
 use super::head::kmsg_line;
 use super::section::{Keep, Section};
+use crate::limits::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
 use crate::model::{
     Incident, KernelLogLine, ProbeOutcome, Record, RecordKind, Relevance, RingExcerpt,
 };
-use crate::limits::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
 use crate::text::{call_text, duration, frame_text, label_beside, opt, time_text};
 use crate::verdict::{fate_text, in_flight_age, judged_threads, sample_monotonic};
 

@@ -28,7 +28,10 @@ fn hostile_text_cannot_break_out() {
 fn control_characters_are_escaped_everywhere_text_is_inlined() {
     let comm = "x\x1b]0;pwned\x07y\u{9b}2J\nz";
     // The workspace's one written-out form (capture::escape), the same as in the agent's log.
-    assert_eq!(capture::escape::controls(comm), "x\\e]0;pwned\\x07y\\u{009b}2J\\nz");
+    assert_eq!(
+        capture::escape::controls(comm),
+        "x\\e]0;pwned\\x07y\\u{009b}2J\\nz"
+    );
     assert_eq!(capture::escape::controls("tab\tok"), "tab\\tok");
     for rendered in [code(comm), cell(comm), fenced_line(comm), code_cell(comm)] {
         assert!(!rendered.chars().any(|c| c.is_control()), "{rendered:?}");

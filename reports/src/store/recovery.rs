@@ -5,7 +5,9 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use super::dirs::{is_older_than, lock_marker, marker_state, remove_temps_recursive, Marker, MarkerLock};
+use super::dirs::{
+    is_older_than, lock_marker, marker_state, remove_temps_recursive, Marker, MarkerLock,
+};
 use super::read::read_incident;
 use super::{Cleanup, Store};
 use crate::durable::{fsync_dir, is_temp_name};

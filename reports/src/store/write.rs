@@ -14,7 +14,9 @@ use nix::fcntl::{Flock, FlockArg};
 use super::dirs::dir_size;
 use super::pending::PendingFile;
 use super::{Modes, Store};
-use crate::durable::{self, commit_together, create_dir_mode, fsync_dir, stage_bytes, write_atomic_mode};
+use crate::durable::{
+    self, commit_together, create_dir_mode, fsync_dir, stage_bytes, write_atomic_mode,
+};
 use crate::error::{Error, Result};
 use crate::layout::{
     validate_file_name, validate_id, INCIDENT_FILE, MARKER_FILE, MAX_INCIDENT_BYTES, REPORT_FILE,
