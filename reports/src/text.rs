@@ -3,8 +3,6 @@
 //! every section uses ([`bytes`], [`duration`]) and the one name of a breadcrumb call ([`call_text`]). A leaf
 //! under both [`crate::verdict`] and [`crate::render`]: the verdict reads without the Markdown module.
 
-use std::fmt::Write as _;
-
 use capture::escape;
 
 use crate::limits::{MAX_CELL_CHARS, MAX_CODE_CHARS, MAX_LINE};
@@ -153,12 +151,4 @@ pub(crate) fn plural(n: usize) -> &'static str {
 
 pub(crate) fn opt(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
-}
-
-pub(crate) fn frame_text(f: &capture::StackFrame) -> String {
-    let mut s = format!("{}+{:#x}/{:#x}", f.function, f.offset, f.size);
-    if let Some(m) = &f.module {
-        write!(s, " [{m}]").unwrap();
-    }
-    s
 }
