@@ -134,7 +134,10 @@ fn show_markdown_json_and_latest() {
         md.starts_with("**Verdict:** thread 4242 `python3` has been in D for 312 s"),
         "{md}"
     );
-    assert!(md.contains("| ioctl | `NV_ESC_RM_CONTROL 0xc020462a ("), "{md}");
+    assert!(
+        md.contains("| ioctl | `NV_ESC_RM_CONTROL 0xc020462a ("),
+        "{md}"
+    );
     assert!(md.contains("<details><summary>Kernel stacks"));
     assert!(md.contains("capture complete"));
     assert!(!md.contains("hf_SECRETSECRET"), "secrets must be redacted");
