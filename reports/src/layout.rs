@@ -33,7 +33,7 @@ pub const MAX_BUNDLED_FILE_BYTES: u64 = 1 << 32;
 /// The most one incident's directory may take: its raw files are refused beyond it. The agent's own budgets keep
 /// an incident well under it (ring copies ≤ 16 MiB, kernel-log.txt ≤ ~1 MiB, incident.json and report.md).
 pub const MAX_INCIDENT_BYTES: u64 = 64 << 20;
-/// In the store's directory: what retention removed, newest last ([`DroppedLog`]).
+/// In the store's directory: what retention removed, newest last ([`crate::store::removal::DroppedLog`]).
 pub const DROPPED_FILE: &str = "dropped.json";
 /// Entries `dropped.json` keeps (the oldest go first).
 pub const MAX_DROPPED_ENTRIES: usize = 256;

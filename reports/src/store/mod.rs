@@ -188,7 +188,7 @@ impl Store {
     }
 
     /// Call `log` with every incident retention removes (also those removed inside [`Store::create`] and
-    /// [`IncidentHandle::finish`], whose results are not returned): evidence is never deleted silently.
+    /// [`write::IncidentHandle::finish`], whose results are not returned): evidence is never deleted silently.
     pub fn log_removals(mut self, log: impl Fn(&Removal) + Send + Sync + 'static) -> Store {
         self.removal_log = RemovalLog(Some(Arc::new(log)));
         self

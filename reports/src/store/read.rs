@@ -1,6 +1,6 @@
 //! Reading an incident back: incident.json whole ([`read_incident`]), its bytes ([`read_incident_bytes`], for the
 //! bundle), its head alone ([`read_incident_head`]: trigger and episode from the first bytes), and the few fields a
-//! listing or the quota needs ([`SummaryFields`]). Every read goes through [`capture::untrusted`]: a regular file
+//! listing or the quota needs (`SummaryFields`). Every read goes through [`capture::untrusted`]: a regular file
 //! (no FIFO, no symlink), at most [`MAX_INCIDENT_JSON_BYTES`].
 
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! Retention applied to the store: the candidates (each incident's size, age, trigger, process tree and writer),
-//! [`crate::retention::plan`]'s removals carried out, remembered for their live writers ([`crate::Error::Dropped`])
+//! `retention::plan`'s removals carried out, remembered for their live writers ([`crate::Error::Dropped`])
 //! and recorded in `dropped.json` ([`DroppedLog`]).
 
 use std::fs;
