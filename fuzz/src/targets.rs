@@ -16,7 +16,7 @@
 //! | `kmsg` | `capture::parse::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
 //! | `pressure` | `capture::parse::{pressure, meminfo, boot_id}::parse` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
 //! | `config` | `agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
-//! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `render::verdict`, `Incident::redacted`, `capture::render::{markdown, text}` of its latest samples; asserts no control character reaches a view | reports/tests/data/incident-v1.json, a new incident |
+//! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `verdict::verdict`, `Incident::redacted`, `capture::render::{markdown, text}` of its latest samples; asserts no control character reaches a view | reports/tests/data/incident-v1.json, a new incident |
 //! | `netlink` | `capture::taskstats::{parse_tgid_reply, parse_family_reply}`, `capture::proc_events::parse_datagram` | a taskstats answer recorded from Linux 6.18, a proc connector exec event |
 //! | `redact` | `reports::redact::redact_cmdline` on NUL-separated args; asserts idempotence and arity | command lines with secrets, PEM blocks, JSON/YAML arguments, JVM options |
 
@@ -686,7 +686,7 @@ fn incident_target(bytes: &[u8]) -> Outcome {
         let _ = reports::verdict::verdict(&redacted);
         let md = reports::render::markdown(&redacted);
         assert!(
-            md.chars().count() <= reports::render::MAX_MARKDOWN_CHARS,
+            md.chars().count() <= reports::limits::MAX_MARKDOWN_CHARS,
             "markdown over its cap"
         );
         assert_escaped(&md, "report.md");
