@@ -909,7 +909,7 @@ mod tests {
             nvcsw: 7,
             ..TgidCounters::default()
         };
-        let mut window = |scanner: &mut Scanner| {
+        let window = |scanner: &mut Scanner| {
             let (mut quiet, mut unchanged) = (0, 0);
             for _ in 0..RELIST_EVERY {
                 let s = scanner.scan_with(Some(counters)).unwrap();
