@@ -420,7 +420,11 @@ impl Reader {
         let stamp = self.stamp;
         let d = self.draft();
         d.gap = Gap::None;
-        d.notation = Some(notation);
+        // A `?` guess says little about the paste it is in (a stale slot, or the first line of the next
+        // paste): the notation is the real frames' (a next paste then splits at its first real frame).
+        if !guess || d.notation.is_none() {
+            d.notation = Some(notation);
+        }
         d.stamp = stamp.or(d.stamp);
     }
 
@@ -440,8 +444,27 @@ impl Reader {
         }
     }
 
+    /// One line of the paste, read by structure: its log prefix, then a task boundary (a task header, a
+    /// `cat /proc/N/stack`, a separator), the rest of a wrapped header, a line about the task (its
+    /// workqueue, its registers), stack markers, and what is left is a frame.
     fn line(&mut self, raw: &str) {
         let msg = message(raw);
+        let Some(trimmed) = self.read_prefix(raw, msg) else {
+            return;
+        };
+        if self.task_boundary(trimmed) || self.header_continuation(trimmed) {
+            return;
+        }
+        if self.task_context(trimmed) {
+            return;
+        }
+        if let Some(rest) = self.markers(trimmed) {
+            self.frame_line(&normalize_frame(rest));
+        }
+    }
+
+    /// The line's log prefix (kept for the notation); None for a blank line (a gap) or a prefix alone.
+    fn read_prefix<'a>(&mut self, raw: &str, msg: &'a str) -> Option<&'a str> {
         let prefix = Prefix::of(raw, msg);
         self.stamp = formats::kernel_stamp(raw);
         let trimmed = msg.trim();
@@ -454,14 +477,23 @@ impl Reader {
                 self.wrapped_prefix = Some(prefix);
             }
             if trimmed.is_empty() {
-                return self.gap(Gap::Blank);
+                self.gap(Gap::Blank);
+                return None;
             }
         }
+        Some(trimmed)
+    }
+
+    /// A line that begins a task or ends one: `cat /proc/N/stack`, a separator, a task header, or the
+    /// hung-task detector's blocker line about a task.
+    fn task_boundary(&mut self, trimmed: &str) -> bool {
         if let Some(pid) = proc_stack_pid(trimmed) {
-            return self.start(String::new(), Some(pid), None, None);
+            self.start(String::new(), Some(pid), None, None);
+            return true;
         }
         if is_separator(trimmed) {
-            return self.gap(Gap::Separator);
+            self.gap(Gap::Separator);
+            return true;
         }
         match header(trimmed) {
             Some(Header::Task {
@@ -469,73 +501,87 @@ impl Reader {
                 pid,
                 ppid,
                 wchan,
-            }) => return self.start(name, pid, ppid, wchan),
-            Some(Header::Blocker { pid, words, role }) => {
-                let words: String = words.chars().take(200).collect();
-                if let Some(d) = self
-                    .draft
-                    .as_mut()
-                    .filter(|d| pid.is_none() || d.pid == pid)
-                {
-                    d.blocker = Some(words);
-                    d.blocker_role = role;
-                } else if let Some(t) = self
-                    .tasks
-                    .iter_mut()
-                    .rev()
-                    .find(|t| pid.is_some() && t.pid == pid && t.blocked_on.is_none())
-                {
-                    // The task's stack ended before the line came.
-                    t.blocked_on =
-                        crate::wait_graph::explain::parse_blocker(&words, role.as_deref());
-                    t.notes
-                        .push(format!("the kernel's hung-task detector: {words}"));
-                }
-                return;
-            }
-            None => {}
+            }) => self.start(name, pid, ppid, wchan),
+            Some(Header::Blocker { pid, words, role }) => self.blocker(pid, &words, role),
+            None => return false,
         }
-        // The rest of a task header a mail client wrapped: `ppid:2 flags:0x…`, `blocked for more than …`.
+        true
+    }
+
+    /// The hung-task detector's "blocked on … owned by …" line: the task it names, being read or read.
+    fn blocker(&mut self, pid: Option<i32>, words: &str, role: Option<String>) {
+        let words: String = words.chars().take(200).collect();
         if let Some(d) = self
             .draft
             .as_mut()
-            .filter(|d| d.header && d.frames.is_empty())
+            .filter(|d| pid.is_none() || d.pid == pid)
         {
-            let wrapped_fields = ["ppid:", "tgid:", "stack:", "pid:"];
-            if wrapped_fields.iter().any(|f| trimmed.starts_with(f)) {
-                let fields = format!(" {trimmed}");
-                d.ppid = formats::number_after(&fields, "ppid:").or(d.ppid);
-                d.pid = d.pid.or(formats::number_after(&fields, " pid:"));
-                return;
-            }
-            if trimmed.starts_with("blocked for more than") || trimmed.starts_with("flags:0x") {
-                return;
-            }
+            d.blocker = Some(words);
+            d.blocker_role = role;
+        } else if let Some(t) = self
+            .tasks
+            .iter_mut()
+            .rev()
+            .find(|t| pid.is_some() && t.pid == pid && t.blocked_on.is_none())
+        {
+            // The task's stack ended before the line came.
+            t.blocked_on = crate::wait_graph::explain::parse_blocker(&words, role.as_deref());
+            t.notes
+                .push(format!("the kernel's hung-task detector: {words}"));
         }
+    }
+
+    /// The rest of a task header a mail client wrapped: `ppid:2 flags:0x…`, `blocked for more than …`.
+    fn header_continuation(&mut self, trimmed: &str) -> bool {
+        let Some(d) = self
+            .draft
+            .as_mut()
+            .filter(|d| d.header && d.frames.is_empty())
+        else {
+            return false;
+        };
+        let wrapped_fields = ["ppid:", "tgid:", "stack:", "pid:"];
+        if wrapped_fields.iter().any(|f| trimmed.starts_with(f)) {
+            let fields = format!(" {trimmed}");
+            d.ppid = formats::number_after(&fields, "ppid:").or(d.ppid);
+            d.pid = d.pid.or(formats::number_after(&fields, " pid:"));
+            return true;
+        }
+        trimmed.starts_with("blocked for more than") || trimmed.starts_with("flags:0x")
+    }
+
+    /// A line the kernel prints about the task before its stack: its workqueue, its registers (`RIP:`, `pc :`).
+    fn task_context(&mut self, trimmed: &str) -> bool {
         if let Some(q) = trimmed.strip_prefix("Workqueue: ") {
             // The kernel prints it before the stack: after frames it begins another (header-less) task.
             if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
                 self.finish_draft();
             }
-            self.draft().workqueue = Some(q.trim().to_string());
-            return;
+            self.draft().workqueue = Some(formats::workqueue(q));
+            return true;
         }
-        if let Some(rip) = trimmed
+        let Some(rip) = trimmed
             .strip_prefix("RIP: 0010:")
             .or_else(|| trimmed.strip_prefix("pc : "))
-        {
-            if let Ok(f) = stack::frame(normalize_frame(rip).trim().as_bytes()) {
-                // Registers come before the stack: after frames they are another task's.
-                if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
-                    self.finish_draft();
-                }
-                let d = self.draft();
-                if d.frames.is_empty() {
-                    d.rip = Some(f);
-                }
+        else {
+            return false;
+        };
+        if let Ok(f) = stack::frame(normalize_frame(rip).trim().as_bytes()) {
+            // Registers come before the stack: after frames they are another task's.
+            if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
+                self.finish_draft();
             }
-            return;
+            let d = self.draft();
+            if d.frames.is_empty() {
+                d.rip = Some(f);
+            }
         }
+        true
+    }
+
+    /// Stack markers at the start of the line (`<TASK>`, `<IRQ>`…, `Call Trace:`): what follows them, or None
+    /// when nothing does.
+    fn markers<'a>(&mut self, trimmed: &'a str) -> Option<&'a str> {
         let mut rest = trimmed;
         loop {
             let marker = [
@@ -565,12 +611,9 @@ impl Reader {
                 self.finish_draft();
             }
             self.draft().in_trace = true;
-            return;
+            return None;
         }
-        if rest.is_empty() {
-            return;
-        }
-        self.frame_line(&normalize_frame(rest));
+        (!rest.is_empty()).then_some(rest)
     }
 
     /// A line inside a task that is no header or marker: a frame in one of the notations, a report's note,

@@ -401,6 +401,22 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "dentry lookup wait (a parallel lookup of the same name)",
     ),
     w(&["inode_wait", "wait_on_inode"], "inode state wait"),
+    // bcachefs's shared/intent/exclusive locks (btree nodes, its other SIX locks): the holder is another
+    // btree transaction.
+    w(
+        &[
+            "__six_lock_type_slowpath",
+            "six_lock_slowpath",
+            "__six_lock_type_waiter",
+            "six_lock_ip_waiter",
+            "six_lock_type",
+            "six_lock_intent",
+            "six_lock_read",
+            "six_lock_write",
+            "six_lock_ip",
+        ],
+        "six lock wait (bcachefs)",
+    ),
     w(
         &[
             "inode_wait_for_writeback",
@@ -727,6 +743,10 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
             "rtnl_lock_interruptible",
             // Holds it for the request it serves.
             "rtnetlink_rcv_msg",
+            // Work items that take it first thing (the lock takers' RTNL row).
+            "reg_check_chans_work",
+            "addrconf_dad_work",
+            "addrconf_verify_work",
         ],
         Layer::Network,
         "RTNL lock (network configuration)",
@@ -1118,6 +1138,16 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
             "rtnl_lock_killable",
             "__rtnl_lock",
             "rtnl_lock_interruptible",
+            // Work items and handlers that call rtnl_lock() first thing (often inlined or tail-called, so
+            // the mutex's slow path sits right under them): the wireless regulatory check, IPv6 address
+            // configuration, the wireless-extensions ioctl, an rtnetlink request or dump (rtnetlink's
+            // dump cb_mutex is rtnl_mutex itself).
+            "reg_check_chans_work",
+            "addrconf_dad_work",
+            "addrconf_verify_work",
+            "wext_handle_ioctl",
+            "rtnetlink_rcv_msg",
+            "__netlink_dump_start",
         ],
         "mutex wait",
         "rtnl_mutex (RTNL)",
@@ -1312,7 +1342,9 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "the framebuffer's pages (fb deferred I/O folio_lock)",
     ),
     t(
-        &["rpi_firmware_transaction"],
+        // The mailbox transaction mutex: rpi_firmware_transaction takes it, or (since 5.x)
+        // rpi_firmware_property_list around the whole exchange.
+        &["rpi_firmware_transaction", "rpi_firmware_property_list"],
         "mutex wait",
         "the Raspberry Pi firmware mailbox transaction lock",
     ),
