@@ -711,12 +711,13 @@ fn is_lock_api(name: &str) -> bool {
             || name.starts_with("lock_"))
 }
 
-/// The built-in function that called the wait when it is inner to every module frame (a firmware mailbox's
-/// `rpi_firmware_property_list` under a hwmon driver's poll): the driver path names modules only.
+/// The built-in lock taker that called the wait when it is inner to every module frame (a firmware mailbox's
+/// `rpi_firmware_property_list` under a hwmon driver's poll): the driver path names modules only, and the
+/// lock is that function's.
 fn built_in_waiter(frames: &[StackFrame]) -> Option<&str> {
     let name = waiter(frames)?;
     let frame = frames.iter().find(|f| base_name(&f.function) == name)?;
-    frame.module.is_none().then_some(name)
+    (frame.module.is_none() && rules::lock_taken_by(name).is_some()).then_some(name)
 }
 
 /// "process exit → __fput → nvidia_uvm uvm_release": the driver's teardown function, not the framework's
