@@ -495,7 +495,11 @@ pub(super) fn arm_from(msg: &str) -> Option<(&str, &str)> {
     };
     if let Some((callee, caller)) = s.split_once(") from [<") {
         let callee = callee.strip_prefix('(')?;
-        let caller = caller[caller.find("] (")? + 3..].strip_suffix(')')?;
+        // `] (caller)`, or without the space as older kernels printed it: `[<bf0b7480>](cv_wait_common+…)`.
+        let caller = caller[caller.find(']')? + 1..]
+            .trim_start()
+            .strip_prefix('(')?
+            .strip_suffix(')')?;
         return Some((callee, caller));
     }
     let (callee, caller) = s.split_once(" from ")?;

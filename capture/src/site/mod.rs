@@ -44,12 +44,33 @@ pub fn base_name(function: &str) -> &str {
 }
 
 /// The syscall a stack without its entry frames was in, when its handlers say: `*_ioctl` functions
-/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2).
+/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2), the VFS's read and write
+/// dispatch (`vfs_write`, a file's `kernfs_fop_write`, `seq_read`) only under read(2)/write(2) and their
+/// vector forms (the outermost one says which).
 fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
-    frames
+    if frames
         .iter()
         .any(|f| base_name(&f.function).ends_with("_ioctl"))
-        .then_some("ioctl")
+    {
+        return Some("ioctl");
+    }
+    frames.iter().rev().find_map(|f| {
+        let n = base_name(&f.function);
+        let fop = |op: &str| {
+            n.ends_with(&format!("_fop_{op}")) || n.ends_with(&format!("_fop_{op}_iter"))
+        };
+        if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
+            Some("write")
+        } else if matches!(
+            n,
+            "vfs_read" | "__vfs_read" | "new_sync_read" | "seq_read" | "seq_read_iter"
+        ) || fop("read")
+        {
+            Some("read")
+        } else {
+            None
+        }
+    })
 }
 
 fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {

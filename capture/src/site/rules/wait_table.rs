@@ -360,6 +360,17 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "dentry lookup wait (a parallel lookup of the same name)",
     ),
     w(&["inode_wait", "wait_on_inode"], "inode state wait"),
+    // bcache/bcachefs closures (lib/closure.c): waits until every operation the closure spawned (btree node
+    // writes, journal or allocator waits) has put its reference.
+    w(
+        &[
+            "__closure_sync",
+            "closure_sync",
+            "__closure_sync_timeout",
+            "closure_sync_timeout",
+        ],
+        "closure wait (bcache/bcachefs: the operations it spawned)",
+    ),
     // bcachefs's shared/intent/exclusive locks (btree nodes, its other SIX locks): the holder is another
     // btree transaction.
     w(
