@@ -245,6 +245,50 @@ mod shapes {
     }
 
     #[test]
+    fn decoded_addresses_and_inlined_callee_notes() {
+        // OpenWrt's decoded traces: the raw address again before the name, a source location, and the callee
+        // inlined at that address after `->`; the workqueue line decoded the same way.
+        let log =
+            "task:kworker/0:1     state:D stack:0     pid:10    ppid:2      flags:0x00100000\n\
+                   Workqueue: events_power_efficient 0x8380ab0c -> reg_check_chans_work\n\
+                   Call Trace:\n\
+                   [<8082b5c8>] 0x8082b5c8 schedule kernel/sched/core.c:6776\n\
+                   [<8082c998>] 0x8082c998 __mutex_lock kernel/locking/mutex.c:747\n\
+                   [<8380ab3c>] 0x8380ab3c reg_check_chans_work -> rtnl_lock\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let t = &e.tasks[0];
+        assert_eq!(
+            t.workqueue.as_deref(),
+            Some("events_power_efficient reg_check_chans_work")
+        );
+        assert_eq!(names(t), ["__mutex_lock", "reg_check_chans_work"]);
+        assert!(t.site.as_deref().unwrap().contains("rtnl_mutex (RTNL)"));
+    }
+
+    #[test]
+    fn arm_unwinder_lines_without_a_space_before_the_caller() {
+        let log = "[<c04d011c>](__schedule+0x2c0/0x5c0) from [<bf0b7480>](cv_wait_common+0x150/0x1ec [spl])\n\
+                   [<bf0b7480>](cv_wait_common+0x150/0x1ec [spl]) from [<bf51a24c>](txg_quiesce_thread+0x1bc/0x360 [zfs])\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(names(&e.tasks[0]), ["cv_wait_common", "txg_quiesce_thread"]);
+        assert_eq!(e.tasks[0].stack[1].module.as_deref(), Some("zfs"));
+    }
+
+    #[test]
+    fn a_paste_that_starts_with_guesses_is_its_own_task() {
+        // The first paste ends without its bottom frames; the next (another log, no timestamps) starts with
+        // `?` guesses and then its wait: the guesses do not make the second paste the first one's.
+        let log = "[ 10.000001]  [<ffffffffa01756d1>] zfs_dirlook+0x81/0x310 [zfs]\n\
+                   [ 10.000002]  [<ffffffff811c8ae3>] __lookup_hash+0x33/0x40\n \
+                   [<ffffffffa0705bbc>] ? tcp_packet+0x48c/0x17d0 [nf_conntrack]\n \
+                   [<ffffffffa03a3f1d>] cv_wait_common+0x11d/0x130 [spl]\n \
+                   [<ffffffffa049278c>] zfs_range_lock+0x2ac/0x5e0 [zfs]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 2, "{:?}", e.tasks);
+        assert_eq!(names(&e.tasks[1]), ["cv_wait_common", "zfs_range_lock"]);
+    }
+
+    #[test]
     fn diff_and_quote_marks_are_not_the_line() {
         let log = "+INFO: task dd:77 blocked for more than 122 seconds.\n\
                    +[  12.1] Call Trace:\n\
