@@ -269,6 +269,20 @@ pub const MECHANISMS: &[Mechanism] = &[
         "RDMA verbs command: the provider driver waits for its device (firmware or peer) to answer",
     ),
     m(
+        "SCSI target command drain",
+        // LIO stops or aborts a command (a TMR's LUN reset or abort, a session's teardown) and waits on the
+        // command's completion until the backend finishes it.
+        &[
+            "target_stop_task",
+            "target_put_cmd_and_wait",
+            "transport_wait_for_tasks",
+            "__transport_wait_for_tasks",
+            "target_wait_for_sess_cmds",
+        ],
+        None,
+        "SCSI target (LIO) command drain: completion wait for in-flight commands the backend has not finished",
+    ),
+    m(
         "PCI config access",
         &["pci_wait_cfg", "pci_cfg_access_lock", "pci_dev_wait"],
         None,
