@@ -284,7 +284,7 @@ const UNWRITTEN: &str = "(not written yet)";
 
 impl Capturer {
     pub fn new(settings: CaptureSettings, store: Store) -> Capturer {
-        let probes = ProbeRunner::new(settings.probe_timeout, settings.max_stuck_probes);
+        let probes = ProbeRunner::new(settings.watch.probe_timeout, settings.max_stuck_probes);
         let host = HostIdentity::read(&settings.proc_root);
         let pool = CapturePool::new(
             settings.capture_workers,
@@ -902,7 +902,7 @@ impl Capturer {
             };
             // Not while a capture is in flight: its worker reads the kernel log itself.
             if episode.job.is_none()
-                && episode.last_sample.elapsed() >= self.settings.resample_every
+                && episode.last_sample.elapsed() >= self.settings.watch.resample_every
             {
                 Self::resample(&self.settings, &mut episode);
                 episode.unwritten = true;

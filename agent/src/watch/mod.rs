@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use capture::ProcRoot;
 use reports::model::ThreadFate;
 
+use crate::settings::WatchSettings;
 pub use incident::{CaptureEvent, CaptureSettings, Capturer};
 use scan::{ScanStats, ThreadScanner};
 use targets::{Target, TargetSource};
@@ -57,9 +58,19 @@ pub struct WatchConfig {
 
 impl Default for WatchConfig {
     fn default() -> Self {
+        WatchSettings::default().watch_config()
+    }
+}
+
+impl WatchSettings {
+    /// The watch loop's part of the resolved settings.
+    pub fn watch_config(&self) -> WatchConfig {
         WatchConfig {
-            interval: crate::defaults::INTERVAL,
-            tracker: TrackerConfig::default(),
+            interval: self.interval,
+            tracker: TrackerConfig {
+                threshold: self.threshold,
+                samples: self.samples,
+            },
         }
     }
 }

@@ -9,8 +9,8 @@ fn capturer(dir: &Path) -> Capturer {
 
 fn capturer_with(dir: &Path, change: impl FnOnce(&mut CaptureSettings)) -> Capturer {
     let mut settings = CaptureSettings::new(ProcRoot::default());
-    settings.nvidia_smi = false;
-    settings.probe_timeout = Duration::from_millis(500);
+    settings.watch.nvidia_smi = false;
+    settings.watch.probe_timeout = Duration::from_millis(500);
     change(&mut settings);
     let store = Store::open(dir, reports::retention::Retention::DEFAULT).unwrap();
     Capturer::new(settings, store)
