@@ -64,6 +64,11 @@ define_settings! {
         /// under --probe-timeout): a bare name is looked up on PATH; install with `pip install py-spy`.
         #[arg(long = "py-spy", value_name = "PATH")]
         py_spy: PathBuf = PathBuf::from(defaults::PY_SPY) => Restart,
+        /// Most incidents opened in any hour, all processes together (0: no cap): when more wedges come, each is
+        /// logged and not captured, so that a host where everything wedges at once does not spend its disk
+        /// and CPU on the hundredth copy of the same evidence.
+        #[arg(long, value_name = "N")]
+        max_incidents_per_hour: u32 = 0 => Restart,
         /// Test hook: read this file as an extra risky probe of every capture (a stand-in for a driver
         /// file that hangs).
         #[arg(long, hide = true, value_name = "FILE")]
