@@ -251,6 +251,7 @@ fn latency_run(
                 threshold: args.threshold,
                 samples: 2,
             },
+            ..WatchConfig::default()
         },
         Box::new(FixedPids(vec![pid])),
         capturer,

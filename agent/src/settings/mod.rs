@@ -69,6 +69,20 @@ define_settings! {
         /// and CPU on the hundredth copy of the same evidence.
         #[arg(long, value_name = "N")]
         max_incidents_per_hour: u32 = 0 => Restart,
+        /// The quiet-process shortcut (taskstats: a process whose summed counters did not move since the last
+        /// scan has its sleeping threads skipped); --no-taskstats reads every thread every scan (benchmarks,
+        /// doubting users; WEDGE_CAPTURE_TASKSTATS=off in the environment does the same).
+        #[arg(long = "no-taskstats", num_args = 0, default_missing_value = "false")]
+        taskstats: bool = !env_says_off(ENV_TASKSTATS) => Restart,
+        /// The busy-process shortcut (a BPF task iterator: a sleeper that has not run since the last scan is
+        /// not read); --no-task-iter reads every sleeper's schedstat every scan (benchmarks, doubting users;
+        /// WEDGE_CAPTURE_TASK_ITER=off in the environment does the same).
+        #[arg(long = "no-task-iter", num_args = 0, default_missing_value = "false")]
+        task_iter: bool = !env_says_off(ENV_TASK_ITER) => Restart,
+        /// Test hook: the wait-graph stage's BPF program refuses the blocker field, as on a kernel without it
+        /// (WEDGE_CAPTURE_TEST_REFUSE_BLOCKER_FIELD=1 in the environment does the same).
+        #[arg(long, hide = true, num_args = 0, default_missing_value = "true")]
+        refuse_blocker_field: bool = env_says_on(capture::blockers::REFUSE_ENV) => Restart,
         /// Test hook: read this file as an extra risky probe of every capture (a stand-in for a driver
         /// file that hangs).
         #[arg(long, hide = true, value_name = "FILE")]
@@ -118,6 +132,11 @@ define_settings! {
         /// Write the metrics to DIR/wedge_capture.prom for node_exporter's textfile collector.
         #[arg(long, value_name = "DIR")]
         textfile_dir: PathBuf => Live,
+        /// New processes found from the proc connector's fork/exec/exit events (the proc root listed every 16
+        /// scans); --no-proc-events lists the proc root every scan (benchmarks, doubting users;
+        /// WEDGE_CAPTURE_PROC_EVENTS=off in the environment does the same).
+        #[arg(long = "no-proc-events", num_args = 0, default_missing_value = "false")]
+        proc_events: bool = !env_says_off(ENV_PROC_EVENTS) => Restart,
         /// The kubelet's pod log directories (<namespace>_<name>_<uid>), to name a target's pod.
         #[arg(long, value_name = "DIR")]
         pods_log_dir: PathBuf = PathBuf::from(defaults::PODS_LOG_DIR) => Restart,
@@ -351,6 +370,24 @@ impl Settings {
             self.watch.out.display()
         )
     }
+}
+
+/// `WEDGE_CAPTURE_TASKSTATS=off`: `taskstats`'s default is off (the benchmarks set it for the agent they run).
+pub const ENV_TASKSTATS: &str = "WEDGE_CAPTURE_TASKSTATS";
+/// `WEDGE_CAPTURE_TASK_ITER=off`: `task_iter`'s default is off (benchmarks; the busy-scan integration test).
+pub const ENV_TASK_ITER: &str = "WEDGE_CAPTURE_TASK_ITER";
+/// `WEDGE_CAPTURE_PROC_EVENTS=off`: `proc_events`'s default is off (benchmarks).
+pub const ENV_PROC_EVENTS: &str = "WEDGE_CAPTURE_PROC_EVENTS";
+
+/// The environment turns a switch's default off (`VAR=off`): the switches the benchmarks and tests set for
+/// a child they start, which takes no flag from them.
+pub fn env_says_off(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| v == "off")
+}
+
+/// The environment turns a test hook's default on (`VAR=1` or `VAR=true`).
+pub fn env_says_on(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| v == "1" || v == "true")
 }
 
 /// Largest config file read (a config is a few hundred bytes).

@@ -435,6 +435,9 @@ fn assert_arrives(key: &str, settings: &Settings, expected: &serde_json::Value, 
             assert_eq!(capture.ring_dirs, selection.ring_dirs, "{key} from {how}");
             json(serde_json::to_value(&selection.ring_dirs))
         }
+        "taskstats" => json(serde_json::to_value(watch_loop.scan.taskstats)),
+        "task_iter" => json(serde_json::to_value(watch_loop.scan.task_iter)),
+        "proc_events" => json(serde_json::to_value(sources.proc_events)),
         "gpu_rescan" => json(serde_json::to_value(sources.gpu_rescan.as_secs_f64())),
         "max_targets" => json(serde_json::to_value(sources.max_targets)),
         "pods_log_dir" => json(serde_json::to_value(&capture.pods_log_dir)),
