@@ -49,32 +49,21 @@ impl HelpText for PathBuf {
     }
 }
 
-impl HelpText for String {
-    fn help_text(&self) -> Option<String> {
-        Some(self.clone())
-    }
-    fn kind() -> String {
-        "string".into()
-    }
+/// Values whose default is shown as they print (`Display`), with the docs' name of their type.
+macro_rules! help_text_as_displayed {
+    ($($ty:ty => $kind:literal),* $(,)?) => {$(
+        impl HelpText for $ty {
+            fn help_text(&self) -> Option<String> {
+                Some(self.to_string())
+            }
+            fn kind() -> String {
+                $kind.into()
+            }
+        }
+    )*};
 }
 
-impl HelpText for u32 {
-    fn help_text(&self) -> Option<String> {
-        Some(self.to_string())
-    }
-    fn kind() -> String {
-        "integer".into()
-    }
-}
-
-impl HelpText for usize {
-    fn help_text(&self) -> Option<String> {
-        Some(self.to_string())
-    }
-    fn kind() -> String {
-        "integer".into()
-    }
-}
+help_text_as_displayed!(String => "string", u32 => "integer", usize => "integer", SocketAddr => "`IP:PORT`");
 
 impl HelpText for bool {
     fn help_text(&self) -> Option<String> {
@@ -82,15 +71,6 @@ impl HelpText for bool {
     }
     fn kind() -> String {
         "bool".into()
-    }
-}
-
-impl HelpText for SocketAddr {
-    fn help_text(&self) -> Option<String> {
-        Some(self.to_string())
-    }
-    fn kind() -> String {
-        "`IP:PORT`".into()
     }
 }
 
