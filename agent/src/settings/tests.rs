@@ -486,8 +486,26 @@ fn every_setting_reaches_where_it_is_used_from_flag_and_from_config() {
     assert_eq!(tested, config_keys().count());
 }
 
+/// What the daemon's reload (`daemon::reload`) re-applies from the new settings: the selection, the source
+/// settings, the watch loop's config, the ring directories, the two rate limits, the textfile directory and the
+/// log format, as one text to compare.
+fn reapplied(s: &Settings) -> String {
+    format!(
+        "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        s.selection(),
+        s.source_settings(),
+        s.watch.watch_config(),
+        s.agent.ring_dir,
+        s.agent.rate_limit,
+        s.agent.on_demand_rate_limit,
+        s.agent.textfile_dir,
+        s.agent.log_format
+    )
+}
+
 /// The reload's lists are the definitions' `=> Restart`: a reload that changes such a setting names it
-/// and keeps the running value; one that changes any other setting applies it.
+/// and keeps the running value; one that changes any other setting applies it, to something the daemon's
+/// reload re-applies.
 #[test]
 fn a_reload_keeps_exactly_the_settings_defined_to_need_a_restart() {
     let defaults = default_config();
@@ -510,6 +528,15 @@ fn a_reload_keeps_exactly_the_settings_defined_to_need_a_restart() {
             Reload::Live => {
                 assert!(named.is_empty(), "{}: {named:?}", def.key);
                 assert_eq!(kept, new, "{}", def.key);
+                // A setting declared live must reach something the reload applies; one that only reaches what
+                // is built once (the capture path) would silently keep its old value.
+                assert_ne!(
+                    reapplied(&old),
+                    reapplied(&new),
+                    "{} is declared `=> Live` but nothing the reload re-applies carries it: declare it \
+                     `=> Restart`, or apply it in daemon::reload (and add it to `reapplied`)",
+                    def.key
+                );
             }
         }
     }
