@@ -97,6 +97,9 @@ pub const CLAIM_RETRY_RECORDS: u32 = 256;
 /// lane-local index is a multiple of this (a power of two).
 const RECALIBRATE_EVERY: u64 = 64;
 
+/// 8-byte words of a slot (`format::SLOT_SIZE`).
+const SLOT_WORDS: usize = format::SLOT_SIZE as usize / 8;
+
 /// What `enter` returns and `exit` takes: the enter record's call id (high 16 bits), lane (next
 /// 16 bits) and lane-local index (low 32 bits). In the C ABI it is a plain `uint64_t`.
 #[repr(transparent)]
@@ -676,18 +679,29 @@ impl Writer {
         head.store(index.wrapping_add(1), Ordering::Relaxed);
         // Order the claim before every body store (on x86_64 this is only a compiler barrier).
         fence(Ordering::Release);
-        let base = self.slot_offset(lane_index, index);
-        self.write_body(base, lane_index, index, body);
-        self.word(base + slot::SEQ)
-            .store(format::final_seq(index), Ordering::Release);
+        let words = self.slot_words(self.slot_offset(lane_index, index));
+        self.write_body(words, lane_index, index, body);
+        words[slot::SEQ / 8].store(format::final_seq(index), Ordering::Release);
         if index & (RECALIBRATE_EVERY - 1) == 0 {
             self.maybe_recalibrate(body.now);
         }
         (lane_index, index)
     }
 
+    /// The slot at byte `offset` of the mapping as its 16 atomic words. The record path stores
+    /// through this one reference, so the mapping's base is loaded once per record rather than
+    /// once per word (the stores could alias `self` as far as the compiler knows).
     #[inline(always)]
-    fn write_body(&self, base: usize, lane_index: u32, index: u64, body: &Body<'_>) {
+    fn slot_words(&self, offset: usize) -> &[AtomicU64; SLOT_WORDS] {
+        debug_assert!(offset & 7 == 0 && offset + format::SLOT_SIZE as usize <= self.mapping.len);
+        // SAFETY: `offset` is a slot offset from `slot_offset` (a lane's slot, inside the
+        // mapping, 128-byte aligned in a page-aligned mapping), so the 16 words lie in the
+        // mapping that `self.mapping` keeps alive; they are only ever accessed through atomics.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<[AtomicU64; SLOT_WORDS]>() }
+    }
+
+    #[inline(always)]
+    fn write_body(&self, words: &[AtomicU64; SLOT_WORDS], lane_index: u32, index: u64, body: &Body<'_>) {
         let label = &body.label[..body.label.len().min(format::LABEL_CAPACITY)];
         let label_len = label.len();
         let meta = u64::from(body.tid)
@@ -695,7 +709,7 @@ impl Writer {
             | ((label_len as u64) << 40)
             | (u64::from(body.call_id) << 48);
         let args = body.args;
-        let put = |at: usize, v: u64| self.word(base + at).store(v.to_le(), Ordering::Relaxed);
+        let put = |at: usize, v: u64| words[at / 8].store(v.to_le(), Ordering::Relaxed);
         put(slot::MONOTONIC_NS, body.now);
         put(slot::TID, meta);
         put(slot::BYTES, args.bytes);
@@ -812,8 +826,8 @@ impl Writer {
         let head = self.lane_word(0, lane::HEAD);
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let index = head.fetch_add(1, Ordering::Relaxed);
-            let base = self.slot_offset(0, index);
-            let seq = self.word(base + slot::SEQ);
+            let words = self.slot_words(self.slot_offset(0, index));
+            let seq = &words[slot::SEQ / 8];
             let busy = format::busy_seq(index);
             let mut current = seq.load(Ordering::Relaxed);
             let owned = loop {
@@ -835,7 +849,7 @@ impl Writer {
             }
             // Order the busy mark before every body store (the seqlock writer's release fence).
             fence(Ordering::Release);
-            self.write_body(base, 0, index, body);
+            self.write_body(words, 0, index, body);
             seq.store(format::final_seq(index), Ordering::Release);
             if index & (RECALIBRATE_EVERY - 1) == 0 {
                 self.maybe_recalibrate(body.now);
