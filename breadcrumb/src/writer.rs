@@ -648,8 +648,28 @@ impl Writer {
         enter_ref: Option<u64>,
         result: i64,
     ) -> Option<(u32, u64)> {
-        let mut body = Body {
-            now: self.now(),
+        let now = self.now();
+        let cache = LANE_CACHE.with(Cell::get);
+        if cache.writer_id == self.id
+            && cache.lane != 0
+            && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
+        {
+            let body = Body {
+                now,
+                tid: cache.tid,
+                kind,
+                call_id,
+                args,
+                label,
+                enter_ref,
+                result,
+            };
+            return Some(self.record_in_own_lane(cache.lane, &body));
+        }
+        // The slow path builds its own body: the fast path's never has its address taken, so
+        // it stays in registers (no stack stores per record).
+        self.record_slow(Body {
+            now,
             tid: 0,
             kind,
             call_id,
@@ -657,16 +677,7 @@ impl Writer {
             label,
             enter_ref,
             result,
-        };
-        let cache = LANE_CACHE.with(Cell::get);
-        if cache.writer_id == self.id
-            && cache.lane != 0
-            && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
-        {
-            body.tid = cache.tid;
-            return Some(self.record_in_own_lane(cache.lane, &body));
-        }
-        self.record_slow(&body)
+        })
     }
 
     /// The single-writer record: the head store claims the index (a reader that sees any byte of
@@ -697,11 +708,23 @@ impl Writer {
         // SAFETY: `offset` is a slot offset from `slot_offset` (a lane's slot, inside the
         // mapping, 128-byte aligned in a page-aligned mapping), so the 16 words lie in the
         // mapping that `self.mapping` keeps alive; they are only ever accessed through atomics.
-        unsafe { &*self.base.as_ptr().add(offset).cast::<[AtomicU64; SLOT_WORDS]>() }
+        unsafe {
+            &*self
+                .base
+                .as_ptr()
+                .add(offset)
+                .cast::<[AtomicU64; SLOT_WORDS]>()
+        }
     }
 
     #[inline(always)]
-    fn write_body(&self, words: &[AtomicU64; SLOT_WORDS], lane_index: u32, index: u64, body: &Body<'_>) {
+    fn write_body(
+        &self,
+        words: &[AtomicU64; SLOT_WORDS],
+        lane_index: u32,
+        index: u64,
+        body: &Body<'_>,
+    ) {
         let label = &body.label[..body.label.len().min(format::LABEL_CAPACITY)];
         let label_len = label.len();
         let meta = u64::from(body.tid)
@@ -739,7 +762,7 @@ impl Writer {
     /// lane.
     #[cold]
     #[inline(never)]
-    fn record_slow(&self, body: &Body<'_>) -> Option<(u32, u64)> {
+    fn record_slow(&self, body: Body<'_>) -> Option<(u32, u64)> {
         let generation = FORK_GENERATION.load(Ordering::Relaxed);
         let mut cache = LANE_CACHE.with(Cell::get);
         if cache.generation != generation || cache.tid == 0 {
@@ -768,7 +791,7 @@ impl Writer {
         LANE_CACHE.with(|cell| cell.set(cache));
         let body = Body {
             tid: cache.tid,
-            ..*body
+            ..body
         };
         if cache.lane != 0 {
             return Some(self.record_in_own_lane(cache.lane, &body));
