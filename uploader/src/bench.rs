@@ -14,12 +14,11 @@ use serde::Serialize;
 
 use crate::driver::{DevicePtr, Stream};
 use crate::error::{Error, Result};
+use crate::outcome::{DeviceMemory, PinnedStats, StrategyKind, Uploaded};
 use crate::pack::PackStore;
+use crate::pinned::{ArenaMemory, PinnedOptions, PinnedStager, StagingMemory};
 use crate::plan::Plan;
-use crate::strategy::{
-    upload, ArenaMemory, DeviceMemory, PinnedOptions, PinnedStager, PinnedStats, StagingMemory,
-    Strategy, StrategyKind,
-};
+use crate::strategy::{upload, Strategy};
 use crate::trace::{Site, Traced};
 use crate::workload::TensorSource;
 
@@ -269,7 +268,7 @@ pub fn ceiling_pageable(t: &Traced, bytes: u64, repeat: usize) -> Result<Measure
 struct Entrant<'a> {
     name: String,
     /// One run; `None` for a bare copy that allocates nothing.
-    run: Box<dyn FnMut() -> Result<Option<crate::strategy::Uploaded>> + 'a>,
+    run: Box<dyn FnMut() -> Result<Option<Uploaded>> + 'a>,
     seconds: Vec<f64>,
     stats: Vec<PinnedStats>,
     calls: u64,
@@ -280,7 +279,7 @@ struct Entrant<'a> {
 impl<'a> Entrant<'a> {
     fn new(
         name: impl Into<String>,
-        run: impl FnMut() -> Result<Option<crate::strategy::Uploaded>> + 'a,
+        run: impl FnMut() -> Result<Option<Uploaded>> + 'a,
     ) -> Entrant<'a> {
         Entrant {
             name: name.into(),
@@ -903,7 +902,7 @@ impl Comparison<'_> {
 mod tests {
     use super::parse_pinned_config;
     use crate::pack::PackStore;
-    use crate::strategy::{PinnedOptions, StagingMemory};
+    use crate::pinned::{PinnedOptions, StagingMemory};
 
     #[test]
     fn pinned_configs() {

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use breadcrumb::identity::ProcessIdentity;
 use breadcrumb::{read_ring, ReadOptions, RecordKind, Writer, WriterOptions};
 use uploader::host::{HostConfig, HostDriver};
+use uploader::outcome::StrategyKind;
+use uploader::pinned::PinnedOptions;
 use uploader::plan::{plan, PlanOptions, Planned};
-use uploader::strategy::{upload, PinnedOptions, Strategy, StrategyKind};
+use uploader::strategy::{upload, Strategy};
 use uploader::trace::Site;
 use uploader::verify::verify;
 use uploader::workload::{Workload, WorkloadSpec};
@@ -499,7 +501,7 @@ fn pinned_verifies_with_spinning_and_sleeping_packers_and_odd_thread_counts() {
 fn pinned_verifies_in_every_pipeline_shape() {
     use uploader::pack::PackStore;
     use uploader::pinned::{registration_groups, ArenaLayout};
-    use uploader::strategy::{ArenaMemory, StagingMemory};
+    use uploader::pinned::{ArenaMemory, StagingMemory};
     let w = small_workload();
     let p = small_plan(&w);
     for buffers in [1, 2, 3, 7] {
@@ -667,7 +669,8 @@ fn pinned_options_out_of_range_are_errors_not_panics() {
 /// without memory pools use `cuMemAlloc` instead.
 #[test]
 fn pinned_arenas_come_from_one_pool_per_session() {
-    use uploader::strategy::{ArenaMemory, DeviceMemory};
+    use uploader::outcome::DeviceMemory;
+    use uploader::pinned::ArenaMemory;
     let w = small_workload();
     let p = small_plan(&w);
     let d = HostDriver::default();
@@ -722,7 +725,7 @@ fn pinned_arenas_come_from_one_pool_per_session() {
 /// device that cannot still uploads, through writable staging.
 #[test]
 fn read_only_staging_needs_the_device_to_support_it() {
-    use uploader::strategy::StagingMemory;
+    use uploader::pinned::StagingMemory;
     let w = small_workload();
     let p = small_plan(&w);
     for (supported, staging) in [
@@ -821,7 +824,7 @@ fn host_driver_rejects_freeing_with_the_wrong_call() {
 /// stager registers nothing more, and its teardown unregisters every buffer once.
 #[test]
 fn overlap_staging_registers_each_buffer_once_across_uploads() {
-    use uploader::strategy::{PinnedStager, StagingMemory};
+    use uploader::pinned::{PinnedStager, StagingMemory};
     let w = small_workload();
     let p = small_plan(&w);
     let d = HostDriver::default();
@@ -859,7 +862,7 @@ fn overlap_staging_registers_each_buffer_once_across_uploads() {
 /// the buffers registered before it are unregistered: nothing leaks.
 #[test]
 fn a_failing_overlap_registration_fails_the_upload_and_leaks_nothing() {
-    use uploader::strategy::StagingMemory;
+    use uploader::pinned::StagingMemory;
     let w = small_workload();
     let p = small_plan(&w);
     for nth in [1, 2] {
@@ -899,7 +902,7 @@ fn a_failing_overlap_registration_fails_the_upload_and_leaks_nothing() {
 #[test]
 fn a_one_shot_overlap_upload_unlocks_finished_groups_while_it_runs() {
     use uploader::pinned::registration_groups;
-    use uploader::strategy::StagingMemory;
+    use uploader::pinned::StagingMemory;
     let w = small_workload();
     let p = small_plan(&w);
     for threads in [1, 3] {

@@ -12,12 +12,11 @@ use serde::Serialize;
 use uploader::bench::{self, CompareReport, Measurement};
 use uploader::cuda::CudaDriver;
 use uploader::host::{HostConfig, HostDriver};
+use uploader::outcome::{Progress, StrategyKind};
 use uploader::pack::PackStore;
+use uploader::pinned::{ArenaMemory, PinnedOptions, StagingMemory};
 use uploader::plan::{plan, Plan, PlanOptions, Planned};
-use uploader::strategy::{
-    upload, ArenaMemory, ManagedOptions, PinnedOptions, Progress, StagingMemory, Strategy,
-    StrategyKind,
-};
+use uploader::strategy::{upload, ManagedOptions, Strategy};
 use uploader::verify::{verify, VerifyReport};
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{Driver, Traced};

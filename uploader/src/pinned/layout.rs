@@ -1,9 +1,10 @@
 //! Where a plan's tensors lie in the pinned arena, and packing arena ranges into staging.
 
+use crate::driver::DevicePtr;
 use crate::error::Result;
+use crate::outcome::{placed_bytes, views_for, View};
 use crate::pack::{self, PackStore};
-use crate::plan::Plan;
-use crate::strategy::{placed_bytes, views_for};
+use crate::plan::{Placement, Plan};
 use crate::workload::TensorSource;
 
 /// Arena alignment of each chunk inside the pinned strategy's single device allocation.
@@ -46,7 +47,7 @@ impl ArenaLayout {
 
     /// Placements overlapping arena range `[from, to)`.
     pub(super) fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
-        let start = |p: &crate::plan::Placement| self.chunk_base[p.chunk as usize] + p.offset;
+        let start = |p: &Placement| self.chunk_base[p.chunk as usize] + p.offset;
         // Placements are in arena order, so their starts ascend: binary searches.
         let starting_before = |at: u64| plan.placements.partition_point(|p| start(p) < at);
         let first = starting_before(from);
@@ -108,18 +109,13 @@ pub unsafe fn pack_range(
 /// for packers: for many small tensors they are megabytes of fresh memory to write (page
 /// faults included), which after the last copy would add to the upload's time.
 pub(super) struct ViewBuilder {
-    pub(super) views: Vec<crate::strategy::View>,
+    pub(super) views: Vec<View>,
     pub(super) next_chunk: usize,
 }
 
 impl ViewBuilder {
     /// Adds the next chunk's views; false once every chunk has its views.
-    pub(super) fn step(
-        &mut self,
-        plan: &Plan,
-        layout: &ArenaLayout,
-        arena: crate::DevicePtr,
-    ) -> bool {
+    pub(super) fn step(&mut self, plan: &Plan, layout: &ArenaLayout, arena: DevicePtr) -> bool {
         let Some(&base) = layout.chunk_base.get(self.next_chunk) else {
             return false;
         };

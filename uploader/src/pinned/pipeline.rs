@@ -7,10 +7,9 @@ use std::time::Instant;
 
 use super::layout::{pack_range, ArenaLayout};
 use super::staging::{FaultPass, Staging};
-use crate::error::{Error, Result};
+use crate::error::{chunk_failed, Error, Result};
 use crate::pack::{self, PackStore};
 use crate::plan::Plan;
-use crate::strategy::chunk_failed;
 use crate::workload::TensorSource;
 
 /// One upload's shared packing state.
