@@ -27,7 +27,7 @@ use std::time::Instant;
 use uploader::pack::{copy, publish_fence, PackStore};
 use uploader::pinned::{pack_range, ArenaLayout};
 use uploader::workload::{Workload, WorkloadSpec};
-use uploader::{plan, PlanOptions, Planned, TensorSource};
+use uploader::{plan, Plan, PlanOptions, Planned, TensorSource};
 
 const TENSOR: usize = 256 << 10;
 const PIECE: usize = 256 << 10;
@@ -239,27 +239,7 @@ fn real_workload(threads: &[usize], rounds: usize) {
             }
         }
     };
-    // Correctness first: the pipeline's loop writes exactly the arena image.
-    {
-        let mut out = vec![0u8; layout.bytes() as usize];
-        for from in (0..layout.bytes()).step_by(PIECE) {
-            let to = (from + PIECE as u64).min(layout.bytes());
-            // SAFETY: `out[from..to]` is ours and unaliased.
-            unsafe {
-                pack_range(
-                    &workload,
-                    &plan,
-                    &layout,
-                    PackStore::Plain,
-                    out.as_mut_ptr().add(from as usize),
-                    from,
-                    to,
-                )
-            }
-            .expect("pack_range");
-        }
-        assert!(out == image, "pack_range wrote the arena image");
-    }
+    check_pack_range(&workload, &plan, &layout, &image);
     println!(
         "\nreal workload: {} tensors, {:.1} MB, ring 8 x 4 MiB (huge pages), pieces of {} KiB, \
          {flush_mib} MiB written between packs; \
@@ -311,6 +291,28 @@ fn real_workload(threads: &[usize], rounds: usize) {
             .collect();
         println!("{name:<34}{cells}");
     }
+}
+
+/// Correctness first: the pipeline's loop, piece by piece, writes exactly the arena image.
+fn check_pack_range(workload: &Workload, plan: &Plan, layout: &ArenaLayout, image: &[u8]) {
+    let mut out = vec![0u8; layout.bytes() as usize];
+    for from in (0..layout.bytes()).step_by(PIECE) {
+        let to = (from + PIECE as u64).min(layout.bytes());
+        // SAFETY: `out[from..to]` is ours and unaliased.
+        unsafe {
+            pack_range(
+                workload,
+                plan,
+                layout,
+                PackStore::Plain,
+                out.as_mut_ptr().add(from as usize),
+                from,
+                to,
+            )
+        }
+        .expect("pack_range");
+    }
+    assert!(out == image, "pack_range wrote the arena image");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

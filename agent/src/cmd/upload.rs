@@ -14,7 +14,7 @@ use uploader::cuda::CudaDriver;
 use uploader::host::{HostConfig, HostDriver};
 use uploader::outcome::{Progress, StrategyKind};
 use uploader::pack::PackStore;
-use uploader::pinned::{ArenaMemory, PinnedOptions, StagingMemory};
+use uploader::pinned::{self, ArenaMemory, PinnedOptions, StagingMemory};
 use uploader::plan::{plan, Plan, PlanOptions, Planned};
 use uploader::strategy::{upload, ManagedOptions, Strategy};
 use uploader::verify::{verify, VerifyReport};
@@ -93,7 +93,7 @@ pub enum StoreArg {
 }
 
 fn parse_pinned(s: &str) -> Result<PinnedOptions, String> {
-    bench::parse_pinned_config(s).map_err(|e| e.to_string())
+    pinned::parse_pinned_config(s).map_err(|e| e.to_string())
 }
 
 fn parse_contender(s: &str) -> Result<bench::Contender, String> {
@@ -102,7 +102,7 @@ fn parse_contender(s: &str) -> Result<bench::Contender, String> {
 
 /// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512KiB` (binary units).
 fn parse_bytes(s: &str) -> Result<u64, String> {
-    bench::parse_bytes(s)
+    pinned::parse_bytes(s)
 }
 
 /// Upload f32 tensors to a GPU in chunks, with a breadcrumb around every driver call.

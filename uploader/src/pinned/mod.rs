@@ -30,6 +30,9 @@ mod staging;
 mod upload;
 
 pub use layout::{pack_range, ArenaLayout};
-pub use options::{default_packing_threads, ArenaMemory, PinnedOptions, StagingMemory};
+pub use options::{
+    default_packing_threads, parse_bytes, parse_pinned_config, ArenaMemory, PinnedOptions,
+    StagingMemory, PINNED_CONFIG_SYNTAX,
+};
 pub use stager::PinnedStager;
 pub use staging::registration_groups;
