@@ -339,6 +339,8 @@ fn pinned_options(args: &Args) -> PinnedOptions {
         // An explicit ring is used as given.
         fit_ring: d.fit_ring && args.staging_buffers.is_none(),
         read_only_staging: args.staging_read_only.unwrap_or(d.read_only_staging),
+        // Set with a pinned config (`:gather`), as the sweep does.
+        gather: d.gather,
     }
 }
 

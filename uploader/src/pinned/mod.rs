@@ -29,7 +29,7 @@ mod stager;
 mod staging;
 mod upload;
 
-pub use layout::{pack_range, ArenaLayout};
+pub use layout::{pack_range, pack_range_per_tensor, ArenaLayout, GATHER_BELOW_MEAN_TENSOR};
 pub use options::{
     default_packing_threads, parse_bytes, parse_pinned_config, ArenaMemory, PinnedOptions,
     StagingMemory, PINNED_CONFIG_SYNTAX,

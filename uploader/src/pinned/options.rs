@@ -92,6 +92,11 @@ pub struct PinnedOptions {
     /// (`CU_MEMHOSTREGISTER_READ_ONLY`) where the device supports it: the device only reads
     /// staging, and unlocking read-only pages takes half as long (no page is marked dirty).
     pub read_only_staging: bool,
+    /// Streaming stores of small tensors gathered through an L1 bounce buffer, so every staging
+    /// line is written whole ([`super::pack_range`]); off: each tensor streamed on its own
+    /// ([`super::pack_range_per_tensor`]). Config `:gather` / `:direct`. Off by default until the
+    /// GPU host measures it (BENCHMARKS.md, issue 40: the CPU machine could not tell them apart).
+    pub gather: bool,
 }
 
 /// The default number of packing threads on a machine with `cpus` CPUs.
@@ -126,6 +131,7 @@ impl Default for PinnedOptions {
             submitter_packs: false,
             fit_ring: true,
             read_only_staging: true,
+            gather: false,
         }
     }
 }
@@ -149,7 +155,7 @@ impl PinnedOptions {
     /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
     pub fn describe(&self) -> String {
         format!(
-            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}{}",
+            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}{}{}",
             self.buffers,
             human_bytes(self.buffer_bytes),
             self.threads,
@@ -164,7 +170,8 @@ impl PinnedOptions {
                 ""
             } else {
                 ":writable"
-            }
+            },
+            if self.gather { ":gather" } else { "" }
         )
     }
 }
@@ -200,7 +207,8 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// The pinned configuration syntax, for messages and `--help`.
 pub const PINNED_CONFIG_SYNTAX: &str =
     "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:bysize|:plain|:streaming]\
-     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit][:writable|:read-only], e.g. 8x2MiBx8:streaming:piece=256KiB";
+     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit][:writable|:read-only]\
+     [:gather|:direct], e.g. 8x2MiBx8:streaming:piece=256KiB";
 
 /// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
 /// defaults. Bytes take KiB/MiB/GiB.
@@ -241,6 +249,8 @@ pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
             "fit" => options.fit_ring = true,
             "writable" => options.read_only_staging = false,
             "read-only" => options.read_only_staging = true,
+            "gather" => options.gather = true,
+            "direct" => options.gather = false,
             other => match other.strip_prefix("piece=") {
                 Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
                 None => return Err(bad()),
@@ -282,6 +292,14 @@ mod tests {
             (PackStore::Plain, StagingMemory::Register, 64 << 10)
         );
         assert_eq!(parse_pinned_config(&o.describe()).unwrap(), o);
+        let gathered = parse_pinned_config("8x4MiBx14:streaming:gather").unwrap();
+        assert!(gathered.gather && !o.gather && !PinnedOptions::default().gather);
+        assert_eq!(parse_pinned_config(&gathered.describe()).unwrap(), gathered);
+        assert!(
+            !parse_pinned_config("8x4MiBx14:gather:direct")
+                .unwrap()
+                .gather
+        );
         for bad in [
             "",
             "4x8MiB",

@@ -232,6 +232,7 @@ impl PinnedStager {
             ),
             calibration: Mutex::new(Calibration::default()),
             park: !self.options.spin,
+            gather: self.options.gather,
             submitter: std::thread::current(),
         }
     }
