@@ -265,19 +265,19 @@ fn report(pairs: u64, figures: &Figures, default_writer: &Writer) {
     );
     println!(
         "| v2 own lane, clock_gettime(CLOCK_MONOTONIC) | {} |",
-        cells(&lanes_clock_ns, &default_ns)
+        cells(lanes_clock_ns, default_ns)
     );
     println!(
         "| v2 own lane, CLOCK_MONOTONIC_COARSE | {} |",
-        cells(&coarse_ns, &default_ns)
+        cells(coarse_ns, default_ns)
     );
     println!(
         "| baseline: v1 record path (shared claim fetch_add + slot CAS, clock_gettime) | {} |",
-        cells(&v1_ns, &default_ns)
+        cells(v1_ns, default_ns)
     );
     println!(
         "| baseline: mutex-protected ring | {} |",
-        cells(&mutex_ns, &default_ns)
+        cells(mutex_ns, default_ns)
     );
     println!(
         "| baseline: one pwrite(2) per record | {write1:.1} ns ({:.1}x) | - | - |",
