@@ -184,28 +184,18 @@ fn main() {
         THREADS.iter().map(|&t| measure(t, pairs, run)).collect()
     };
     let syscall_pairs = (pairs / 10).max(1);
-    let default_ns = row(&default, pairs);
-    let lanes_clock_ns = row(&lanes_clock, pairs);
-    let v1_ns = row(&v1_path, pairs);
-    let coarse_ns = row(&coarse, pairs);
-    let mutex_ns = row(&mutex, pairs);
-    let write1 = measure(1, syscall_pairs, &syscall);
-    let counter1 = measure(1, pairs, &counter_run);
-    let clock1 = measure(1, pairs, &clock);
-    let coarse_clock1 = measure(1, pairs, &clock_coarse);
-    let _ = std::fs::remove_dir_all(&dir);
-
     let figures = Figures {
-        default_ns,
-        lanes_clock_ns,
-        v1_ns,
-        coarse_ns,
-        mutex_ns,
-        write1,
-        counter1,
-        clock1,
-        coarse_clock1,
+        default_ns: row(&default, pairs),
+        lanes_clock_ns: row(&lanes_clock, pairs),
+        v1_ns: row(&v1_path, pairs),
+        coarse_ns: row(&coarse, pairs),
+        mutex_ns: row(&mutex, pairs),
+        write1: measure(1, syscall_pairs, &syscall),
+        counter1: measure(1, pairs, &counter_run),
+        clock1: measure(1, pairs, &clock),
+        coarse_clock1: measure(1, pairs, &clock_coarse),
     };
+    let _ = std::fs::remove_dir_all(&dir);
     report(pairs, &figures, &default_writer);
 }
 
@@ -223,19 +213,7 @@ struct Figures {
 }
 
 /// Prints the table (each ratio against the default ring of the same run) and the issue's goals.
-fn report(pairs: u64, figures: &Figures, default_writer: &Writer) {
-    let Figures {
-        default_ns,
-        lanes_clock_ns,
-        v1_ns,
-        coarse_ns,
-        mutex_ns,
-        write1,
-        counter1,
-        clock1,
-        coarse_clock1,
-    } = figures;
-    let (write1, counter1, clock1, coarse_clock1) = (*write1, *counter1, *clock1, *coarse_clock1);
+fn report(pairs: u64, f: &Figures, default_writer: &Writer) {
     let counter_name = if default_writer.uses_counter() {
         if cfg!(target_arch = "aarch64") {
             "CNTVCT_EL0"
@@ -257,7 +235,7 @@ fn report(pairs: u64, figures: &Figures, default_writer: &Writer) {
     };
     println!(
         "| **default (v2): own lane, counter timestamps ({counter_name})** | {} |",
-        default_ns
+        f.default_ns
             .iter()
             .map(|n| format!("**{n:.1} ns**"))
             .collect::<Vec<_>>()
@@ -265,30 +243,38 @@ fn report(pairs: u64, figures: &Figures, default_writer: &Writer) {
     );
     println!(
         "| v2 own lane, clock_gettime(CLOCK_MONOTONIC) | {} |",
-        cells(lanes_clock_ns, default_ns)
+        cells(&f.lanes_clock_ns, &f.default_ns)
     );
     println!(
         "| v2 own lane, CLOCK_MONOTONIC_COARSE | {} |",
-        cells(coarse_ns, default_ns)
+        cells(&f.coarse_ns, &f.default_ns)
     );
     println!(
         "| baseline: v1 record path (shared claim fetch_add + slot CAS, clock_gettime) | {} |",
-        cells(v1_ns, default_ns)
+        cells(&f.v1_ns, &f.default_ns)
     );
     println!(
         "| baseline: mutex-protected ring | {} |",
-        cells(mutex_ns, default_ns)
+        cells(&f.mutex_ns, &f.default_ns)
     );
     println!(
-        "| baseline: one pwrite(2) per record | {write1:.1} ns ({:.1}x) | - | - |",
-        write1 / default_ns[0]
+        "| baseline: one pwrite(2) per record | {:.1} ns ({:.1}x) | - | - |",
+        f.write1,
+        f.write1 / f.default_ns[0]
     );
-    println!("| floor: counter read alone ({counter_name}) | {counter1:.1} ns | - | - |");
-    println!("| floor: clock_gettime(CLOCK_MONOTONIC) alone | {clock1:.1} ns | - | - |");
     println!(
-        "| floor: clock_gettime(CLOCK_MONOTONIC_COARSE) alone | {coarse_clock1:.1} ns | - | - |"
+        "| floor: counter read alone ({counter_name}) | {:.1} ns | - | - |",
+        f.counter1
     );
-    report_goal(default_writer, default_ns[0], counter1, clock1);
+    println!(
+        "| floor: clock_gettime(CLOCK_MONOTONIC) alone | {:.1} ns | - | - |",
+        f.clock1
+    );
+    println!(
+        "| floor: clock_gettime(CLOCK_MONOTONIC_COARSE) alone | {:.1} ns | - | - |",
+        f.coarse_clock1
+    );
+    report_goal(default_writer, f.default_ns[0], f.counter1, f.clock1);
 }
 
 /// The writer's clock choice and the issue 40 goals against the cheapest usable clock read.

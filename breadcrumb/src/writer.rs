@@ -387,35 +387,26 @@ impl Writer {
         result: i64,
     ) -> Option<(u32, u64)> {
         let now = self.now();
-        let cache = LANE_CACHE.with(Cell::get);
-        if cache.writer_id == self.id
-            && cache.lane != 0
-            && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
-        {
-            let body = Body {
-                now,
-                tid: cache.tid,
-                kind,
-                call_id,
-                args,
-                label,
-                enter_ref,
-                result,
-            };
-            return Some(self.record_in_own_lane(cache.lane, &body));
-        }
-        // The slow path builds its own body: the fast path's never has its address taken, so
-        // it stays in registers (no stack stores per record).
-        self.record_slow(Body {
+        let body = |tid| Body {
             now,
-            tid: 0,
+            tid,
             kind,
             call_id,
             args,
             label,
             enter_ref,
             result,
-        })
+        };
+        let cache = LANE_CACHE.with(Cell::get);
+        if cache.writer_id == self.id
+            && cache.lane != 0
+            && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
+        {
+            return Some(self.record_in_own_lane(cache.lane, &body(cache.tid)));
+        }
+        // The slow path gets a body of its own: the fast path's never has its address taken,
+        // so it stays in registers (no stack stores per record).
+        self.record_slow(body(0))
     }
 
     /// The single-writer record: the head store claims the index (a reader that sees any byte of

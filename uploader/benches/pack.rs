@@ -24,6 +24,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use breadcrumb::identity::clock_ns;
 use uploader::pack::{copy, publish_fence, PackStore};
 use uploader::pinned::{pack_range, pack_range_per_tensor, ArenaLayout};
 use uploader::workload::{Workload, WorkloadSpec};
@@ -98,6 +99,17 @@ fn pack_all(sources: &[&[u8]], ring: &mut [u8], store: PackStore, threads: usize
     });
     (pieces * PIECE) as f64 / started.elapsed().as_secs_f64() / 1e9
 }
+
+/// `pack_range` or `pack_range_per_tensor`.
+type PackFn = unsafe fn(
+    &dyn TensorSource,
+    &Plan,
+    &ArenaLayout,
+    PackStore,
+    *mut u8,
+    u64,
+    u64,
+) -> uploader::Result<()>;
 
 /// How the real-workload rows pack one piece: arena bytes `[from, to)` into `dst`.
 #[derive(Clone, Copy)]
@@ -212,50 +224,25 @@ impl Real<'_> {
                 continue;
             }
             let dst = (ring_base + (from % ring_len) as usize) as *mut u8;
-            match packer {
-                // SAFETY: `dst..dst + (to - from)` lies in the ring (a multiple of the
-                // piece size); concurrent pieces may share ring bytes (bandwidth, not
-                // contents, is measured).
-                RealPacker::Pipeline => unsafe {
-                    pack_range(
-                        self.workload,
-                        self.plan,
-                        self.layout,
-                        PackStore::Plain,
-                        dst,
-                        from,
-                        to,
-                    )
-                    .expect("pack_range")
+            let pipeline: Option<(PackFn, PackStore)> = match packer {
+                RealPacker::Pipeline => Some((pack_range, PackStore::Plain)),
+                RealPacker::PipelineStreaming => Some((pack_range, PackStore::Streaming)),
+                RealPacker::PerTensorStreaming => {
+                    Some((pack_range_per_tensor, PackStore::Streaming))
+                }
+                RealPacker::PerTensor | RealPacker::Contiguous => None,
+            };
+            match pipeline {
+                // SAFETY: `dst..dst + (to - from)` lies in the ring (a multiple of the piece
+                // size); concurrent pieces may share ring bytes (bandwidth, not contents, is
+                // measured).
+                Some((pack, store)) => unsafe {
+                    pack(self.workload, self.plan, self.layout, store, dst, from, to).expect("pack")
                 },
-                // SAFETY: as above.
-                RealPacker::PipelineStreaming => unsafe {
-                    pack_range(
-                        self.workload,
-                        self.plan,
-                        self.layout,
-                        PackStore::Streaming,
-                        dst,
-                        from,
-                        to,
-                    )
-                    .expect("pack_range")
-                },
-                // SAFETY: as above.
-                RealPacker::PerTensorStreaming => unsafe {
-                    pack_range_per_tensor(
-                        self.workload,
-                        self.plan,
-                        self.layout,
-                        PackStore::Streaming,
-                        dst,
-                        from,
-                        to,
-                    )
-                    .expect("pack_range_per_tensor")
-                },
-                RealPacker::PerTensor => self.pack_per_tensor(dst, from, to),
-                RealPacker::Contiguous => {
+                None if matches!(packer, RealPacker::PerTensor) => {
+                    self.pack_per_tensor(dst, from, to)
+                }
+                None => {
                     let src = &self.image[from as usize..to as usize];
                     // SAFETY: as above.
                     unsafe { copy(PackStore::Plain, src.as_ptr(), dst, src.len()) };
@@ -397,13 +384,7 @@ fn cpu_time() -> bool {
 
 /// This thread's CPU time in ns.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for clock_gettime to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

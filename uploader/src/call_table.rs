@@ -194,13 +194,8 @@ pub(crate) use returns;
 
 /// [`CallKind`] and its names, from [`for_each_driver_call`].
 macro_rules! define_call_kind {
-    ($(
-        $(#[$doc:meta])*
-        [$($unsafety:tt)?] $kind:ident($cuda:literal, $crumb:ident)
-        $vis:vis fn $method:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?
-        [$($extra:ident: $extra_ty:ty),*]
-        { $($field:ident: $value:expr),* };
-    )*) => {
+    ($($(#[$doc:meta])* [$($unsafety:tt)?] $kind:ident($cuda:literal, $crumb:ident)
+        $vis:vis fn $method:ident $args:tt $(-> $ret:ty)? [$($extra:tt)*] {$($field:tt)*};)*) => {
         /// Every driver call the uploader can make. The breadcrumb records carry the CUDA name.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         pub enum CallKind {

@@ -128,27 +128,35 @@ pub unsafe fn pack_range_per_tensor(
     to: u64,
 ) -> Result<()> {
     for p in &plan.placements[layout.overlapping(plan, from, to)] {
-        let bytes = placed_bytes(src, p)?;
-        let start = layout.chunk_base[p.chunk as usize] + p.offset;
-        let lo = start.max(from);
-        let hi = (start + p.bytes).min(to);
-        if lo >= hi {
+        let Some((piece, offset)) = piece_in(src, layout, p, from, to)? else {
             continue;
-        }
-        let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
-        // SAFETY: `lo..hi` lies in `from..to`, so the write of `hi - lo` bytes at `dst + (lo -
-        // from)` stays inside the caller's destination (caller contract); `piece` is the
-        // tensor's own host memory, a different allocation.
-        unsafe {
-            pack::copy(
-                store,
-                piece.as_ptr(),
-                dst.add((lo - from) as usize),
-                piece.len(),
-            )
         };
+        // SAFETY: the piece lies in `from..to`, so the write of its bytes at `dst + offset`
+        // stays inside the caller's destination (caller contract); `piece` is the tensor's own
+        // host memory, a different allocation.
+        unsafe { pack::copy(store, piece.as_ptr(), dst.add(offset), piece.len()) };
     }
     Ok(())
+}
+
+/// The bytes of placement `p` that lie in arena range `[from, to)`, and their offset from `from`
+/// (`None`: none do).
+fn piece_in<'s>(
+    src: &'s dyn TensorSource,
+    layout: &ArenaLayout,
+    p: &Placement,
+    from: u64,
+    to: u64,
+) -> Result<Option<(&'s [u8], usize)>> {
+    let bytes = placed_bytes(src, p)?;
+    let start = layout.chunk_base[p.chunk as usize] + p.offset;
+    let lo = start.max(from);
+    let hi = (start + p.bytes).min(to);
+    if lo >= hi {
+        return Ok(None);
+    }
+    let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
+    Ok(Some((piece, (lo - from) as usize)))
 }
 
 /// A run of consecutive destination bytes gathered in the bounce buffer: `bounce[head..filled]`
@@ -207,15 +215,9 @@ unsafe fn pack_gathered(
         at: 0,
     };
     for p in &plan.placements[range] {
-        let bytes = placed_bytes(src, p)?;
-        let start = layout.chunk_base[p.chunk as usize] + p.offset;
-        let lo = start.max(from);
-        let hi = (start + p.bytes).min(to);
-        if lo >= hi {
+        let Some((mut piece, offset)) = piece_in(src, layout, p, from, to)? else {
             continue;
-        }
-        let mut piece = &bytes[(lo - start) as usize..(hi - start) as usize];
-        let offset = (lo - from) as usize;
+        };
         if offset != run.at + (run.filled - run.head) {
             // Padding before this tensor: never written, so the run ends here.
             // SAFETY: the run's bytes lie before `offset`, inside the destination.
@@ -282,26 +284,40 @@ mod tests {
         }
     }
 
-    /// Any arena range, cut anywhere (inside a tensor, across chunk padding, fewer tensors than
-    /// the lookahead, more), packs exactly the arena image's bytes of that range.
-    #[test]
-    fn pack_range_writes_exactly_the_arena_image_of_any_range() {
+    /// `samples` tensors of 193 floats (the real workload's 772 bytes) and `params` of
+    /// `param_floats`, planned in chunks of at most `chunk_bytes` / `chunk_tensors`, unaligned.
+    fn small_tensors(
+        samples: usize,
+        params: usize,
+        param_floats: usize,
+        chunk_bytes: u64,
+        chunk_tensors: u32,
+        seed: u64,
+    ) -> (crate::Workload, Plan, ArenaLayout) {
         use crate::workload::{Workload, WorkloadSpec};
         let w = Workload::synthetic(&WorkloadSpec {
-            samples: 300,
+            samples,
             sample_floats: 193,
-            params: 3,
-            param_floats: 3000,
-            seed: 3,
+            params,
+            param_floats,
+            seed,
         });
         let options = crate::PlanOptions {
-            chunk_bytes: 10_000,
-            chunk_tensors: 7,
+            chunk_bytes,
+            chunk_tensors,
             min_eligible: 1,
             alignment: None,
         };
         let plan = bulk(&w, &options);
         let layout = ArenaLayout::new(&plan);
+        (w, plan, layout)
+    }
+
+    /// Any arena range, cut anywhere (inside a tensor, across chunk padding, fewer tensors than
+    /// the lookahead, more), packs exactly the arena image's bytes of that range.
+    #[test]
+    fn pack_range_writes_exactly_the_arena_image_of_any_range() {
+        let (w, plan, layout) = small_tensors(300, 3, 3000, 10_000, 7, 3);
         let image = arena_image(&w, &plan, &layout);
         let mut in_tensor = vec![false; image.len()];
         for (i, p) in plan.placements.iter().enumerate() {
@@ -360,22 +376,7 @@ mod tests {
     /// the destination and of the range, and nothing else (not padding, not past the range).
     #[test]
     fn gathered_streaming_matches_the_per_tensor_path_at_every_alignment() {
-        use crate::workload::{Workload, WorkloadSpec};
-        let w = Workload::synthetic(&WorkloadSpec {
-            samples: 40,
-            sample_floats: 193,
-            params: 2,
-            param_floats: 50,
-            seed: 5,
-        });
-        let options = crate::PlanOptions {
-            chunk_bytes: 9_000,
-            chunk_tensors: 9,
-            min_eligible: 1,
-            alignment: None,
-        };
-        let plan = bulk(&w, &options);
-        let layout = ArenaLayout::new(&plan);
+        let (w, plan, layout) = small_tensors(40, 2, 50, 9_000, 9, 5);
         let end = layout.bytes();
         for shift in [0usize, 1, 8, 31, 63] {
             for (from, to) in [
