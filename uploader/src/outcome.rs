@@ -163,7 +163,7 @@ pub struct PinnedStats {
     pub unregister_ns: u64,
     /// Staging teardown (0 when the stager was reused).
     pub teardown_ns: u64,
-    /// Staging was page-locked read-only for the device ([`PinnedOptions::read_only_staging`]
+    /// Staging was page-locked read-only for the device ([`PinnedOptions::read_only_staging`](crate::pinned::PinnedOptions::read_only_staging)
     /// and the device supports it).
     pub staging_read_only: bool,
     /// The store most pieces were packed with (`Auto` resolved; `Auto` only if the upload was

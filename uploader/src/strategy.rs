@@ -1,5 +1,5 @@
 //! The upload strategies. All three produce the same result: every planned tensor on the
-//! device, with a [`View`] (chunk, offset, length, device pointer) per tensor.
+//! device, with a [`View`](crate::outcome::View) (chunk, offset, length, device pointer) per tensor.
 //!
 //! - `ztensor`: ztensor's path, reproduced: per chunk one `cuMemAlloc`, one freshly allocated
 //!   pageable staging buffer packed on the host, one synchronous `cuMemcpyHtoD`.

@@ -24,7 +24,7 @@ pub struct ReadOptions {
     pub strict: bool,
     /// Owner uid required in strict mode; `None` means the reader's effective uid.
     pub expected_owner: Option<u32>,
-    /// Larger files are rejected with [`Error::TooLarge`].
+    /// Larger files are rejected with [`Error::TooLarge`](crate::error::Error::TooLarge).
     pub max_file_bytes: u64,
     /// Compute in-flight ages from the reader's `CLOCK_MONOTONIC` (only when the boot ids match).
     pub compute_age: bool,

@@ -19,7 +19,7 @@
 //!   transparent huge pages, faulted in by several threads and registered with
 //!   `cuMemHostRegister` ([`StagingMemory`]).
 //!
-//! [`PinnedStats`] says where an upload's time went (staging, arena, waiting for packers,
+//! [`PinnedStats`](crate::outcome::PinnedStats) says where an upload's time went (staging, arena, waiting for packers,
 //! waiting for copies), so a slow run explains itself.
 
 mod layout;
