@@ -1,6 +1,9 @@
 //! The `Driver` trait: the CUDA driver calls the strategies make, one method per call, so the
 //! breadcrumb layer ([`crate::trace`]) can wrap every one of them. The calls are one table,
-//! `for_each_driver_call!`; the trait, [`CallKind`](crate::call_table::CallKind) and the wrappers are generated from it.
+//! `for_each_driver_call!` ([`crate::call_table`]); the trait, [`CallKind`] and the wrappers are
+//! generated from it.
+//!
+//! [`CallKind`]: crate::call_table::CallKind
 //!
 //! Backends: [`crate::cuda::CudaDriver`] (libcuda through cudarc's `result`/`sys` layer) and
 //! [`crate::host::HostDriver`] (device memory simulated in host memory, for tests and machines
