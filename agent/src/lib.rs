@@ -22,8 +22,13 @@
 //!   target sources (comm, cgroup, GPU fds; ring directories through [`rings::discovery`]).
 //! - [`host`]: the host identity recorded with incidents. Every kernel file (kmsg, PSI, meminfo, fd links,
 //!   children, …) is read through `capture::ProcRoot` / `capture::kmsg`: nothing here builds a /proc path.
-//! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline.
-//! - [`inject_env`]: finding libwedge_inject.so and libcupti for `run --inject`.
+//! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline:
+//!   `probe::model` (what a probe is), `probe::standard` (the probes of every capture), `probe::runner`
+//!   (one deadline for all), `probe::stuck` (children stuck after SIGKILL), `probe::children` (the forked
+//!   readers), `probe::confine` (a program's credentials and limits before exec).
+//! - [`tools`]: the one place that finds external tools (py-spy, nvidia-smi, python3 on PATH; libcuda and
+//!   libcupti through the loader), for `doctor` and the capture stages alike.
+//! - [`inject_env`]: finding libwedge_inject.so and libcupti on disk for `run --inject`.
 //! - [`bench`]: the benchmarks the binary runs on itself (`agent --bench-scans`, `internal bench-watch`,
 //!   `internal bench-agent`), out of the modules they measure.
 //! - [`testing`]: the one thing integration tests reach inside (the hot-path scanner).
@@ -44,6 +49,7 @@ pub(crate) mod preflight;
 pub(crate) mod probe;
 pub(crate) mod rings;
 pub mod settings;
+pub(crate) mod tools;
 pub(crate) mod watch;
 
 /// What the integration tests reach inside the agent (everything else is crate-private): the watch loop's
