@@ -657,9 +657,14 @@ impl Daemon {
             CaptureEvent::Adopted { pid, .. } => self.record_rate(*pid),
             _ => {}
         }
-        if let Some((cause, level, line, fields)) = event_line(event) {
-            self.limiter
-                .event(&self.logger, cause, level, &line, fields);
+        if event.is_said() {
+            self.limiter.event(
+                &self.logger,
+                event.cause(),
+                level_of(event),
+                &event.to_string(),
+                event.fields(),
+            );
         }
     }
 
@@ -814,101 +819,18 @@ impl Daemon {
     }
 }
 
-/// The log line of a capture event: its rate-limit cause, level, text and JSON fields (None: not logged).
-fn event_line(event: &CaptureEvent) -> Option<(&'static str, Level, String, serde_json::Value)> {
-    use serde_json::json;
-    Some(match event {
-        CaptureEvent::Opened {
-            pid,
-            tid,
-            path,
-            durable_after,
-        } => (
-            "incident",
-            Level::Notice,
-            format!(
-                "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
-                path.display(),
-                durable_after.as_millis()
-            ),
-            json!({"event": "incident", "pid": pid, "tid": tid,
-                "incident": path, "durable_ms": durable_after.as_secs_f64() * 1e3}),
-        ),
-        CaptureEvent::Completed {
-            pid, path, verdict, ..
-        } => (
-            "complete",
-            Level::Info,
-            format!("incident {} complete: {verdict}", path.display()),
-            json!({"event": "complete", "pid": pid, "incident": path, "verdict": verdict}),
-        ),
-        CaptureEvent::Updated { .. } => return None,
-        CaptureEvent::Resolved { pid, path, after } => (
-            "resolved",
-            Level::Notice,
-            format!(
-                "incident {}: pid {pid} recovered after {} s",
-                path.display(),
-                after.as_secs_f64().round() as u64
-            ),
-            json!({"event": "resolved", "pid": pid, "incident": path,
-                "after_s": after.as_secs_f64()}),
-        ),
-        CaptureEvent::Failed { pid, message } => (
-            "capture-failed",
-            Level::Error,
-            format!("capture of pid {pid} failed: {message}"),
-            json!({"event": "failed", "pid": pid}),
-        ),
+/// The level of a capture event's log line (its words, fields and rate-limit cause are the event's own).
+fn level_of(event: &CaptureEvent) -> Level {
+    match event {
+        CaptureEvent::Opened { .. }
+        | CaptureEvent::Resolved { .. }
+        | CaptureEvent::Adopted { .. }
+        | CaptureEvent::Unwatched { .. } => Level::Notice,
+        CaptureEvent::Completed { .. }
+        | CaptureEvent::Updated { .. }
+        | CaptureEvent::Gone { .. } => Level::Info,
         // Raised once per episode by the capturer, which retries the write at every scan.
-        CaptureEvent::WritePending { pid, tid, message } => (
-            "write-pending",
-            Level::Error,
-            format!("pid {pid}: {message}"),
-            json!({"event": "write-pending", "pid": pid, "tid": tid}),
-        ),
-        CaptureEvent::Landed {
-            pid,
-            path,
-            after,
-            why,
-        } => (
-            "landed",
-            Level::Warning,
-            format!(
-                "incident {}: pid {pid} durable {:.1} s after detection; {why}",
-                path.display(),
-                after.as_secs_f64()
-            ),
-            json!({"event": "landed", "pid": pid, "incident": path,
-                "after_s": after.as_secs_f64(), "why": why}),
-        ),
-        CaptureEvent::Adopted { pid, path, in_d } => (
-            "adopted",
-            Level::Notice,
-            format!(
-                "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
-                 (left by an earlier watcher)",
-                path.display(),
-                in_d.as_secs_f64()
-            ),
-            json!({"event": "adopted", "pid": pid, "incident": path,
-                "in_d_s": in_d.as_secs_f64()}),
-        ),
-        CaptureEvent::Unwatched { pid, path, why } => (
-            "closed-unwatched",
-            Level::Notice,
-            format!("incident {}: pid {pid} closed: {why}", path.display()),
-            json!({"event": "closed-unwatched", "pid": pid, "incident": path, "why": why}),
-        ),
-        CaptureEvent::Gone { pid, tid, total } => (
-            "gone-before-capture",
-            Level::Info,
-            format!(
-                "pid {pid} thread {tid} was gone before its capture began: no incident \
-                 ({total} such wedges so far)"
-            ),
-            json!({"event": "gone-before-capture", "pid": pid, "tid": tid, "total": total}),
-        ),
-    })
+        CaptureEvent::Failed { .. } | CaptureEvent::WritePending { .. } => Level::Error,
+        CaptureEvent::Landed { .. } => Level::Warning,
+    }
 }

@@ -40,67 +40,7 @@ mod adopt;
 mod changes;
 
 pub use super::capture_settings::CaptureSettings;
-
-/// What happened to an incident (printed by `run`, logged by the daemon).
-#[derive(Debug, Clone, PartialEq)]
-pub enum CaptureEvent {
-    /// The minimal incident is durable.
-    Opened {
-        pid: i32,
-        tid: i32,
-        path: PathBuf,
-        /// From the scan that detected the wedge to the durable minimal incident.
-        durable_after: Duration,
-    },
-    /// Every part of the capture is written (complete=true).
-    Completed {
-        pid: i32,
-        path: PathBuf,
-        verdict: String,
-        /// With --kill-on-wedge: whether the process died.
-        killed: Option<bool>,
-    },
-    /// A new sample or a newly wedged thread was added.
-    Updated { pid: i32, path: PathBuf },
-    /// Every wedged thread left D (or exited).
-    Resolved {
-        pid: i32,
-        path: PathBuf,
-        after: Duration,
-    },
-    /// Something could not be written; the message says what. For a write of an open episode it is
-    /// raised once per outage (the write is retried at every tick until it lands: see `Landed`).
-    Failed { pid: i32, message: String },
-    /// A wedge was detected but its first durable write failed (full or read-only output filesystem):
-    /// the incident, with the evidence as of detection, is kept in memory and the write retried at every
-    /// tick. Raised once per episode; `Opened` and `Landed` follow when the write succeeds.
-    WritePending { pid: i32, tid: i32, message: String },
-    /// Writes of an incident that had failed are durable now, `after` the detection; `why` says what held
-    /// them up ("the output filesystem was full").
-    Landed {
-        pid: i32,
-        path: PathBuf,
-        after: Duration,
-        why: String,
-    },
-    /// An episode an earlier watcher left open or still wedged at its exit was taken up: its thread is still
-    /// in D, `in_d` since the episode began. Not a new incident (not counted again).
-    Adopted {
-        pid: i32,
-        path: PathBuf,
-        in_d: Duration,
-    },
-    /// An episode an earlier watcher left was closed without being watched to its end: `why` says how
-    /// ("outcome unknown: not watched between … and …: the process is gone", or resolved while unwatched).
-    Unwatched {
-        pid: i32,
-        path: PathBuf,
-        why: String,
-    },
-    /// The process (or the wedged thread) was gone before its capture began: no incident is written.
-    /// `total` counts such captures since the start.
-    Gone { pid: i32, tid: i32, total: u64 },
-}
+use super::event::CaptureEvent;
 
 /// One wedge episode of one process, from detection until its last state is durable.
 struct Episode {

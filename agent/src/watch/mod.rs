@@ -5,6 +5,8 @@
 //! - [`scan`]: one scan of the targets' threads (stat for all, progress signature for threads in D).
 //! - [`tracker`]: pure per-thread D-state episodes (keyed by tid + start time) and the no-progress test.
 //! - [`history`]: per target, a bounded ring of the scans' cheap samples: the incident's pre-wedge `history`.
+//! - [`event`]: what happened to an incident ([`CaptureEvent`]) and its one wording, printed by `run` and
+//!   logged by the daemon.
 //! - [`incident`]: the episode lifecycle: one incident per episode (open, update, retry until durable,
 //!   resolve, gone before its capture); every durable write and the verdict it carries.
 //! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
@@ -27,6 +29,7 @@
 //! command) ever inherits a real-time policy; a starved probe is bounded by its deadline like any other.
 
 pub mod capture_settings;
+pub mod event;
 pub mod history;
 pub mod incident;
 pub mod launch;
@@ -43,7 +46,8 @@ use std::time::{Duration, Instant};
 use capture::ProcRoot;
 use reports::model::ThreadFate;
 
-pub use incident::{CaptureEvent, CaptureSettings, Capturer};
+pub use event::CaptureEvent;
+pub use incident::{CaptureSettings, Capturer};
 use scan::{ScanStats, ThreadScanner};
 use targets::{Target, TargetSource};
 use tracker::{Observation, ThreadKey, Tracker, TrackerConfig, TrackerEvent};

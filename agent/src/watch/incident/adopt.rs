@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use reports::model::{EpisodeStatus, Incident, ThreadFate, Timestamp, Trigger, Unwatched};
 
-use super::{now_mono_ns, timeline, write, CaptureEvent, Capturer, Episode};
+use super::{now_mono_ns, timeline, write, Capturer, Episode};
+use crate::watch::event::CaptureEvent;
 use crate::watch::stages::{self, SkippedStage};
 
 /// A thread of an adopted episode, still in D: the tracker takes it up as already judged wedged.

@@ -1,0 +1,258 @@
+//! What happened to an incident ([`CaptureEvent`]), and its one wording: `run` prints it, the daemon logs it
+//! (the same sentence, with the JSON fields and the rate-limit cause of its log line).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What happened to an incident (printed by `run`, logged by the daemon).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaptureEvent {
+    /// The minimal incident is durable.
+    Opened {
+        pid: i32,
+        tid: i32,
+        path: PathBuf,
+        /// From the scan that detected the wedge to the durable minimal incident.
+        durable_after: Duration,
+    },
+    /// Every part of the capture is written (complete=true).
+    Completed {
+        pid: i32,
+        path: PathBuf,
+        verdict: String,
+        /// With --kill-on-wedge: whether the process died.
+        killed: Option<bool>,
+    },
+    /// A new sample or a newly wedged thread was added.
+    Updated { pid: i32, path: PathBuf },
+    /// Every wedged thread left D (or exited).
+    Resolved {
+        pid: i32,
+        path: PathBuf,
+        after: Duration,
+    },
+    /// Something could not be written; the message says what. For a write of an open episode it is
+    /// raised once per outage (the write is retried at every tick until it lands: see `Landed`).
+    Failed { pid: i32, message: String },
+    /// A wedge was detected but its first durable write failed (full or read-only output filesystem):
+    /// the incident, with the evidence as of detection, is kept in memory and the write retried at every
+    /// tick. Raised once per episode; `Opened` and `Landed` follow when the write succeeds.
+    WritePending { pid: i32, tid: i32, message: String },
+    /// Writes of an incident that had failed are durable now, `after` the detection; `why` says what held
+    /// them up ("the output filesystem was full").
+    Landed {
+        pid: i32,
+        path: PathBuf,
+        after: Duration,
+        why: String,
+    },
+    /// An episode an earlier watcher left open or still wedged at its exit was taken up: its thread is still
+    /// in D, `in_d` since the episode began. Not a new incident (not counted again).
+    Adopted {
+        pid: i32,
+        path: PathBuf,
+        in_d: Duration,
+    },
+    /// An episode an earlier watcher left was closed without being watched to its end: `why` says how
+    /// ("outcome unknown: not watched between … and …: the process is gone", or resolved while unwatched).
+    Unwatched {
+        pid: i32,
+        path: PathBuf,
+        why: String,
+    },
+    /// The process (or the wedged thread) was gone before its capture began: no incident is written.
+    /// `total` counts such captures since the start.
+    Gone { pid: i32, tid: i32, total: u64 },
+}
+
+impl CaptureEvent {
+    /// Whether the event is said at all (`run`'s output, the daemon's log): an update of an open incident
+    /// is not.
+    pub fn is_said(&self) -> bool {
+        !matches!(self, CaptureEvent::Updated { .. })
+    }
+
+    /// The daemon's rate-limit cause for the event's log line (a container can cause every one of them).
+    pub fn cause(&self) -> &'static str {
+        match self {
+            CaptureEvent::Opened { .. } => "incident",
+            CaptureEvent::Completed { .. } => "complete",
+            CaptureEvent::Updated { .. } => "updated",
+            CaptureEvent::Resolved { .. } => "resolved",
+            CaptureEvent::Failed { .. } => "capture-failed",
+            CaptureEvent::WritePending { .. } => "write-pending",
+            CaptureEvent::Landed { .. } => "landed",
+            CaptureEvent::Adopted { .. } => "adopted",
+            CaptureEvent::Unwatched { .. } => "closed-unwatched",
+            CaptureEvent::Gone { .. } => "gone-before-capture",
+        }
+    }
+
+    /// The fields of the event's JSON log line (`event` names it).
+    pub fn fields(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            CaptureEvent::Opened {
+                pid,
+                tid,
+                path,
+                durable_after,
+            } => json!({"event": "incident", "pid": pid, "tid": tid,
+                "incident": path, "durable_ms": durable_after.as_secs_f64() * 1e3}),
+            CaptureEvent::Completed {
+                pid, path, verdict, ..
+            } => json!({"event": "complete", "pid": pid, "incident": path, "verdict": verdict}),
+            CaptureEvent::Updated { pid, path } => {
+                json!({"event": "updated", "pid": pid, "incident": path})
+            }
+            CaptureEvent::Resolved { pid, path, after } => json!({"event": "resolved", "pid": pid,
+                "incident": path, "after_s": after.as_secs_f64()}),
+            CaptureEvent::Failed { pid, .. } => json!({"event": "failed", "pid": pid}),
+            CaptureEvent::WritePending { pid, tid, .. } => {
+                json!({"event": "write-pending", "pid": pid, "tid": tid})
+            }
+            CaptureEvent::Landed {
+                pid,
+                path,
+                after,
+                why,
+            } => json!({"event": "landed", "pid": pid, "incident": path,
+                "after_s": after.as_secs_f64(), "why": why}),
+            CaptureEvent::Adopted { pid, path, in_d } => json!({"event": "adopted", "pid": pid,
+                "incident": path, "in_d_s": in_d.as_secs_f64()}),
+            CaptureEvent::Unwatched { pid, path, why } => {
+                json!({"event": "closed-unwatched", "pid": pid, "incident": path, "why": why})
+            }
+            CaptureEvent::Gone { pid, tid, total } => json!({"event": "gone-before-capture",
+                "pid": pid, "tid": tid, "total": total}),
+        }
+    }
+}
+
+/// The one sentence of each event, for `run`'s output and the daemon's log alike.
+impl fmt::Display for CaptureEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CaptureEvent::Opened {
+                pid,
+                tid,
+                path,
+                durable_after,
+            } => write!(
+                f,
+                "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
+                path.display(),
+                durable_after.as_millis()
+            ),
+            CaptureEvent::Completed {
+                path,
+                verdict,
+                killed,
+                ..
+            } => {
+                write!(f, "incident {} complete: {verdict}", path.display())?;
+                match killed {
+                    Some(true) => write!(f, "; --kill-on-wedge: the process died after SIGKILL"),
+                    Some(false) => write!(
+                        f,
+                        "; --kill-on-wedge: the process survived SIGKILL (uninterruptible sleep)"
+                    ),
+                    None => Ok(()),
+                }
+            }
+            CaptureEvent::Updated { pid, path } => {
+                write!(f, "incident {}: pid {pid} updated", path.display())
+            }
+            CaptureEvent::Resolved { pid, path, after } => write!(
+                f,
+                "incident {}: pid {pid} recovered after {} s",
+                path.display(),
+                after.as_secs_f64().round() as u64
+            ),
+            CaptureEvent::Failed { pid, message } => {
+                write!(f, "capture of pid {pid} failed: {message}")
+            }
+            CaptureEvent::WritePending { pid, message, .. } => write!(f, "pid {pid}: {message}"),
+            CaptureEvent::Landed {
+                pid,
+                path,
+                after,
+                why,
+            } => write!(
+                f,
+                "incident {}: pid {pid} durable {:.1} s after detection; {why}",
+                path.display(),
+                after.as_secs_f64()
+            ),
+            CaptureEvent::Adopted { pid, path, in_d } => write!(
+                f,
+                "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
+                 (left by an earlier watcher)",
+                path.display(),
+                in_d.as_secs_f64()
+            ),
+            CaptureEvent::Unwatched { pid, path, why } => {
+                write!(f, "incident {}: pid {pid} closed: {why}", path.display())
+            }
+            CaptureEvent::Gone { pid, tid, total } => write!(
+                f,
+                "pid {pid} thread {tid} was gone before its capture began: no incident \
+                 ({total} such wedges so far)"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_event_has_one_sentence_and_the_log_fields() {
+        let path = PathBuf::from("/srv/incidents/x");
+        let opened = CaptureEvent::Opened {
+            pid: 7,
+            tid: 8,
+            path: path.clone(),
+            durable_after: Duration::from_millis(3),
+        };
+        assert_eq!(
+            opened.to_string(),
+            "incident /srv/incidents/x: pid 7 thread 8 (durable 3 ms after detection)"
+        );
+        assert_eq!(opened.cause(), "incident");
+        assert_eq!(opened.fields()["durable_ms"], 3.0);
+        let killed = CaptureEvent::Completed {
+            pid: 7,
+            path: path.clone(),
+            verdict: "v".into(),
+            killed: Some(false),
+        };
+        assert_eq!(
+            killed.to_string(),
+            "incident /srv/incidents/x complete: v; --kill-on-wedge: the process survived SIGKILL \
+             (uninterruptible sleep)"
+        );
+        assert_eq!(killed.fields()["event"], "complete");
+        let resolved = CaptureEvent::Resolved {
+            pid: 7,
+            path: path.clone(),
+            after: Duration::from_millis(95_400),
+        };
+        assert_eq!(
+            resolved.to_string(),
+            "incident /srv/incidents/x: pid 7 recovered after 95 s"
+        );
+        let failed = CaptureEvent::Failed {
+            pid: 7,
+            message: "m".into(),
+        };
+        assert_eq!(
+            (failed.cause(), &failed.fields()["event"]),
+            ("capture-failed", &serde_json::json!("failed"))
+        );
+        assert!(!CaptureEvent::Updated { pid: 7, path }.is_said());
+        assert!(failed.is_said());
+    }
+}
