@@ -6,16 +6,17 @@
 use std::path::{Path, PathBuf};
 
 use capture::{ProcRoot, RiskyFile};
-use serde::Serialize;
 
 use crate::cli::{self, OutputFormat};
 use crate::exit::{ExitCode, Failure};
 use crate::probe::{self, Probe, ProbeRunner, ProbeStatus};
 use crate::tools;
 
+mod check;
 mod fleet;
 mod privileges;
 
+use check::{check, Check, Status};
 pub use fleet::FleetTargets;
 
 /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
@@ -56,33 +57,6 @@ pub struct Args {
     /// Old spelling of `--format json`.
     #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-    Info,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: String,
-    pub status: Status,
-    pub detail: String,
-    /// Empty when there is nothing to fix.
-    pub fix: String,
-}
-
-fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check {
-        name: name.to_string(),
-        status,
-        detail: detail.into(),
-        fix: fix.into(),
-    }
 }
 
 /// Run every check.
