@@ -239,7 +239,14 @@ impl ProbeRunner {
         }
         // Past the deadline, or closed the pipe but did not exit: kill it.
         let killed = self.kill(probe, run.pid);
-        let detail = self.killed_detail(probe, run.eof, elapsed_ms, interrupted, killed);
+        let why = if interrupted {
+            KillCause::Interrupted { elapsed_ms }
+        } else if run.eof {
+            KillCause::ClosedOutput
+        } else {
+            KillCause::TimedOut(self.timeout)
+        };
+        let detail = killed_detail(probe, why, killed);
         if !interrupted {
             self.timeouts.fetch_add(1, Ordering::Relaxed);
         }
@@ -275,44 +282,44 @@ impl ProbeRunner {
         }
         killed
     }
+}
 
-    /// The report's line for a killed probe child: interrupted by a stop request (not evidence), closed its
-    /// output without exiting (`eof`), or timed out.
-    fn killed_detail(
-        &self,
-        probe: &Probe,
-        eof: bool,
-        elapsed_ms: u64,
-        interrupted: bool,
-        killed: bool,
-    ) -> String {
-        if interrupted {
-            format!(
-                "interrupted after {} ms: a stop was requested (not evidence of a hang){}",
-                elapsed_ms,
-                if killed {
-                    ""
-                } else {
-                    "; the probe child did not die on SIGKILL: it sleeps uninterruptibly"
-                }
-            )
-        } else if eof {
-            format!(
-                "closed its output but did not exit within the deadline: {}",
-                probe.timeout_meaning
-            )
-        } else {
-            format!(
-                "timed out after {}: {}{}",
-                human_duration(self.timeout),
-                probe.timeout_meaning,
-                if killed {
-                    ""
-                } else {
-                    " (the probe child did not die on SIGKILL: it sleeps uninterruptibly)"
-                }
-            )
-        }
+/// Why a probe child was killed.
+enum KillCause {
+    /// A stop request (not evidence of a hang), this long after the start.
+    Interrupted { elapsed_ms: u64 },
+    /// It closed its output but did not exit within the deadline.
+    ClosedOutput,
+    /// It ran into this deadline.
+    TimedOut(Duration),
+}
+
+/// The report's line for a probe child killed for `why`; `killed`: it went away after SIGKILL.
+fn killed_detail(probe: &Probe, why: KillCause, killed: bool) -> String {
+    match why {
+        KillCause::Interrupted { elapsed_ms } => format!(
+            "interrupted after {} ms: a stop was requested (not evidence of a hang){}",
+            elapsed_ms,
+            if killed {
+                ""
+            } else {
+                "; the probe child did not die on SIGKILL: it sleeps uninterruptibly"
+            }
+        ),
+        KillCause::ClosedOutput => format!(
+            "closed its output but did not exit within the deadline: {}",
+            probe.timeout_meaning
+        ),
+        KillCause::TimedOut(timeout) => format!(
+            "timed out after {}: {}{}",
+            human_duration(timeout),
+            probe.timeout_meaning,
+            if killed {
+                ""
+            } else {
+                " (the probe child did not die on SIGKILL: it sleeps uninterruptibly)"
+            }
+        ),
     }
 }
 

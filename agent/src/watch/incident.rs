@@ -31,6 +31,7 @@ use reports::store::{IncidentHandle, Store};
 
 use super::queue::tenant_of;
 use super::stages::{self, not_captured, timeline, Capture, Phase, SkippedStage};
+use super::wedge::Wedge;
 use super::workers::{CaptureJob, CapturePool, WorkerReport};
 use crate::host::identity::HostIdentity;
 use crate::probe::ProbeRunner;
@@ -433,18 +434,16 @@ impl Capturer {
         )
     }
 
-    /// A thread of `pid` was judged wedged at the scan taken at `detected`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn on_wedged(
-        &mut self,
-        pid: i32,
-        tid: i32,
-        start_time: u64,
-        comm: &str,
-        d_since_ns: u64,
-        detected: Instant,
-        out: &mut Vec<CaptureEvent>,
-    ) {
+    /// A thread was judged wedged: a new episode for its process, or one more thread of the open one.
+    pub fn on_wedged(&mut self, wedge: &Wedge, out: &mut Vec<CaptureEvent>) {
+        let &Wedge {
+            pid,
+            tid,
+            start_time,
+            ref comm,
+            d_since_ns,
+            ..
+        } = wedge;
         if let Some(mut episode) = self.episodes.remove(&pid) {
             if episode.wedged.contains_key(&tid) {
                 // Already part of the episode (an adopted thread): nothing new.
@@ -474,7 +473,7 @@ impl Capturer {
             self.episodes.insert(pid, episode);
             return;
         }
-        self.open(pid, tid, start_time, comm, d_since_ns, detected, out);
+        self.open(wedge, out);
     }
 
     /// The watcher's samples of `pid` from before its wedge, for the episode the next [`Capturer::on_wedged`]
@@ -509,17 +508,16 @@ impl Capturer {
             .collect()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn open(
-        &mut self,
-        pid: i32,
-        tid: i32,
-        start_time: u64,
-        comm: &str,
-        d_since_ns: u64,
-        detected: Instant,
-        out: &mut Vec<CaptureEvent>,
-    ) {
+    /// The first wedged thread of a process: a new episode, its minimal incident durable now.
+    fn open(&mut self, wedge: &Wedge, out: &mut Vec<CaptureEvent>) {
+        let &Wedge {
+            pid,
+            tid,
+            start_time,
+            ref comm,
+            d_since_ns,
+            detected,
+        } = wedge;
         let history = self.pending_history.remove(&pid).unwrap_or_default();
         let root = &self.settings.proc_root;
         // Under fork/exit churn a thread can pass the wedge test in its last moments, or its tid can already

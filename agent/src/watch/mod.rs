@@ -12,6 +12,7 @@
 //! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
 //!   threads, rings, kernel log, host context, wait graph, probes, kill), each with its deadline and `not_captured` entry.
 //! - [`queue`]: the queue between detection and capture, fair per tenant.
+//! - [`wedge`]: a thread judged wedged ([`wedge::Wedge`]), from the tracker's verdict to the capturer.
 //! - [`workers`]: the capture side: threads that run the slow stages off the watch loop.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).
 //!
@@ -38,6 +39,7 @@ pub mod scan;
 pub mod stages;
 pub mod targets;
 pub mod tracker;
+pub mod wedge;
 pub mod workers;
 
 use std::collections::{BTreeSet, HashSet};
@@ -51,6 +53,7 @@ pub use incident::{CaptureSettings, Capturer};
 use scan::{ScanStats, ThreadScanner};
 use targets::{Target, TargetSource};
 use tracker::{Observation, ThreadKey, Tracker, TrackerConfig, TrackerEvent};
+use wedge::Wedge;
 
 /// Watch-loop settings shared by every front end.
 #[derive(Debug, Clone, Copy)]
@@ -251,8 +254,15 @@ impl Watcher {
                         let history = self.history.for_incident(pid, now_ns, &[tid]);
                         self.capturer.offer_history(pid, history);
                     }
-                    self.capturer
-                        .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out)
+                    let wedge = Wedge {
+                        pid,
+                        tid,
+                        start_time,
+                        comm,
+                        d_since_ns,
+                        detected,
+                    };
+                    self.capturer.on_wedged(&wedge, &mut out)
                 }
                 TrackerEvent::Resolved { pid, tid, after } => {
                     self.capturer
