@@ -23,6 +23,7 @@
 pub mod bundle;
 pub mod durable;
 pub mod error;
+mod incident_timeline;
 pub mod model;
 pub mod redact;
 pub mod render;

@@ -30,7 +30,7 @@ use reports::model::{
 use reports::store::{IncidentHandle, Store};
 
 use super::queue::tenant_of;
-use super::stages::{self, not_captured, timeline, Capture, Phase, SkippedStage};
+use super::stages::{self, Capture, Phase, SkippedStage};
 use super::wedge::Wedge;
 use super::workers::{CaptureJob, CapturePool, WorkerReport};
 use crate::host::identity::HostIdentity;
@@ -372,10 +372,9 @@ impl Capturer {
         incident.trigger = reports::model::Trigger::OnDemand;
         incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
         incident.host = self.host_info();
-        timeline(
-            &mut incident,
-            format!("on-demand capture ({reason}): not a detected wedge"),
-        );
+        incident.push_timeline(format!(
+            "on-demand capture ({reason}): not a detected wedge"
+        ));
         let since_ns = now_mono_ns();
         self.run_minimal(pid, &mut incident, since_ns, false);
         let mut handle = match create(&self.store, &mut incident, on_demand) {
@@ -418,8 +417,8 @@ impl Capturer {
                 );
             }
             Err(_) => {
-                not_captured(&mut incident, "capture", self.queue_full_reason());
-                timeline(&mut incident, "capture complete");
+                incident.push_not_captured("capture", self.queue_full_reason());
+                incident.push_timeline("capture complete");
                 incident.complete = true;
                 finish_on_demand(pid, &mut handle, &mut incident, reason, out);
             }
@@ -541,14 +540,11 @@ impl Capturer {
             detected_at: Some(Timestamp::now()),
             ..WedgedThread::default()
         });
-        timeline(
-            &mut incident,
-            format!(
-                "thread {tid} {} judged wedged: in D without progress for {:.1} s",
-                capture::escape::code(comm),
-                now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
-            ),
-        );
+        incident.push_timeline(format!(
+            "thread {tid} {} judged wedged: in D without progress for {:.1} s",
+            capture::escape::code(comm),
+            now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
+        ));
         self.run_minimal(pid, &mut incident, d_since_ns, true);
         if incident.samples.is_empty()
             || !same_thread(&self.settings.proc_root, pid, tid, start_time)
@@ -595,7 +591,7 @@ impl Capturer {
                             durable_after.as_secs_f64()
                         );
                     }
-                    timeline(&mut episode.incident, line);
+                    episode.incident.push_timeline(line);
                     episode.unwritten = true;
                     out.push(CaptureEvent::Opened {
                         pid,
@@ -668,7 +664,7 @@ impl Capturer {
         episode.changes.clear();
         episode.killed = killed;
         if !episode.incident.complete {
-            timeline(&mut episode.incident, "capture complete");
+            episode.incident.push_timeline("capture complete");
             episode.incident.complete = true;
         }
         episode.complete_wanted = true;
@@ -890,7 +886,7 @@ impl Capturer {
                         Ok(incident) => incident,
                         Err(_) => Incident::new(on_demand.pid),
                     };
-                    not_captured(&mut incident, "capture", why);
+                    incident.push_not_captured("capture", why);
                     incident.complete = true;
                     finish_on_demand(
                         on_demand.pid,
@@ -921,7 +917,7 @@ impl Capturer {
                 Self::capture_done(&mut episode, killed);
             }
             WorkerReport::Failed { why, .. } => {
-                not_captured(&mut episode.incident, "capture", why);
+                episode.incident.push_not_captured("capture", why);
                 Self::capture_done(&mut episode, None);
             }
         }

@@ -12,7 +12,7 @@ use capture::ProcRoot;
 use reports::model::{Incident, RingExcerpt, Timestamp};
 use reports::store::IncidentFiles;
 
-use super::{not_captured, timeline, Capture, Deadline};
+use super::{Capture, Deadline};
 use crate::defaults;
 use crate::rings::copy::RingCopy;
 use crate::watch::capture_settings::CaptureSettings;
@@ -48,17 +48,14 @@ fn capture_ring(
         .retain(|n| n.what != "breadcrumb ring" && n.what != "ring copy");
     let mut rings = crate::rings::files::find_rings(&settings.proc_root, &settings.ring_dirs, pid);
     if rings.is_empty() {
-        not_captured(
-            incident,
+        incident.push_not_captured(
             "breadcrumb ring",
             "no ring file found (the process holds no *.ring file open)",
         );
         return;
     }
     if rings.len() > MAX_RINGS_PER_INCIDENT {
-        timeline(
-            incident,
-            format!(
+        incident.push_timeline(format!(
                 "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
                 rings.len()
             ),
@@ -72,7 +69,7 @@ fn capture_ring(
     for (n, ring) in rings.iter().enumerate() {
         if n > 0 && deadline.passed() {
             let left_out = format!("{} of {} rings", rings.len() - n, rings.len());
-            not_captured(incident, "breadcrumb ring", deadline.stopped(&left_out));
+            incident.push_not_captured("breadcrumb ring", deadline.stopped(&left_out));
             break;
         }
         let share = budget_left / (rings.len() - n) as u64;
@@ -101,11 +98,11 @@ fn capture_ring(
         if let Some(copy) = copy {
             match copy.commit(&name) {
                 Ok(()) => excerpt.copy = Some(name.clone()),
-                Err(err) => not_captured(incident, "ring copy", format!("{name}: {err}")),
+                Err(err) => incident.push_not_captured("ring copy", format!("{name}: {err}")),
             }
         }
         if let Some(note) = &excerpt.copy_note {
-            not_captured(incident, "ring copy", format!("{name}: {note}"));
+            incident.push_not_captured("ring copy", format!("{name}: {note}"));
         }
         if n == 0 {
             incident.ring = Some(excerpt);
@@ -156,9 +153,7 @@ fn read_ring_excerpt(
             if incident.process.nspid.len() > 1 {
                 let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
                 if translated > 0 {
-                    timeline(
-                        incident,
-                        format!(
+                    incident.push_timeline(format!(
                             "ring {shown} thread ids translated from the process's PID namespace to host ids \
                              ({translated} records; the ring copy keeps the original)"
                         ),
