@@ -11,7 +11,7 @@
 //! finishes the incident (`complete=true`, report.md). One incident per episode: later wedged threads of
 //! the same process and periodic re-samples update it; when every wedged thread left D it is closed as
 //! resolved, once its capture is back. The verdict is computed in one place, `set_verdict`, called by the
-//! two functions every durable write goes through (`create`, `write`).
+//! two functions every durable write goes through (`create`, `write`), in [`writes`].
 //!
 //! No wedge is lost to a full disk: an episode whose first write fails stays in memory with the evidence
 //! as of detection (the snapshot taken then) and every write that failed is retried at each tick until it
@@ -19,14 +19,17 @@
 //! process or thread (tid + start time) is gone by the time the capture begins yields no incident, only
 //! [`CaptureEvent::Gone`] with a counter.
 
+//!
+//! Map: this module (open, update, persist, merge the workers' reports), [`writes`] (every durable write and
+//! its verdict), [`changes`] (what the loop changed while a job ran), [`adopt`] (episodes an earlier watcher
+//! left), [`on_demand`] (SIGUSR1 incidents), [`stop`] (the end of watching), [`super::wedge::Wedge`] (what
+//! opens an episode).
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
-use reports::model::{
-    EpisodeStatus, HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread,
-};
+use reports::model::{HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread};
 use reports::store::{IncidentHandle, Store};
 
 use super::queue::tenant_of;
@@ -36,9 +39,13 @@ use super::workers::{CaptureJob, CapturePool, WorkerReport};
 use crate::host::identity::HostIdentity;
 use crate::probe::ProbeRunner;
 use changes::{apply, merged, Change};
+use writes::{create, finish_on_demand, write, write_failure_reason};
 
 mod adopt;
 mod changes;
+mod on_demand;
+mod stop;
+mod writes;
 
 pub use super::capture_settings::CaptureSettings;
 use super::event::CaptureEvent;
@@ -159,59 +166,6 @@ pub struct Capturer {
 
 fn now_mono_ns() -> u64 {
     Timestamp::now().monotonic_ns.unwrap_or(0)
-}
-
-/// The verdict an incident is written with, from what it holds at this write; an on-demand incident says
-/// so first ("on-demand capture (SIGUSR1): …"). Called only by [`create`] and [`write()`]: the verdict is
-/// computed once per durable write, here.
-fn set_verdict(incident: &mut Incident, on_demand: Option<&str>) {
-    let verdict = reports::verdict::verdict(incident);
-    incident.verdict = match (on_demand, &incident.episode.outcome_unknown) {
-        (Some(reason), _) => format!("on-demand capture ({reason}): {verdict}"),
-        (None, Some(why)) if incident.episode.status == EpisodeStatus::Unknown => {
-            format!("{verdict}; outcome unknown: {why}")
-        }
-        (None, _) => verdict,
-    };
-}
-
-/// An incident's first durable write.
-fn create(
-    store: &Store,
-    incident: &mut Incident,
-    on_demand: Option<&str>,
-) -> Result<IncidentHandle, reports::Error> {
-    set_verdict(incident, on_demand);
-    store.create(incident)
-}
-
-/// Every later durable write: an update, or the final one (`finish`: complete=true, report.md).
-fn write(
-    handle: &mut IncidentHandle,
-    incident: &mut Incident,
-    finish: bool,
-    on_demand: Option<&str>,
-) -> Result<(), reports::Error> {
-    set_verdict(incident, on_demand);
-    if finish {
-        handle.finish(incident)
-    } else {
-        handle.update(incident)
-    }
-}
-
-/// Why a durable write failed, in words for the log and the incident's timeline.
-fn write_failure_reason(err: &reports::Error) -> String {
-    let errno = match err {
-        reports::Error::Io { source, .. } => source.raw_os_error(),
-        _ => None,
-    };
-    match errno {
-        Some(libc::ENOSPC) => "the output filesystem was full".to_string(),
-        Some(libc::EDQUOT) => "the output filesystem's quota was exceeded".to_string(),
-        Some(libc::EROFS) => "the output filesystem was read-only".to_string(),
-        _ => format!("writing failed: {err}"),
-    }
 }
 
 /// Whether thread `tid` of `pid` is still the thread with this start time (not exited, tid not reused).
@@ -358,70 +312,6 @@ impl Capturer {
             episode_ended: kind.episode_ended,
             skip,
             queued_at: Instant::now(),
-        }
-    }
-
-    /// An on-demand incident for `pid` (the daemon's SIGUSR1), whether or not it is wedged: every thread,
-    /// the ring, the kernel log, host context and the risky probes, like a wedge capture, but outside any
-    /// episode. The verdict and the timeline say it was asked for (`reason`). The minimal incident is
-    /// written now; the rest is a capture job like any other (`Completed` follows from [`Capturer::tick`]).
-    pub fn capture_on_demand(&mut self, pid: i32, reason: &str, out: &mut Vec<CaptureEvent>) {
-        let detected = Instant::now();
-        let on_demand = Some(reason);
-        let mut incident = Incident::new(pid);
-        incident.trigger = reports::model::Trigger::OnDemand;
-        incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
-        incident.host = self.host_info();
-        incident.push_timeline(format!(
-            "on-demand capture ({reason}): not a detected wedge"
-        ));
-        let since_ns = now_mono_ns();
-        self.run_minimal(pid, &mut incident, since_ns, false);
-        let mut handle = match create(&self.store, &mut incident, on_demand) {
-            Ok(handle) => handle,
-            Err(err) => {
-                out.push(CaptureEvent::Failed {
-                    pid,
-                    message: format!(
-                        "cannot write the incident under {}: {err}",
-                        self.store.dir().display()
-                    ),
-                });
-                return;
-            }
-        };
-        let path = handle.path().to_path_buf();
-        incident.id = handle.id().to_string();
-        out.push(CaptureEvent::Opened {
-            pid,
-            tid: pid,
-            path,
-            durable_after: detected.elapsed(),
-        });
-        let kind = JobKind {
-            since_ns,
-            wedge: false,
-            episode_ended: false,
-        };
-        let job = self.job(pid, &incident, &handle, kind, Vec::new());
-        let id = job.id;
-        match self.pool.submit(job) {
-            Ok(()) => {
-                self.on_demand.insert(
-                    id,
-                    OnDemand {
-                        pid,
-                        handle,
-                        reason: reason.to_string(),
-                    },
-                );
-            }
-            Err(_) => {
-                incident.push_not_captured("capture", self.queue_full_reason());
-                incident.push_timeline("capture complete");
-                incident.complete = true;
-                finish_on_demand(pid, &mut handle, &mut incident, reason, out);
-            }
         }
     }
 
@@ -948,72 +838,6 @@ impl Capturer {
         Some((Slot::Closing, self.closing.remove(at)))
     }
 
-    /// Wait up to `limit` for the captures in flight to come back, merging and writing them (`run` at
-    /// its end; tests).
-    pub fn finish_captures(&mut self, limit: Duration, out: &mut Vec<CaptureEvent>) {
-        let until = Instant::now() + limit;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let (waiting, running) = self.pool.pending();
-            if waiting + running == 0 || left.is_zero() {
-                break;
-            }
-            for report in self.pool.wait_running(left.min(Duration::from_millis(100))) {
-                self.on_report(report, out);
-            }
-            self.tick(out);
-        }
-    }
-
-    /// wedge-capture is stopping (`run` exits, the agent is stopped): the captures in flight get up to
-    /// `wait` to come back (a stop request has cut their probes short), queued ones are not started;
-    /// then every open episode gets its final write, saying which threads were still wedged and when
-    /// watching stopped, so that the incident never reads "still open" after nobody watches it any more.
-    /// Writes that fail stay listed by [`Capturer::unwritten`].
-    pub fn shutdown(&mut self, wait: Duration, out: &mut Vec<CaptureEvent>) {
-        for job in self.pool.drain_queue() {
-            let why = "not run: wedge-capture stopped before its turn came".to_string();
-            self.on_report(WorkerReport::Failed { id: job.id, why }, out);
-        }
-        self.finish_captures(wait, out);
-        for id in self.pool.abandon_running() {
-            let why = "interrupted: wedge-capture stopped before the capture came back".to_string();
-            self.on_report(WorkerReport::Failed { id, why }, out);
-        }
-        let pids: Vec<i32> = self.episodes.keys().copied().collect();
-        for pid in pids {
-            let Some(mut episode) = self.episodes.remove(&pid) else {
-                continue;
-            };
-            if self.settings.proc_root.exists(pid) {
-                Self::resample(&self.settings, &mut episode);
-            }
-            let now = Timestamp::now();
-            let now_ns = now.monotonic_ns.unwrap_or(0);
-            let still: Vec<(i32, u64)> = episode.wedged.iter().map(|(&t, &s)| (t, s)).collect();
-            for (tid, since_ns) in still {
-                let in_d = Duration::from_nanos(now_ns.saturating_sub(since_ns));
-                episode.change(Change::Fate {
-                    tid,
-                    fate: ThreadFate::StillWedgedAtExit,
-                    at: now.clone(),
-                    in_d,
-                });
-            }
-            episode.change(Change::StillWedgedAtExit { at: now });
-            let count = episode.wedged.len();
-            episode.change(Change::timeline(format!(
-                "still wedged when wedge-capture exited ({count} thread{} in D)",
-                if count == 1 { "" } else { "s" }
-            )));
-            episode.unwritten = true;
-            self.advance(pid, &mut episode, out);
-            if episode.pending_work() {
-                self.closing.push(episode);
-            }
-        }
-    }
-
     /// A new sample of the process; once the kernel log was first read (and no capture reads it now), it
     /// is read again so that its window runs until this update.
     fn resample(settings: &CaptureSettings, episode: &mut Episode) {
@@ -1061,29 +885,6 @@ struct JobKind {
 enum Slot {
     Open,
     Closing,
-}
-
-/// An on-demand incident's final write.
-fn finish_on_demand(
-    pid: i32,
-    handle: &mut IncidentHandle,
-    incident: &mut Incident,
-    reason: &str,
-    out: &mut Vec<CaptureEvent>,
-) {
-    let path = handle.path().to_path_buf();
-    match write(handle, incident, true, Some(reason)) {
-        Ok(()) => out.push(CaptureEvent::Completed {
-            pid,
-            path,
-            verdict: incident.verdict.clone(),
-            killed: None,
-        }),
-        Err(err) => out.push(CaptureEvent::Failed {
-            pid,
-            message: format!("cannot finish the incident: {err}"),
-        }),
-    }
 }
 
 #[cfg(test)]

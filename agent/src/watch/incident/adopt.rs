@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use reports::model::{EpisodeStatus, Incident, ThreadFate, Timestamp, Trigger, Unwatched};
 
-use super::{now_mono_ns, write, Capturer, Episode};
+use super::writes::write;
+use super::{now_mono_ns, Capturer, Episode};
 use crate::watch::event::CaptureEvent;
 use crate::watch::stages::{self, SkippedStage};
 

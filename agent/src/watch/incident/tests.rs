@@ -1,6 +1,7 @@
 //! Tests of the episode lifecycle (the parent module).
 
 use super::*;
+use reports::model::EpisodeStatus;
 use std::path::Path;
 
 /// A wedge of thread `tid` of `pid` (in D since boot), judged at `detected`.
