@@ -81,12 +81,13 @@ impl Daemon {
             _ => {}
         }
         if event.is_said() {
+            let said = event.describe();
             self.limiter.event(
                 &self.logger,
-                event.cause(),
+                said.cause,
                 level_of(event),
-                &event.to_string(),
-                event.fields(),
+                &said.text,
+                said.fields,
             );
         }
     }

@@ -66,6 +66,15 @@ pub enum CaptureEvent {
     Gone { pid: i32, tid: i32, total: u64 },
 }
 
+/// An event in words: the sentence `run` prints and the daemon logs, the fields of the daemon's JSON log
+/// line (`event` names it), and the daemon's rate-limit cause for the line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Described {
+    pub cause: &'static str,
+    pub text: String,
+    pub fields: serde_json::Value,
+}
+
 impl CaptureEvent {
     /// Whether the event is said at all (`run`'s output, the daemon's log): an update of an open incident
     /// is not.
@@ -73,134 +82,122 @@ impl CaptureEvent {
         !matches!(self, CaptureEvent::Updated { .. })
     }
 
-    /// The daemon's rate-limit cause for the event's log line (a container can cause every one of them).
-    pub fn cause(&self) -> &'static str {
-        match self {
-            CaptureEvent::Opened { .. } => "incident",
-            CaptureEvent::Completed { .. } => "complete",
-            CaptureEvent::Updated { .. } => "updated",
-            CaptureEvent::Resolved { .. } => "resolved",
-            CaptureEvent::Failed { .. } => "capture-failed",
-            CaptureEvent::WritePending { .. } => "write-pending",
-            CaptureEvent::Landed { .. } => "landed",
-            CaptureEvent::Adopted { .. } => "adopted",
-            CaptureEvent::Unwatched { .. } => "closed-unwatched",
-            CaptureEvent::Gone { .. } => "gone-before-capture",
-        }
-    }
-
-    /// The fields of the event's JSON log line (`event` names it).
-    pub fn fields(&self) -> serde_json::Value {
+    /// The one wording of the event, for `run`'s output and the daemon's log alike.
+    pub fn describe(&self) -> Described {
         use serde_json::json;
-        match self {
+        let (cause, text, fields) = match self {
             CaptureEvent::Opened {
                 pid,
                 tid,
                 path,
                 durable_after,
-            } => json!({"event": "incident", "pid": pid, "tid": tid,
-                "incident": path, "durable_ms": durable_after.as_secs_f64() * 1e3}),
+            } => (
+                "incident",
+                format!(
+                    "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
+                    path.display(),
+                    durable_after.as_millis()
+                ),
+                json!({"event": "incident", "pid": pid, "tid": tid,
+                    "incident": path, "durable_ms": durable_after.as_secs_f64() * 1e3}),
+            ),
             CaptureEvent::Completed {
-                pid, path, verdict, ..
-            } => json!({"event": "complete", "pid": pid, "incident": path, "verdict": verdict}),
-            CaptureEvent::Updated { pid, path } => {
-                json!({"event": "updated", "pid": pid, "incident": path})
-            }
-            CaptureEvent::Resolved { pid, path, after } => json!({"event": "resolved", "pid": pid,
-                "incident": path, "after_s": after.as_secs_f64()}),
-            CaptureEvent::Failed { pid, .. } => json!({"event": "failed", "pid": pid}),
-            CaptureEvent::WritePending { pid, tid, .. } => {
-                json!({"event": "write-pending", "pid": pid, "tid": tid})
-            }
+                pid,
+                path,
+                verdict,
+                killed,
+            } => (
+                "complete",
+                format!(
+                    "incident {} complete: {verdict}{}",
+                    path.display(),
+                    match killed {
+                        Some(true) => "; --kill-on-wedge: the process died after SIGKILL",
+                        Some(false) => {
+                            "; --kill-on-wedge: the process survived SIGKILL (uninterruptible sleep)"
+                        }
+                        None => "",
+                    }
+                ),
+                json!({"event": "complete", "pid": pid, "incident": path, "verdict": verdict}),
+            ),
+            CaptureEvent::Updated { pid, path } => (
+                "updated",
+                format!("incident {}: pid {pid} updated", path.display()),
+                json!({"event": "updated", "pid": pid, "incident": path}),
+            ),
+            CaptureEvent::Resolved { pid, path, after } => (
+                "resolved",
+                format!(
+                    "incident {}: pid {pid} recovered after {} s",
+                    path.display(),
+                    after.as_secs_f64().round() as u64
+                ),
+                json!({"event": "resolved", "pid": pid, "incident": path,
+                    "after_s": after.as_secs_f64()}),
+            ),
+            CaptureEvent::Failed { pid, message } => (
+                "capture-failed",
+                format!("capture of pid {pid} failed: {message}"),
+                json!({"event": "failed", "pid": pid}),
+            ),
+            CaptureEvent::WritePending { pid, tid, message } => (
+                "write-pending",
+                format!("pid {pid}: {message}"),
+                json!({"event": "write-pending", "pid": pid, "tid": tid}),
+            ),
             CaptureEvent::Landed {
                 pid,
                 path,
                 after,
                 why,
-            } => json!({"event": "landed", "pid": pid, "incident": path,
-                "after_s": after.as_secs_f64(), "why": why}),
-            CaptureEvent::Adopted { pid, path, in_d } => json!({"event": "adopted", "pid": pid,
-                "incident": path, "in_d_s": in_d.as_secs_f64()}),
-            CaptureEvent::Unwatched { pid, path, why } => {
-                json!({"event": "closed-unwatched", "pid": pid, "incident": path, "why": why})
-            }
-            CaptureEvent::Gone { pid, tid, total } => json!({"event": "gone-before-capture",
-                "pid": pid, "tid": tid, "total": total}),
+            } => (
+                "landed",
+                format!(
+                    "incident {}: pid {pid} durable {:.1} s after detection; {why}",
+                    path.display(),
+                    after.as_secs_f64()
+                ),
+                json!({"event": "landed", "pid": pid, "incident": path,
+                    "after_s": after.as_secs_f64(), "why": why}),
+            ),
+            CaptureEvent::Adopted { pid, path, in_d } => (
+                "adopted",
+                format!(
+                    "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
+                     (left by an earlier watcher)",
+                    path.display(),
+                    in_d.as_secs_f64()
+                ),
+                json!({"event": "adopted", "pid": pid, "incident": path,
+                    "in_d_s": in_d.as_secs_f64()}),
+            ),
+            CaptureEvent::Unwatched { pid, path, why } => (
+                "closed-unwatched",
+                format!("incident {}: pid {pid} closed: {why}", path.display()),
+                json!({"event": "closed-unwatched", "pid": pid, "incident": path, "why": why}),
+            ),
+            CaptureEvent::Gone { pid, tid, total } => (
+                "gone-before-capture",
+                format!(
+                    "pid {pid} thread {tid} was gone before its capture began: no incident \
+                     ({total} such wedges so far)"
+                ),
+                json!({"event": "gone-before-capture", "pid": pid, "tid": tid, "total": total}),
+            ),
+        };
+        Described {
+            cause,
+            text,
+            fields,
         }
     }
 }
 
-/// The one sentence of each event, for `run`'s output and the daemon's log alike.
+/// The event's sentence ([`CaptureEvent::describe`]'s text).
 impl fmt::Display for CaptureEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CaptureEvent::Opened {
-                pid,
-                tid,
-                path,
-                durable_after,
-            } => write!(
-                f,
-                "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
-                path.display(),
-                durable_after.as_millis()
-            ),
-            CaptureEvent::Completed {
-                path,
-                verdict,
-                killed,
-                ..
-            } => {
-                write!(f, "incident {} complete: {verdict}", path.display())?;
-                match killed {
-                    Some(true) => write!(f, "; --kill-on-wedge: the process died after SIGKILL"),
-                    Some(false) => write!(
-                        f,
-                        "; --kill-on-wedge: the process survived SIGKILL (uninterruptible sleep)"
-                    ),
-                    None => Ok(()),
-                }
-            }
-            CaptureEvent::Updated { pid, path } => {
-                write!(f, "incident {}: pid {pid} updated", path.display())
-            }
-            CaptureEvent::Resolved { pid, path, after } => write!(
-                f,
-                "incident {}: pid {pid} recovered after {} s",
-                path.display(),
-                after.as_secs_f64().round() as u64
-            ),
-            CaptureEvent::Failed { pid, message } => {
-                write!(f, "capture of pid {pid} failed: {message}")
-            }
-            CaptureEvent::WritePending { pid, message, .. } => write!(f, "pid {pid}: {message}"),
-            CaptureEvent::Landed {
-                pid,
-                path,
-                after,
-                why,
-            } => write!(
-                f,
-                "incident {}: pid {pid} durable {:.1} s after detection; {why}",
-                path.display(),
-                after.as_secs_f64()
-            ),
-            CaptureEvent::Adopted { pid, path, in_d } => write!(
-                f,
-                "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
-                 (left by an earlier watcher)",
-                path.display(),
-                in_d.as_secs_f64()
-            ),
-            CaptureEvent::Unwatched { pid, path, why } => {
-                write!(f, "incident {}: pid {pid} closed: {why}", path.display())
-            }
-            CaptureEvent::Gone { pid, tid, total } => write!(
-                f,
-                "pid {pid} thread {tid} was gone before its capture began: no incident \
-                 ({total} such wedges so far)"
-            ),
-        }
+        f.write_str(&self.describe().text)
     }
 }
 
@@ -221,8 +218,9 @@ mod tests {
             opened.to_string(),
             "incident /srv/incidents/x: pid 7 thread 8 (durable 3 ms after detection)"
         );
-        assert_eq!(opened.cause(), "incident");
-        assert_eq!(opened.fields()["durable_ms"], 3.0);
+        let said = opened.describe();
+        assert_eq!(said.cause, "incident");
+        assert_eq!(said.fields["durable_ms"], 3.0);
         let killed = CaptureEvent::Completed {
             pid: 7,
             path: path.clone(),
@@ -234,7 +232,7 @@ mod tests {
             "incident /srv/incidents/x complete: v; --kill-on-wedge: the process survived SIGKILL \
              (uninterruptible sleep)"
         );
-        assert_eq!(killed.fields()["event"], "complete");
+        assert_eq!(killed.describe().fields["event"], "complete");
         let resolved = CaptureEvent::Resolved {
             pid: 7,
             path: path.clone(),
@@ -248,10 +246,9 @@ mod tests {
             pid: 7,
             message: "m".into(),
         };
-        assert_eq!(
-            (failed.cause(), &failed.fields()["event"]),
-            ("capture-failed", &serde_json::json!("failed"))
-        );
+        let said = failed.describe();
+        assert_eq!(said.cause, "capture-failed");
+        assert_eq!(said.fields["event"], "failed");
         assert!(!CaptureEvent::Updated { pid: 7, path }.is_said());
         assert!(failed.is_said());
     }

@@ -325,32 +325,25 @@ impl Capturer {
 
     /// A thread was judged wedged: a new episode for its process, or one more thread of the open one.
     pub fn on_wedged(&mut self, wedge: &Wedge, out: &mut Vec<CaptureEvent>) {
-        let &Wedge {
-            pid,
-            tid,
-            start_time,
-            ref comm,
-            d_since_ns,
-            ..
-        } = wedge;
+        let (pid, tid) = (wedge.pid, wedge.tid);
         if let Some(mut episode) = self.episodes.remove(&pid) {
             if episode.wedged.contains_key(&tid) {
                 // Already part of the episode (an adopted thread): nothing new.
                 self.episodes.insert(pid, episode);
                 return;
             }
-            episode.wedged.insert(tid, d_since_ns);
+            episode.wedged.insert(tid, wedge.d_since_ns);
             episode.change(Change::AddWedged(Box::new(WedgedThread {
                 tid,
-                start_time: Some(start_time),
-                comm: comm.to_string(),
-                d_since: Timestamp::at_monotonic(d_since_ns),
+                start_time: Some(wedge.start_time),
+                comm: wedge.comm.clone(),
+                d_since: Timestamp::at_monotonic(wedge.d_since_ns),
                 detected_at: Some(Timestamp::now()),
                 ..WedgedThread::default()
             })));
             episode.change(Change::timeline(format!(
                 "thread {tid} {} also wedged",
-                capture::escape::code(comm)
+                capture::escape::code(&wedge.comm)
             )));
             Self::resample(&self.settings, &mut episode);
             episode.change(Change::KeepEvidence(tid));

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use capture::proc_events::{ProcEvent, ProcEvents};
 use capture::ProcRoot;
 
-use super::table::{leader_stat, GpuState, ProcEntry, FULL_WALK_EVERY, PF_KTHREAD};
+use super::table::{leader_stat, ProcEntry, FULL_WALK_EVERY};
 
 /// Incremental discovery: the proc connector's subscription and what it reported since the last scan.
 #[derive(Default)]
@@ -155,16 +155,8 @@ impl Discovery {
                     self.exiting.remove(&pid);
                     procs.insert(
                         pid,
-                        ProcEntry {
-                            start: stat.starttime,
-                            comm: stat.comm,
-                            kernel_thread: stat.flags & PF_KTHREAD != 0,
-                            cgroups: None,
-                            gpu: GpuState::default(),
-                            seen: generation,
-                            young_scans: 0,
-                            comm_match: None,
-                        },
+                        // No young-process re-reads: the exec after a fork is an event of its own.
+                        ProcEntry::new(stat, generation, 0),
                     );
                 }
             }

@@ -42,8 +42,8 @@ use crate::watch::targets::{Target, TargetSource};
 use incremental::{Discovery, Pass};
 pub use select::{is_nvidia_device, Selection, SourceSettings};
 use table::{
-    leader_stat, CommMatch, GpuState, ProcEntry, CGROUP_REFRESH_EVERY, MAX_FDS_READ, PF_KTHREAD,
-    REFRESH_EVERY, YOUNG_SCANS,
+    leader_stat, CommMatch, ProcEntry, CGROUP_REFRESH_EVERY, MAX_FDS_READ, REFRESH_EVERY,
+    YOUNG_SCANS,
 };
 
 mod incremental;
@@ -186,17 +186,9 @@ impl HostSource {
                     let Ok(stat) = leader_stat(root, pid) else {
                         continue; // Gone since the listing.
                     };
-                    let fresh = ProcEntry {
-                        start: stat.starttime,
-                        comm: stat.comm,
-                        kernel_thread: stat.flags & PF_KTHREAD != 0,
-                        cgroups: None,
-                        gpu: GpuState::default(),
-                        seen: generation,
-                        // Subscribed, the exec after a fork is an event: no re-reads needed.
-                        young_scans: if subscribed { 0 } else { YOUNG_SCANS },
-                        comm_match: None,
-                    };
+                    // Subscribed, the exec after a fork is an event: no re-reads needed.
+                    let young_scans = if subscribed { 0 } else { YOUNG_SCANS };
+                    let fresh = ProcEntry::new(stat, generation, young_scans);
                     match known {
                         // Same process: keep its cgroup and fd knowledge.
                         Some(entry) if entry.start == fresh.start => {

@@ -45,6 +45,27 @@ pub(super) struct ProcEntry {
     pub(super) comm_match: Option<CommMatch>,
 }
 
+impl ProcEntry {
+    /// A process first seen (or seen again after its pid was reused) in listing `generation`; its stat
+    /// re-read at each of the next `young_scans` scans.
+    pub(super) fn new(
+        stat: capture::parse::stat::Stat,
+        generation: u64,
+        young_scans: u8,
+    ) -> ProcEntry {
+        ProcEntry {
+            start: stat.starttime,
+            comm: stat.comm,
+            kernel_thread: stat.flags & PF_KTHREAD != 0,
+            cgroups: None,
+            gpu: GpuState::default(),
+            seen: generation,
+            young_scans,
+            comm_match: None,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct CommMatch {
     pub(super) comm: String,
