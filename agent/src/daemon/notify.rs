@@ -1,6 +1,10 @@
 //! systemd's notification protocol (sd_notify(3)), by hand: one datagram per state change to the unix
 //! socket named by `NOTIFY_SOCKET` (a path, or `@name` for the abstract namespace). Without the
 //! variable (not started by systemd with Type=notify) every call is a no-op.
+//!
+//! The socket never blocks: a service manager that does not read (its queue of `max_dgram_qlen` datagrams
+//! full) loses a notification, never the watch loop's time (a blocked send would also withhold every later
+//! watchdog ping and scan).
 
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
@@ -16,7 +20,7 @@ impl Notifier {
     pub fn from_env() -> Notifier {
         let socket = std::env::var_os("NOTIFY_SOCKET").and_then(|name| {
             let addr = socket_addr(name.as_encoded_bytes()).ok()?;
-            Some((UnixDatagram::unbound().ok()?, addr))
+            Some((unbound_nonblocking().ok()?, addr))
         });
         let for_us = std::env::var("WATCHDOG_PID")
             .ok()
@@ -34,7 +38,7 @@ impl Notifier {
     #[cfg(test)]
     pub fn to_address(addr: SocketAddr, watchdog: Option<Duration>) -> std::io::Result<Notifier> {
         Ok(Notifier {
-            socket: Some((UnixDatagram::unbound()?, addr)),
+            socket: Some((unbound_nonblocking()?, addr)),
             watchdog,
         })
     }
@@ -75,6 +79,13 @@ impl Notifier {
     pub fn status(&self, status: &str) {
         let _ = self.send(&format!("STATUS={}", one_line(status)));
     }
+}
+
+/// The sending socket: unbound, non-blocking.
+fn unbound_nonblocking() -> std::io::Result<UnixDatagram> {
+    let socket = UnixDatagram::unbound()?;
+    socket.set_nonblocking(true)?;
+    Ok(socket)
 }
 
 fn one_line(text: &str) -> String {
@@ -126,6 +137,34 @@ mod tests {
         assert!(receive(&server).starts_with("RELOADING=1\nMONOTONIC_USEC="));
         notifier.stopping();
         assert_eq!(receive(&server), "STOPPING=1");
+    }
+
+    #[test]
+    fn a_manager_that_does_not_read_loses_notifications_and_never_blocks_the_sender() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let server = UnixDatagram::bind(&path).unwrap();
+        let addr = socket_addr(path.as_os_str().as_encoded_bytes()).unwrap();
+        let notifier = Notifier::to_address(addr, Some(Duration::from_secs(30))).unwrap();
+        // Far more than any queue holds (net.unix.max_dgram_qlen, 10 by default): a blocking socket would
+        // hang here for good.
+        let refused = (0..10_000)
+            .filter_map(|_| notifier.send("WATCHDOG=1").err())
+            .collect::<Vec<_>>();
+        assert!(!refused.is_empty());
+        assert!(refused
+            .iter()
+            .all(|err| err.kind() == std::io::ErrorKind::WouldBlock));
+        // What was queued is intact, and reading makes room again.
+        assert_eq!(receive(&server), "WATCHDOG=1");
+        notifier.stopping();
+        let mut last = String::new();
+        server.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 64];
+        while let Ok(n) = server.recv(&mut buf) {
+            last = String::from_utf8_lossy(&buf[..n]).into_owned();
+        }
+        assert_eq!(last, "STOPPING=1");
     }
 
     #[test]
