@@ -4,7 +4,9 @@
 //!
 //! The socket never blocks: a service manager that does not read (its queue of `max_dgram_qlen` datagrams
 //! full) loses a notification, never the watch loop's time (a blocked send would also withhold every later
-//! watchdog ping and scan).
+//! watchdog ping and scan). And a watchdog ping is not sent while an earlier datagram of ours is still
+//! unread (`SIOCOUTQ`): the manager has not seen the last one yet, so another adds nothing, and pings never
+//! fill its queue ahead of a state change (RELOADING, READY, STOPPING).
 
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
@@ -71,9 +73,21 @@ impl Notifier {
     }
 
     pub fn watchdog_ping(&self) {
-        if self.watchdog.is_some() {
+        if self.watchdog.is_some() && self.unread_bytes().is_none_or(|bytes| bytes == 0) {
             let _ = self.send("WATCHDOG=1");
         }
+    }
+
+    /// Bytes of our datagrams the manager has not read yet (`SIOCOUTQ`: a unix datagram stays charged to
+    /// its sender until it is received); None without a socket or when the kernel does not say.
+    fn unread_bytes(&self) -> Option<usize> {
+        use std::os::fd::AsRawFd;
+        let (socket, _) = self.socket.as_ref()?;
+        let mut bytes: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (the same request number as TIOCOUTQ) on a socket we own writes one int, which
+        // `bytes` is.
+        let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::TIOCOUTQ, &mut bytes) };
+        (rc == 0).then_some(bytes.max(0) as usize)
     }
 
     pub fn status(&self, status: &str) {
@@ -165,6 +179,27 @@ mod tests {
             last = String::from_utf8_lossy(&buf[..n]).into_owned();
         }
         assert_eq!(last, "STOPPING=1");
+    }
+
+    #[test]
+    fn pings_wait_for_the_manager_to_read_and_state_changes_still_get_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let server = UnixDatagram::bind(&path).unwrap();
+        let addr = socket_addr(path.as_os_str().as_encoded_bytes()).unwrap();
+        let notifier = Notifier::to_address(addr, Some(Duration::from_secs(30))).unwrap();
+        // A manager that does not read for a while: one ping is queued, the rest are not sent.
+        for _ in 0..100 {
+            notifier.watchdog_ping();
+        }
+        notifier.status("busy");
+        notifier.stopping();
+        assert_eq!(receive(&server), "WATCHDOG=1");
+        assert_eq!(receive(&server), "STATUS=busy");
+        assert_eq!(receive(&server), "STOPPING=1");
+        // Once it has read everything, pings flow again.
+        notifier.watchdog_ping();
+        assert_eq!(receive(&server), "WATCHDOG=1");
     }
 
     #[test]
