@@ -12,14 +12,18 @@
 //! - [`cmd`]: one module per subcommand; each has `run(args) -> anyhow::Result<ExitCode>`. Nothing
 //!   outside `cmd` (and `cli`/`main`, which dispatch to it) uses it.
 //! - [`watch`]: the watch loop shared by `run`, `selftest` and `agent`: target sources → hot scan →
-//!   tracker (D-state episodes, no-progress proof) → episode lifecycle (`watch::incident`) → the capture's
-//!   ordered stages (`watch::stages::STAGES`) → durable incident.
+//!   tracker (D-state episodes, no-progress proof) → a `watch::wedge::Wedge` → episode lifecycle
+//!   (`watch::incident`) → the capture's ordered stages (`watch::stages::STAGES`) → durable incident; what
+//!   happens is a `watch::event::CaptureEvent`, worded once for `run` and the daemon.
 //! - [`rings`]: everything about breadcrumb ring files — discovery in ring directories, trust checks
 //!   (a header is a claim the kernel must confirm), the one "is this a ring" predicate, the one size
 //!   limit, reading, the env-var names. `run` (the capture's `rings` stage) and the daemon both use it;
 //!   it uses neither.
-//! - [`daemon`]: what only the host agent needs: config file, reload, sd_notify, rate limits, and the host
-//!   target sources (comm, cgroup, GPU fds; ring directories through [`rings::discovery`]).
+//! - [`daemon`]: what only the host agent needs, by job: `daemon::event_loop` (signals, scans, stop),
+//!   `daemon::reload` (SIGHUP), `daemon::on_demand` (SIGUSR1), `daemon::events` (what it logs), over the
+//!   state in `daemon::state`; config file, sd_notify, rate limits, metrics, and the host target sources
+//!   (`daemon::sources`: selection, process table, proc connector; ring directories through
+//!   [`rings::discovery`]).
 //! - [`host`]: the host identity recorded with incidents. Every kernel file (kmsg, PSI, meminfo, fd links,
 //!   children, …) is read through `capture::ProcRoot` / `capture::kmsg`: nothing here builds a /proc path.
 //! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline:

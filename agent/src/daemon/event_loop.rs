@@ -74,7 +74,7 @@ impl Daemon {
         }
     }
 
-    /// Record a received signal in [`Pending`] (coalescing) and in the current SIGUSR1 burst.
+    /// Record a received signal in [`Pending`](super::state::Pending) (coalescing) and in the current SIGUSR1 burst.
     pub(super) fn note(&mut self, signal: i32) {
         match signal {
             libc::SIGTERM | libc::SIGINT => {

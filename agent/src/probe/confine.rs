@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// What a [`ProbeKind::Command`] child takes on between fork and exec. The default confines nothing.
+/// What a [`ProbeKind::Command`](super::ProbeKind::Command) child takes on between fork and exec. The default confines nothing.
 ///
 /// - `credentials`: the child runs with these ids (a target's, from its `/proc/<pid>/status`) and **no
 ///   capability**: supplementary groups, gid and uid set with raw `setgroups`/`setresgid`/`setresuid`; every

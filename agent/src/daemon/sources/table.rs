@@ -69,7 +69,7 @@ impl ProcEntry {
 #[derive(Debug)]
 pub(super) struct CommMatch {
     pub(super) comm: String,
-    /// [`HostSource::selection_generation`] it was computed for.
+    /// [`super::HostSource`]`::selection_generation` it was computed for.
     pub(super) selection: u64,
     /// Index into `Selection::comm`.
     pub(super) regex: Option<usize>,
