@@ -85,13 +85,13 @@ impl CaptureEvent {
     /// The one wording of the event, for `run`'s output and the daemon's log alike.
     pub fn describe(&self) -> Described {
         use serde_json::json;
-        let (cause, text, fields) = match self {
+        match self {
             CaptureEvent::Opened {
                 pid,
                 tid,
                 path,
                 durable_after,
-            } => (
+            } => said(
                 "incident",
                 format!(
                     "incident {}: pid {pid} thread {tid} (durable {} ms after detection)",
@@ -106,27 +106,21 @@ impl CaptureEvent {
                 path,
                 verdict,
                 killed,
-            } => (
+            } => said(
                 "complete",
                 format!(
                     "incident {} complete: {verdict}{}",
                     path.display(),
-                    match killed {
-                        Some(true) => "; --kill-on-wedge: the process died after SIGKILL",
-                        Some(false) => {
-                            "; --kill-on-wedge: the process survived SIGKILL (uninterruptible sleep)"
-                        }
-                        None => "",
-                    }
+                    kill_outcome(*killed)
                 ),
                 json!({"event": "complete", "pid": pid, "incident": path, "verdict": verdict}),
             ),
-            CaptureEvent::Updated { pid, path } => (
+            CaptureEvent::Updated { pid, path } => said(
                 "updated",
                 format!("incident {}: pid {pid} updated", path.display()),
                 json!({"event": "updated", "pid": pid, "incident": path}),
             ),
-            CaptureEvent::Resolved { pid, path, after } => (
+            CaptureEvent::Resolved { pid, path, after } => said(
                 "resolved",
                 format!(
                     "incident {}: pid {pid} recovered after {} s",
@@ -136,12 +130,12 @@ impl CaptureEvent {
                 json!({"event": "resolved", "pid": pid, "incident": path,
                     "after_s": after.as_secs_f64()}),
             ),
-            CaptureEvent::Failed { pid, message } => (
+            CaptureEvent::Failed { pid, message } => said(
                 "capture-failed",
                 format!("capture of pid {pid} failed: {message}"),
                 json!({"event": "failed", "pid": pid}),
             ),
-            CaptureEvent::WritePending { pid, tid, message } => (
+            CaptureEvent::WritePending { pid, tid, message } => said(
                 "write-pending",
                 format!("pid {pid}: {message}"),
                 json!({"event": "write-pending", "pid": pid, "tid": tid}),
@@ -151,7 +145,7 @@ impl CaptureEvent {
                 path,
                 after,
                 why,
-            } => (
+            } => said(
                 "landed",
                 format!(
                     "incident {}: pid {pid} durable {:.1} s after detection; {why}",
@@ -161,7 +155,7 @@ impl CaptureEvent {
                 json!({"event": "landed", "pid": pid, "incident": path,
                     "after_s": after.as_secs_f64(), "why": why}),
             ),
-            CaptureEvent::Adopted { pid, path, in_d } => (
+            CaptureEvent::Adopted { pid, path, in_d } => said(
                 "adopted",
                 format!(
                     "incident {}: pid {pid} still in D after {:.1} s: episode taken up \
@@ -172,12 +166,12 @@ impl CaptureEvent {
                 json!({"event": "adopted", "pid": pid, "incident": path,
                     "in_d_s": in_d.as_secs_f64()}),
             ),
-            CaptureEvent::Unwatched { pid, path, why } => (
+            CaptureEvent::Unwatched { pid, path, why } => said(
                 "closed-unwatched",
                 format!("incident {}: pid {pid} closed: {why}", path.display()),
                 json!({"event": "closed-unwatched", "pid": pid, "incident": path, "why": why}),
             ),
-            CaptureEvent::Gone { pid, tid, total } => (
+            CaptureEvent::Gone { pid, tid, total } => said(
                 "gone-before-capture",
                 format!(
                     "pid {pid} thread {tid} was gone before its capture began: no incident \
@@ -185,12 +179,25 @@ impl CaptureEvent {
                 ),
                 json!({"event": "gone-before-capture", "pid": pid, "tid": tid, "total": total}),
             ),
-        };
-        Described {
-            cause,
-            text,
-            fields,
         }
+    }
+}
+
+/// An event's words (shorthand for the arms of [`CaptureEvent::describe`]).
+fn said(cause: &'static str, text: String, fields: serde_json::Value) -> Described {
+    Described {
+        cause,
+        text,
+        fields,
+    }
+}
+
+/// What `--kill-on-wedge` did, as the end of a completed capture's sentence ("" without it).
+fn kill_outcome(killed: Option<bool>) -> &'static str {
+    match killed {
+        Some(true) => "; --kill-on-wedge: the process died after SIGKILL",
+        Some(false) => "; --kill-on-wedge: the process survived SIGKILL (uninterruptible sleep)",
+        None => "",
     }
 }
 
