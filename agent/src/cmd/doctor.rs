@@ -16,7 +16,8 @@ mod check;
 mod fleet;
 mod privileges;
 
-use check::{check, Check, Status};
+use check::check;
+pub use check::{Check, Status};
 pub use fleet::FleetTargets;
 
 /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
