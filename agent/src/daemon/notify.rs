@@ -133,13 +133,20 @@ mod tests {
         String::from_utf8_lossy(&buf[..n]).into_owned()
     }
 
-    #[test]
-    fn sends_to_a_path_socket() {
+    /// A manager's socket at a path (kept while the directory lives) and a notifier with a watchdog sending
+    /// to it.
+    fn path_socket() -> (tempfile::TempDir, UnixDatagram, Notifier) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify");
         let server = UnixDatagram::bind(&path).unwrap();
         let addr = socket_addr(path.as_os_str().as_encoded_bytes()).unwrap();
         let notifier = Notifier::to_address(addr, Some(Duration::from_secs(30))).unwrap();
+        (dir, server, notifier)
+    }
+
+    #[test]
+    fn sends_to_a_path_socket() {
+        let (_dir, server, notifier) = path_socket();
         notifier.ready("watching 3 processes\nsecond line");
         assert_eq!(
             receive(&server),
@@ -155,11 +162,7 @@ mod tests {
 
     #[test]
     fn a_manager_that_does_not_read_loses_notifications_and_never_blocks_the_sender() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("notify");
-        let server = UnixDatagram::bind(&path).unwrap();
-        let addr = socket_addr(path.as_os_str().as_encoded_bytes()).unwrap();
-        let notifier = Notifier::to_address(addr, Some(Duration::from_secs(30))).unwrap();
+        let (_dir, server, notifier) = path_socket();
         // Far more than any queue holds (net.unix.max_dgram_qlen, 10 by default): a blocking socket would
         // hang here for good.
         let refused = (0..10_000)
@@ -183,11 +186,7 @@ mod tests {
 
     #[test]
     fn pings_wait_for_the_manager_to_read_and_state_changes_still_get_through() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("notify");
-        let server = UnixDatagram::bind(&path).unwrap();
-        let addr = socket_addr(path.as_os_str().as_encoded_bytes()).unwrap();
-        let notifier = Notifier::to_address(addr, Some(Duration::from_secs(30))).unwrap();
+        let (_dir, server, notifier) = path_socket();
         // A manager that does not read for a while: one ping is queued, the rest are not sent.
         for _ in 0..100 {
             notifier.watchdog_ping();
