@@ -56,10 +56,9 @@ fn capture_ring(
     }
     if rings.len() > MAX_RINGS_PER_INCIDENT {
         incident.push_timeline(format!(
-                "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
-                rings.len()
-            ),
-        );
+            "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
+            rings.len()
+        ));
         rings.truncate(MAX_RINGS_PER_INCIDENT);
     }
     // A process can hold several rings (its own breadcrumbs and the CUPTI injection's): read them all,
@@ -154,10 +153,9 @@ fn read_ring_excerpt(
                 let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
                 if translated > 0 {
                     incident.push_timeline(format!(
-                            "ring {shown} thread ids translated from the process's PID namespace to host ids \
-                             ({translated} records; the ring copy keeps the original)"
-                        ),
-                    );
+                        "ring {shown} thread ids translated from the process's PID namespace to host ids \
+                         ({translated} records; the ring copy keeps the original)"
+                    ));
                 }
             }
             (excerpt, copy, copied)
