@@ -72,8 +72,10 @@ fn capture_ring(
             break;
         }
         let share = budget_left / (rings.len() - n) as u64;
-        let (excerpt, copy, copied) =
-            read_ring_excerpt(settings, pid, ring, incident, handle, share);
+        let (mut excerpt, copy, copied) = read_ring_excerpt(ring, handle, share);
+        if incident.process.nspid.len() > 1 && !excerpt.records.is_empty() {
+            ring_tids_to_host(&settings.proc_root, pid, incident, &mut excerpt);
+        }
         budget_left = budget_left.saturating_sub(copied);
         excerpts.push((excerpt, copy));
     }
@@ -117,10 +119,7 @@ const MAX_RINGS_PER_INCIDENT: usize = 4;
 /// One ring, read from outside and streamed into a copy of at most `budget` bytes (to be committed under its
 /// name once the rings are ordered); the copy is `None` when none was written, and the bytes it takes.
 fn read_ring_excerpt(
-    settings: &CaptureSettings,
-    pid: i32,
     ring: &crate::rings::files::RingFile,
-    incident: &mut Incident,
     handle: &IncidentFiles,
     budget: u64,
 ) -> (RingExcerpt, Option<RingCopy>, u64) {
@@ -149,15 +148,6 @@ fn read_ring_excerpt(
             excerpt.copy_note = copy_error.or_else(|| outcome.as_ref()?.note.clone());
             let copied = outcome.map_or(0, |outcome| outcome.bytes);
             let copy = copy.filter(|copy| copy.written());
-            if incident.process.nspid.len() > 1 {
-                let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
-                if translated > 0 {
-                    incident.push_timeline(format!(
-                        "ring {shown} thread ids translated from the process's PID namespace to host ids \
-                         ({translated} records; the ring copy keeps the original)"
-                    ));
-                }
-            }
             (excerpt, copy, copied)
         }
         Err(err) => {
@@ -166,6 +156,23 @@ fn read_ring_excerpt(
             excerpt.read_at = read_at;
             (excerpt, None, 0)
         }
+    }
+}
+
+/// The ring of a worker in a PID namespace: its thread ids mapped to host ids, and the timeline says so.
+fn ring_tids_to_host(
+    root: &ProcRoot,
+    pid: i32,
+    incident: &mut Incident,
+    excerpt: &mut RingExcerpt,
+) {
+    let translated = namespace_tids_to_host(root, pid, excerpt);
+    if translated > 0 {
+        let shown = excerpt.path.as_deref().unwrap_or_default();
+        incident.push_timeline(format!(
+            "ring {shown} thread ids translated from the process's PID namespace to host ids \
+             ({translated} records; the ring copy keeps the original)"
+        ));
     }
 }
 
