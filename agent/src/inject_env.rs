@@ -134,7 +134,9 @@ impl InjectSearch {
                 prefixes.push(PathBuf::from(prefix));
             }
         }
-        if let Some(python) = var("PATH").and_then(|path| find_in_path(&path, "python3")) {
+        if let Some(python) =
+            var("PATH").and_then(|path| crate::tools::find_executable_in(&path, "python3"))
+        {
             // <prefix>/bin/python3 → <prefix>; also through a symlink to the real interpreter.
             for exe in [Some(python.clone()), std::fs::canonicalize(&python).ok()]
                 .into_iter()
@@ -407,12 +409,6 @@ fn read_dir_sorted(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     entries.sort();
     entries
-}
-
-fn find_in_path(path: &std::ffi::OsStr, name: &str) -> Option<PathBuf> {
-    std::env::split_paths(path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
 }
 
 fn absolute(path: &Path) -> PathBuf {

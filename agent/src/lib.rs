@@ -13,18 +13,27 @@
 //! - [`cmd`]: one module per subcommand; each has `run(args) -> anyhow::Result<ExitCode>`. Nothing
 //!   outside `cmd` (and `cli`/`main`, which dispatch to it) uses it.
 //! - [`watch`]: the watch loop shared by `run`, `selftest` and `agent`: target sources → hot scan →
-//!   tracker (D-state episodes, no-progress proof) → episode lifecycle (`watch::incident`) → the capture's
-//!   ordered stages (`watch::stages::STAGES`) → durable incident.
+//!   tracker (D-state episodes, no-progress proof) → a `watch::wedge::Wedge` → episode lifecycle
+//!   (`watch::incident`) → the capture's ordered stages (`watch::stages::STAGES`) → durable incident; what
+//!   happens is a `watch::event::CaptureEvent`, worded once for `run` and the daemon.
 //! - [`rings`]: everything about breadcrumb ring files — discovery in ring directories, trust checks
 //!   (a header is a claim the kernel must confirm), the one "is this a ring" predicate, the one size
 //!   limit, reading, the env-var names. `run` (the capture's `rings` stage) and the daemon both use it;
 //!   it uses neither.
-//! - [`daemon`]: what only the host agent needs: config file, reload, sd_notify, rate limits, and the host
-//!   target sources (comm, cgroup, GPU fds; ring directories through [`rings::discovery`]).
+//! - [`daemon`]: what only the host agent needs, by job: `daemon::event_loop` (signals, scans, stop),
+//!   `daemon::reload` (SIGHUP), `daemon::on_demand` (SIGUSR1), `daemon::events` (what it logs), over the
+//!   state in `daemon::state`; config file, sd_notify, rate limits, metrics, and the host target sources
+//!   (`daemon::sources`: selection, process table, proc connector; ring directories through
+//!   [`rings::discovery`]).
 //! - [`host`]: the host identity recorded with incidents. Every kernel file (kmsg, PSI, meminfo, fd links,
 //!   children, …) is read through `capture::ProcRoot` / `capture::kmsg`: nothing here builds a /proc path.
-//! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline.
-//! - [`inject_env`]: finding libwedge_inject.so and libcupti for `run --inject`.
+//! - [`probe`]: risky reads (cmdline, NVIDIA driver files, nvidia-smi) in sacrificial children with a deadline:
+//!   `probe::model` (what a probe is), `probe::standard` (the probes of every capture), `probe::runner`
+//!   (one deadline for all), `probe::stuck` (children stuck after SIGKILL), `probe::children` (the forked
+//!   readers), `probe::confine` (a program's credentials and limits before exec).
+//! - [`tools`]: the one place that finds external tools (py-spy, nvidia-smi, python3 on PATH; libcuda and
+//!   libcupti through the loader), for `doctor` and the capture stages alike.
+//! - [`inject_env`]: finding libwedge_inject.so and libcupti on disk for `run --inject`.
 //! - [`bench`]: the benchmarks the binary runs on itself (`agent --bench-scans`, `internal bench-watch`,
 //!   `internal bench-agent`), out of the modules they measure.
 //! - [`testing`]: the one thing integration tests reach inside (the hot-path scanner).
@@ -45,6 +54,7 @@ pub(crate) mod preflight;
 pub(crate) mod probe;
 pub(crate) mod rings;
 pub mod settings;
+pub(crate) mod tools;
 pub(crate) mod watch;
 
 /// What the integration tests reach inside the agent (everything else is crate-private): the watch loop's

@@ -34,6 +34,7 @@
 pub mod bundle;
 pub mod durable;
 pub mod error;
+mod incident_timeline;
 pub mod layout;
 pub mod limits;
 pub mod model;

@@ -290,7 +290,7 @@ fn run_exit_3_leaves_an_episode_npd_check_reports() {
     let said = String::from_utf8_lossy(&again.stderr).to_string()
         + &String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(0), "{said}");
-    assert!(said.contains("taking up the episode"), "{said}");
+    assert!(said.contains("episode taken up"), "{said}");
     assert_eq!(incident_dirs(&wedge.out).len(), 1);
     let taken: serde_json::Value =
         serde_json::from_slice(&std::fs::read(found[0].join("incident.json")).unwrap()).unwrap();

@@ -6,15 +6,18 @@
 use std::path::{Path, PathBuf};
 
 use capture::{ProcRoot, RiskyFile};
-use serde::Serialize;
 
 use crate::cli::{self, OutputFormat};
 use crate::exit::{ExitCode, Failure};
 use crate::probe::{self, Probe, ProbeRunner, ProbeStatus};
+use crate::tools;
 
+mod check;
 mod fleet;
 mod privileges;
 
+use check::check;
+pub use check::{Check, Status};
 pub use fleet::FleetTargets;
 
 /// Check privileges, kernel settings and drivers that limit what can be captured, with fixes.
@@ -55,33 +58,6 @@ pub struct Args {
     /// Old spelling of `--format json`.
     #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-    Info,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: String,
-    pub status: Status,
-    pub detail: String,
-    /// Empty when there is nothing to fix.
-    pub fix: String,
-}
-
-fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check {
-        name: name.to_string(),
-        status,
-        detail: detail.into(),
-        fix: fix.into(),
-    }
 }
 
 /// Run every check.
@@ -396,10 +372,10 @@ fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
             "",
         ),
     });
-    out.push(library_check("libcuda", &["libcuda.so.1", "libcuda.so"], "install the NVIDIA driver's user-space libraries (libcuda.so.1) to use `upload` and breadcrumbs from CUDA programs"));
+    out.push(library_check("libcuda", tools::LIBCUDA_NAMES, "install the NVIDIA driver's user-space libraries (libcuda.so.1) to use `upload` and breadcrumbs from CUDA programs"));
     let mut cupti = library_check(
         "libcupti",
-        &["libcupti.so", "libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8"],
+        tools::LIBCUPTI_NAMES,
         "install CUPTI (cuda-cupti package) and add its lib directory to the loader path, for --inject=cupti",
     );
     if cupti.status == Status::Warn {
@@ -408,7 +384,7 @@ fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
     }
     out.push(cupti);
     out.push(breadcrumbs_check());
-    out.push(match probe::find_in_path("nvidia-smi") {
+    out.push(match tools::nvidia_smi() {
         Some(path) => check(
             "nvidia-smi",
             Status::Ok,
@@ -430,9 +406,7 @@ fn driver_checks(proc_root: &ProcRoot) -> Vec<Check> {
 fn py_spy_check() -> Check {
     let fix = "pip install py-spy (or give its path with --py-spy PATH): incidents of Python workers then name \
                the file, function and line of every thread";
-    let Some(program) =
-        crate::watch::stages::python::find_py_spy(Path::new(crate::defaults::PY_SPY))
-    else {
+    let Some(program) = tools::py_spy(Path::new(crate::defaults::PY_SPY)) else {
         return check(
             "py-spy",
             Status::Warn,
@@ -509,17 +483,8 @@ fn breadcrumbs_check() -> Check {
 
 /// Whether the dynamic loader finds one of `names` (dlopen, then dlclose).
 fn library_check(name: &str, names: &[&str], fix: &str) -> Check {
-    for candidate in names {
-        let Ok(c) = std::ffi::CString::new(*candidate) else {
-            continue;
-        };
-        // SAFETY: dlopen with a NUL-terminated name; the handle is closed right away and no symbol is used.
-        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
-        if !handle.is_null() {
-            // SAFETY: `handle` came from dlopen above.
-            unsafe { libc::dlclose(handle) };
-            return check(name, Status::Ok, format!("{candidate} loads"), "");
-        }
+    if let Some(candidate) = tools::loadable(names) {
+        return check(name, Status::Ok, format!("{candidate} loads"), "");
     }
     check(
         name,

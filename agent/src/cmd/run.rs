@@ -547,90 +547,29 @@ fn only_adopted_open(watcher: &mut Watcher) -> bool {
         .all(|(pid, _)| watcher.adopted_pids().contains(pid))
 }
 
+/// Count the event in the outcome and say it (in the words the daemon logs it with).
 fn report_event(verbose: bool, event: &CaptureEvent, outcome: &mut Outcome) {
     match event {
         CaptureEvent::Opened {
-            pid,
-            tid,
             path,
             durable_after,
+            ..
         } => {
             outcome.incidents.push(path.clone());
             outcome.durable_after.push(*durable_after);
-            say(
-                verbose,
-                format!(
-                    "WEDGE: thread {tid} of pid {pid} is stuck in D; incident {} (durable {} ms after detection)",
-                    path.display(),
-                    durable_after.as_millis()
-                ),
-            );
         }
         CaptureEvent::Completed {
-            path,
-            verdict,
-            killed,
-            ..
+            verdict, killed, ..
         } => {
             outcome.verdicts.push(verdict.clone());
             if killed.is_some() {
                 outcome.killed = *killed;
             }
-            say(verbose, format!("capture complete: {verdict}"));
-            say(verbose, format!("incident: {}", path.display()));
-            if let Some(died) = killed {
-                say(
-                    verbose,
-                    if *died {
-                        "--kill-on-wedge: the process died after SIGKILL"
-                    } else {
-                        "--kill-on-wedge: the process survived SIGKILL (uninterruptible sleep)"
-                    },
-                );
-            }
         }
-        CaptureEvent::Updated { .. } => {}
-        CaptureEvent::Resolved { pid, path, after } => say(
-            verbose,
-            format!(
-                "pid {pid} recovered: resolved after {} s ({})",
-                after.as_secs_f64().round() as u64,
-                path.display()
-            ),
-        ),
-        CaptureEvent::Failed { pid, message } => {
-            say(verbose, format!("capture of pid {pid} failed: {message}"))
-        }
-        CaptureEvent::WritePending { pid, tid, message } => say(
-            verbose,
-            format!("WEDGE: thread {tid} of pid {pid} is stuck in D; {message}"),
-        ),
-        CaptureEvent::Landed {
-            path, after, why, ..
-        } => say(
-            verbose,
-            format!(
-                "incident {} durable {:.1} s after detection; {why}",
-                path.display(),
-                after.as_secs_f64()
-            ),
-        ),
-        CaptureEvent::Adopted { pid, path, in_d } => say(
-            verbose,
-            format!(
-                "pid {pid} still in D after {:.1} s: taking up the episode an earlier watcher left ({})",
-                in_d.as_secs_f64(),
-                path.display()
-            ),
-        ),
-        CaptureEvent::Unwatched { pid, path, why } => say(
-            verbose,
-            format!("episode of pid {pid} closed: {why} ({})", path.display()),
-        ),
-        CaptureEvent::Gone { pid, tid, .. } => say(
-            verbose,
-            format!("pid {pid} thread {tid} was gone before its capture began: no incident"),
-        ),
+        _ => {}
+    }
+    if event.is_said() {
+        say(verbose, event.to_string());
     }
 }
 

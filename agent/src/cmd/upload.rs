@@ -392,16 +392,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
 
+    let upload = Upload {
+        args: &args,
+        t: &t,
+        strategy: &strategy,
+        workload: &workload,
+        plan: &plan,
+    };
     if args.compare {
-        let report = compare(
-            &args,
-            &t,
-            &strategy,
-            &workload,
-            &plan,
-            ring.as_ref(),
-            &mut progress,
-        )?;
+        let report = compare(&upload, ring.as_ref(), &mut progress)?;
         if args.json_output() {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -409,15 +408,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::OK);
     }
-    let summary = upload_once(
-        &args,
-        &t,
-        &strategy,
-        &workload,
-        &plan,
-        ring_path,
-        &mut progress,
-    )?;
+    let summary = upload_once(&upload, ring_path, &mut progress)?;
     print_summary(&summary, args.json_output())?;
     Ok(ExitCode::OK)
 }
@@ -546,16 +537,28 @@ fn print_too_few(args: &Args, eligible: usize, min_eligible: usize) {
     }
 }
 
+/// What one `upload` run works on: the flags, the traced driver, the strategy, the workload and its plan.
+struct Upload<'a> {
+    args: &'a Args,
+    t: &'a Traced<'a>,
+    strategy: &'a Strategy,
+    workload: &'a Workload,
+    plan: &'a Plan,
+}
+
 /// `--compare`: every strategy against the ceilings; closes `t`.
 fn compare(
-    args: &Args,
-    t: &Traced,
-    strategy: &Strategy,
-    workload: &Workload,
-    plan: &Plan,
+    upload: &Upload<'_>,
     ring: Option<&Writer>,
     progress: &mut ProgressLine,
 ) -> anyhow::Result<CompareReport> {
+    let &Upload {
+        args,
+        t,
+        strategy,
+        workload,
+        plan,
+    } = upload;
     let options = bench::CompareOptions {
         repeat: args.repeat,
         ring,
@@ -572,14 +575,17 @@ fn compare(
 
 /// One timed upload (verified with `--verify`), freed; closes `t`.
 fn upload_once(
-    args: &Args,
-    t: &Traced,
-    strategy: &Strategy,
-    workload: &Workload,
-    plan: &Plan,
+    run: &Upload<'_>,
     ring: Option<PathBuf>,
     progress: &mut ProgressLine,
 ) -> anyhow::Result<UploadSummary> {
+    let &Upload {
+        args,
+        t,
+        strategy,
+        workload,
+        plan,
+    } = run;
     let calls_before = t.calls();
     let start = Instant::now();
     let uploaded =

@@ -33,7 +33,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use super::http::Published;
 use crate::defaults;
@@ -138,108 +138,136 @@ pub struct Metrics {
 /// Scan durations are milliseconds normally, seconds when /proc is slow (a fork storm, a wedged host).
 const SCAN_BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
+/// Register `metric` under `name` and keep it: a metric is a shared handle, so the one registered and the one
+/// returned are the same series.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// The incidents counter, every trigger present at 0 from the start, so `increase()` sees the first incident.
+fn zeroed_incidents() -> Family<TriggerLabel, Counter> {
+    let incidents = Family::<TriggerLabel, Counter>::default();
+    for trigger in [IncidentTrigger::Wedge, IncidentTrigger::OnDemand] {
+        drop(incidents.get_or_create(&TriggerLabel {
+            trigger: trigger.label().to_string(),
+        }));
+    }
+    incidents
+}
+
+/// The captures gauge, waiting and running at 0 from the start.
+fn zeroed_captures() -> Family<CaptureStateLabel, Gauge> {
+    let captures = Family::<CaptureStateLabel, Gauge>::default();
+    for state in ["waiting", "running"] {
+        captures
+            .get_or_create(&CaptureStateLabel {
+                state: state.to_string(),
+            })
+            .set(0);
+    }
+    captures
+}
+
+/// The Xid counter with every label present at 0 from the start (a bounded set: the catalogue's Xids,
+/// `other`, `sxid`), so `increase()` sees the first Xid of each.
+fn zeroed_xids() -> Family<XidLabel, Counter> {
+    let xids = Family::<XidLabel, Counter>::default();
+    for xid in capture::xid::catalog::entries()
+        .iter()
+        .map(|e| e.xid.to_string())
+        .chain(["other".to_string(), "sxid".to_string()])
+    {
+        drop(xids.get_or_create(&XidLabel { xid }));
+    }
+    xids
+}
+
+/// `wedge_capture_build_info`: always 1, labelled with the agent's version.
+fn build_info() -> Family<VersionLabel, Gauge> {
+    let build = Family::<VersionLabel, Gauge>::default();
+    build
+        .get_or_create(&VersionLabel {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+        .set(1);
+    build
+}
+
 impl Metrics {
     /// `stale_after`: how long without a scan makes `/healthz` fail.
     pub fn new(textfile_dir: Option<PathBuf>, stale_after: Duration) -> Metrics {
         let mut registry = Registry::default();
-        let wedged = Gauge::default();
-        registry.register(
+        let wedged = registered(
+            &mut registry,
             "wedge_capture_wedged_threads",
             "Watched threads judged wedged now (in D without progress for the threshold)",
-            wedged.clone(),
+            Gauge::default(),
         );
-        let dstate = Gauge::default();
-        registry.register(
+        let dstate = registered(
+            &mut registry,
             "wedge_capture_dstate_threads",
             "Watched threads in uninterruptible sleep (D) now",
-            dstate.clone(),
+            Gauge::default(),
         );
-        let oldest = Gauge::<f64, AtomicU64>::default();
-        registry.register(
+        let oldest = registered(
+            &mut registry,
             "wedge_capture_oldest_wedge_seconds",
             "How long the longest-wedged thread has been in D (0 when none is wedged)",
-            oldest.clone(),
+            Gauge::<f64, AtomicU64>::default(),
         );
-        let incidents = Family::<TriggerLabel, Counter>::default();
-        registry.register(
+        let incidents = registered(
+            &mut registry,
             "wedge_capture_incidents",
             "Incidents written since the agent started, by what triggered them",
-            incidents.clone(),
+            zeroed_incidents(),
         );
-        for trigger in [IncidentTrigger::Wedge, IncidentTrigger::OnDemand] {
-            // Present at 0 from the start, so `increase()` sees the first incident.
-            drop(incidents.get_or_create(&TriggerLabel {
-                trigger: trigger.label().to_string(),
-            }));
-        }
-        let targets = Gauge::default();
-        registry.register(
+        let targets = registered(
+            &mut registry,
             "wedge_capture_targets",
             "Processes watched now",
-            targets.clone(),
+            Gauge::default(),
         );
-        let captures = Family::<CaptureStateLabel, Gauge>::default();
-        for state in ["waiting", "running"] {
-            captures
-                .get_or_create(&CaptureStateLabel {
-                    state: state.to_string(),
-                })
-                .set(0);
-        }
-        registry.register(
+        let captures = registered(
+            &mut registry,
             "wedge_capture_captures",
             "Captures waiting in the per-tenant queue and running in the capture workers (detection never waits for them)",
-            captures.clone(),
+            zeroed_captures(),
         );
-        let scan = Histogram::new(SCAN_BUCKETS);
-        registry.register(
+        let scan = registered(
+            &mut registry,
             "wedge_capture_scan_duration_seconds",
             "Time to list the targets and read their threads, per scan",
-            scan.clone(),
+            Histogram::new(SCAN_BUCKETS),
         );
-        let probe_timeouts = Counter::default();
-        registry.register(
+        let probe_timeouts = registered(
+            &mut registry,
             "wedge_capture_probe_timeouts",
             "Risky reads (in sacrificial children) that ran into their deadline",
-            probe_timeouts.clone(),
+            Counter::default(),
         );
-        let last_scan = Gauge::<f64, AtomicU64>::default();
-        registry.register(
+        let last_scan = registered(
+            &mut registry,
             "wedge_capture_last_scan_timestamp_seconds",
             "Unix time the watch loop last finished a scan; stops moving when the agent dies or its loop is stuck (alert on time() minus this)",
-            last_scan.clone(),
+            Gauge::<f64, AtomicU64>::default(),
         );
-        let xids = Family::<XidLabel, Counter>::default();
-        // Every label present at 0 from the start (a bounded set: the catalogue's Xids, `other`, `sxid`), so
-        // `increase()` sees the first Xid of each.
-        for xid in capture::xid::catalog::entries()
-            .iter()
-            .map(|e| e.xid.to_string())
-            .chain(["other".to_string(), "sxid".to_string()])
-        {
-            drop(xids.get_or_create(&XidLabel { xid }));
-        }
-        registry.register(
+        let xids = registered(
+            &mut registry,
             "wedge_capture_xid",
             "NVIDIA Xid lines of the kernel log by Xid number (the catalogue's numbers, else other; NVSwitch SXids as sxid), each line counted once, across agent restarts too",
-            xids.clone(),
+            zeroed_xids(),
         );
-        let wedged_processes = Family::<WedgedProcessLabels, Gauge>::default();
-        registry.register(
+        let wedged_processes = registered(
+            &mut registry,
             "wedge_capture_wedged_process_info",
             "1 for each process wedged now, labelled with its pod as the node confirmed it (namespace, pod; empty when not confirmed), its container and the site of its first wedged thread; absent once the wedge resolves",
-            wedged_processes.clone(),
+            Family::<WedgedProcessLabels, Gauge>::default(),
         );
-        let build = Family::<VersionLabel, Gauge>::default();
-        build
-            .get_or_create(&VersionLabel {
-                version: env!("CARGO_PKG_VERSION").to_string(),
-            })
-            .set(1);
         registry.register(
             "wedge_capture_build_info",
             "Always 1; the version label says which agent runs",
-            build,
+            build_info(),
         );
         Metrics {
             registry,

@@ -11,7 +11,7 @@
 //! finishes the incident (`complete=true`, report.md). One incident per episode: later wedged threads of
 //! the same process and periodic re-samples update it; when every wedged thread left D it is closed as
 //! resolved, once its capture is back. The verdict is computed in one place, `set_verdict`, called by the
-//! two functions every durable write goes through (`create`, `write`).
+//! two functions every durable write goes through (`create`, `write`), in [`writes`].
 //!
 //! No wedge is lost to a full disk: an episode whose first write fails stays in memory with the evidence
 //! as of detection (the snapshot taken then) and every write that failed is retried at each tick until it
@@ -19,89 +19,37 @@
 //! process or thread (tid + start time) is gone by the time the capture begins yields no incident, only
 //! [`CaptureEvent::Gone`] with a counter.
 
+//!
+//! Map: this module (open, update, persist, merge the workers' reports), [`writes`] (every durable write and
+//! its verdict), [`changes`] (what the loop changed while a job ran), [`adopt`] (episodes an earlier watcher
+//! left), [`on_demand`] (SIGUSR1 incidents), [`stop`] (the end of watching), [`super::wedge::Wedge`] (what
+//! opens an episode).
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
-use reports::model::{
-    EpisodeStatus, HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread,
-};
+use reports::model::{HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread};
 use reports::store::write::IncidentHandle;
 use reports::store::Store;
 
 use super::queue::tenant_of;
-use super::stages::{self, not_captured, timeline, Capture, Phase, SkippedStage};
+use super::stages::{self, Capture, Phase, SkippedStage};
+use super::wedge::Wedge;
 use super::workers::{CaptureJob, CapturePool, WorkerReport};
 use crate::host::identity::HostIdentity;
 use crate::probe::ProbeRunner;
 use changes::{apply, merged, Change};
+use writes::{create, finish_on_demand, write, write_failure_reason};
 
 mod adopt;
 mod changes;
+mod on_demand;
+mod stop;
+mod writes;
 
 pub use super::capture_settings::CaptureSettings;
-
-/// What happened to an incident (printed by `run`, logged by the daemon).
-#[derive(Debug, Clone, PartialEq)]
-pub enum CaptureEvent {
-    /// The minimal incident is durable.
-    Opened {
-        pid: i32,
-        tid: i32,
-        path: PathBuf,
-        /// From the scan that detected the wedge to the durable minimal incident.
-        durable_after: Duration,
-    },
-    /// Every part of the capture is written (complete=true).
-    Completed {
-        pid: i32,
-        path: PathBuf,
-        verdict: String,
-        /// With --kill-on-wedge: whether the process died.
-        killed: Option<bool>,
-    },
-    /// A new sample or a newly wedged thread was added.
-    Updated { pid: i32, path: PathBuf },
-    /// Every wedged thread left D (or exited).
-    Resolved {
-        pid: i32,
-        path: PathBuf,
-        after: Duration,
-    },
-    /// Something could not be written; the message says what. For a write of an open episode it is
-    /// raised once per outage (the write is retried at every tick until it lands: see `Landed`).
-    Failed { pid: i32, message: String },
-    /// A wedge was detected but its first durable write failed (full or read-only output filesystem):
-    /// the incident, with the evidence as of detection, is kept in memory and the write retried at every
-    /// tick. Raised once per episode; `Opened` and `Landed` follow when the write succeeds.
-    WritePending { pid: i32, tid: i32, message: String },
-    /// Writes of an incident that had failed are durable now, `after` the detection; `why` says what held
-    /// them up ("the output filesystem was full").
-    Landed {
-        pid: i32,
-        path: PathBuf,
-        after: Duration,
-        why: String,
-    },
-    /// An episode an earlier watcher left open or still wedged at its exit was taken up: its thread is still
-    /// in D, `in_d` since the episode began. Not a new incident (not counted again).
-    Adopted {
-        pid: i32,
-        path: PathBuf,
-        in_d: Duration,
-    },
-    /// An episode an earlier watcher left was closed without being watched to its end: `why` says how
-    /// ("outcome unknown: not watched between … and …: the process is gone", or resolved while unwatched).
-    Unwatched {
-        pid: i32,
-        path: PathBuf,
-        why: String,
-    },
-    /// The process (or the wedged thread) was gone before its capture began: no incident is written.
-    /// `total` counts such captures since the start.
-    Gone { pid: i32, tid: i32, total: u64 },
-}
+use super::event::CaptureEvent;
 
 /// One wedge episode of one process, from detection until its last state is durable.
 struct Episode {
@@ -247,59 +195,6 @@ impl HourlyCap {
 
 fn now_mono_ns() -> u64 {
     Timestamp::now().monotonic_ns.unwrap_or(0)
-}
-
-/// The verdict an incident is written with, from what it holds at this write; an on-demand incident says
-/// so first ("on-demand capture (SIGUSR1): …"). Called only by [`create`] and [`write()`]: the verdict is
-/// computed once per durable write, here.
-fn set_verdict(incident: &mut Incident, on_demand: Option<&str>) {
-    let verdict = reports::verdict::verdict(incident);
-    incident.verdict = match (on_demand, &incident.episode.outcome_unknown) {
-        (Some(reason), _) => format!("on-demand capture ({reason}): {verdict}"),
-        (None, Some(why)) if incident.episode.status == EpisodeStatus::Unknown => {
-            format!("{verdict}; outcome unknown: {why}")
-        }
-        (None, _) => verdict,
-    };
-}
-
-/// An incident's first durable write.
-fn create(
-    store: &Store,
-    incident: &mut Incident,
-    on_demand: Option<&str>,
-) -> Result<IncidentHandle, reports::Error> {
-    set_verdict(incident, on_demand);
-    store.create(incident)
-}
-
-/// Every later durable write: an update, or the final one (`finish`: complete=true, report.md).
-fn write(
-    handle: &mut IncidentHandle,
-    incident: &mut Incident,
-    finish: bool,
-    on_demand: Option<&str>,
-) -> Result<(), reports::Error> {
-    set_verdict(incident, on_demand);
-    if finish {
-        handle.finish(incident)
-    } else {
-        handle.update(incident)
-    }
-}
-
-/// Why a durable write failed, in words for the log and the incident's timeline.
-fn write_failure_reason(err: &reports::Error) -> String {
-    let errno = match err {
-        reports::Error::Io { source, .. } => source.raw_os_error(),
-        _ => None,
-    };
-    match errno {
-        Some(libc::ENOSPC) => "the output filesystem was full".to_string(),
-        Some(libc::EDQUOT) => "the output filesystem's quota was exceeded".to_string(),
-        Some(libc::EROFS) => "the output filesystem was read-only".to_string(),
-        _ => format!("writing failed: {err}"),
-    }
 }
 
 /// Whether thread `tid` of `pid` is still the thread with this start time (not exited, tid not reused).
@@ -450,71 +345,6 @@ impl Capturer {
         }
     }
 
-    /// An on-demand incident for `pid` (the daemon's SIGUSR1), whether or not it is wedged: every thread,
-    /// the ring, the kernel log, host context and the risky probes, like a wedge capture, but outside any
-    /// episode. The verdict and the timeline say it was asked for (`reason`). The minimal incident is
-    /// written now; the rest is a capture job like any other (`Completed` follows from [`Capturer::tick`]).
-    pub fn capture_on_demand(&mut self, pid: i32, reason: &str, out: &mut Vec<CaptureEvent>) {
-        let detected = Instant::now();
-        let on_demand = Some(reason);
-        let mut incident = Incident::new(pid);
-        incident.trigger = reports::model::Trigger::OnDemand;
-        incident.written_by = format!("wedge-capture {}", env!("CARGO_PKG_VERSION"));
-        incident.host = self.host_info();
-        timeline(
-            &mut incident,
-            format!("on-demand capture ({reason}): not a detected wedge"),
-        );
-        let since_ns = now_mono_ns();
-        self.run_minimal(pid, &mut incident, since_ns, false);
-        let mut handle = match create(&self.store, &mut incident, on_demand) {
-            Ok(handle) => handle,
-            Err(err) => {
-                out.push(CaptureEvent::Failed {
-                    pid,
-                    message: format!(
-                        "cannot write the incident under {}: {err}",
-                        self.store.dir().display()
-                    ),
-                });
-                return;
-            }
-        };
-        let path = handle.path().to_path_buf();
-        incident.id = handle.id().to_string();
-        out.push(CaptureEvent::Opened {
-            pid,
-            tid: pid,
-            path,
-            durable_after: detected.elapsed(),
-        });
-        let kind = JobKind {
-            since_ns,
-            wedge: false,
-            episode_ended: false,
-        };
-        let job = self.job(pid, &incident, &handle, kind, Vec::new());
-        let id = job.id;
-        match self.pool.submit(job) {
-            Ok(()) => {
-                self.on_demand.insert(
-                    id,
-                    OnDemand {
-                        pid,
-                        handle,
-                        reason: reason.to_string(),
-                    },
-                );
-            }
-            Err(_) => {
-                not_captured(&mut incident, "capture", self.queue_full_reason());
-                timeline(&mut incident, "capture complete");
-                incident.complete = true;
-                finish_on_demand(pid, &mut handle, &mut incident, reason, out);
-            }
-        }
-    }
-
     fn queue_full_reason(&self) -> String {
         format!(
             "not run: {} captures of this tenant were already waiting (the bound per tenant); the minimal \
@@ -523,36 +353,27 @@ impl Capturer {
         )
     }
 
-    /// A thread of `pid` was judged wedged at the scan taken at `detected`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn on_wedged(
-        &mut self,
-        pid: i32,
-        tid: i32,
-        start_time: u64,
-        comm: &str,
-        d_since_ns: u64,
-        detected: Instant,
-        out: &mut Vec<CaptureEvent>,
-    ) {
+    /// A thread was judged wedged: a new episode for its process, or one more thread of the open one.
+    pub fn on_wedged(&mut self, wedge: &Wedge, out: &mut Vec<CaptureEvent>) {
+        let (pid, tid) = (wedge.pid, wedge.tid);
         if let Some(mut episode) = self.episodes.remove(&pid) {
             if episode.wedged.contains_key(&tid) {
                 // Already part of the episode (an adopted thread): nothing new.
                 self.episodes.insert(pid, episode);
                 return;
             }
-            episode.wedged.insert(tid, d_since_ns);
+            episode.wedged.insert(tid, wedge.d_since_ns);
             episode.change(Change::AddWedged(Box::new(WedgedThread {
                 tid,
-                start_time: Some(start_time),
-                comm: comm.to_string(),
-                d_since: Timestamp::at_monotonic(d_since_ns),
+                start_time: Some(wedge.start_time),
+                comm: wedge.comm.clone(),
+                d_since: Timestamp::at_monotonic(wedge.d_since_ns),
                 detected_at: Some(Timestamp::now()),
                 ..WedgedThread::default()
             })));
             episode.change(Change::timeline(format!(
                 "thread {tid} {} also wedged",
-                capture::escape::code(comm)
+                capture::escape::code(&wedge.comm)
             )));
             Self::resample(&self.settings, &mut episode);
             episode.change(Change::KeepEvidence(tid));
@@ -564,7 +385,7 @@ impl Capturer {
             self.episodes.insert(pid, episode);
             return;
         }
-        self.open(pid, tid, start_time, comm, d_since_ns, detected, out);
+        self.open(wedge, out);
     }
 
     /// The watcher's samples of `pid` from before its wedge, for the episode the next [`Capturer::on_wedged`]
@@ -599,17 +420,16 @@ impl Capturer {
             .collect()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn open(
-        &mut self,
-        pid: i32,
-        tid: i32,
-        start_time: u64,
-        comm: &str,
-        d_since_ns: u64,
-        detected: Instant,
-        out: &mut Vec<CaptureEvent>,
-    ) {
+    /// The first wedged thread of a process: a new episode, its minimal incident durable now.
+    fn open(&mut self, wedge: &Wedge, out: &mut Vec<CaptureEvent>) {
+        let &Wedge {
+            pid,
+            tid,
+            start_time,
+            ref comm,
+            d_since_ns,
+            detected,
+        } = wedge;
         let history = self.pending_history.remove(&pid).unwrap_or_default();
         let cap = self.settings.watch.max_incidents_per_hour;
         if self.opened_last_hour.is_full(cap, detected) {
@@ -644,14 +464,11 @@ impl Capturer {
             detected_at: Some(Timestamp::now()),
             ..WedgedThread::default()
         });
-        timeline(
-            &mut incident,
-            format!(
-                "thread {tid} {} judged wedged: in D without progress for {:.1} s",
-                capture::escape::code(comm),
-                now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
-            ),
-        );
+        incident.push_timeline(format!(
+            "thread {tid} {} judged wedged: in D without progress for {:.1} s",
+            capture::escape::code(comm),
+            now_mono_ns().saturating_sub(d_since_ns) as f64 / 1e9
+        ));
         self.run_minimal(pid, &mut incident, d_since_ns, true);
         if incident.samples.is_empty()
             || !same_thread(&self.settings.proc_root, pid, tid, start_time)
@@ -699,7 +516,7 @@ impl Capturer {
                             durable_after.as_secs_f64()
                         );
                     }
-                    timeline(&mut episode.incident, line);
+                    episode.incident.push_timeline(line);
                     episode.unwritten = true;
                     out.push(CaptureEvent::Opened {
                         pid,
@@ -772,7 +589,7 @@ impl Capturer {
         episode.changes.clear();
         episode.killed = killed;
         if !episode.incident.complete {
-            timeline(&mut episode.incident, "capture complete");
+            episode.incident.push_timeline("capture complete");
             episode.incident.complete = true;
         }
         episode.complete_wanted = true;
@@ -994,7 +811,7 @@ impl Capturer {
                         Ok(incident) => incident,
                         Err(_) => Incident::new(on_demand.pid),
                     };
-                    not_captured(&mut incident, "capture", why);
+                    incident.push_not_captured("capture", why);
                     incident.complete = true;
                     finish_on_demand(
                         on_demand.pid,
@@ -1025,7 +842,7 @@ impl Capturer {
                 Self::capture_done(&mut episode, killed);
             }
             WorkerReport::Failed { why, .. } => {
-                not_captured(&mut episode.incident, "capture", why);
+                episode.incident.push_not_captured("capture", why);
                 Self::capture_done(&mut episode, None);
             }
         }
@@ -1054,72 +871,6 @@ impl Capturer {
         }
         let at = self.closing.iter().position(|e| e.job == Some(id))?;
         Some((Slot::Closing, self.closing.remove(at)))
-    }
-
-    /// Wait up to `limit` for the captures in flight to come back, merging and writing them (`run` at
-    /// its end; tests).
-    pub fn finish_captures(&mut self, limit: Duration, out: &mut Vec<CaptureEvent>) {
-        let until = Instant::now() + limit;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let (waiting, running) = self.pool.pending();
-            if waiting + running == 0 || left.is_zero() {
-                break;
-            }
-            for report in self.pool.wait_running(left.min(Duration::from_millis(100))) {
-                self.on_report(report, out);
-            }
-            self.tick(out);
-        }
-    }
-
-    /// wedge-capture is stopping (`run` exits, the agent is stopped): the captures in flight get up to
-    /// `wait` to come back (a stop request has cut their probes short), queued ones are not started;
-    /// then every open episode gets its final write, saying which threads were still wedged and when
-    /// watching stopped, so that the incident never reads "still open" after nobody watches it any more.
-    /// Writes that fail stay listed by [`Capturer::unwritten`].
-    pub fn shutdown(&mut self, wait: Duration, out: &mut Vec<CaptureEvent>) {
-        for job in self.pool.drain_queue() {
-            let why = "not run: wedge-capture stopped before its turn came".to_string();
-            self.on_report(WorkerReport::Failed { id: job.id, why }, out);
-        }
-        self.finish_captures(wait, out);
-        for id in self.pool.abandon_running() {
-            let why = "interrupted: wedge-capture stopped before the capture came back".to_string();
-            self.on_report(WorkerReport::Failed { id, why }, out);
-        }
-        let pids: Vec<i32> = self.episodes.keys().copied().collect();
-        for pid in pids {
-            let Some(mut episode) = self.episodes.remove(&pid) else {
-                continue;
-            };
-            if self.settings.proc_root.exists(pid) {
-                Self::resample(&self.settings, &mut episode);
-            }
-            let now = Timestamp::now();
-            let now_ns = now.monotonic_ns.unwrap_or(0);
-            let still: Vec<(i32, u64)> = episode.wedged.iter().map(|(&t, &s)| (t, s)).collect();
-            for (tid, since_ns) in still {
-                let in_d = Duration::from_nanos(now_ns.saturating_sub(since_ns));
-                episode.change(Change::Fate {
-                    tid,
-                    fate: ThreadFate::StillWedgedAtExit,
-                    at: now.clone(),
-                    in_d,
-                });
-            }
-            episode.change(Change::StillWedgedAtExit { at: now });
-            let count = episode.wedged.len();
-            episode.change(Change::timeline(format!(
-                "still wedged when wedge-capture exited ({count} thread{} in D)",
-                if count == 1 { "" } else { "s" }
-            )));
-            episode.unwritten = true;
-            self.advance(pid, &mut episode, out);
-            if episode.pending_work() {
-                self.closing.push(episode);
-            }
-        }
     }
 
     /// A new sample of the process; once the kernel log was first read (and no capture reads it now), it
@@ -1169,29 +920,6 @@ struct JobKind {
 enum Slot {
     Open,
     Closing,
-}
-
-/// An on-demand incident's final write.
-fn finish_on_demand(
-    pid: i32,
-    handle: &mut IncidentHandle,
-    incident: &mut Incident,
-    reason: &str,
-    out: &mut Vec<CaptureEvent>,
-) {
-    let path = handle.path().to_path_buf();
-    match write(handle, incident, true, Some(reason)) {
-        Ok(()) => out.push(CaptureEvent::Completed {
-            pid,
-            path,
-            verdict: incident.verdict.clone(),
-            killed: None,
-        }),
-        Err(err) => out.push(CaptureEvent::Failed {
-            pid,
-            message: format!("cannot finish the incident: {err}"),
-        }),
-    }
 }
 
 #[cfg(test)]

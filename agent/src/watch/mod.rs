@@ -5,11 +5,14 @@
 //! - [`scan`]: one scan of the targets' threads (stat for all, progress signature for threads in D).
 //! - [`tracker`]: pure per-thread D-state episodes (keyed by tid + start time) and the no-progress test.
 //! - [`history`]: per target, a bounded ring of the scans' cheap samples: the incident's pre-wedge `history`.
+//! - [`event`]: what happened to an incident ([`CaptureEvent`]) and its one wording, printed by `run` and
+//!   logged by the daemon.
 //! - [`incident`]: the episode lifecycle: one incident per episode (open, update, retry until durable,
 //!   resolve, gone before its capture); every durable write and the verdict it carries.
 //! - [`stages`]: what an incident holds, gathered by a table of named stages in a fixed order (process,
 //!   threads, rings, kernel log, host context, wait graph, probes, kill), each with its deadline and `not_captured` entry.
 //! - [`queue`]: the queue between detection and capture, fair per tenant.
+//! - [`wedge`]: a thread judged wedged ([`wedge::Wedge`]), from the tracker's verdict to the capturer.
 //! - [`workers`]: the capture side: threads that run the slow stages off the watch loop.
 //! - [`launch`]: start the command of `run` (own process group, subreaper, signal forwarding).
 //!
@@ -27,6 +30,7 @@
 //! command) ever inherits a real-time policy; a starved probe is bounded by its deadline like any other.
 
 pub mod capture_settings;
+pub mod event;
 pub mod history;
 pub mod incident;
 pub mod launch;
@@ -35,6 +39,7 @@ pub mod scan;
 pub mod stages;
 pub mod targets;
 pub mod tracker;
+pub mod wedge;
 pub mod workers;
 
 use std::collections::{BTreeSet, HashSet};
@@ -44,10 +49,12 @@ use capture::ProcRoot;
 use reports::model::ThreadFate;
 
 use crate::settings::WatchSettings;
-pub use incident::{CaptureEvent, CaptureSettings, Capturer};
+pub use event::CaptureEvent;
+pub use incident::{CaptureSettings, Capturer};
 use scan::{ScanShortcuts, ScanStats, ThreadScanner};
 use targets::{Target, TargetSource};
 use tracker::{Observation, ThreadKey, Tracker, TrackerConfig, TrackerEvent};
+use wedge::Wedge;
 
 /// Watch-loop settings shared by every front end.
 #[derive(Debug, Clone, Copy)]
@@ -264,8 +271,15 @@ impl Watcher {
                         let history = self.history.for_incident(pid, now_ns, &[tid]);
                         self.capturer.offer_history(pid, history);
                     }
-                    self.capturer
-                        .on_wedged(pid, tid, start_time, &comm, d_since_ns, detected, &mut out)
+                    let wedge = Wedge {
+                        pid,
+                        tid,
+                        start_time,
+                        comm,
+                        d_since_ns,
+                        detected,
+                    };
+                    self.capturer.on_wedged(&wedge, &mut out)
                 }
                 TrackerEvent::Resolved { pid, tid, after } => {
                     self.capturer

@@ -27,9 +27,7 @@ use reports::store::write::IncidentFiles;
 
 use super::capture_settings::CaptureSettings;
 use super::queue::FairQueue;
-use super::stages::{
-    self, not_captured, timeline, Capture, CaptureDeadline, Phase, SkippedStage, STAGES,
-};
+use super::stages::{self, Capture, CaptureDeadline, Phase, SkippedStage, STAGES};
 
 use crate::probe::ProbeRunner;
 
@@ -309,13 +307,10 @@ fn worker(jobs: &Mutex<Receiver<CaptureJob>>, reports: &Sender<WorkerReport>) {
 fn run_job(mut job: CaptureJob, reports: &Sender<WorkerReport>) {
     let started = Instant::now();
     let limit = job.settings.capture_deadline;
-    timeline(
-        &mut job.incident,
-        format!(
-            "capture started by a worker {} ms after it was queued",
-            started.duration_since(job.queued_at).as_millis()
-        ),
-    );
+    job.incident.push_timeline(format!(
+        "capture started by a worker {} ms after it was queued",
+        started.duration_since(job.queued_at).as_millis()
+    ));
     let mut capture = Capture {
         settings: &job.settings,
         pid: job.pid,
@@ -335,8 +330,7 @@ fn run_job(mut job: CaptureJob, reports: &Sender<WorkerReport>) {
     };
     stages::run_phase(STAGES, Phase::Safe, &mut capture);
     if job.episode_ended {
-        not_captured(
-            capture.incident,
+        capture.incident.push_not_captured(
             "host context and probes",
             "the episode ended before the incident could be written",
         );
@@ -349,7 +343,7 @@ fn run_job(mut job: CaptureJob, reports: &Sender<WorkerReport>) {
     }
     let killed = capture.killed;
     stages::mark_done(&job.files);
-    timeline(&mut job.incident, "capture complete");
+    job.incident.push_timeline("capture complete");
     job.incident.complete = true;
     let _ = reports.send(WorkerReport::Finished {
         id: job.id,

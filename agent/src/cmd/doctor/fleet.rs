@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{check, Check, Status};
+use super::check::{check, Check, Status};
 use crate::host::sandbox::{bind_hint, write_hint};
 
 /// What the fleet checks look at (from `doctor`'s flags, or the agent's config file).

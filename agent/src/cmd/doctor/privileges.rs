@@ -6,7 +6,7 @@
 //! `CapabilityBoundingSet=` without `CAP_SYS_NICE`, or `RestrictRealtime=yes` (a seccomp filter), refuse the
 //! real-time policy to root; a bounding set without `CAP_SETUID`/`CAP_SETGID` makes every symbolizer start fail.
 
-use super::{check, Check, Status};
+use super::check::{check, Check, Status};
 
 /// Linux capability numbers (capability.h).
 pub const CAP_SETGID: u32 = 6;

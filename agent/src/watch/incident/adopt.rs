@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use reports::model::{EpisodeStatus, Incident, ThreadFate, Timestamp, Trigger, Unwatched};
 
-use super::{now_mono_ns, timeline, write, CaptureEvent, Capturer, Episode};
+use super::writes::write;
+use super::{now_mono_ns, Capturer, Episode};
+use crate::watch::event::CaptureEvent;
 use crate::watch::stages::{self, SkippedStage};
 
 /// A thread of an adopted episode, still in D: the tracker takes it up as already judged wedged.
@@ -190,10 +192,9 @@ impl Capturer {
             } else {
                 "left D"
             };
-            timeline(
-                &mut incident,
-                format!("thread {tid} {how} while nobody watched ({between})"),
-            );
+            incident.push_timeline(format!(
+                "thread {tid} {how} while nobody watched ({between})"
+            ));
         }
         if wedged.is_empty() {
             self.close_resolved_unwatched(incident, handle, between, out);
@@ -232,9 +233,7 @@ impl Capturer {
                 w.in_d_s = None;
             }
         }
-        timeline(
-            &mut incident,
-            format!(
+        incident.push_timeline(format!(
                 "watcher restarted at {}, still in D ({} thread{}, {:.1} s in D; not watched since {unwatched_since})",
                 wall_text(&Timestamp::now()),
                 wedged.len(),
@@ -274,10 +273,9 @@ impl Capturer {
         incident.episode.status = EpisodeStatus::Resolved;
         incident.episode.resolved_at = Some(Timestamp::now());
         incident.episode.resolved_after_s = None;
-        timeline(
-            &mut incident,
-            format!("resolved while nobody watched ({between}): when is not known"),
-        );
+        incident.push_timeline(format!(
+            "resolved while nobody watched ({between}): when is not known"
+        ));
         let path = handle.path().to_path_buf();
         let finish = incident.complete;
         match write(&mut handle, &mut incident, finish, None) {
@@ -314,7 +312,7 @@ impl Capturer {
         }
         incident.episode.status = EpisodeStatus::Unknown;
         incident.episode.outcome_unknown = Some(reason.clone());
-        timeline(&mut incident, format!("outcome unknown: {reason}"));
+        incident.push_timeline(format!("outcome unknown: {reason}"));
         let path = handle.path().to_path_buf();
         let finish = incident.complete;
         match write(&mut handle, &mut incident, finish, None) {

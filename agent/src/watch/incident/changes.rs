@@ -13,8 +13,6 @@ use reports::model::{
     EpisodeStatus, Incident, Sample, ThreadFate, TimelineEvent, Timestamp, WedgedThread,
 };
 
-use crate::watch::stages::not_captured;
-
 /// One change of the watch loop.
 #[derive(Debug, Clone)]
 pub enum Change {
@@ -103,7 +101,7 @@ pub fn apply(incident: &mut Incident, change: &Change) {
             incident.episode.status = EpisodeStatus::StillWedgedAtExit;
             incident.episode.watcher_exited_at = Some(at.clone());
         }
-        Change::NotCaptured { what, why } => not_captured(incident, what.clone(), why.clone()),
+        Change::NotCaptured { what, why } => incident.push_not_captured(what.clone(), why.clone()),
     }
 }
 
@@ -126,8 +124,7 @@ pub fn keep_evidence(incident: &mut Incident, tid: i32) {
         .and_then(|s| s.snapshot.threads.iter().find(|t| t.tid == tid))
         .cloned()
     else {
-        not_captured(
-            incident,
+        incident.push_not_captured(
             "evidence as of detection",
             format!("thread {tid} was not in the snapshot taken at detection"),
         );

@@ -1,7 +1,20 @@
 //! Tests of the episode lifecycle (the parent module).
 
 use super::*;
+use reports::model::EpisodeStatus;
 use std::path::Path;
+
+/// A wedge of thread `tid` of `pid` (in D since boot), judged at `detected`.
+fn wedge(pid: i32, tid: i32, start_time: u64, comm: &str, detected: Instant) -> Wedge {
+    Wedge {
+        pid,
+        tid,
+        start_time,
+        comm: comm.to_string(),
+        d_since_ns: 0,
+        detected,
+    }
+}
 
 fn capturer(dir: &Path) -> Capturer {
     capturer_with(dir, |_| {})
@@ -91,11 +104,11 @@ fn no_incident_for_a_process_or_thread_gone_before_the_capture() {
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let gone = child.id() as i32;
     child.wait().unwrap();
-    capturer.on_wedged(gone, gone, 1, "true", 0, Instant::now(), &mut out);
+    capturer.on_wedged(&wedge(gone, gone, 1, "true", Instant::now()), &mut out);
     // A live tid whose start time is not the one judged wedged: the tid was reused.
     let me = std::process::id() as i32;
     let reused = my_start_time() + 1;
-    capturer.on_wedged(me, me, reused, "test", 0, Instant::now(), &mut out);
+    capturer.on_wedged(&wedge(me, me, reused, "test", Instant::now()), &mut out);
     assert_eq!(
         out,
         vec![
@@ -116,7 +129,10 @@ fn no_incident_for_a_process_or_thread_gone_before_the_capture() {
     assert_eq!(incident_dirs(dir.path()), 0);
     // The same thread with its real start time is captured.
     out.clear();
-    capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+    capturer.on_wedged(
+        &wedge(me, me, my_start_time(), "test", Instant::now()),
+        &mut out,
+    );
     assert!(
         matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
         "{out:?}"
@@ -130,7 +146,10 @@ fn evidence_fate_and_the_exit_write_of_an_open_episode() {
     let mut capturer = capturer(dir.path());
     let me = std::process::id() as i32;
     let mut out = Vec::new();
-    capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+    capturer.on_wedged(
+        &wedge(me, me, my_start_time(), "test", Instant::now()),
+        &mut out,
+    );
     let Some(CaptureEvent::Opened { path, .. }) = out.first().cloned() else {
         panic!("{out:?}")
     };
@@ -174,7 +193,7 @@ fn a_first_write_that_fails_is_kept_and_retried_until_it_lands() {
     let me = std::process::id() as i32;
     let detected = Instant::now();
     let mut out = Vec::new();
-    capturer.on_wedged(me, me, my_start_time(), "test", 0, detected, &mut out);
+    capturer.on_wedged(&wedge(me, me, my_start_time(), "test", detected), &mut out);
     assert!(
         matches!(&out[..], [CaptureEvent::WritePending { pid, tid, .. }] if *pid == me && *tid == me),
         "{out:?}"
@@ -242,19 +261,17 @@ fn the_hourly_incident_cap_holds() {
     let other_start = ProcRoot::default().read_stat(other_pid).unwrap().starttime;
     let me = std::process::id() as i32;
     let mut out = Vec::new();
-    capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+    capturer.on_wedged(
+        &wedge(me, me, my_start_time(), "test", Instant::now()),
+        &mut out,
+    );
     assert!(
         matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
         "{out:?}"
     );
     out.clear();
     capturer.on_wedged(
-        other_pid,
-        other_pid,
-        other_start,
-        "sleep",
-        0,
-        Instant::now(),
+        &wedge(other_pid, other_pid, other_start, "sleep", Instant::now()),
         &mut out,
     );
     other.kill().unwrap();

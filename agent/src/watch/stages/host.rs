@@ -3,7 +3,7 @@
 use capture::ProcRoot;
 use reports::model::{DStateTask, HostContext, Incident, PsiLine as ReportPsiLine, Timestamp};
 
-use super::{not_captured, Capture, Deadline};
+use super::{Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
@@ -36,7 +36,7 @@ pub fn host_context(settings: &CaptureSettings, incident: &mut Incident) -> Host
                 .filter_map(|&k| all.get(k).map(|&v| (k.to_string(), v)))
                 .collect();
         }
-        Err(err) => not_captured(incident, "meminfo", err.to_string()),
+        Err(err) => incident.push_not_captured("meminfo", err.to_string()),
     }
     context.loadavg = root.loadavg().ok();
     let (tasks, total) = d_state_census(&settings.proc_root, settings.max_census);

@@ -13,7 +13,7 @@
 use reports::model::{Incident, KernelLogLine};
 use reports::store::write::IncidentFiles;
 
-use super::{not_captured, timeline, Capture, Deadline};
+use super::{Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
 use capture::kmsg::{self, KmsgWindow};
 
@@ -51,7 +51,7 @@ pub fn refresh(
             return;
         }
         if let Err(err) = handle.write_file(KERNEL_LOG_FILE, window_text(incident).as_bytes()) {
-            not_captured(incident, "kernel-log.txt", err.to_string());
+            incident.push_not_captured("kernel-log.txt", err.to_string());
         }
     }
 }
@@ -76,19 +76,16 @@ fn capture_kernel_log(settings: &CaptureSettings, d_since_ns: u64, incident: &mu
                 })
                 .collect();
             if capture.lost > 0 {
-                timeline(
-                    incident,
-                    format!(
-                        "{} kernel log records were overwritten while being read",
-                        capture.lost
-                    ),
-                );
+                incident.push_timeline(format!(
+                    "{} kernel log records were overwritten while being read",
+                    capture.lost
+                ));
             }
         }
         // The error names the device and, when refused, the privilege it needs.
         Err(err) => {
             if !incident.not_captured.iter().any(|n| n.what == "kernel log") {
-                not_captured(incident, "kernel log", err.to_string())
+                incident.push_not_captured("kernel log", err.to_string())
             }
         }
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
 
-use super::{timeline, Capture, Deadline};
+use super::{Capture, Deadline};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
     if !capture.wedge || !capture.settings.kill_on_wedge {
@@ -13,16 +13,13 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     }
     let died = kill_and_check(&capture.settings.proc_root, capture.pid);
     capture.killed = Some(died);
-    timeline(
-        capture.incident,
-        if died {
-            "SIGKILL sent (--kill-on-wedge): the process died".to_string()
-        } else {
-            "SIGKILL sent (--kill-on-wedge): the process is still there after 1 s (unkillable: \
+    capture.incident.push_timeline(if died {
+        "SIGKILL sent (--kill-on-wedge): the process died".to_string()
+    } else {
+        "SIGKILL sent (--kill-on-wedge): the process is still there after 1 s (unkillable: \
              uninterruptible sleep)"
-                .to_string()
-        },
-    );
+            .to_string()
+    });
     Ok(())
 }
 

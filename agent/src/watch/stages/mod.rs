@@ -39,7 +39,7 @@ pub mod wait_graph;
 
 use std::time::{Duration, Instant};
 
-use reports::model::{Incident, NotCaptured, TimelineEvent, Timestamp};
+use reports::model::Incident;
 use reports::store::write::IncidentFiles;
 
 use super::capture_settings::CaptureSettings;
@@ -317,13 +317,14 @@ pub fn run_phase(table: &[Stage], phase: Phase, capture: &mut Capture<'_>) {
             continue;
         }
         if let Some(skip) = capture.skip.iter().find(|s| s.stage == stage.name) {
-            not_captured(capture.incident, stage.not_captured, skip.why.clone());
+            capture
+                .incident
+                .push_not_captured(stage.not_captured, skip.why.clone());
             continue;
         }
         if let Some(total) = capture.capture_deadline {
             if Instant::now() >= total.at {
-                not_captured(
-                    capture.incident,
+                capture.incident.push_not_captured(
                     stage.not_captured,
                     format!(
                         "not run: the capture's total deadline of {} s had passed",
@@ -339,10 +340,10 @@ pub fn run_phase(table: &[Stage], phase: Phase, capture: &mut Capture<'_>) {
         let deadline = Deadline::start(stage.deadline.limit(capture.settings));
         let result = (stage.run)(capture, &deadline);
         match result {
-            Err(why) => not_captured(capture.incident, stage.not_captured, why),
-            Ok(()) if deadline.passed() => {
-                not_captured(capture.incident, stage.not_captured, deadline.overdue())
-            }
+            Err(why) => capture.incident.push_not_captured(stage.not_captured, why),
+            Ok(()) if deadline.passed() => capture
+                .incident
+                .push_not_captured(stage.not_captured, deadline.overdue()),
             Ok(()) => {}
         }
     }
@@ -371,20 +372,6 @@ pub fn mark_done(files: &IncidentFiles) {
     if let Ok(bytes) = serde_json::to_vec(&marker) {
         let _ = files.write_file(STAGE_MARKER_FILE, &bytes);
     }
-}
-
-pub fn timeline(incident: &mut Incident, event: impl Into<String>) {
-    incident.timeline.push(TimelineEvent {
-        at: Timestamp::now(),
-        event: event.into(),
-    });
-}
-
-pub fn not_captured(incident: &mut Incident, what: impl Into<String>, why: impl Into<String>) {
-    incident.not_captured.push(NotCaptured {
-        what: what.into(),
-        why: why.into(),
-    });
 }
 
 #[cfg(test)]
@@ -449,7 +436,7 @@ mod tests {
         while !deadline.passed() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
-        timeline(capture.incident, "slow ran");
+        capture.incident.push_timeline("slow ran");
         Ok(())
     }
 
@@ -462,12 +449,12 @@ mod tests {
     }
 
     fn last(capture: &mut Capture<'_>, _: &Deadline) -> Result<(), String> {
-        timeline(capture.incident, "last ran");
+        capture.incident.push_timeline("last ran");
         Ok(())
     }
 
     fn risky(capture: &mut Capture<'_>, _: &Deadline) -> Result<(), String> {
-        timeline(capture.incident, "risky ran");
+        capture.incident.push_timeline("risky ran");
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 
 use reports::model::{Incident, Timestamp};
 
-use super::{timeline, Capture, Deadline};
+use super::{Capture, Deadline};
 use crate::probe::{self, Probe, ProbeOutcome, ProbeStatus};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
@@ -115,13 +115,10 @@ pub(super) fn record_probe(
     output_excerpt: String,
 ) {
     if outcome.status == ProbeStatus::TimedOut {
-        timeline(
-            incident,
-            format!(
-                "probe {} ({}) {}",
-                outcome.name, outcome.target, outcome.detail
-            ),
-        );
+        incident.push_timeline(format!(
+            "probe {} ({}) {}",
+            outcome.name, outcome.target, outcome.detail
+        ));
     }
     incident.probes.push(reports::model::Probe {
         name: format!("{} ({})", outcome.name, outcome.target),

@@ -12,7 +12,7 @@ use capture::parse::cgroup;
 use capture::ProcRoot;
 use reports::model::{ContainerInfo, Incident, PodIdentity, PodInfo};
 
-use super::{not_captured, Capture, Deadline};
+use super::{Capture, Deadline};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
     let claiming = fill_process_info(&capture.settings.proc_root, capture.pid, capture.incident);
@@ -70,7 +70,7 @@ fn fill_process_info(root: &ProcRoot, pid: i32, incident: &mut Incident) -> Opti
             incident.process.nspid = status.nspid.clone();
             incident.process.comm = status.name.clone().unwrap_or_default();
         }
-        Err(err) => not_captured(incident, "process status (NSpid)", err.to_string()),
+        Err(err) => incident.push_not_captured("process status (NSpid)", err.to_string()),
     }
     match root.cgroup(pid) {
         Ok(lines) => {
@@ -103,7 +103,7 @@ fn fill_process_info(root: &ProcRoot, pid: i32, incident: &mut Incident) -> Opti
             claiming
         }
         Err(err) => {
-            not_captured(incident, "cgroup", err.to_string());
+            incident.push_not_captured("cgroup", err.to_string());
             None
         }
     }

@@ -16,7 +16,7 @@
 //! No py-spy call at all for a process that is not CPython, judged without reading its memory
 //! ([`capture::python_stack::looks_like_cpython`]: the exe link, the comm, the maps text the probes stage read).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use capture::python_stack::{self, PythonThread};
 use reports::model::{Incident, Timestamp};
@@ -45,7 +45,7 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     ) {
         return Ok(());
     }
-    let program = find_py_spy(&settings.watch.py_spy).ok_or_else(|| {
+    let program = crate::tools::py_spy(&settings.watch.py_spy).ok_or_else(|| {
         format!(
             "py-spy is not installed ({} not found): install it with `pip install py-spy` \
              (or give its path with --py-spy PATH) to get the Python stacks",
@@ -123,14 +123,6 @@ fn py_spy_probe(program: &Path, pid: i32) -> Probe {
         },
         timeout_meaning: TIMEOUT_MEANING.into(),
     }
-}
-
-/// `--py-spy`: a path (with a `/`) as given, a bare name looked up on PATH.
-pub fn find_py_spy(setting: &Path) -> Option<PathBuf> {
-    if setting.components().count() > 1 || setting.is_absolute() {
-        return setting.is_file().then(|| setting.to_path_buf());
-    }
-    probe::find_in_path(setting.to_str()?)
 }
 
 /// The threads py-spy printed, or why there are none.
@@ -266,13 +258,5 @@ mod tests {
             why.starts_with("py-spy not started: 1 earlier py-spy child of this process (pid 101)"),
             "{why}"
         );
-    }
-
-    #[test]
-    fn py_spy_is_found_by_path_or_on_path() {
-        assert_eq!(find_py_spy(Path::new("/nonexistent/py-spy")), None);
-        assert_eq!(find_py_spy(Path::new("wedge-capture-no-such-py-spy")), None);
-        let sh = find_py_spy(Path::new("sh")).expect("sh on PATH");
-        assert!(sh.is_absolute());
     }
 }

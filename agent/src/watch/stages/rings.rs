@@ -12,7 +12,7 @@ use capture::ProcRoot;
 use reports::model::{Incident, RingExcerpt, Timestamp};
 use reports::store::write::IncidentFiles;
 
-use super::{not_captured, timeline, Capture, Deadline};
+use super::{Capture, Deadline};
 use crate::defaults;
 use crate::rings::copy::RingCopy;
 use crate::watch::capture_settings::CaptureSettings;
@@ -48,21 +48,17 @@ fn capture_ring(
         .retain(|n| n.what != "breadcrumb ring" && n.what != "ring copy");
     let mut rings = crate::rings::files::find_rings(&settings.proc_root, &settings.ring_dirs, pid);
     if rings.is_empty() {
-        not_captured(
-            incident,
+        incident.push_not_captured(
             "breadcrumb ring",
             "no ring file found (the process holds no *.ring file open)",
         );
         return;
     }
     if rings.len() > MAX_RINGS_PER_INCIDENT {
-        timeline(
-            incident,
-            format!(
-                "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
-                rings.len()
-            ),
-        );
+        incident.push_timeline(format!(
+            "{} ring files belong to the process; the first {MAX_RINGS_PER_INCIDENT} are in the report",
+            rings.len()
+        ));
         rings.truncate(MAX_RINGS_PER_INCIDENT);
     }
     // A process can hold several rings (its own breadcrumbs and the CUPTI injection's): read them all,
@@ -72,12 +68,14 @@ fn capture_ring(
     for (n, ring) in rings.iter().enumerate() {
         if n > 0 && deadline.passed() {
             let left_out = format!("{} of {} rings", rings.len() - n, rings.len());
-            not_captured(incident, "breadcrumb ring", deadline.stopped(&left_out));
+            incident.push_not_captured("breadcrumb ring", deadline.stopped(&left_out));
             break;
         }
         let share = budget_left / (rings.len() - n) as u64;
-        let (excerpt, copy, copied) =
-            read_ring_excerpt(settings, pid, ring, incident, handle, share);
+        let (mut excerpt, copy, copied) = read_ring_excerpt(ring, handle, share);
+        if incident.process.nspid.len() > 1 && !excerpt.records.is_empty() {
+            ring_tids_to_host(&settings.proc_root, pid, incident, &mut excerpt);
+        }
         budget_left = budget_left.saturating_sub(copied);
         excerpts.push((excerpt, copy));
     }
@@ -101,11 +99,11 @@ fn capture_ring(
         if let Some(copy) = copy {
             match copy.commit(&name) {
                 Ok(()) => excerpt.copy = Some(name.clone()),
-                Err(err) => not_captured(incident, "ring copy", format!("{name}: {err}")),
+                Err(err) => incident.push_not_captured("ring copy", format!("{name}: {err}")),
             }
         }
         if let Some(note) = &excerpt.copy_note {
-            not_captured(incident, "ring copy", format!("{name}: {note}"));
+            incident.push_not_captured("ring copy", format!("{name}: {note}"));
         }
         if n == 0 {
             incident.ring = Some(excerpt);
@@ -121,10 +119,7 @@ const MAX_RINGS_PER_INCIDENT: usize = 4;
 /// One ring, read from outside and streamed into a copy of at most `budget` bytes (to be committed under its
 /// name once the rings are ordered); the copy is `None` when none was written, and the bytes it takes.
 fn read_ring_excerpt(
-    settings: &CaptureSettings,
-    pid: i32,
     ring: &crate::rings::files::RingFile,
-    incident: &mut Incident,
     handle: &IncidentFiles,
     budget: u64,
 ) -> (RingExcerpt, Option<RingCopy>, u64) {
@@ -153,18 +148,6 @@ fn read_ring_excerpt(
             excerpt.copy_note = copy_error.or_else(|| outcome.as_ref()?.note.clone());
             let copied = outcome.map_or(0, |outcome| outcome.bytes);
             let copy = copy.filter(|copy| copy.written());
-            if incident.process.nspid.len() > 1 {
-                let translated = namespace_tids_to_host(&settings.proc_root, pid, &mut excerpt);
-                if translated > 0 {
-                    timeline(
-                        incident,
-                        format!(
-                            "ring {shown} thread ids translated from the process's PID namespace to host ids \
-                             ({translated} records; the ring copy keeps the original)"
-                        ),
-                    );
-                }
-            }
             (excerpt, copy, copied)
         }
         Err(err) => {
@@ -173,6 +156,23 @@ fn read_ring_excerpt(
             excerpt.read_at = read_at;
             (excerpt, None, 0)
         }
+    }
+}
+
+/// The ring of a worker in a PID namespace: its thread ids mapped to host ids, and the timeline says so.
+fn ring_tids_to_host(
+    root: &ProcRoot,
+    pid: i32,
+    incident: &mut Incident,
+    excerpt: &mut RingExcerpt,
+) {
+    let translated = namespace_tids_to_host(root, pid, excerpt);
+    if translated > 0 {
+        let shown = excerpt.path.as_deref().unwrap_or_default();
+        incident.push_timeline(format!(
+            "ring {shown} thread ids translated from the process's PID namespace to host ids \
+             ({translated} records; the ring copy keeps the original)"
+        ));
     }
 }
 

@@ -8,7 +8,7 @@
 use capture::{ProcRoot, SnapshotOptions};
 use reports::model::{Incident, Sample, Timestamp};
 
-use super::{not_captured, Capture, Deadline};
+use super::{Capture, Deadline};
 use crate::defaults;
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
@@ -38,7 +38,7 @@ fn push_all_threads_sample(root: &ProcRoot, pid: i32, incident: &mut Incident) {
             snapshot,
             python_threads: Vec::new(),
         }),
-        Err(err) => not_captured(incident, "thread snapshot", err.to_string()),
+        Err(err) => incident.push_not_captured("thread snapshot", err.to_string()),
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use capture::blockers::BlockerIter;
 use capture::wait_graph::live;
 
-use super::{timeline, Capture, Deadline};
+use super::{Capture, Deadline};
 
 /// Samples of the candidate holders, and their spacing: about a second, well inside the deadline.
 const SAMPLES: usize = 6;
@@ -98,14 +98,11 @@ pub fn run(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String>
     )?;
     let locks = graph.locks.len();
     let named = graph.locks.iter().filter(|l| !l.holders.is_empty()).count();
-    timeline(
-        capture.incident,
-        format!(
-            "wait graph: {locks} lock{} waited for, {named} with a holder named ({})",
-            if locks == 1 { "" } else { "s" },
-            graph.records
-        ),
-    );
+    capture.incident.push_timeline(format!(
+        "wait graph: {locks} lock{} waited for, {named} with a holder named ({})",
+        if locks == 1 { "" } else { "s" },
+        graph.records
+    ));
     // Issue 38: the kernel's record names the lock a site's stack could not.
     if let Some(sample) = capture.incident.samples.last_mut() {
         capture::site::refine_with_graph(&mut sample.snapshot.threads, &graph);
