@@ -58,6 +58,7 @@ pub mod decode;
 pub mod error;
 pub mod escape;
 pub mod explain;
+pub mod explained_task;
 pub mod frozen_fs;
 pub mod kmsg;
 mod le;

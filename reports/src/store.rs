@@ -32,7 +32,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use capture::untrusted::{self, Limits, Rejection};
+use capture::error::Rejection;
+use capture::untrusted::{self, Limits};
 
 use chrono::{DateTime, Utc};
 use nix::errno::Errno;

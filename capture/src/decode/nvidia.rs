@@ -498,21 +498,6 @@ pub enum ArgumentKind {
 }
 
 impl ArgumentKind {
-    /// From the `ioctl` object of a thread: only the NVIDIA escapes and commands with a decoder.
-    pub fn of(info: &crate::snapshot::IoctlInfo) -> Option<ArgumentKind> {
-        match info.driver.as_deref()? {
-            "nvidia-rm" => {
-                rm_struct_size(info.nr, info.size)?;
-                Some(ArgumentKind::Rm {
-                    nr: info.nr,
-                    size: info.size,
-                })
-            }
-            "nvidia-uvm" if uvm_read_size(info.nr) > 0 => Some(ArgumentKind::Uvm { cmd: info.nr }),
-            _ => None,
-        }
-    }
-
     /// Bytes to read at the pointer (the XFER header only, for the indirection).
     pub fn read_len(self) -> usize {
         match self {

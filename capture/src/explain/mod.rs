@@ -25,6 +25,7 @@ use formats::{
 };
 
 use crate::error::{Error, Result};
+use crate::explained_task::ExplainedTask;
 use crate::parse::stack;
 use crate::site;
 use crate::snapshot::StackFrame;
@@ -39,31 +40,6 @@ pub const MAX_TASK_FRAMES: usize = 256;
 pub const MAX_TOTAL_FRAMES: usize = 200_000;
 /// Lines longer than this are not log lines: ignored.
 const MAX_LINE: usize = 4096;
-
-/// One task found in the input.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExplainedTask {
-    /// The task's comm (`kworker/12:9`), or `(pasted stack)` for a bare stack.
-    pub task: String,
-    pub pid: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ppid: Option<i32>,
-    /// A kernel thread (ppid 2, a `Workqueue:` line, or a stack that starts in `kthread`).
-    pub kernel_thread: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workqueue: Option<String>,
-    /// From a wedge-capture report's `thread … wchan W` line.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wchan: Option<String>,
-    /// The cleaned stack, innermost frame first.
-    pub stack: Vec<StackFrame>,
-    pub site: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// What the hung-task detector said the task was blocked on and who likely owns it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocked_on: Option<crate::wait_graph::explain::KernelBlocker>,
-}
 
 /// Every task of the input, in input order.
 #[derive(Debug, Clone, PartialEq, Serialize)]

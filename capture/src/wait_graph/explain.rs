@@ -14,29 +14,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::{
     link_chains, Evidence, Holder, LockIdentity, LockKind, LockNode, Mode, WaitGraph, Waiter,
 };
-use crate::explain::ExplainedTask;
-
-/// What the hung-task detector said a task was blocked on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelBlocker {
-    pub kind: LockKind,
-    /// How the blocked task wanted an rw-semaphore (`<writer>` / `<reader>`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<Mode>,
-    /// The owner the kernel names (`comm`, `pid`); none when "the owner is not found".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner_pid: Option<i32>,
-    /// How the owner holds an rw-semaphore (`<reader>`: reader-owned, the owner its last reader).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner_mode: Option<Mode>,
-}
+use crate::explained_task::{ExplainedTask, KernelBlocker};
 
 fn role(word: &str) -> Option<Mode> {
     match word.trim().trim_start_matches('<').trim_end_matches('>') {

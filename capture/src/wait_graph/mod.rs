@@ -1,4 +1,5 @@
 //! Who holds what: the wait graph of the threads in D — each lock, its holder, its waiters — from the
+//! Who holds what: the wait graph of the threads in D — each lock, its holder, its waiters — from the
 //! kernel's own records where it keeps them, and the running holder named from samples where it does not.
 //!
 //! Map:
@@ -1103,8 +1104,8 @@ impl WaitGraph {
 
 /// The NVIDIA driver lock `t`'s stack waits for, by its label (`RM API lock`, `UVM global lock`, …).
 fn nvidia_lock_label(t: &ThreadSnapshot) -> Option<&'static str> {
-    use site::NvidiaWait as W;
-    match site::nvidia_site(&t.stack)? {
+    use site::nvidia::NvidiaWait as W;
+    match site::nvidia::nvidia_site(&t.stack)? {
         w @ (W::RmApiLock
         | W::RmApiLockMode { .. }
         | W::GpuLock
@@ -1120,8 +1121,35 @@ fn nvidia_lock_label(t: &ThreadSnapshot) -> Option<&'static str> {
 }
 
 /// The RM lock a [`Key::Rm`] label names.
-fn rm_lock_of(label: &str) -> Option<site::NvidiaWait> {
-    [site::NvidiaWait::RmApiLock, site::NvidiaWait::GpuLock]
-        .into_iter()
-        .find(|l| l.label() == label)
+fn rm_lock_of(label: &str) -> Option<site::nvidia::NvidiaWait> {
+    [
+        site::nvidia::NvidiaWait::RmApiLock,
+        site::nvidia::NvidiaWait::GpuLock,
+    ]
+    .into_iter()
+    .find(|l| l.label() == label)
+}
+
+/// Every thread the wait graph knows from a kernel record to wait for a lock gets that lock in its site
+/// ([`site::with_recorded_lock`]).
+pub fn refine_with_graph(threads: &mut [ThreadSnapshot], graph: &WaitGraph) {
+    for lock in &graph.locks {
+        let kind = match lock.kind {
+            LockKind::Mutex => "mutex",
+            LockKind::Semaphore => "semaphore",
+            LockKind::Rwsem => "rwsem",
+            _ => continue,
+        };
+        for w in lock.waiters.iter().filter(|w| w.by == "kernel record") {
+            let mode = w.mode.map(|m| match m {
+                Mode::Read => "read",
+                Mode::Write => "write",
+            });
+            if let Some(t) = threads.iter_mut().find(|t| t.tid == w.tid) {
+                if let Some(site) = &t.site {
+                    t.site = Some(site::with_recorded_lock(site, kind, mode, &lock.name));
+                }
+            }
+        }
+    }
 }
