@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::build::build;
 use super::holders::{self, Candidate};
 use super::identity::{SymbolHit, Symbols};
-use super::{build, Lookup, Records, Sampling, WaitGraph};
+use super::{Lookup, Records, Sampling, WaitGraph};
 use crate::blockers::BlockerRecord;
 use crate::error::Result;
 use crate::proc_root::{ProcRoot, TaskFile};
@@ -284,7 +285,7 @@ fn sample(
                     Some(t) => (
                         t.state.chars().next().unwrap_or('?'),
                         t.comm.clone(),
-                        super::syscall_name(t).map(str::to_string),
+                        super::waits::syscall_name(t).map(str::to_string),
                     ),
                     None => {
                         let stat = root0.read_task_stat(p, tid).ok()?;

@@ -1,11 +1,12 @@
 use std::collections::BTreeMap;
 
+use super::build::build;
 use super::holders::{apply, judge, Candidate, Obs, SeenCall, Takers};
 use super::identity::Symbols;
 use super::live::{mount_device, parse_exec_start, parse_fdinfo};
 use super::*;
 use crate::blockers::parse_records;
-use crate::snapshot::StackFrame;
+use crate::snapshot::{StackFrame, SyscallInfo};
 
 fn frame(name: &str, module: Option<&str>) -> StackFrame {
     StackFrame {
