@@ -19,7 +19,8 @@
 use capture::decode::hex;
 use capture::parse::credentials::{self, Credentials};
 use capture::proc_root::TaskFile;
-use capture::symbolize::{self, Answer, ElfLimits, Resolution, Root};
+use capture::symbolize::named_file::Root;
+use capture::symbolize::{self, Answer, ElfLimits, Resolution};
 use capture::user_frame::{executable_mappings, file_ids, scan_candidates, FileId};
 use capture::{RiskyFile, SyscallInfo};
 use serde::{Deserialize, Serialize};
