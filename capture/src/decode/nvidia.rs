@@ -10,7 +10,10 @@
 //! - [`decode_rm_argument`] / [`decode_uvm_argument`]: pure decoders `fn(&[u8]) -> Result<IoctlArgument, String>` for the
 //!   escape structs (NVOS54 control, NVOS21/NVOS64 alloc, NVOS00 free, NVOS02 alloc memory) and the
 //!   `NV_ESC_IOCTL_XFER_CMD` indirection ([`Xfer`]), and for UVM `*_PARAMS`. The error is the reason
-//!   (too short, unknown escape), never a guess.
+//!   (too short, unknown escape), never a guess. Each escape struct is a row of `LAYOUTS` (escape, struct,
+//!   size, and its fields as (name, offset, width, kind), from `nv-ioctl.h`/`nvos.h`); one reader puts each
+//!   field where its kind says (`Field::fill`). A UVM command's `rmStatus` offset comes from the generated
+//!   UVM table and is read by the same reader. A new escape struct is a new row.
 //!
 //! The bytes come from the target's memory at the ioctl's pointer, read by the agent in a sacrificial
 //! child (never here: `mem` takes the target's mmap lock). While the thread is inside the driver the
@@ -310,137 +313,302 @@ fn short(what: &str, need: usize, got: usize) -> String {
     format!("{what} needs {need} bytes, only {got} could be read (truncated: nothing decoded)")
 }
 
-fn hx(v: u32) -> String {
-    format!("{v:#x}")
+/// How wide a field is (little-endian LP64, as on x86_64 and aarch64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Width {
+    U32,
+    U64,
+}
+
+/// What a field says, and so where it goes in the [`IoctlArgument`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldKind {
+    /// An RM handle (`handles`, by the field's name).
+    Handle,
+    /// The RM control command (`cmd`, its name, lock flags and locks).
+    Cmd,
+    /// The object class of an alloc (`class`, its name).
+    Class,
+    /// The struct's flags field.
+    Flags,
+    /// The params pointer (`params`).
+    Params,
+    /// The params size (`params_size`).
+    ParamsSize,
+    /// The status as user space left it.
+    Status,
+    /// Read for the summary only (NVOS02's `limit`).
+    Summary,
+}
+
+/// One field of an escape struct: (name, offset, width, kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Field {
+    name: &'static str,
+    offset: usize,
+    width: Width,
+    kind: FieldKind,
+}
+
+const fn field(name: &'static str, offset: usize, width: Width, kind: FieldKind) -> Field {
+    Field {
+        name,
+        offset,
+        width,
+        kind,
+    }
+}
+
+/// The one-line summary's wording, per struct.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Summary {
+    Control,
+    Alloc,
+    AllocMemory,
+    Free,
+    Xfer,
+}
+
+/// The struct of one RM escape: the driver's layout (`nv-ioctl.h`, `nvos.h`), field by field.
+#[derive(Debug)]
+struct Layout {
+    /// The escape (`_IOC_NR`).
+    nr: u32,
+    /// The ioctl size that picks this struct when the escape has two (NV_ESC_RM_ALLOC: NVOS64 at 48 bytes).
+    ioctl_size: Option<u32>,
+    structure: &'static str,
+    size: usize,
+    fields: &'static [Field],
+    summary: Summary,
+}
+
+use FieldKind::{Class, Cmd, Flags, Handle, Params, ParamsSize, Status};
+use Width::{U32, U64};
+
+/// Every RM escape struct decoded, first match wins (NVOS64 before NVOS21).
+const LAYOUTS: &[Layout] = &[
+    Layout {
+        nr: NV_ESC_RM_CONTROL,
+        ioctl_size: None,
+        structure: "NVOS54_PARAMETERS",
+        size: 32,
+        fields: &[
+            field("hClient", 0, U32, Handle),
+            field("hObject", 4, U32, Handle),
+            field("cmd", 8, U32, Cmd),
+            field("flags", 12, U32, Flags),
+            field("params", 16, U64, Params),
+            field("paramsSize", 24, U32, ParamsSize),
+            field("status", 28, U32, Status),
+        ],
+        summary: Summary::Control,
+    },
+    Layout {
+        nr: NV_ESC_RM_ALLOC,
+        ioctl_size: Some(48),
+        structure: "NVOS64_PARAMETERS",
+        size: 48,
+        fields: &[
+            field("hRoot", 0, U32, Handle),
+            field("hObjectParent", 4, U32, Handle),
+            field("hObjectNew", 8, U32, Handle),
+            field("hClass", 12, U32, Class),
+            field("pAllocParms", 16, U64, Params),
+            field("paramsSize", 32, U32, ParamsSize),
+            field("flags", 36, U32, Flags),
+            field("status", 40, U32, Status),
+        ],
+        summary: Summary::Alloc,
+    },
+    Layout {
+        nr: NV_ESC_RM_ALLOC,
+        ioctl_size: None,
+        structure: "NVOS21_PARAMETERS",
+        size: 32,
+        fields: &[
+            field("hRoot", 0, U32, Handle),
+            field("hObjectParent", 4, U32, Handle),
+            field("hObjectNew", 8, U32, Handle),
+            field("hClass", 12, U32, Class),
+            field("pAllocParms", 16, U64, Params),
+            field("paramsSize", 24, U32, ParamsSize),
+            field("status", 28, U32, Status),
+        ],
+        summary: Summary::Alloc,
+    },
+    Layout {
+        nr: NV_ESC_RM_FREE,
+        ioctl_size: None,
+        structure: "NVOS00_PARAMETERS",
+        size: 16,
+        fields: &[
+            field("hRoot", 0, U32, Handle),
+            field("hObjectParent", 4, U32, Handle),
+            field("hObjectOld", 8, U32, Handle),
+            field("status", 12, U32, Status),
+        ],
+        summary: Summary::Free,
+    },
+    Layout {
+        nr: NV_ESC_RM_ALLOC_MEMORY,
+        ioctl_size: None,
+        structure: "nv_ioctl_nvos02_parameters_with_fd",
+        size: 56,
+        fields: &[
+            field("hRoot", 0, U32, Handle),
+            field("hObjectParent", 4, U32, Handle),
+            field("hObjectNew", 8, U32, Handle),
+            field("hClass", 12, U32, Class),
+            field("flags", 16, U32, Flags),
+            field("pMemory", 24, U64, Params),
+            field("limit", 32, U64, FieldKind::Summary),
+            field("status", 40, U32, Status),
+        ],
+        summary: Summary::AllocMemory,
+    },
+    Layout {
+        nr: NV_ESC_IOCTL_XFER_CMD,
+        ioctl_size: None,
+        structure: "nv_ioctl_xfer_t",
+        size: XFER_SIZE,
+        // Read whole by [`Xfer::parse`].
+        fields: &[],
+        summary: Summary::Xfer,
+    },
+];
+
+/// The struct of RM escape `nr` as the driver picks it by the ioctl's size.
+fn layout(nr: u32, ioctl_size: u32) -> Option<&'static Layout> {
+    LAYOUTS
+        .iter()
+        .find(|l| l.nr == nr && l.ioctl_size.is_none_or(|s| s == ioctl_size))
+}
+
+impl Field {
+    /// The field's value in `b` (at least the struct's size long).
+    fn read(&self, b: &[u8]) -> u64 {
+        match self.width {
+            Width::U32 => u64::from(u32_at(b, self.offset)),
+            Width::U64 => u64_at(b, self.offset),
+        }
+    }
+
+    /// Puts the field's value where its kind says.
+    fn fill(&self, a: &mut IoctlArgument, b: &[u8]) {
+        let v = self.read(b);
+        match self.kind {
+            FieldKind::Handle => a.handles.push((self.name.into(), format!("{v:#x}"))),
+            FieldKind::Cmd => {
+                let cmd = v as u32;
+                a.cmd = Some(format!("{cmd:#010x}"));
+                a.cmd_name = Some(control_name(cmd));
+                if let Some(c) = control(cmd) {
+                    if let Some(flags) = c.flags {
+                        a.lock_flags = Some(format!("{flags:#x} ({})", c.flag_names));
+                        a.locks = Some(lock_summary(flags));
+                    }
+                }
+            }
+            FieldKind::Class => {
+                let class = v as u32;
+                a.class = Some(format!("{class:#06x}"));
+                a.class_name = class_name(class).map(str::to_string);
+            }
+            FieldKind::Flags => a.flags = Some(format!("{v:#x}")),
+            FieldKind::Params => a.params = Some(format!("{v:#x}")),
+            FieldKind::ParamsSize => a.params_size = Some(v as u32),
+            FieldKind::Status => a.status = Some(format!("{v:#x}")),
+            FieldKind::Summary => {}
+        }
+    }
+}
+
+impl Layout {
+    /// The value of the field named `name` (0 for a name the struct does not have).
+    fn value(&self, b: &[u8], name: &str) -> u64 {
+        self.fields
+            .iter()
+            .find(|f| f.name == name)
+            .map_or(0, |f| f.read(b))
+    }
+
+    /// The one line for a decoded struct: "RM control … on hObject 0x…", "RM alloc … under hObjectParent …".
+    fn summary(&self, a: &IoctlArgument, b: &[u8]) -> Result<String, String> {
+        let class_text = || {
+            a.class_name.clone().unwrap_or_else(|| {
+                format!(
+                    "class {:#06x} (not in the tables)",
+                    self.value(b, "hClass") as u32
+                )
+            })
+        };
+        Ok(match self.summary {
+            Summary::Control => format!(
+                "RM control {} on hObject {:#x}{}",
+                a.cmd_name.as_deref().unwrap_or(""),
+                self.value(b, "hObject"),
+                a.locks
+                    .as_ref()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            ),
+            Summary::Alloc => format!(
+                "RM alloc {} under hObjectParent {:#x}",
+                class_text(),
+                self.value(b, "hObjectParent")
+            ),
+            Summary::AllocMemory => format!(
+                "RM alloc memory {} ({} bytes at {:#x})",
+                class_text(),
+                self.value(b, "limit").wrapping_add(1),
+                self.value(b, "pMemory")
+            ),
+            Summary::Free => format!("RM free of hObject {:#x}", self.value(b, "hObjectOld")),
+            Summary::Xfer => {
+                let x = Xfer::parse(b)?;
+                format!(
+                    "XFER to escape {:#x} ({}), {} bytes at {:#x}",
+                    x.cmd,
+                    escape_name(x.cmd).unwrap_or("unknown"),
+                    x.size,
+                    x.ptr
+                )
+            }
+        })
+    }
 }
 
 /// The struct size of an RM escape as the driver picks it (NV_ESC_RM_ALLOC: NVOS21 or NVOS64 by the ioctl size).
 pub fn rm_struct_size(nr: u32, ioctl_size: u32) -> Option<usize> {
-    Some(match nr {
-        NV_ESC_RM_CONTROL => 32,
-        NV_ESC_RM_ALLOC if ioctl_size == 48 => 48,
-        NV_ESC_RM_ALLOC => 32,
-        NV_ESC_RM_FREE => 16,
-        NV_ESC_RM_ALLOC_MEMORY => 56,
-        NV_ESC_IOCTL_XFER_CMD => XFER_SIZE,
-        _ => return None,
-    })
+    layout(nr, ioctl_size).map(|l| l.size)
 }
 
 /// Decodes the struct of RM escape `nr` (after any XFER indirection; `size` is the ioctl's or the
-/// XFER's size, which picks NVOS21 or NVOS64). Little-endian LP64, as on x86_64 and aarch64.
+/// XFER's size, which picks NVOS21 or NVOS64): each field of its [`Layout`] read into the argument, then
+/// the summary. Little-endian LP64, as on x86_64 and aarch64.
 pub fn decode_rm_argument(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
-    let need = rm_struct_size(nr, size).ok_or_else(|| {
+    let layout = layout(nr, size).ok_or_else(|| {
         format!(
             "escape {nr:#x} ({}) has no struct decoder",
             escape_name(nr).unwrap_or("unknown")
         )
     })?;
+    if bytes.len() < layout.size {
+        return Err(short(layout.structure, layout.size, bytes.len()));
+    }
     let mut a = IoctlArgument {
         escape: escape_name(nr).map(str::to_string),
         bytes_read: bytes.len(),
+        structure: Some(layout.structure.into()),
         ..IoctlArgument::default()
     };
-    let structure = match (nr, need) {
-        (NV_ESC_RM_CONTROL, _) => "NVOS54_PARAMETERS",
-        (NV_ESC_RM_ALLOC, 48) => "NVOS64_PARAMETERS",
-        (NV_ESC_RM_ALLOC, _) => "NVOS21_PARAMETERS",
-        (NV_ESC_RM_FREE, _) => "NVOS00_PARAMETERS",
-        (NV_ESC_RM_ALLOC_MEMORY, _) => "nv_ioctl_nvos02_parameters_with_fd",
-        _ => "nv_ioctl_xfer_t",
-    };
-    if bytes.len() < need {
-        return Err(short(structure, need, bytes.len()));
+    for f in layout.fields {
+        f.fill(&mut a, bytes);
     }
-    a.structure = Some(structure.into());
-    let b = bytes;
-    match nr {
-        NV_ESC_RM_CONTROL => {
-            let cmd = u32_at(b, 8);
-            a.handles = vec![
-                ("hClient".into(), hx(u32_at(b, 0))),
-                ("hObject".into(), hx(u32_at(b, 4))),
-            ];
-            a.cmd = Some(format!("{cmd:#010x}"));
-            a.cmd_name = Some(control_name(cmd));
-            if let Some(flags) = control(cmd).and_then(|c| c.flags) {
-                a.lock_flags = Some(format!(
-                    "{flags:#x} ({})",
-                    control(cmd).map_or("", |c| c.flag_names)
-                ));
-                a.locks = Some(lock_summary(flags));
-            }
-            a.flags = Some(hx(u32_at(b, 12)));
-            a.params = Some(format!("{:#x}", u64_at(b, 16)));
-            a.params_size = Some(u32_at(b, 24));
-            a.status = Some(hx(u32_at(b, 28)));
-            a.summary = Some(format!(
-                "RM control {} on hObject {:#x}{}",
-                a.cmd_name.as_deref().unwrap_or(""),
-                u32_at(b, 4),
-                a.locks
-                    .as_ref()
-                    .map(|l| format!(" ({l})"))
-                    .unwrap_or_default()
-            ));
-        }
-        NV_ESC_RM_ALLOC | NV_ESC_RM_ALLOC_MEMORY => {
-            let class = u32_at(b, 12);
-            a.handles = vec![
-                ("hRoot".into(), hx(u32_at(b, 0))),
-                ("hObjectParent".into(), hx(u32_at(b, 4))),
-                ("hObjectNew".into(), hx(u32_at(b, 8))),
-            ];
-            a.class = Some(format!("{class:#06x}"));
-            a.class_name = class_name(class).map(str::to_string);
-            let class_text = a
-                .class_name
-                .clone()
-                .unwrap_or_else(|| format!("class {class:#06x} (not in the tables)"));
-            if nr == NV_ESC_RM_ALLOC_MEMORY {
-                a.flags = Some(hx(u32_at(b, 16)));
-                a.params = Some(format!("{:#x}", u64_at(b, 24)));
-                a.status = Some(hx(u32_at(b, 40)));
-                a.summary = Some(format!(
-                    "RM alloc memory {class_text} ({} bytes at {:#x})",
-                    u64_at(b, 32).wrapping_add(1),
-                    u64_at(b, 24)
-                ));
-            } else {
-                a.params = Some(format!("{:#x}", u64_at(b, 16)));
-                let (size_at, status_at) = if need == 48 { (32, 40) } else { (24, 28) };
-                a.params_size = Some(u32_at(b, size_at));
-                a.status = Some(hx(u32_at(b, status_at)));
-                if need == 48 {
-                    a.flags = Some(hx(u32_at(b, 36)));
-                }
-                a.summary = Some(format!(
-                    "RM alloc {class_text} under hObjectParent {:#x}",
-                    u32_at(b, 4)
-                ));
-            }
-        }
-        NV_ESC_RM_FREE => {
-            a.handles = vec![
-                ("hRoot".into(), hx(u32_at(b, 0))),
-                ("hObjectParent".into(), hx(u32_at(b, 4))),
-                ("hObjectOld".into(), hx(u32_at(b, 8))),
-            ];
-            a.status = Some(hx(u32_at(b, 12)));
-            a.summary = Some(format!("RM free of hObject {:#x}", u32_at(b, 8)));
-        }
-        _ => {
-            let x = Xfer::parse(b)?;
-            a.xfer = Some(x);
-            a.summary = Some(format!(
-                "XFER to escape {:#x} ({}), {} bytes at {:#x}",
-                x.cmd,
-                escape_name(x.cmd).unwrap_or("unknown"),
-                x.size,
-                x.ptr
-            ));
-        }
+    if layout.summary == Summary::Xfer {
+        a.xfer = Some(Xfer::parse(bytes)?);
     }
+    a.summary = Some(layout.summary(&a, bytes)?);
     Ok(a)
 }
 
@@ -476,7 +644,13 @@ pub fn decode_uvm_argument(cmd: u32, bytes: &[u8]) -> Result<IoctlArgument, Stri
         ));
     }
     a.structure = Some(format!("{}_PARAMS", c.name));
-    a.status = Some(hx(u32_at(bytes, status_at as usize)));
+    field(
+        "rmStatus",
+        status_at as usize,
+        Width::U32,
+        FieldKind::Status,
+    )
+    .fill(&mut a, bytes);
     a.summary = Some(format!("UVM {} ({size}-byte params)", c.name));
     Ok(a)
 }
