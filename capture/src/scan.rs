@@ -49,7 +49,8 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 use crate::error::{Error, Result};
-use crate::parse::stat::parse_lite;
+use crate::parse::stat::{parse_lite, Stat};
+use crate::parse::Parse;
 use crate::proc_root::{classify_io, ProcRoot, TaskFile};
 use crate::task_iter::{parse_records, ProcessThreads};
 use crate::taskstats::TgidCounters;
@@ -474,7 +475,7 @@ impl Scanner {
         if n == 0 {
             return Err(self.no_such_process());
         }
-        Ok(crate::parse::stat::parse(&self.buf[..n])
+        Ok(Stat::parse(&self.buf[..n])
             .ok()
             .and_then(|s| usize::try_from(s.num_threads).ok()))
     }

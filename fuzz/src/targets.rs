@@ -24,7 +24,7 @@ use std::cell::Cell;
 use std::path::PathBuf;
 
 use breadcrumb::{Args, Call, ReadOptions, Writer};
-use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan};
+use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan, Parse};
 
 /// Whether the target decoded the input (accepted inputs may join the corpus).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -502,7 +502,7 @@ fn ring_header(bytes: &[u8]) -> Outcome {
 fn stat_target(bytes: &[u8]) -> Outcome {
     let _ = stat::parse_lite(bytes);
     let _ = breadcrumb::identity::parse_stat_start_time(bytes);
-    let parsed = stat::parse(bytes);
+    let parsed = stat::Stat::parse(bytes);
     if let Ok(s) = &parsed {
         let _ = s.cpu_ticks();
     }
@@ -510,7 +510,7 @@ fn stat_target(bytes: &[u8]) -> Outcome {
 }
 
 fn status_target(bytes: &[u8]) -> Outcome {
-    let parsed = status::parse(bytes);
+    let parsed = status::Status::parse(bytes);
     if let Ok(s) = &parsed {
         let _ = s.ctxt_switches();
     }
@@ -522,7 +522,7 @@ fn wchan_target(bytes: &[u8]) -> Outcome {
 }
 
 fn syscall_target(bytes: &[u8]) -> Outcome {
-    let parsed = syscall::parse(bytes);
+    let parsed = syscall::Syscall::parse(bytes);
     if let Some(nr) = parsed.as_ref().ok().and_then(|s| s.nr()) {
         let _ = capture::decode::syscalls::name(capture::Arch::host(), nr);
     }
@@ -630,7 +630,7 @@ fn kmsg_target(bytes: &[u8]) -> Outcome {
 
 fn pressure_target(bytes: &[u8]) -> Outcome {
     let _ = capture::parse::boot_id::parse(bytes);
-    let psi = capture::parse::pressure::parse(bytes);
+    let psi = capture::parse::pressure::Psi::parse(bytes);
     let meminfo = capture::parse::meminfo::parse(bytes);
     if psi.is_ok() || meminfo.is_ok() {
         Outcome::Accepted

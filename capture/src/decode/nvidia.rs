@@ -584,7 +584,7 @@ pub fn rm_struct_size(nr: u32, ioctl_size: u32) -> Option<usize> {
 }
 
 /// Decodes the struct of RM escape `nr` (after any XFER indirection; `size` is the ioctl's or the
-/// XFER's size, which picks NVOS21 or NVOS64): each field of its [`Layout`] read into the argument, then
+/// XFER's size, which picks NVOS21 or NVOS64): each field of its `Layout` read into the argument, then
 /// the summary. Little-endian LP64, as on x86_64 and aarch64.
 pub fn decode_rm_argument(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
     let layout = layout(nr, size).ok_or_else(|| {

@@ -13,7 +13,7 @@
 //! - an ELF file is accepted only when it is the file the process maps: the opened file's `st_dev`/`st_ino`
 //!   must be the device and inode its maps line shows ([`FileId`]), and its last path component must not be
 //!   a symlink (the maps show the file itself, never a link to it);
-//! - an ELF file's cost is capped before it is parsed ([`elf_cost`]: the `.symtab`/`.dynsym` sizes from its
+//! - an ELF file's cost is capped before it is parsed ([`elf_cost()`]: the `.symtab`/`.dynsym` sizes from its
 //!   section headers, and the file size), so that one huge file cannot starve the files after it.
 //!
 //! The helper prints a [`Resolution`] as JSON lines; the agent parses it with [`parse_resolution`] (it is the

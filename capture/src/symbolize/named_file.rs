@@ -1,7 +1,7 @@
 //! Files the target names, opened as the target sees them: inside its root ([`Root`], `openat2` with
 //! `RESOLVE_IN_ROOT`), never under `/proc`, `/sys` or `/dev` ([`refused_path`]) nor on a pseudo filesystem
 //! ([`pseudo_filesystem`]), regular files only ([`open_named`]); an ELF file only when it is the very file the
-//! maps show ([`is_mapped_file`]).
+//! maps show (`is_mapped_file`).
 
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! [`build`]: the graph of one process, pure. Its D threads' waits ([`super::waits`]) grouped by lock; each lock
+//! [`build`]: the graph of one process, pure. Its D threads' waits (`waits`) grouped by lock; each lock
 //! in turn followed — the host's other waiters the records show on it, its holder, and what the holder waits for
 //! itself (a new lock, followed in turn, at most [`MAX_LOCKS`]) — then each lock described as a [`LockNode`]
 //! (waiters, identity, holder by the owner word or by the stack) and the locks chained.
