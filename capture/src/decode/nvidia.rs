@@ -378,9 +378,18 @@ struct Layout {
     ioctl_size: Option<u32>,
     structure: &'static str,
     size: usize,
-    fields: &'static [Field],
+    /// The fields in groups (structs that share a head share its group).
+    fields: &'static [&'static [Field]],
     summary: Summary,
 }
+
+/// The head of every struct that makes an object: `hRoot`, `hObjectParent`, `hObjectNew`, `hClass`.
+const NEW_OBJECT: &[Field] = &[
+    field("hRoot", 0, U32, Handle),
+    field("hObjectParent", 4, U32, Handle),
+    field("hObjectNew", 8, U32, Handle),
+    field("hClass", 12, U32, Class),
+];
 
 use FieldKind::{Class, Cmd, Flags, Handle, Params, ParamsSize, Status};
 use Width::{U32, U64};
@@ -392,7 +401,7 @@ const LAYOUTS: &[Layout] = &[
         ioctl_size: None,
         structure: "NVOS54_PARAMETERS",
         size: 32,
-        fields: &[
+        fields: &[&[
             field("hClient", 0, U32, Handle),
             field("hObject", 4, U32, Handle),
             field("cmd", 8, U32, Cmd),
@@ -400,7 +409,7 @@ const LAYOUTS: &[Layout] = &[
             field("params", 16, U64, Params),
             field("paramsSize", 24, U32, ParamsSize),
             field("status", 28, U32, Status),
-        ],
+        ]],
         summary: Summary::Control,
     },
     Layout {
@@ -409,14 +418,13 @@ const LAYOUTS: &[Layout] = &[
         structure: "NVOS64_PARAMETERS",
         size: 48,
         fields: &[
-            field("hRoot", 0, U32, Handle),
-            field("hObjectParent", 4, U32, Handle),
-            field("hObjectNew", 8, U32, Handle),
-            field("hClass", 12, U32, Class),
-            field("pAllocParms", 16, U64, Params),
-            field("paramsSize", 32, U32, ParamsSize),
-            field("flags", 36, U32, Flags),
-            field("status", 40, U32, Status),
+            NEW_OBJECT,
+            &[
+                field("pAllocParms", 16, U64, Params),
+                field("paramsSize", 32, U32, ParamsSize),
+                field("flags", 36, U32, Flags),
+                field("status", 40, U32, Status),
+            ],
         ],
         summary: Summary::Alloc,
     },
@@ -426,13 +434,12 @@ const LAYOUTS: &[Layout] = &[
         structure: "NVOS21_PARAMETERS",
         size: 32,
         fields: &[
-            field("hRoot", 0, U32, Handle),
-            field("hObjectParent", 4, U32, Handle),
-            field("hObjectNew", 8, U32, Handle),
-            field("hClass", 12, U32, Class),
-            field("pAllocParms", 16, U64, Params),
-            field("paramsSize", 24, U32, ParamsSize),
-            field("status", 28, U32, Status),
+            NEW_OBJECT,
+            &[
+                field("pAllocParms", 16, U64, Params),
+                field("paramsSize", 24, U32, ParamsSize),
+                field("status", 28, U32, Status),
+            ],
         ],
         summary: Summary::Alloc,
     },
@@ -441,12 +448,12 @@ const LAYOUTS: &[Layout] = &[
         ioctl_size: None,
         structure: "NVOS00_PARAMETERS",
         size: 16,
-        fields: &[
+        fields: &[&[
             field("hRoot", 0, U32, Handle),
             field("hObjectParent", 4, U32, Handle),
             field("hObjectOld", 8, U32, Handle),
             field("status", 12, U32, Status),
-        ],
+        ]],
         summary: Summary::Free,
     },
     Layout {
@@ -455,14 +462,13 @@ const LAYOUTS: &[Layout] = &[
         structure: "nv_ioctl_nvos02_parameters_with_fd",
         size: 56,
         fields: &[
-            field("hRoot", 0, U32, Handle),
-            field("hObjectParent", 4, U32, Handle),
-            field("hObjectNew", 8, U32, Handle),
-            field("hClass", 12, U32, Class),
-            field("flags", 16, U32, Flags),
-            field("pMemory", 24, U64, Params),
-            field("limit", 32, U64, FieldKind::Summary),
-            field("status", 40, U32, Status),
+            NEW_OBJECT,
+            &[
+                field("flags", 16, U32, Flags),
+                field("pMemory", 24, U64, Params),
+                field("limit", 32, U64, FieldKind::Summary),
+                field("status", 40, U32, Status),
+            ],
         ],
         summary: Summary::AllocMemory,
     },
@@ -528,6 +534,7 @@ impl Layout {
     fn value(&self, b: &[u8], name: &str) -> u64 {
         self.fields
             .iter()
+            .flat_map(|group| group.iter())
             .find(|f| f.name == name)
             .map_or(0, |f| f.read(b))
     }
@@ -602,7 +609,7 @@ pub fn decode_rm_argument(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgum
         structure: Some(layout.structure.into()),
         ..IoctlArgument::default()
     };
-    for f in layout.fields {
+    for f in layout.fields.iter().flat_map(|group| group.iter()) {
         f.fill(&mut a, bytes);
     }
     if layout.summary == Summary::Xfer {
