@@ -105,6 +105,15 @@ fn main() {
     }
     writeln!(out, "];").unwrap();
 
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("driver_api_table.rs");
+    std::fs::write(dest, std::mem::take(&mut out)).unwrap();
+    write_wrappers(&functions, &mut out);
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("driver_api_wrappers.rs");
+    std::fs::write(dest, out).unwrap();
+}
+
+/// The wrappers (interpose/wrappers.rs includes them): one exported function per symbol, and `wrapper(index)`.
+fn write_wrappers(functions: &[Function], out: &mut String) {
     for (index, f) in functions.iter().enumerate() {
         let args: Vec<String> = (0..f.params.len()).map(|i| format!("a{i}")).collect();
         let decl: Vec<String> = args
@@ -122,9 +131,9 @@ fn main() {
             )
         };
         let after = if f.name.starts_with("cuGetProcAddress") {
-            "    // SAFETY: the arguments and result of the call just made.\n    unsafe { super::after_get_proc_address(a0.cast_const().cast(), a1.cast(), result) };\n"
+            "    // SAFETY: the arguments and result of the call just made.\n    unsafe { after_get_proc_address(a0.cast_const().cast(), a1.cast(), result) };\n"
         } else if f.name.starts_with("cuModuleUnload") || f.name.starts_with("cuLibraryUnload") {
-            "    super::kernels_unloaded();\n"
+            "    kernels_unloaded();\n"
         } else {
             ""
         };
@@ -133,15 +142,15 @@ fn main() {
             "#[no_mangle]
 pub unsafe extern \"C\" fn {name}({decl}) -> CUresult {{
     type Real = unsafe extern \"C\" fn({types}) -> CUresult;
-    let real = super::real({index});
+    let real = real({index});
     if real == 0 {{
-        return super::CUDA_ERROR_NOT_FOUND;
+        return CUDA_ERROR_NOT_FOUND;
     }}
 {params_struct}    // SAFETY: `params` is NULL or this wrapper's `Params`, the parameters of entry {index} in order.
-    let token = unsafe {{ super::enter({index}, params) }};
+    let token = unsafe {{ enter({index}, params) }};
     // SAFETY: `real` is the address of libcuda's {name}, whose parameters cuda.h declares as `Real`'s.
     let result = unsafe {{ core::mem::transmute::<usize, Real>(real)({call_args}) }};
-{after}    super::exit(token, result);
+{after}    exit(token, result);
     result
 }}",
             name = f.name,
@@ -154,6 +163,4 @@ pub unsafe extern \"C\" fn {name}({decl}) -> CUresult {{
         writeln!(out, "        {index} => {} as *const () as usize,", f.name).unwrap();
     }
     writeln!(out, "        _ => 0,\n    }}\n}}").unwrap();
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("driver_api.rs");
-    std::fs::write(dest, out).unwrap();
 }

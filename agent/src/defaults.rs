@@ -77,7 +77,7 @@ pub const SELFTEST_INTERVAL: Duration = Duration::from_millis(250);
 /// `selftest`: wedge threshold of its watch.
 pub const SELFTEST_THRESHOLD: Duration = Duration::from_secs(2);
 /// Where incidents go unless `--out` (or the config's `out`) says otherwise.
-pub const INCIDENT_DIR: &str = reports::store::DEFAULT_DIR;
+pub const INCIDENT_DIR: &str = reports::layout::DEFAULT_DIR;
 /// Directory inside `--out` where `run` and `selftest` put their per-run ring directories. A dot name:
 /// the incident store skips it (not an incident, never bundled, never removed by retention).
 pub const RINGS_SUBDIR: &str = ".rings";

@@ -1,4 +1,7 @@
-//! Human views of a [`ProcessSnapshot`]: Markdown (reports reuse the pieces) and plain text.
+//! Human views of a [`ProcessSnapshot`]: Markdown and plain text, and the one wording of a thread's parts that
+//! every view shares: [`frame_line`] (and [`stack_text`]), [`syscall_line`], [`ioctl_line`]. report.md's thread
+//! tables and stacks (`reports::render`) word a frame, a syscall and an ioctl with these same functions, so
+//! `wedge-capture capture --format markdown` and report.md say the same thing the same way.
 //!
 //! Markdown layout: a title with the D-thread count, one summary line per D thread (the site and
 //! the decoded ioctl), a table of all threads, then per deep-read thread its wchan, syscall, ioctl
@@ -12,19 +15,33 @@ use std::fmt::Write;
 use crate::escape::{self, cell, code, code_cell, controls, inline};
 use crate::snapshot::{IoctlInfo, ProcessSnapshot, StackFrame, SyscallInfo, ThreadSnapshot};
 
-pub fn syscall_line(s: &SyscallInfo) -> String {
+/// Every argument of a syscall (the kernel lists six): the capture views show them all, report.md's table the
+/// first few.
+pub const ALL_SYSCALL_ARGS: usize = 6;
+
+/// A thread's syscall in words, plain text (the caller escapes it for its view): `ioctl (16) args 0x5,
+/// 0xc020462a, 0x7ffd6c1e2a40`, `running (not in a syscall)`, `-1 (not in a syscall: fault, interrupt or
+/// exiting)`. At most `args_shown` arguments are listed.
+pub fn syscall_line(s: &SyscallInfo, args_shown: usize) -> String {
     match s {
-        SyscallInfo::Running { .. } => "running".into(),
+        SyscallInfo::Running { .. } => "running (not in a syscall)".into(),
         SyscallInfo::Blocked { nr, .. } if *nr < 0 => {
             format!("{nr} (not in a syscall: fault, interrupt or exiting)")
         }
         SyscallInfo::Blocked { nr, name, args, .. } => {
             let name = name.as_deref().unwrap_or("?");
-            format!("{name} ({nr}) ({})", args.join(", "))
+            let shown: Vec<&str> = args.iter().take(args_shown).map(String::as_str).collect();
+            if shown.is_empty() {
+                format!("{name} ({nr})")
+            } else {
+                format!("{name} ({nr}) args {}", shown.join(", "))
+            }
         }
     }
 }
 
+/// A decoded ioctl in words, plain text (the caller escapes it for its view): `NV_ESC_RM_CONTROL 0xc020462a
+/// (dir read|write, type 'F' (0x46), nr 0x2a, size 32) on fd 5 → /dev/nvidiactl [nvidia-rm]`.
 pub fn ioctl_line(i: &IoctlInfo) -> String {
     let name = i.name.as_deref().unwrap_or("unknown request");
     let fields = if i.dir == "raw" {
@@ -51,13 +68,20 @@ pub fn ioctl_line(i: &IoctlInfo) -> String {
     )
 }
 
+/// One kernel frame in words, plain text: `nv_kthread_q_flush+0x83/0x140 [nvidia_uvm]`.
+pub fn frame_line(f: &StackFrame) -> String {
+    let mut line = format!("{}+{:#x}/{:#x}", f.function, f.offset, f.size);
+    if let Some(m) = &f.module {
+        let _ = write!(line, " [{m}]");
+    }
+    line
+}
+
+/// A stack, one [`frame_line`] a line, innermost first.
 pub fn stack_text(frames: &[StackFrame]) -> String {
     let mut out = String::new();
     for f in frames {
-        let _ = write!(out, "{}+{:#x}/{:#x}", f.function, f.offset, f.size);
-        if let Some(m) = &f.module {
-            let _ = write!(out, " [{m}]");
-        }
+        out.push_str(&frame_line(f));
         out.push('\n');
     }
     out
@@ -154,7 +178,11 @@ pub fn markdown(p: &ProcessSnapshot) -> String {
             let _ = writeln!(out, "- wchan: {}", code(w));
         }
         if let Some(s) = &t.syscall {
-            let _ = writeln!(out, "- syscall: {}", code(&syscall_line(s)));
+            let _ = writeln!(
+                out,
+                "- syscall: {}",
+                code(&syscall_line(s, ALL_SYSCALL_ARGS))
+            );
         }
         if let Some(i) = &t.ioctl {
             let _ = writeln!(out, "- ioctl: {}", code(&ioctl_line(i)));
@@ -211,7 +239,11 @@ pub fn text(p: &ProcessSnapshot) -> String {
             let _ = writeln!(out, "         wchan   {}", controls(w));
         }
         if let Some(s) = &t.syscall {
-            let _ = writeln!(out, "         syscall {}", controls(&syscall_line(s)));
+            let _ = writeln!(
+                out,
+                "         syscall {}",
+                controls(&syscall_line(s, ALL_SYSCALL_ARGS))
+            );
         }
         if let Some(i) = &t.ioctl {
             let _ = writeln!(out, "         ioctl   {}", controls(&ioctl_line(i)));

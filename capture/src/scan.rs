@@ -27,10 +27,11 @@
 //! the group ran in between, so none entered D, exited, stopped or renamed itself. Threads last seen in any
 //! other state (D, R, T…) are still read (the tracker's no-progress proof needs the D ones); every thread
 //! is read whenever the thread count differs from the threads held. The safety nets stay: the staggered
-//! forced `stat` reads (each thread every [`RELIST_EVERY`] scans) and the relist every [`RELIST_EVERY`]
-//! scans. They cover the one case the sums could hide, a thread exiting (its counters leave the live
-//! sums) while another is created with exactly the same sums, within one interval; a comm cannot be
-//! written from outside the process (`/proc/<tid>/comm` refuses other writers). The counters are taken
+//! forced reads (each thread every [`RELIST_EVERY`] scans; in a quiet scan a sleeper's `schedstat` against
+//! the baseline taken before its latest `stat`, and `stat` only if it moved or is gone) and the relist
+//! every [`RELIST_EVERY`] scans. They cover the one case the sums could hide, a thread exiting (its
+//! counters leave the live sums) while another is created with exactly the same sums, within one interval;
+//! a comm cannot be written from outside the process (`/proc/<tid>/comm` refuses other writers). The counters are taken
 //! before the thread count and before any thread is read, so whatever runs after the query shows at the
 //! next scan.
 //!
@@ -556,15 +557,22 @@ impl Scanner {
                     continue;
                 }
             }
-            // A forced read in a quiet scan: the thread has not run, so its schedstat baseline still
-            // holds and is not read again (a disabled shortcut keeps the baseline).
+            // The safety net in a quiet scan, for a sleeper: nothing of the group ran, so the one thing it
+            // can find is a thread gone (a rename needs a thread of the group to run). Its schedstat,
+            // compared with the baseline taken before its latest `stat`, tells that at a quarter of the
+            // cost: gone reads ESRCH, unchanged means it has not run since, changed reads `stat` (issue 40).
+            let net_by_schedstat = quiet
+                && force
+                && self.skip_unchanged_sleepers
+                && matches!(self.slots[i].sample.state, 'S' | 'I');
             let r = Self::refresh(
                 &self.root,
                 self.pid,
                 &mut self.slots[i],
                 &mut self.buf,
-                force,
-                self.skip_unchanged_sleepers && !quiet && switches_now.is_none(),
+                force && !net_by_schedstat,
+                net_by_schedstat
+                    || (self.skip_unchanged_sleepers && !quiet && switches_now.is_none()),
             )?;
             if r == Refresh::Read {
                 // Taken before this read: if the thread runs after it, the next count differs.

@@ -119,98 +119,109 @@ pub fn mutate(
 ) {
     let edits = 1 << rng.below(5);
     for _ in 0..edits {
-        let pos = |rng: &mut Rng, len: usize| -> usize {
-            match focus {
-                Some((start, end)) if start < len && rng.below(4) != 0 => {
-                    start + rng.below(end.min(len) - start)
-                }
-                _ => rng.below(len + 1),
-            }
-        };
-        match rng.below(15) {
-            0 if !input.is_empty() => {
-                let at = pos(rng, input.len() - 1);
-                input[at] ^= 1 << rng.below(8);
-            }
-            1 if !input.is_empty() => {
-                let at = pos(rng, input.len() - 1);
-                input[at] = rng.next_u64() as u8;
-            }
-            2 if !input.is_empty() => {
-                let at = pos(rng, input.len() - 1);
-                input[at] = INTERESTING_BYTES[rng.below(INTERESTING_BYTES.len())];
-            }
-            3 => {
-                let at = pos(rng, input.len());
-                let n = 1 + rng.below(8);
-                let bytes: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
-                input.splice(at..at, bytes);
-            }
-            4 if !input.is_empty() => {
-                let at = pos(rng, input.len() - 1);
-                let n = 1 + rng.below(16.min(input.len() - at));
-                input.drain(at..at + n);
-            }
-            5 if !input.is_empty() => {
-                // Duplicate a chunk elsewhere (repeated fields, lines, records).
-                let from = rng.below(input.len());
-                let n = 1 + rng.below((input.len() - from).min(256));
-                let chunk = input[from..from + n].to_vec();
-                let at = pos(rng, input.len());
-                input.splice(at..at, chunk);
-            }
-            6 if input.len() >= 4 => {
-                let at = pos(rng, input.len() - 4).min(input.len() - 4);
-                let v = INTERESTING_U32[rng.below(INTERESTING_U32.len())];
-                input[at..at + 4].copy_from_slice(&v.to_le_bytes());
-            }
-            7 if input.len() >= 8 => {
-                let at = pos(rng, input.len() - 8).min(input.len() - 8);
-                let v = INTERESTING_U64[rng.below(INTERESTING_U64.len())];
-                input[at..at + 8].copy_from_slice(&v.to_le_bytes());
-            }
-            8 if !other.is_empty() => {
-                // Splice a chunk of another corpus input in (overwrite or insert).
-                let from = rng.below(other.len());
-                let n = 1 + rng.below((other.len() - from).min(512));
-                let at = pos(rng, input.len());
-                if rng.chance(2) && at + n <= input.len() {
-                    input[at..at + n].copy_from_slice(&other[from..from + n]);
-                } else {
-                    input.splice(at..at, other[from..from + n].iter().copied());
-                }
-            }
-            9 if !input.is_empty() => {
-                input.truncate(rng.below(input.len()));
-            }
-            10 => replace_number(rng, input),
-            11 if !dict.is_empty() => {
-                let word = dict[rng.below(dict.len())];
-                let at = pos(rng, input.len());
-                input.splice(at..at, word.iter().copied());
-            }
-            12 if !input.is_empty() => {
-                // A long run: huge fields, deep nesting, many lines.
-                let from = rng.below(input.len());
-                let n = 1 + rng.below((input.len() - from).min(8));
-                let scale = rng.below(12);
-                let times = 1 + rng.below(1 << scale);
-                let chunk = input[from..from + n].repeat(times);
-                let at = pos(rng, input.len());
-                input.splice(at..at, chunk);
-            }
-            13 if input.len() >= 2 => {
-                let a = rng.below(input.len());
-                let b = rng.below(input.len());
-                input.swap(a, b);
-            }
-            _ => {
-                let at = pos(rng, input.len());
-                input.insert(at, INTERESTING_BYTES[rng.below(INTERESTING_BYTES.len())]);
-            }
-        }
+        edit_once(rng, input, other, focus, dict);
         if input.len() > max_len {
             input.truncate(max_len);
+        }
+    }
+}
+
+/// One edit of [`mutate`]'s fifteen kinds.
+fn edit_once(
+    rng: &mut Rng,
+    input: &mut Vec<u8>,
+    other: &[u8],
+    focus: Option<(usize, usize)>,
+    dict: &[&[u8]],
+) {
+    let pos = |rng: &mut Rng, len: usize| -> usize {
+        match focus {
+            Some((start, end)) if start < len && rng.below(4) != 0 => {
+                start + rng.below(end.min(len) - start)
+            }
+            _ => rng.below(len + 1),
+        }
+    };
+    match rng.below(15) {
+        0 if !input.is_empty() => {
+            let at = pos(rng, input.len() - 1);
+            input[at] ^= 1 << rng.below(8);
+        }
+        1 if !input.is_empty() => {
+            let at = pos(rng, input.len() - 1);
+            input[at] = rng.next_u64() as u8;
+        }
+        2 if !input.is_empty() => {
+            let at = pos(rng, input.len() - 1);
+            input[at] = INTERESTING_BYTES[rng.below(INTERESTING_BYTES.len())];
+        }
+        3 => {
+            let at = pos(rng, input.len());
+            let n = 1 + rng.below(8);
+            let bytes: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
+            input.splice(at..at, bytes);
+        }
+        4 if !input.is_empty() => {
+            let at = pos(rng, input.len() - 1);
+            let n = 1 + rng.below(16.min(input.len() - at));
+            input.drain(at..at + n);
+        }
+        5 if !input.is_empty() => {
+            // Duplicate a chunk elsewhere (repeated fields, lines, records).
+            let from = rng.below(input.len());
+            let n = 1 + rng.below((input.len() - from).min(256));
+            let chunk = input[from..from + n].to_vec();
+            let at = pos(rng, input.len());
+            input.splice(at..at, chunk);
+        }
+        6 if input.len() >= 4 => {
+            let at = pos(rng, input.len() - 4).min(input.len() - 4);
+            let v = INTERESTING_U32[rng.below(INTERESTING_U32.len())];
+            input[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        7 if input.len() >= 8 => {
+            let at = pos(rng, input.len() - 8).min(input.len() - 8);
+            let v = INTERESTING_U64[rng.below(INTERESTING_U64.len())];
+            input[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        8 if !other.is_empty() => {
+            // Splice a chunk of another corpus input in (overwrite or insert).
+            let from = rng.below(other.len());
+            let n = 1 + rng.below((other.len() - from).min(512));
+            let at = pos(rng, input.len());
+            if rng.chance(2) && at + n <= input.len() {
+                input[at..at + n].copy_from_slice(&other[from..from + n]);
+            } else {
+                input.splice(at..at, other[from..from + n].iter().copied());
+            }
+        }
+        9 if !input.is_empty() => {
+            input.truncate(rng.below(input.len()));
+        }
+        10 => replace_number(rng, input),
+        11 if !dict.is_empty() => {
+            let word = dict[rng.below(dict.len())];
+            let at = pos(rng, input.len());
+            input.splice(at..at, word.iter().copied());
+        }
+        12 if !input.is_empty() => {
+            // A long run: huge fields, deep nesting, many lines.
+            let from = rng.below(input.len());
+            let n = 1 + rng.below((input.len() - from).min(8));
+            let scale = rng.below(12);
+            let times = 1 + rng.below(1 << scale);
+            let chunk = input[from..from + n].repeat(times);
+            let at = pos(rng, input.len());
+            input.splice(at..at, chunk);
+        }
+        13 if input.len() >= 2 => {
+            let a = rng.below(input.len());
+            let b = rng.below(input.len());
+            input.swap(a, b);
+        }
+        _ => {
+            let at = pos(rng, input.len());
+            input.insert(at, INTERESTING_BYTES[rng.below(INTERESTING_BYTES.len())]);
         }
     }
 }

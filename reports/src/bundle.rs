@@ -15,9 +15,10 @@ use capture::untrusted::{self, Limits};
 
 use crate::durable;
 use crate::error::{Error, Result};
+use crate::layout::{INCIDENT_FILE, MAX_BUNDLED_FILE_BYTES, REPORT_FILE};
 use crate::model::Incident;
 use crate::scrub::{self, Scrubbed};
-use crate::store::{read_incident_bytes, INCIDENT_FILE, MAX_BUNDLED_FILE_BYTES, REPORT_FILE};
+use crate::store::read::read_incident_bytes;
 
 /// Largest single file a public bundle scrubs (it is read whole into memory to be scrubbed).
 pub const MAX_SCRUBBED_FILE_BYTES: u64 = 256 << 20;

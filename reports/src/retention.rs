@@ -18,7 +18,7 @@
 //!    incident of a tree whose writer is alive is never removed: one tenant's wedges displace its own older ones
 //!    first and never the episode another tenant's writer is following. The quota can thus be exceeded only by
 //!    one live incident per tree, each within the store's per-incident budget
-//!    ([`crate::store::MAX_INCIDENT_BYTES`]).
+//!    ([`crate::layout::MAX_INCIDENT_BYTES`]).
 //!
 //! Every removal comes back as a [`Removal`] with the limit that caused it, for the caller's log (the store also
 //! appends it to `dropped.json`). A removal first renames the directory to a temp name, so a reader never sees a
@@ -112,14 +112,14 @@ impl fmt::Display for RemovalReason {
             RemovalReason::Bytes { total, max } => write!(
                 f,
                 "incidents take {} (max_total_bytes {})",
-                crate::render::bytes(*total),
-                crate::render::bytes(*max)
+                crate::text::bytes(*total),
+                crate::text::bytes(*max)
             ),
             RemovalReason::FreeSpace { free, min } => write!(
                 f,
                 "{} free on the output filesystem (min_free_bytes {})",
-                crate::render::bytes(*free),
-                crate::render::bytes(*min)
+                crate::text::bytes(*free),
+                crate::text::bytes(*min)
             ),
             RemovalReason::Quota {
                 total,
@@ -128,8 +128,8 @@ impl fmt::Display for RemovalReason {
             } => write!(
                 f,
                 "incidents take {}, over the store's quota (max_total_bytes {}, held for young wedges too){}",
-                crate::render::bytes(*total),
-                crate::render::bytes(*max),
+                crate::text::bytes(*total),
+                crate::text::bytes(*max),
                 if *newest_of_tree {
                     "; it was the newest of its process tree, and only older incidents were left to remove"
                 } else {
@@ -163,7 +163,7 @@ impl fmt::Display for Removal {
             "retention removed {} incident {} ({}, process tree {}{}): {}",
             if self.on_demand { "on-demand" } else { "wedge" },
             self.id,
-            crate::render::bytes(self.bytes),
+            crate::text::bytes(self.bytes),
             self.tree,
             if self.writer_live {
                 ", its writer still following it"
@@ -198,122 +198,155 @@ pub(crate) fn plan(
     limits: &Retention,
     free_bytes: Option<u64>,
 ) -> Vec<Removal> {
-    let removable = |c: &Candidate| {
+    let mut planner = Planner {
+        candidates,
+        limits,
+        gone: vec![false; candidates.len()],
+        removals: Vec::new(),
+        freed: 0,
+    };
+    planner.on_demand_cap();
+    planner.wedge_count();
+    planner.bytes_and_free_space(free_bytes);
+    planner.quota();
+    planner.removals
+}
+
+/// The rules of [`plan`] applied one after the other to the same candidates: each rule is one method, and every
+/// removal goes through [`Planner::remove`].
+struct Planner<'a> {
+    candidates: &'a [Candidate],
+    limits: &'a Retention,
+    /// `gone[i]`: candidate `i` is removed already.
+    gone: Vec<bool>,
+    removals: Vec<Removal>,
+    /// Bytes the removals so far free.
+    freed: u64,
+}
+
+impl Planner<'_> {
+    /// Rule 1: never an incident in progress, never a wedge under the floor (on-demand incidents have none).
+    fn removable(&self, c: &Candidate) -> bool {
         !c.in_progress
             && (c.on_demand
-                || limits
+                || self
+                    .limits
                     .wedge_floor()
                     .is_none_or(|floor| c.age.is_some_and(|age| age >= floor)))
-    };
-    let mut gone = vec![false; candidates.len()];
-    let mut removals = Vec::new();
-    let mut remove = |i: usize, reason: RemovalReason, gone: &mut Vec<bool>| {
-        gone[i] = true;
-        removals.push(Removal {
-            id: candidates[i].id.clone(),
-            on_demand: candidates[i].on_demand,
-            bytes: candidates[i].bytes,
+    }
+
+    fn remove(&mut self, i: usize, reason: RemovalReason) {
+        let c = &self.candidates[i];
+        self.gone[i] = true;
+        self.removals.push(Removal {
+            id: c.id.clone(),
+            on_demand: c.on_demand,
+            bytes: c.bytes,
             reason,
-            tree: candidates[i].tree.clone(),
-            writer_live: candidates[i].in_progress,
+            tree: c.tree.clone(),
+            writer_live: c.in_progress,
         });
-        candidates[i].bytes
-    };
-    let mut freed: u64 = 0;
+        self.freed += c.bytes;
+    }
 
-    // 2. The on-demand cap.
-    if let Some(max) = limits.max_on_demand {
-        let mut count = candidates.iter().filter(|c| c.on_demand).count();
+    /// Rule 2: the on-demand cap.
+    fn on_demand_cap(&mut self) {
+        if let Some(max) = self.limits.max_on_demand {
+            self.cap(true, max, RemovalReason::OnDemandCap { max });
+        }
+    }
+
+    /// Rule 4: the wedge count.
+    fn wedge_count(&mut self) {
+        if let Some(max) = self.limits.max_incidents {
+            self.cap(false, max, RemovalReason::Count { max });
+        }
+    }
+
+    /// At most `max` incidents of the kind (`on_demand` or wedges), the oldest removable ones going first.
+    fn cap(&mut self, on_demand: bool, max: usize, reason: RemovalReason) {
+        let candidates = self.candidates;
+        let mut count = candidates
+            .iter()
+            .filter(|c| c.on_demand == on_demand)
+            .count();
         for (i, c) in candidates.iter().enumerate() {
             if count <= max {
                 break;
             }
-            if c.on_demand && removable(c) {
-                freed += remove(i, RemovalReason::OnDemandCap { max }, &mut gone);
+            if c.on_demand == on_demand && self.removable(c) {
+                self.remove(i, reason);
                 count -= 1;
             }
         }
     }
 
-    // 4. The wedge count.
-    if let Some(max) = limits.max_incidents {
-        let mut count = candidates.iter().filter(|c| !c.on_demand).count();
-        for (i, c) in candidates.iter().enumerate() {
-            if count <= max {
-                break;
-            }
-            if !c.on_demand && removable(c) {
-                freed += remove(i, RemovalReason::Count { max }, &mut gone);
-                count -= 1;
-            }
-        }
+    /// Bytes of the candidates not yet removed (the on-demand ones alone when `on_demand_only`).
+    fn bytes_left(&self, on_demand_only: bool) -> u64 {
+        self.candidates
+            .iter()
+            .zip(&self.gone)
+            .filter(|(c, g)| !**g && (!on_demand_only || c.on_demand))
+            .map(|(c, _)| c.bytes)
+            .sum()
     }
 
-    // 3. Bytes and free space: on-demand incidents first, then wedges.
-    let mut total: u64 = candidates
-        .iter()
-        .zip(&gone)
-        .filter(|(_, g)| !**g)
-        .map(|(c, _)| c.bytes)
-        .sum();
-    let mut free = free_bytes.map(|f| f.saturating_add(freed));
-    let pressure = |total: u64, free: Option<u64>| -> Option<RemovalReason> {
-        if let Some(max) = limits.max_total_bytes.filter(|&max| total > max) {
+    /// The byte limit or the free-space floor broken at `total` bytes kept and `free` bytes free, if one is.
+    fn pressure(&self, total: u64, free: Option<u64>) -> Option<RemovalReason> {
+        if let Some(max) = self.limits.max_total_bytes.filter(|&max| total > max) {
             return Some(RemovalReason::Bytes { total, max });
         }
-        match (limits.min_free_bytes, free) {
+        match (self.limits.min_free_bytes, free) {
             (Some(min), Some(free)) if free < min => Some(RemovalReason::FreeSpace { free, min }),
             _ => None,
         }
-    };
-    for on_demand_pass in [true, false] {
-        if !on_demand_pass {
-            // Wedges go only for pressure that wedges alone cause: the on-demand incidents still there (in
-            // progress) are counted as if they were gone, so no wedge ever makes room for one.
-            let on_demand_left: u64 = candidates
-                .iter()
-                .zip(&gone)
-                .filter(|(c, g)| c.on_demand && !**g)
-                .map(|(c, _)| c.bytes)
-                .sum();
-            total = total.saturating_sub(on_demand_left);
-            free = free.map(|f| f.saturating_add(on_demand_left));
-        }
-        for (i, c) in candidates.iter().enumerate() {
-            let Some(reason) = pressure(total, free) else {
-                break;
-            };
-            if gone[i] || c.on_demand != on_demand_pass || !removable(c) {
-                continue;
+    }
+
+    /// Rule 3: bytes and free space, on-demand incidents first, then wedges.
+    fn bytes_and_free_space(&mut self, free_bytes: Option<u64>) {
+        let candidates = self.candidates;
+        let mut total = self.bytes_left(false);
+        let mut free = free_bytes.map(|f| f.saturating_add(self.freed));
+        for on_demand_pass in [true, false] {
+            if !on_demand_pass {
+                // Wedges go only for pressure that wedges alone cause: the on-demand incidents still there (in
+                // progress) are counted as if they were gone, so no wedge ever makes room for one.
+                let on_demand_left = self.bytes_left(true);
+                total = total.saturating_sub(on_demand_left);
+                free = free.map(|f| f.saturating_add(on_demand_left));
             }
-            remove(i, reason, &mut gone);
-            total = total.saturating_sub(c.bytes);
-            free = free.map(|f| f.saturating_add(c.bytes));
+            for (i, c) in candidates.iter().enumerate() {
+                let Some(reason) = self.pressure(total, free) else {
+                    break;
+                };
+                if self.gone[i] || c.on_demand != on_demand_pass || !self.removable(c) {
+                    continue;
+                }
+                self.remove(i, reason);
+                total = total.saturating_sub(c.bytes);
+                free = free.map(|f| f.saturating_add(c.bytes));
+            }
         }
     }
 
-    // 5. The quota, whatever the incidents' age: older incidents of a tree before its newest; a live writer's
-    // incident only when it is not its tree's newest. On-demand incidents first; as in rule 3, those still
-    // there (in progress) are not charged to the wedges.
-    if let Some(max) = limits.max_total_bytes {
+    /// Rule 5: the quota, whatever the incidents' age: older incidents of a tree before its newest; a live writer's
+    /// incident only when it is not its tree's newest. On-demand incidents first; as in rule 3, those still there
+    /// (in progress) are not charged to the wedges.
+    fn quota(&mut self) {
+        let Some(max) = self.limits.max_total_bytes else {
+            return;
+        };
+        let candidates = self.candidates;
         let mut newest: HashMap<&str, usize> = HashMap::new();
         for (i, c) in candidates.iter().enumerate() {
-            if !gone[i] {
+            if !self.gone[i] {
                 newest.insert(c.tree.as_str(), i);
             }
         }
         for on_demand_pass in [true, false] {
-            let left = |on_demand_only: bool, gone: &[bool]| -> u64 {
-                candidates
-                    .iter()
-                    .zip(gone)
-                    .filter(|(c, g)| !**g && (!on_demand_only || c.on_demand))
-                    .map(|(c, _)| c.bytes)
-                    .sum()
-            };
-            let mut total = left(false, &gone);
+            let mut total = self.bytes_left(false);
             if !on_demand_pass {
-                total = total.saturating_sub(left(true, &gone));
+                total = total.saturating_sub(self.bytes_left(true));
             }
             let steps = [(false, false), (false, true), (true, false)];
             for (newest_of_tree, live) in steps {
@@ -322,7 +355,7 @@ pub(crate) fn plan(
                         break;
                     }
                     let is_newest = newest.get(c.tree.as_str()) == Some(&i);
-                    if gone[i]
+                    if self.gone[i]
                         || c.on_demand != on_demand_pass
                         || is_newest != newest_of_tree
                         || c.in_progress != live
@@ -334,13 +367,12 @@ pub(crate) fn plan(
                         max,
                         newest_of_tree,
                     };
-                    remove(i, reason, &mut gone);
+                    self.remove(i, reason);
                     total = total.saturating_sub(c.bytes);
                 }
             }
         }
     }
-    removals
 }
 
 #[cfg(test)]

@@ -172,114 +172,22 @@ fn pid_regex() -> &'static Regex {
 /// Remove the host's and other tenants' data from `incident` (see the module documentation).
 pub fn scrub(incident: &Incident) -> Scrubbed {
     let mut out = incident.clone();
-    let mut summary = Summary::default();
-    let mut values = BTreeSet::new();
-    let own_pids = own_pids(incident);
+    let mut found = Found::default();
     let own_comm = incident.process.comm.clone();
     let own_cgroup = incident.process.cgroup.clone().unwrap_or_default();
 
-    let hostname = std::mem::take(&mut out.host.hostname);
-    if !hostname.is_empty() {
-        summary.hostname = true;
-        values.insert(id_safe(&hostname));
-        values.insert(hostname);
-    }
-    let boot_id = std::mem::take(&mut out.host.boot_id);
-    let boot_id_raw = parse_uuid(&boot_id);
-    if !boot_id.is_empty() {
-        summary.boot_id = true;
-        values.insert(boot_id.replace('-', ""));
-        values.insert(boot_id);
-    }
-
-    let tasks = std::mem::take(&mut out.host_context.d_state_tasks);
-    // The total stays (the note says so): rows go, the count of tasks in D does not.
-    let total = out.host_context.d_state_total.unwrap_or(tasks.len() as u64);
-    for task in tasks {
-        if task.pid == incident.process.pid {
-            out.host_context.d_state_tasks.push(task);
-            continue;
-        }
-        summary.other_dstate_tasks += 1;
-        if task.comm != own_comm {
-            values.insert(task.comm);
-        }
-        if let Some(cgroup) = task.cgroup.filter(|c| *c != own_cgroup) {
-            values.insert(cgroup);
-        }
-    }
-    if total > out.host_context.d_state_tasks.len() as u64 {
-        out.host_context.d_state_total = Some(total);
-    }
-
-    // The wait graph's threads of other processes (host-wide locks): their comms masked, what they do dropped.
-    if let Some(graph) = out.wait_graph.as_mut() {
-        let own = incident.process.pid;
-        for lock in graph.locks.iter_mut() {
-            if lock.identity.pid.is_some_and(|p| p != own) {
-                if let Some(comm) = lock.identity.comm.take() {
-                    values.insert(comm);
-                }
-            }
-            for w in lock.waiters.iter_mut().filter(|w| w.pid != own) {
-                summary.wait_graph_threads += 1;
-                values.insert(std::mem::replace(&mut w.comm, MASK.to_string()));
-                w.call = MASK.to_string();
-            }
-            for h in lock.holders.iter_mut().filter(|h| h.pid != own) {
-                summary.wait_graph_threads += 1;
-                values.insert(std::mem::replace(&mut h.comm, MASK.to_string()));
-                h.doing = MASK.to_string();
-                h.call = None;
-            }
-        }
-    }
-
-    let mut dropped_lines = Vec::new();
-    let lines = std::mem::take(&mut out.kernel_log);
-    for line in lines {
-        if about_another_process(&line, &own_pids) {
-            summary.kernel_log_lines += 1;
-            dropped_lines.push(line.text);
-        } else {
-            out.kernel_log.push(line);
-        }
-    }
-    // An Xid the driver printed for another process goes with its line (its pid and name are that process's).
-    let (own_xids, other_xids): (Vec<_>, Vec<_>) =
-        std::mem::take(&mut out.xids).into_iter().partition(|x| {
-            x.pid
-                .is_none_or(|p| u64::try_from(p).is_ok_and(|p| own_pids.contains(&p)))
-        });
-    out.xids = own_xids;
-    values.extend(other_xids.into_iter().filter_map(|x| x.name));
-
-    // Source text: never public. Each frame's line text goes (saying why), the verdict's clause loses it, and
-    // the texts are masked wherever else they occur.
-    for thread in &mut out.wedged_threads {
-        let with_code = crate::render::python_view::verdict_clause(thread);
-        if let Some(frames) = thread.python_stack.as_mut() {
-            for frame in frames.iter_mut() {
-                drop_code(frame, &mut values, &mut summary);
-            }
-        }
-        let without = crate::render::python_view::verdict_clause(thread);
-        if let (Some(with_code), Some(without)) = (with_code, without) {
-            if with_code != without {
-                out.verdict = out.verdict.replace(&with_code, &without);
-            }
-        }
-    }
-    for sample in &mut out.samples {
-        for thread in &mut sample.python_threads {
-            for frame in &mut thread.frames {
-                drop_code(frame, &mut values, &mut summary);
-            }
-        }
-    }
+    let boot_id_raw = take_host_ids(&mut out, &mut found);
+    keep_own_dstate_tasks(incident, &mut out, &mut found);
+    mask_other_wait_graph_threads(incident.process.pid, &mut out, &mut found);
+    let dropped_lines = drop_other_processes_lines(&own_pids(incident), &mut out, &mut found);
+    drop_source_text(&mut out, &mut found);
 
     // GPU identifiers and nvidia-smi's process list, wherever text is stored.
     let mut json = serde_json::to_value(&out).unwrap_or_default();
+    let Found {
+        mut summary,
+        mut values,
+    } = found;
     let mut gpu = BTreeSet::new();
     collect_gpu_values(&json, &mut gpu, &mut summary);
     summary.gpu_identifiers = gpu.len();
@@ -302,6 +210,142 @@ pub fn scrub(incident: &Incident) -> Scrubbed {
     incident.id = id;
     scrubbed.incident = incident;
     scrubbed
+}
+
+/// What the steps of [`scrub`] found as they went: what went (the summary), and the values to mask wherever else
+/// they occur.
+#[derive(Default)]
+struct Found {
+    summary: Summary,
+    values: BTreeSet<String>,
+}
+
+/// The host name and boot id go (and are masked wherever else they occur); returns the boot id's raw bytes.
+fn take_host_ids(out: &mut Incident, found: &mut Found) -> Option<[u8; 16]> {
+    let hostname = std::mem::take(&mut out.host.hostname);
+    if !hostname.is_empty() {
+        found.summary.hostname = true;
+        found.values.insert(id_safe(&hostname));
+        found.values.insert(hostname);
+    }
+    let boot_id = std::mem::take(&mut out.host.boot_id);
+    let boot_id_raw = parse_uuid(&boot_id);
+    if !boot_id.is_empty() {
+        found.summary.boot_id = true;
+        found.values.insert(boot_id.replace('-', ""));
+        found.values.insert(boot_id);
+    }
+    boot_id_raw
+}
+
+/// The host's D-state tasks of other processes go (their comms and cgroups masked); the total stays.
+fn keep_own_dstate_tasks(incident: &Incident, out: &mut Incident, found: &mut Found) {
+    let own_comm = &incident.process.comm;
+    let own_cgroup = incident.process.cgroup.as_deref().unwrap_or_default();
+    let tasks = std::mem::take(&mut out.host_context.d_state_tasks);
+    // The total stays (the note says so): rows go, the count of tasks in D does not.
+    let total = out.host_context.d_state_total.unwrap_or(tasks.len() as u64);
+    for task in tasks {
+        if task.pid == incident.process.pid {
+            out.host_context.d_state_tasks.push(task);
+            continue;
+        }
+        found.summary.other_dstate_tasks += 1;
+        if task.comm != *own_comm {
+            found.values.insert(task.comm);
+        }
+        if let Some(cgroup) = task.cgroup.filter(|c| c != own_cgroup) {
+            found.values.insert(cgroup);
+        }
+    }
+    if total > out.host_context.d_state_tasks.len() as u64 {
+        out.host_context.d_state_total = Some(total);
+    }
+}
+
+/// The wait graph's threads of other processes (host-wide locks): their comms masked, what they do dropped.
+fn mask_other_wait_graph_threads(own: i32, out: &mut Incident, found: &mut Found) {
+    let Some(graph) = out.wait_graph.as_mut() else {
+        return;
+    };
+    for lock in graph.locks.iter_mut() {
+        if lock.identity.pid.is_some_and(|p| p != own) {
+            if let Some(comm) = lock.identity.comm.take() {
+                found.values.insert(comm);
+            }
+        }
+        for w in lock.waiters.iter_mut().filter(|w| w.pid != own) {
+            found.summary.wait_graph_threads += 1;
+            found
+                .values
+                .insert(std::mem::replace(&mut w.comm, MASK.to_string()));
+            w.call = MASK.to_string();
+        }
+        for h in lock.holders.iter_mut().filter(|h| h.pid != own) {
+            found.summary.wait_graph_threads += 1;
+            found
+                .values
+                .insert(std::mem::replace(&mut h.comm, MASK.to_string()));
+            h.doing = MASK.to_string();
+            h.call = None;
+        }
+    }
+}
+
+/// Kernel log lines and Xids about another process go; returns the dropped lines' text (a bundled kernel-log.txt
+/// loses them too).
+fn drop_other_processes_lines(
+    own_pids: &BTreeSet<u64>,
+    out: &mut Incident,
+    found: &mut Found,
+) -> Vec<String> {
+    let mut dropped_lines = Vec::new();
+    let lines = std::mem::take(&mut out.kernel_log);
+    for line in lines {
+        if about_another_process(&line, own_pids) {
+            found.summary.kernel_log_lines += 1;
+            dropped_lines.push(line.text);
+        } else {
+            out.kernel_log.push(line);
+        }
+    }
+    // An Xid the driver printed for another process goes with its line (its pid and name are that process's).
+    let (own_xids, other_xids): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut out.xids).into_iter().partition(|x| {
+            x.pid
+                .is_none_or(|p| u64::try_from(p).is_ok_and(|p| own_pids.contains(&p)))
+        });
+    out.xids = own_xids;
+    found
+        .values
+        .extend(other_xids.into_iter().filter_map(|x| x.name));
+    dropped_lines
+}
+
+/// Source text: never public. Each frame's line text goes (saying why), the verdict's clause loses it, and the
+/// texts are masked wherever else they occur.
+fn drop_source_text(out: &mut Incident, found: &mut Found) {
+    for thread in &mut out.wedged_threads {
+        let with_code = crate::verdict::python_clause(thread);
+        if let Some(frames) = thread.python_stack.as_mut() {
+            for frame in frames.iter_mut() {
+                drop_code(frame, &mut found.values, &mut found.summary);
+            }
+        }
+        let without = crate::verdict::python_clause(thread);
+        if let (Some(with_code), Some(without)) = (with_code, without) {
+            if with_code != without {
+                out.verdict = out.verdict.replace(&with_code, &without);
+            }
+        }
+    }
+    for sample in &mut out.samples {
+        for thread in &mut sample.python_threads {
+            for frame in &mut thread.frames {
+                drop_code(frame, &mut found.values, &mut found.summary);
+            }
+        }
+    }
 }
 
 impl Scrubbed {
@@ -656,7 +700,7 @@ mod tests {
         });
         incident.verdict = format!(
             "thread 4243 `trainer` is in D{}; no breadcrumb ring",
-            crate::render::python_view::verdict_clause(&incident.wedged_threads[0]).unwrap()
+            crate::verdict::python_clause(&incident.wedged_threads[0]).unwrap()
         );
         assert!(incident.verdict.contains(secret), "{}", incident.verdict);
         let s = scrub(&incident);

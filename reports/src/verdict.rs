@@ -10,9 +10,9 @@ use std::fmt::Write as _;
 use capture::{SyscallInfo, ThreadSnapshot};
 
 use crate::model::{
-    EpisodeStatus, InFlight, Incident, RecordKind, Sample, ThreadFate, WedgedThread,
+    EpisodeStatus, InFlight, Incident, PythonFrame, RecordKind, Sample, ThreadFate, WedgedThread,
 };
-use crate::render::text::{call_text, code, duration, plain, plural, secs, time_text};
+use crate::text::{call_text, code, duration, plain, plural, secs, time_text};
 
 /// The one-line verdict: which thread, in which call, for how long, and the last breadcrumb.
 ///
@@ -151,7 +151,7 @@ fn judged_thread_clause(j: &Judged) -> Option<String> {
         None => out.push_str(" is in D"),
     }
     out.push_str(&where_blocked(j.thread));
-    out.push_str(&crate::render::python_view::verdict_clause(w).unwrap_or_default());
+    out.push_str(&python_clause(w).unwrap_or_default());
     Some(out)
 }
 
@@ -702,6 +702,24 @@ pub(crate) fn sample_monotonic(sample: &Sample) -> Option<u64> {
         .taken_at
         .monotonic_ns
         .or((sample.snapshot.monotonic_ns > 0).then_some(sample.snapshot.monotonic_ns))
+}
+
+/// ` (from train.py:142 `optimizer.step()`)`: the judged thread's innermost Python frame, when known.
+pub(crate) fn python_clause(w: &WedgedThread) -> Option<String> {
+    let frame = w.python_stack.as_ref()?.first()?;
+    Some(format!(" (from {})", frame_with_code(frame)))
+}
+
+fn frame_with_code(frame: &PythonFrame) -> String {
+    let name = frame.file.rsplit('/').next().unwrap_or(&frame.file);
+    let place = match frame.line {
+        Some(line) => format!("{name}:{line}"),
+        None => name.to_string(),
+    };
+    match &frame.code {
+        Some(text) if !text.is_empty() => format!("{} {}", code(&place), code(text)),
+        _ => format!("{} in {}", code(&place), code(&frame.function)),
+    }
 }
 
 #[cfg(test)]

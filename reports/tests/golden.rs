@@ -10,8 +10,9 @@ mod common;
 use std::path::PathBuf;
 
 use capture::{StackFrame, ThreadSnapshot};
+use reports::limits::MAX_MARKDOWN_CHARS;
 use reports::model::*;
-use reports::render::{markdown, MAX_MARKDOWN_CHARS};
+use reports::render::markdown;
 use reports::verdict::verdict;
 
 fn data(name: &str) -> PathBuf {

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use reports::layout::{INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
 use reports::model::{Incident, TimelineEvent, Timestamp, Trigger};
 use reports::retention::{Removal, RemovalReason};
-use reports::store::{INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
 use reports::{Error, Retention, Store};
 
 fn fresh(id: &str, trigger: Trigger) -> Incident {

@@ -4,9 +4,10 @@
 mod common;
 
 use proptest::prelude::*;
+use reports::limits::MAX_MARKDOWN_CHARS;
 use reports::model::{KernelLogLine, NotCaptured};
 use reports::redact::redact_cmdline;
-use reports::render::{markdown, MAX_MARKDOWN_CHARS};
+use reports::render::markdown;
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![

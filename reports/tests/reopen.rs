@@ -3,8 +3,8 @@
 
 mod common;
 
+use reports::layout::MARKER_FILE;
 use reports::model::{EpisodeStatus, Timestamp, Unwatched};
-use reports::store::MARKER_FILE;
 use reports::{Retention, Store};
 
 #[test]

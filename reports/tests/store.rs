@@ -7,8 +7,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use reports::layout::{INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
 use reports::model::Incident;
-use reports::store::{Modes, INCIDENT_FILE, MARKER_FILE, REPORT_FILE};
+use reports::store::Modes;
 use reports::{Error, Retention, Store};
 
 fn minimal() -> Incident {

@@ -1,5 +1,5 @@
 //! Recordings from the GPU host (issue 31; tests/gpu/recordings/, made by tests/gpu/agent_run.sh and
-//! rmlock_run.sh on an H100 with driver 580.159.04): what the tool read there must stay readable here.
+//! rmlock_contention.sh on an H100 with driver 580.159.04): what the tool read there must stay readable here.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -75,7 +75,7 @@ fn run2(name: &str) -> reports::Incident {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-/// A real multi-second wedge inside CUDA driver calls on the H100 (tests/gpu/run3.sh): 8 threads of RM-heavy
+/// A real multi-second wedge inside CUDA driver calls on the H100 (tests/gpu/rmlock_short_batch.sh): 8 threads of RM-heavy
 /// calls while one thread of the same process pins 32 GiB (`cuMemHostRegister`). The pinning thread holds the
 /// process's mmap_lock while it faults in every page; another thread's `mmap` waited 8.3 s for it in D. The
 /// pinning thread runs (not in D), so the kernel names no holder: the verdict names it from the breadcrumbs.

@@ -12,10 +12,7 @@
 //!   against a store already holding other tenants' young incidents: every incident ≤ 64 MiB, the store
 //!   within its 2 GiB quota, the tenant's own older incidents removed first (the other tenants' kept), and
 //!   what was removed is in the log and in dropped.json.
-//! - [`npd_check_says_wedged_while_a_zombie_leaders_thread_is_in_d`]: a process whose main thread called
-//!   `pthread_exit` while another thread sits in D, its incident written by the agent: npd-check exits 1.
-//! - [`npd_check_says_unknown_for_a_store_that_is_a_symlink_or_not_a_directory`].
-//! - [`npd_check_answers_over_20000_incidents`]: the answer is right (1, then 0) with 20,000 incidents.
+//! - npd-check's truth and the benches: hostile_tenant_npd.rs.
 //!
 //! Tests that need root skip with a message, except with CI=true, where they must run.
 
@@ -35,7 +32,7 @@ use crate::agent::{link_as, unique_comm, wait_in_d, Agent, TempDir, FAST};
 use crate::util::{bin, in_ci};
 
 /// Root, or skip (CI=true: fail).
-fn root_or_skip(test: &str) -> bool {
+pub(crate) fn root_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         return true;
@@ -46,7 +43,7 @@ fn root_or_skip(test: &str) -> bool {
 }
 
 /// The Python interpreter itself (not a shim that forks it), or skip (CI=true: fail).
-fn python_or_skip(test: &str) -> Option<PathBuf> {
+pub(crate) fn python_or_skip(test: &str) -> Option<PathBuf> {
     let found = Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
         .output()
@@ -62,7 +59,7 @@ fn python_or_skip(test: &str) -> Option<PathBuf> {
 
 /// Opens the rings it is told, then sits in D: vfork (`posix_spawn` with a file action) of a child that
 /// opens a FIFO nobody writes. argv: fifo, then ring paths (opened once a line arrives on stdin).
-const HOLD_RINGS_AND_WEDGE: &str = r#"
+pub(crate) const HOLD_RINGS_AND_WEDGE: &str = r#"
 import os, sys
 fifo, rings = sys.argv[1], sys.argv[2:]
 sys.stdin.readline()
@@ -72,7 +69,7 @@ os.posix_spawn('/bin/true', ['true'], {}, file_actions=[(os.POSIX_SPAWN_OPEN, 0,
 
 /// The main thread exits (`pthread_exit`: the leader becomes a zombie, the process lives on) while another
 /// thread, once it sees the leader gone, sits in D the same way. argv: fifo.
-const ZOMBIE_LEADER_AND_WEDGE: &str = r#"
+pub(crate) const ZOMBIE_LEADER_AND_WEDGE: &str = r#"
 import ctypes, os, sys, threading, time
 fifo = sys.argv[1]
 def wedge():
@@ -86,14 +83,14 @@ ctypes.CDLL(None).pthread_exit(None)
 
 /// A tenant process (Python through a symlink named `comm`); on drop the FIFO is opened (its vfork child
 /// execs, the wedge ends) and it is killed.
-struct Tenant {
+pub(crate) struct Tenant {
     child: Child,
     fifo: PathBuf,
 }
 
 impl Tenant {
     /// `script` with `args` after the FIFO, optionally moved into `cgroup` (its `cgroup.procs`) before exec.
-    fn spawn(
+    pub(crate) fn spawn(
         dir: &Path,
         program: &Path,
         script: &str,
@@ -120,12 +117,12 @@ impl Tenant {
         }
     }
 
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
     /// Let the script go on (it opens its rings and wedges).
-    fn go(&mut self) {
+    pub(crate) fn go(&mut self) {
         let stdin = self.child.stdin.as_mut().unwrap();
         stdin.write_all(b"go\n").unwrap();
         stdin.flush().unwrap();
@@ -145,7 +142,7 @@ impl Drop for Tenant {
 }
 
 /// Move the child into the cgroup whose `cgroup.procs` is `procs` before it execs.
-fn join_cgroup_at_exec(command: &mut Command, procs: &Path) {
+pub(crate) fn join_cgroup_at_exec(command: &mut Command, procs: &Path) {
     let procs = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: only async-signal-safe calls (open, write, close) on memory prepared before the fork.
     unsafe {
@@ -166,7 +163,7 @@ fn join_cgroup_at_exec(command: &mut Command, procs: &Path) {
 }
 
 /// A ring of the largest size (2^20 slots in 4096 lanes) claiming `pid` as its writer, created sparse.
-fn max_ring(path: &Path, pid: i32) -> Writer {
+pub(crate) fn max_ring(path: &Path, pid: i32) -> Writer {
     let root = ProcRoot::default();
     let identity = ProcessIdentity {
         pid: pid as u32,
@@ -188,7 +185,7 @@ fn max_ring(path: &Path, pid: i32) -> Writer {
 
 /// Fills every slot of a max-size ring with a valid enter that never exits, each from its own thread id: the
 /// most a reader can be made to keep (2^20 records, 2^20 calls in flight).
-fn fill_with_open_calls(path: &Path) {
+pub(crate) fn fill_with_open_calls(path: &Path) {
     let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     let lanes = format::MAX_LANE_COUNT as usize;
     let lane_slots = (format::MAX_SLOT_COUNT / format::MAX_LANE_COUNT) as usize;
@@ -233,11 +230,11 @@ fn fill_with_open_calls(path: &Path) {
 }
 
 /// The label of the call in flight the tenant's first ring shows.
-const IN_FLIGHT_LABEL: &str = "tenant call in flight";
+pub(crate) const IN_FLIGHT_LABEL: &str = "tenant call in flight";
 
 /// A tenant holding 4 max-size rings (ring 1 with one call in flight and a few closed ones, the others empty
 /// and sparse — ring 4 full of open calls when `full`), wedged in D.
-fn tenant_with_four_rings(
+pub(crate) fn tenant_with_four_rings(
     dir: &Path,
     program: &Path,
     cgroup_procs: Option<&Path>,
@@ -271,7 +268,7 @@ fn tenant_with_four_rings(
 }
 
 /// Bytes of regular files under `dir` (their length, as the store's retention counts them).
-fn dir_bytes(dir: &Path) -> u64 {
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
@@ -287,14 +284,14 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 /// The incident directory whose incident.json has id `id`.
-fn incident_dir(out: &Path, incident: &serde_json::Value) -> PathBuf {
+pub(crate) fn incident_dir(out: &Path, incident: &serde_json::Value) -> PathBuf {
     out.join(incident["id"].as_str().unwrap())
 }
 
 /// A memory cgroup for the agent: cgroup v2 (`memory.max`, `memory.swap.max` = 0) where the memory
 /// controller is there, else v1 (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`) under this test's
 /// own memory cgroup. Processes moved back to the parent and removed on drop.
-struct MemoryCgroup {
+pub(crate) struct MemoryCgroup {
     path: PathBuf,
     v2: bool,
 }
@@ -423,7 +420,7 @@ impl Drop for MemoryCgroup {
 }
 
 /// A plain cgroup v2 (no controller) to put tenants in: their process tree for the store's quota.
-struct TreeCgroup {
+pub(crate) struct TreeCgroup {
     path: PathBuf,
     /// The cgroup path as /proc/<pid>/cgroup shows it.
     name: String,
@@ -470,7 +467,7 @@ impl Drop for TreeCgroup {
 }
 
 /// VmHWM of `pid` in KiB.
-fn vm_hwm_kib(pid: i32) -> u64 {
+pub(crate) fn vm_hwm_kib(pid: i32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap()
         .lines()
@@ -480,7 +477,7 @@ fn vm_hwm_kib(pid: i32) -> u64 {
 }
 
 /// Wait for a complete incident of `pid`, failing early if the agent died.
-fn complete_incident(
+pub(crate) fn complete_incident(
     agent: &mut Agent,
     out: &Path,
     pid: i32,
@@ -492,7 +489,7 @@ fn complete_incident(
 /// Issue 35: 4 valid 2^20-slot rings (36 KB of the tenant's disk) drove the agent to 535 MB: OOM-killed
 /// under the shipped MemoryMax=512M, and again at every restart (adoption re-read the rings).
 #[test]
-fn an_agent_in_a_512m_cgroup_survives_four_max_size_rings() {
+pub(crate) fn an_agent_in_a_512m_cgroup_survives_four_max_size_rings() {
     let test = "an agent in a 512M cgroup survives four max-size rings";
     if !root_or_skip(test) {
         return;
@@ -628,7 +625,7 @@ fn an_agent_in_a_512m_cgroup_survives_four_max_size_rings() {
 }
 
 /// `Agent::start` with the agent moved into the cgroup of `procs` before it execs.
-fn start_agent_in(dir: &Path, args: &[&str], procs: &Path) -> Agent {
+pub(crate) fn start_agent_in(dir: &Path, args: &[&str], procs: &Path) -> Agent {
     let log = dir.join(format!("agent-{}.log", unique_comm("l")));
     let mut command = Command::new(bin());
     command
@@ -648,7 +645,7 @@ fn start_agent_in(dir: &Path, args: &[&str], procs: &Path) -> Agent {
 /// Issue 35: without a limit, 5 such processes wrote 2.6 GB to the store in 11 s and retention removed
 /// nothing (wedges younger than 24 h were protected).
 #[test]
-fn five_hostile_processes_cannot_push_the_store_past_its_quota() {
+pub(crate) fn five_hostile_processes_cannot_push_the_store_past_its_quota() {
     use reports::model::Incident;
     use reports::retention::Retention;
     use reports::store::Store;
@@ -788,341 +785,4 @@ fn five_hostile_processes_cannot_push_the_store_past_its_quota() {
     }
     drop(tenants);
     drop(tree);
-}
-
-/// `npd-check --out DIR [extra]`: exit code and its line.
-fn npd_check(out: &Path, extra: &[&str]) -> (Option<i32>, String) {
-    let output = Command::new(bin())
-        .arg("npd-check")
-        .arg("--out")
-        .arg(out)
-        .args(extra)
-        .output()
-        .unwrap();
-    let line = String::from_utf8_lossy(&output.stdout)
-        .trim_end()
-        .to_string();
-    (output.status.code(), line)
-}
-
-/// Issue 35: `npd-check` said 0 (healthy) while a thread of a process whose leader had exited was in D and
-/// the agent's own incident said wedged.
-#[test]
-fn npd_check_says_wedged_while_a_zombie_leaders_thread_is_in_d() {
-    let test = "npd-check: zombie leader";
-    if !root_or_skip(test) {
-        return;
-    }
-    let Some(python) = python_or_skip(test) else {
-        return;
-    };
-    let dir = TempDir::new("bounds-zombie");
-    let comm = unique_comm("z");
-    let program = link_as(dir.path(), &comm, &python);
-    let tenant = Tenant::spawn(dir.path(), &program, ZOMBIE_LEADER_AND_WEDGE, &[], None);
-    let pid = tenant.pid();
-    wait_in_d(pid, Duration::from_secs(10));
-    let root = ProcRoot::default();
-    assert_eq!(
-        root.read_stat(pid).unwrap().state,
-        'Z',
-        "the leader is a zombie"
-    );
-    let out = dir.path().join("incidents");
-    let pattern = format!("^{comm}$");
-    let mut args = vec!["--out", out.to_str().unwrap(), "--match-comm", &pattern];
-    args.extend_from_slice(FAST);
-    let mut agent = Agent::start(dir.path(), &args, &[]);
-    let incident = complete_incident(&mut agent, &out, pid, Duration::from_secs(30));
-    let wedged = incident["wedged_threads"].as_array().unwrap();
-    assert!(wedged.iter().any(|w| w["tid"] != pid), "{incident}");
-    let (code, line) = npd_check(&out, &[]);
-    assert_eq!(code, Some(1), "while the agent follows it: {line}");
-    assert!(
-        line.starts_with(&format!("pid {pid} ({comm}) wedged")),
-        "{line}"
-    );
-    let (status, _, log) = agent.terminate();
-    assert_eq!(status, Some(0), "{log}");
-    let (code, line) = npd_check(&out, &[]);
-    assert_eq!(code, Some(1), "still wedged at the agent's exit: {line}");
-    // The wedge ends (the FIFO opened, the process killed): nothing is going on any more.
-    drop(tenant);
-    let (code, line) = npd_check(&out, &[]);
-    assert_eq!(code, Some(0), "{line}");
-}
-
-/// Issue 35: a store replaced by a symlink to an empty directory read as 0 (healthy).
-#[test]
-fn npd_check_says_unknown_for_a_store_that_is_a_symlink_or_not_a_directory() {
-    let dir = TempDir::new("bounds-npd-link");
-    let empty = dir.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
-    let (code, line) = npd_check(&empty, &[]);
-    assert_eq!((code, line.as_str()), (Some(0), "no open wedge episode"));
-    let link = dir.path().join("incidents");
-    std::os::unix::fs::symlink(&empty, &link).unwrap();
-    let (code, line) = npd_check(&link, &[]);
-    assert_eq!(code, Some(2), "{line}");
-    assert!(line.contains("symlink"), "{line}");
-    let file = dir.path().join("file");
-    std::fs::write(&file, b"").unwrap();
-    let (code, line) = npd_check(&file, &[]);
-    assert_eq!(code, Some(2), "{line}");
-    assert!(line.contains("not a directory"), "{line}");
-    let dangling = dir.path().join("dangling");
-    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
-    assert_eq!(npd_check(&dangling, &[]).0, Some(2));
-}
-
-/// Issue 35: with 20,000 incidents npd-check took 8.4 s (every incident parsed before its time budget was
-/// looked at). Now the listing is names only and each incident is judged by its head: it answers right —
-/// an open wedge behind 20,000 resolved incidents, then none — within several seconds (with a budget that a
-/// loaded debug build cannot miss; the release figure is in BENCHMARKS.md).
-#[test]
-fn npd_check_answers_over_20000_incidents() {
-    use reports::model::{EpisodeStatus, Incident, WedgedThread};
-    use reports::retention::Retention;
-    use reports::store::Store;
-    let dir = TempDir::new("bounds-npd-20000");
-    let out = dir.path().join("incidents");
-    let store = Store::open(&out, Retention::UNLIMITED).unwrap();
-    // The oldest incident: an open wedge of a live process (listed last, newest first).
-    let mut sleeper = Command::new("sleep").arg("120").spawn().unwrap();
-    let pid = sleeper.id() as i32;
-    let root = ProcRoot::default();
-    let mut open = Incident::new(pid);
-    open.id = "20200101T000000Z-gpu01-1".into();
-    open.process.comm = "sleep".into();
-    open.process.start_time = Some(root.read_stat(pid).unwrap().starttime);
-    open.host.boot_id = root.boot_id().unwrap();
-    open.wedged_threads.push(WedgedThread {
-        tid: pid,
-        comm: "sleep".into(),
-        ..Default::default()
-    });
-    let mut handle = store.create(&open).unwrap();
-    handle.finish(&open).unwrap();
-    drop(handle);
-    // 20,000 resolved incidents (each a real store incident.json, copied under its own id).
-    let mut resolved = Incident::new(7);
-    resolved.id = "20260101T000000Z-gpu01-0".into();
-    resolved.episode.status = EpisodeStatus::Resolved;
-    resolved.wedged_threads = open.wedged_threads.clone();
-    let mut handle = store.create(&resolved).unwrap();
-    handle.finish(&resolved).unwrap();
-    let json = std::fs::read(handle.path().join("incident.json")).unwrap();
-    drop(handle);
-    for n in 1..20_000 {
-        let id = format!(
-            "20260101T{:02}{:02}{:02}Z-gpu01-{n}",
-            n / 3600,
-            n / 60 % 60,
-            n % 60
-        );
-        std::fs::create_dir(out.join(&id)).unwrap();
-        std::fs::write(out.join(&id).join("incident.json"), &json).unwrap();
-    }
-    let started = Instant::now();
-    let (code, line) = npd_check(&out, &["--budget", "30s"]);
-    let took = started.elapsed();
-    assert_eq!(code, Some(1), "{line}");
-    assert!(
-        line.starts_with(&format!("pid {pid} (sleep) wedged")),
-        "{line}"
-    );
-    assert!(
-        took < Duration::from_secs(8),
-        "npd-check took {took:?} over 20,001 incidents"
-    );
-    let _ = sleeper.kill();
-    let _ = sleeper.wait();
-    let started = Instant::now();
-    let (code, line) = npd_check(&out, &["--budget", "30s"]);
-    let took_clear = started.elapsed();
-    assert_eq!((code, line.as_str()), (Some(0), "no open wedge episode"));
-    // With the default budget: a right answer, or unknown when this machine is too slow — never 0 unread.
-    let started = Instant::now();
-    let (code, line) = npd_check(&out, &[]);
-    let took_default = started.elapsed();
-    assert!(
-        (code == Some(0) && line == "no open wedge episode")
-            || (code == Some(2) && line.starts_with("ran out of time")),
-        "{code:?} {line}"
-    );
-    eprintln!(
-        "npd-check over 20,001 incidents: {took:?} (a wedge behind them), {took_clear:?} (none), \
-         default budget {took_default:?}: {line}"
-    );
-}
-
-/// The binaries a benchmark compares: `WEDGE_BENCH_BINS` (comma-separated paths, e.g. a build of 1e849ad and
-/// this one), else the one under test.
-fn bench_bins() -> Vec<PathBuf> {
-    match std::env::var("WEDGE_BENCH_BINS") {
-        Ok(list) => list.split(',').map(PathBuf::from).collect(),
-        Err(_) => vec![PathBuf::from(bin())],
-    }
-}
-
-/// An agent of `binary` (not the one under test) on `args`, its stderr in `dir`.
-fn start_agent_of(binary: &Path, dir: &Path, args: &[&str]) -> Agent {
-    let log = dir.join(format!("agent-{}.log", unique_comm("b")));
-    let child = Command::new(binary)
-        .arg("agent")
-        .args(["--log-format", "plain", "--no-nvidia-smi"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .spawn()
-        .unwrap();
-    Agent { child, log }
-}
-
-/// BENCHMARKS.md, "Bounds": the agent's peak RSS (VmHWM) and the incident's size with one wedged process
-/// holding 4 max-size rings (sparse, as in the issue; then with one of them full of open calls), no memory
-/// limit, for each binary of `WEDGE_BENCH_BINS`. Root.
-#[test]
-#[ignore = "benchmark: cargo test --release --test integration bench_agent_peak_rss -- --ignored --nocapture"]
-fn bench_agent_peak_rss_with_four_max_size_rings() {
-    let test = "bench agent peak RSS";
-    if !root_or_skip(test) {
-        return;
-    }
-    let Some(python) = python_or_skip(test) else {
-        return;
-    };
-    for full in [false, true] {
-        for binary in bench_bins() {
-            let dir = TempDir::new("bench-rss");
-            let comm = unique_comm("b");
-            let program = link_as(dir.path(), &comm, &python);
-            let (tenant, _rings) = tenant_with_four_rings(dir.path(), &program, None, full);
-            let out = dir.path().join("incidents");
-            let pattern = format!("^{comm}$");
-            let mut args = vec!["--out", out.to_str().unwrap(), "--match-comm", &pattern];
-            args.extend_from_slice(FAST);
-            let started = Instant::now();
-            let mut agent = start_agent_of(&binary, dir.path(), &args);
-            let incident =
-                complete_incident(&mut agent, &out, tenant.pid(), Duration::from_secs(300));
-            let took = started.elapsed();
-            let hwm = vm_hwm_kib(agent.pid());
-            let bytes = dir_bytes(&incident_dir(&out, &incident));
-            let _ = agent.terminate();
-            println!(
-                "| {} | {} | {:.1} MiB | {:.1} MiB | {:.1} s |",
-                binary.display(),
-                if full {
-                    "3 sparse + 1 full"
-                } else {
-                    "4 sparse"
-                },
-                hwm as f64 / 1024.0,
-                bytes as f64 / (1 << 20) as f64,
-                took.as_secs_f64()
-            );
-            drop(tenant);
-        }
-    }
-}
-
-/// BENCHMARKS.md, "Bounds": `npd-check` (default budget) over 20,000 incidents, each a copy of a real
-/// incident.json the agent wrote (a process of 64 threads wedged by vfork + FIFO; status set to resolved),
-/// and one open wedge of a live process the oldest of all: median of 5 runs per binary of `WEDGE_BENCH_BINS`.
-#[test]
-#[ignore = "benchmark: cargo test --release --test integration bench_npd_check -- --ignored --nocapture"]
-fn bench_npd_check_over_20000_incidents() {
-    use reports::model::{Incident, WedgedThread};
-    use reports::retention::Retention;
-    use reports::store::Store;
-    let test = "bench npd-check";
-    if !root_or_skip(test) {
-        return;
-    }
-    let Some(python) = python_or_skip(test) else {
-        return;
-    };
-    let dir = TempDir::new("bench-npd");
-    // A real incident: 64 threads, one in D.
-    let comm = unique_comm("t");
-    let program = link_as(dir.path(), &comm, &python);
-    let script = format!(
-        "import threading, time\nfor _ in range(63): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n{HOLD_RINGS_AND_WEDGE}"
-    );
-    let mut tenant = Tenant::spawn(dir.path(), &program, &script, &[], None);
-    tenant.go();
-    wait_in_d(tenant.pid(), Duration::from_secs(10));
-    let real = dir.path().join("real");
-    let pattern = format!("^{comm}$");
-    let mut args = vec!["--out", real.to_str().unwrap(), "--match-comm", &pattern];
-    args.extend_from_slice(FAST);
-    let mut agent = Agent::start(dir.path(), &args, &[]);
-    let incident = complete_incident(&mut agent, &real, tenant.pid(), Duration::from_secs(60));
-    let _ = agent.terminate();
-    drop(tenant);
-    let mut template: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(incident_dir(&real, &incident).join("incident.json")).unwrap(),
-    )
-    .unwrap();
-    template["episode"]["status"] = "resolved".into();
-    let json = serde_json::to_vec_pretty(&template).unwrap();
-
-    let out = dir.path().join("incidents");
-    let store = Store::open(&out, Retention::UNLIMITED).unwrap();
-    let mut sleeper = Command::new("sleep").arg("600").spawn().unwrap();
-    let pid = sleeper.id() as i32;
-    let root = ProcRoot::default();
-    let mut open = Incident::new(pid);
-    open.id = "20200101T000000Z-gpu01-1".into();
-    open.process.start_time = Some(root.read_stat(pid).unwrap().starttime);
-    open.host.boot_id = root.boot_id().unwrap();
-    open.wedged_threads.push(WedgedThread {
-        tid: pid,
-        comm: "sleep".into(),
-        ..Default::default()
-    });
-    let mut handle = store.create(&open).unwrap();
-    handle.finish(&open).unwrap();
-    drop(handle);
-    for n in 0..20_000 {
-        let id = format!(
-            "20260101T{:02}{:02}{:02}Z-gpu01-{n}",
-            n / 3600,
-            n / 60 % 60,
-            n % 60
-        );
-        std::fs::create_dir(out.join(&id)).unwrap();
-        std::fs::write(out.join(&id).join("incident.json"), &json).unwrap();
-    }
-    println!("incident.json of the copies: {} KiB", json.len() >> 10);
-    for binary in bench_bins() {
-        let mut runs = Vec::new();
-        let mut answer = String::new();
-        for _ in 0..5 {
-            let started = Instant::now();
-            let output = Command::new(&binary)
-                .args(["npd-check", "--out"])
-                .arg(&out)
-                .output()
-                .unwrap();
-            runs.push(started.elapsed());
-            answer = format!(
-                "exit {:?}: {}",
-                output.status.code(),
-                String::from_utf8_lossy(&output.stdout).trim()
-            );
-        }
-        runs.sort();
-        println!(
-            "| {} | {:.3} s (min {:.3}, max {:.3}) | {answer} |",
-            binary.display(),
-            runs[2].as_secs_f64(),
-            runs[0].as_secs_f64(),
-            runs[4].as_secs_f64()
-        );
-    }
-    let _ = sleeper.kill();
-    let _ = sleeper.wait();
 }

@@ -1,4 +1,4 @@
-//! Recordings of issue 42 on an H100 (driver 580.159.04, CUDA 13.0; tests/gpu/inject42_run*.sh, kept in
+//! Recordings of issue 42 on an H100 (driver 580.159.04, CUDA 13.0; tests/gpu/inject42_*.sh, kept in
 //! tests/gpu/recordings/h100-580.159.04-issue42): what the two breadcrumb paths recorded and measured there must
 //! stay readable and keep saying what docs/inject.md says. No GPU needed.
 

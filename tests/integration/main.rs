@@ -3,6 +3,7 @@
 
 mod aarch64_recording;
 mod agent;
+mod agent_bounds;
 mod bundle;
 mod busy_scan;
 mod capture;
@@ -10,7 +11,9 @@ mod cli_grammar;
 mod continuity;
 mod dashboard;
 mod deploy;
+mod deploy_psa;
 mod deploy_rendered;
+mod deploy_unit;
 mod episode;
 mod fleet;
 mod fleet_xid;
@@ -22,8 +25,10 @@ mod hostile_rings;
 mod hostile_store;
 mod hostile_tenant_bounds;
 mod hostile_tenant_files;
+mod hostile_tenant_npd;
 mod hostile_tenant_pipeline;
 mod hostile_tenant_wide;
+mod house;
 mod inject;
 mod inject_recordings;
 mod liveness;

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use reports::layout::{INCIDENT_FILE, MARKER_FILE};
 use reports::model::Incident;
-use reports::store::{INCIDENT_FILE, MARKER_FILE};
 use reports::{Retention, Store};
 
 /// The schema-v1 incident the reports crate's golden test renders.
@@ -134,7 +134,10 @@ fn show_markdown_json_and_latest() {
         md.starts_with("**Verdict:** thread 4242 `python3` has been in D for 312 s"),
         "{md}"
     );
-    assert!(md.contains("| ioctl | `NV_ESC_RM_CONTROL`"));
+    assert!(
+        md.contains("| ioctl | `NV_ESC_RM_CONTROL 0xc020462a ("),
+        "{md}"
+    );
     assert!(md.contains("<details><summary>Kernel stacks"));
     assert!(md.contains("capture complete"));
     assert!(!md.contains("hf_SECRETSECRET"), "secrets must be redacted");

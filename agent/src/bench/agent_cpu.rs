@@ -301,24 +301,8 @@ fn measure(
         1e9 / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
     drop(agent);
 
-    let mut buf = Vec::with_capacity(1024);
-    xcapture_scan(helper_pid, &mut buf); // warm the dentries, as the agent had them warm
-    let before = own_cpu();
-    let mut read = 0;
-    let mut baseline_scans = Vec::with_capacity(scans as usize);
-    for _ in 0..scans {
-        let scan_start = own_cpu();
-        read += xcapture_scan(helper_pid, &mut buf);
-        baseline_scans.push((own_cpu() - scan_start).as_nanos() as f64);
-    }
-    let baseline = own_cpu() - before;
     let watched = threads + 1 + busy;
-    if read < watched * scans as usize {
-        anyhow::bail!(
-            "the baseline read {read} stat files, expected {}",
-            watched * scans as usize
-        );
-    }
+    let (baseline, baseline_scans) = baseline_scans(helper_pid, scans, watched)?;
     drop(helper);
 
     let watched = watched as f64;
@@ -342,6 +326,32 @@ fn measure(
         agent_us_per_interval: Spread::of(&per_interval),
         baseline_us_per_scan_spread: Spread::of(&baseline_scans),
     })
+}
+
+/// The xcapture-style baseline over the same threads, `scans` times: its total CPU and each scan's (ns).
+fn baseline_scans(
+    helper_pid: i32,
+    scans: u32,
+    watched: usize,
+) -> anyhow::Result<(Duration, Vec<f64>)> {
+    let mut buf = Vec::with_capacity(1024);
+    xcapture_scan(helper_pid, &mut buf); // warm the dentries, as the agent had them warm
+    let before = own_cpu();
+    let mut read = 0;
+    let mut baseline_scans = Vec::with_capacity(scans as usize);
+    for _ in 0..scans {
+        let scan_start = own_cpu();
+        read += xcapture_scan(helper_pid, &mut buf);
+        baseline_scans.push((own_cpu() - scan_start).as_nanos() as f64);
+    }
+    let baseline = own_cpu() - before;
+    if read < watched * scans as usize {
+        anyhow::bail!(
+            "the baseline read {read} stat files, expected {}",
+            watched * scans as usize
+        );
+    }
+    Ok((baseline, baseline_scans))
 }
 
 /// Minimum, median and maximum of per-scan (or per-interval) CPU samples, in µs.

@@ -542,7 +542,7 @@ fn targets(args: &Args) -> anyhow::Result<(PathBuf, FleetTargets)> {
         .out
         .clone()
         .or_else(|| settings.as_ref().map(|s| s.watch.out.clone()))
-        .unwrap_or_else(|| PathBuf::from(reports::store::DEFAULT_DIR));
+        .unwrap_or_else(|| PathBuf::from(reports::layout::DEFAULT_DIR));
     let mut ring_dirs = args.ring_dir.clone();
     if ring_dirs.is_empty() {
         ring_dirs = match &settings {

@@ -223,7 +223,7 @@ fn judge(
         return Finding::Wedged(Box::new(incident));
     }
     let pid = incident.process.pid;
-    let age = std::fs::metadata(store.dir().join(id).join(reports::store::INCIDENT_FILE))
+    let age = std::fs::metadata(store.dir().join(id).join(reports::layout::INCIDENT_FILE))
         .and_then(|m| m.modified())
         .ok()
         .and_then(|at| SystemTime::now().duration_since(at).ok())

@@ -4,7 +4,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use reports::store::{IncidentSummary, Store, DEFAULT_DIR, INCIDENT_FILE};
+use reports::layout::{DEFAULT_DIR, INCIDENT_FILE};
+use reports::store::{IncidentSummary, Store};
 
 use crate::cli::{self, OutputFormat};
 use crate::exit::{ExitCode, Failure};
@@ -219,13 +220,13 @@ fn table(summaries: &[IncidentSummary], dir: &Path) -> String {
         };
         // Clipped first, then made terminal-safe: a comm with ESC or a newline is shown escaped, never raw.
         let verdict = clip_at_word(&verdict.replace(['\n', '\r'], " "), VERDICT_CHARS);
-        let verdict = reports::render::escape_controls(&verdict);
+        let verdict = capture::escape::controls(&verdict);
         out.push_str(&format!(
             "{:<id_width$}  {:<11}  {:>8}  {:>9}  {}\n",
             s.id,
             state(s),
             s.pid,
-            reports::render::bytes(s.bytes),
+            reports::text::bytes(s.bytes),
             verdict
         ));
     }
@@ -269,7 +270,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         ShowFormat::Json => {
             // The stored bytes, so that fields from a newer writer are not dropped; `load` above proved they parse.
             let path = store.path_of(&id)?.join(INCIDENT_FILE);
-            let mut bytes = reports::store::read_incident_bytes(&path)
+            let mut bytes = reports::store::read::read_incident_bytes(&path)
                 .with_context(|| format!("read {}", path.display()))?;
             if !bytes.ends_with(b"\n") {
                 bytes.push(b'\n');
@@ -303,7 +304,7 @@ fn bundle(args: BundleArgs) -> anyhow::Result<ExitCode> {
     let mut line = format!(
         "{} ({})\n",
         output.display(),
-        reports::render::bytes(bundled.bytes)
+        reports::text::bytes(bundled.bytes)
     );
     if let Some(summary) = &bundled.scrubbed {
         line.push_str(&format!(

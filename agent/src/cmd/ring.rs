@@ -162,9 +162,9 @@ impl CaptureClock {
 /// the capture that read the ring; else `None` (a live ring: ages count to now).
 pub fn capture_clock(path: &std::path::Path) -> Option<CaptureClock> {
     let name = path.file_name()?.to_str()?;
-    let incident_path = path.parent()?.join(reports::store::INCIDENT_FILE);
+    let incident_path = path.parent()?.join(reports::layout::INCIDENT_FILE);
     // Bounded and checked like every incident read; a directory without one is no incident.
-    let incident = reports::store::read_incident(&incident_path).ok()?;
+    let incident = reports::store::read::read_incident(&incident_path).ok()?;
     let excerpt = incident
         .ring
         .iter()
@@ -328,10 +328,7 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
             record_id(record.lane, record.seq),
             when,
             record.tid,
-            reports::render::escape_controls(reports::render::call_name(
-                &record.call,
-                &record.label
-            )),
+            capture::escape::controls(reports::text::call_name(&record.call, &record.label)),
             record.result.unwrap_or_default(),
             record
                 .enter_seq
@@ -341,14 +338,14 @@ fn record_line(record: &Record, newest_ns: u64) -> String {
     }
 }
 
-/// The one name of a call (`reports::render::call_text`: what report.md and the verdict say) and its label
+/// The one name of a call (`reports::text::call_text`: what report.md and the verdict say) and its label
 /// beside it when the label is not already the name, escaped for a terminal (a label is the writer's text).
 fn call_text(call: &str, args: &CallArgs, label: &str) -> String {
-    reports::render::escape_controls(&reports::render::call_text(call, args, label)).into_owned()
+    capture::escape::controls(&reports::text::call_text(call, args, label)).into_owned()
 }
 
 fn label_beside(call: &str, label: &str) -> String {
-    if reports::render::label_beside(call, label).is_empty() {
+    if reports::text::label_beside(call, label).is_empty() {
         String::new()
     } else {
         format!("{label:?} ")
@@ -426,7 +423,7 @@ mod tests {
     #[test]
     fn a_copied_ring_shows_the_same_ages_on_two_looks_and_one_name() {
         let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join(reports::store::RING_FILE);
+        let copy = dir.path().join(reports::layout::RING_FILE);
         let writer = breadcrumb::Writer::create(&copy, 64).unwrap();
         let _in_flight = writer.enter(Call::Custom, &CallArgs::default(), LABEL);
         let snapshot = read_ring_from_file(
@@ -435,11 +432,11 @@ mod tests {
         )
         .unwrap();
         let mut excerpt = RingExcerpt::from_snapshot(Some("/run/x/1-2.ring".into()), &snapshot, 32);
-        excerpt.copy = Some(reports::store::RING_FILE.to_string());
+        excerpt.copy = Some(reports::layout::RING_FILE.to_string());
         let mut incident = Incident::new(4242);
         incident.ring = Some(excerpt.clone());
         std::fs::write(
-            dir.path().join(reports::store::INCIDENT_FILE),
+            dir.path().join(reports::layout::INCIDENT_FILE),
             serde_json::to_vec(&incident).unwrap(),
         )
         .unwrap();
@@ -457,7 +454,7 @@ mod tests {
         );
 
         // One name: the label of a custom call, as report.md and the verdict write it; never `custom`.
-        let name = reports::render::call_text("custom", &CallArgs::default(), LABEL);
+        let name = reports::text::call_text("custom", &CallArgs::default(), LABEL);
         assert_eq!(name, format!("{LABEL}()"));
         assert!(
             in_flight_line(&first).contains(&format!(" {name} for ")),
@@ -474,7 +471,7 @@ mod tests {
         );
 
         // The same file outside its incident is a live ring: its age counts to now and grows.
-        std::fs::remove_file(dir.path().join(reports::store::INCIDENT_FILE)).unwrap();
+        std::fs::remove_file(dir.path().join(reports::layout::INCIDENT_FILE)).unwrap();
         let live = dump_text(&copy);
         assert!(!live.contains("ages at the capture's read"), "{live}");
         std::thread::sleep(std::time::Duration::from_millis(30));

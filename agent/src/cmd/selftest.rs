@@ -368,9 +368,9 @@ fn selftest(base: &Path, args: &Args) -> anyhow::Result<ExitCode> {
         .into());
     };
     let incident =
-        reports::store::read_incident(&incident_dir.join(reports::store::INCIDENT_FILE))?;
-    let markdown =
-        std::fs::read_to_string(incident_dir.join(reports::store::REPORT_FILE)).unwrap_or_default();
+        reports::store::read::read_incident(&incident_dir.join(reports::layout::INCIDENT_FILE))?;
+    let markdown = std::fs::read_to_string(incident_dir.join(reports::layout::REPORT_FILE))
+        .unwrap_or_default();
     let failures = selftest_failures(&incident, &outcome, worker_status);
     // A path that is removed before anyone can open it is not printed.
     let shown_dir = args.kept().then_some(&incident_dir);

@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 
 use breadcrumb::format::{self, header};
 use breadcrumb::{RingHeader, RingSink, RingSnapshot};
-use reports::store::PendingFile;
+use reports::store::pending::PendingFile;
 
 /// A ring copy being written (see the module docs).
 #[derive(Debug)]
@@ -96,7 +96,7 @@ impl RingCopy {
 
     /// What the copy holds, given the snapshot of the same read (its records and calls in flight).
     pub fn outcome(&self, snapshot: &RingSnapshot) -> CopyOutcome {
-        let budget = reports::render::bytes(self.budget);
+        let budget = reports::text::bytes(self.budget);
         if let Some(err) = &self.error {
             return CopyOutcome {
                 bytes: 0,
@@ -118,7 +118,7 @@ impl RingCopy {
                 note: Some(format!(
                     "ring copy not written: its header and lane table with one slot per lane take {}, more \
                      than the {budget} left of the incident's ring-copy budget",
-                    reports::render::bytes(*smallest)
+                    reports::text::bytes(*smallest)
                 )),
             },
             Plan::Cut { lane_slots, kept } => {
@@ -138,9 +138,9 @@ impl RingCopy {
                     .count();
                 let size = format!(
                     "{} of the ring's {}), byte budget {budget} of the incident's {} for ring copies",
-                    reports::render::bytes(self.copy_len()),
-                    reports::render::bytes(layout.needed_len),
-                    reports::render::bytes(crate::defaults::RING_COPY_BUDGET),
+                    reports::text::bytes(self.copy_len()),
+                    reports::text::bytes(layout.needed_len),
+                    reports::text::bytes(crate::defaults::RING_COPY_BUDGET),
                 );
                 let mut note = if total == 0 {
                     format!("the ring holds no record: copied as an empty ring of one slot per lane ({size}")

@@ -466,41 +466,14 @@ impl RingWatch {
                     }
                 }
             };
-            match self.verifier.verify(
+            let verdict = self.verifier.verify(
                 root,
                 &examined.claim,
                 examined.file,
                 examined.seen_at_walk,
                 &mut budget,
-            ) {
-                Verdict::Writer(writer) => {
-                    notes.push(format!(
-                        "ring {}: writer is pid {} (a target while it lives)",
-                        printable_path(&path),
-                        writer.pid
-                    ));
-                    self.rejected.forget(&path);
-                    self.writers.insert(
-                        path,
-                        RingWriter {
-                            pid: writer.pid,
-                            start: writer.start,
-                        },
-                    );
-                }
-                Verdict::Later => {
-                    self.pending.insert(path.clone(), entry);
-                    again.push(path);
-                }
-                Verdict::Refused(why) => {
-                    if why.is_stale() {
-                        // A writer that already exited: an old ring, not a target, nothing to log.
-                        self.rejected.remember(path, examined.identity);
-                    } else {
-                        self.reject(path, examined.identity, &why.to_string(), notes);
-                    }
-                }
-            }
+            );
+            self.settle(path, entry, examined, verdict, &mut again, notes);
         }
         self.queue.extend(again);
         if let Some(summary) = self.rejections.summary(Instant::now()) {
@@ -508,6 +481,47 @@ impl RingWatch {
         }
         self.writers
             .retain(|_, w| process_start(root, w.pid) == Some(w.start));
+    }
+
+    /// What one verification decided for a pending file: a writer adopted, another try later, or a refusal.
+    fn settle(
+        &mut self,
+        path: PathBuf,
+        entry: Pending,
+        examined: Examined,
+        verdict: Verdict,
+        again: &mut Vec<PathBuf>,
+        notes: &mut Vec<String>,
+    ) {
+        match verdict {
+            Verdict::Writer(writer) => {
+                notes.push(format!(
+                    "ring {}: writer is pid {} (a target while it lives)",
+                    printable_path(&path),
+                    writer.pid
+                ));
+                self.rejected.forget(&path);
+                self.writers.insert(
+                    path,
+                    RingWriter {
+                        pid: writer.pid,
+                        start: writer.start,
+                    },
+                );
+            }
+            Verdict::Later => {
+                self.pending.insert(path.clone(), entry);
+                again.push(path);
+            }
+            Verdict::Refused(why) => {
+                if why.is_stale() {
+                    // A writer that already exited: an old ring, not a target, nothing to log.
+                    self.rejected.remember(path, examined.identity);
+                } else {
+                    self.reject(path, examined.identity, &why.to_string(), notes);
+                }
+            }
+        }
     }
 
     /// Remember a refused file by identity; log it once (rate-limited), never its content.

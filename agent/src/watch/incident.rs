@@ -27,7 +27,8 @@ use capture::ProcRoot;
 use reports::model::{
     EpisodeStatus, HostInfo, Incident, Sample, ThreadFate, Timestamp, WedgedThread,
 };
-use reports::store::{IncidentHandle, Store};
+use reports::store::write::IncidentHandle;
+use reports::store::Store;
 
 use super::queue::tenant_of;
 use super::stages::{self, not_captured, timeline, Capture, Phase, SkippedStage};
@@ -946,8 +947,8 @@ impl Capturer {
                 ),
                 WorkerReport::Failed { why, .. } => {
                     // The minimal incident is what was captured.
-                    let mut incident = match reports::store::read_incident(
-                        &on_demand.handle.path().join(reports::store::INCIDENT_FILE),
+                    let mut incident = match reports::store::read::read_incident(
+                        &on_demand.handle.path().join(reports::layout::INCIDENT_FILE),
                     ) {
                         Ok(incident) => incident,
                         Err(_) => Incident::new(on_demand.pid),

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use capture::scan::Scanner;
+use capture::scan::{Scanner, TaskSample};
 use capture::task_iter::TaskIter;
 use capture::taskstats::Taskstats;
 use capture::ProcRoot;
@@ -180,14 +180,9 @@ impl ThreadScanner {
             let scanner = match self.scanners.entry(pid) {
                 std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 std::collections::hash_map::Entry::Vacant(entry) => {
-                    match Scanner::new(proc_root, pid) {
-                        Ok(mut scanner) => {
-                            // No link (the process just exited): this process is read as before.
-                            let threads = self.task_iter.as_ref().and_then(|t| t.watch(pid).ok());
-                            scanner.set_thread_iter(threads);
-                            entry.insert(scanner)
-                        }
-                        Err(_) => continue,
+                    match open_scanner(proc_root, self.task_iter.as_ref(), pid) {
+                        Some(scanner) => entry.insert(scanner),
+                        None => continue,
                     }
                 }
             };
@@ -237,29 +232,48 @@ impl ThreadScanner {
                 } else {
                     None
                 };
-                match out.get_mut(filled) {
-                    Some(slot) => {
-                        slot.pid = pid;
-                        slot.tid = sample.tid;
-                        slot.comm.clone_from(&sample.comm);
-                        slot.start_time = start_time;
-                        slot.state = state;
-                        slot.progress = progress;
-                    }
-                    None => out.push(Observation {
-                        pid,
-                        tid: sample.tid,
-                        comm: sample.comm.clone(),
-                        start_time,
-                        state,
-                        progress,
-                    }),
-                }
+                let observation = (pid, sample, start_time, state, progress);
+                store_observation(out, filled, observation);
                 filled += 1;
             }
         }
         out.truncate(filled);
         stats
+    }
+}
+
+/// A new process's scanner, with its task-iterator link (none when the process just exited: it is then read
+/// as before). None: the process is gone.
+fn open_scanner(proc_root: &ProcRoot, task_iter: Option<&TaskIter>, pid: i32) -> Option<Scanner> {
+    let mut scanner = Scanner::new(proc_root, pid).ok()?;
+    scanner.set_thread_iter(task_iter.and_then(|t| t.watch(pid).ok()));
+    Some(scanner)
+}
+
+/// One thread as the tracker sees it: pid, its sample, start time, state byte and progress.
+type ObservationParts<'a> = (i32, &'a TaskSample, Option<u64>, u8, Option<Progress>);
+
+/// Writes `parts` into `out[filled]`, reusing the slot's comm String (no allocation per thread per scan when
+/// the threads stay the same), or appends it.
+fn store_observation(out: &mut Vec<Observation>, filled: usize, parts: ObservationParts) {
+    let (pid, sample, start_time, state, progress) = parts;
+    match out.get_mut(filled) {
+        Some(slot) => {
+            slot.pid = pid;
+            slot.tid = sample.tid;
+            slot.comm.clone_from(&sample.comm);
+            slot.start_time = start_time;
+            slot.state = state;
+            slot.progress = progress;
+        }
+        None => out.push(Observation {
+            pid,
+            tid: sample.tid,
+            comm: sample.comm.clone(),
+            start_time,
+            state,
+            progress,
+        }),
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reports::model::Incident;
-use reports::store::IncidentFiles;
+use reports::store::write::IncidentFiles;
 
 use super::capture_settings::CaptureSettings;
 use super::queue::FairQueue;

@@ -201,6 +201,50 @@ fn the_task_iterator_skips_a_sleeper_only_on_a_trustworthy_answer() {
     child.wait().unwrap();
 }
 
+/// The safety net in quiet scans costs a `schedstat` read, not a `stat` (issue 40): once a sleeper's
+/// baseline is taken (its first forced read), each later forced check over RELIST_EVERY quiet scans
+/// finds it unchanged and reads no `stat`.
+#[test]
+fn the_quiet_scans_safety_net_checks_a_sleeper_by_its_schedstat() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let root = ProcRoot::default();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while root.read_stat(pid).map(|s| s.state).ok() != Some('S') {
+        assert!(std::time::Instant::now() < deadline, "sleep never slept");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut scanner = Scanner::new(&root, pid).unwrap();
+    let counters = TgidCounters {
+        nvcsw: 7,
+        ..TgidCounters::default()
+    };
+    let mut window = |scanner: &mut Scanner| {
+        let (mut quiet, mut unchanged) = (0, 0);
+        for _ in 0..RELIST_EVERY {
+            let s = scanner.scan_with(Some(counters)).unwrap();
+            quiet += s.quiet;
+            unchanged += s.unchanged;
+        }
+        (quiet, unchanged)
+    };
+    // The first window: listed, then quiet; its forced read reads `stat` and takes the baseline.
+    let first = window(&mut scanner);
+    assert_eq!(first.1, 0, "no baseline yet: {first:?}");
+    let second = window(&mut scanner);
+    assert_eq!(
+        second,
+        (RELIST_EVERY as usize - 1, 1),
+        "one forced check per RELIST_EVERY quiet scans, answered by schedstat"
+    );
+    assert_eq!(scanner.sample(pid).unwrap().state, 'S');
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// The task directory's link count is the thread count, as `num_threads` in stat says.
 #[test]
 fn thread_count_from_the_task_directory() {

@@ -7,61 +7,14 @@
 //! after its caller, and an interposer that calls the real `dlsym` from its own code makes every `RTLD_NEXT`
 //! lookup of the process relative to the interposer instead (a wrapper library then finds itself and
 //! recurses). A `cu…` lookup goes to [`dlsym_cu`]: the real lookup, then the result's wrapper if it is a libcuda
-//! function the table covers ([`super::wrap_lookup`]).
+//! function the table covers ([`super::wrappers::wrap_lookup`]).
 //!
-//! The real `dlsym` is found with `dlvsym(RTLD_NEXT, "dlsym", <version>)` (never through `dlsym`, which would
-//! be this function) at load time, or at the first call if another library's constructor calls first.
+//! The real `dlsym` is [`super::next_dlsym`]'s.
 
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The real `dlsym` (glibc's, or the next interposer's), 0 until resolved.
-static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
-
-type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
-
-/// glibc's symbol versions of `dlsym`: libc since 2.34, libdl before (x86_64 and aarch64 base versions).
-const DLSYM_VERSIONS: &[&CStr] = &[c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"];
-
-/// Finds the real `dlsym` (once; racing threads find the same one). Returns 0 if there is none.
-extern "C" fn resolve_real_dlsym() -> usize {
-    let known = REAL_DLSYM.load(Ordering::Acquire);
-    if known != 0 {
-        return known;
-    }
-    for version in DLSYM_VERSIONS {
-        // SAFETY: dlvsym with RTLD_NEXT and NUL-terminated names; it searches the objects after this one.
-        let found = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
-        if !found.is_null() {
-            REAL_DLSYM.store(found as usize, Ordering::Release);
-            return found as usize;
-        }
-    }
-    0
-}
-
-/// Resolves the real `dlsym` when the library is loaded, before the program's own code runs.
-#[used]
-#[link_section = ".init_array"]
-static RESOLVE_AT_LOAD: extern "C" fn() = {
-    extern "C" fn at_load() {
-        resolve_real_dlsym();
-    }
-    at_load
-};
-
-/// The real `dlsym`, called from this library (never for `RTLD_NEXT` on a caller's behalf).
-///
-/// # Safety
-/// `name` must be NULL or NUL-terminated and `handle` a value `dlsym` accepts.
-pub unsafe fn real_dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
-    let real = resolve_real_dlsym();
-    if real == 0 {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: `real` is the address of a `dlsym` (found by dlvsym under that name); the caller's contract.
-    unsafe { std::mem::transmute::<usize, DlsymFn>(real)(handle, name) }
-}
+use super::next_dlsym::{real_dlsym, resolve_real_dlsym, REAL_DLSYM};
+use super::wrappers::wrap_lookup;
 
 /// A `cu…` lookup in a handle other than `RTLD_NEXT`: the real result, or its wrapper.
 extern "C" fn dlsym_cu(handle: *mut c_void, name: *const c_char) -> *mut c_void {
@@ -73,7 +26,7 @@ extern "C" fn dlsym_cu(handle: *mut c_void, name: *const c_char) -> *mut c_void 
     }
     // SAFETY: `name` is non-NULL (checked before the jump here) and NUL-terminated (dlsym's contract).
     let name = unsafe { CStr::from_ptr(name) };
-    std::panic::catch_unwind(|| super::wrap_lookup(found, name)).unwrap_or(found)
+    std::panic::catch_unwind(|| wrap_lookup(found, name)).unwrap_or(found)
 }
 
 /// The interposed `dlsym`.

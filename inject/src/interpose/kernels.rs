@@ -8,6 +8,9 @@ use std::sync::OnceLock;
 
 use breadcrumb::format::LABEL_CAPACITY;
 
+use super::real::real;
+use super::table::{index_of, CUresult};
+
 const SLOTS: usize = 1024;
 const WORDS: usize = LABEL_CAPACITY / 8;
 
@@ -36,14 +39,13 @@ pub fn invalidate() {
 }
 
 type GetNameFn =
-    unsafe extern "C" fn(*mut *const std::ffi::c_char, *mut std::ffi::c_void) -> super::CUresult;
+    unsafe extern "C" fn(*mut *const std::ffi::c_char, *mut std::ffi::c_void) -> CUresult;
 
 /// The real `cuFuncGetName` and `cuKernelGetName`, if this libcuda has them.
 fn getters() -> &'static [usize; 2] {
     static GETTERS: OnceLock<[usize; 2]> = OnceLock::new();
     GETTERS.get_or_init(|| {
-        [&b"cuFuncGetName"[..], &b"cuKernelGetName"[..]]
-            .map(|name| super::wrappers::index_of(name).map_or(0, super::real))
+        [&b"cuFuncGetName"[..], &b"cuKernelGetName"[..]].map(|name| index_of(name).map_or(0, real))
     })
 }
 

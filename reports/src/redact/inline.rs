@@ -1,9 +1,9 @@
 //! The forms that can hide inside any one word: URL userinfo and webhook paths, `user:pass@host`, `k=v` pairs,
 //! prefixed tokens.
 
+use super::marker::REDACTED;
 use super::names::is_secret_name;
 use super::tokens::redact_prefixed_tokens;
-use super::REDACTED;
 
 /// The forms that can hide inside any one word: URLs, `user:pass@host`, `k=v` pairs, prefixed tokens.
 pub(super) fn inline(word: &str) -> String {

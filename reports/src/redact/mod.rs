@@ -34,6 +34,7 @@
 
 mod commands;
 mod inline;
+pub mod marker;
 mod names;
 mod structured;
 mod tokens;
@@ -46,12 +47,9 @@ use inline::inline;
 use structured::{redact_mappings, redact_pem};
 use words::{split_keeping_space, unquote, Words};
 
-/// What replaces a secret.
-pub const REDACTED: &str = "[REDACTED]";
-
 /// Most passes a redaction makes. One pass can expose a form the next one hides (a hidden password that held the
 /// `/` or `=` separating two URL parts joins them), so redaction runs to its fixed point: what it returns, redacted
-/// again, stays the same. Passes only ever replace text with [`REDACTED`], so they converge in two or three.
+/// again, stays the same. Passes only ever replace text with [`marker::REDACTED`], so they converge in two or three.
 const MAX_PASSES: usize = 8;
 
 fn fixed_point<T: PartialEq>(first: T, pass: impl Fn(&T) -> T) -> T {

@@ -10,8 +10,8 @@
 
 use std::borrow::Cow;
 
+use super::marker::REDACTED;
 use super::names::is_secret_name;
-use super::REDACTED;
 
 const BEGIN: &str = "-----BEGIN";
 const END: &str = "-----END";

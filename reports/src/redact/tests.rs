@@ -1,5 +1,6 @@
 //! One test per secret form, the harmless arguments that must survive, and idempotence on odd text.
 
+use super::marker::REDACTED;
 use super::*;
 
 fn r(args: &[&str]) -> Vec<String> {

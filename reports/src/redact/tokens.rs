@@ -1,6 +1,6 @@
 //! Bare tokens by their well-known prefix (`ghp_`, `AKIA`, `hf_` …) and the JWT shape.
 
-use super::REDACTED;
+use super::marker::REDACTED;
 
 /// A token recognised by its prefix: the characters its body may hold and how long the body is.
 pub(super) struct TokenForm {

@@ -3,8 +3,8 @@
 
 use super::commands::*;
 use super::inline::inline;
+use super::marker::REDACTED;
 use super::names::*;
-use super::REDACTED;
 
 /// What the previous word asked of this one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

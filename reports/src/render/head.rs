@@ -5,16 +5,16 @@ use std::fmt::Write as _;
 
 use capture::escape;
 
-use super::budget::{
-    clip, HIGHLIGHTS_FIRST_LAST, MAX_CELL_CHARS, MAX_HIGHLIGHT_CHARS, MAX_NSPID_SHOWN,
-    MAX_TIMELINE, MAX_VERDICT_CHARS, OTHERS_FIRST_LAST, OURS_FIRST_LAST,
-};
-use super::text::{cell, code, code_cell, fenced_line, secs, time_text};
 use super::threads::thread_tables;
+use crate::limits::{
+    HIGHLIGHTS_FIRST_LAST, MAX_CELL_CHARS, MAX_HIGHLIGHT_CHARS, MAX_NSPID_SHOWN, MAX_TIMELINE,
+    MAX_VERDICT_CHARS, OTHERS_FIRST_LAST, OURS_FIRST_LAST,
+};
 use crate::model::{
     ContainerInfo, EpisodeStatus, Incident, KernelLogFlags, KernelLogLine, PodIdentity, Relevance,
     Trigger,
 };
+use crate::text::{cell, clip, code, code_cell, fenced_line, secs, time_text};
 use crate::verdict::verdict;
 
 /// The head's parts, in order.

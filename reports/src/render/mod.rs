@@ -7,37 +7,34 @@
 //! incident (no clock read), so the output is reproducible.
 //!
 //! Map:
-//! - the verdict is its own module, [`crate::verdict`] (one function per clause), re-exported here.
+//! - the verdict is its own module, [`crate::verdict`] (one function per clause); text primitives and units are
+//!   [`crate::text`], every size limit is in [`crate::limits`] (both leaves, read by the verdict too).
 //! - `head.rs`: the head's parts as a table of functions (verdict line, facts, thread tables in `threads.rs`,
 //!   process, timeline, kernel log highlights).
 //! - `sections.rs`: the `<details>` sections as a table of functions; `section.rs` renders one block.
 //! - `wait_graph.rs`: the "Wait graph" table in the head and its `<details>` section of every waiter.
-//! - `budget.rs`: every size limit ([`MAX_MARKDOWN_CHARS`] and the per-line, per-cell, per-list ones) and the fit.
-//! - `text.rs`: Markdown primitives (cells, code spans, fenced lines: all through [`capture::escape`], the
-//!   workspace's one escaper) and units ([`bytes`], [`duration`], [`call_text`]).
+//! - `section.rs`: one `<details>` block and its measure; `budget.rs`: the fit of the sections into
+//!   [`MAX_MARKDOWN_CHARS`] and the last-resort cap.
+//! - `python_view.rs`: the Python stacks and the symbolized user frame in the thread tables and their section.
 
 mod budget;
 mod head;
 pub(crate) mod python_view;
 mod section;
 mod sections;
-pub(crate) mod text;
 mod threads;
 mod wait_graph;
 
 #[cfg(test)]
 mod tests;
 
-pub use budget::MAX_MARKDOWN_CHARS;
-/// Text safe to print to a terminal (`report list`, kernel-log.txt): the workspace's one escaper, re-exported.
-pub use capture::escape::controls as escape_controls;
-pub use text::{bytes, call_name, call_text, duration, label_beside};
-
-use budget::{clip, enforce_cap, fit, NOTE_RESERVE};
+use budget::{enforce_cap, fit};
 use section::Section;
-use text::cell;
+
+use crate::limits::{MAX_MARKDOWN_CHARS, NOTE_RESERVE};
 
 use crate::model::Incident;
+use crate::text::{cell, clip};
 
 /// Render the incident as Markdown, at most [`MAX_MARKDOWN_CHARS`] characters.
 pub fn markdown(incident: &Incident) -> String {

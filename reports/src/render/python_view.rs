@@ -1,35 +1,17 @@
 //! The report's view of the Python stacks and the symbolized user frame (issue 29), in small functions that
-//! take the incident (or one judged thread) and return text; `render` places them: the verdict's
-//! "(from train.py:142 `optimizer.step()`)", a judged thread's "Python" and "native candidates" rows, the
+//! take the incident (or one judged thread) and return text; `render` places them (the verdict's
+//! "(from train.py:142 `optimizer.step()`)" is [`crate::verdict::python_clause`]): a judged thread's "Python" and "native candidates" rows, the
 //! symbol after its user frame, and the "Python stacks" details section.
 
-use capture::python_stack::{self, PythonFrame};
+use capture::python_stack;
 
-use super::text::{code, code_cell};
 use crate::model::{Incident, UserFrame, WedgedThread};
+use crate::text::code_cell;
 
 /// Frames shown in a thread's row (the details section has them all).
 const ROW_FRAMES: usize = 4;
 /// Candidate frames shown in a thread's row.
 const ROW_CANDIDATES: usize = 6;
-
-/// ` (from train.py:142 `optimizer.step()`)`: the judged thread's innermost Python frame, when known.
-pub(crate) fn verdict_clause(w: &WedgedThread) -> Option<String> {
-    let frame = w.python_stack.as_ref()?.first()?;
-    Some(format!(" (from {})", frame_with_code(frame)))
-}
-
-fn frame_with_code(frame: &PythonFrame) -> String {
-    let name = frame.file.rsplit('/').next().unwrap_or(&frame.file);
-    let place = match frame.line {
-        Some(line) => format!("{name}:{line}"),
-        None => name.to_string(),
-    };
-    match &frame.code {
-        Some(text) if !text.is_empty() => format!("{} {}", code(&place), code(text)),
-        _ => format!("{} in {}", code(&place), code(&frame.function)),
-    }
-}
 
 /// ` = `ioctl+0x1b`` after a user frame whose symbol is known.
 pub(super) fn symbol_suffix(frame: &UserFrame) -> String {
@@ -127,7 +109,7 @@ pub(super) fn python_stacks(incident: &Incident) -> (String, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CandidateFrame, PythonThread, Sample};
+    use crate::model::{CandidateFrame, PythonFrame, PythonThread, Sample};
 
     fn judged() -> WedgedThread {
         WedgedThread {
@@ -168,7 +150,7 @@ mod tests {
     fn the_verdict_and_rows_name_the_line_and_the_symbol() {
         let w = judged();
         assert_eq!(
-            verdict_clause(&w).unwrap(),
+            crate::verdict::python_clause(&w).unwrap(),
             " (from `train.py:142` `optimizer.step()`)"
         );
         assert_eq!(
@@ -190,10 +172,10 @@ mod tests {
         let mut no_code = judged();
         no_code.python_stack.as_mut().unwrap()[0].code = None;
         assert_eq!(
-            verdict_clause(&no_code).unwrap(),
+            crate::verdict::python_clause(&no_code).unwrap(),
             " (from `train.py:142` in `step`)"
         );
-        assert!(verdict_clause(&WedgedThread::default()).is_none());
+        assert!(crate::verdict::python_clause(&WedgedThread::default()).is_none());
     }
 
     #[test]
@@ -209,7 +191,7 @@ mod tests {
         );
         assert_eq!(outside, "| Python |  |", "{row}");
         assert_eq!(
-            verdict_clause(&w).unwrap(),
+            crate::verdict::python_clause(&w).unwrap(),
             " (from `train.py:142` ``a`b``)"
         );
     }

@@ -1,7 +1,6 @@
 //! A `<details>` block of fenced text lines, rendered with as many lines as the budget gives it.
 
-use super::budget::Measured;
-use super::text::fenced_line;
+use crate::text::fenced_line;
 
 /// Which end of a section to keep when it is cut.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -89,5 +88,47 @@ impl Section {
             out.push_str(&Self::cut_note(dropped, self.keep));
         }
         out.push_str(Self::CLOSE);
+    }
+}
+
+/// Sizes of one section for each number of shown lines.
+pub(super) struct Measured {
+    pub(super) fixed: usize,
+    /// `prefix[n]`: bytes of the first n lines in keep order, newlines included.
+    pub(super) prefix: Vec<usize>,
+    pub(super) keep: Keep,
+}
+
+impl Measured {
+    pub(super) fn lines(&self) -> usize {
+        self.prefix.len() - 1
+    }
+
+    /// Rendered bytes with `n` lines shown (the cut note included when n is short of all).
+    pub(super) fn size(&self, n: usize) -> usize {
+        let note = if n < self.lines() {
+            Section::cut_note(self.lines() - n, self.keep).len()
+        } else {
+            0
+        };
+        self.fixed + self.prefix[n] + note
+    }
+
+    /// The most lines whose rendering fits in `cap` bytes (0 if even the bare section does not fit).
+    pub(super) fn lines_within(&self, cap: usize) -> usize {
+        if self.size(self.lines()) <= cap {
+            return self.lines();
+        }
+        // size(n) grows with n (the note's length changes by a few bytes at most, less than a line).
+        let (mut lo, mut hi) = (0usize, self.lines());
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.size(mid) <= cap {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
     }
 }

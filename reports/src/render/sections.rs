@@ -3,15 +3,16 @@
 
 use std::fmt::Write as _;
 
+use capture::render::frame_line;
 use capture::ThreadSnapshot;
 
-use super::budget::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
 use super::head::kmsg_line;
 use super::section::{Keep, Section};
-use super::text::{call_text, duration, frame_text, label_beside, opt, time_text};
+use crate::limits::{MAX_PROBE_OUTPUT_LINES, MAX_TIDS_LISTED};
 use crate::model::{
     Incident, KernelLogLine, ProbeOutcome, Record, RecordKind, Relevance, RingExcerpt,
 };
+use crate::text::{call_text, duration, label_beside, opt, time_text};
 use crate::verdict::{fate_text, in_flight_age, judged_threads, sample_monotonic};
 
 /// The sections, in order.
@@ -390,7 +391,7 @@ fn push_stack(section: &mut Section, t: &ThreadSnapshot) {
         section.push("    (no stack read)");
     }
     for f in &t.stack {
-        section.push(format!("    {}", frame_text(f)));
+        section.push(format!("    {}", frame_line(f)));
     }
     for n in &t.notes {
         section.push(format!("    note: {n}"));

@@ -2,8 +2,8 @@
 
 use capture::ThreadSnapshot;
 
-use super::text::{cell, code, code_cell, fenced_line};
 use super::*;
+use crate::text::{bytes, cell, code, code_cell, duration, fenced_line};
 use crate::verdict::verdict;
 use crate::verdict::where_blocked;
 
@@ -28,8 +28,11 @@ fn hostile_text_cannot_break_out() {
 fn control_characters_are_escaped_everywhere_text_is_inlined() {
     let comm = "x\x1b]0;pwned\x07y\u{9b}2J\nz";
     // The workspace's one written-out form (capture::escape), the same as in the agent's log.
-    assert_eq!(escape_controls(comm), "x\\e]0;pwned\\x07y\\u{009b}2J\\nz");
-    assert_eq!(escape_controls("tab\tok"), "tab\\tok");
+    assert_eq!(
+        capture::escape::controls(comm),
+        "x\\e]0;pwned\\x07y\\u{009b}2J\\nz"
+    );
+    assert_eq!(capture::escape::controls("tab\tok"), "tab\\tok");
     for rendered in [code(comm), cell(comm), fenced_line(comm), code_cell(comm)] {
         assert!(!rendered.chars().any(|c| c.is_control()), "{rendered:?}");
         assert!(

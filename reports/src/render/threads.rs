@@ -1,13 +1,15 @@
 //! The wedged threads' tables in report.md's head: one table per thread (its state, since when, fate, wchan,
-//! syscall, ioctl, site, lock, top frame and breadcrumb), at most [`MAX_THREAD_TABLES`] of them.
+//! syscall, ioctl, site, lock, top frame and breadcrumb), at most [`MAX_THREAD_TABLES`] of them. A frame, a syscall
+//! and an ioctl are worded by `capture::render` (the capture views' wording), escaped here for a table cell.
 
 use std::fmt::Write as _;
 
+use capture::render::{frame_line, ioctl_line, syscall_line};
 use capture::{SyscallInfo, ThreadSnapshot};
 
-use super::budget::{MAX_MORE_TIDS, MAX_SYSCALL_ARGS_SHOWN, MAX_THREAD_TABLES, MAX_TIDS_LISTED};
-use super::text::{call_text, cell, code_cell, duration, frame_text, time_text};
+use crate::limits::{MAX_MORE_TIDS, MAX_SYSCALL_ARGS_SHOWN, MAX_THREAD_TABLES, MAX_TIDS_LISTED};
 use crate::model::{Incident, WedgedThread};
+use crate::text::{call_text, cell, code_cell, duration, time_text};
 use crate::verdict::{
     breadcrumb_clause, d_for_ns, fate_text, in_flight_of, judged_threads, primary_thread,
     sample_monotonic, waiting_behind,
@@ -213,30 +215,7 @@ fn thread_table(
     );
     row("syscall", syscall_text(t));
     if let Some(i) = &t.ioctl {
-        let name = i.name.clone().unwrap_or_else(|| "unknown".into());
-        let mut v = format!(
-            "{} {} dir {} type {:#x} nr {:#x} size {}",
-            code_cell(&name),
-            code_cell(&i.request),
-            cell(&i.dir),
-            i.ioctl_type,
-            i.nr,
-            i.size
-        );
-        if let Some(d) = &i.driver {
-            write!(v, " ({})", cell(d)).unwrap();
-        }
-        write!(
-            v,
-            " on fd {} → {}",
-            i.fd,
-            i.fd_target
-                .as_deref()
-                .map(code_cell)
-                .unwrap_or_else(|| "?".into())
-        )
-        .unwrap();
-        row("ioctl", v);
+        row("ioctl", code_cell(&ioctl_line(i)));
     }
     if let Some(site) = &t.site {
         row("site", code_cell(site));
@@ -273,7 +252,7 @@ fn thread_table(
         );
     }
     if let Some(top) = t.stack.first() {
-        row("top kernel frame", code_cell(&frame_text(top)));
+        row("top kernel frame", code_cell(&frame_line(top)));
     }
     if let Some(clause) = breadcrumb_clause(incident, t.tid, now_ns) {
         row("breadcrumb", cell(&clause.replace('`', "")));
@@ -281,34 +260,22 @@ fn thread_table(
     out.push('\n');
 }
 
+/// The thread's syscall ([`syscall_line`], the capture views' wording) and the files behind its descriptor
+/// arguments.
 fn syscall_text(t: &ThreadSnapshot) -> String {
-    match &t.syscall {
-        None => "not read".into(),
-        Some(SyscallInfo::Running { .. }) => "running (not in a syscall)".into(),
-        Some(SyscallInfo::Blocked { nr, name, args, .. }) => {
-            if *nr < 0 {
-                return "blocked outside a syscall (nr -1)".into();
-            }
-            let name = name.clone().unwrap_or_else(|| "?".into());
-            let shown: Vec<&str> = args
-                .iter()
-                .take(MAX_SYSCALL_ARGS_SHOWN)
-                .map(String::as_str)
-                .collect();
-            let mut text = format!(
-                "{} ({nr}) args {}",
-                code_cell(&name),
-                cell(&shown.join(", "))
-            );
-            for f in &t.syscall_files {
-                let target = match (&f.target, &f.not_captured) {
-                    (Some(target), _) => code_cell(target),
-                    (None, Some(why)) => format!("? ({})", cell(why)),
-                    (None, None) => "?".into(),
-                };
-                write!(text, "; fd {} → {target}", f.fd).unwrap();
-            }
-            text
+    let Some(syscall) = &t.syscall else {
+        return "not read".into();
+    };
+    let mut text = code_cell(&syscall_line(syscall, MAX_SYSCALL_ARGS_SHOWN));
+    if matches!(syscall, SyscallInfo::Blocked { nr, .. } if *nr >= 0) {
+        for f in &t.syscall_files {
+            let target = match (&f.target, &f.not_captured) {
+                (Some(target), _) => code_cell(target),
+                (None, Some(why)) => format!("? ({})", cell(why)),
+                (None, None) => "?".into(),
+            };
+            write!(text, "; fd {} → {target}", f.fd).unwrap();
         }
     }
+    text
 }

@@ -43,12 +43,12 @@ pub(super) fn waits_for_cell(incident: &Incident, tid: i32) -> Option<String> {
                 .map(|m| format!("{} ", m.words()))
                 .unwrap_or_default(),
             h.tid,
-            super::text::cell(h.evidence.words())
+            crate::text::cell(h.evidence.words())
         ),
         None => format!(
             "{name} ({}), holder not found: {}",
             lock.id,
-            super::text::cell(lock.holder_unknown.as_deref().unwrap_or("?"))
+            crate::text::cell(lock.holder_unknown.as_deref().unwrap_or("?"))
         ),
     })
 }

@@ -63,7 +63,7 @@ fn process_identity(capturer: &Capturer, incident: &Incident) -> Result<(), &'st
 }
 
 /// The stage an earlier agent was running when it died, from the marker its capture worker left.
-fn skipped_stage(handle: Option<&reports::store::IncidentHandle>) -> Vec<SkippedStage> {
+fn skipped_stage(handle: Option<&reports::store::write::IncidentHandle>) -> Vec<SkippedStage> {
     handle
         .map(|h| h.files())
         .and_then(|files| files.read_small(stages::STAGE_MARKER_FILE, 4096))
@@ -122,7 +122,7 @@ impl Capturer {
     fn adopt_one(
         &mut self,
         mut incident: Incident,
-        handle: reports::store::IncidentHandle,
+        handle: reports::store::write::IncidentHandle,
         out: &mut Vec<CaptureEvent>,
         threads: &mut Vec<AdoptedThread>,
     ) {
@@ -206,7 +206,7 @@ impl Capturer {
     fn take_up(
         &mut self,
         mut incident: Incident,
-        handle: reports::store::IncidentHandle,
+        handle: reports::store::write::IncidentHandle,
         wedged: BTreeMap<i32, u64>,
         out: &mut Vec<CaptureEvent>,
     ) {
@@ -266,7 +266,7 @@ impl Capturer {
     fn close_resolved_unwatched(
         &mut self,
         mut incident: Incident,
-        mut handle: reports::store::IncidentHandle,
+        mut handle: reports::store::write::IncidentHandle,
         between: String,
         out: &mut Vec<CaptureEvent>,
     ) {
@@ -297,7 +297,7 @@ impl Capturer {
     fn close_unknown(
         &mut self,
         mut incident: Incident,
-        mut handle: reports::store::IncidentHandle,
+        mut handle: reports::store::write::IncidentHandle,
         reason: String,
         out: &mut Vec<CaptureEvent>,
     ) {

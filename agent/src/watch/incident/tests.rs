@@ -42,7 +42,7 @@ fn on_demand_runs_the_same_stages_and_never_kills() {
     );
     assert_eq!(*killed, None);
     let incident =
-        reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        reports::store::read::read_incident(&path.join(reports::layout::INCIDENT_FILE)).unwrap();
     assert!(incident.complete);
     assert_eq!(&incident.verdict, verdict);
     // Minimal, safe and risky stages all ran: threads, host context, probes.
@@ -78,7 +78,7 @@ fn incident_dirs(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
         .flatten()
-        .filter(|e| e.path().join(reports::store::INCIDENT_FILE).exists())
+        .filter(|e| e.path().join(reports::layout::INCIDENT_FILE).exists())
         .count()
 }
 
@@ -138,7 +138,7 @@ fn evidence_fate_and_the_exit_write_of_an_open_episode() {
     capturer.shutdown(Duration::from_secs(60), &mut out);
     assert!(!capturer.is_open(me) && capturer.unwritten().is_empty());
     let incident =
-        reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        reports::store::read::read_incident(&path.join(reports::layout::INCIDENT_FILE)).unwrap();
     assert_eq!(incident.episode.status, EpisodeStatus::StillWedgedAtExit);
     assert!(incident.episode.watcher_exited_at.is_some());
     let w = &incident.wedged_threads[0];
@@ -208,7 +208,7 @@ fn a_first_write_that_fails_is_kept_and_retried_until_it_lands() {
     };
     assert!(*after <= detected.elapsed());
     let incident =
-        reports::store::read_incident(&path.join(reports::store::INCIDENT_FILE)).unwrap();
+        reports::store::read::read_incident(&path.join(reports::layout::INCIDENT_FILE)).unwrap();
     assert!(incident.complete);
     let first_sample = incident.samples[0].taken_at.monotonic_ns.unwrap();
     let timeline: Vec<&str> = incident.timeline.iter().map(|t| t.event.as_str()).collect();

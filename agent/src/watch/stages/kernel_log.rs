@@ -11,7 +11,7 @@
 //! report.md; kernel-log.txt keeps the whole window.
 
 use reports::model::{Incident, KernelLogLine};
-use reports::store::IncidentFiles;
+use reports::store::write::IncidentFiles;
 
 use super::{not_captured, timeline, Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
@@ -150,7 +150,7 @@ fn window_text(incident: &Incident) -> String {
             "[{:>6}.{:06}] {relevance:<13} {}\n",
             us / 1_000_000,
             us % 1_000_000,
-            reports::render::escape_controls(&l.text.replace('\n', " "))
+            capture::escape::controls(&l.text.replace('\n', " "))
         ));
     }
     out

@@ -40,7 +40,7 @@ pub mod wait_graph;
 use std::time::{Duration, Instant};
 
 use reports::model::{Incident, NotCaptured, TimelineEvent, Timestamp};
-use reports::store::IncidentFiles;
+use reports::store::write::IncidentFiles;
 
 use super::capture_settings::CaptureSettings;
 use crate::probe::ProbeRunner;

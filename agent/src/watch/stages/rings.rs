@@ -10,7 +10,7 @@
 
 use capture::ProcRoot;
 use reports::model::{Incident, RingExcerpt, Timestamp};
-use reports::store::IncidentFiles;
+use reports::store::write::IncidentFiles;
 
 use super::{not_captured, timeline, Capture, Deadline};
 use crate::defaults;
@@ -94,7 +94,7 @@ fn capture_ring(
     });
     for (n, (mut excerpt, copy)) in excerpts.into_iter().enumerate() {
         let name = if n == 0 {
-            reports::store::RING_FILE.to_string()
+            reports::layout::RING_FILE.to_string()
         } else {
             format!("ring-{}.bin", n + 1)
         };

@@ -2,7 +2,7 @@
 # The short GPU-host batch (issue 31) for a tight device budget: one process with 8 RM-heavy threads and one
 # thread pinning 32 GiB under `run --inject` (sub-second threshold: the RM-lock waits measured so far last
 # < 1 s), the next likely long RM operations (a device allocation of 3/4 of the memory, 3 parallel 16 GiB
-# pins) sampled, and `agent --gpu` + SIGUSR1 next to a PyTorch job. Usage: run3.sh BIN_DIR OUT_DIR
+# pins) sampled, and `agent --gpu` + SIGUSR1 next to a PyTorch job. Usage: rmlock_short_batch.sh BIN_DIR OUT_DIR
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2
 HERE=$(cd "$(dirname "$0")" && pwd)

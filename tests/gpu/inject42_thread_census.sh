@@ -2,7 +2,7 @@
 # Issue 42, second batch: (1) every thread of uvmlock during the populate (SMI_ALL_THREADS: state, syscall with its
 # arguments, stack) bare, with a CUPTI subscriber, after cuptiUnsubscribe + cuptiFinalize, and under --inject=cupti;
 # (2) per-call overhead, interleaved repetitions: launches and idle-stream queries through the runtime and straight
-# from the program, and the PyTorch loop; bare, --inject (LD_PRELOAD) and CUPTI. Usage as inject42_run.sh.
+# from the program, and the PyTorch loop; bare, --inject (LD_PRELOAD) and CUPTI. Usage as inject42_smi_and_overhead.sh.
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2; HERE=$(cd "$(dirname "$0")" && pwd)
 CUDA=${CUDA_HOME:-/usr/local/cuda-13.0}; export PATH=$CUDA/bin:$PATH

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 42, third batch: does MALLOC_ARENA_MAX=1 (CUPTI's threads allocate from the main arena instead of mapping
-# a new 64 MiB arena) keep nvidia-smi fast under a CUPTI subscriber? Usage as inject42_run.sh.
+# a new 64 MiB arena) keep nvidia-smi fast under a CUPTI subscriber? Usage as inject42_smi_and_overhead.sh.
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2; HERE=$(cd "$(dirname "$0")" && pwd)
 CUDA=${CUDA_HOME:-/usr/local/cuda-13.0}; export PATH=$CUDA/bin:$PATH

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31, second round: the next most likely long RM operations (a large device allocation with zeroing,
 # parallel multi-GiB pins, a context-creation storm) while B hammers, then `run --inject` over a tree holding
-# both A and B with a sub-second threshold. Usage: rmlock_run2.sh BIN_DIR OUT_DIR
+# both A and B with a sub-second threshold. Usage: rmlock_long_operations.sh BIN_DIR OUT_DIR
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2
 HERE=$(cd "$(dirname "$0")" && pwd)

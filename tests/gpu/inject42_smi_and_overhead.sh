@@ -3,7 +3,7 @@
 # managed memory on the host, under each breadcrumb path and each step of using CUPTI; (2) a PyTorch job's driver
 # calls under --inject and --inject=cupti; (3) per-launch overhead (CUDA C runtime and driver loops, PyTorch);
 # (4) cudarc (wedge-capture upload) under --inject; (5) what cuGetProcAddress returns. Usage:
-#   inject42_run.sh BIN_DIR OUT_DIR     (BIN_DIR: release wedge-capture and libwedge_inject.so)
+#   inject42_smi_and_overhead.sh BIN_DIR OUT_DIR     (BIN_DIR: release wedge-capture and libwedge_inject.so)
 # OUT_DIR gets results.jsonl (one line per measurement), log.txt, details.tar.gz and recordings.tar.gz.
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2; HERE=$(cd "$(dirname "$0")" && pwd)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU host check for issue 31 (docs/capture.md "RM lock waits"): does a long pin/alloc in process A leave
 # process B's threads in D inside NVIDIA ioctls, for how long, and does `run --inject` capture it?
-# Usage: rmlock_run.sh BIN_DIR OUT_DIR [GIB]   BIN_DIR: release wedge-capture + libwedge_inject.so
+# Usage: rmlock_contention.sh BIN_DIR OUT_DIR [GIB]   BIN_DIR: release wedge-capture + libwedge_inject.so
 set -u
 BIN=$(cd "$1" && pwd); OUT=$2; GIB=${3:-32}
 HERE=$(cd "$(dirname "$0")" && pwd)

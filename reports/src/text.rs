@@ -1,12 +1,24 @@
-//! Markdown primitives of report.md: text from the incident made safe for its place (through
-//! [`capture::escape`], the workspace's one escaper, after the budget's clip) and the units every section uses.
-
-use std::fmt::Write as _;
+//! Text primitives of report.md and the verdict: text from the incident made safe for its place (through
+//! [`capture::escape`], the workspace's one escaper, after [`clip`] to a limit of [`crate::limits`]), the units
+//! every section uses ([`bytes`], [`duration`]) and the one name of a breadcrumb call ([`call_text`]). A leaf
+//! under both [`crate::verdict`] and [`crate::render`]: the verdict reads without the Markdown module.
 
 use capture::escape;
 
-use super::budget::{clip, MAX_CELL_CHARS, MAX_CODE_CHARS, MAX_LINE};
+use crate::limits::{MAX_CELL_CHARS, MAX_CODE_CHARS, MAX_LINE};
 use crate::model::{Args, Timestamp};
+
+/// `s` cut to `max_chars` characters, with `…` when cut.
+pub(crate) fn clip(s: &str, max_chars: usize) -> String {
+    if s.len() <= max_chars {
+        // Fast path: no more bytes than allowed characters.
+        return s.to_string();
+    }
+    match s.char_indices().nth(max_chars) {
+        None => s.to_string(),
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+    }
+}
 
 /// A name others chose (comm, path, wchan, call, label) in Markdown prose, a list or a heading: one code span
 /// ([`escape::code`], the workspace's one helper for it), bounded.
@@ -139,12 +151,4 @@ pub(crate) fn plural(n: usize) -> &'static str {
 
 pub(crate) fn opt(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
-}
-
-pub(crate) fn frame_text(f: &capture::StackFrame) -> String {
-    let mut s = format!("{}+{:#x}/{:#x}", f.function, f.offset, f.size);
-    if let Some(m) = &f.module {
-        write!(s, " [{m}]").unwrap();
-    }
-    s
 }
