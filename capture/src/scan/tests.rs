@@ -222,7 +222,7 @@ fn the_quiet_scans_safety_net_checks_a_sleeper_by_its_schedstat() {
         nvcsw: 7,
         ..TgidCounters::default()
     };
-    let mut window = |scanner: &mut Scanner| {
+    let window = |scanner: &mut Scanner| {
         let (mut quiet, mut unchanged) = (0, 0);
         for _ in 0..RELIST_EVERY {
             let s = scanner.scan_with(Some(counters)).unwrap();

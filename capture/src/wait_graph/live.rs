@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::build::build;
 use super::holders::{self, Candidate};
-use super::identity::{SymbolHit, Symbols};
+use super::identity::Symbols;
+use super::SymbolHit;
 use super::{Lookup, Records, Sampling, WaitGraph};
 use crate::blockers::BlockerRecord;
 use crate::error::Result;

@@ -284,7 +284,15 @@ pub struct Waiter {
     pub waited_s: Option<f64>,
 }
 
-/// What [`build`] needs beyond the process's own threads.
+/// An address placed by /proc/kallsyms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolHit {
+    /// `rtnl_mutex` or `rtnl_mutex+0x10`; None when only the region is known.
+    pub symbol: Option<String>,
+    pub module: Option<String>,
+}
+
+/// What [`build::build`] needs beyond the process's own threads.
 pub trait Lookup {
     /// A snapshot of a thread of another process (stat, wchan, syscall, stack; cannot hang).
     fn thread(&mut self, pid: i32, tid: i32) -> Option<ThreadSnapshot>;
@@ -295,7 +303,7 @@ pub trait Lookup {
     /// The path of an open file on `dev`:`ino` held by one of `pids` (fdinfo + fd link).
     fn path_of(&mut self, pids: &[i32], dev: (u32, u32), ino: u64) -> Option<String>;
     /// The static symbol an address lies in (/proc/kallsyms), and its module.
-    fn symbol(&mut self, address: u64) -> Option<identity::SymbolHit>;
+    fn symbol(&mut self, address: u64) -> Option<SymbolHit>;
 }
 
 /// A lookup with nothing outside the process (a recorded tree without records; tests).
@@ -314,12 +322,12 @@ impl Lookup for NoLookup {
     fn path_of(&mut self, _: &[i32], _: (u32, u32), _: u64) -> Option<String> {
         None
     }
-    fn symbol(&mut self, _: u64) -> Option<identity::SymbolHit> {
+    fn symbol(&mut self, _: u64) -> Option<SymbolHit> {
         None
     }
 }
 
-/// The kernel's records for [`build`], or why there are none.
+/// The kernel's records for [`build::build`], or why there are none.
 #[derive(Debug, Clone, Copy)]
 pub enum Records<'a> {
     Read(&'a [BlockerRecord]),

@@ -107,7 +107,7 @@ impl Lookup for Fixed {
     fn path_of(&mut self, _: &[i32], _: (u32, u32), ino: u64) -> Option<String> {
         self.paths.get(&ino).cloned()
     }
-    fn symbol(&mut self, address: u64) -> Option<identity::SymbolHit> {
+    fn symbol(&mut self, address: u64) -> Option<SymbolHit> {
         self.symbols.as_ref()?.place(address)
     }
 }
