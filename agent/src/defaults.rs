@@ -1,6 +1,6 @@
 //! Every default of the watch loop, the capture path and the agent, as a named constant here and
 //! nowhere else. A leaf: it imports nothing of this crate, so the watch loop, the settings layer and the
-//! daemon all reach down to it (the settings layer builds the watch loop's types, never the reverse).
+//! daemon all reach down to it (the watch loop builds its types from the settings layer's, never the reverse).
 
 use std::time::Duration;
 

@@ -4,9 +4,10 @@
 //! - [`cli`]: every flag, defined once (clap derive); `--help` shows the [`settings`] defaults.
 //! - [`exit`]: documented exit codes and the error type that carries one.
 //! - [`defaults`]: every default as a named constant (a leaf: watch, settings and daemon reach down to it).
-//! - [`settings`]: every setting defined once (flag, config key, type, default, help), read from flags and
+//! - [`settings`]: every setting defined once (flag, config key, type, default, help, reload), read from flags and
 //!   the agent's config file, merged and resolved once into [`settings::WatchSettings`] (`run`, `selftest`,
-//!   `agent`) and [`settings::Settings`] (the agent's). Adding one: docs/settings.md.
+//!   `agent`) and [`settings::Settings`] (the agent's); a low layer (watch and daemon build their types
+//!   from it). Adding one: docs/settings.md.
 //! - [`duration`]: durations as written on the command line and in the config file.
 //! - [`preflight`]: checks before watching (incident directory writable, missing capabilities).
 //! - [`cmd`]: one module per subcommand; each has `run(args) -> anyhow::Result<ExitCode>`. Nothing

@@ -1654,7 +1654,7 @@ mod tests {
         let root = unsafe { libc::geteuid() } == 0;
         if !root {
             assert!(
-                !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
+                !breadcrumb::in_ci(),
                 "switching credentials needs root; CI runs as root"
             );
             eprintln!("skipped: not root");

@@ -174,78 +174,46 @@ fn main() {
     let lanes_clock = |threads: usize, pairs: u64| ring_of(&lanes_clock_writer, threads, pairs);
     let v1_path = |threads: usize, pairs: u64| ring_of(&v1_path_writer, threads, pairs);
     let coarse = |threads: usize, pairs: u64| ring_of(&coarse_writer, threads, pairs);
-    let mutex = |threads: usize, pairs: u64| {
-        let ring = Arc::clone(&mutex_ring);
-        on_threads(
-            threads,
-            pairs,
-            Arc::new(move |_, pairs| {
-                for i in 0..pairs {
-                    ring.record(1, 20, &args(i), "bulkUpload chunk 12/53", 0);
-                    ring.record(2, 20, &Args::default(), "", 0);
-                }
-            }),
-        )
-    };
-    let syscall = |threads: usize, pairs: u64| {
-        let file = Arc::clone(&file);
-        on_threads(
-            threads,
-            pairs,
-            Arc::new(move |t, pairs| {
-                let record = [0x5au8; 128];
-                for i in 0..pairs {
-                    let at = ((t as u64 * 4096 + i) % 8192) * 128;
-                    file.write_at(black_box(&record), at).unwrap();
-                    file.write_at(black_box(&record), at + 128).unwrap();
-                }
-            }),
-        )
-    };
-    let clock_of = |id: libc::clockid_t, threads: usize, pairs: u64| {
-        on_threads(
-            threads,
-            pairs,
-            Arc::new(move |_, pairs| {
-                for _ in 0..pairs {
-                    black_box(clock_ns(black_box(id)));
-                    black_box(clock_ns(black_box(id)));
-                }
-            }),
-        )
-    };
+    let mutex = |threads: usize, pairs: u64| mutex_run(&mutex_ring, threads, pairs);
+    let syscall = |threads: usize, pairs: u64| pwrite_run(&file, threads, pairs);
     let clock = |threads: usize, pairs: u64| clock_of(libc::CLOCK_MONOTONIC, threads, pairs);
     let clock_coarse =
         |threads: usize, pairs: u64| clock_of(libc::CLOCK_MONOTONIC_COARSE, threads, pairs);
-    let counter_read = |threads: usize, pairs: u64| {
-        on_threads(
-            threads,
-            pairs,
-            Arc::new(move |_, pairs| {
-                for _ in 0..pairs {
-                    black_box(counter::read());
-                    black_box(counter::read());
-                }
-            }),
-        )
-    };
-
     const THREADS: [usize; 3] = [1, 2, 4];
     let row = |run: &dyn Fn(usize, u64) -> u64, pairs: u64| -> Vec<f64> {
         THREADS.iter().map(|&t| measure(t, pairs, run)).collect()
     };
     let syscall_pairs = (pairs / 10).max(1);
-    let default_ns = row(&default, pairs);
-    let lanes_clock_ns = row(&lanes_clock, pairs);
-    let v1_ns = row(&v1_path, pairs);
-    let coarse_ns = row(&coarse, pairs);
-    let mutex_ns = row(&mutex, pairs);
-    let write1 = measure(1, syscall_pairs, &syscall);
-    let counter1 = measure(1, pairs, &counter_read);
-    let clock1 = measure(1, pairs, &clock);
-    let coarse_clock1 = measure(1, pairs, &clock_coarse);
+    let figures = Figures {
+        default_ns: row(&default, pairs),
+        lanes_clock_ns: row(&lanes_clock, pairs),
+        v1_ns: row(&v1_path, pairs),
+        coarse_ns: row(&coarse, pairs),
+        mutex_ns: row(&mutex, pairs),
+        write1: measure(1, syscall_pairs, &syscall),
+        counter1: measure(1, pairs, &counter_run),
+        clock1: measure(1, pairs, &clock),
+        coarse_clock1: measure(1, pairs, &clock_coarse),
+    };
     let _ = std::fs::remove_dir_all(&dir);
+    report(pairs, &figures, &default_writer);
+}
 
+/// Every figure of one run, ns per record (rows: 1, 2 and 4 threads).
+struct Figures {
+    default_ns: Vec<f64>,
+    lanes_clock_ns: Vec<f64>,
+    v1_ns: Vec<f64>,
+    coarse_ns: Vec<f64>,
+    mutex_ns: Vec<f64>,
+    write1: f64,
+    counter1: f64,
+    clock1: f64,
+    coarse_clock1: f64,
+}
+
+/// Prints the table (each ratio against the default ring of the same run) and the issue's goals.
+fn report(pairs: u64, f: &Figures, default_writer: &Writer) {
     let counter_name = if default_writer.uses_counter() {
         if cfg!(target_arch = "aarch64") {
             "CNTVCT_EL0"
@@ -267,7 +235,7 @@ fn main() {
     };
     println!(
         "| **default (v2): own lane, counter timestamps ({counter_name})** | {} |",
-        default_ns
+        f.default_ns
             .iter()
             .map(|n| format!("**{n:.1} ns**"))
             .collect::<Vec<_>>()
@@ -275,29 +243,42 @@ fn main() {
     );
     println!(
         "| v2 own lane, clock_gettime(CLOCK_MONOTONIC) | {} |",
-        cells(&lanes_clock_ns, &default_ns)
+        cells(&f.lanes_clock_ns, &f.default_ns)
     );
     println!(
         "| v2 own lane, CLOCK_MONOTONIC_COARSE | {} |",
-        cells(&coarse_ns, &default_ns)
+        cells(&f.coarse_ns, &f.default_ns)
     );
     println!(
         "| baseline: v1 record path (shared claim fetch_add + slot CAS, clock_gettime) | {} |",
-        cells(&v1_ns, &default_ns)
+        cells(&f.v1_ns, &f.default_ns)
     );
     println!(
         "| baseline: mutex-protected ring | {} |",
-        cells(&mutex_ns, &default_ns)
+        cells(&f.mutex_ns, &f.default_ns)
     );
     println!(
-        "| baseline: one pwrite(2) per record | {write1:.1} ns ({:.1}x) | - | - |",
-        write1 / default_ns[0]
+        "| baseline: one pwrite(2) per record | {:.1} ns ({:.1}x) | - | - |",
+        f.write1,
+        f.write1 / f.default_ns[0]
     );
-    println!("| floor: counter read alone ({counter_name}) | {counter1:.1} ns | - | - |");
-    println!("| floor: clock_gettime(CLOCK_MONOTONIC) alone | {clock1:.1} ns | - | - |");
     println!(
-        "| floor: clock_gettime(CLOCK_MONOTONIC_COARSE) alone | {coarse_clock1:.1} ns | - | - |"
+        "| floor: counter read alone ({counter_name}) | {:.1} ns | - | - |",
+        f.counter1
     );
+    println!(
+        "| floor: clock_gettime(CLOCK_MONOTONIC) alone | {:.1} ns | - | - |",
+        f.clock1
+    );
+    println!(
+        "| floor: clock_gettime(CLOCK_MONOTONIC_COARSE) alone | {:.1} ns | - | - |",
+        f.coarse_clock1
+    );
+    report_goal(default_writer, f.default_ns[0], f.counter1, f.clock1);
+}
+
+/// The writer's clock choice and the issue 40 goals against the cheapest usable clock read.
+fn report_goal(default_writer: &Writer, default1: f64, counter1: f64, clock1: f64) {
     match default_writer.read_costs() {
         Some(costs) => println!(
             "default writer's clock choice at creation: {} (measured per read: counter {:.1} ns, clock_gettime(CLOCK_MONOTONIC) {:.1} ns)",
@@ -314,15 +295,75 @@ fn main() {
     } else {
         clock1
     };
-    let over = default_ns[0] - cheapest;
+    let over = default1 - cheapest;
     println!(
         "goal (issue 40): default record within 5 ns of the cheapest usable clock read ({cheapest:.1} ns): {} ({:.1} ns, {over:+.1} ns); <= 25 ns: {}",
         if over <= 5.0 { "met" } else { "NOT met" },
-        default_ns[0],
-        if default_ns[0] <= 25.0 { "met" } else { "NOT met" }
+        default1,
+        if default1 <= 25.0 { "met" } else { "NOT met" }
     );
     println!(
         "default ring cost excluding the counter read: {:.1} ns per record",
-        default_ns[0] - counter1
+        default1 - counter1
     );
+}
+
+/// The mutex-ring baseline: an enter-like and an exit-like record per pair.
+fn mutex_run(ring: &Arc<MutexRing>, threads: usize, pairs: u64) -> u64 {
+    let ring = Arc::clone(ring);
+    on_threads(
+        threads,
+        pairs,
+        Arc::new(move |_, pairs| {
+            for i in 0..pairs {
+                ring.record(1, 20, &args(i), "bulkUpload chunk 12/53", 0);
+                ring.record(2, 20, &Args::default(), "", 0);
+            }
+        }),
+    )
+}
+
+/// The system-call baseline: one `pwrite` of a 128-byte record per record.
+fn pwrite_run(file: &Arc<std::fs::File>, threads: usize, pairs: u64) -> u64 {
+    let file = Arc::clone(file);
+    on_threads(
+        threads,
+        pairs,
+        Arc::new(move |t, pairs| {
+            let record = [0x5au8; 128];
+            for i in 0..pairs {
+                let at = ((t as u64 * 4096 + i) % 8192) * 128;
+                file.write_at(black_box(&record), at).unwrap();
+                file.write_at(black_box(&record), at + 128).unwrap();
+            }
+        }),
+    )
+}
+
+/// The floor: clock `id` read alone, once per record.
+fn clock_of(id: libc::clockid_t, threads: usize, pairs: u64) -> u64 {
+    on_threads(
+        threads,
+        pairs,
+        Arc::new(move |_, pairs| {
+            for _ in 0..pairs {
+                black_box(clock_ns(black_box(id)));
+                black_box(clock_ns(black_box(id)));
+            }
+        }),
+    )
+}
+
+/// The floor: the CPU counter read alone, once per record.
+fn counter_run(threads: usize, pairs: u64) -> u64 {
+    on_threads(
+        threads,
+        pairs,
+        Arc::new(move |_, pairs| {
+            for _ in 0..pairs {
+                black_box(counter::read());
+                black_box(counter::read());
+            }
+        }),
+    )
 }

@@ -15,7 +15,9 @@
 //!   ring creation, and this crate is linked into workers, so it must not depend on `capture`.
 //! - [`ffi`]: the C ABI (`include/wedge_breadcrumb.h`), one process-global writer.
 //! - [`error`]: the crate's [`Error`].
+//! - [`ci`]: [`in_ci`], the workspace's one "is this run CI?" (this crate is the lowest every crate reaches).
 
+pub mod ci;
 pub mod counter;
 pub mod error;
 pub mod ffi;
@@ -24,6 +26,7 @@ pub mod identity;
 pub mod reader;
 pub mod writer;
 
+pub use ci::in_ci;
 pub use error::{Error, Result};
 pub use format::{Args, Call, RingClock};
 pub use reader::{

@@ -14,20 +14,24 @@
 //! [`CLAIM_RETRY_RECORDS`] records. An exit recorded in another lane than its enter also marks the
 //! enter closed in place (a compare-and-swap on the enter's sequence word), so a reader never calls
 //! a returned call in flight because the exit's lane wrapped first.
+//!
+//! Making a writer (a fresh ring, an existing one opened to append, the environment's) and the
+//! header a fresh ring starts with live in `create`; this file holds the record path.
 
 use std::cell::{Cell, RefCell};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, Weak};
 
-use crate::counter::{self, Counter};
+use crate::counter;
 use crate::error::{Error, Result};
 use crate::format::{self, header, lane, slot, Args, Call, RingClock};
-use crate::identity::{self, ProcessIdentity};
+use crate::identity;
+
+mod create;
 
 /// Environment variable: create the ring at exactly this path.
 pub const ENV_RING: &str = "WEDGE_CAPTURE_RING";
@@ -96,6 +100,9 @@ pub const CLAIM_RETRY_RECORDS: u32 = 256;
 /// A lane writer checks whether the header's calibration pair is due for a refresh when its
 /// lane-local index is a multiple of this (a power of two).
 const RECALIBRATE_EVERY: u64 = 64;
+
+/// 8-byte words of a slot (`format::SLOT_SIZE`).
+const SLOT_WORDS: usize = format::SLOT_SIZE as usize / 8;
 
 /// What `enter` returns and `exit` takes: the enter record's call id (high 16 bits), lane (next
 /// 16 bits) and lane-local index (low 32 bits). In the C ABI it is a plain `uint64_t`.
@@ -238,223 +245,6 @@ impl std::fmt::Debug for Writer {
 static NEXT_WRITER_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Writer {
-    /// Creates a fresh ring of `slot_count` slots (a power of two, 1..=2^20) at `path`, replacing
-    /// any file there atomically (built under a temporary name, then renamed), and maps it.
-    pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Writer> {
-        let options = WriterOptions {
-            slot_count,
-            ..WriterOptions::default()
-        };
-        Self::create_with(path.as_ref(), &options, &ProcessIdentity::current())
-    }
-
-    /// [`Writer::create`] with explicit options and identity for the header.
-    pub fn create_with(
-        path: &Path,
-        options: &WriterOptions,
-        identity: &ProcessIdentity,
-    ) -> Result<Writer> {
-        let lane_count = options.lanes()?;
-        register_fork_handler();
-        let total = format::ring_len(options.slot_count, lane_count);
-        // Never more than the agent reads (true of every slot and lane count `lanes` accepts).
-        if total > format::MAX_RING_BYTES {
-            return Err(Error::RingTooLarge {
-                slots: u64::from(options.slot_count),
-                max_slots: format::MAX_SLOT_COUNT,
-                max_bytes: format::MAX_RING_BYTES,
-            });
-        }
-        let map_len = usize::try_from(total).map_err(|_| Error::Create("ring too large".into()))?;
-
-        let file_name = path
-            .file_name()
-            .ok_or_else(|| Error::Create(format!("{}: not a file path", path.display())))?;
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(file_name);
-        temp_name.push(format!(".tmp-{}", std::process::id()));
-        let temp = path.with_file_name(temp_name);
-        let _ = std::fs::remove_file(&temp);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&temp)
-            .map_err(|e| Error::io(&temp, "create", e))?;
-        let result =
-            Self::init_and_publish(file, &temp, path, map_len, lane_count, options, identity);
-        if result.is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
-        result
-    }
-
-    fn init_and_publish(
-        file: File,
-        temp: &Path,
-        path: &Path,
-        map_len: usize,
-        lane_count: u32,
-        options: &WriterOptions,
-        identity: &ProcessIdentity,
-    ) -> Result<Writer> {
-        file.set_len(map_len as u64)
-            .map_err(|e| Error::io(temp, "size", e))?;
-        // The counter only where it is usable and measured no dearer than the vDSO clock
-        // (docs/breadcrumb-ring.md, "Which clock"); the header's counter_kind and clock_id say
-        // which was chosen, so readers convert accordingly.
-        let (counter, read_costs) = match options.clock {
-            RingClock::Counter => counter::choose(),
-            RingClock::Monotonic | RingClock::MonotonicCoarse => (None, None),
-        };
-        let time = match (counter, options.clock) {
-            (Some(counter), _) => TimeSource::Counter { hz: counter.hz },
-            (None, RingClock::MonotonicCoarse) => TimeSource::Clock(libc::CLOCK_MONOTONIC_COARSE),
-            (None, _) => TimeSource::Clock(libc::CLOCK_MONOTONIC),
-        };
-        let mut writer = Writer::from_mapping(
-            map_shared(file, map_len, temp)?,
-            path,
-            lane_count,
-            options.slot_count,
-            time,
-        );
-        writer.read_costs = read_costs;
-        writer.write_header(options, lane_count, counter.as_ref(), identity);
-        std::fs::rename(temp, path).map_err(|e| Error::io(path, "rename into place", e))?;
-        Ok(writer)
-    }
-
-    fn from_mapping(
-        mapping: Mapping,
-        path: &Path,
-        lane_count: u32,
-        slot_count: u32,
-        time: TimeSource,
-    ) -> Writer {
-        let lane_slots = slot_count / lane_count;
-        Writer {
-            base: mapping.base,
-            id: NEXT_WRITER_ID.fetch_add(1, Ordering::Relaxed),
-            lane_count,
-            lane_slots_mask: u64::from(lane_slots) - 1,
-            lane_slots_shift: lane_slots.trailing_zeros(),
-            slots_offset: format::HEADER_SIZE as usize
-                + format::LANE_ENTRY_SIZE as usize * lane_count as usize,
-            time,
-            read_costs: None,
-            path: path.to_path_buf(),
-            status_lock: Mutex::new(()),
-            mapping: Arc::new(mapping),
-        }
-    }
-
-    /// Opens an existing ring (made by another process, e.g. a launcher) to append to it. Lanes
-    /// and the shared lane's claim protocol work across processes sharing the file; the header
-    /// keeps its creator's identity. The file must be a valid version-2 ring with the default
-    /// header and slot sizes, stamped with a clock this process can read the same way.
-    pub fn open(path: impl AsRef<Path>) -> Result<Writer> {
-        let path = path.as_ref();
-        register_fork_handler();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
-        let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
-        if !meta.file_type().is_file() {
-            return Err(Error::NotRegular { path: path.into() });
-        }
-        let header_len = meta.len().min(u64::from(format::HEADER_SIZE)) as usize;
-        let mut head_bytes = vec![0u8; header_len];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut head_bytes, 0)
-            .map_err(|e| Error::io(path, "read", e))?;
-        let header = crate::reader::parse_header_with_len(&head_bytes, meta.len())?;
-        let refuse = |why: String| Err(Error::Create(format!("{}: {why}", path.display())));
-        if header.version != format::VERSION {
-            return refuse(format!(
-                "a version {} ring; this writer appends to version {} rings only",
-                header.version,
-                format::VERSION
-            ));
-        }
-        if header.header_size != format::HEADER_SIZE || header.slot_size != format::SLOT_SIZE {
-            return refuse(format!(
-                "header size {} / slot size {} differ from this writer's {} / {}",
-                header.header_size,
-                header.slot_size,
-                format::HEADER_SIZE,
-                format::SLOT_SIZE
-            ));
-        }
-        let time = match header.counter_kind {
-            counter::COUNTER_NONE => match format::RingClock::from_id(header.clock_id) {
-                Some(RingClock::MonotonicCoarse) => TimeSource::Clock(libc::CLOCK_MONOTONIC_COARSE),
-                _ => TimeSource::Clock(libc::CLOCK_MONOTONIC),
-            },
-            kind => match counter::detect() {
-                Some(mine) if mine.kind == kind => TimeSource::Counter {
-                    hz: header.counter_hz,
-                },
-                _ => return refuse("stamped with a CPU counter this process cannot use".into()),
-            },
-        };
-        let map_len = header.needed_len() as usize;
-        let mapping = map_shared(file, map_len, path)?;
-        Ok(Writer::from_mapping(
-            mapping,
-            path,
-            header.lane_count,
-            header.slot_count,
-            time,
-        ))
-    }
-
-    /// A ring configured by the environment: `WEDGE_CAPTURE_RING` (a path) wins over
-    /// `WEDGE_CAPTURE_RING_DIR` (a directory; file `<pid>-<starttime>.ring`); `Ok(None)` when
-    /// neither is set. `WEDGE_CAPTURE_RING_SLOTS` overrides the slot count,
-    /// `WEDGE_CAPTURE_RING_LANES` the lane count, and `WEDGE_CAPTURE_RING_CLOCK` the clock
-    /// (`counter`, the default; `monotonic`; `coarse`).
-    pub fn from_env() -> Result<Option<Writer>> {
-        let number = |name: &str, default: u32| match std::env::var(name) {
-            Ok(text) => text
-                .trim()
-                .parse::<u32>()
-                .map_err(|_| Error::Create(format!("{name}={text:?} is not a number"))),
-            Err(_) => Ok(default),
-        };
-        let slots = number(ENV_RING_SLOTS, format::DEFAULT_SLOT_COUNT)?;
-        let lanes = number(ENV_RING_LANES, 0)?;
-        let clock = match std::env::var(ENV_RING_CLOCK).as_deref() {
-            Ok("counter") | Ok("") | Err(_) => RingClock::Counter,
-            Ok("monotonic") => RingClock::Monotonic,
-            Ok("coarse") => RingClock::MonotonicCoarse,
-            Ok(other) => {
-                return Err(Error::Create(format!(
-                    "{ENV_RING_CLOCK}={other:?}: expected \"counter\", \"monotonic\" or \"coarse\""
-                )))
-            }
-        };
-        let options = WriterOptions {
-            slot_count: slots,
-            clock,
-            lane_count: lanes,
-        };
-        let identity = ProcessIdentity::current();
-        if let Some(path) = std::env::var_os(ENV_RING).filter(|p| !p.is_empty()) {
-            return Writer::create_with(Path::new(&path), &options, &identity).map(Some);
-        }
-        if let Some(dir) = std::env::var_os(ENV_RING_DIR).filter(|p| !p.is_empty()) {
-            let path =
-                PathBuf::from(dir).join(ring_file_name(identity.pid, identity.start_time_ticks));
-            return Writer::create_with(&path, &options, &identity).map(Some);
-        }
-        Ok(None)
-    }
-
     /// Where the ring was created.
     pub fn path(&self) -> &Path {
         &self.path
@@ -545,55 +335,6 @@ impl Writer {
         len_word.store(text.len() as u32, Ordering::Release);
     }
 
-    fn write_header(
-        &self,
-        options: &WriterOptions,
-        lane_count: u32,
-        counter: Option<&Counter>,
-        identity: &ProcessIdentity,
-    ) {
-        let put64 = |at: usize, v: u64| self.word(at).store(v.to_le(), Ordering::Relaxed);
-        let put32 = |at: usize, v: u32| self.u32_word(at).store(v.to_le(), Ordering::Relaxed);
-        put64(header::MAGIC, u64::from_le_bytes(format::MAGIC));
-        put32(header::VERSION, format::VERSION);
-        put32(header::HEADER_SIZE, format::HEADER_SIZE);
-        put32(header::SLOT_SIZE, format::SLOT_SIZE);
-        put32(header::SLOT_COUNT, options.slot_count);
-        put32(header::WRITER_PID, identity.pid);
-        put32(header::CLOCK_ID, options.clock.id());
-        put64(header::PIDNS_INODE, identity.pidns_inode);
-        put64(header::START_TIME_TICKS, identity.start_time_ticks);
-        let mut boot = [0u8; 8];
-        boot.copy_from_slice(&identity.boot_id[..8]);
-        put64(header::BOOT_ID, u64::from_le_bytes(boot));
-        boot.copy_from_slice(&identity.boot_id[8..]);
-        put64(header::BOOT_ID + 8, u64::from_le_bytes(boot));
-        put32(header::TICKS_PER_SECOND, identity.ticks_per_second);
-        put32(header::FLAGS, 0);
-        put32(header::LANE_COUNT, lane_count);
-        match counter {
-            Some(counter) => {
-                put32(header::COUNTER_KIND, counter.kind);
-                put64(header::COUNTER_HZ, counter.hz);
-                put64(header::CREATED_COUNTER, counter.counter_at);
-                put64(header::CREATED_MONOTONIC_NS, counter.monotonic_ns);
-                put64(header::CALIB_COUNTER, counter.counter_at);
-                put64(header::CALIB_MONOTONIC_NS, counter.monotonic_ns);
-                put64(header::CALIB_SEQ, 2);
-            }
-            None => {
-                let clock = match self.time {
-                    TimeSource::Clock(clock) => clock,
-                    TimeSource::Counter { .. } => libc::CLOCK_MONOTONIC,
-                };
-                put32(header::COUNTER_KIND, counter::COUNTER_NONE);
-                put64(header::CREATED_MONOTONIC_NS, identity::clock_ns(clock));
-            }
-        }
-        put64(header::CREATED_REALTIME_NS, identity::realtime_ns());
-        fence(Ordering::Release);
-    }
-
     /// The 8-byte atomic word at byte `offset` of the mapping.
     #[inline(always)]
     fn word(&self, offset: usize) -> &AtomicU64 {
@@ -645,9 +386,10 @@ impl Writer {
         enter_ref: Option<u64>,
         result: i64,
     ) -> Option<(u32, u64)> {
-        let mut body = Body {
-            now: self.now(),
-            tid: 0,
+        let now = self.now();
+        let body = |tid| Body {
+            now,
+            tid,
             kind,
             call_id,
             args,
@@ -660,10 +402,11 @@ impl Writer {
             && cache.lane != 0
             && cache.generation == FORK_GENERATION.load(Ordering::Relaxed)
         {
-            body.tid = cache.tid;
-            return Some(self.record_in_own_lane(cache.lane, &body));
+            return Some(self.record_in_own_lane(cache.lane, &body(cache.tid)));
         }
-        self.record_slow(&body)
+        // The slow path gets a body of its own: the fast path's never has its address taken,
+        // so it stays in registers (no stack stores per record).
+        self.record_slow(body(0))
     }
 
     /// The single-writer record: the head store claims the index (a reader that sees any byte of
@@ -676,18 +419,41 @@ impl Writer {
         head.store(index.wrapping_add(1), Ordering::Relaxed);
         // Order the claim before every body store (on x86_64 this is only a compiler barrier).
         fence(Ordering::Release);
-        let base = self.slot_offset(lane_index, index);
-        self.write_body(base, lane_index, index, body);
-        self.word(base + slot::SEQ)
-            .store(format::final_seq(index), Ordering::Release);
+        let words = self.slot_words(self.slot_offset(lane_index, index));
+        self.write_body(words, lane_index, index, body);
+        words[slot::SEQ / 8].store(format::final_seq(index), Ordering::Release);
         if index & (RECALIBRATE_EVERY - 1) == 0 {
             self.maybe_recalibrate(body.now);
         }
         (lane_index, index)
     }
 
+    /// The slot at byte `offset` of the mapping as its 16 atomic words. The record path stores
+    /// through this one reference, so the mapping's base is loaded once per record rather than
+    /// once per word (the stores could alias `self` as far as the compiler knows).
     #[inline(always)]
-    fn write_body(&self, base: usize, lane_index: u32, index: u64, body: &Body<'_>) {
+    fn slot_words(&self, offset: usize) -> &[AtomicU64; SLOT_WORDS] {
+        debug_assert!(offset & 7 == 0 && offset + format::SLOT_SIZE as usize <= self.mapping.len);
+        // SAFETY: `offset` is a slot offset from `slot_offset` (a lane's slot, inside the
+        // mapping, 128-byte aligned in a page-aligned mapping), so the 16 words lie in the
+        // mapping that `self.mapping` keeps alive; they are only ever accessed through atomics.
+        unsafe {
+            &*self
+                .base
+                .as_ptr()
+                .add(offset)
+                .cast::<[AtomicU64; SLOT_WORDS]>()
+        }
+    }
+
+    #[inline(always)]
+    fn write_body(
+        &self,
+        words: &[AtomicU64; SLOT_WORDS],
+        lane_index: u32,
+        index: u64,
+        body: &Body<'_>,
+    ) {
         let label = &body.label[..body.label.len().min(format::LABEL_CAPACITY)];
         let label_len = label.len();
         let meta = u64::from(body.tid)
@@ -695,7 +461,7 @@ impl Writer {
             | ((label_len as u64) << 40)
             | (u64::from(body.call_id) << 48);
         let args = body.args;
-        let put = |at: usize, v: u64| self.word(base + at).store(v.to_le(), Ordering::Relaxed);
+        let put = |at: usize, v: u64| words[at / 8].store(v.to_le(), Ordering::Relaxed);
         put(slot::MONOTONIC_NS, body.now);
         put(slot::TID, meta);
         put(slot::BYTES, args.bytes);
@@ -725,7 +491,7 @@ impl Writer {
     /// lane.
     #[cold]
     #[inline(never)]
-    fn record_slow(&self, body: &Body<'_>) -> Option<(u32, u64)> {
+    fn record_slow(&self, body: Body<'_>) -> Option<(u32, u64)> {
         let generation = FORK_GENERATION.load(Ordering::Relaxed);
         let mut cache = LANE_CACHE.with(Cell::get);
         if cache.generation != generation || cache.tid == 0 {
@@ -754,7 +520,7 @@ impl Writer {
         LANE_CACHE.with(|cell| cell.set(cache));
         let body = Body {
             tid: cache.tid,
-            ..*body
+            ..body
         };
         if cache.lane != 0 {
             return Some(self.record_in_own_lane(cache.lane, &body));
@@ -812,8 +578,8 @@ impl Writer {
         let head = self.lane_word(0, lane::HEAD);
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let index = head.fetch_add(1, Ordering::Relaxed);
-            let base = self.slot_offset(0, index);
-            let seq = self.word(base + slot::SEQ);
+            let words = self.slot_words(self.slot_offset(0, index));
+            let seq = &words[slot::SEQ / 8];
             let busy = format::busy_seq(index);
             let mut current = seq.load(Ordering::Relaxed);
             let owned = loop {
@@ -835,7 +601,7 @@ impl Writer {
             }
             // Order the busy mark before every body store (the seqlock writer's release fence).
             fence(Ordering::Release);
-            self.write_body(base, 0, index, body);
+            self.write_body(words, 0, index, body);
             seq.store(format::final_seq(index), Ordering::Release);
             if index & (RECALIBRATE_EVERY - 1) == 0 {
                 self.maybe_recalibrate(body.now);
@@ -1068,162 +834,4 @@ fn register_fork_handler() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_words_are_the_zero_padded_bytes() {
-        let text: Vec<u8> = (1..=40u8).collect();
-        for len in 0..=40 {
-            let label = &text[..len];
-            for k in 0..format::LABEL_CAPACITY / 8 {
-                let mut expected = [0u8; 8];
-                for (i, byte) in expected.iter_mut().enumerate() {
-                    *byte = label.get(k * 8 + i).copied().unwrap_or(0);
-                }
-                assert_eq!(
-                    label_word(label, k),
-                    u64::from_le_bytes(expected),
-                    "label of {len} bytes, word {k}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn token_packs_lane_index_and_call() {
-        let token = Token::new(5, (7u64 << 32) | 12345, Call::CuMemcpyHtoD_v2.id());
-        assert_eq!(
-            token.index(),
-            Some((5 << 32) | 12345),
-            "index keeps its low 32 bits"
-        );
-        assert_eq!(token.lane(), 5);
-        assert_eq!(token.call_id(), Call::CuMemcpyHtoD_v2.id());
-        assert_eq!(Token::from_raw(token.to_raw()), token);
-        assert_eq!(Token::NONE.index(), None);
-    }
-
-    #[test]
-    fn rejects_bad_slot_and_lane_counts() {
-        let dir = tempfile::tempdir().unwrap();
-        for bad in [0, 3, 1000, format::MAX_SLOT_COUNT + 1] {
-            let err = Writer::create(dir.path().join("r.ring"), bad).unwrap_err();
-            assert!(matches!(err, Error::BadSlotCount), "{bad}: {err}");
-        }
-        // Just over the largest ring: refused, and the message says what the limit is.
-        let err =
-            Writer::create(dir.path().join("r.ring"), format::MAX_SLOT_COUNT * 2).unwrap_err();
-        assert!(matches!(err, Error::RingTooLarge { .. }), "{err}");
-        let text = err.to_string();
-        assert!(
-            text.contains("2097152 slots")
-                && text.contains("at most 1048576 slots")
-                && text.contains(&format::MAX_RING_BYTES.to_string()),
-            "{text}"
-        );
-        assert!(!dir.path().join("r.ring").exists());
-        for (slots, lanes) in [(64, 3), (64, 128), (1 << 20, 8192)] {
-            let options = WriterOptions {
-                slot_count: slots,
-                lane_count: lanes,
-                ..WriterOptions::default()
-            };
-            let err = options.lanes().unwrap_err();
-            assert!(matches!(err, Error::BadLaneCount), "{slots}/{lanes}: {err}");
-        }
-    }
-
-    #[test]
-    fn automatic_lane_counts() {
-        let lanes = |slot_count| {
-            WriterOptions {
-                slot_count,
-                ..WriterOptions::default()
-            }
-            .lanes()
-            .unwrap()
-        };
-        assert_eq!(lanes(4096), 64);
-        assert_eq!(lanes(64), 4);
-        assert_eq!(lanes(16), 1);
-        assert_eq!(lanes(4), 1);
-        assert_eq!(lanes(1 << 20), 64);
-    }
-
-    #[test]
-    fn each_thread_gets_its_own_lane_and_gives_it_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let writer = Writer::create(dir.path().join("r.ring"), 64).unwrap();
-        let owners = |w: &Writer| {
-            (0..w.lane_count)
-                .map(|l| w.lane_word(l, lane::OWNER).load(Ordering::Relaxed))
-                .collect::<Vec<_>>()
-        };
-        let main_token = writer.enter(Call::CuInit, &Args::default(), "");
-        assert_ne!(
-            main_token.lane(),
-            0,
-            "the first thread gets a lane of its own"
-        );
-        let (other_lane, held) = std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let token = writer.enter(Call::CuInit, &Args::default(), "");
-                    (token.lane(), owners(&writer)[token.lane() as usize])
-                })
-                .join()
-                .unwrap()
-        });
-        assert_ne!(other_lane, 0);
-        assert_ne!(other_lane, main_token.lane());
-        assert_ne!(held, 0, "owned while the thread ran");
-        assert_eq!(
-            owners(&writer)[other_lane as usize],
-            0,
-            "released when the thread exited"
-        );
-        assert_eq!(owners(&writer)[0], 0, "lane 0 is never owned");
-    }
-
-    #[test]
-    fn threads_beyond_the_lanes_share_lane_zero() {
-        let dir = tempfile::tempdir().unwrap();
-        // 4 lanes: 3 of their own, then the shared one.
-        let writer = Writer::create(dir.path().join("r.ring"), 64).unwrap();
-        assert_eq!(writer.lane_count(), 4);
-        let barrier = std::sync::Barrier::new(5);
-        let lanes: Vec<u32> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..5)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let token = writer.enter(Call::CuInit, &Args::default(), "");
-                        barrier.wait();
-                        token.lane()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let mut own: Vec<u32> = lanes.iter().copied().filter(|&l| l != 0).collect();
-        own.sort_unstable();
-        assert_eq!(own, vec![1, 2, 3], "{lanes:?}");
-        assert_eq!(lanes.iter().filter(|&&l| l == 0).count(), 2, "{lanes:?}");
-    }
-
-    #[test]
-    fn tid_is_cached_per_thread() {
-        let dir = tempfile::tempdir().unwrap();
-        let writer = Writer::create(dir.path().join("r.ring"), 64).unwrap();
-        writer.enter(Call::CuInit, &Args::default(), "");
-        let main = LANE_CACHE.with(Cell::get).tid;
-        assert_eq!(main, gettid());
-        let other = std::thread::spawn(move || {
-            writer.enter(Call::CuInit, &Args::default(), "");
-            LANE_CACHE.with(Cell::get).tid
-        })
-        .join()
-        .unwrap();
-        assert_ne!(main, other);
-    }
-}
+mod tests;

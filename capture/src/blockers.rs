@@ -17,8 +17,9 @@
 //! - [`BlockerIter::read`]: one pass over every task of this pid namespace.
 //! - [`parse_records`] (pure) → [`BlockerRecord`], with the owner word decoded ([`BlockerRecord::owner_task`]).
 //!
-//! Test hook: with `WEDGE_CAPTURE_TEST_REFUSE_BLOCKER_FIELD=1` in the environment, [`BlockerIter::load`]
-//! sets the program's `wedge_refuse_blocker_field`, and the program takes the branch it takes on a kernel
+//! Test hook: `BlockerIter::load(true)` (the agent's hidden `refuse_blocker_field` setting, whose default is
+//! `WEDGE_CAPTURE_TEST_REFUSE_BLOCKER_FIELD=1` in the environment, [`REFUSE_ENV`]) sets the program's
+//! `wedge_refuse_blocker_field`, and the program takes the branch it takes on a kernel
 //! without `task_struct::blocker` (every record flagged, no lock read): the fallback (sampled holders) is
 //! then what names a holder. Only tests set it.
 
@@ -265,10 +266,9 @@ impl fmt::Debug for BlockerIter {
 }
 
 impl BlockerIter {
-    /// Loads the program (the test hook from the environment) and proves it with one read that must list
-    /// the calling thread. ~0.1 s (BTF parsing, the verifier): once per agent.
-    pub fn load() -> Result<BlockerIter> {
-        let refuse = std::env::var(REFUSE_ENV).is_ok_and(|v| v == "1" || v == "true");
+    /// Loads the program (`refuse`: the test hook, see the module doc) and proves it with one read that must
+    /// list the calling thread. ~0.1 s (BTF parsing, the verifier): once per agent.
+    pub fn load(refuse: bool) -> Result<BlockerIter> {
         BlockerIter::load_object(KERNEL_BTF, OBJECT, refuse)
     }
 

@@ -61,7 +61,7 @@ impl FrozenFs {
     pub fn for_test(test: &str) -> Option<FrozenFs> {
         match FrozenFs::new() {
             Ok(fs) => Some(fs),
-            Err(err) if matches!(std::env::var("CI").as_deref(), Ok("true" | "1")) => {
+            Err(err) if breadcrumb::in_ci() => {
                 panic!("{test}: CI=true but the frozen filesystem cannot be set up: {err}")
             }
             Err(err) => {

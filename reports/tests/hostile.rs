@@ -67,7 +67,7 @@ impl SmallFs {
         );
         match mounted {
             Ok(()) => Some(SmallFs { dir }),
-            Err(errno) if matches!(std::env::var("CI").as_deref(), Ok("true" | "1")) => {
+            Err(errno) if breadcrumb::in_ci() => {
                 panic!("{test}: CI=true but a size-limited tmpfs cannot be mounted: {errno}")
             }
             Err(errno) => {

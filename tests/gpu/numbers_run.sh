@@ -2,6 +2,7 @@
 # Issues 31 (part 4) and 40: the numbers on merged main, on the GPU host. Usage: numbers_run.sh BIN_DIR OUT_DIR
 #   BIN_DIR: release wedge-capture and ring-bench (cargo bench -p breadcrumb --bench ring --no-run: the printed
 #   target/release/deps/ring-<hash>, copied as ring-bench); optional wedge-capture-before (see bench-agent below)
+#   and pack-bench (cargo bench -p uploader --bench pack --no-run: target/release/deps/pack-<hash>)
 # Every ratio comes with its baseline from the same process; the upload and bench-agent rows run in three
 # processes because their spread across processes is wide.
 set -u
@@ -13,6 +14,12 @@ nproc; nvidia-smi -L; cat /sys/devices/system/clocksource/clocksource0/current_c
 echo "== breadcrumb ring bench"
 # --bench: without it (and before issue 40, whatever WEDGE_BENCH_ITERS said) the bench ran 10,000 pairs only.
 WEDGE_BENCH_ITERS=2000000 "$BIN/ring-bench" --bench > "$OUT/ring-bench.txt" 2>&1; echo "rc=$?"; tail -18 "$OUT/ring-bench.txt"
+if [ -x "$BIN/pack-bench" ]; then
+  # Issue 40: the real workload's packing alone (no GPU), per tensor against gathered streaming, same process.
+  echo "== pack bench: real workload, 1 and 14 packers"
+  WEDGE_BENCH_PACK_MIB=0 WEDGE_BENCH_PACK_THREADS=1,14 WEDGE_BENCH_PACK_ROUNDS=7 "$BIN/pack-bench" --bench \
+    > "$OUT/pack-bench.txt" 2>&1; echo "rc=$?"; tail -7 "$OUT/pack-bench.txt"
+fi
 # With BIN_DIR/wedge-capture-before (e.g. main before the merge), every bench-agent row is measured for both agent
 # binaries in the same process (same helper threads, same baseline code).
 AGENTS=()
@@ -28,11 +35,13 @@ for i in 1 2; do
   echo "rc=$?"; tail -3 "$OUT/bench-agent-fixed-$i.txt"
 done
 # Issue 40: the default packs the real workload's small tensors with streaming stores (`bysize`); the
-# sweep rows are the previous default (plain) and explicit streaming, same process, same ring fit.
+# sweep rows are the previous default (plain), explicit streaming, and streaming gathered through an L1
+# bounce buffer (`:gather`, every staging line written whole; against the `streaming` row of the same
+# process), same ring fit.
 echo "== upload: real workload (3 processes)"
 for i in 1 2 3; do
   "$BIN/wedge-capture" upload --backend cuda --compare --repeat 31 --skip managed,pageable --ring /tmp/r.ring --format json \
-    --sweep 8x4MiBx14:overlap:plain:fit,8x4MiBx14:overlap:streaming:fit,8x4MiBx14:overlap:bysize:fit \
+    --sweep 8x4MiBx14:overlap:plain:fit,8x4MiBx14:overlap:streaming:fit,8x4MiBx14:overlap:bysize:fit,8x4MiBx14:overlap:streaming:fit:gather \
     > "$OUT/upload-real-$i.json" 2> "$OUT/upload-real-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-real-$i.err"
 done
 echo "== upload: 4 GiB (2 processes)"

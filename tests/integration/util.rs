@@ -23,7 +23,7 @@ pub fn scaled(limit: std::time::Duration) -> std::time::Duration {
 
 /// CI=true: tests that need root, loop devices or cgroups must run, and fail when they cannot set up.
 pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+    breadcrumb::in_ci()
 }
 
 /// A mounted (not yet frozen) ext4, or None (skip) when this machine cannot make one outside CI.

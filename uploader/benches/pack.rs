@@ -21,13 +21,14 @@
 //! all). The ratio to that image is the per-tensor cost made visible. 512 MiB are written
 //! between packs (`WEDGE_BENCH_PACK_FLUSH_MIB`) so the sources come from memory.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use breadcrumb::identity::clock_ns;
 use uploader::pack::{copy, publish_fence, PackStore};
-use uploader::pinned::{pack_range, ArenaLayout};
+use uploader::pinned::{pack_range, pack_range_per_tensor, ArenaLayout};
 use uploader::workload::{Workload, WorkloadSpec};
-use uploader::{plan, PlanOptions, Planned, TensorSource};
+use uploader::{plan, Plan, PlanOptions, Planned, TensorSource};
 
 const TENSOR: usize = 256 << 10;
 const PIECE: usize = 256 << 10;
@@ -99,11 +100,28 @@ fn pack_all(sources: &[&[u8]], ring: &mut [u8], store: PackStore, threads: usize
     (pieces * PIECE) as f64 / started.elapsed().as_secs_f64() / 1e9
 }
 
+/// `pack_range` or `pack_range_per_tensor`.
+type PackFn = unsafe fn(
+    &dyn TensorSource,
+    &Plan,
+    &ArenaLayout,
+    PackStore,
+    *mut u8,
+    u64,
+    u64,
+) -> uploader::Result<()>;
+
 /// How the real-workload rows pack one piece: arena bytes `[from, to)` into `dst`.
 #[derive(Clone, Copy)]
 enum RealPacker {
-    /// `uploader::pinned::pack_range`, as the pipeline does now.
+    /// `uploader::pinned::pack_range` with plain stores, as the pipeline does for large tensors.
     Pipeline,
+    /// `uploader::pinned::pack_range` with streaming stores, as the pipeline packs this workload
+    /// (`bysize`): gathered through a bounce buffer.
+    PipelineStreaming,
+    /// `uploader::pinned::pack_range_per_tensor` with streaming stores: this workload's packing
+    /// before the bounce buffer (the same-run reference of the row above).
+    PerTensorStreaming,
     /// The pipeline's loop of commit 6c50d19: per tensor, one lookup and one copy.
     PerTensor,
     /// The same arena image from one contiguous buffer: one copy per piece.
@@ -165,47 +183,73 @@ impl Real<'_> {
         let next = AtomicUsize::new(0);
         let ring_base = ring.as_mut_ptr() as usize;
         let ring_len = ring.len() as u64;
+        let cpu_ns = AtomicU64::new(0);
         let started = Instant::now();
         std::thread::scope(|s| {
             for _ in 0..threads {
-                s.spawn(|| loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed) as u64;
-                    if k >= pieces {
-                        break;
-                    }
-                    let from = k * PIECE as u64;
-                    let to = (from + PIECE as u64).min(arena);
-                    if from >= to {
-                        continue;
-                    }
-                    let dst = (ring_base + (from % ring_len) as usize) as *mut u8;
-                    match packer {
-                        // SAFETY: `dst..dst + (to - from)` lies in the ring (a multiple of the
-                        // piece size); concurrent pieces may share ring bytes (bandwidth, not
-                        // contents, is measured).
-                        RealPacker::Pipeline => unsafe {
-                            pack_range(
-                                self.workload,
-                                self.plan,
-                                self.layout,
-                                PackStore::Plain,
-                                dst,
-                                from,
-                                to,
-                            )
-                            .expect("pack_range")
-                        },
-                        RealPacker::PerTensor => self.pack_per_tensor(dst, from, to),
-                        RealPacker::Contiguous => {
-                            let src = &self.image[from as usize..to as usize];
-                            // SAFETY: as above.
-                            unsafe { copy(PackStore::Plain, src.as_ptr(), dst, src.len()) };
-                        }
-                    }
+                s.spawn(|| {
+                    let cpu_start = thread_cpu_ns();
+                    self.pack_pieces(&next, pieces, ring_base, ring_len, packer);
+                    cpu_ns.fetch_add(thread_cpu_ns() - cpu_start, Ordering::Relaxed);
                 });
             }
         });
-        self.plan.tensor_bytes as f64 / started.elapsed().as_secs_f64() / 1e9
+        let seconds = if cpu_time() {
+            // The packers' CPU time, as if each had had its core to itself.
+            cpu_ns.into_inner() as f64 / threads as f64 / 1e9
+        } else {
+            started.elapsed().as_secs_f64()
+        };
+        self.plan.tensor_bytes as f64 / seconds / 1e9
+    }
+
+    /// One packing thread: claims pieces until none is left.
+    fn pack_pieces(
+        &self,
+        next: &AtomicUsize,
+        pieces: u64,
+        ring_base: usize,
+        ring_len: u64,
+        packer: RealPacker,
+    ) {
+        let arena = self.layout.bytes();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed) as u64;
+            if k >= pieces {
+                break;
+            }
+            let from = k * PIECE as u64;
+            let to = (from + PIECE as u64).min(arena);
+            if from >= to {
+                continue;
+            }
+            let dst = (ring_base + (from % ring_len) as usize) as *mut u8;
+            let pipeline: Option<(PackFn, PackStore)> = match packer {
+                RealPacker::Pipeline => Some((pack_range, PackStore::Plain)),
+                RealPacker::PipelineStreaming => Some((pack_range, PackStore::Streaming)),
+                RealPacker::PerTensorStreaming => {
+                    Some((pack_range_per_tensor, PackStore::Streaming))
+                }
+                RealPacker::PerTensor | RealPacker::Contiguous => None,
+            };
+            match pipeline {
+                // SAFETY: `dst..dst + (to - from)` lies in the ring (a multiple of the piece
+                // size); concurrent pieces may share ring bytes (bandwidth, not contents, is
+                // measured).
+                Some((pack, store)) => unsafe {
+                    pack(self.workload, self.plan, self.layout, store, dst, from, to).expect("pack")
+                },
+                None if matches!(packer, RealPacker::PerTensor) => {
+                    self.pack_per_tensor(dst, from, to)
+                }
+                None => {
+                    let src = &self.image[from as usize..to as usize];
+                    // SAFETY: as above.
+                    unsafe { copy(PackStore::Plain, src.as_ptr(), dst, src.len()) };
+                }
+            }
+            publish_fence(PackStore::Streaming);
+        }
     }
 }
 
@@ -239,35 +283,20 @@ fn real_workload(threads: &[usize], rounds: usize) {
             }
         }
     };
-    // Correctness first: the pipeline's loop writes exactly the arena image.
-    {
-        let mut out = vec![0u8; layout.bytes() as usize];
-        for from in (0..layout.bytes()).step_by(PIECE) {
-            let to = (from + PIECE as u64).min(layout.bytes());
-            // SAFETY: `out[from..to]` is ours and unaliased.
-            unsafe {
-                pack_range(
-                    &workload,
-                    &plan,
-                    &layout,
-                    PackStore::Plain,
-                    out.as_mut_ptr().add(from as usize),
-                    from,
-                    to,
-                )
-            }
-            .expect("pack_range");
-        }
-        assert!(out == image, "pack_range wrote the arena image");
-    }
+    check_pack_range(&workload, &plan, &layout, &image);
     println!(
         "\nreal workload: {} tensors, {:.1} MB, ring 8 x 4 MiB (huge pages), pieces of {} KiB, \
-         {flush_mib} MiB written between packs; \
+         {flush_mib} MiB written between packs; {} \
          GB/s of tensor bytes (x = against the per-tensor loop, same threads; % = of the \
          contiguous image, same threads)",
         workload.len(),
         plan.tensor_bytes as f64 / 1e6,
-        PIECE >> 10
+        PIECE >> 10,
+        if cpu_time() {
+            "per second of the packers' CPU time (WEDGE_BENCH_PACK_CPU=1),"
+        } else {
+            "per second of wall time,"
+        }
     );
     println!(
         "{:<34}{}",
@@ -277,22 +306,34 @@ fn real_workload(threads: &[usize], rounds: usize) {
             .map(|t| format!("{:>22}", format!("{t} thr")))
             .collect::<String>()
     );
-    let mut results = Vec::new();
-    for (name, packer) in [
+    let packers = [
         ("contiguous image (reference)", RealPacker::Contiguous),
         ("per-tensor loop (before)", RealPacker::PerTensor),
-        ("pack_range (pipeline now)", RealPacker::Pipeline),
-    ] {
-        // Interleave rounds across thread counts so drift hits every column alike.
-        let mut samples = vec![Vec::new(); threads.len()];
-        for _ in 0..rounds {
+        ("pack_range, plain", RealPacker::Pipeline),
+        (
+            "per tensor, streaming (before)",
+            RealPacker::PerTensorStreaming,
+        ),
+        (
+            "pack_range, streaming (gathered)",
+            RealPacker::PipelineStreaming,
+        ),
+    ];
+    // Interleave rounds across packers and thread counts so drift hits every cell alike.
+    let mut samples = vec![vec![Vec::new(); threads.len()]; packers.len()];
+    for _ in 0..rounds {
+        for (row, &(_, packer)) in packers.iter().enumerate() {
             for (col, &t) in threads.iter().enumerate() {
                 evict(&mut flush);
-                samples[col].push(real.pack_all(ring, packer, t));
+                samples[row][col].push(real.pack_all(ring, packer, t));
             }
         }
-        results.push((name, samples.into_iter().map(median).collect::<Vec<_>>()));
     }
+    let results: Vec<(&str, Vec<f64>)> = packers
+        .iter()
+        .zip(samples)
+        .map(|(&(name, _), cells)| (name, cells.into_iter().map(median).collect()))
+        .collect();
     let (contiguous, per_tensor) = (results[0].1.clone(), results[1].1.clone());
     for (name, gbps) in &results {
         let cells: String = gbps
@@ -311,6 +352,39 @@ fn real_workload(threads: &[usize], rounds: usize) {
             .collect();
         println!("{name:<34}{cells}");
     }
+}
+
+/// Correctness first: the pipeline's loop, piece by piece, writes exactly the arena image.
+fn check_pack_range(workload: &Workload, plan: &Plan, layout: &ArenaLayout, image: &[u8]) {
+    let mut out = vec![0u8; layout.bytes() as usize];
+    for from in (0..layout.bytes()).step_by(PIECE) {
+        let to = (from + PIECE as u64).min(layout.bytes());
+        // SAFETY: `out[from..to]` is ours and unaliased.
+        unsafe {
+            pack_range(
+                workload,
+                plan,
+                layout,
+                PackStore::Plain,
+                out.as_mut_ptr().add(from as usize),
+                from,
+                to,
+            )
+        }
+        .expect("pack_range");
+    }
+    assert!(out == image, "pack_range wrote the arena image");
+}
+
+/// `WEDGE_BENCH_PACK_CPU=1`: the real-workload rows divide by the packers' CPU time instead of
+/// wall time (on a shared machine, time other processes took from the packers is not counted).
+fn cpu_time() -> bool {
+    std::env::var("WEDGE_BENCH_PACK_CPU").is_ok_and(|v| v == "1")
+}
+
+/// This thread's CPU time in ns.
+fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

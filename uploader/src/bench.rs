@@ -14,12 +14,11 @@ use serde::Serialize;
 
 use crate::driver::{DevicePtr, Stream};
 use crate::error::{Error, Result};
+use crate::outcome::{DeviceMemory, PinnedStats, StrategyKind, Uploaded};
 use crate::pack::PackStore;
+use crate::pinned::{PinnedOptions, PinnedStager};
 use crate::plan::Plan;
-use crate::strategy::{
-    upload, ArenaMemory, DeviceMemory, PinnedOptions, PinnedStager, PinnedStats, StagingMemory,
-    Strategy, StrategyKind,
-};
+use crate::strategy::{upload, Strategy};
 use crate::trace::{Site, Traced};
 use crate::workload::TensorSource;
 
@@ -269,7 +268,7 @@ pub fn ceiling_pageable(t: &Traced, bytes: u64, repeat: usize) -> Result<Measure
 struct Entrant<'a> {
     name: String,
     /// One run; `None` for a bare copy that allocates nothing.
-    run: Box<dyn FnMut() -> Result<Option<crate::strategy::Uploaded>> + 'a>,
+    run: Box<dyn FnMut() -> Result<Option<Uploaded>> + 'a>,
     seconds: Vec<f64>,
     stats: Vec<PinnedStats>,
     calls: u64,
@@ -280,7 +279,7 @@ struct Entrant<'a> {
 impl<'a> Entrant<'a> {
     fn new(
         name: impl Into<String>,
-        run: impl FnMut() -> Result<Option<crate::strategy::Uploaded>> + 'a,
+        run: impl FnMut() -> Result<Option<Uploaded>> + 'a,
     ) -> Entrant<'a> {
         Entrant {
             name: name.into(),
@@ -435,79 +434,6 @@ pub struct SweepRow {
     pub options: PinnedOptions,
     pub cold: Measurement,
     pub reused: Measurement,
-}
-
-/// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512 KiB` (binary units).
-pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("not a byte count: {s:?}"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" | "kb" => 10,
-        "m" | "mib" | "mb" => 20,
-        "g" | "gib" | "gb" => 30,
-        other => return Err(format!("unknown unit {other:?} (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("byte count too large: {s:?}"))
-}
-
-/// The pinned configuration syntax, for messages and `--help`.
-pub const PINNED_CONFIG_SYNTAX: &str =
-    "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:bysize|:plain|:streaming]\
-     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit][:writable|:read-only], e.g. 8x2MiBx8:streaming:piece=256KiB";
-
-/// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
-/// defaults. Bytes take KiB/MiB/GiB.
-pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
-    let bad = || {
-        Error::InvalidOptions(format!(
-            "pinned config {text:?}: want {PINNED_CONFIG_SYNTAX}"
-        ))
-    };
-    let mut fields = text.split(':');
-    let shape = fields.next().unwrap_or_default();
-    let parts: Vec<&str> = shape.split('x').collect();
-    let [buffers, bytes, threads] = parts.as_slice() else {
-        return Err(bad());
-    };
-    let mut options = PinnedOptions {
-        // The ring is as given unless `:fit` says otherwise.
-        fit_ring: false,
-        buffers: buffers.trim().parse().map_err(|_| bad())?,
-        buffer_bytes: parse_bytes(bytes).map_err(|_| bad())?,
-        threads: threads.trim().parse().map_err(|_| bad())?,
-        ..PinnedOptions::default()
-    };
-    for field in fields {
-        match field.trim() {
-            "spin" => options.spin = true,
-            "park" => options.spin = false,
-            "plain" => options.store = PackStore::Plain,
-            "streaming" | "nt" => options.store = PackStore::Streaming,
-            "auto" => options.store = PackStore::Auto,
-            "bysize" => options.store = PackStore::BySize,
-            "hostalloc" => options.staging = StagingMemory::HostAlloc,
-            "register" => options.staging = StagingMemory::Register,
-            "overlap" => options.staging = StagingMemory::Overlap,
-            "pool" => options.arena = ArenaMemory::Pool,
-            "alloc" => options.arena = ArenaMemory::Alloc,
-            "help" => options.submitter_packs = true,
-            "fit" => options.fit_ring = true,
-            "writable" => options.read_only_staging = false,
-            "read-only" => options.read_only_staging = true,
-            other => match other.strip_prefix("piece=") {
-                Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
-                None => return Err(bad()),
-            },
-        }
-    }
-    options.validate().map_err(|_| bad())?;
-    Ok(options)
 }
 
 /// What `--compare` runs.
@@ -896,44 +822,5 @@ impl Comparison<'_> {
             overhead,
             paired_overhead,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_pinned_config;
-    use crate::pack::PackStore;
-    use crate::strategy::{PinnedOptions, StagingMemory};
-
-    #[test]
-    fn pinned_configs() {
-        let o = parse_pinned_config("4x8MiBx8").unwrap();
-        assert_eq!(
-            (o.buffers, o.buffer_bytes, o.threads, o.spin),
-            (4, 8 << 20, 8, true)
-        );
-        assert_eq!(o.piece_bytes, PinnedOptions::default().piece_bytes);
-        let o = parse_pinned_config("2x512KiBx3:park:plain:register:piece=64KiB").unwrap();
-        assert_eq!(
-            (o.buffers, o.buffer_bytes, o.threads, o.spin),
-            (2, 512 << 10, 3, false)
-        );
-        assert_eq!(
-            (o.store, o.staging, o.piece_bytes),
-            (PackStore::Plain, StagingMemory::Register, 64 << 10)
-        );
-        assert_eq!(parse_pinned_config(&o.describe()).unwrap(), o);
-        for bad in [
-            "",
-            "4x8MiB",
-            "0x8MiBx8",
-            "4x8XBx8",
-            "4x8MiBx8:nap",
-            "axbxc",
-            "4x8MiBx8:piece=0",
-            "4x8MiBx8:piece=",
-        ] {
-            assert!(parse_pinned_config(bad).is_err(), "{bad}");
-        }
     }
 }

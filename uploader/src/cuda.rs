@@ -9,7 +9,8 @@ use std::cell::Cell;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 
-use crate::driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
+use crate::call_table::CallKind;
+use crate::driver::{DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
 use crate::error::{Error, Result};
 
 /// The CUDA driver on one device. Not `Send`: the context is current on the thread that

@@ -1,6 +1,6 @@
 //! The crate's one error type.
 
-use crate::driver::CallKind;
+use crate::call_table::CallKind;
 
 /// Everything that can go wrong planning, uploading or verifying.
 #[derive(Debug, thiserror::Error)]
@@ -81,5 +81,16 @@ impl Error {
             Error::ChunkFailed { source, .. } => source.is_no_driver(),
             _ => false,
         }
+    }
+}
+
+/// Chunk (or slice) `index` of `count` failed with `source` (counts saturate at `u32::MAX`).
+pub(crate) fn chunk_failed(unit: &'static str, index: usize, count: usize, source: Error) -> Error {
+    let saturated = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    Error::ChunkFailed {
+        unit,
+        chunk: saturated(index),
+        count: saturated(count),
+        source: Box::new(source),
     }
 }

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::driver::{CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
+use crate::call_table::CallKind;
+use crate::driver::{DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
 use crate::error::{Error, Result};
 
 const INVALID_VALUE: i32 = 1;

@@ -1,5 +1,5 @@
 //! The upload strategies. All three produce the same result: every planned tensor on the
-//! device, with a [`View`] (chunk, offset, length, device pointer) per tensor.
+//! device, with a [`View`](crate::outcome::View) (chunk, offset, length, device pointer) per tensor.
 //!
 //! - `ztensor`: ztensor's path, reproduced: per chunk one `cuMemAlloc`, one freshly allocated
 //!   pageable staging buffer packed on the host, one synchronous `cuMemcpyHtoD`.
@@ -16,52 +16,16 @@
 
 use serde::Serialize;
 
-use crate::driver::{DeviceAttribute, DevicePtr, Stream};
-use crate::error::{Error, Result};
+use crate::driver::DeviceAttribute;
+use crate::error::{chunk_failed, Error, Result};
+use crate::outcome::{
+    elapsed_ns, free_all, placed_bytes, views_for, Allocation, DeviceMemory, Progress,
+    StrategyKind, Uploaded,
+};
+use crate::pinned::{PinnedOptions, PinnedStager};
 use crate::plan::{Placement, Plan};
-use crate::trace::{sat_u32, Site, Traced};
+use crate::trace::{Site, Traced};
 use crate::workload::TensorSource;
-
-pub use crate::pinned::{ArenaMemory, PinnedOptions, PinnedStager, PinnedStats, StagingMemory};
-
-/// Which strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StrategyKind {
-    Ztensor,
-    Managed,
-    Pinned,
-}
-
-impl StrategyKind {
-    pub const ALL: [StrategyKind; 3] = [
-        StrategyKind::Ztensor,
-        StrategyKind::Managed,
-        StrategyKind::Pinned,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            StrategyKind::Ztensor => "ztensor",
-            StrategyKind::Managed => "managed",
-            StrategyKind::Pinned => "pinned",
-        }
-    }
-}
-
-impl std::str::FromStr for StrategyKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "ztensor" => Ok(StrategyKind::Ztensor),
-            "managed" => Ok(StrategyKind::Managed),
-            "pinned" => Ok(StrategyKind::Pinned),
-            other => Err(Error::InvalidOptions(format!(
-                "unknown strategy {other:?} (ztensor, managed, pinned)"
-            ))),
-        }
-    }
-}
 
 /// Settings of the `managed` strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -99,88 +63,6 @@ impl Strategy {
     }
 }
 
-/// What kind of device memory an allocation is, which decides how it is freed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceMemory {
-    /// `cuMemAlloc`, freed with `cuMemFree`.
-    Device,
-    /// `cuMemAllocManaged`, freed with `cuMemFree`.
-    Managed,
-    /// `cuMemAllocFromPoolAsync` from the session's arena pool, freed with `cuMemFreeAsync`
-    /// (back to the pool, still mapped, for the next upload).
-    Pool,
-}
-
-/// One device allocation made by an upload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Allocation {
-    pub ptr: DevicePtr,
-    pub bytes: u64,
-    pub memory: DeviceMemory,
-}
-
-/// Where one tensor lives on the device (ztensor's per-tensor view).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct View {
-    pub tensor: usize,
-    pub chunk: u32,
-    /// Offset inside the chunk.
-    pub offset: u64,
-    pub bytes: u64,
-    pub device_ptr: DevicePtr,
-    /// Index into [`Uploaded::allocations`].
-    pub allocation: usize,
-}
-
-/// A finished upload. Free it with [`Uploaded::free`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Uploaded {
-    pub strategy: StrategyKind,
-    pub allocations: Vec<Allocation>,
-    pub views: Vec<View>,
-    pub chunks: usize,
-    pub bytes: u64,
-    /// `pinned` only: where the time went.
-    pub pinned: Option<PinnedStats>,
-}
-
-impl Uploaded {
-    /// Frees every allocation (all are attempted; the first error is returned).
-    pub fn free(self, t: &Traced) -> Result<()> {
-        free_all(t, &self.allocations, &Site::plain("free"))
-    }
-}
-
-pub(crate) fn free_all(t: &Traced, allocations: &[Allocation], site: &Site) -> Result<()> {
-    let mut first_err = None;
-    for a in allocations.iter().rev() {
-        // SAFETY: each allocation was made by this upload, is freed once (the list is consumed
-        // or abandoned by the caller), and the caller synchronized any copy into it (so the
-        // legacy stream may free a pool allocation at once).
-        let freed = unsafe {
-            match a.memory {
-                DeviceMemory::Device | DeviceMemory::Managed => t.mem_free(site, a.ptr, a.bytes),
-                DeviceMemory::Pool => t.mem_free_async(site, a.ptr, Stream::LEGACY, a.bytes),
-            }
-        };
-        if let Err(e) = freed {
-            first_err.get_or_insert(e);
-        }
-    }
-    first_err.map_or(Ok(()), Err)
-}
-
-/// Progress of an upload, reported after each chunk or slice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    pub unit: &'static str,
-    pub done: u32,
-    pub count: u32,
-    pub bytes_done: u64,
-    pub bytes_total: u64,
-}
-
 /// Uploads every tensor of `plan` from `src` with `strategy`.
 pub fn upload(
     t: &Traced,
@@ -205,7 +87,7 @@ pub fn upload(
             let result = stager.upload(t, src, plan, progress);
             let teardown = std::time::Instant::now();
             let destroyed = stager.destroy(t);
-            let teardown_ns = crate::pinned::elapsed_ns(teardown);
+            let teardown_ns = elapsed_ns(teardown);
             let mut uploaded = result?;
             if let Err(e) = destroyed {
                 let _ = uploaded.free(t);
@@ -243,21 +125,6 @@ pub(crate) fn one_shot_buffers(options: &PinnedOptions, slices: u64) -> usize {
     buffers
 }
 
-/// The host bytes of a placed tensor, checked against the plan (a source whose data does not
-/// match its info must fail the upload, not write past the tensor's place).
-pub(crate) fn placed_bytes<'s>(src: &'s dyn TensorSource, p: &Placement) -> Result<&'s [u8]> {
-    let bytes = src.bytes(p.tensor);
-    if bytes.len() as u64 != p.bytes {
-        return Err(Error::InvalidOptions(format!(
-            "tensor {} has {} bytes of host data, planned {}",
-            p.tensor,
-            bytes.len(),
-            p.bytes
-        )));
-    }
-    Ok(bytes)
-}
-
 /// Copies the bytes of the chunk's tensors to their offsets in `dst` (the chunk's image).
 fn pack_chunk(src: &dyn TensorSource, placements: &[Placement], dst: &mut [u8]) -> Result<()> {
     for p in placements {
@@ -266,33 +133,6 @@ fn pack_chunk(src: &dyn TensorSource, placements: &[Placement], dst: &mut [u8]) 
         dst[at..at + bytes.len()].copy_from_slice(bytes);
     }
     Ok(())
-}
-
-pub(crate) fn views_for(
-    plan: &Plan,
-    chunk: usize,
-    base: DevicePtr,
-    allocation: usize,
-    views: &mut Vec<View>,
-) {
-    let c = &plan.chunks[chunk];
-    views.extend(plan.placements[c.placements()].iter().map(|p| View {
-        tensor: p.tensor,
-        chunk: p.chunk,
-        offset: p.offset,
-        bytes: p.bytes,
-        device_ptr: base + p.offset,
-        allocation,
-    }));
-}
-
-pub(crate) fn chunk_failed(unit: &'static str, index: usize, count: usize, source: Error) -> Error {
-    Error::ChunkFailed {
-        unit,
-        chunk: sat_u32(index),
-        count: sat_u32(count),
-        source: Box::new(source),
-    }
 }
 
 fn upload_ztensor(

@@ -9,10 +9,8 @@ use std::rc::Rc;
 
 use breadcrumb::{Args, Call, Writer};
 
-use crate::driver::{
-    for_each_driver_call, returns, CallKind, DeviceAttribute, DevicePtr, Driver, Event, MemPool,
-    Stream,
-};
+use crate::call_table::{for_each_driver_call, returns, CallKind};
+use crate::driver::{DeviceAttribute, DevicePtr, Driver, Event, MemPool, Stream};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 

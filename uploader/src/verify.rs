@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::strategy::{Uploaded, View};
+use crate::outcome::{Uploaded, View};
 use crate::trace::{sat_u32, Site, Traced};
 use crate::workload::TensorSource;
 

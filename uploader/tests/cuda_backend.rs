@@ -4,8 +4,9 @@
 //! --verify` (see BENCHMARKS.md). Set WEDGE_REQUIRE_GPU=1 to make a missing GPU a failure.
 
 use uploader::cuda::CudaDriver;
+use uploader::outcome::StrategyKind;
 use uploader::plan::{plan, PlanOptions, Planned};
-use uploader::strategy::{upload, Strategy, StrategyKind};
+use uploader::strategy::{upload, Strategy};
 use uploader::verify::verify;
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{Error, Traced};

@@ -423,9 +423,9 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::OK);
     }
     let switches: Vec<String> = [
-        "WEDGE_CAPTURE_TASKSTATS",
-        "WEDGE_CAPTURE_TASK_ITER",
-        "WEDGE_CAPTURE_PROC_EVENTS",
+        crate::settings::ENV_TASKSTATS,
+        crate::settings::ENV_TASK_ITER,
+        crate::settings::ENV_PROC_EVENTS,
     ]
     .iter()
     .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))

@@ -242,7 +242,7 @@ fn latency_run(
     let store_dir = temp_dir("latency")?;
     let store = reports::store::Store::open(&store_dir, reports::retention::Retention::DEFAULT)?;
     let mut settings = CaptureSettings::new(proc_root.clone());
-    settings.nvidia_smi = false;
+    settings.watch.nvidia_smi = false;
     let capturer = Capturer::new(settings, store);
     let mut watcher = Watcher::new(
         WatchConfig {
@@ -251,6 +251,7 @@ fn latency_run(
                 threshold: args.threshold,
                 samples: 2,
             },
+            ..WatchConfig::default()
         },
         Box::new(FixedPids(vec![pid])),
         capturer,

@@ -160,7 +160,9 @@ fn wait_graph(
         )
         .map_err(|e| e.to_string());
     }
-    crate::watch::stages::wait_graph::graph_of(root, pid, None)
+    // No settings here but the test hook's default (its environment variable).
+    let refuse = crate::settings::WatchSettings::default().refuse_blocker_field;
+    crate::watch::stages::wait_graph::graph_of(root, pid, None, refuse)
 }
 
 /// `<tree>/../monotonic` (seconds, as the recording script writes it) in ns.

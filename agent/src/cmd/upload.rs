@@ -12,12 +12,11 @@ use serde::Serialize;
 use uploader::bench::{self, CompareReport, Measurement};
 use uploader::cuda::CudaDriver;
 use uploader::host::{HostConfig, HostDriver};
+use uploader::outcome::{Progress, StrategyKind};
 use uploader::pack::PackStore;
+use uploader::pinned::{self, ArenaMemory, PinnedOptions, StagingMemory};
 use uploader::plan::{plan, Plan, PlanOptions, Planned};
-use uploader::strategy::{
-    upload, ArenaMemory, ManagedOptions, PinnedOptions, Progress, StagingMemory, Strategy,
-    StrategyKind,
-};
+use uploader::strategy::{upload, ManagedOptions, Strategy};
 use uploader::verify::{verify, VerifyReport};
 use uploader::workload::{Workload, WorkloadSpec};
 use uploader::{Driver, Traced};
@@ -94,7 +93,7 @@ pub enum StoreArg {
 }
 
 fn parse_pinned(s: &str) -> Result<PinnedOptions, String> {
-    bench::parse_pinned_config(s).map_err(|e| e.to_string())
+    pinned::parse_pinned_config(s).map_err(|e| e.to_string())
 }
 
 fn parse_contender(s: &str) -> Result<bench::Contender, String> {
@@ -103,7 +102,7 @@ fn parse_contender(s: &str) -> Result<bench::Contender, String> {
 
 /// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512KiB` (binary units).
 fn parse_bytes(s: &str) -> Result<u64, String> {
-    bench::parse_bytes(s)
+    pinned::parse_bytes(s)
 }
 
 /// Upload f32 tensors to a GPU in chunks, with a breadcrumb around every driver call.
@@ -340,6 +339,8 @@ fn pinned_options(args: &Args) -> PinnedOptions {
         // An explicit ring is used as given.
         fit_ring: d.fit_ring && args.staging_buffers.is_none(),
         read_only_staging: args.staging_read_only.unwrap_or(d.read_only_staging),
+        // Set with a pinned config (`:gather`), as the sweep does.
+        gather: d.gather,
     }
 }
 

@@ -4,7 +4,7 @@
 use regex::Regex;
 
 use crate::daemon::sources::{Selection, SourceSettings};
-use crate::settings::Settings;
+use crate::settings::{AgentSettings, Settings};
 
 impl Settings {
     /// The target selection (regexes compiled; validated before, so this cannot fail).
@@ -23,9 +23,16 @@ impl Settings {
     }
 
     pub fn source_settings(&self) -> SourceSettings {
+        SourceSettings::from(&self.agent)
+    }
+}
+
+impl From<&AgentSettings> for SourceSettings {
+    fn from(agent: &AgentSettings) -> Self {
         SourceSettings {
-            gpu_rescan: self.agent.gpu_rescan,
-            max_targets: self.agent.max_targets,
+            gpu_rescan: agent.gpu_rescan,
+            max_targets: agent.max_targets,
+            proc_events: agent.proc_events,
         }
     }
 }

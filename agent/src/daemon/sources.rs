@@ -84,14 +84,15 @@ pub struct SourceSettings {
     pub gpu_rescan: Duration,
     /// Most targets returned (the lowest pids win); the excess is reported once per change.
     pub max_targets: usize,
+    /// Find new processes from proc connector events (false: list the proc root every scan). Fixed at the
+    /// start: a reconfiguration does not change it.
+    pub proc_events: bool,
 }
 
 impl Default for SourceSettings {
+    /// The agent's settings at their defaults.
     fn default() -> Self {
-        SourceSettings {
-            gpu_rescan: crate::defaults::GPU_RESCAN,
-            max_targets: crate::defaults::MAX_TARGETS,
-        }
+        SourceSettings::from(&crate::settings::AgentOptions::default().resolve())
     }
 }
 
@@ -193,6 +194,7 @@ struct Discovery {
 
 impl HostSource {
     pub fn new(selection: Selection, settings: SourceSettings) -> HostSource {
+        let proc_events = settings.proc_events;
         let me = std::process::id() as i32;
         let rings = RingWatch::new(selection.ring_dirs.clone(), me);
         HostSource {
@@ -209,9 +211,9 @@ impl HostSource {
             notes: Vec::new(),
             over_limit: 0,
             selection_generation: 0,
-            // WEDGE_CAPTURE_PROC_EVENTS=off: list the proc root every scan (benchmarks, doubting users).
+            // proc_events off (--no-proc-events, WEDGE_CAPTURE_PROC_EVENTS=off): list the proc root every scan.
             events: Discovery {
-                tried: std::env::var_os("WEDGE_CAPTURE_PROC_EVENTS").is_some_and(|v| v == "off"),
+                tried: !proc_events,
                 ..Discovery::default()
             },
         }
@@ -863,7 +865,7 @@ mod tests {
         source.targets(&root); // subscribes, then the first listing
         if source.events.socket.is_none() {
             assert!(
-                !nix::unistd::Uid::effective().is_root() && std::env::var_os("CI").is_none(),
+                !nix::unistd::Uid::effective().is_root() && !breadcrumb::in_ci(),
                 "the proc connector must work as root: {:?}",
                 source.take_notes()
             );
@@ -935,7 +937,7 @@ mod tests {
         source.targets(&root);
         if source.events.socket.is_none() {
             assert!(
-                !nix::unistd::Uid::effective().is_root() && std::env::var_os("CI").is_none(),
+                !nix::unistd::Uid::effective().is_root() && !breadcrumb::in_ci(),
                 "the proc connector must work as root"
             );
             return;

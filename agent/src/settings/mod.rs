@@ -2,15 +2,19 @@
 //! into one optional-field struct, merged once, resolved once.
 //!
 //! - The definitions below ([`WatchOptions`]: shared by `run` and `agent`; [`AgentOptions`]: the agent's
-//!   own) give each setting its flag, config key, type, default and help in one place
-//!   ([`define::define_settings`] makes the rest). Adding one: docs/settings.md.
+//!   own) give each setting its flag, config key, type, default, help and reload behaviour ([`Reload`]) in
+//!   one place ([`define::define_settings`] makes the rest, the reload's lists included). Adding one:
+//!   docs/settings.md.
 //! - Sources, lowest first: the defaults ([`crate::defaults`]) < the config file (`agent --config`) <
 //!   the flags. `run` has no config file; `selftest` uses fixed values over the defaults.
-//! - Resolved: [`WatchSettings`] builds what the lower layers take ([`WatchConfig`], [`CaptureSettings`]);
-//!   [`Settings`] is the agent's (watch + agent-only), printed by `agent --check-config` as a config file.
+//! - Resolved: [`WatchSettings`] is what `run` and the agent share; the watch loop builds its own types
+//!   from it (`WatchConfig`, `CaptureSettings`, which carries it whole, so a new shared setting reaches the
+//!   capture path without a second field); [`Settings`] is the agent's (watch + agent-only), printed by
+//!   `agent --check-config` as a config file.
 //! - [`values`]: how values are written (durations, path lists, addresses) and shown in `--help`.
 //!
-//! This module reaches down to `watch` (to build its types) and never up to `daemon` or `cmd`.
+//! A low layer: it reaches down to `defaults` and `duration` only; `watch`, `daemon` and `cmd` reach down
+//! to it.
 
 pub(crate) mod define;
 pub mod values;
@@ -19,105 +23,128 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capture::ProcRoot;
 use regex::Regex;
 
 use crate::defaults;
 use crate::duration::parse_duration;
-use crate::watch::tracker::TrackerConfig;
-use crate::watch::{CaptureSettings, WatchConfig};
 use define::define_settings;
+pub use define::{Definition, Reload};
 pub use values::LogFormat;
 
 define_settings! {
     /// The watch settings `run` and `agent` share (flattened into both commands' flags).
     pub struct WatchOptions => WatchSettings {
-        /// Incident store (everything wedge-capture writes goes under it).
+        /// Incident store (everything wedge-capture writes goes under it; created 0700 when missing).
         #[arg(long, value_name = "DIR")]
-        out: PathBuf = PathBuf::from(defaults::INCIDENT_DIR),
+        out: PathBuf = PathBuf::from(defaults::INCIDENT_DIR) => Restart,
         /// How often every watched thread is sampled (e.g. 1s, 250ms, 0.5).
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         #[serde(with = "values::duration")]
-        interval: Duration = defaults::INTERVAL,
+        interval: Duration = defaults::INTERVAL => Live,
         /// How long a thread must sit in D without progress to count as wedged.
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         #[serde(with = "values::duration")]
-        threshold: Duration = defaults::THRESHOLD,
+        threshold: Duration = defaults::THRESHOLD => Live,
         /// Unchanged samples needed on top of --threshold (the no-progress proof).
         #[arg(long, value_name = "K")]
-        samples: u32 = defaults::SAMPLES,
+        samples: u32 = defaults::SAMPLES => Live,
         /// Deadline of the risky reads (cmdline, NVIDIA driver files, nvidia-smi), done in sacrificial children.
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         #[serde(with = "values::duration")]
-        probe_timeout: Duration = defaults::PROBE_TIMEOUT,
+        probe_timeout: Duration = defaults::PROBE_TIMEOUT => Restart,
         /// While an episode is open, a new thread snapshot is added this often (config file only; `run`
         /// re-samples every --threshold, at least 10 s apart).
         #[arg(skip)]
         #[serde(with = "values::duration")]
-        resample_every: Duration = defaults::RESAMPLE_EVERY,
+        resample_every: Duration = defaults::RESAMPLE_EVERY => Restart,
         /// Do not run `nvidia-smi -q` as a probe (config: "nvidia_smi": false).
         #[arg(long = "no-nvidia-smi", num_args = 0, default_missing_value = "false")]
-        nvidia_smi: bool = true,
+        nvidia_smi: bool = true => Restart,
         /// py-spy, to read a CPython target's Python stacks (`py-spy dump --nonblocking`, in a sacrificial child
         /// under --probe-timeout): a bare name is looked up on PATH; install with `pip install py-spy`.
         #[arg(long = "py-spy", value_name = "PATH")]
-        py_spy: PathBuf = PathBuf::from(defaults::PY_SPY),
+        py_spy: PathBuf = PathBuf::from(defaults::PY_SPY) => Restart,
+        /// Most incidents opened in any hour, all processes together (0: no cap): when more wedges come, each is
+        /// logged and not captured, so that a host where everything wedges at once does not spend its disk
+        /// and CPU on the hundredth copy of the same evidence.
+        #[arg(long, value_name = "N")]
+        max_incidents_per_hour: u32 = 0 => Restart,
+        /// The quiet-process shortcut (taskstats: a process whose summed counters did not move since the last
+        /// scan has its sleeping threads skipped); --no-taskstats reads every thread every scan (benchmarks,
+        /// doubting users; WEDGE_CAPTURE_TASKSTATS=off in the environment does the same).
+        #[arg(long = "no-taskstats", num_args = 0, default_missing_value = "false")]
+        taskstats: bool = !env_says_off(ENV_TASKSTATS) => Restart,
+        /// The busy-process shortcut (a BPF task iterator: a sleeper that has not run since the last scan is
+        /// not read); --no-task-iter reads every sleeper's schedstat every scan (benchmarks, doubting users;
+        /// WEDGE_CAPTURE_TASK_ITER=off in the environment does the same).
+        #[arg(long = "no-task-iter", num_args = 0, default_missing_value = "false")]
+        task_iter: bool = !env_says_off(ENV_TASK_ITER) => Restart,
+        /// Test hook: the wait-graph stage's BPF program refuses the blocker field, as on a kernel without it
+        /// (WEDGE_CAPTURE_TEST_REFUSE_BLOCKER_FIELD=1 in the environment does the same).
+        #[arg(long, hide = true, num_args = 0, default_missing_value = "true")]
+        refuse_blocker_field: bool = env_says_on(capture::blockers::REFUSE_ENV) => Restart,
         /// Test hook: read this file as an extra risky probe of every capture (a stand-in for a driver
         /// file that hangs).
         #[arg(long, hide = true, value_name = "FILE")]
-        extra_probe: Vec<PathBuf> = Vec::new(),
+        extra_probe: Vec<PathBuf> = Vec::new() => Restart,
     }
 }
 
 define_settings! {
     /// The settings only the agent has: what to watch, rate limits, metrics, logging.
     pub struct AgentOptions => AgentSettings {
-        /// Watch processes whose comm matches REGEX (repeatable).
+        /// Watch processes whose comm matches REGEX (repeatable; unanchored, like pgrep: a pattern that matches
+        /// the empty string, such as .* or ^, is refused, as it would watch every process on the host).
         #[arg(long = "match-comm", value_name = "REGEX")]
-        match_comm: Vec<String> = Vec::new(),
+        match_comm: Vec<String> = Vec::new() => Live,
         /// Watch processes whose cgroup path contains SUBSTR (repeatable).
         #[arg(long = "match-cgroup", value_name = "SUBSTR")]
-        match_cgroup: Vec<String> = Vec::new(),
+        match_cgroup: Vec<String> = Vec::new() => Live,
         /// Watch every process holding an open /dev/nvidia* fd.
         #[arg(long, num_args = 0, default_missing_value = "true")]
-        gpu: bool = false,
-        /// Watch the writer of every breadcrumb ring (*.ring) created in DIR (repeatable).
+        gpu: bool = false => Live,
+        /// Watch the writer of every breadcrumb ring (*.ring) created in DIR (repeatable; created if missing).
         #[arg(long = "ring-dir", value_name = "DIR")]
         #[serde(with = "values::paths")]
-        ring_dir: Vec<PathBuf> = Vec::new(),
+        ring_dir: Vec<PathBuf> = Vec::new() => Live,
         /// At most one new incident per process in this window.
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         #[serde(with = "values::duration")]
-        rate_limit: Duration = defaults::RATE_LIMIT,
+        rate_limit: Duration = defaults::RATE_LIMIT => Live,
         /// At most one on-demand (SIGUSR1) incident per process in this window; 0 turns it off.
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         #[serde(with = "values::duration")]
-        on_demand_rate_limit: Duration = defaults::ON_DEMAND_RATE_LIMIT,
+        on_demand_rate_limit: Duration = defaults::ON_DEMAND_RATE_LIMIT => Live,
         /// Shortest time between two reads of one process's fd links for --gpu.
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         #[serde(with = "values::duration")]
-        gpu_rescan: Duration = defaults::GPU_RESCAN,
-        /// Most processes watched at once.
+        gpu_rescan: Duration = defaults::GPU_RESCAN => Live,
+        /// Most processes watched at once (lowest pids first; a warning says when more match).
         #[arg(long, value_name = "N")]
-        max_targets: usize = defaults::MAX_TARGETS,
+        max_targets: usize = defaults::MAX_TARGETS => Live,
         /// Log line format on stderr [default: auto: journal under systemd, else plain].
         #[arg(long, value_enum, value_name = "FORMAT")]
-        log_format: LogFormat = LogFormat::Auto,
+        log_format: LogFormat = LogFormat::Auto => Live,
         /// Serve Prometheus metrics on ADDR (IP:PORT, e.g. 127.0.0.1:9464): GET /metrics and /healthz.
         #[arg(long, value_name = "ADDR")]
         #[serde(with = "values::socket_addr")]
-        metrics_listen: SocketAddr,
+        metrics_listen: SocketAddr => Restart,
         /// Write the metrics to DIR/wedge_capture.prom for node_exporter's textfile collector.
         #[arg(long, value_name = "DIR")]
-        textfile_dir: PathBuf,
+        textfile_dir: PathBuf => Live,
+        /// New processes found from the proc connector's fork/exec/exit events (the proc root listed every 16
+        /// scans); --no-proc-events lists the proc root every scan (benchmarks, doubting users;
+        /// WEDGE_CAPTURE_PROC_EVENTS=off in the environment does the same).
+        #[arg(long = "no-proc-events", num_args = 0, default_missing_value = "false")]
+        proc_events: bool = !env_says_off(ENV_PROC_EVENTS) => Restart,
         /// The kubelet's pod log directories (<namespace>_<name>_<uid>), to name a target's pod.
         #[arg(long, value_name = "DIR")]
-        pods_log_dir: PathBuf = PathBuf::from(defaults::PODS_LOG_DIR),
+        pods_log_dir: PathBuf = PathBuf::from(defaults::PODS_LOG_DIR) => Restart,
         /// The node's root as the agent sees it (/proc/1/root in a hostPID pod): the kubelet's and the container
         /// runtime's state under it (var/lib/kubelet/pods, run/containerd, run/containers/storage) confirm a
         /// target's pod; otherwise the pod is marked as claimed by the cgroup name only.
         #[arg(long, value_name = "DIR")]
-        node_root: PathBuf = PathBuf::from(defaults::NODE_ROOT),
+        node_root: PathBuf = PathBuf::from(defaults::NODE_ROOT) => Restart,
     }
 }
 
@@ -146,29 +173,6 @@ impl WatchSettings {
             return Err("extra_probe: empty path".into());
         }
         Ok(())
-    }
-
-    /// The watch loop's part.
-    pub fn watch_config(&self) -> WatchConfig {
-        WatchConfig {
-            interval: self.interval,
-            tracker: TrackerConfig {
-                threshold: self.threshold,
-                samples: self.samples,
-            },
-        }
-    }
-
-    /// The capture path's part, reading rings from `ring_dirs`.
-    pub fn capture_settings(&self, proc_root: ProcRoot, ring_dirs: &[PathBuf]) -> CaptureSettings {
-        let mut capture = CaptureSettings::new(proc_root);
-        capture.ring_dirs = ring_dirs.to_vec();
-        capture.probe_timeout = self.probe_timeout;
-        capture.nvidia_smi = self.nvidia_smi;
-        capture.resample_every = self.resample_every;
-        capture.extra_probe_files = self.extra_probe.clone();
-        capture.py_spy = self.py_spy.clone();
-        capture
     }
 }
 
@@ -322,61 +326,19 @@ impl Settings {
         serde_json::Value::Object(out)
     }
 
-    /// The capture path's part.
-    pub fn capture_settings(&self, proc_root: ProcRoot) -> CaptureSettings {
-        let mut capture = self.watch.capture_settings(proc_root, &self.agent.ring_dir);
-        capture.pods_log_dir = self.agent.pods_log_dir.clone();
-        capture.node_root = self.agent.node_root.clone();
-        capture
-    }
-
-    /// Settings a reload cannot change (they shape the capture path, built once): their config keys.
+    /// Settings a reload cannot change (declared `=> Restart` in their definitions) that differ in `new`:
+    /// their config keys.
     pub fn needs_restart(&self, new: &Settings) -> Vec<&'static str> {
-        let (old_watch, new_watch) = (&self.watch, &new.watch);
-        [
-            ("out", old_watch.out != new_watch.out),
-            (
-                "probe_timeout",
-                old_watch.probe_timeout != new_watch.probe_timeout,
-            ),
-            ("nvidia_smi", old_watch.nvidia_smi != new_watch.nvidia_smi),
-            ("py_spy", old_watch.py_spy != new_watch.py_spy),
-            (
-                "resample_every",
-                old_watch.resample_every != new_watch.resample_every,
-            ),
-            (
-                "extra_probe",
-                old_watch.extra_probe != new_watch.extra_probe,
-            ),
-            (
-                "metrics_listen",
-                self.agent.metrics_listen != new.agent.metrics_listen,
-            ),
-            ("node_root", self.agent.node_root != new.agent.node_root),
-        ]
-        .into_iter()
-        .filter_map(|(key, changed)| changed.then_some(key))
-        .collect()
+        let mut keys = self.watch.restart_changes(&new.watch);
+        keys.extend(self.agent.restart_changes(&new.agent));
+        keys
     }
 
     /// `new`, keeping what a reload cannot change (see [`Settings::needs_restart`]) as it is now.
     pub fn reloaded(&self, new: Settings) -> Settings {
         Settings {
-            watch: WatchSettings {
-                out: self.watch.out.clone(),
-                probe_timeout: self.watch.probe_timeout,
-                nvidia_smi: self.watch.nvidia_smi,
-                py_spy: self.watch.py_spy.clone(),
-                resample_every: self.watch.resample_every,
-                extra_probe: self.watch.extra_probe.clone(),
-                ..new.watch
-            },
-            agent: AgentSettings {
-                metrics_listen: self.agent.metrics_listen,
-                node_root: self.agent.node_root.clone(),
-                ..new.agent
-            },
+            watch: self.watch.reloaded(new.watch),
+            agent: self.agent.reloaded(new.agent),
         }
     }
 
@@ -408,6 +370,24 @@ impl Settings {
             self.watch.out.display()
         )
     }
+}
+
+/// `WEDGE_CAPTURE_TASKSTATS=off`: `taskstats`'s default is off (the benchmarks set it for the agent they run).
+pub const ENV_TASKSTATS: &str = "WEDGE_CAPTURE_TASKSTATS";
+/// `WEDGE_CAPTURE_TASK_ITER=off`: `task_iter`'s default is off (benchmarks; the busy-scan integration test).
+pub const ENV_TASK_ITER: &str = "WEDGE_CAPTURE_TASK_ITER";
+/// `WEDGE_CAPTURE_PROC_EVENTS=off`: `proc_events`'s default is off (benchmarks).
+pub const ENV_PROC_EVENTS: &str = "WEDGE_CAPTURE_PROC_EVENTS";
+
+/// The environment turns a switch's default off (`VAR=off`): the switches the benchmarks and tests set for
+/// a child they start, which takes no flag from them.
+pub fn env_says_off(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| v == "off")
+}
+
+/// The environment turns a test hook's default on (`VAR=1` or `VAR=true`).
+pub fn env_says_on(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| v == "1" || v == "true")
 }
 
 /// Largest config file read (a config is a few hundred bytes).

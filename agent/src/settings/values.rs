@@ -25,14 +25,18 @@ pub enum LogFormat {
 }
 
 /// A default as `--help` shows it after the flag's text; `None` for values whose flag already says it
-/// (switches) or that have nothing to show (empty lists).
+/// (switches) or that have nothing to show (empty lists). `kind`: the type as the docs table names it.
 pub trait HelpText {
     fn help_text(&self) -> Option<String>;
+    fn kind() -> String;
 }
 
 impl HelpText for Duration {
     fn help_text(&self) -> Option<String> {
         Some(format_duration(*self))
+    }
+    fn kind() -> String {
+        "duration".into()
     }
 }
 
@@ -40,23 +44,33 @@ impl HelpText for PathBuf {
     fn help_text(&self) -> Option<String> {
         Some(self.display().to_string())
     }
-}
-
-impl HelpText for u32 {
-    fn help_text(&self) -> Option<String> {
-        Some(self.to_string())
+    fn kind() -> String {
+        "path".into()
     }
 }
 
-impl HelpText for usize {
-    fn help_text(&self) -> Option<String> {
-        Some(self.to_string())
-    }
+/// Values whose default is shown as they print (`Display`), with the docs' name of their type.
+macro_rules! help_text_as_displayed {
+    ($($ty:ty => $kind:literal),* $(,)?) => {$(
+        impl HelpText for $ty {
+            fn help_text(&self) -> Option<String> {
+                Some(self.to_string())
+            }
+            fn kind() -> String {
+                $kind.into()
+            }
+        }
+    )*};
 }
+
+help_text_as_displayed!(String => "string", u32 => "integer", usize => "integer", SocketAddr => "`IP:PORT`");
 
 impl HelpText for bool {
     fn help_text(&self) -> Option<String> {
         None
+    }
+    fn kind() -> String {
+        "bool".into()
     }
 }
 
@@ -64,17 +78,41 @@ impl HelpText for LogFormat {
     fn help_text(&self) -> Option<String> {
         None
     }
+    fn kind() -> String {
+        use clap::ValueEnum;
+        LogFormat::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
-impl<T> HelpText for Vec<T> {
+impl<T: HelpText> HelpText for Vec<T> {
     fn help_text(&self) -> Option<String> {
         None
+    }
+    fn kind() -> String {
+        format!("list of {}s", T::kind())
+    }
+}
+
+/// A setting without a default (off unless given).
+impl<T: HelpText> HelpText for Option<T> {
+    fn help_text(&self) -> Option<String> {
+        None
+    }
+    fn kind() -> String {
+        T::kind()
     }
 }
 
 /// A duration: seconds as a number, or text such as "30s", "250ms", "10m"; printed as seconds.
 pub mod duration {
-    use super::*;
+    use std::time::Duration;
+
+    use serde::Deserialize;
 
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -107,7 +145,9 @@ pub mod duration {
 
 /// One path or a list of paths; printed as a list.
 pub mod paths {
-    use super::*;
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Serialize};
 
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -135,7 +175,9 @@ pub mod paths {
 
 /// `IP:PORT` as text.
 pub mod socket_addr {
-    use super::*;
+    use std::net::SocketAddr;
+
+    use serde::Deserialize;
 
     pub fn serialize<S: serde::Serializer>(
         value: &Option<SocketAddr>,

@@ -215,6 +215,34 @@ pub struct Capturer {
     gone_before_capture: u64,
     /// The watcher's pre-wedge history of a process about to open an episode (see [`Capturer::offer_history`]).
     pending_history: BTreeMap<i32, Vec<reports::model::HistorySample>>,
+    /// When the incidents of the last hour were opened (`max_incidents_per_hour`).
+    opened_last_hour: HourlyCap,
+}
+
+/// The incidents opened within the last hour, counted for `max_incidents_per_hour` (0: no cap, none kept).
+#[derive(Default)]
+struct HourlyCap(std::collections::VecDeque<Instant>);
+
+impl HourlyCap {
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    /// Whether `cap` incidents were opened within the hour before `now`.
+    fn is_full(&mut self, cap: u32, now: Instant) -> bool {
+        while self
+            .0
+            .front()
+            .is_some_and(|&at| now.saturating_duration_since(at) >= Self::HOUR)
+        {
+            self.0.pop_front();
+        }
+        cap != 0 && self.0.len() >= cap as usize
+    }
+
+    fn record(&mut self, cap: u32, at: Instant) {
+        if cap != 0 {
+            self.0.push_back(at);
+        }
+    }
 }
 
 fn now_mono_ns() -> u64 {
@@ -285,7 +313,7 @@ const UNWRITTEN: &str = "(not written yet)";
 
 impl Capturer {
     pub fn new(settings: CaptureSettings, store: Store) -> Capturer {
-        let probes = ProbeRunner::new(settings.probe_timeout, settings.max_stuck_probes);
+        let probes = ProbeRunner::new(settings.watch.probe_timeout, settings.max_stuck_probes);
         let host = HostIdentity::read(&settings.proc_root);
         let pool = CapturePool::new(
             settings.capture_workers,
@@ -303,6 +331,7 @@ impl Capturer {
             closing: Vec::new(),
             gone_before_capture: 0,
             pending_history: BTreeMap::new(),
+            opened_last_hour: HourlyCap::default(),
         }
     }
 
@@ -582,6 +611,17 @@ impl Capturer {
         out: &mut Vec<CaptureEvent>,
     ) {
         let history = self.pending_history.remove(&pid).unwrap_or_default();
+        let cap = self.settings.watch.max_incidents_per_hour;
+        if self.opened_last_hour.is_full(cap, detected) {
+            out.push(CaptureEvent::Failed {
+                pid,
+                message: format!(
+                    "thread {tid} judged wedged, not captured: {cap} incidents were opened within the last \
+                     hour (max_incidents_per_hour)"
+                ),
+            });
+            return;
+        }
         let root = &self.settings.proc_root;
         // Under fork/exit churn a thread can pass the wedge test in its last moments, or its tid can already
         // belong to another thread: an incident for it would be empty. Checked before and after the snapshot.
@@ -620,6 +660,7 @@ impl Capturer {
             return;
         }
         changes::keep_evidence(&mut incident, tid);
+        self.opened_last_hour.record(cap, detected);
         let mut episode = Episode::new(incident, tid, d_since_ns, detected);
         episode.wedged.insert(tid, d_since_ns);
         self.advance(pid, &mut episode, out);
@@ -903,7 +944,7 @@ impl Capturer {
             };
             // Not while a capture is in flight: its worker reads the kernel log itself.
             if episode.job.is_none()
-                && episode.last_sample.elapsed() >= self.settings.resample_every
+                && episode.last_sample.elapsed() >= self.settings.watch.resample_every
             {
                 Self::resample(&self.settings, &mut episode);
                 episode.unwritten = true;

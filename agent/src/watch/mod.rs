@@ -43,8 +43,9 @@ use std::time::{Duration, Instant};
 use capture::ProcRoot;
 use reports::model::ThreadFate;
 
+use crate::settings::WatchSettings;
 pub use incident::{CaptureEvent, CaptureSettings, Capturer};
-use scan::{ScanStats, ThreadScanner};
+use scan::{ScanShortcuts, ScanStats, ThreadScanner};
 use targets::{Target, TargetSource};
 use tracker::{Observation, ThreadKey, Tracker, TrackerConfig, TrackerEvent};
 
@@ -53,13 +54,29 @@ use tracker::{Observation, ThreadKey, Tracker, TrackerConfig, TrackerEvent};
 pub struct WatchConfig {
     pub interval: Duration,
     pub tracker: TrackerConfig,
+    /// The scan shortcuts to try (fixed at the start: a reload does not rebuild the scanner).
+    pub scan: ScanShortcuts,
 }
 
 impl Default for WatchConfig {
     fn default() -> Self {
+        WatchSettings::default().watch_config()
+    }
+}
+
+impl WatchSettings {
+    /// The watch loop's part of the resolved settings.
+    pub fn watch_config(&self) -> WatchConfig {
         WatchConfig {
-            interval: crate::defaults::INTERVAL,
-            tracker: TrackerConfig::default(),
+            interval: self.interval,
+            tracker: TrackerConfig {
+                threshold: self.threshold,
+                samples: self.samples,
+            },
+            scan: ScanShortcuts {
+                taskstats: self.taskstats,
+                task_iter: self.task_iter,
+            },
         }
     }
 }
@@ -121,7 +138,7 @@ impl Watcher {
     ) -> Watcher {
         Watcher {
             config,
-            scanner: ThreadScanner::new(&proc_root),
+            scanner: ThreadScanner::with_shortcuts(&proc_root, config.scan),
             proc_root,
             source,
             tracker: Tracker::new(config.tracker),

@@ -7,14 +7,15 @@
 //! taskstats (one netlink round trip, [`capture::taskstats`]); unchanged since the previous scan, its
 //! sleeping threads are not read at all ([`Scanner::scan_with`]). Without the privilege (`CAP_NET_ADMIN`)
 //! or on a fake proc root every thread is read as before; [`ThreadScanner::quiet_shortcut`]
-//! says which. `WEDGE_CAPTURE_TASKSTATS=off` turns the shortcut off (for benchmarks and doubting users).
+//! says which. The `taskstats` setting (`--no-taskstats`, or `WEDGE_CAPTURE_TASKSTATS=off`) turns the shortcut
+//! off (for benchmarks and doubting users).
 //!
 //! Busy processes (a training worker: some thread wakes every millisecond, so its counters always move)
 //! cost little too: each process's scanner gets a BPF task iterator limited to it ([`capture::task_iter`]),
 //! read once per scan; a thread it shows asleep whose switch count has not moved since the previous scan
 //! is not read. Without the privilege (CAP_BPF + CAP_PERFMON), kernel BTF or Linux >= 6.1, or on a fake
 //! proc root, each sleeper's `schedstat` is read instead; [`ThreadScanner::thread_shortcut`] says which,
-//! `WEDGE_CAPTURE_TASK_ITER=off` turns it off.
+//! the `task_iter` setting (`--no-task-iter`, or `WEDGE_CAPTURE_TASK_ITER=off`) turns it off.
 
 use std::collections::{HashMap, HashSet};
 
@@ -47,14 +48,13 @@ pub struct ScanShortcuts {
     pub task_iter: bool,
 }
 
-impl ScanShortcuts {
-    /// Both, unless `WEDGE_CAPTURE_TASKSTATS=off` / `WEDGE_CAPTURE_TASK_ITER=off`.
-    pub fn from_env() -> ScanShortcuts {
-        let on = |key: &str| std::env::var_os(key).is_none_or(|v| v != "off");
-        ScanShortcuts {
-            taskstats: on("WEDGE_CAPTURE_TASKSTATS"),
-            task_iter: on("WEDGE_CAPTURE_TASK_ITER"),
-        }
+/// Why a shortcut is off: the environment variable when it says so (what a benchmark or test set), else the
+/// setting.
+fn turned_off_by(env: &str, key: &str) -> String {
+    if crate::settings::env_says_off(env) {
+        format!("{env}=off")
+    } else {
+        format!("{key}: false")
     }
 }
 
@@ -77,11 +77,6 @@ pub struct ThreadScanner {
 }
 
 impl ThreadScanner {
-    /// The scanner with the shortcuts the environment allows ([`ScanShortcuts::from_env`]).
-    pub fn new(proc_root: &ProcRoot) -> ThreadScanner {
-        ThreadScanner::with_shortcuts(proc_root, ScanShortcuts::from_env())
-    }
-
     /// The scanner with the shortcuts `wanted`, each tried for real and said why not (tests compare a
     /// scanner with and without them over the same threads).
     pub fn with_shortcuts(proc_root: &ProcRoot, wanted: ScanShortcuts) -> ThreadScanner {
@@ -95,7 +90,10 @@ impl ThreadScanner {
         } else if off {
             (
                 None,
-                "off (WEDGE_CAPTURE_TASKSTATS=off): every thread read every scan".to_string(),
+                format!(
+                    "off ({}): every thread read every scan",
+                    turned_off_by(crate::settings::ENV_TASKSTATS, "taskstats")
+                ),
             )
         } else {
             match Taskstats::open() {
@@ -119,8 +117,10 @@ impl ThreadScanner {
         } else if !wanted.task_iter {
             (
                 None,
-                "off (WEDGE_CAPTURE_TASK_ITER=off): sleepers' schedstat read every scan"
-                    .to_string(),
+                format!(
+                    "off ({}): sleepers' schedstat read every scan",
+                    turned_off_by(crate::settings::ENV_TASK_ITER, "task_iter")
+                ),
             )
         } else {
             match TaskIter::load() {

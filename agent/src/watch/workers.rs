@@ -371,7 +371,7 @@ mod tests {
         let files = handle.files();
         drop(handle);
         let mut settings = CaptureSettings::new(ProcRoot::new("/nonexistent-proc"));
-        settings.nvidia_smi = false;
+        settings.watch.nvidia_smi = false;
         CaptureJob {
             id: pool.next_id(),
             pid,

@@ -64,6 +64,9 @@ CURATED = [
     ("nfs_", "nfs", "fs/nfs"), ("nfs4_", "nfsv4", "fs/nfs"), ("nfsd", "nfsd", "fs/nfsd"),
     ("btrfs_", "btrfs", "fs/btrfs"), ("ceph_", "ceph", "fs/ceph"), ("cifs_", "cifs", "fs/smb/client"),
     ("smb2_", "cifs", "fs/smb/client"),
+    # bcachefs (in the tree since 6.7, after the 6.1 images above): its functions and its SIX locks.
+    ("bch2_", "bcachefs", "fs/bcachefs"), ("__bch2_", "bcachefs", "fs/bcachefs"),
+    ("six_lock_", "bcachefs", "fs/bcachefs"), ("__six_lock_", "bcachefs", "fs/bcachefs"),
 ]
 
 

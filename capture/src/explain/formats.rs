@@ -294,6 +294,25 @@ pub(super) fn header(msg: &str) -> Option<Header> {
     None
 }
 
+/// A `Workqueue:` line's queue and work function, as the kernel prints them (`events_highpri dm_irq_work_func
+/// [amdgpu]`); a decoder's raw address and arrow (`events_power_efficient 0x8380ab0c -> reg_check_chans_work`)
+/// leave the name.
+pub(super) fn workqueue(q: &str) -> String {
+    let q = q.trim();
+    let Some((queue, work)) = q.split_once(char::is_whitespace) else {
+        return q.to_string();
+    };
+    let work = work.trim();
+    let decoded = work
+        .split_once(" -> ")
+        .filter(|(addr, _)| addr.trim().starts_with("0x"))
+        .map(|(_, name)| name.trim());
+    match decoded {
+        Some(name) => format!("{queue} {name}"),
+        None => q.to_string(),
+    }
+}
+
 /// Drops the trailing ` (T)`/` (P)` marks of arm64 traces and a `[<addr>]` prefix; says whether the frame was
 /// a `?` guess.
 pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
@@ -382,6 +401,15 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
             changed = true;
             continue;
         }
+        // A decoder's note of the callee inlined at that address (`addrconf_dad_work net/ipv6/addrconf.c:4160
+        // -> rtnl_lock`, OpenWrt's decoded traces): the frame is the function it is written after.
+        if let Some((head, callee)) = s.rsplit_once(" -> ") {
+            if bare_name(callee.trim()) && !head.trim().is_empty() {
+                s = head.trim_end();
+                changed = true;
+                continue;
+            }
+        }
         match s.rsplit_once(char::is_whitespace) {
             Some((head, last)) if is_source_location(last) && !head.trim().is_empty() => {
                 s = head.trim_end();
@@ -397,6 +425,18 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
         0
     };
     let body = s[body_at..].trim_start();
+    // The raw address again before the decoded name (`[<8082b5c8>] 0x8082b5c8 schedule`): the name is the
+    // frame.
+    if body_at > 0 {
+        if let Some((addr, name)) = body.split_once(' ') {
+            let raw = addr
+                .strip_prefix("0x")
+                .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()));
+            if raw && bare_name(name.trim()) {
+                return Cow::Owned(format!("{} {}", &s[..body_at], name.trim()));
+            }
+        }
+    }
     let guess = body.starts_with("? ");
     let body = body.trim_start_matches("? ");
     if let Some(rest) = body.strip_prefix(':') {
@@ -455,7 +495,11 @@ pub(super) fn arm_from(msg: &str) -> Option<(&str, &str)> {
     };
     if let Some((callee, caller)) = s.split_once(") from [<") {
         let callee = callee.strip_prefix('(')?;
-        let caller = caller[caller.find("] (")? + 3..].strip_suffix(')')?;
+        // `] (caller)`, or without the space as older kernels printed it: `[<bf0b7480>](cv_wait_common+…)`.
+        let caller = caller[caller.find(']')? + 1..]
+            .trim_start()
+            .strip_prefix('(')?
+            .strip_suffix(')')?;
         return Some((callee, caller));
     }
     let (callee, caller) = s.split_once(" from ")?;

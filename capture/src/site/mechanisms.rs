@@ -223,6 +223,66 @@ pub const MECHANISMS: &[Mechanism] = &[
         "bcachefs journal: waits for outstanding journal reservations and writes",
     ),
     m(
+        "writeback work completion",
+        // sync(2)/syncfs(2) and a filesystem's forced writeback queue a work item on the flusher and wait
+        // for it (a completion before 4.2, wb_wait_for_completion since): the flusher's I/O is what is slow.
+        &[
+            "sync_inodes_sb",
+            "writeback_inodes_sb",
+            "writeback_inodes_sb_nr",
+            "try_to_writeback_inodes_sb",
+        ],
+        None,
+        "writeback wait: the flusher's writeback of the filesystem has not completed",
+    ),
+    m(
+        "sound card teardown",
+        // Unbinding a card (rmmod, device removal) waits for every open file of the card to be released.
+        &["snd_card_disconnect_sync", "snd_card_free"],
+        None,
+        "sound card teardown (ALSA): waits for every open file of the card to be closed (a client keeps one open)",
+    ),
+    m(
+        "DRBD RDMA transport teardown",
+        // drbd_transport_rdma's dtr_free waits (wait_event) until the transport's RDMA flows and CM ids are
+        // released by their completions.
+        &["dtr_free"],
+        None,
+        "DRBD RDMA transport teardown: waits for the connection's RDMA work to be released",
+    ),
+    m(
+        "RDMA verbs command",
+        // A user's verbs call goes through ib_uverbs to the provider driver, which waits for its device (the
+        // firmware's command interface, or the peer of a software provider).
+        &[
+            "ib_uverbs_modify_qp",
+            "ib_uverbs_ex_modify_qp",
+            "ib_uverbs_create_qp",
+            "ib_uverbs_ex_create_qp",
+            "ib_uverbs_destroy_qp",
+            "ib_uverbs_create_cq",
+            "ib_uverbs_destroy_cq",
+            "ib_uverbs_reg_mr",
+            "ib_uverbs_dereg_mr",
+        ],
+        None,
+        "RDMA verbs command: the provider driver waits for its device (firmware or peer) to answer",
+    ),
+    m(
+        "SCSI target command drain",
+        // LIO stops or aborts a command (a TMR's LUN reset or abort, a session's teardown) and waits on the
+        // command's completion until the backend finishes it.
+        &[
+            "target_stop_task",
+            "target_put_cmd_and_wait",
+            "transport_wait_for_tasks",
+            "__transport_wait_for_tasks",
+            "target_wait_for_sess_cmds",
+        ],
+        None,
+        "SCSI target (LIO) command drain: completion wait for in-flight commands the backend has not finished",
+    ),
+    m(
         "PCI config access",
         &["pci_wait_cfg", "pci_cfg_access_lock", "pci_dev_wait"],
         None,

@@ -44,12 +44,33 @@ pub fn base_name(function: &str) -> &str {
 }
 
 /// The syscall a stack without its entry frames was in, when its handlers say: `*_ioctl` functions
-/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2).
+/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2), the VFS's read and write
+/// dispatch (`vfs_write`, a file's `kernfs_fop_write`, `seq_read`) only under read(2)/write(2) and their
+/// vector forms (the outermost one says which).
 fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
-    frames
+    if frames
         .iter()
         .any(|f| base_name(&f.function).ends_with("_ioctl"))
-        .then_some("ioctl")
+    {
+        return Some("ioctl");
+    }
+    frames.iter().rev().find_map(|f| {
+        let n = base_name(&f.function);
+        let fop = |op: &str| {
+            n.ends_with(&format!("_fop_{op}")) || n.ends_with(&format!("_fop_{op}_iter"))
+        };
+        if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
+            Some("write")
+        } else if matches!(
+            n,
+            "vfs_read" | "__vfs_read" | "new_sync_read" | "seq_read" | "seq_read_iter"
+        ) || fop("read")
+        {
+            Some("read")
+        } else {
+            None
+        }
+    })
 }
 
 fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
@@ -648,7 +669,11 @@ fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Op
 
     // 4. Inside a driver module.
     if let Some(path) = driver_path(frames) {
-        return Some(tail(path.words(entered.as_deref().unwrap_or("kernel"))));
+        let mut words = path.words(entered.as_deref().unwrap_or("kernel"));
+        if let Some(f) = built_in_waiter(frames).filter(|f| !words.contains(f)) {
+            words.push_str(&format!(" → {f}"));
+        }
+        return Some(tail(words));
     }
 
     // 5. Core kernel, or no stack at all (e.g. no CAP_SYS_ADMIN): syscall, the function that waits, the wait.
@@ -687,9 +712,33 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
         if primitives == 0 && rules::lock_taken_by(name).is_none() {
             return None;
         }
+        // The lock's own API (`rtnl_lock`, `lock_system_sleep`) is the lock, not the waiter: its caller is.
+        if is_lock_api(name) {
+            primitives += 1;
+            continue;
+        }
         return Some(name);
     }
     None
+}
+
+/// A function that is a lock's API (`rtnl_lock`, `console_lock`, `lock_device_hotplug`) rather than code that
+/// takes a lock for its own work: the lock taker rows name both, the wait is said by the lock's words.
+fn is_lock_api(name: &str) -> bool {
+    rules::lock_taken_by(name).is_some()
+        && (name.ends_with("_lock")
+            || name.ends_with("_lock_killable")
+            || name.ends_with("_lock_interruptible")
+            || name.starts_with("lock_"))
+}
+
+/// The built-in lock taker that called the wait when it is inner to every module frame (a firmware mailbox's
+/// `rpi_firmware_property_list` under a hwmon driver's poll): the driver path names modules only, and the
+/// lock is that function's.
+fn built_in_waiter(frames: &[StackFrame]) -> Option<&str> {
+    let name = waiter(frames)?;
+    let frame = frames.iter().find(|f| base_name(&f.function) == name)?;
+    (frame.module.is_none() && rules::lock_taken_by(name).is_some()).then_some(name)
 }
 
 /// "process exit → __fput → nvidia_uvm uvm_release": the driver's teardown function, not the framework's

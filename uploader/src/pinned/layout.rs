@@ -1,9 +1,10 @@
 //! Where a plan's tensors lie in the pinned arena, and packing arena ranges into staging.
 
+use crate::driver::DevicePtr;
 use crate::error::Result;
+use crate::outcome::{placed_bytes, views_for, View};
 use crate::pack::{self, PackStore};
-use crate::plan::Plan;
-use crate::strategy::{placed_bytes, views_for};
+use crate::plan::{Placement, Plan};
 use crate::workload::TensorSource;
 
 /// Arena alignment of each chunk inside the pinned strategy's single device allocation.
@@ -46,7 +47,7 @@ impl ArenaLayout {
 
     /// Placements overlapping arena range `[from, to)`.
     pub(super) fn overlapping(&self, plan: &Plan, from: u64, to: u64) -> std::ops::Range<usize> {
-        let start = |p: &crate::plan::Placement| self.chunk_base[p.chunk as usize] + p.offset;
+        let start = |p: &Placement| self.chunk_base[p.chunk as usize] + p.offset;
         // Placements are in arena order, so their starts ascend: binary searches.
         let starting_before = |at: u64| plan.placements.partition_point(|p| start(p) < at);
         let first = starting_before(from);
@@ -63,10 +64,27 @@ impl ArenaLayout {
     }
 }
 
+/// Streaming pieces whose tensors average fewer bytes than this are packed through a bounce buffer
+/// ([`pack_range`]).
+pub const GATHER_BELOW_MEAN_TENSOR: u64 = 4 << 10;
+
+/// The bounce buffer of a gathered streaming pack: 4 KiB, stays in L1.
+const BOUNCE: usize = 4 << 10;
+
+#[repr(C, align(64))]
+struct Bounce([u8; BOUNCE]);
+
 /// Copies arena bytes `[from, to)` of `plan`'s tensors (laid out by `layout`) to `dst`: the
-/// packing threads' inner loop, public so `benches/pack.rs` measures the very same code. Per
-/// tensor: one source lookup and one copy. (Looking sources up four tensors ahead and
-/// prefetching them measured 5–9 % slower on the H200 host, so it is not done; BENCHMARKS.md.)
+/// packing threads' inner loop, public so `benches/pack.rs` measures the very same code.
+///
+/// With [`PackStore::Streaming`] and small tensors (a mean under [`GATHER_BELOW_MEAN_TENSOR`] in
+/// the range), the tensors are gathered into a 4 KiB bounce buffer in L1 with plain copies and
+/// the buffer is written out with non-temporal stores: every staging line is then written whole
+/// by streaming stores, 4 KiB at a time. Packed one by one, a 772-byte tensor's first and last
+/// lines are shared with its neighbours and written with plain stores (a read-for-ownership
+/// each, the mixed line flushed from the write-combining buffers half full), and each tensor
+/// pays the streaming copy's alignment prologue. Otherwise [`pack_range_per_tensor`]. Padding
+/// between tensors is never written, either way.
 ///
 /// # Safety
 /// `dst..dst + (to - from)` must be valid for writes and not read or written by anyone else
@@ -80,27 +98,147 @@ pub unsafe fn pack_range(
     from: u64,
     to: u64,
 ) -> Result<()> {
-    for p in &plan.placements[layout.overlapping(plan, from, to)] {
-        let bytes = placed_bytes(src, p)?;
-        let start = layout.chunk_base[p.chunk as usize] + p.offset;
-        let lo = start.max(from);
-        let hi = (start + p.bytes).min(to);
-        if lo >= hi {
-            continue;
-        }
-        let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
-        // SAFETY: `lo..hi` lies in `from..to`, so the write of `hi - lo` bytes at `dst + (lo -
-        // from)` stays inside the caller's destination (caller contract); `piece` is the
-        // tensor's own host memory, a different allocation.
-        unsafe {
-            pack::copy(
-                store,
-                piece.as_ptr(),
-                dst.add((lo - from) as usize),
-                piece.len(),
-            )
-        };
+    let range = layout.overlapping(plan, from, to);
+    let gather = store == PackStore::Streaming
+        && !range.is_empty()
+        && (to - from) / (range.len() as u64) < GATHER_BELOW_MEAN_TENSOR;
+    if gather {
+        // SAFETY: forwarded caller contract.
+        unsafe { pack_gathered(src, plan, layout, range, dst, from, to) }
+    } else {
+        // SAFETY: forwarded caller contract.
+        unsafe { pack_range_per_tensor(src, plan, layout, store, dst, from, to) }
     }
+}
+
+/// [`pack_range`] one tensor at a time: per tensor, one source lookup and one copy with `store`
+/// (what `pack_range` does for plain stores and large tensors; public so `benches/pack.rs`
+/// compares the gathered path with it in the same run). (Looking sources up four tensors ahead
+/// and prefetching them measured 5–9 % slower on the H200 host, so it is not done; BENCHMARKS.md.)
+///
+/// # Safety
+/// As [`pack_range`].
+pub unsafe fn pack_range_per_tensor(
+    src: &dyn TensorSource,
+    plan: &Plan,
+    layout: &ArenaLayout,
+    store: PackStore,
+    dst: *mut u8,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    for p in &plan.placements[layout.overlapping(plan, from, to)] {
+        let Some((piece, offset)) = piece_in(src, layout, p, from, to)? else {
+            continue;
+        };
+        // SAFETY: the piece lies in `from..to`, so the write of its bytes at `dst + offset`
+        // stays inside the caller's destination (caller contract); `piece` is the tensor's own
+        // host memory, a different allocation.
+        unsafe { pack::copy(store, piece.as_ptr(), dst.add(offset), piece.len()) };
+    }
+    Ok(())
+}
+
+/// The bytes of placement `p` that lie in arena range `[from, to)`, and their offset from `from`
+/// (`None`: none do).
+fn piece_in<'s>(
+    src: &'s dyn TensorSource,
+    layout: &ArenaLayout,
+    p: &Placement,
+    from: u64,
+    to: u64,
+) -> Result<Option<(&'s [u8], usize)>> {
+    let bytes = placed_bytes(src, p)?;
+    let start = layout.chunk_base[p.chunk as usize] + p.offset;
+    let lo = start.max(from);
+    let hi = (start + p.bytes).min(to);
+    if lo >= hi {
+        return Ok(None);
+    }
+    let piece = &bytes[(lo - start) as usize..(hi - start) as usize];
+    Ok(Some((piece, (lo - from) as usize)))
+}
+
+/// A run of consecutive destination bytes gathered in the bounce buffer: `bounce[head..filled]`
+/// goes to `dst + at`, where `head ≡ at (mod 64)` so whole bounce lines are whole staging lines.
+struct Run {
+    bounce: Bounce,
+    head: usize,
+    filled: usize,
+    at: usize,
+}
+
+impl Run {
+    /// Writes the gathered bytes out (streaming stores for the whole lines) and starts an empty
+    /// run at destination offset `next` (after a full bounce, the next line boundary).
+    ///
+    /// # Safety
+    /// `dst + at .. dst + at + (filled - head)` is inside the caller's destination.
+    unsafe fn flush(&mut self, dst: *mut u8, next: usize) {
+        let len = self.filled - self.head;
+        if len > 0 {
+            // SAFETY: the bounce bytes are ours; the destination range is the caller's
+            // (contract above); they do not overlap (the bounce is on this stack).
+            unsafe {
+                pack::copy(
+                    PackStore::Streaming,
+                    self.bounce.0.as_ptr().add(self.head),
+                    dst.add(self.at),
+                    len,
+                )
+            };
+        }
+        self.head = (dst as usize).wrapping_add(next) % 64;
+        self.filled = self.head;
+        self.at = next;
+    }
+}
+
+/// [`pack_range`]'s gathered streaming path over the placements `range`.
+///
+/// # Safety
+/// As [`pack_range`].
+unsafe fn pack_gathered(
+    src: &dyn TensorSource,
+    plan: &Plan,
+    layout: &ArenaLayout,
+    range: std::ops::Range<usize>,
+    dst: *mut u8,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    let head = (dst as usize) % 64;
+    let mut run = Run {
+        bounce: Bounce([0; BOUNCE]),
+        head,
+        filled: head,
+        at: 0,
+    };
+    for p in &plan.placements[range] {
+        let Some((mut piece, offset)) = piece_in(src, layout, p, from, to)? else {
+            continue;
+        };
+        if offset != run.at + (run.filled - run.head) {
+            // Padding before this tensor: never written, so the run ends here.
+            // SAFETY: the run's bytes lie before `offset`, inside the destination.
+            unsafe { run.flush(dst, offset) };
+        }
+        while !piece.is_empty() {
+            let n = piece.len().min(BOUNCE - run.filled);
+            run.bounce.0[run.filled..run.filled + n].copy_from_slice(&piece[..n]);
+            run.filled += n;
+            piece = &piece[n..];
+            if run.filled == BOUNCE {
+                let next = run.at + (BOUNCE - run.head);
+                // SAFETY: the run's bytes are tensor bytes of `[from, to)`: inside the
+                // destination.
+                unsafe { run.flush(dst, next) };
+            }
+        }
+    }
+    let end = run.at + (run.filled - run.head);
+    // SAFETY: as above.
+    unsafe { run.flush(dst, end) };
     Ok(())
 }
 
@@ -108,18 +246,13 @@ pub unsafe fn pack_range(
 /// for packers: for many small tensors they are megabytes of fresh memory to write (page
 /// faults included), which after the last copy would add to the upload's time.
 pub(super) struct ViewBuilder {
-    pub(super) views: Vec<crate::strategy::View>,
+    pub(super) views: Vec<View>,
     pub(super) next_chunk: usize,
 }
 
 impl ViewBuilder {
     /// Adds the next chunk's views; false once every chunk has its views.
-    pub(super) fn step(
-        &mut self,
-        plan: &Plan,
-        layout: &ArenaLayout,
-        arena: crate::DevicePtr,
-    ) -> bool {
+    pub(super) fn step(&mut self, plan: &Plan, layout: &ArenaLayout, arena: DevicePtr) -> bool {
         let Some(&base) = layout.chunk_base.get(self.next_chunk) else {
             return false;
         };
@@ -151,26 +284,40 @@ mod tests {
         }
     }
 
-    /// Any arena range, cut anywhere (inside a tensor, across chunk padding, fewer tensors than
-    /// the lookahead, more), packs exactly the arena image's bytes of that range.
-    #[test]
-    fn pack_range_writes_exactly_the_arena_image_of_any_range() {
+    /// `samples` tensors of 193 floats (the real workload's 772 bytes) and `params` of
+    /// `param_floats`, planned in chunks of at most `chunk_bytes` / `chunk_tensors`, unaligned.
+    fn small_tensors(
+        samples: usize,
+        params: usize,
+        param_floats: usize,
+        chunk_bytes: u64,
+        chunk_tensors: u32,
+        seed: u64,
+    ) -> (crate::Workload, Plan, ArenaLayout) {
         use crate::workload::{Workload, WorkloadSpec};
         let w = Workload::synthetic(&WorkloadSpec {
-            samples: 300,
+            samples,
             sample_floats: 193,
-            params: 3,
-            param_floats: 3000,
-            seed: 3,
+            params,
+            param_floats,
+            seed,
         });
         let options = crate::PlanOptions {
-            chunk_bytes: 10_000,
-            chunk_tensors: 7,
+            chunk_bytes,
+            chunk_tensors,
             min_eligible: 1,
             alignment: None,
         };
         let plan = bulk(&w, &options);
         let layout = ArenaLayout::new(&plan);
+        (w, plan, layout)
+    }
+
+    /// Any arena range, cut anywhere (inside a tensor, across chunk padding, fewer tensors than
+    /// the lookahead, more), packs exactly the arena image's bytes of that range.
+    #[test]
+    fn pack_range_writes_exactly_the_arena_image_of_any_range() {
+        let (w, plan, layout) = small_tensors(300, 3, 3000, 10_000, 7, 3);
         let image = arena_image(&w, &plan, &layout);
         let mut in_tensor = vec![false; image.len()];
         for (i, p) in plan.placements.iter().enumerate() {
@@ -221,6 +368,36 @@ mod tests {
                     guard.iter().all(|&b| b == 0xa5),
                     "wrote past [{from}, {to})"
                 );
+            }
+        }
+    }
+
+    /// The gathered streaming path writes what the per-tensor path writes, at every alignment of
+    /// the destination and of the range, and nothing else (not padding, not past the range).
+    #[test]
+    fn gathered_streaming_matches_the_per_tensor_path_at_every_alignment() {
+        let (w, plan, layout) = small_tensors(40, 2, 50, 9_000, 9, 5);
+        let end = layout.bytes();
+        for shift in [0usize, 1, 8, 31, 63] {
+            for (from, to) in [
+                (0, end),
+                (5, end - 3),
+                (772, 772 * 9),
+                (4000, 4000 + 4096 + 70),
+            ] {
+                let len = (to - from) as usize;
+                let mut gathered = vec![0x5au8; len + 128];
+                let mut per_tensor = gathered.clone();
+                // SAFETY: each output has `shift + len` bytes and a guard tail, ours alone.
+                unsafe {
+                    let dst = gathered.as_mut_ptr().add(shift);
+                    pack_range(&w, &plan, &layout, PackStore::Streaming, dst, from, to).unwrap();
+                    let dst = per_tensor.as_mut_ptr().add(shift);
+                    pack_range_per_tensor(&w, &plan, &layout, PackStore::Plain, dst, from, to)
+                        .unwrap();
+                }
+                pack::publish_fence(PackStore::Streaming);
+                assert!(gathered == per_tensor, "shift {shift}, [{from}, {to})");
             }
         }
     }

@@ -19,7 +19,7 @@
 //!   transparent huge pages, faulted in by several threads and registered with
 //!   `cuMemHostRegister` ([`StagingMemory`]).
 //!
-//! [`PinnedStats`] says where an upload's time went (staging, arena, waiting for packers,
+//! [`PinnedStats`](crate::outcome::PinnedStats) says where an upload's time went (staging, arena, waiting for packers,
 //! waiting for copies), so a slow run explains itself.
 
 mod layout;
@@ -29,58 +29,10 @@ mod stager;
 mod staging;
 mod upload;
 
-use std::time::Instant;
-
-use serde::Serialize;
-
-use crate::pack::PackStore;
-use crate::strategy::DeviceMemory;
-
-pub use layout::{pack_range, ArenaLayout};
-pub use options::{default_packing_threads, ArenaMemory, PinnedOptions, StagingMemory};
+pub use layout::{pack_range, pack_range_per_tensor, ArenaLayout, GATHER_BELOW_MEAN_TENSOR};
+pub use options::{
+    default_packing_threads, parse_bytes, parse_pinned_config, ArenaMemory, PinnedOptions,
+    StagingMemory, PINNED_CONFIG_SYNTAX,
+};
 pub use stager::PinnedStager;
 pub use staging::registration_groups;
-
-/// Where one pinned upload's time went, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct PinnedStats {
-    /// Allocating and page-locking staging memory (0 when the stager was reused).
-    pub staging_ns: u64,
-    /// The arena's allocation.
-    pub arena_ns: u64,
-    /// What the arena was allocated as (`Pool`, or `Device` for `cuMemAlloc`).
-    pub arena_memory: DeviceMemory,
-    /// The submitting thread waiting for packers (pack-bound time), the first slice included.
-    pub pack_wait_ns: u64,
-    /// Of that: from the start of packing until the first slice was packed (start-up latency).
-    pub first_slice_ns: u64,
-    /// `cuMemHostRegister` of this upload's staging: at setup for a fresh stager (part of
-    /// `staging_ns`), inside the upload for `Overlap` buffers used for the first time.
-    pub register_ns: u64,
-    /// From the call until every packer was started (arena layout, arena, thread starts).
-    pub setup_ns: u64,
-    /// The submitting thread issuing copies and checking events (waits excluded).
-    pub submit_ns: u64,
-    /// From the last copy's end until the call returns (joining packers, per-tensor views).
-    pub finish_ns: u64,
-    /// The submitting thread waiting for copies to finish (copy-bound time).
-    pub copy_wait_ns: u64,
-    /// `cuMemHostUnregister` inside a one-shot `Overlap` upload: groups of buffers it no longer
-    /// needed, unlocked while it waited (the rest is in `teardown_ns`).
-    pub unregister_ns: u64,
-    /// Staging teardown (0 when the stager was reused).
-    pub teardown_ns: u64,
-    /// Staging was page-locked read-only for the device ([`PinnedOptions::read_only_staging`]
-    /// and the device supports it).
-    pub staging_read_only: bool,
-    /// The store most pieces were packed with (`Auto` resolved; `Auto` only if the upload was
-    /// too small to decide).
-    pub store: PackStore,
-    /// `Auto`: median per-thread packing speed of the calibration pieces, MB/s (0 if none).
-    pub calibration_plain_mbps: u64,
-    pub calibration_streaming_mbps: u64,
-}
-
-pub(crate) fn elapsed_ns(since: Instant) -> u64 {
-    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}

@@ -1,5 +1,6 @@
 //! The `pinned` strategy's settings: where staging memory and the arena come from, ring and
-//! piece sizes, packing threads.
+//! piece sizes, packing threads; and their one-line form (`BUFFERSxBYTESxTHREADS[:…]`, parsed by
+//! [`parse_pinned_config`], written by [`PinnedOptions::describe`]).
 
 use serde::Serialize;
 
@@ -91,6 +92,11 @@ pub struct PinnedOptions {
     /// (`CU_MEMHOSTREGISTER_READ_ONLY`) where the device supports it: the device only reads
     /// staging, and unlocking read-only pages takes half as long (no page is marked dirty).
     pub read_only_staging: bool,
+    /// Streaming stores of small tensors gathered through an L1 bounce buffer, so every staging
+    /// line is written whole ([`super::pack_range`]); off: each tensor streamed on its own
+    /// ([`super::pack_range_per_tensor`]). Config `:gather` / `:direct`. Off by default until the
+    /// GPU host measures it (BENCHMARKS.md, issue 40: the CPU machine could not tell them apart).
+    pub gather: bool,
 }
 
 /// The default number of packing threads on a machine with `cpus` CPUs.
@@ -125,6 +131,7 @@ impl Default for PinnedOptions {
             submitter_packs: false,
             fit_ring: true,
             read_only_staging: true,
+            gather: false,
         }
     }
 }
@@ -148,7 +155,7 @@ impl PinnedOptions {
     /// A compact description, e.g. `8x2MiBx8:spin:streaming:hostalloc:pool:piece=256KiB`.
     pub fn describe(&self) -> String {
         format!(
-            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}{}",
+            "{}x{}x{}:{}:{}:{}:{}:piece={}{}{}{}{}",
             self.buffers,
             human_bytes(self.buffer_bytes),
             self.threads,
@@ -163,7 +170,8 @@ impl PinnedOptions {
                 ""
             } else {
                 ":writable"
-            }
+            },
+            if self.gather { ":gather" } else { "" }
         )
     }
 }
@@ -177,6 +185,82 @@ fn human_bytes(b: u64) -> String {
     b.to_string()
 }
 
+/// Parses a byte count: `67108864`, `64MiB`, `64M`, `4GiB`, `512 KiB` (binary units).
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a byte count: {s:?}"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" | "kb" => 10,
+        "m" | "mib" | "mb" => 20,
+        "g" | "gib" | "gb" => 30,
+        other => return Err(format!("unknown unit {other:?} (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("byte count too large: {s:?}"))
+}
+
+/// The pinned configuration syntax, for messages and `--help`.
+pub const PINNED_CONFIG_SYNTAX: &str =
+    "BUFFERSxBYTESxTHREADS[:spin|:park][:auto|:bysize|:plain|:streaming]\
+     [:hostalloc|:register|:overlap][:pool|:alloc][:piece=BYTES][:help][:fit][:writable|:read-only]\
+     [:gather|:direct], e.g. 8x2MiBx8:streaming:piece=256KiB";
+
+/// Parses a pinned configuration ([`PINNED_CONFIG_SYNTAX`]); unnamed settings keep their
+/// defaults. Bytes take KiB/MiB/GiB.
+pub fn parse_pinned_config(text: &str) -> Result<PinnedOptions> {
+    let bad = || {
+        Error::InvalidOptions(format!(
+            "pinned config {text:?}: want {PINNED_CONFIG_SYNTAX}"
+        ))
+    };
+    let mut fields = text.split(':');
+    let shape = fields.next().unwrap_or_default();
+    let parts: Vec<&str> = shape.split('x').collect();
+    let [buffers, bytes, threads] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let mut options = PinnedOptions {
+        // The ring is as given unless `:fit` says otherwise.
+        fit_ring: false,
+        buffers: buffers.trim().parse().map_err(|_| bad())?,
+        buffer_bytes: parse_bytes(bytes).map_err(|_| bad())?,
+        threads: threads.trim().parse().map_err(|_| bad())?,
+        ..PinnedOptions::default()
+    };
+    for field in fields {
+        match field.trim() {
+            "spin" => options.spin = true,
+            "park" => options.spin = false,
+            "plain" => options.store = PackStore::Plain,
+            "streaming" | "nt" => options.store = PackStore::Streaming,
+            "auto" => options.store = PackStore::Auto,
+            "bysize" => options.store = PackStore::BySize,
+            "hostalloc" => options.staging = StagingMemory::HostAlloc,
+            "register" => options.staging = StagingMemory::Register,
+            "overlap" => options.staging = StagingMemory::Overlap,
+            "pool" => options.arena = ArenaMemory::Pool,
+            "alloc" => options.arena = ArenaMemory::Alloc,
+            "help" => options.submitter_packs = true,
+            "fit" => options.fit_ring = true,
+            "writable" => options.read_only_staging = false,
+            "read-only" => options.read_only_staging = true,
+            "gather" => options.gather = true,
+            "direct" => options.gather = false,
+            other => match other.strip_prefix("piece=") {
+                Some(size) => options.piece_bytes = parse_bytes(size).map_err(|_| bad())?,
+                None => return Err(bad()),
+            },
+        }
+    }
+    options.validate().map_err(|_| bad())?;
+    Ok(options)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +272,45 @@ mod tests {
             .map(|&c| default_packing_threads(c))
             .collect();
         assert_eq!(by_cpus, [1, 1, 3, 6, 10, 14, 14, 14]);
+    }
+
+    #[test]
+    fn pinned_configs() {
+        let o = parse_pinned_config("4x8MiBx8").unwrap();
+        assert_eq!(
+            (o.buffers, o.buffer_bytes, o.threads, o.spin),
+            (4, 8 << 20, 8, true)
+        );
+        assert_eq!(o.piece_bytes, PinnedOptions::default().piece_bytes);
+        let o = parse_pinned_config("2x512KiBx3:park:plain:register:piece=64KiB").unwrap();
+        assert_eq!(
+            (o.buffers, o.buffer_bytes, o.threads, o.spin),
+            (2, 512 << 10, 3, false)
+        );
+        assert_eq!(
+            (o.store, o.staging, o.piece_bytes),
+            (PackStore::Plain, StagingMemory::Register, 64 << 10)
+        );
+        assert_eq!(parse_pinned_config(&o.describe()).unwrap(), o);
+        let gathered = parse_pinned_config("8x4MiBx14:streaming:gather").unwrap();
+        assert!(gathered.gather && !o.gather && !PinnedOptions::default().gather);
+        assert_eq!(parse_pinned_config(&gathered.describe()).unwrap(), gathered);
+        assert!(
+            !parse_pinned_config("8x4MiBx14:gather:direct")
+                .unwrap()
+                .gather
+        );
+        for bad in [
+            "",
+            "4x8MiB",
+            "0x8MiBx8",
+            "4x8XBx8",
+            "4x8MiBx8:nap",
+            "axbxc",
+            "4x8MiBx8:piece=0",
+            "4x8MiBx8:piece=",
+        ] {
+            assert!(parse_pinned_config(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -5,12 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::layout::{pack_range, ArenaLayout};
+use super::layout::{pack_range, pack_range_per_tensor, ArenaLayout};
 use super::staging::{FaultPass, Staging};
-use crate::error::{Error, Result};
+use crate::error::{chunk_failed, Error, Result};
 use crate::pack::{self, PackStore};
 use crate::plan::Plan;
-use crate::strategy::chunk_failed;
 use crate::workload::TensorSource;
 
 /// One upload's shared packing state.
@@ -42,6 +41,8 @@ pub(super) struct Pipeline<'a> {
     pub(super) decided: AtomicU8,
     pub(super) calibration: Mutex<Calibration>,
     pub(super) park: bool,
+    /// [`super::PinnedOptions::gather`].
+    pub(super) gather: bool,
     pub(super) submitter: std::thread::Thread,
 }
 
@@ -276,7 +277,12 @@ impl Pipeline<'_> {
         // waited for before `released` passed this slice), so nothing else reads or writes
         // these bytes meanwhile.
         unsafe {
-            pack_range(
+            let pack = if self.gather {
+                pack_range
+            } else {
+                pack_range_per_tensor
+            };
+            pack(
                 self.src,
                 self.plan,
                 self.layout,

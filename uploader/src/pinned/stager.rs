@@ -3,14 +3,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use super::options::{PinnedOptions, StagingMemory};
 use super::staging::{
     map_huge_aligned, prefault, registration_groups, unregister_group, FaultPass, Registration,
     Staging, HUGE_PAGE,
 };
-use super::{elapsed_ns, PinnedOptions, StagingMemory};
 use crate::driver::{DeviceAttribute, Event, Stream};
-use crate::error::{Error, Result};
-use crate::strategy::chunk_failed;
+use crate::error::{chunk_failed, Error, Result};
+use crate::outcome::elapsed_ns;
 use crate::trace::{Site, Traced};
 
 /// Pinned staging buffers, their events and the copy stream. Create once and reuse across

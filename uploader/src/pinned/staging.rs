@@ -4,8 +4,9 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use super::{elapsed_ns, StagingMemory};
+use super::options::StagingMemory;
 use crate::error::{Error, Result};
+use crate::outcome::elapsed_ns;
 use crate::trace::{Site, Traced};
 
 /// Transparent huge page size the registered mapping is aligned to.

@@ -11,21 +11,21 @@ use std::thread::{Scope, Thread};
 use std::time::Instant;
 
 use super::layout::{ArenaLayout, ViewBuilder};
+use super::options::ArenaMemory;
 use super::pipeline::{
     Calibration, Pipeline, StopOnDrop, DECIDED_PLAIN, DECIDED_STREAMING, UNDECIDED,
 };
+use super::stager::PinnedStager;
 use super::staging::{register_group, FaultPass, Staging};
-use super::{elapsed_ns, ArenaMemory, PinnedStager, PinnedStats};
-use crate::driver::Stream;
-use crate::error::{Error, Result};
+use crate::driver::{DevicePtr, Stream};
+use crate::error::{chunk_failed, Error, Result};
+use crate::outcome::{
+    elapsed_ns, free_all, Allocation, DeviceMemory, PinnedStats, Progress, StrategyKind, Uploaded,
+};
 use crate::pack::PackStore;
 use crate::plan::Plan;
-use crate::strategy::{
-    chunk_failed, free_all, Allocation, DeviceMemory, Progress, StrategyKind, Uploaded,
-};
 use crate::trace::{sat_u32, Site, Traced};
 use crate::workload::TensorSource;
-use crate::DevicePtr;
 
 impl PinnedStager {
     /// Uploads `plan` into one device allocation through the staging buffers.
@@ -232,6 +232,7 @@ impl PinnedStager {
             ),
             calibration: Mutex::new(Calibration::default()),
             park: !self.options.spin,
+            gather: self.options.gather,
             submitter: std::thread::current(),
         }
     }

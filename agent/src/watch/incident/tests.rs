@@ -9,8 +9,8 @@ fn capturer(dir: &Path) -> Capturer {
 
 fn capturer_with(dir: &Path, change: impl FnOnce(&mut CaptureSettings)) -> Capturer {
     let mut settings = CaptureSettings::new(ProcRoot::default());
-    settings.nvidia_smi = false;
-    settings.probe_timeout = Duration::from_millis(500);
+    settings.watch.nvidia_smi = false;
+    settings.watch.probe_timeout = Duration::from_millis(500);
     change(&mut settings);
     let store = Store::open(dir, reports::retention::Retention::DEFAULT).unwrap();
     Capturer::new(settings, store)
@@ -226,4 +226,64 @@ fn a_first_write_that_fails_is_kept_and_retried_until_it_lands() {
         .and_then(|t| t.at.monotonic_ns)
         .unwrap();
     assert!(first_sample < landed_at);
+}
+
+/// `max_incidents_per_hour`: with a cap of 1, the first wedge of the hour opens an incident and a second
+/// process's wedge is logged and not captured (no incident written); without a cap both would open.
+#[test]
+fn the_hourly_incident_cap_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut capturer = capturer_with(dir.path(), |s| s.watch.max_incidents_per_hour = 1);
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let other_pid = other.id() as i32;
+    let other_start = ProcRoot::default().read_stat(other_pid).unwrap().starttime;
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    capturer.on_wedged(me, me, my_start_time(), "test", 0, Instant::now(), &mut out);
+    assert!(
+        matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
+        "{out:?}"
+    );
+    out.clear();
+    capturer.on_wedged(
+        other_pid,
+        other_pid,
+        other_start,
+        "sleep",
+        0,
+        Instant::now(),
+        &mut out,
+    );
+    other.kill().unwrap();
+    other.wait().unwrap();
+    let [CaptureEvent::Failed { pid, message }] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(*pid, other_pid);
+    assert!(message.contains("max_incidents_per_hour"), "{message}");
+    assert_eq!(incident_dirs(dir.path()), 1);
+    assert!(!capturer.is_open(other_pid));
+}
+
+/// The cap's window slides: an incident opened an hour ago no longer counts; no cap keeps nothing.
+#[test]
+fn the_hourly_cap_forgets_incidents_older_than_an_hour() {
+    let start = Instant::now();
+    let mut cap = HourlyCap::default();
+    assert!(!cap.is_full(2, start));
+    cap.record(2, start);
+    cap.record(2, start + Duration::from_secs(600));
+    assert!(cap.is_full(2, start + Duration::from_secs(601)));
+    assert!(cap.is_full(2, start + Duration::from_secs(3599)));
+    assert!(!cap.is_full(2, start + Duration::from_secs(3600)));
+    assert!(cap.is_full(1, start + Duration::from_secs(3600)));
+    let mut none = HourlyCap::default();
+    for i in 0..100 {
+        none.record(0, start + Duration::from_secs(i));
+        assert!(!none.is_full(0, start + Duration::from_secs(i)));
+    }
+    assert!(none.0.is_empty());
 }

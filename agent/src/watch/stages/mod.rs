@@ -68,7 +68,7 @@ impl StageDeadline {
     pub fn limit(self, settings: &CaptureSettings) -> Duration {
         match self {
             StageDeadline::Fixed(limit) => limit,
-            StageDeadline::ProbeTimeoutPlus(margin) => settings.probe_timeout + margin,
+            StageDeadline::ProbeTimeoutPlus(margin) => settings.watch.probe_timeout + margin,
         }
     }
 }
@@ -430,7 +430,7 @@ mod tests {
         // Only the probe stage waits out the probe runner's deadline; kill is the very last stage.
         let settings = CaptureSettings::new(ProcRoot::default());
         let probes = STAGES.iter().find(|s| s.name == "probes").unwrap();
-        assert!(probes.deadline.limit(&settings) > settings.probe_timeout);
+        assert!(probes.deadline.limit(&settings) > settings.watch.probe_timeout);
         assert_eq!(STAGES.last().unwrap().name, "kill");
         // What a stage says it fills starts with a real field of the incident (kill fills none: it decides).
         let incident = serde_json::to_value(reports::Incident::default()).unwrap();

@@ -10,8 +10,8 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     let settings = capture.settings;
     let root = &settings.proc_root;
     let pid = capture.pid;
-    let mut probes = probe::standard_probes(root, pid, settings.nvidia_smi);
-    for (i, file) in settings.extra_probe_files.iter().enumerate() {
+    let mut probes = probe::standard_probes(root, pid, settings.watch.nvidia_smi);
+    for (i, file) in settings.watch.extra_probe.iter().enumerate() {
         probes.push(Probe::read_file(
             &format!("extra-{}", i + 1),
             file.clone(),

@@ -45,11 +45,11 @@ pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String
     ) {
         return Ok(());
     }
-    let program = find_py_spy(&settings.py_spy).ok_or_else(|| {
+    let program = find_py_spy(&settings.watch.py_spy).ok_or_else(|| {
         format!(
             "py-spy is not installed ({} not found): install it with `pip install py-spy` \
              (or give its path with --py-spy PATH) to get the Python stacks",
-            settings.py_spy.display()
+            settings.watch.py_spy.display()
         )
     })?;
     capture.probes.reap_stuck();

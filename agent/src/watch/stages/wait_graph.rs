@@ -26,14 +26,15 @@ pub const DEADLINE: Duration = Duration::from_secs(5);
 
 /// The blocker iterator, loaded once per agent (about 0.1 s and a moment of 35 MB for the BTF), or why
 /// it could not be.
-fn loaded() -> &'static Mutex<Result<BlockerIter, String>> {
+/// `refuse`: the test hook (`refuse_blocker_field`), as the first caller says.
+fn loaded(refuse: bool) -> &'static Mutex<Result<BlockerIter, String>> {
     static LOADED: OnceLock<Mutex<Result<BlockerIter, String>>> = OnceLock::new();
-    LOADED.get_or_init(|| Mutex::new(BlockerIter::load().map_err(|e| e.to_string())))
+    LOADED.get_or_init(|| Mutex::new(BlockerIter::load(refuse).map_err(|e| e.to_string())))
 }
 
 /// The records of every task now, or why there are none (and whether the test hook refused the field).
-pub fn read_records() -> (Result<Vec<capture::blockers::BlockerRecord>, String>, bool) {
-    let guard = match loaded().lock() {
+pub fn read_records(refuse: bool) -> (Result<Vec<capture::blockers::BlockerRecord>, String>, bool) {
+    let guard = match loaded(refuse).lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     };
@@ -55,9 +56,10 @@ pub fn graph_of(
     root: &capture::ProcRoot,
     pid: i32,
     until: Option<Instant>,
+    refuse_blocker_field: bool,
 ) -> Result<capture::wait_graph::WaitGraph, String> {
     let (records, refused) = if root.is_live() {
-        read_records()
+        read_records(refuse_blocker_field)
     } else {
         (
             Err("a recorded proc tree: no kernel records".to_string()),
@@ -87,7 +89,13 @@ pub fn graph_of(
 pub fn run(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String> {
     let until = Instant::now() + DEADLINE.saturating_sub(MARGIN);
     let _ = deadline;
-    let graph = graph_of(&capture.settings.proc_root, capture.pid, Some(until))?;
+    let settings = capture.settings;
+    let graph = graph_of(
+        &settings.proc_root,
+        capture.pid,
+        Some(until),
+        settings.watch.refuse_blocker_field,
+    )?;
     let locks = graph.locks.len();
     let named = graph.locks.iter().filter(|l| !l.holders.is_empty()).count();
     timeline(

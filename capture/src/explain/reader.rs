@@ -1,0 +1,436 @@
+//! The reader: one pass over the pasted lines, each read by structure (a log prefix, a task boundary, a
+//! wrapped header, a line about the task, stack markers, a frame in one of the notations), keeping the task
+//! being read and the tasks done.
+
+use super::formats::{
+    self, arm_from, bare_name, crash_frame, frame_text, header, is_stack_bottom, message,
+    normalize_frame, proc_stack_pid, wrapped_module, Header,
+};
+use super::task::{Draft, Gap, Notation, Prefix, Style, MAX_TASKS, MAX_TOTAL_FRAMES};
+use crate::explained_task::ExplainedTask;
+use crate::parse::stack;
+use crate::site;
+
+#[derive(Default)]
+pub(super) struct Reader {
+    /// The prefix of the line being read.
+    prefix: Prefix,
+    /// The kernel timestamp (`[ 123.456789]`) of the line being read, when it has one.
+    stamp: Option<f64>,
+    /// The last line was a prefix alone (`[ 12.3] ` with its message wrapped onto the next line): the next
+    /// line is its message, with its prefix.
+    wrapped_prefix: Option<Prefix>,
+    pub(super) tasks: Vec<ExplainedTask>,
+    draft: Option<Draft>,
+    pub(super) dropped_tasks: usize,
+    /// Frames kept so far, against [`MAX_TOTAL_FRAMES`].
+    total_frames: usize,
+}
+
+impl Reader {
+    pub(super) fn finish_draft(&mut self) {
+        if let Some(d) = self.draft.take() {
+            if !d.header && d.frames.is_empty() && d.rip.is_none() {
+                return;
+            }
+            if self.tasks.len() == MAX_TASKS || self.total_frames >= MAX_TOTAL_FRAMES {
+                self.dropped_tasks += 1;
+                return;
+            }
+            self.total_frames += d.frames.len();
+            self.tasks.push(d.finish());
+        }
+    }
+
+    fn draft(&mut self) -> &mut Draft {
+        self.draft.get_or_insert_with(Draft::default)
+    }
+
+    fn start(&mut self, name: String, pid: Option<i32>, ppid: Option<i32>, wchan: Option<String>) {
+        // `task:` after `INFO: task` is the same task's second header line.
+        if let Some(d) = &mut self.draft {
+            let same = (d.pid == pid && pid.is_some()) || (pid.is_none() && d.task == name);
+            if d.header && d.frames.is_empty() && same {
+                d.ppid = ppid.or(d.ppid);
+                return;
+            }
+        }
+        self.finish_draft();
+        self.draft = Some(Draft {
+            task: name,
+            pid,
+            ppid,
+            wchan,
+            header: true,
+            ..Draft::default()
+        });
+    }
+
+    /// Before 4.14 the line after `INFO: task` read `comm  D ffff…  0  PID  PPID 0x…` (and sysrq-w/-t print it
+    /// for every task): its ppid tells a kernel thread (2).
+    fn old_task_line(&mut self, rest: &str) -> bool {
+        let Some((comm, pid, ppid)) = formats::old_task_line(rest) else {
+            return false;
+        };
+        match &mut self.draft {
+            Some(d) if d.header && d.frames.is_empty() && d.pid == Some(pid) => d.ppid = Some(ppid),
+            _ => self.start(comm, Some(pid), Some(ppid), None),
+        }
+        true
+    }
+
+    /// Before a frame (not a guess) of `notation`: a frame after the end of a stack, after a separator, or in
+    /// another notation (one unwinder prints one notation) begins a task of its own (pastes put one after
+    /// another). A blank line alone does not: some pastes double-space their frames.
+    fn before_frame(&mut self, notation: Notation, guess: bool, function: &str) {
+        // A bottom under a bottom (`ret_from_fork_asm` under `ret_from_fork`) is the same stack's end: a task's
+        // innermost frame never is one.
+        let bottom_again = is_stack_bottom(site::base_name(function));
+        // A `?` guess after a stack's last frame is a stale slot under it (`? kthread_create_on_node` under
+        // `ret_from_fork`), unless the stack was closed (`</TASK>`) or the notation changed.
+        // One log's timestamps only go forward, and one stack prints within moments.
+        let other_log = |d: &Draft| match (d.stamp, self.stamp) {
+            (Some(last), Some(now)) => now < last || now - last > 10.0,
+            _ => false,
+        };
+        // Where a stack starts: the scheduler, a wait primitive, or a function that takes a lock.
+        let name = site::base_name(function);
+        // Asked only when the prefix or the time changed (a scan of the tables).
+        let top_like = || {
+            site::rules::SCHEDULER_FRAMES.contains(&name)
+                || site::rules::wait_words(name).is_some()
+                || site::rules::lock_taken_by(name).is_some()
+        };
+        let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
+        let split = self.draft.as_ref().is_some_and(|d| {
+            !bottom_again
+                && !d.frames.is_empty()
+                && (d.ended
+                    || ((other_log(d) || other_prefix(d)) && top_like())
+                    || d.notation.is_some_and(|n| n.style != notation.style)
+                    || (!guess && (d.bottom || d.gap == Gap::Separator)))
+        });
+        if split {
+            self.finish_draft();
+            self.draft = Some(Draft {
+                in_trace: true,
+                ..Draft::default()
+            });
+        }
+        let stamp = self.stamp;
+        let d = self.draft();
+        d.gap = Gap::None;
+        // A `?` guess says little about the paste it is in (a stale slot, or the first line of the next
+        // paste): the notation is the real frames' (a next paste then splits at its first real frame).
+        if !guess || d.notation.is_none() {
+            d.notation = Some(notation);
+        }
+        d.stamp = stamp.or(d.stamp);
+    }
+
+    fn notation(&self, style: Style) -> Notation {
+        Notation {
+            style,
+            prefix: self.prefix,
+        }
+    }
+
+    /// A blank line or a separator after some frames.
+    fn gap(&mut self, gap: Gap) {
+        if let Some(d) = self.draft.as_mut().filter(|d| !d.frames.is_empty()) {
+            if gap == Gap::Separator || d.gap == Gap::None {
+                d.gap = gap;
+            }
+        }
+    }
+
+    /// One line of the paste, read by structure: its log prefix, then a task boundary (a task header, a
+    /// `cat /proc/N/stack`, a separator), the rest of a wrapped header, a line about the task (its
+    /// workqueue, its registers), stack markers, and what is left is a frame.
+    pub(super) fn line(&mut self, raw: &str) {
+        let msg = message(raw);
+        let Some(trimmed) = self.read_prefix(raw, msg) else {
+            return;
+        };
+        if self.task_boundary(trimmed) || self.header_continuation(trimmed) {
+            return;
+        }
+        if self.task_context(trimmed) {
+            return;
+        }
+        if let Some(rest) = self.markers(trimmed) {
+            self.frame_line(&normalize_frame(rest));
+        }
+    }
+
+    /// The line's log prefix (kept for the notation); None for a blank line (a gap) or a prefix alone.
+    fn read_prefix<'a>(&mut self, raw: &str, msg: &'a str) -> Option<&'a str> {
+        let prefix = Prefix::of(raw, msg);
+        self.stamp = formats::kernel_stamp(raw);
+        let trimmed = msg.trim();
+        self.prefix = match self.wrapped_prefix.take() {
+            Some(p) if prefix == Prefix::None => p,
+            _ => prefix,
+        };
+        if trimmed.is_empty() || trimmed == "?" {
+            if prefix != Prefix::None {
+                self.wrapped_prefix = Some(prefix);
+            }
+            if trimmed.is_empty() {
+                self.gap(Gap::Blank);
+                return None;
+            }
+        }
+        Some(trimmed)
+    }
+
+    /// A line that begins a task or ends one: `cat /proc/N/stack`, a separator, a task header, or the
+    /// hung-task detector's blocker line about a task.
+    fn task_boundary(&mut self, trimmed: &str) -> bool {
+        if let Some(pid) = proc_stack_pid(trimmed) {
+            self.start(String::new(), Some(pid), None, None);
+            return true;
+        }
+        if is_separator(trimmed) {
+            self.gap(Gap::Separator);
+            return true;
+        }
+        match header(trimmed) {
+            Some(Header::Task {
+                name,
+                pid,
+                ppid,
+                wchan,
+            }) => self.start(name, pid, ppid, wchan),
+            Some(Header::Blocker { pid, words, role }) => self.blocker(pid, &words, role),
+            None => return false,
+        }
+        true
+    }
+
+    /// The hung-task detector's "blocked on … owned by …" line: the task it names, being read or read.
+    fn blocker(&mut self, pid: Option<i32>, words: &str, role: Option<String>) {
+        let words: String = words.chars().take(200).collect();
+        if let Some(d) = self
+            .draft
+            .as_mut()
+            .filter(|d| pid.is_none() || d.pid == pid)
+        {
+            d.blocker = Some(words);
+            d.blocker_role = role;
+        } else if let Some(t) = self
+            .tasks
+            .iter_mut()
+            .rev()
+            .find(|t| pid.is_some() && t.pid == pid && t.blocked_on.is_none())
+        {
+            // The task's stack ended before the line came.
+            t.blocked_on = crate::wait_graph::explain::parse_blocker(&words, role.as_deref());
+            t.notes
+                .push(format!("the kernel's hung-task detector: {words}"));
+        }
+    }
+
+    /// The rest of a task header a mail client wrapped: `ppid:2 flags:0x…`, `blocked for more than …`.
+    fn header_continuation(&mut self, trimmed: &str) -> bool {
+        let Some(d) = self
+            .draft
+            .as_mut()
+            .filter(|d| d.header && d.frames.is_empty())
+        else {
+            return false;
+        };
+        let wrapped_fields = ["ppid:", "tgid:", "stack:", "pid:"];
+        if wrapped_fields.iter().any(|f| trimmed.starts_with(f)) {
+            let fields = format!(" {trimmed}");
+            d.ppid = formats::number_after(&fields, "ppid:").or(d.ppid);
+            d.pid = d.pid.or(formats::number_after(&fields, " pid:"));
+            return true;
+        }
+        trimmed.starts_with("blocked for more than") || trimmed.starts_with("flags:0x")
+    }
+
+    /// A line the kernel prints about the task before its stack: its workqueue, its registers (`RIP:`, `pc :`).
+    fn task_context(&mut self, trimmed: &str) -> bool {
+        if let Some(q) = trimmed.strip_prefix("Workqueue: ") {
+            // The kernel prints it before the stack: after frames it begins another (header-less) task.
+            if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
+                self.finish_draft();
+            }
+            self.draft().workqueue = Some(formats::workqueue(q));
+            return true;
+        }
+        let Some(rip) = trimmed
+            .strip_prefix("RIP: 0010:")
+            .or_else(|| trimmed.strip_prefix("pc : "))
+        else {
+            return false;
+        };
+        if let Ok(f) = stack::frame(normalize_frame(rip).trim().as_bytes()) {
+            // Registers come before the stack: after frames they are another task's.
+            if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
+                self.finish_draft();
+            }
+            let d = self.draft();
+            if d.frames.is_empty() {
+                d.rip = Some(f);
+            }
+        }
+        true
+    }
+
+    /// Stack markers at the start of the line (`<TASK>`, `<IRQ>`…, `Call Trace:`): what follows them, or None
+    /// when nothing does.
+    fn markers<'a>(&mut self, trimmed: &'a str) -> Option<&'a str> {
+        let mut rest = trimmed;
+        loop {
+            let marker = [
+                "<TASK>", "</TASK>", "<IRQ>", "</IRQ>", "<NMI>", "</NMI>", "<EOI>",
+            ]
+            .into_iter()
+            .find(|m| rest.starts_with(m));
+            let Some(marker) = marker else { break };
+            match marker {
+                "<IRQ>" | "<NMI>" => self.draft().in_irq = true,
+                "</IRQ>" | "</NMI>" | "<EOI>" => self.draft().in_irq = false,
+                "</TASK>" => {
+                    if let Some(d) = self.draft.as_mut().filter(|d| !d.frames.is_empty()) {
+                        d.ended = true;
+                    }
+                }
+                _ => {}
+            }
+            rest = rest[marker.len()..].trim_start();
+        }
+        if rest.starts_with("Call Trace")
+            || rest.starts_with("Call trace")
+            || rest.starts_with("Backtrace")
+        {
+            // A second `Call Trace:` after frames: a header-less task of its own.
+            if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {
+                self.finish_draft();
+            }
+            self.draft().in_trace = true;
+            return None;
+        }
+        (!rest.is_empty()).then_some(rest)
+    }
+
+    /// A line inside a task that is no header or marker: a frame in one of the notations, a report's note,
+    /// or an old kernel's task line.
+    fn frame_line(&mut self, rest: &str) {
+        if let Some(module) = wrapped_module(rest) {
+            if let Some((last, _)) = self.draft.as_mut().and_then(|d| d.frames.last_mut()) {
+                if last.module.is_none() {
+                    last.module = Some(module.to_string());
+                }
+                return;
+            }
+        }
+        if let Some((callee, caller)) = arm_from(rest) {
+            let callee_name = callee.split(['+', ' ']).next().unwrap_or(callee);
+            let continues = self.draft.as_ref().is_some_and(|d| {
+                d.frames.last().is_some_and(|(f, _)| {
+                    site::base_name(&f.function) == site::base_name(callee_name)
+                })
+            });
+            if !continues {
+                // Each `from` line's callee is the line above's caller: one that is not starts another stack.
+                let broken = self.draft.as_ref().is_some_and(|d| {
+                    d.arm_from && d.notation.is_some_and(|n| n.style == Style::ArmFrom)
+                });
+                if broken {
+                    self.finish_draft();
+                    self.draft = Some(Draft {
+                        in_trace: true,
+                        ..Draft::default()
+                    });
+                }
+                self.before_frame(self.notation(Style::ArmFrom), false, callee_name);
+            }
+            let d = self.draft();
+            if !d.arm_from {
+                d.arm_from = true;
+                match stack::frame(callee.as_bytes()) {
+                    Ok(f) => d.push(f, false),
+                    Err(_) => d.skip(callee),
+                }
+            }
+            match stack::frame(caller.as_bytes()) {
+                Ok(f) => d.push(f, false),
+                Err(_) => d.skip(caller),
+            }
+            return;
+        }
+        if let Some(note) = rest.strip_prefix("note: ") {
+            // process.rs notes a kernel thread under its stack; the report prints the note.
+            if note.starts_with("kernel thread:") {
+                self.draft().kernel_thread = true;
+            }
+            return;
+        }
+        if self.old_task_line(rest) {
+            return;
+        }
+        if rest.trim_start().starts_with("START: ") && rest.contains(" at ") {
+            self.draft().text_symbols = true;
+            return;
+        }
+        if let Some(text) = crash_frame(rest) {
+            let name = text.split(['+', ' ']).next().unwrap_or(&text).to_string();
+            let guess = self.draft().text_symbols;
+            self.before_frame(self.notation(Style::Crash), guess, &name);
+            let d = self.draft();
+            match stack::frame(text.as_bytes()) {
+                Ok(f) => d.push(f, guess),
+                Err(_) => d.skip(&text),
+            }
+            return;
+        }
+        if rest.trim() == "?" {
+            self.draft().pending_guess = true;
+            return;
+        }
+        if let Some((text, guess)) = frame_text(rest) {
+            let guess = guess || std::mem::take(&mut self.draft().pending_guess);
+            let notation = self.notation(if rest.trim_start().starts_with("[<") {
+                Style::Addressed
+            } else {
+                Style::Bare
+            });
+            self.before_frame(
+                notation,
+                guess,
+                text.split(['+', ' ']).next().unwrap_or(text),
+            );
+            let d = self.draft();
+            match stack::frame(text.as_bytes()) {
+                Ok(f) => d.push(f, guess),
+                Err(_) => d.skip(text),
+            }
+            return;
+        }
+        let in_trace = self.draft.as_ref().is_some_and(|d| d.in_trace);
+        if in_trace && bare_name(rest) {
+            if let Ok(f) = stack::frame(rest.as_bytes()) {
+                self.draft().push(f, false);
+            }
+        }
+    }
+}
+
+/// A line between pastes: a Markdown code fence, a rule of dashes or equals signs, a shell prompt.
+fn is_separator(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with("```")
+        || t.starts_with("~~~")
+        || (t.len() >= 3 && t.bytes().all(|b| b"-=*.".contains(&b)))
+        // An elision: the paste left frames out, so what follows is not known to continue them.
+        || t == "\u{2026}"
+        || t == "[...]"
+        || t.eq_ignore_ascii_case("<snip>")
+        || t.eq_ignore_ascii_case("[snip]")
+        || t.starts_with("$ ")
+        || (t.starts_with("# ") && !t[2..].starts_with(|c: char| c.is_ascii_digit()))
+        || (t.contains('@') && (t.contains("$ ") || t.contains("# ")) && !t.contains("+0x"))
+}

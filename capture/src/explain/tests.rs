@@ -1,0 +1,414 @@
+//! `explain`'s tests: the notations and log prefixes one at a time, hostile input, the paste shapes of issue
+//! 38 (`shapes`) and the hung-task detector's blocker line (`kernel_word`).
+
+use super::*;
+
+#[test]
+fn hung_task_block_with_journal_prefix_and_guesses() {
+    let log = "\
+Nov 19 01:03:26 host kernel: INFO: task nv_open_q:1014 blocked for more than 122 seconds.
+Nov 19 01:03:26 host kernel:       Tainted: P           OE      6.8.0-49-generic #49-Ubuntu
+Nov 19 01:03:26 host kernel: task:nv_open_q       state:D stack:0     pid:1014  tgid:1014  ppid:2      flags:0x00004000
+Nov 19 01:03:26 host kernel: Call Trace:
+Nov 19 01:03:26 host kernel:  <TASK>
+Nov 19 01:03:26 host kernel:  __schedule+0x27c/0x6b0
+Nov 19 01:03:26 host kernel:  schedule+0x33/0x110
+Nov 19 01:03:26 host kernel:  rwsem_down_write_slowpath+0x27e/0x550
+Nov 19 01:03:26 host kernel:  down_write+0x5c/0x80
+Nov 19 01:03:26 host kernel:  os_acquire_rwlock_write+0x3c/0x70 [nvidia]
+Nov 19 01:03:26 host kernel:  ? down+0x36/0x80
+Nov 19 01:03:26 host kernel:  rmapiLockAcquire+0x294/0x360 [nvidia]
+Nov 19 01:03:26 host kernel:  kthread+0xf2/0x120
+Nov 19 01:03:26 host kernel:  ret_from_fork+0x47/0x70
+Nov 19 01:03:26 host kernel:  </TASK>
+";
+    let e = explain(log.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 1);
+    let t = &e.tasks[0];
+    assert_eq!(
+        (t.task.as_str(), t.pid, t.ppid),
+        ("nv_open_q", Some(1014), Some(2))
+    );
+    assert!(t.kernel_thread);
+    assert_eq!(t.stack[0].function, "rwsem_down_write_slowpath");
+    assert!(t.stack.iter().all(|f| f.function != "down"));
+    let site = t.site.as_deref().unwrap();
+    assert!(site.starts_with("kernel thread nv_open_q"), "{site}");
+    assert!(site.ends_with("[RM API lock]"), "{site}");
+}
+
+#[test]
+fn bare_proc_stack_and_arm32_from_lines() {
+    let e = explain(b"[<0>] os_acquire_rwlock_read+0x30/0x40 [nvidia]\n[<0>] _nv012345rm+0x10/0x20 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] __x64_sys_ioctl+0x97/0xd0\n").unwrap();
+    assert_eq!(e.tasks[0].task, "(pasted stack)");
+    assert!(e.tasks[0]
+        .site
+        .as_deref()
+        .unwrap()
+        .ends_with("[RM API lock (read)]"));
+    let arm = "[ 5036.077593] [<8079ef70>] (__schedule) from [<8079f5d8>] (schedule+0x50/0xa8)\n[ 5036.077611] [<8079f5d8>] (schedule) from [<807a26d8>] (rwsem_down_read_failed+0x10c/0x15c)\n[ 5036.077629] [<807a26d8>] (rwsem_down_read_failed) from [<807a1d6c>] (down_read+0x5c/0x60)\n[ 5036.077645] [<807a1d6c>] (down_read) from [<807a5418>] (do_page_fault+0xfc/0x3a4)\n";
+    let e = explain(arm.as_bytes()).unwrap();
+    let names: Vec<_> = e.tasks[0]
+        .stack
+        .iter()
+        .map(|f| f.function.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["rwsem_down_read_failed", "down_read", "do_page_fault"]
+    );
+}
+
+#[test]
+fn raw_kmsg_and_viewer_prefixes_are_not_the_message() {
+    let log = "6,1201,5140900,-;INFO: task kworker/3:1:77 blocked for more than 122 seconds.\n\
+               4,1202,5140901,-,caller=T77; <TASK>\n\
+               > 2025-01-16T17:24:58.365Z  mutex_lock+0x1f/0x2f\n\
+               warning [129398.234297] proc_cgroup_show+0x4e/0x2a0\n\
+               <4>[  12.5] autoremove_wake_function+0x0/0x40\n\
+               kern.err: [  12.6] seq_read_iter+0x11d/0x4b0\n";
+    let e = explain(log.as_bytes()).unwrap();
+    let t = &e.tasks[0];
+    assert_eq!((t.task.as_str(), t.pid), ("kworker/3:1", Some(77)));
+    let names: Vec<_> = t.stack.iter().map(|f| f.function.as_str()).collect();
+    // The wake callback at offset 0 is a pointer on the stack, not a frame.
+    assert_eq!(names, ["mutex_lock", "proc_cgroup_show", "seq_read_iter"]);
+    assert!(
+        t.site
+            .as_deref()
+            .unwrap()
+            .contains("proc_cgroup_show … mutex wait"),
+        "{:?}",
+        t.site
+    );
+}
+
+#[test]
+fn names_with_spaces_and_the_kernels_blocker_line() {
+    let log = "INFO: task CPU 6/KVM:11091 blocked for more than 120 seconds.\n\
+               Call Trace:\n mutex_lock+0x1f/0x2f\n intel_vgpu_emulate_mmio_read+0x4e/0x2a0 [i915]\n\
+               INFO: task CPU 6/KVM:11091 is blocked on a mutex likely owned by task qemu:42.\n";
+    let e = explain(log.as_bytes()).unwrap();
+    let t = &e.tasks[0];
+    assert_eq!((t.task.as_str(), t.pid), ("CPU 6/KVM", Some(11091)));
+    assert_eq!(e.tasks.len(), 1);
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("blocked on a mutex likely owned by task qemu:42")),
+        "{:?}",
+        t.notes
+    );
+}
+
+#[test]
+fn interrupt_frames_above_the_entry_are_not_the_task() {
+    let e = explain(b"[<0>] irqentry_exit+0x34/0x640\n[<0>] sysvec_apic_timer_interrupt+0x57/0xc0\n[<0>] asm_sysvec_apic_timer_interrupt+0x1b/0x20\n[<0>] hmm_range_fault+0x3c/0xb0\n[<0>] amdgpu_hmm_range_get_pages+0x104/0x200 [amdgpu]\n").unwrap();
+    let t = &e.tasks[0];
+    assert_eq!(t.stack[0].function, "hmm_range_fault");
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("2 interrupt frames above asm_sysvec_apic_timer_interrupt")),
+        "{:?}",
+        t.notes
+    );
+}
+
+#[test]
+fn hostile_input_is_a_clear_error() {
+    assert!(explain(b"").is_err());
+    assert!(explain(b"hello world\nnothing here\n").is_err());
+    assert!(explain(&[0u8, 1, 2, 3, 0xff, 0x80]).is_err());
+    let huge = vec![b'a'; MAX_INPUT + 1];
+    assert!(explain(&huge).is_err());
+    // Truncated in the middle of a frame: what is there is kept.
+    let e = explain(b"INFO: task a:1 blocked for more than 120 seconds.\nCall Trace:\n mutex_lock+0x1f/0x2f\n do_last+0x28f/0x1").unwrap();
+    assert_eq!(e.tasks[0].stack[0].function, "mutex_lock");
+    let e = explain(b"INFO: task a:1 blocked for more than 120 seconds.\nCall Trace:\n mutex_lock+0x1f/0x2f\n do_last+0x28f/0x").unwrap();
+    assert_eq!(e.tasks[0].stack.len(), 1, "{:?}", e.tasks[0]);
+    assert!(
+        e.tasks[0].notes[0].contains("unparseable"),
+        "{:?}",
+        e.tasks[0].notes
+    );
+    // Many tasks and frames stay bounded.
+    let many =
+        "INFO: task a:1 blocked for more than 120 seconds.\n f+0x1/0x2\n".repeat(MAX_TASKS + 5);
+    let e = explain(many.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), MAX_TASKS);
+    assert!(!e.notes.is_empty());
+    let deep = format!(
+        "INFO: task a:1 blocked for more than 1 seconds.\n{}",
+        " f+0x1/0x2\n".repeat(1000)
+    );
+    let e = explain(deep.as_bytes()).unwrap();
+    assert_eq!(e.tasks[0].stack.len(), MAX_TASK_FRAMES);
+}
+/// Issue 35: a pasted log names its tasks, and its tasks name themselves: every task name, the site naming a
+/// kernel thread, the kernel's blocker line and an unparseable frame quoting one, are inert in the Markdown,
+/// headings included.
+#[test]
+fn hostile_task_names_are_inert_in_the_markdown() {
+    use crate::escape::{inert_markdown_problems, HOSTILE_NAMES};
+    let mut log = String::new();
+    for (i, name) in HOSTILE_NAMES.iter().enumerate() {
+        let name = name.replace('\n', " ");
+        let pid = 100 + i;
+        log.push_str(&format!(
+            "INFO: task {name}:{pid} blocked for more than 122 seconds.\n\
+             task:{name} state:D stack:0 pid:{pid} tgid:{pid} ppid:2 flags:0x00004000\n\
+             Call Trace:\n\
+             schedule+0x33/0x110\n\
+             rwsem_down_write_slowpath+0x27e/0x550\n\
+             {name}+0x1/0x2\n\
+             kthread+0xf2/0x120\n\
+             INFO: task {name}:{pid} is blocked on a mutex likely owned by task {name}:{}.\n",
+            pid + 1
+        ));
+    }
+    // A thread name with a line break comes from a wedge-capture report's own line (escaped there as `\n`).
+    log.push_str("thread 7 line\\nbreak state D wchan rwsem_down_write_slowpath\n[<0>] rwsem_down_write_slowpath+0x1/0x2\n");
+    let e = explain(log.as_bytes()).unwrap();
+    let md = markdown(&e);
+    let names: Vec<&str> = HOSTILE_NAMES
+        .iter()
+        .copied()
+        .filter(|n| !n.contains('\n'))
+        .collect();
+    let problems = inert_markdown_problems(&md, &names);
+    assert!(problems.is_empty(), "{problems:#?}\n{md}");
+    assert!(md.contains("## `line\\nbreak` (pid 7)"), "{md}");
+    assert!(md.contains("## ``a`b`` (pid 101)"), "{md}");
+    // Every heading is one code span and a pid: no markup of the name's own.
+    for heading in md
+        .lines()
+        .filter(|l| l.starts_with("## ") && *l != "## Wait graph")
+    {
+        let spans = crate::escape::code_spans(heading);
+        assert_eq!(spans.len(), 1, "{heading}");
+        assert_eq!(spans[0].start, 3, "{heading}");
+    }
+}
+
+/// Issue 38, family 4: the paste shapes read by structure (each shape alone; together in
+/// `tests/traces.rs`).
+mod shapes {
+    use super::*;
+
+    fn names(t: &ExplainedTask) -> Vec<&str> {
+        t.stack.iter().map(|f| f.function.as_str()).collect()
+    }
+
+    /// crash's `bt -t` (a `START:` line) lists every text address on the stack, stale ones too: its frames are
+    /// guesses, so the stale one between the rwsem's slow path and `down_read` goes; a plain `bt` keeps it.
+    #[test]
+    fn crash_bt_t_text_symbols_are_guesses() {
+        let frames = " [ffffc9000000fd00] __schedule at ffffffff81000010\n [ffffc9000000fd40] schedule at ffffffff81000020\n [ffffc9000000fd58] rwsem_down_read_slowpath at ffffffff81000030\n [ffffc9000000fd80] filemap_map_pages at ffffffff81000040\n [ffffc9000000fda0] down_read at ffffffff81000050\n [ffffc9000000fdb8] xfs_ilock at ffffffffc0000060 [xfs]\n [ffffc9000000fdd8] xfs_file_buffered_read at ffffffffc0000070 [xfs]\n";
+        let header = "PID: 77     TASK: ffff8881a2b3c000  CPU: 1   COMMAND: \"cat\"\n";
+        let with_t = format!("{header}      START: __schedule at ffffffff81000010\n{frames}");
+        let t = &explain(with_t.as_bytes()).unwrap().tasks[0];
+        assert_eq!(
+            names(t),
+            [
+                "rwsem_down_read_slowpath",
+                "down_read",
+                "xfs_ilock",
+                "xfs_file_buffered_read"
+            ]
+        );
+        assert!(
+            t.notes.iter().any(|n| n.contains("`bt -t`")),
+            "{:?}",
+            t.notes
+        );
+        let plain = format!("{header}{frames}");
+        let t = &explain(plain.as_bytes()).unwrap().tasks[0];
+        assert!(names(t).contains(&"filemap_map_pages"), "{:?}", names(t));
+    }
+
+    #[test]
+    fn crash_bt_without_frame_indices() {
+        let e = explain(b"PID: 4242   TASK: ffff8881a2b3c000  CPU: 3   COMMAND: \"kworker/3:1\"\n [ffffc90000a3fd88] __schedule at ffffffff81a0b3e6\n [ffffc90000a3fe10] schedule at ffffffff81a0b8a4\n [ffffc90000a3fe28] schedule_timeout at ffffffff81a10f1e\n [ffffc90000a3fea0] wait_for_completion at ffffffff81a0c5d2\n [ffffc90000a3fef0] nvme_dev_disable at ffffffffc01a2b3c [nvme]\n [ffffc90000a3ff10] kthread at ffffffff810c4d11\n").unwrap();
+        let t = &e.tasks[0];
+        assert_eq!((t.task.as_str(), t.pid), ("kworker/3:1", Some(4242)));
+        assert_eq!(
+            names(t),
+            [
+                "schedule_timeout",
+                "wait_for_completion",
+                "nvme_dev_disable",
+                "kthread"
+            ]
+        );
+        assert_eq!(t.stack[2].module.as_deref(), Some("nvme"));
+    }
+
+    #[test]
+    fn decoded_addresses_and_inlined_callee_notes() {
+        // OpenWrt's decoded traces: the raw address again before the name, a source location, and the callee
+        // inlined at that address after `->`; the workqueue line decoded the same way.
+        let log =
+            "task:kworker/0:1     state:D stack:0     pid:10    ppid:2      flags:0x00100000\n\
+                   Workqueue: events_power_efficient 0x8380ab0c -> reg_check_chans_work\n\
+                   Call Trace:\n\
+                   [<8082b5c8>] 0x8082b5c8 schedule kernel/sched/core.c:6776\n\
+                   [<8082c998>] 0x8082c998 __mutex_lock kernel/locking/mutex.c:747\n\
+                   [<8380ab3c>] 0x8380ab3c reg_check_chans_work -> rtnl_lock\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let t = &e.tasks[0];
+        assert_eq!(
+            t.workqueue.as_deref(),
+            Some("events_power_efficient reg_check_chans_work")
+        );
+        assert_eq!(names(t), ["__mutex_lock", "reg_check_chans_work"]);
+        assert!(t.site.as_deref().unwrap().contains("rtnl_mutex (RTNL)"));
+    }
+
+    #[test]
+    fn arm_unwinder_lines_without_a_space_before_the_caller() {
+        let log = "[<c04d011c>](__schedule+0x2c0/0x5c0) from [<bf0b7480>](cv_wait_common+0x150/0x1ec [spl])\n\
+                   [<bf0b7480>](cv_wait_common+0x150/0x1ec [spl]) from [<bf51a24c>](txg_quiesce_thread+0x1bc/0x360 [zfs])\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(names(&e.tasks[0]), ["cv_wait_common", "txg_quiesce_thread"]);
+        assert_eq!(e.tasks[0].stack[1].module.as_deref(), Some("zfs"));
+    }
+
+    #[test]
+    fn a_paste_that_starts_with_guesses_is_its_own_task() {
+        // The first paste ends without its bottom frames; the next (another log, no timestamps) starts with
+        // `?` guesses and then its wait: the guesses do not make the second paste the first one's.
+        let log = "[ 10.000001]  [<ffffffffa01756d1>] zfs_dirlook+0x81/0x310 [zfs]\n\
+                   [ 10.000002]  [<ffffffff811c8ae3>] __lookup_hash+0x33/0x40\n \
+                   [<ffffffffa0705bbc>] ? tcp_packet+0x48c/0x17d0 [nf_conntrack]\n \
+                   [<ffffffffa03a3f1d>] cv_wait_common+0x11d/0x130 [spl]\n \
+                   [<ffffffffa049278c>] zfs_range_lock+0x2ac/0x5e0 [zfs]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 2, "{:?}", e.tasks);
+        assert_eq!(names(&e.tasks[1]), ["cv_wait_common", "zfs_range_lock"]);
+    }
+
+    #[test]
+    fn diff_and_quote_marks_are_not_the_line() {
+        let log = "+INFO: task dd:77 blocked for more than 122 seconds.\n\
+                   +[  12.1] Call Trace:\n\
+                   +  schedule+0x29/0x70\n\
+                   +  io_schedule+0x12/0x40\n\
+                   -  folio_wait_bit_common+0x1/0x2\n\
+                   > + folio_wait_writeback+0x1/0x2\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let t = &e.tasks[0];
+        assert_eq!((t.task.as_str(), t.pid), ("dd", Some(77)));
+        assert_eq!(
+            names(t),
+            [
+                "io_schedule",
+                "folio_wait_bit_common",
+                "folio_wait_writeback"
+            ]
+        );
+    }
+
+    #[test]
+    fn old_sysrq_w_task_lines_with_the_stack_count_glued_to_the_state() {
+        let log =
+            "SysRq : Show Blocked State\n  task                        PC stack   pid father\n\
+                   kworker/u16:2   D12312  1234      2 0x00000000\n\
+                   [<ffffffff8160b039>] schedule+0x29/0x70\n\
+                   [<ffffffff81608d65>] jbd2_log_wait_commit+0xc5/0x140 [jbd2]\n\
+                   FwgThread OpFor D    0 15341  15184 0x000040a0\n\
+                   [<ffffffff81608d65>] jbd2_log_wait_commit+0xc5/0x140 [jbd2]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let got: Vec<_> = e
+            .tasks
+            .iter()
+            .map(|t| (t.task.as_str(), t.pid, t.ppid))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("kworker/u16:2", Some(1234), Some(2)),
+                ("FwgThread OpFor", Some(15341), Some(15184))
+            ]
+        );
+    }
+
+    #[test]
+    fn mail_wrapped_headers_and_module_tags() {
+        let log = "> [ 2 17 16:44:02 2026 <    0.000000>] INFO: task kworker/10:3:7194 \n\
+                   > blocked for more than 122 seconds.\n\
+                   > [ 2 17 16:44:02 2026 <    0.001597>] task:kworker/10:3    state:D \n\
+                   > stack:0     pid:7194  tgid:7194  ppid:2      flags:0x00004000\n\
+                   > Call Trace:\n\
+                   >  dma_fence_default_wait+0x13d/0x210\n\
+                   >  ? \n\
+                   > __pfx_dma_fence_default_wait_cb+0x10/0x10\n\
+                   >  svm_range_validate_and_map+0xf7c/0x19c0\n\
+                   > [amdgpu]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let t = &e.tasks[0];
+        assert_eq!(
+            (t.task.as_str(), t.pid, t.ppid),
+            ("kworker/10:3", Some(7194), Some(2))
+        );
+        assert_eq!(
+            names(t),
+            ["dma_fence_default_wait", "svm_range_validate_and_map"]
+        );
+        assert_eq!(t.stack[1].module.as_deref(), Some("amdgpu"));
+    }
+
+    #[test]
+    fn cat_proc_stack_names_the_pid_and_pastes_stay_apart() {
+        let log = "root@host:~# cat /proc/4121/stack\n\
+                   [<0>] rpc_wait_bit_killable+0x1e/0xa0 [sunrpc]\n\
+                   [<0>] nfs4_proc_getattr+0x1/0x2 [nfsv4]\n\
+                   [<0>] __x64_sys_newstat+0x1/0x2\n\
+                   $ sudo cat /proc/88/task/90/stack\n\
+                   [<0>] ceph_mdsc_do_request+0x1/0x2 [ceph]\n\
+                   [<0>] do_syscall_64+0x1/0x2\n\
+                   [<0>] entry_SYSCALL_64_after_hwframe+0x1/0x2\n\
+                   [<0>] request_wait_answer+0x1/0x2 [fuse]\n\
+                   [<0>] fuse_simple_request+0x1/0x2 [fuse]\n\
+                   \n\
+                   \u{20} io_schedule+0x1/0x2\n\
+                   \u{20} nbd_queue_rq+0x1/0x2 [nbd]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let got: Vec<_> = e
+            .tasks
+            .iter()
+            .map(|t| (t.pid, t.stack[0].function.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(4121), "rpc_wait_bit_killable"),
+                (Some(90), "ceph_mdsc_do_request"),
+                // After the end of a stack (the syscall entry): another task.
+                (None, "request_wait_answer"),
+                // Another notation: another paste.
+                (None, "io_schedule"),
+            ]
+        );
+    }
+}
+
+/// Issue 38: the hung-task detector's blocker line names the lock a pasted stack hid.
+mod kernel_word {
+    use super::*;
+
+    #[test]
+    fn the_detectors_blocker_line_names_the_hidden_lock() {
+        let log = "INFO: task kworker/3:1:77 blocked for more than 122 seconds.\n\
+                   Call Trace:\n xfs_reflink_end_atomic_cow+0x133/0x200 [xfs]\n xfs_dio_write_end_io+0x117/0x320 [xfs]\n\
+                   INFO: task kworker/3:1:77 <writer> blocked on an rw-semaphore likely owned by task fio:2308404 <writer>\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let site = e.tasks[0].site.as_deref().unwrap();
+        assert!(
+            site.contains("rwsem wait (write) on an rw-semaphore owned by fio:2308404 (kernel record) in xfs_reflink_end_atomic_cow"),
+            "{site}"
+        );
+    }
+}

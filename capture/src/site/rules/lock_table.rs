@@ -1,0 +1,451 @@
+//! The lock takers' table: functions that take a well-known lock, by the lock, so a stack whose lock slow path
+//! is hidden still names the lock.
+
+use super::pattern::{t, LockTaker};
+
+/// Functions that take a known lock, by the lock they take (fs/namei.c, kernel/cgroup, drivers/base,
+/// drivers/pci, drivers/clk, drivers/gpu/drm…).
+pub const LOCK_TAKERS: &[LockTaker] = &[
+    // VFS: the inode lock (`inode_lock` = down_write, `inode_lock_shared` = down_read on i_rwsem).
+    t(
+        &[
+            "filename_create",
+            "do_rmdir",
+            "do_unlinkat",
+            "lock_rename",
+            "lock_rename_child",
+            "lock_two_nondirectories",
+            "do_truncate",
+            "chown_common",
+            "chmod_common",
+            "vfs_setxattr",
+            "vfs_removexattr",
+            "generic_file_write_iter",
+            "ext4_file_write_iter",
+            "ext4_buffered_write_iter",
+            "ext4_dio_write_iter",
+            "shmem_fallocate",
+            "do_last",
+            "open_last_lookups",
+            "lock_mount",
+            "inode_lock",
+            "inode_lock_nested",
+        ],
+        "rwsem wait (write)",
+        "the inode lock (i_rwsem; i_mutex before 4.7)",
+    ),
+    t(
+        &[
+            "lookup_slow",
+            "walk_component",
+            "iterate_dir",
+            "inode_lock_shared",
+        ],
+        "rwsem wait (read)",
+        "the inode lock (i_rwsem; i_mutex before 4.7)",
+    ),
+    t(&["fuse_lock_inode"], "mutex wait", "the FUSE inode's mutex"),
+    // Filesystems' own inode and tree locks.
+    t(
+        &[
+            "ext4_map_blocks",
+            "ext4_da_get_block_prep",
+            "ext4_da_map_blocks",
+            "ext4_ext_truncate",
+            "ext4_punch_hole",
+            "ext4_ind_map_blocks",
+        ],
+        "rwsem wait",
+        "the ext4 inode's i_data_sem",
+    ),
+    t(
+        &[
+            "btrfs_tree_lock",
+            "btrfs_tree_read_lock",
+            "__btrfs_tree_lock",
+            "__btrfs_tree_read_lock",
+            "btrfs_lock_root_node",
+            "btrfs_read_lock_root_node",
+        ],
+        "rwsem wait",
+        "a btrfs tree block's lock (extent buffer rwsem)",
+    ),
+    t(
+        &["btrfs_inode_lock"],
+        "rwsem wait",
+        "the inode lock (i_rwsem; btrfs_inode_lock)",
+    ),
+    t(
+        &[
+            "nfs_start_io_write",
+            "nfs_start_io_read",
+            "nfs_start_io_direct",
+            "ceph_start_io_write",
+            "ceph_start_io_read",
+            "ceph_start_io_direct",
+        ],
+        "rwsem wait",
+        "the inode lock (i_rwsem) between buffered and direct I/O",
+    ),
+    t(
+        &["f2fs_lock_op", "f2fs_lock_all"],
+        "rwsem wait",
+        "f2fs's checkpoint rwsem (cp_rwsem)",
+    ),
+    t(
+        &["xfs_ilock", "xfs_ilock_nowait", "xfs_lock_two_inodes"],
+        "rwsem wait",
+        "the XFS inode lock (i_lock/i_mmaplock)",
+    ),
+    // The superblock's s_umount and the mount namespace.
+    t(
+        &[
+            "iterate_supers",
+            "__iterate_supers",
+            "super_lock",
+            "grab_super",
+            "deactivate_super",
+            "freeze_super",
+            "thaw_super",
+            "user_get_super",
+            "get_super",
+        ],
+        "rwsem wait",
+        "s_umount (the superblock lock)",
+    ),
+    t(
+        &["namespace_lock"],
+        "rwsem wait (write)",
+        "namespace_sem (mounts)",
+    ),
+    // cgroups.
+    t(
+        &[
+            "proc_cgroup_show",
+            "cgroup_kn_lock_live",
+            "cgroup_lock_and_drain_offline",
+            "cgroup_lock",
+            "cgroup_mkdir",
+            "cgroup_rmdir",
+            "cgroup_release_agent",
+            "cgroup_transfer_tasks",
+            "cgroup_attach_task_all",
+            "css_release_work_fn",
+            "cgroup_bpf_release",
+            "cgroup_destroy_wb",
+            // Fork into a cgroup (CLONE_INTO_CGROUP) takes cgroup_mutex here, and cgroup_threadgroup_rwsem in
+            // cgroup_can_fork too: the wait's primitive says which (see `lock_taken_with`).
+            "cgroup_css_set_fork",
+            "cgroup_can_fork",
+        ],
+        "mutex wait",
+        "cgroup_mutex",
+    ),
+    t(
+        &[
+            "cgroup_attach_lock",
+            "cgroup_procs_write_start",
+            "cgroup_can_fork",
+            "cgroup_threadgroup_change_begin",
+        ],
+        "percpu rwsem wait",
+        "cgroup_threadgroup_rwsem",
+    ),
+    // Networking.
+    t(
+        &[
+            "rtnl_lock",
+            "rtnl_lock_killable",
+            "__rtnl_lock",
+            "rtnl_lock_interruptible",
+            // Work items and handlers that call rtnl_lock() first thing (often inlined or tail-called, so
+            // the mutex's slow path sits right under them): the wireless regulatory check, IPv6 address
+            // configuration, the wireless-extensions ioctl, an rtnetlink request or dump (rtnetlink's
+            // dump cb_mutex is rtnl_mutex itself).
+            "reg_check_chans_work",
+            "addrconf_dad_work",
+            "addrconf_verify_work",
+            "wext_handle_ioctl",
+            "rtnetlink_rcv_msg",
+            "__netlink_dump_start",
+        ],
+        "mutex wait",
+        "rtnl_mutex (RTNL)",
+    ),
+    t(
+        &["netlink_dump"],
+        "mutex wait",
+        "the netlink socket's dump cb_mutex",
+    ),
+    t(
+        &["genl_rcv", "genl_lock"],
+        "mutex wait",
+        "genl_mutex (generic netlink)",
+    ),
+    t(
+        &[
+            "freezer_write",
+            "freezer_change_state",
+            "freezer_css_online",
+            "freezer_attach",
+        ],
+        "mutex wait",
+        "freezer_mutex (the cgroup v1 freezer)",
+    ),
+    t(
+        &[
+            "cpuset_write_resmask",
+            "cpuset_css_online",
+            "cpuset_can_attach",
+            "cpuset_attach",
+            "cpuset_write_u64",
+        ],
+        "mutex wait",
+        "cpuset_mutex",
+    ),
+    // The driver core and buses: device_lock() is mutex_lock(&dev->mutex).
+    t(
+        &[
+            "__device_attach",
+            "device_attach",
+            "device_initial_probe",
+            "device_driver_attach",
+            "__driver_attach",
+            "device_release_driver_internal",
+            "device_shutdown",
+            "device_lock",
+            "uevent_show",
+            "hub_event",
+            "usb_lock_device_for_reset",
+            "read_descriptors",
+            "pci_dev_lock",
+            "pci_bus_lock",
+            "pci_slot_lock",
+            "pci_reset_function",
+            "pci_try_reset_function",
+            "pci_dev_trylock",
+        ],
+        "mutex wait",
+        "the device's lock (device_lock)",
+    ),
+    t(
+        &[
+            "pci_lock_rescan_remove",
+            "pci_stop_and_remove_bus_device_locked",
+            "pci_rescan_bus_locked",
+        ],
+        "mutex wait",
+        "pci_rescan_remove_lock (PCI core)",
+    ),
+    t(
+        &["pciehp_reset_slot", "pciehp_check_presence"],
+        "rwsem wait (read)",
+        "the hotplug slot's reset_lock (pciehp)",
+    ),
+    // Only lock_device_hotplug() sleeps on the mutex: lock_device_hotplug_sysfs() takes it with
+    // mutex_trylock and, when it is held, sleeps 5 ms (msleep) and restarts the syscall — never a mutex wait.
+    t(
+        &["lock_device_hotplug"],
+        "mutex wait",
+        "device_hotplug_lock",
+    ),
+    t(
+        &["lock_system_sleep"],
+        "mutex wait",
+        "system_transition_mutex (suspend/hibernate)",
+    ),
+    t(
+        &[
+            "cpus_read_lock",
+            "get_online_cpus",
+            "cpu_hotplug_begin",
+            "cpus_write_lock",
+        ],
+        "percpu rwsem wait",
+        "cpu_hotplug_lock",
+    ),
+    t(
+        &["mem_hotplug_begin", "get_online_mems"],
+        "percpu rwsem wait",
+        "mem_hotplug_lock",
+    ),
+    // The clock framework: every clk_prepare/clk_set_rate takes the global prepare_lock.
+    t(
+        &["clk_prepare_lock"],
+        "mutex wait",
+        "prepare_lock (the clock framework's global lock)",
+    ),
+    // sysfs/kernfs files: the open file's mutex around show/store.
+    t(
+        &[
+            "kernfs_fop_write_iter",
+            "kernfs_fop_write",
+            "kernfs_seq_start",
+            "kernfs_fop_read_iter",
+        ],
+        "mutex wait",
+        "the sysfs file's of->mutex",
+    ),
+    // Block devices.
+    t(
+        &[
+            "blkdev_get_by_dev",
+            "blkdev_get",
+            "__blkdev_get",
+            "blkdev_put",
+            "bdev_open",
+            "bdev_release",
+            "blkdev_get_whole",
+        ],
+        "mutex wait",
+        "the disk's open_mutex (bd_mutex)",
+    ),
+    t(
+        &[
+            "blk_mq_quiesce_tagset",
+            "blk_mq_unquiesce_tagset",
+            "blk_mq_update_nr_hw_queues",
+        ],
+        "mutex wait",
+        "the tag set's tag_list_lock (blk-mq)",
+    ),
+    t(
+        &["nbd_ioctl", "nbd_open", "nbd_release"],
+        "mutex wait",
+        "the nbd device's config_lock",
+    ),
+    // Consoles, frame buffers and ttys.
+    t(
+        &["console_lock", "console_lock_single_hold"],
+        "semaphore wait",
+        "console_sem",
+    ),
+    t(&["lock_fb_info"], "mutex wait", "fb_info->lock"),
+    // tty_lock() is tty_lock_nested(tty, 0) in 3.x-4.x kernels: the _nested one takes legacy_mutex.
+    t(
+        &[
+            "tty_lock",
+            "tty_lock_nested",
+            "tty_lock_interruptible",
+            "tty_lock_slave",
+        ],
+        "mutex wait",
+        "tty->legacy_mutex",
+    ),
+    t(
+        &["n_tty_read", "n_tty_write"],
+        "rwsem wait (read)",
+        "tty->termios_rwsem",
+    ),
+    t(
+        &[
+            "tty_ldisc_ref_wait",
+            "tty_ldisc_lock",
+            "__tty_ldisc_lock",
+            "__tty_ldisc_lock_nested",
+        ],
+        "semaphore wait",
+        "the tty's line discipline semaphore (ldsem)",
+    ),
+    t(
+        &[
+            "actual_brightness_show",
+            "backlight_device_set_brightness",
+            "brightness_store",
+        ],
+        "mutex wait",
+        "the backlight's ops_lock",
+    ),
+    t(
+        &["fb_deferred_io_work"],
+        "page lock wait",
+        "the framebuffer's pages (fb deferred I/O folio_lock)",
+    ),
+    t(
+        // The mailbox transaction mutex: rpi_firmware_transaction takes it, or (since 5.x)
+        // rpi_firmware_property_list around the whole exchange.
+        &["rpi_firmware_transaction", "rpi_firmware_property_list"],
+        "mutex wait",
+        "the Raspberry Pi firmware mailbox transaction lock",
+    ),
+    // DRM core and GPU drivers' well-known locks.
+    t(
+        &["drm_release", "drm_open", "drm_stub_open"],
+        "mutex wait",
+        "drm_global_mutex / the file list lock (DRM core)",
+    ),
+    t(
+        &[
+            "drm_client_modeset_commit",
+            "drm_client_modeset_probe",
+            "drm_client_modeset_dpms",
+            "drm_fb_helper_restore_fbdev_mode_unlocked",
+            "drm_fb_helper_set_par",
+            "drm_fb_helper_hotplug_event",
+            "drm_fb_helper_lastclose",
+            "__drm_fb_helper_restore_fbdev_mode_unlocked",
+        ],
+        "mutex wait",
+        "the DRM client's modeset_mutex / fb_helper->lock",
+    ),
+    t(
+        &[
+            "drm_mode_getconnector",
+            "drm_helper_probe_single_connector_modes",
+            "drm_helper_hpd_irq_event",
+            "drm_kms_helper_hotplug_event",
+            "output_poll_execute",
+        ],
+        "mutex wait",
+        "mode_config.mutex (DRM connector probing)",
+    ),
+    t(
+        &[
+            "ttm_eu_reserve_buffers",
+            "ttm_bo_reserve",
+            "ttm_bo_vm_reserve",
+            "drm_exec_lock_obj",
+            "drm_exec_prepare_obj",
+            "amdgpu_vm_lock_pd",
+            "amdgpu_bo_reserve",
+            "dma_resv_lock",
+            "drm_gem_lock_reservations",
+        ],
+        "mutex wait",
+        "a buffer's dma_resv lock (ww_mutex)",
+    ),
+    t(
+        &["dm_suspend", "amdgpu_dm_atomic_commit_tail", "dm_resume"],
+        "mutex wait",
+        "the amdgpu display core's dc_lock",
+    ),
+    t(
+        &[
+            "kfd_ioctl_alloc_memory_of_gpu",
+            "kfd_ioctl_free_memory_of_gpu",
+            "kfd_ioctl_map_memory_to_gpu",
+        ],
+        "mutex wait",
+        "the KFD process's mutex",
+    ),
+    t(
+        &[
+            "i915_mutex_lock_interruptible",
+            "__i915_gem_free_objects",
+            "i915_gem_retire_work_handler",
+        ],
+        "mutex wait",
+        "struct_mutex (i915)",
+    ),
+    t(
+        &["msm_job_run"],
+        "mutex wait",
+        "the msm GPU's lock (gpu->lock)",
+    ),
+    t(
+        &["btrfs_start_delalloc_roots"],
+        "mutex wait",
+        "delalloc_root_mutex (btrfs)",
+    ),
+    t(&["kvm_vcpu_ioctl"], "mutex wait", "the vCPU's mutex (KVM)"),
+];

@@ -1,0 +1,565 @@
+//! The wait primitives' table: each function a thread sleeps in and the words for it, the names older kernels
+//! used included.
+
+use super::pattern::{w, Pattern, WaitWord};
+
+/// GPU fence waits: a wait word and a category. (The GPU scheduler draining a context's queue is its own
+/// mechanism: [`crate::site::mechanisms`].)
+pub(super) const FENCE_WAITS: &[&str] = &[
+    "dma_fence_default_wait",
+    "dma_fence_wait_timeout",
+    "dma_fence_wait",
+    "dma_fence_wait_any_timeout",
+    "kcl_fence_default_wait",
+    "kcl_fence_wait_timeout",
+    "fence_wait_timeout",
+    "fence_default_wait",
+    "dma_resv_wait_timeout",
+    "dma_resv_wait_timeout_rcu",
+    "reservation_object_wait_timeout_rcu",
+    "drm_atomic_helper_wait_for_fences",
+    "drm_sched_entity_push_job",
+    "amd_sched_entity_push_job",
+    "i915_request_wait",
+    "i915_gem_object_wait",
+    "i915_gem_object_wait_fence",
+    "drm_syncobj_array_wait_timeout",
+    "drm_gem_dma_resv_wait",
+    "ttm_bo_wait",
+    "ttm_bo_wait_ctx",
+    "amdttm_bo_wait",
+    "msm_wait_fence",
+];
+
+/// Wait primitives, innermost first in a stack. A stack's wait is named by the *outermost* frame of the run of
+/// primitives at its top (`folio_wait_bit_common` under `__folio_lock` is a page-lock wait, `schedule_timeout`
+/// under `dma_fence_default_wait` a fence wait).
+pub const WAIT_WORDS: &[WaitWord] = &[
+    w(
+        &[
+            "__mutex_lock",
+            "mutex_lock",
+            "__mutex_lock_slowpath",
+            "__mutex_lock_common",
+            "mutex_lock_killable",
+            "mutex_lock_interruptible",
+            "__mutex_lock_killable_slowpath",
+            "__mutex_lock_interruptible_slowpath",
+            "mutex_lock_nested",
+            "ww_mutex_lock",
+            "ww_mutex_lock_interruptible",
+            "__ww_mutex_lock",
+            "ww_mutex_lock_slow",
+            "ww_mutex_lock_slow_interruptible",
+            "__ww_mutex_lock_slowpath",
+            "__ww_mutex_lock_interruptible_slowpath",
+        ],
+        "mutex wait",
+    ),
+    w(
+        &[
+            "rwsem_down_read_slowpath",
+            "down_read",
+            "down_read_killable",
+            "down_read_interruptible",
+            "down_read_nested",
+            // rwsem.c's internals between the API and the slow path (inlined: a syzbot trace prints them).
+            "__down_read",
+            "__down_read_common",
+            "__down_read_killable",
+            "__down_read_interruptible",
+            // Before 5.x: the slow path and its assembly thunk.
+            "rwsem_down_read_failed",
+            "rwsem_down_read_failed_killable",
+            "call_rwsem_down_read_failed",
+            "call_rwsem_down_read_failed_killable",
+        ],
+        "rwsem wait (read)",
+    ),
+    w(
+        &[
+            "rwsem_down_write_slowpath",
+            "down_write",
+            "down_write_killable",
+            "down_write_nested",
+            "down_write_killable_nested",
+            "__down_write",
+            "__down_write_common",
+            "__down_write_killable",
+            "rwsem_down_write_failed",
+            "rwsem_down_write_failed_killable",
+            "call_rwsem_down_write_failed",
+            "call_rwsem_down_write_failed_killable",
+            "rwsem_down_failed_common",
+        ],
+        "rwsem wait (write)",
+    ),
+    w(
+        &[
+            "down",
+            "__down",
+            "__down_common",
+            "down_interruptible",
+            "__down_interruptible",
+            "down_killable",
+            "__down_killable",
+            "down_timeout",
+            "__down_timeout",
+            // The tty's line discipline semaphore (tty_ldsem.c): its own reader/writer semaphore, slow
+            // paths included.
+            "ldsem_down_read",
+            "ldsem_down_write",
+            "__ldsem_down_read_nested",
+            "__ldsem_down_write_nested",
+            "ldsem_down_write_nested",
+            "down_read_failed",
+            "down_write_failed",
+        ],
+        "semaphore wait",
+    ),
+    w(
+        &[
+            "percpu_rwsem_wait",
+            "__percpu_down_read",
+            "percpu_down_write",
+        ],
+        "percpu rwsem wait",
+    ),
+    w(
+        &[
+            "wait_for_completion",
+            "wait_for_completion_killable",
+            "wait_for_completion_timeout",
+            "wait_for_completion_interruptible",
+            "wait_for_completion_io",
+            "wait_for_completion_io_timeout",
+            "__wait_for_common",
+            "wait_for_common",
+            "wait_for_common_io",
+            "do_wait_for_common",
+        ],
+        "completion wait",
+    ),
+    w(
+        &[
+            "__folio_lock",
+            "folio_lock",
+            "__folio_lock_killable",
+            "__lock_page",
+            "__lock_page_killable",
+            "lock_page",
+            "__lock_page_or_retry",
+            "__folio_lock_or_retry",
+            "sleep_on_page",
+            "sleep_on_page_killable",
+            "__wait_on_bit_lock",
+            "out_of_line_wait_on_bit_lock",
+            "wait_on_page_locked",
+            "folio_wait_locked",
+        ],
+        "page lock wait",
+    ),
+    w(
+        &[
+            "wait_on_page_writeback",
+            "folio_wait_writeback",
+            "folio_wait_stable",
+            "wait_for_stable_page",
+            "wait_for_stable_folio",
+            "__filemap_fdatawait_range",
+            "filemap_fdatawait_range",
+            "filemap_fdatawait_keep_errors",
+            "filemap_write_and_wait",
+            "filemap_write_and_wait_range",
+            "file_write_and_wait_range",
+            "wait_on_page_bit_killable_writeback",
+        ],
+        "writeback wait",
+    ),
+    w(
+        &[
+            "sleep_on_buffer",
+            "__wait_on_buffer",
+            "wait_on_buffer",
+            "out_of_line_wait_on_bit",
+            "__wait_on_bit",
+            "bit_wait_io",
+        ],
+        "buffer I/O wait",
+    ),
+    w(
+        &[
+            "io_schedule",
+            "io_schedule_timeout",
+            "folio_wait_bit_common",
+            "folio_wait_bit",
+            "wait_on_page_bit_common",
+            "wait_on_page_bit",
+            "wait_on_page_bit_killable",
+            "blk_mq_get_tag",
+            // Before 3.x.
+            "sync_page",
+            "sync_page_killable",
+        ],
+        "I/O wait",
+    ),
+    w(
+        &["rq_qos_wait", "wbt_wait", "__rq_qos_throttle"],
+        "block I/O throttle wait",
+    ),
+    w(FENCE_WAITS, "fence wait"),
+    w(
+        &[
+            "drm_sched_entity_flush",
+            "drm_sched_entity_fini",
+            "drm_sched_entity_destroy",
+            "drm_sched_entity_kill",
+            "amd_sched_entity_fini",
+            "amd_sched_entity_flush",
+            "amddrm_sched_entity_fini",
+            "amddrm_sched_entity_flush",
+        ],
+        "GPU scheduler entity drain",
+    ),
+    WaitWord {
+        pattern: Pattern::Contains("fence_wait"),
+        words: "fence wait",
+    },
+    w(
+        &[
+            "drm_modeset_lock",
+            "drm_modeset_lock_all",
+            "drm_modeset_lock_all_ctx",
+            "drm_modeset_backoff",
+            "modeset_lock",
+        ],
+        "DRM modeset lock wait",
+    ),
+    w(
+        &[
+            "balance_dirty_pages",
+            "balance_dirty_pages_ratelimited",
+            "balance_dirty_pages_ratelimited_flags",
+        ],
+        "dirty page throttle",
+    ),
+    w(
+        &[
+            "jbd2_log_wait_commit",
+            "wait_transaction_locked",
+            "__jbd2_log_wait_for_space",
+            "jbd2_journal_commit_transaction",
+        ],
+        "journal wait",
+    ),
+    w(
+        &[
+            "request_wait_answer",
+            "__fuse_request_send",
+            "fuse_request_send",
+            "fuse_simple_request",
+            "__fuse_simple_request",
+            "fuse_wait_aborted",
+        ],
+        "FUSE request wait",
+    ),
+    w(
+        &[
+            "rpc_wait_bit_killable",
+            "__rpc_wait_for_completion_task",
+            "__rpc_execute",
+            "rpc_execute",
+            "rpc_run_task",
+            "nfs_wait_bit_killable",
+        ],
+        "RPC wait",
+    ),
+    // The lock of a cached NFS write request (held while it is sent): `nfs_wait_bit_killable` is only its
+    // sleep.
+    w(
+        &[
+            "nfs_wait_on_request",
+            "nfs_page_group_lock",
+            "nfs_page_group_lock_head",
+            "nfs_lock_request",
+        ],
+        "NFS page request wait",
+    ),
+    w(
+        &[
+            "synchronize_rcu",
+            "synchronize_rcu_expedited",
+            "synchronize_srcu",
+            "synchronize_srcu_expedited",
+            "synchronize_sched",
+            "synchronize_rcu_tasks",
+            "__synchronize_srcu",
+            "__wait_rcu_gp",
+            "wait_rcu_gp",
+        ],
+        "RCU grace period wait",
+    ),
+    w(
+        &[
+            "flush_work",
+            "__flush_work",
+            "flush_delayed_work",
+            "flush_workqueue",
+            "__flush_workqueue",
+            "drain_workqueue",
+            "cancel_work_sync",
+            "cancel_delayed_work_sync",
+            "__cancel_work_timer",
+            "__cancel_work_sync",
+            "kthread_flush_work",
+            "kthread_flush_worker",
+        ],
+        "workqueue flush wait",
+    ),
+    w(
+        &[
+            "rpm_resume",
+            "rpm_suspend",
+            "rpm_idle",
+            "__pm_runtime_resume",
+            "__pm_runtime_suspend",
+            "__pm_runtime_idle",
+            "__pm_runtime_barrier",
+            "pm_runtime_barrier",
+            "pm_runtime_get_sync",
+            "pm_runtime_resume_and_get",
+        ],
+        "runtime PM wait",
+    ),
+    w(
+        &[
+            "async_synchronize_full",
+            "async_synchronize_full_domain",
+            "async_synchronize_cookie",
+            "async_synchronize_cookie_domain",
+        ],
+        "async work wait",
+    ),
+    w(
+        &[
+            "cv_wait",
+            "__cv_wait",
+            "cv_wait_common",
+            "cv_wait_io",
+            "__cv_wait_io",
+            "cv_wait_idle",
+            "__cv_wait_idle",
+            "cv_timedwait",
+            "__cv_timedwait",
+            "cv_timedwait_common",
+        ],
+        "condition variable wait (SPL)",
+    ),
+    w(
+        &["d_wait_lookup", "d_alloc_parallel"],
+        "dentry lookup wait (a parallel lookup of the same name)",
+    ),
+    w(&["inode_wait", "wait_on_inode"], "inode state wait"),
+    // bcache/bcachefs closures (lib/closure.c): waits until every operation the closure spawned (btree node
+    // writes, journal or allocator waits) has put its reference.
+    w(
+        &[
+            "__closure_sync",
+            "closure_sync",
+            "__closure_sync_timeout",
+            "closure_sync_timeout",
+        ],
+        "closure wait (bcache/bcachefs: the operations it spawned)",
+    ),
+    // bcachefs's shared/intent/exclusive locks (btree nodes, its other SIX locks): the holder is another
+    // btree transaction.
+    w(
+        &[
+            "__six_lock_type_slowpath",
+            "six_lock_slowpath",
+            "__six_lock_type_waiter",
+            "six_lock_ip_waiter",
+            "six_lock_type",
+            "six_lock_intent",
+            "six_lock_read",
+            "six_lock_write",
+            "six_lock_ip",
+        ],
+        "six lock wait (bcachefs)",
+    ),
+    w(
+        &[
+            "inode_wait_for_writeback",
+            "__inode_wait_for_writeback",
+            "wb_wait_for_completion",
+        ],
+        "writeback wait",
+    ),
+    w(
+        &[
+            "blk_execute_rq",
+            "blk_execute_rq_nowait",
+            "scsi_execute",
+            "scsi_execute_cmd",
+            "scsi_execute_req",
+        ],
+        "block device request wait",
+    ),
+    w(
+        &["__mmc_claim_host", "mmc_claim_host", "mmc_get_card"],
+        "MMC host claim wait",
+    ),
+    // Filesystem and RAID internals a kernel engineer names by their subsystem.
+    w(
+        &["xlog_grant_head_wait", "xlog_grant_head_check"],
+        "XFS log space wait",
+    ),
+    w(&["xlog_wait", "xlog_wait_on_iclog"], "XFS log I/O wait"),
+    w(&["xfs_ail_push_all_sync"], "XFS AIL push wait"),
+    w(
+        &[
+            "wait_current_trans",
+            "btrfs_wait_for_commit",
+            "wait_for_commit",
+            // Commit waits for the transaction's writers and ordered extents (wait_event inline).
+            "btrfs_commit_transaction",
+        ],
+        "btrfs transaction wait",
+    ),
+    w(
+        &[
+            "md_super_wait",
+            "md_write_start",
+            "wait_barrier",
+            "freeze_array",
+            "raid5_get_active_stripe",
+            "mddev_suspend",
+        ],
+        "md RAID wait",
+    ),
+    // Process life cycle: frozen, dumping core, a pid namespace's init waiting for its processes.
+    w(
+        &[
+            "__refrigerator",
+            "refrigerator",
+            "try_to_freeze",
+            "try_to_freeze_unsafe",
+            "do_freezer_trap",
+        ],
+        "frozen by the freezer (cgroup freezer or suspend)",
+    ),
+    w(
+        &["coredump_wait", "coredump_task_exit", "do_coredump"],
+        "core dump wait",
+    ),
+    w(
+        &["zap_pid_ns_processes"],
+        "pid namespace teardown wait (init waits for its processes to exit)",
+    ),
+    w(
+        &["do_wait", "kernel_wait4", "__do_wait"],
+        "child wait (wait4)",
+    ),
+    w(&["exit_aio", "wait_for_all_aios"], "AIO completion wait"),
+    w(
+        &["__lock_sock", "lock_sock_nested", "lock_sock"],
+        "socket lock wait",
+    ),
+    // Memory: reclaim throttles, migration.
+    w(
+        &[
+            "throttle_direct_reclaim",
+            "reclaim_throttle",
+            "congestion_wait",
+            "wait_iff_congested",
+        ],
+        "memory reclaim throttle",
+    ),
+    w(
+        &["mem_cgroup_handle_over_high"],
+        "memcg memory.high throttle",
+    ),
+    w(
+        &[
+            "migration_entry_wait",
+            "__migration_entry_wait",
+            "migration_entry_wait_on_locked",
+            "__migration_entry_wait_huge",
+            "migration_entry_wait_huge",
+            "pmd_migration_entry_wait",
+        ],
+        "page migration wait",
+    ),
+    // Devices, sysfs and the block queue.
+    w(
+        // `kernfs_drain` is often inlined into `__kernfs_remove` (`kernfs_remove` itself takes a rwsem first).
+        &[
+            "kernfs_drain",
+            "kernfs_deactivate",
+            "kernfs_drain_open_files",
+            "__kernfs_remove",
+        ],
+        "sysfs active-reference drain",
+    ),
+    w(
+        &[
+            "blk_mq_freeze_queue_wait",
+            "blk_queue_enter",
+            "bio_queue_enter",
+            "__bio_queue_enter",
+            "blk_mq_freeze_queue_wait_timeout",
+            "blk_freeze_queue",
+            "blk_mq_freeze_queue",
+            "nvme_wait_freeze",
+            "nvme_wait_freeze_timeout",
+        ],
+        "block queue freeze wait",
+    ),
+    w(
+        &[
+            "usb_kill_urb",
+            "usb_kill_anchored_urbs",
+            "usb_start_wait_urb",
+        ],
+        "USB URB wait",
+    ),
+    w(
+        // `netdev_run_todo` loops on `netdev_wait_allrefs` (often inlined): "waiting for lo to become free".
+        &[
+            "netdev_wait_allrefs",
+            "netdev_wait_allrefs_any",
+            "netdev_run_todo",
+        ],
+        "network device reference wait",
+    ),
+    w(
+        &[
+            "io_uring_cancel_generic",
+            "io_wq_exit_workers",
+            "io_ring_exit_work",
+            "io_uring_cancel_task_requests",
+            "io_uring_cancel_files",
+            "__io_uring_files_cancel",
+            "io_uring_files_cancel",
+            "__io_uring_cancel",
+        ],
+        "io_uring cancel wait",
+    ),
+    w(
+        &[
+            "schedule_timeout",
+            "schedule_timeout_uninterruptible",
+            "schedule_timeout_killable",
+            "schedule_hrtimeout_range",
+            "msleep",
+            "usleep_range_state",
+            "hrtimer_nanosleep",
+            "do_nanosleep",
+        ],
+        "sleep",
+    ),
+    w(
+        &["futex_wait_queue", "futex_wait_queue_me", "futex_wait"],
+        "futex wait",
+    ),
+];
