@@ -30,10 +30,7 @@ pub enum Error {
     /// A file from a directory others can write, refused before any of its bytes were read
     /// ([`crate::untrusted`]); the message says what is wrong with it, never what it holds.
     #[error("{path}: {why}")]
-    Untrusted {
-        path: PathBuf,
-        why: crate::untrusted::Rejection,
-    },
+    Untrusted { path: PathBuf, why: Rejection },
     /// A netlink request (taskstats, the proc connector) the kernel refused or could not answer.
     #[error("{what}: {source}")]
     Netlink {
@@ -65,4 +62,17 @@ impl Error {
     pub fn is_permission_denied(&self) -> bool {
         matches!(self, Error::PermissionDenied { .. })
     }
+}
+
+/// Why a file was refused before any of its bytes were read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("is a symbolic link (not followed)")]
+    Symlink,
+    #[error("is {0}, not a regular file")]
+    NotRegular(&'static str),
+    #[error("is {len} bytes, larger than the {limit}-byte limit for this kind of file")]
+    TooLarge { len: u64, limit: u64 },
+    #[error("is owned by uid {uid}, not by uid {expected}")]
+    WrongOwner { uid: u32, expected: u32 },
 }

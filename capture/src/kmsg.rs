@@ -11,8 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-pub use crate::parse::kmsg::{boot_end_usec, classify, is_boot_line, KmsgRecord, KmsgWindow};
-use crate::parse::kmsg::{parse_record, select};
+use crate::parse::kmsg::{parse_record, select, KmsgRecord, KmsgWindow};
 use crate::proc_root::classify_io;
 
 /// The kernel log device (not under the proc root).

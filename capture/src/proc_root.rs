@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 
+use crate::parse::Parse;
 use crate::parse::{
     self, cgroup::CgroupLine, fd::FdTarget, pressure::Psi, stat::Stat, status::Status,
 };
@@ -318,11 +319,11 @@ impl ProcRoot {
     }
 
     pub fn read_task_stat(&self, pid: i32, tid: i32) -> Result<Stat> {
-        parse::stat::parse(&self.read_task_file(pid, tid, TaskFile::Stat)?)
+        parse::stat::Stat::parse(&self.read_task_file(pid, tid, TaskFile::Stat)?)
     }
 
     pub fn read_task_status(&self, pid: i32, tid: i32) -> Result<Status> {
-        parse::status::parse(&self.read_task_file(pid, tid, TaskFile::Status)?)
+        parse::status::Status::parse(&self.read_task_file(pid, tid, TaskFile::Status)?)
     }
 
     pub fn read_wchan(&self, pid: i32, tid: i32) -> Result<Option<String>> {
@@ -330,7 +331,7 @@ impl ProcRoot {
     }
 
     pub fn read_syscall(&self, pid: i32, tid: i32) -> Result<parse::syscall::Syscall> {
-        parse::syscall::parse(&self.read_task_file(pid, tid, TaskFile::Syscall)?)
+        parse::syscall::Syscall::parse(&self.read_task_file(pid, tid, TaskFile::Syscall)?)
     }
 
     pub fn read_stack(&self, pid: i32, tid: i32) -> Result<Vec<StackFrame>> {
@@ -352,7 +353,7 @@ impl ProcRoot {
             },
             other => other,
         })?;
-        parse::stat::parse(&b)
+        parse::stat::Stat::parse(&b)
     }
 
     /// The link target of fd `fd`, read through the thread (`task/<tid>/fd`, the thread's own fd
@@ -548,7 +549,7 @@ impl ProcRoot {
         let path = self.root.join("pressure").join(resource);
         let bytes = read_host_file(&path, SMALL)?;
         Ok(Pressure {
-            psi: parse::pressure::parse(&bytes)?,
+            psi: parse::pressure::Psi::parse(&bytes)?,
             text: String::from_utf8_lossy(&bytes).into_owned(),
         })
     }

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::parse::syscall::Syscall;
 use crate::proc_root::{ProcRoot, TaskFile};
 use crate::site;
-use crate::snapshot::{ProcessSnapshot, SyscallFile, SyscallInfo, ThreadSnapshot};
+use crate::snapshot::{ProcessSnapshot, SyscallFile, SyscallInfo, ThreadSnapshot, ThreadsSummary};
 
 /// [`SnapshotOptions::max_others`] by default: threads listed beyond the wedged ones and those in D.
 pub const DEFAULT_MAX_OTHERS: usize = 256;
@@ -445,80 +445,14 @@ pub fn snapshot_process(
             root: root.path().to_path_buf(),
         });
     }
-    let tids = match opts.only_tid {
-        Some(tid) => {
-            // Make sure the process exists, then take the one thread (it may not be listed yet).
-            root.tasks(pid)?;
-            vec![tid]
-        }
-        None => root.tasks(pid)?,
-    };
+    let tids = thread_ids(root, pid, opts)?;
     // Every thread's stat first (cheap): the state decides what is listed and read further.
-    let mut seen = Vec::with_capacity(tids.len());
-    for tid in tids {
-        let mut t = ThreadSnapshot {
-            tid,
-            ..ThreadSnapshot::default()
-        };
-        let mut hints = KernelThreadHints::default();
-        let mut unread = false;
-        match root.read_task_stat(pid, tid) {
-            Ok(stat) => {
-                hints = KernelThreadHints {
-                    flagged: stat.is_kernel_thread(),
-                    child_of_kthreadd: stat.ppid == 2,
-                };
-                t.comm = stat.comm.clone();
-                t.state = stat.state.to_string();
-                t.cpu_ticks = Some(stat.cpu_ticks());
-                t.processor = stat.processor;
-            }
-            Err(e) if e.is_gone() => {
-                t.gone = true;
-                unread = true;
-            }
-            Err(e) => {
-                t.notes.extend(note_for(TaskFile::Stat, &e));
-                unread = true;
-            }
-        }
-        seen.push(Seen { t, hints, unread });
-    }
-    // The listed threads, read in their order until the byte budget is spent (the wedged ones whatever it costs);
-    // every other thread is counted in the summary.
-    let mut listed = vec![false; seen.len()];
-    let mut spent = 0usize;
-    let mut threads = Vec::new();
-    for (i, must) in listing_order(&seen, pid, opts) {
-        if !must && spent >= opts.max_bytes {
-            continue;
-        }
-        let Seen { t, hints, unread } = &seen[i];
-        let mut t = t.clone();
-        let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D" || must;
-        if !unread && deep && !read_deep(root, pid, &mut t, opts, *hints) {
-            t.gone = true;
-        }
-        spent += estimated_bytes(&t);
-        listed[i] = true;
-        threads.push(t);
-    }
-    // A thread waiting for an RM lock waits behind a thread inside another RM call, which is often not in D
-    // (running, pinning pages, asleep on a GSP reply): read the others too, so the holder can be named.
-    if !opts.all_threads && opts.only_tid.is_none() && crate::rm_lock::any_rm_lock_waiter(&threads)
-    {
-        for t in threads.iter_mut() {
-            if spent >= opts.max_bytes {
-                break;
-            }
-            if !t.gone && t.state != "D" && t.syscall.is_none() {
-                // A thread that vanishes now holds nothing; its stat (read above) stays the record of it.
-                let before = estimated_bytes(t);
-                read_deep(root, pid, t, opts, KernelThreadHints::default());
-                spent += estimated_bytes(t).saturating_sub(before);
-            }
-        }
-    }
+    let seen: Vec<Seen> = tids
+        .into_iter()
+        .map(|tid| read_stat(root, pid, tid))
+        .collect();
+    let (mut threads, listed, mut spent) = read_listed(root, pid, &seen, opts);
+    read_rm_lock_holders(root, pid, &mut threads, opts, &mut spent);
     threads.sort_by_key(|t| t.tid);
     link_blockers(&mut threads);
     let unlisted: Vec<&Seen> = seen
@@ -535,24 +469,7 @@ pub fn snapshot_process(
             root: root.path().to_path_buf(),
         });
     }
-    // One process-level note per missing privilege, so a reader sees it without scanning threads.
-    let mut notes: Vec<String> = Vec::new();
-    if let Some(summary) = summarized
-        .as_ref()
-        .filter(|_| crate::rm_lock::any_rm_lock_waiter(&threads))
-    {
-        notes.push(format!(
-            "threads wait for an NVIDIA RM lock: its holder may be among the {} threads counted but not read",
-            summary.threads
-        ));
-    }
-    for t in &threads {
-        for n in &t.notes {
-            if n.contains("needs ") && !notes.contains(n) {
-                notes.push(n.clone());
-            }
-        }
-    }
+    let notes = process_notes(&threads, summarized.as_ref());
     Ok(ProcessSnapshot {
         pid,
         arch: opts.arch.as_str().to_string(),
@@ -562,6 +479,123 @@ pub fn snapshot_process(
         notes,
         summarized,
     })
+}
+
+/// The threads to snapshot: every task of the process, or the one asked for.
+fn thread_ids(root: &ProcRoot, pid: i32, opts: &SnapshotOptions) -> Result<Vec<i32>> {
+    Ok(match opts.only_tid {
+        Some(tid) => {
+            // Make sure the process exists, then take the one thread (it may not be listed yet).
+            root.tasks(pid)?;
+            vec![tid]
+        }
+        None => root.tasks(pid)?,
+    })
+}
+
+/// One thread's stat: its comm, state and counters, or why it could not be read.
+fn read_stat(root: &ProcRoot, pid: i32, tid: i32) -> Seen {
+    let mut t = ThreadSnapshot {
+        tid,
+        ..ThreadSnapshot::default()
+    };
+    let mut hints = KernelThreadHints::default();
+    let mut unread = false;
+    match root.read_task_stat(pid, tid) {
+        Ok(stat) => {
+            hints = KernelThreadHints {
+                flagged: stat.is_kernel_thread(),
+                child_of_kthreadd: stat.ppid == 2,
+            };
+            t.comm = stat.comm.clone();
+            t.state = stat.state.to_string();
+            t.cpu_ticks = Some(stat.cpu_ticks());
+            t.processor = stat.processor;
+        }
+        Err(e) if e.is_gone() => {
+            t.gone = true;
+            unread = true;
+        }
+        Err(e) => {
+            t.notes.extend(note_for(TaskFile::Stat, &e));
+            unread = true;
+        }
+    }
+    Seen { t, hints, unread }
+}
+
+/// The listed threads, read in their order until the byte budget is spent (the wedged ones whatever it
+/// costs); every other thread is counted in the summary. Returns them, which of `seen` were listed, and the
+/// bytes spent.
+fn read_listed(
+    root: &ProcRoot,
+    pid: i32,
+    seen: &[Seen],
+    opts: &SnapshotOptions,
+) -> (Vec<ThreadSnapshot>, Vec<bool>, usize) {
+    let mut listed = vec![false; seen.len()];
+    let mut spent = 0usize;
+    let mut threads = Vec::new();
+    for (i, must) in listing_order(seen, pid, opts) {
+        if !must && spent >= opts.max_bytes {
+            continue;
+        }
+        let Seen { t, hints, unread } = &seen[i];
+        let mut t = t.clone();
+        let deep = opts.all_threads || opts.only_tid.is_some() || t.state == "D" || must;
+        if !unread && deep && !read_deep(root, pid, &mut t, opts, *hints) {
+            t.gone = true;
+        }
+        spent += estimated_bytes(&t);
+        listed[i] = true;
+        threads.push(t);
+    }
+    (threads, listed, spent)
+}
+
+/// A thread waiting for an RM lock waits behind a thread inside another RM call, which is often not in D
+/// (running, pinning pages, asleep on a GSP reply): read the others too, so the holder can be named.
+fn read_rm_lock_holders(
+    root: &ProcRoot,
+    pid: i32,
+    threads: &mut [ThreadSnapshot],
+    opts: &SnapshotOptions,
+    spent: &mut usize,
+) {
+    if opts.all_threads || opts.only_tid.is_some() || !crate::rm_lock::any_rm_lock_waiter(threads) {
+        return;
+    }
+    for t in threads.iter_mut() {
+        if *spent >= opts.max_bytes {
+            break;
+        }
+        if !t.gone && t.state != "D" && t.syscall.is_none() {
+            // A thread that vanishes now holds nothing; its stat (read above) stays the record of it.
+            let before = estimated_bytes(t);
+            read_deep(root, pid, t, opts, KernelThreadHints::default());
+            *spent += estimated_bytes(t).saturating_sub(before);
+        }
+    }
+}
+
+/// One process-level note per missing privilege, so a reader sees it without scanning threads; and where
+/// an RM lock's holder may hide among the threads counted but not read.
+fn process_notes(threads: &[ThreadSnapshot], summarized: Option<&ThreadsSummary>) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    if let Some(summary) = summarized.filter(|_| crate::rm_lock::any_rm_lock_waiter(threads)) {
+        notes.push(format!(
+            "threads wait for an NVIDIA RM lock: its holder may be among the {} threads counted but not read",
+            summary.threads
+        ));
+    }
+    for t in threads {
+        for n in &t.notes {
+            if n.contains("needs ") && !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+    }
+    notes
 }
 
 #[cfg(test)]

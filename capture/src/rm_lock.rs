@@ -10,7 +10,7 @@
 //! [`link_rm_lock_holders`] sets `waits_for` ("RM API lock", "GPU lock") and `blocked_behind` (the likely
 //! holders' tids) on the waiters of one process's threads; [`holder_sentence`] words the finding.
 
-use crate::site::{nvidia_site, NvidiaWait};
+use crate::site::nvidia::{nvidia_site, NvidiaWait};
 use crate::snapshot::{SyscallInfo, ThreadSnapshot};
 
 /// The RM lock `t` waits for, from its stack; None for every other wait.

@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::decode::nvidia::{self, ArgumentKind, IoctlArgument};
+
 /// All threads of one process, read at one moment from outside.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ProcessSnapshot {
@@ -213,7 +215,26 @@ pub struct IoctlInfo {
     /// The struct at the ioctl's pointer, decoded (NVIDIA RM/UVM, wedged threads only; read by the agent in a
     /// sacrificial child), or the reason it is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub argument: Option<crate::decode::nvidia::IoctlArgument>,
+    pub argument: Option<IoctlArgument>,
+}
+
+impl IoctlInfo {
+    /// Which struct the ioctl's pointer holds: only the NVIDIA escapes and commands with a decoder.
+    pub fn argument_kind(&self) -> Option<ArgumentKind> {
+        match self.driver.as_deref()? {
+            "nvidia-rm" => {
+                nvidia::rm_struct_size(self.nr, self.size)?;
+                Some(ArgumentKind::Rm {
+                    nr: self.nr,
+                    size: self.size,
+                })
+            }
+            "nvidia-uvm" if nvidia::uvm_read_size(self.nr) > 0 => {
+                Some(ArgumentKind::Uvm { cmd: self.nr })
+            }
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

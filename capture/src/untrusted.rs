@@ -12,8 +12,9 @@
 //!    back to an `O_NOFOLLOW | O_NONBLOCK` open and a second `fstat` where `/proc` is not mounted;
 //! 4. reads are bounded by `max_len` even when the file grows meanwhile.
 //!
-//! A [`Rejection`] says what is wrong with the file (its type, its size, its owner), never what it holds:
-//! nothing from a rejected file's content may reach a log.
+//! A [`Rejection`] (in [`crate::error`], beside the error that carries it) says what is wrong with the
+//! file (its type, its size, its owner), never what it holds: nothing from a rejected file's content may
+//! reach a log.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -21,20 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-
-/// Why a file was refused before any of its bytes were read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Rejection {
-    #[error("is a symbolic link (not followed)")]
-    Symlink,
-    #[error("is {0}, not a regular file")]
-    NotRegular(&'static str),
-    #[error("is {len} bytes, larger than the {limit}-byte limit for this kind of file")]
-    TooLarge { len: u64, limit: u64 },
-    #[error("is owned by uid {uid}, not by uid {expected}")]
-    WrongOwner { uid: u32, expected: u32 },
-}
+use crate::error::{Error, Rejection, Result};
 
 /// What a caller accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Parsers and decoders never panic, whatever the bytes (corrupt or hostile /proc trees, recordings).
 
-use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan};
+use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan, Parse};
 use proptest::prelude::*;
 
 proptest! {
@@ -8,11 +8,11 @@ proptest! {
 
     #[test]
     fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
-        let _ = stat::parse(&bytes);
+        let _ = stat::Stat::parse(&bytes);
         let _ = stat::parse_lite(&bytes);
-        let _ = status::parse(&bytes);
+        let _ = status::Status::parse(&bytes);
         let _ = wchan::parse(&bytes);
-        let _ = syscall::parse(&bytes);
+        let _ = syscall::Syscall::parse(&bytes);
         let _ = stack::parse(&bytes);
         let _ = cgroup::parse(&bytes);
         let _ = fd::parse_link(&bytes);
@@ -29,7 +29,7 @@ proptest! {
     fn stat_lines_with_random_comm(comm in "[ -~]{0,40}", state in "[RSDTtZXIP]", nums in proptest::collection::vec(0u64..1_000_000, 50)) {
         let rest: Vec<String> = nums.iter().map(|n| n.to_string()).collect();
         let line = format!("123 ({comm}) {state} {}\n", rest.join(" "));
-        let s = stat::parse(line.as_bytes()).unwrap();
+        let s = stat::Stat::parse(line.as_bytes()).unwrap();
         prop_assert_eq!(s.comm, comm);
         prop_assert_eq!(s.utime, nums[10]);
         prop_assert_eq!(s.stime, nums[11]);

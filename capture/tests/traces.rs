@@ -9,7 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use capture::explain::{self, ExplainedTask};
+use capture::explain;
+use capture::explained_task::ExplainedTask;
 use capture::testing::FakeProc;
 use capture::{snapshot_process, SnapshotOptions, StackFrame};
 

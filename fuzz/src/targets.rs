@@ -5,16 +5,16 @@
 //! | `ring` | `breadcrumb::parse_ring` + `in_flight_calls`; every 256th accepted ring also rendered in an incident | rings written by `breadcrumb::Writer` (format v2: 4, 16, 64 slots; one lane and 4 lanes with 3 threads, a cross-lane exit; enters, exits, labels, status) and the v1 fixture `breadcrumb/tests/data/ring-v1.bin` |
 //! | `ring-file` | `breadcrumb::read_ring_with_bytes` on a file of the bytes; its saved copy must re-parse to the same records | the same rings |
 //! | `ring-header` | `breadcrumb::parse_header`, `identity::parse_boot_id` | the same rings |
-//! | `stat` | `capture::parse::stat::{parse, parse_lite}`, `breadcrumb::identity::parse_stat_start_time` | this machine's `/proc/*/stat`, task stats |
-//! | `status` | `capture::parse::status::parse` | `/proc/*/status` |
+//! | `stat` | `capture::parse::stat::{Stat::parse, parse_lite}`, `breadcrumb::identity::parse_stat_start_time` | this machine's `/proc/*/stat`, task stats |
+//! | `status` | `capture::parse::status::Status::parse` | `/proc/*/status` |
 //! | `wchan` | `capture::parse::wchan::parse` | `/proc/*/wchan`, the H200 recording |
-//! | `syscall` | `capture::parse::syscall::parse`, `syscalls::name` | `/proc/*/syscall`, the H200 recording |
+//! | `syscall` | `capture::parse::syscall::Syscall::parse`, `syscalls::name` | `/proc/*/syscall`, the H200 recording |
 //! | `stack` | `capture::parse::stack::parse` + `site::classify` | `/proc/*/stack`, the H200 recording |
 //! | `explain` | `capture::explain::{explain, markdown}` | the recorded public hung-task traces (`capture/tests/data/traces`) |
 //! | `cgroup` | `capture::parse::cgroup::{parse, container_id}` | `/proc/*/cgroup`, docker/podman/kubernetes paths |
 //! | `fd` | `capture::parse::fd::{parse_link, parse_ns_inode}` | links of `/proc/self/fd/*`, `/proc/self/ns/*` |
 //! | `kmsg` | `capture::parse::kmsg::{parse_record, classify}` | kmsg records (Xid, hung task, continuation) |
-//! | `pressure` | `capture::parse::{pressure, meminfo, boot_id}::parse` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
+//! | `pressure` | `capture::parse::pressure::Psi::parse`, `capture::parse::{meminfo, boot_id}::parse` | this machine's /proc/pressure/*, /proc/meminfo, boot_id |
 //! | `config` | `agent::daemon::config::resolve` on a file holding the bytes (there is no public bytes parser) | systemd/agent.example.json and variants |
 //! | `incident` | `serde_json` → `reports::Incident`, `render::markdown`, `verdict::verdict`, `Incident::redacted`, `capture::render::{markdown, text}` of its latest samples; asserts no control character reaches a view | reports/tests/data/incident-v1.json, a new incident |
 //! | `netlink` | `capture::taskstats::{parse_tgid_reply, parse_family_reply}`, `capture::proc_events::parse_datagram` | a taskstats answer recorded from Linux 6.18, a proc connector exec event |
@@ -24,7 +24,7 @@ use std::cell::Cell;
 use std::path::PathBuf;
 
 use breadcrumb::ReadOptions;
-use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan};
+use capture::parse::{cgroup, fd, stack, stat, status, syscall, wchan, Parse};
 
 use crate::seeds::{
     config_seeds, fd_seeds, incident_seeds, proc_seeds, recording_field, redact_seeds, ring_seeds,
@@ -506,7 +506,7 @@ fn ring_header(bytes: &[u8]) -> Outcome {
 fn stat_target(bytes: &[u8]) -> Outcome {
     let _ = stat::parse_lite(bytes);
     let _ = breadcrumb::identity::parse_stat_start_time(bytes);
-    let parsed = stat::parse(bytes);
+    let parsed = stat::Stat::parse(bytes);
     if let Ok(s) = &parsed {
         let _ = s.cpu_ticks();
     }
@@ -514,7 +514,7 @@ fn stat_target(bytes: &[u8]) -> Outcome {
 }
 
 fn status_target(bytes: &[u8]) -> Outcome {
-    let parsed = status::parse(bytes);
+    let parsed = status::Status::parse(bytes);
     if let Ok(s) = &parsed {
         let _ = s.ctxt_switches();
     }
@@ -526,7 +526,7 @@ fn wchan_target(bytes: &[u8]) -> Outcome {
 }
 
 fn syscall_target(bytes: &[u8]) -> Outcome {
-    let parsed = syscall::parse(bytes);
+    let parsed = syscall::Syscall::parse(bytes);
     if let Some(nr) = parsed.as_ref().ok().and_then(|s| s.nr()) {
         let _ = capture::decode::syscalls::name(capture::Arch::host(), nr);
     }
@@ -634,7 +634,7 @@ fn kmsg_target(bytes: &[u8]) -> Outcome {
 
 fn pressure_target(bytes: &[u8]) -> Outcome {
     let _ = capture::parse::boot_id::parse(bytes);
-    let psi = capture::parse::pressure::parse(bytes);
+    let psi = capture::parse::pressure::Psi::parse(bytes);
     let meminfo = capture::parse::meminfo::parse(bytes);
     if psi.is_ok() || meminfo.is_ok() {
         Outcome::Accepted

@@ -10,7 +10,8 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use capture::untrusted::{self, Limits, Rejection};
+use capture::error::Rejection;
+use capture::untrusted::{self, Limits};
 
 use crate::durable;
 use crate::error::{Error, Result};

@@ -44,7 +44,7 @@ pub enum Error {
     #[error("{}: {why}", path.display())]
     Untrusted {
         path: PathBuf,
-        why: capture::untrusted::Rejection,
+        why: capture::error::Rejection,
     },
     /// A file larger than the reader accepts.
     #[error("{}: {size} bytes is larger than the {limit}-byte limit", path.display())]

@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     // Issue 38: the kernel's record names the lock a site's stack could not.
     if let Some(Ok(g)) = &graph {
-        capture::site::refine_with_graph(&mut snap.threads, g);
+        capture::wait_graph::refine_with_graph(&mut snap.threads, g);
     }
     print!("{}", render_with_graph(args.format, &snap, graph.as_ref())?);
     Ok(ExitCode::OK)

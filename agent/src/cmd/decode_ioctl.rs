@@ -118,7 +118,7 @@ fn decode_arg(d: &ioctl::Decoded, args: &Args) -> anyhow::Result<Option<nvidia::
         Some(bytes_arg("--inner", &args.inner)?)
     };
     let info = d.clone().into_info(-1, args.device.clone());
-    let kind = nvidia::ArgumentKind::of(&info).ok_or_else(|| {
+    let kind = info.argument_kind().ok_or_else(|| {
         Failure::new(
             ExitCode::ERROR,
             format!(

@@ -81,12 +81,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use capture::explain;
+    use capture::explained_task::ExplainedTask;
     use capture::testing::FakeProc;
     use capture::{snapshot_process, SnapshotOptions, ThreadSnapshot};
     use reports::model::{Incident, Sample, WedgedThread};
 
     /// A live capture of the fixture's task: a fake /proc tree with its cleaned stack.
-    fn live_thread(task: &explain::ExplainedTask, pid: i32) -> ThreadSnapshot {
+    fn live_thread(task: &ExplainedTask, pid: i32) -> ThreadSnapshot {
         let tree = FakeProc::new();
         let comm = match (&task.workqueue, task.task.starts_with("kworker/")) {
             (Some(q), true) => format!("{}+{}", task.task, q.split_whitespace().next().unwrap()),

@@ -10,7 +10,10 @@
 //! - [`decode_rm_argument`] / [`decode_uvm_argument`]: pure decoders `fn(&[u8]) -> Result<IoctlArgument, String>` for the
 //!   escape structs (NVOS54 control, NVOS21/NVOS64 alloc, NVOS00 free, NVOS02 alloc memory) and the
 //!   `NV_ESC_IOCTL_XFER_CMD` indirection ([`Xfer`]), and for UVM `*_PARAMS`. The error is the reason
-//!   (too short, unknown escape), never a guess.
+//!   (too short, unknown escape), never a guess. Each escape struct is a row of `LAYOUTS` (escape, struct,
+//!   size, and its fields as (name, offset, width, kind), from `nv-ioctl.h`/`nvos.h`); one reader puts each
+//!   field where its kind says (`Field::fill`). A UVM command's `rmStatus` offset comes from the generated
+//!   UVM table and is read by the same reader. A new escape struct is a new row.
 //!
 //! The bytes come from the target's memory at the ioctl's pointer, read by the agent in a sacrificial
 //! child (never here: `mem` takes the target's mmap lock). While the thread is inside the driver the
@@ -310,137 +313,309 @@ fn short(what: &str, need: usize, got: usize) -> String {
     format!("{what} needs {need} bytes, only {got} could be read (truncated: nothing decoded)")
 }
 
-fn hx(v: u32) -> String {
-    format!("{v:#x}")
+/// How wide a field is (little-endian LP64, as on x86_64 and aarch64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Width {
+    U32,
+    U64,
+}
+
+/// What a field says, and so where it goes in the [`IoctlArgument`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldKind {
+    /// An RM handle (`handles`, by the field's name).
+    Handle,
+    /// The RM control command (`cmd`, its name, lock flags and locks).
+    Cmd,
+    /// The object class of an alloc (`class`, its name).
+    Class,
+    /// The struct's flags field.
+    Flags,
+    /// The params pointer (`params`).
+    Params,
+    /// The params size (`params_size`).
+    ParamsSize,
+    /// The status as user space left it.
+    Status,
+    /// Read for the summary only (NVOS02's `limit`).
+    Summary,
+}
+
+/// One field of an escape struct: (name, offset, width, kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Field {
+    name: &'static str,
+    offset: usize,
+    width: Width,
+    kind: FieldKind,
+}
+
+const fn field(name: &'static str, offset: usize, width: Width, kind: FieldKind) -> Field {
+    Field {
+        name,
+        offset,
+        width,
+        kind,
+    }
+}
+
+/// The one-line summary's wording, per struct.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Summary {
+    Control,
+    Alloc,
+    AllocMemory,
+    Free,
+    Xfer,
+}
+
+/// The struct of one RM escape: the driver's layout (`nv-ioctl.h`, `nvos.h`), field by field.
+#[derive(Debug)]
+struct Layout {
+    /// The escape (`_IOC_NR`).
+    nr: u32,
+    /// The ioctl size that picks this struct when the escape has two (NV_ESC_RM_ALLOC: NVOS64 at 48 bytes).
+    ioctl_size: Option<u32>,
+    structure: &'static str,
+    size: usize,
+    /// The fields in groups (structs that share a head share its group).
+    fields: &'static [&'static [Field]],
+    summary: Summary,
+}
+
+/// The head of every struct that makes an object: `hRoot`, `hObjectParent`, `hObjectNew`, `hClass`.
+const NEW_OBJECT: &[Field] = &[
+    field("hRoot", 0, U32, Handle),
+    field("hObjectParent", 4, U32, Handle),
+    field("hObjectNew", 8, U32, Handle),
+    field("hClass", 12, U32, Class),
+];
+
+use FieldKind::{Class, Cmd, Flags, Handle, Params, ParamsSize, Status};
+use Width::{U32, U64};
+
+/// Every RM escape struct decoded, first match wins (NVOS64 before NVOS21).
+const LAYOUTS: &[Layout] = &[
+    Layout {
+        nr: NV_ESC_RM_CONTROL,
+        ioctl_size: None,
+        structure: "NVOS54_PARAMETERS",
+        size: 32,
+        fields: &[&[
+            field("hClient", 0, U32, Handle),
+            field("hObject", 4, U32, Handle),
+            field("cmd", 8, U32, Cmd),
+            field("flags", 12, U32, Flags),
+            field("params", 16, U64, Params),
+            field("paramsSize", 24, U32, ParamsSize),
+            field("status", 28, U32, Status),
+        ]],
+        summary: Summary::Control,
+    },
+    Layout {
+        nr: NV_ESC_RM_ALLOC,
+        ioctl_size: Some(48),
+        structure: "NVOS64_PARAMETERS",
+        size: 48,
+        fields: &[
+            NEW_OBJECT,
+            &[
+                field("pAllocParms", 16, U64, Params),
+                field("paramsSize", 32, U32, ParamsSize),
+                field("flags", 36, U32, Flags),
+                field("status", 40, U32, Status),
+            ],
+        ],
+        summary: Summary::Alloc,
+    },
+    Layout {
+        nr: NV_ESC_RM_ALLOC,
+        ioctl_size: None,
+        structure: "NVOS21_PARAMETERS",
+        size: 32,
+        fields: &[
+            NEW_OBJECT,
+            &[
+                field("pAllocParms", 16, U64, Params),
+                field("paramsSize", 24, U32, ParamsSize),
+                field("status", 28, U32, Status),
+            ],
+        ],
+        summary: Summary::Alloc,
+    },
+    Layout {
+        nr: NV_ESC_RM_FREE,
+        ioctl_size: None,
+        structure: "NVOS00_PARAMETERS",
+        size: 16,
+        fields: &[&[
+            field("hRoot", 0, U32, Handle),
+            field("hObjectParent", 4, U32, Handle),
+            field("hObjectOld", 8, U32, Handle),
+            field("status", 12, U32, Status),
+        ]],
+        summary: Summary::Free,
+    },
+    Layout {
+        nr: NV_ESC_RM_ALLOC_MEMORY,
+        ioctl_size: None,
+        structure: "nv_ioctl_nvos02_parameters_with_fd",
+        size: 56,
+        fields: &[
+            NEW_OBJECT,
+            &[
+                field("flags", 16, U32, Flags),
+                field("pMemory", 24, U64, Params),
+                field("limit", 32, U64, FieldKind::Summary),
+                field("status", 40, U32, Status),
+            ],
+        ],
+        summary: Summary::AllocMemory,
+    },
+    Layout {
+        nr: NV_ESC_IOCTL_XFER_CMD,
+        ioctl_size: None,
+        structure: "nv_ioctl_xfer_t",
+        size: XFER_SIZE,
+        // Read whole by [`Xfer::parse`].
+        fields: &[],
+        summary: Summary::Xfer,
+    },
+];
+
+/// The struct of RM escape `nr` as the driver picks it by the ioctl's size.
+fn layout(nr: u32, ioctl_size: u32) -> Option<&'static Layout> {
+    LAYOUTS
+        .iter()
+        .find(|l| l.nr == nr && l.ioctl_size.is_none_or(|s| s == ioctl_size))
+}
+
+impl Field {
+    /// The field's value in `b` (at least the struct's size long).
+    fn read(&self, b: &[u8]) -> u64 {
+        match self.width {
+            Width::U32 => u64::from(u32_at(b, self.offset)),
+            Width::U64 => u64_at(b, self.offset),
+        }
+    }
+
+    /// Puts the field's value where its kind says.
+    fn fill(&self, a: &mut IoctlArgument, b: &[u8]) {
+        let v = self.read(b);
+        match self.kind {
+            FieldKind::Handle => a.handles.push((self.name.into(), format!("{v:#x}"))),
+            FieldKind::Cmd => {
+                let cmd = v as u32;
+                a.cmd = Some(format!("{cmd:#010x}"));
+                a.cmd_name = Some(control_name(cmd));
+                if let Some(c) = control(cmd) {
+                    if let Some(flags) = c.flags {
+                        a.lock_flags = Some(format!("{flags:#x} ({})", c.flag_names));
+                        a.locks = Some(lock_summary(flags));
+                    }
+                }
+            }
+            FieldKind::Class => {
+                let class = v as u32;
+                a.class = Some(format!("{class:#06x}"));
+                a.class_name = class_name(class).map(str::to_string);
+            }
+            FieldKind::Flags => a.flags = Some(format!("{v:#x}")),
+            FieldKind::Params => a.params = Some(format!("{v:#x}")),
+            FieldKind::ParamsSize => a.params_size = Some(v as u32),
+            FieldKind::Status => a.status = Some(format!("{v:#x}")),
+            FieldKind::Summary => {}
+        }
+    }
+}
+
+impl Layout {
+    /// The value of the field named `name` (0 for a name the struct does not have).
+    fn value(&self, b: &[u8], name: &str) -> u64 {
+        self.fields
+            .iter()
+            .flat_map(|group| group.iter())
+            .find(|f| f.name == name)
+            .map_or(0, |f| f.read(b))
+    }
+
+    /// The one line for a decoded struct: "RM control … on hObject 0x…", "RM alloc … under hObjectParent …".
+    fn summary(&self, a: &IoctlArgument, b: &[u8]) -> Result<String, String> {
+        let class_text = || {
+            a.class_name.clone().unwrap_or_else(|| {
+                format!(
+                    "class {:#06x} (not in the tables)",
+                    self.value(b, "hClass") as u32
+                )
+            })
+        };
+        Ok(match self.summary {
+            Summary::Control => format!(
+                "RM control {} on hObject {:#x}{}",
+                a.cmd_name.as_deref().unwrap_or(""),
+                self.value(b, "hObject"),
+                a.locks
+                    .as_ref()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            ),
+            Summary::Alloc => format!(
+                "RM alloc {} under hObjectParent {:#x}",
+                class_text(),
+                self.value(b, "hObjectParent")
+            ),
+            Summary::AllocMemory => format!(
+                "RM alloc memory {} ({} bytes at {:#x})",
+                class_text(),
+                self.value(b, "limit").wrapping_add(1),
+                self.value(b, "pMemory")
+            ),
+            Summary::Free => format!("RM free of hObject {:#x}", self.value(b, "hObjectOld")),
+            Summary::Xfer => {
+                let x = Xfer::parse(b)?;
+                format!(
+                    "XFER to escape {:#x} ({}), {} bytes at {:#x}",
+                    x.cmd,
+                    escape_name(x.cmd).unwrap_or("unknown"),
+                    x.size,
+                    x.ptr
+                )
+            }
+        })
+    }
 }
 
 /// The struct size of an RM escape as the driver picks it (NV_ESC_RM_ALLOC: NVOS21 or NVOS64 by the ioctl size).
 pub fn rm_struct_size(nr: u32, ioctl_size: u32) -> Option<usize> {
-    Some(match nr {
-        NV_ESC_RM_CONTROL => 32,
-        NV_ESC_RM_ALLOC if ioctl_size == 48 => 48,
-        NV_ESC_RM_ALLOC => 32,
-        NV_ESC_RM_FREE => 16,
-        NV_ESC_RM_ALLOC_MEMORY => 56,
-        NV_ESC_IOCTL_XFER_CMD => XFER_SIZE,
-        _ => return None,
-    })
+    layout(nr, ioctl_size).map(|l| l.size)
 }
 
 /// Decodes the struct of RM escape `nr` (after any XFER indirection; `size` is the ioctl's or the
-/// XFER's size, which picks NVOS21 or NVOS64). Little-endian LP64, as on x86_64 and aarch64.
+/// XFER's size, which picks NVOS21 or NVOS64): each field of its `Layout` read into the argument, then
+/// the summary. Little-endian LP64, as on x86_64 and aarch64.
 pub fn decode_rm_argument(nr: u32, size: u32, bytes: &[u8]) -> Result<IoctlArgument, String> {
-    let need = rm_struct_size(nr, size).ok_or_else(|| {
+    let layout = layout(nr, size).ok_or_else(|| {
         format!(
             "escape {nr:#x} ({}) has no struct decoder",
             escape_name(nr).unwrap_or("unknown")
         )
     })?;
+    if bytes.len() < layout.size {
+        return Err(short(layout.structure, layout.size, bytes.len()));
+    }
     let mut a = IoctlArgument {
         escape: escape_name(nr).map(str::to_string),
         bytes_read: bytes.len(),
+        structure: Some(layout.structure.into()),
         ..IoctlArgument::default()
     };
-    let structure = match (nr, need) {
-        (NV_ESC_RM_CONTROL, _) => "NVOS54_PARAMETERS",
-        (NV_ESC_RM_ALLOC, 48) => "NVOS64_PARAMETERS",
-        (NV_ESC_RM_ALLOC, _) => "NVOS21_PARAMETERS",
-        (NV_ESC_RM_FREE, _) => "NVOS00_PARAMETERS",
-        (NV_ESC_RM_ALLOC_MEMORY, _) => "nv_ioctl_nvos02_parameters_with_fd",
-        _ => "nv_ioctl_xfer_t",
-    };
-    if bytes.len() < need {
-        return Err(short(structure, need, bytes.len()));
+    for f in layout.fields.iter().flat_map(|group| group.iter()) {
+        f.fill(&mut a, bytes);
     }
-    a.structure = Some(structure.into());
-    let b = bytes;
-    match nr {
-        NV_ESC_RM_CONTROL => {
-            let cmd = u32_at(b, 8);
-            a.handles = vec![
-                ("hClient".into(), hx(u32_at(b, 0))),
-                ("hObject".into(), hx(u32_at(b, 4))),
-            ];
-            a.cmd = Some(format!("{cmd:#010x}"));
-            a.cmd_name = Some(control_name(cmd));
-            if let Some(flags) = control(cmd).and_then(|c| c.flags) {
-                a.lock_flags = Some(format!(
-                    "{flags:#x} ({})",
-                    control(cmd).map_or("", |c| c.flag_names)
-                ));
-                a.locks = Some(lock_summary(flags));
-            }
-            a.flags = Some(hx(u32_at(b, 12)));
-            a.params = Some(format!("{:#x}", u64_at(b, 16)));
-            a.params_size = Some(u32_at(b, 24));
-            a.status = Some(hx(u32_at(b, 28)));
-            a.summary = Some(format!(
-                "RM control {} on hObject {:#x}{}",
-                a.cmd_name.as_deref().unwrap_or(""),
-                u32_at(b, 4),
-                a.locks
-                    .as_ref()
-                    .map(|l| format!(" ({l})"))
-                    .unwrap_or_default()
-            ));
-        }
-        NV_ESC_RM_ALLOC | NV_ESC_RM_ALLOC_MEMORY => {
-            let class = u32_at(b, 12);
-            a.handles = vec![
-                ("hRoot".into(), hx(u32_at(b, 0))),
-                ("hObjectParent".into(), hx(u32_at(b, 4))),
-                ("hObjectNew".into(), hx(u32_at(b, 8))),
-            ];
-            a.class = Some(format!("{class:#06x}"));
-            a.class_name = class_name(class).map(str::to_string);
-            let class_text = a
-                .class_name
-                .clone()
-                .unwrap_or_else(|| format!("class {class:#06x} (not in the tables)"));
-            if nr == NV_ESC_RM_ALLOC_MEMORY {
-                a.flags = Some(hx(u32_at(b, 16)));
-                a.params = Some(format!("{:#x}", u64_at(b, 24)));
-                a.status = Some(hx(u32_at(b, 40)));
-                a.summary = Some(format!(
-                    "RM alloc memory {class_text} ({} bytes at {:#x})",
-                    u64_at(b, 32).wrapping_add(1),
-                    u64_at(b, 24)
-                ));
-            } else {
-                a.params = Some(format!("{:#x}", u64_at(b, 16)));
-                let (size_at, status_at) = if need == 48 { (32, 40) } else { (24, 28) };
-                a.params_size = Some(u32_at(b, size_at));
-                a.status = Some(hx(u32_at(b, status_at)));
-                if need == 48 {
-                    a.flags = Some(hx(u32_at(b, 36)));
-                }
-                a.summary = Some(format!(
-                    "RM alloc {class_text} under hObjectParent {:#x}",
-                    u32_at(b, 4)
-                ));
-            }
-        }
-        NV_ESC_RM_FREE => {
-            a.handles = vec![
-                ("hRoot".into(), hx(u32_at(b, 0))),
-                ("hObjectParent".into(), hx(u32_at(b, 4))),
-                ("hObjectOld".into(), hx(u32_at(b, 8))),
-            ];
-            a.status = Some(hx(u32_at(b, 12)));
-            a.summary = Some(format!("RM free of hObject {:#x}", u32_at(b, 8)));
-        }
-        _ => {
-            let x = Xfer::parse(b)?;
-            a.xfer = Some(x);
-            a.summary = Some(format!(
-                "XFER to escape {:#x} ({}), {} bytes at {:#x}",
-                x.cmd,
-                escape_name(x.cmd).unwrap_or("unknown"),
-                x.size,
-                x.ptr
-            ));
-        }
+    if layout.summary == Summary::Xfer {
+        a.xfer = Some(Xfer::parse(bytes)?);
     }
+    a.summary = Some(layout.summary(&a, bytes)?);
     Ok(a)
 }
 
@@ -476,7 +651,13 @@ pub fn decode_uvm_argument(cmd: u32, bytes: &[u8]) -> Result<IoctlArgument, Stri
         ));
     }
     a.structure = Some(format!("{}_PARAMS", c.name));
-    a.status = Some(hx(u32_at(bytes, status_at as usize)));
+    field(
+        "rmStatus",
+        status_at as usize,
+        Width::U32,
+        FieldKind::Status,
+    )
+    .fill(&mut a, bytes);
     a.summary = Some(format!("UVM {} ({size}-byte params)", c.name));
     Ok(a)
 }
@@ -498,21 +679,6 @@ pub enum ArgumentKind {
 }
 
 impl ArgumentKind {
-    /// From the `ioctl` object of a thread: only the NVIDIA escapes and commands with a decoder.
-    pub fn of(info: &crate::snapshot::IoctlInfo) -> Option<ArgumentKind> {
-        match info.driver.as_deref()? {
-            "nvidia-rm" => {
-                rm_struct_size(info.nr, info.size)?;
-                Some(ArgumentKind::Rm {
-                    nr: info.nr,
-                    size: info.size,
-                })
-            }
-            "nvidia-uvm" if uvm_read_size(info.nr) > 0 => Some(ArgumentKind::Uvm { cmd: info.nr }),
-            _ => None,
-        }
-    }
-
     /// Bytes to read at the pointer (the XFER header only, for the indirection).
     pub fn read_len(self) -> usize {
         match self {
@@ -573,144 +739,4 @@ pub fn decode_argument(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tables_parse_and_hold_known_entries() {
-        assert!(
-            tables().controls.len() > 1500,
-            "{}",
-            tables().controls.len()
-        );
-        assert!(tables().classes.len() > 200);
-        assert!(tables().uvm.len() > 60);
-        let c = control(0x20800102).unwrap();
-        assert_eq!(c.name, "NV2080_CTRL_CMD_GPU_GET_INFO_V2");
-        assert_eq!(c.flags, Some(0x30118));
-        assert!(c.flag_names.contains("API_LOCK_READONLY"));
-        assert_eq!(class_name(0x71), Some("NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"));
-        assert_eq!(class_name(0x2080), Some("NV20_SUBDEVICE_0"));
-        assert_eq!(escape_name(0x2a), Some("NV_ESC_RM_CONTROL"));
-        assert_eq!(escape_name(0xd3), Some("NV_ESC_IOCTL_XFER_CMD"));
-        let m = uvm_command(51).unwrap();
-        assert_eq!((m.name, m.params_size), ("UVM_MIGRATE", Some(80)));
-        assert_eq!(uvm_command(0x30000001).unwrap().name, "UVM_INITIALIZE");
-        assert_eq!(uvm_command(68).unwrap().name, "UVM_ALLOC_SEMAPHORE_POOL");
-        assert!(tables_source().contains("595.45.04"));
-    }
-
-    #[test]
-    fn unknown_commands_are_named_from_their_bits() {
-        let name = control_name(0x2080_3f07);
-        assert!(
-            name.starts_with("NV2080_CTRL_CMD(category 0x3f, index 0x07)"),
-            "{name}"
-        );
-    }
-
-    #[test]
-    fn lock_flags_read_as_locks() {
-        assert_eq!(
-            lock_summary(0x30118),
-            "takes the API lock read-only + GPU lock (device only)"
-        );
-        assert_eq!(lock_summary(0x400001), "takes no API lock + no GPU lock");
-        assert!(lock_summary(0x40).ends_with("routed to GSP/physical RM"));
-    }
-
-    fn nvos54(h_client: u32, h_object: u32, cmd: u32, params: u64, size: u32) -> Vec<u8> {
-        let mut b = Vec::new();
-        for v in [h_client, h_object, cmd, 0] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        b.extend_from_slice(&params.to_le_bytes());
-        b.extend_from_slice(&size.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b
-    }
-
-    #[test]
-    fn control_struct() {
-        let b = nvos54(0xc1d00001, 0x5c000003, 0x20800102, 0x7ffd_1234_5000, 0x408);
-        let a = decode_rm_argument(NV_ESC_RM_CONTROL, 32, &b).unwrap();
-        assert_eq!(
-            a.cmd_name.as_deref(),
-            Some("NV2080_CTRL_CMD_GPU_GET_INFO_V2")
-        );
-        assert_eq!(a.params.as_deref(), Some("0x7ffd12345000"));
-        assert_eq!(a.params_size, Some(0x408));
-        assert_eq!(a.handles[1], ("hObject".into(), "0x5c000003".into()));
-        assert!(a.summary.unwrap().contains("API lock read-only"));
-        let e = decode_rm_argument(NV_ESC_RM_CONTROL, 32, &b[..20]).unwrap_err();
-        assert!(e.contains("only 20"), "{e}");
-    }
-
-    #[test]
-    fn alloc_via_xfer_and_alloc_memory() {
-        let mut inner = Vec::new();
-        for v in [0xc1d00001u32, 0xc1d00001, 0xcaf00002, 0x71] {
-            inner.extend_from_slice(&v.to_le_bytes());
-        }
-        inner.extend_from_slice(&0x1000u64.to_le_bytes());
-        inner.extend_from_slice(&0u64.to_le_bytes());
-        inner.extend_from_slice(&[24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        let mut xfer = Vec::new();
-        xfer.extend_from_slice(&0x2bu32.to_le_bytes());
-        xfer.extend_from_slice(&48u32.to_le_bytes());
-        xfer.extend_from_slice(&0x5555_0000u64.to_le_bytes());
-        let a = decode_xfer(&xfer, &inner).unwrap();
-        assert_eq!(a.structure.as_deref(), Some("NVOS64_PARAMETERS"));
-        assert_eq!(
-            a.class_name.as_deref(),
-            Some("NV01_MEMORY_SYSTEM_OS_DESCRIPTOR")
-        );
-        assert_eq!(a.params_size, Some(24));
-        assert_eq!(a.xfer.unwrap().ptr, 0x5555_0000);
-        let mut mem = inner[..16].to_vec();
-        mem.extend_from_slice(&[0; 40]);
-        let a = decode_rm_argument(NV_ESC_RM_ALLOC_MEMORY, 56, &mem).unwrap();
-        assert!(a
-            .summary
-            .unwrap()
-            .starts_with("RM alloc memory NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"));
-        assert!(decode_xfer(&xfer[..8], &inner)
-            .unwrap_err()
-            .contains("nv_ioctl_xfer_t"));
-    }
-
-    #[test]
-    fn any_bytes_of_any_length_decode_or_give_a_reason() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        for len in 0..80 {
-            let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-            for nr in [0x27, 0x29, 0x2a, 0x2b, 0xd3, 0x01] {
-                for size in [0, 16, 32, 48, 56, u32::MAX] {
-                    let _ = decode_rm_argument(nr, size, &bytes);
-                    let _ = xfer_inner_read(&bytes);
-                    let _ = decode_argument(ArgumentKind::Rm { nr, size }, 1, &bytes, Some(&bytes));
-                }
-            }
-            for cmd in [1, 51, 68, 0x30000001, 0xffff_ffff] {
-                let _ = decode_argument(ArgumentKind::Uvm { cmd }, 1, &bytes, None);
-            }
-        }
-    }
-
-    #[test]
-    fn uvm_params() {
-        let a = decode_uvm_argument(51, &[0u8; 80]).unwrap();
-        assert_eq!(a.structure.as_deref(), Some("UVM_MIGRATE_PARAMS"));
-        assert!(decode_uvm_argument(51, &[0u8; 79])
-            .unwrap_err()
-            .contains("truncated"));
-        assert!(decode_uvm_argument(0x7777, &[]).is_err());
-        assert_eq!(uvm_read_size(51), 80);
-    }
-}
+mod tests;

@@ -10,10 +10,10 @@
 //!
 //! Map: [`formats`] reads one line of any notation (log prefixes, task headers, frame formats of every
 //! unwinder and tool); `reader` reads the lines by structure and keeps the task being read; `task` holds the
-//! bounds, [`ExplainedTask`] and the draft a task is read into; [`clean`] turns the frames read into the task's
-//! stack as `/proc/<tid>/stack` would show it (no `?` guesses, scheduler or wait-queue frames, function
-//! pointers, or an interrupt's frames); this module is the public API. A frame that does not parse (a
-//! demangled C++ name with spaces) is skipped and noted.
+//! bounds and the draft a task is read into (an [`ExplainedTask`], from `crate::explained_task`); [`clean`]
+//! turns the frames read into the task's stack as `/proc/<tid>/stack` would show it (no `?` guesses,
+//! scheduler or wait-queue frames, function pointers, or an interrupt's frames); this module is the public
+//! API. A frame that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
 mod formats;
@@ -22,9 +22,10 @@ mod task;
 
 use serde::Serialize;
 
-pub use task::{ExplainedTask, MAX_INPUT, MAX_TASKS, MAX_TASK_FRAMES, MAX_TOTAL_FRAMES};
+pub use task::{MAX_INPUT, MAX_TASKS, MAX_TASK_FRAMES, MAX_TOTAL_FRAMES};
 
 use crate::error::{Error, Result};
+use crate::explained_task::ExplainedTask;
 use reader::Reader;
 use task::MAX_LINE;
 

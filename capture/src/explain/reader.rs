@@ -6,9 +6,8 @@ use super::formats::{
     self, arm_from, bare_name, crash_frame, frame_text, header, is_stack_bottom, message,
     normalize_frame, proc_stack_pid, wrapped_module, Header,
 };
-use super::task::{
-    Draft, ExplainedTask, Gap, Notation, Prefix, Style, MAX_TASKS, MAX_TOTAL_FRAMES,
-};
+use super::task::{Draft, Gap, Notation, Prefix, Style, MAX_TASKS, MAX_TOTAL_FRAMES};
+use crate::explained_task::ExplainedTask;
 use crate::parse::stack;
 use crate::site;
 

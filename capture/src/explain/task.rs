@@ -1,11 +1,10 @@
-//! A task as `explain` reads it: the bounds, the public [`ExplainedTask`], and the draft that collects a task's
+//! A task as `explain` reads it: the bounds and the draft that collects a task's
 //! header fields and frames (with how they were written) until the next task starts, then cleans and
 //! classifies it.
 
-use serde::Serialize;
-
 use super::clean;
 use super::formats::is_stack_bottom;
+use crate::explained_task::ExplainedTask;
 use crate::site;
 use crate::snapshot::StackFrame;
 
@@ -19,31 +18,6 @@ pub const MAX_TASK_FRAMES: usize = 256;
 pub const MAX_TOTAL_FRAMES: usize = 200_000;
 /// Lines longer than this are not log lines: ignored.
 pub(super) const MAX_LINE: usize = 4096;
-
-/// One task found in the input.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExplainedTask {
-    /// The task's comm (`kworker/12:9`), or `(pasted stack)` for a bare stack.
-    pub task: String,
-    pub pid: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ppid: Option<i32>,
-    /// A kernel thread (ppid 2, a `Workqueue:` line, or a stack that starts in `kthread`).
-    pub kernel_thread: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workqueue: Option<String>,
-    /// From a wedge-capture report's `thread … wchan W` line.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wchan: Option<String>,
-    /// The cleaned stack, innermost frame first.
-    pub stack: Vec<StackFrame>,
-    pub site: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// What the hung-task detector said the task was blocked on and who likely owns it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocked_on: Option<crate::wait_graph::explain::KernelBlocker>,
-}
 
 /// A task being read: header fields and raw frames (with their `?` marks) until the next task starts.
 #[derive(Default)]

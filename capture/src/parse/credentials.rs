@@ -13,6 +13,7 @@
 //! `setresuid(2)` there takes. An id of `u32::MAX` (-1) is refused: the set-id calls read it as "leave
 //! unchanged", which would keep the helper's own (root's) id.
 
+use super::Parse;
 use super::{err, parse_u64, trim_ascii};
 use crate::error::Result;
 
@@ -71,42 +72,44 @@ fn filesystem_id(what: &'static str, value: &[u8]) -> Result<u32> {
     Ok(ids[3])
 }
 
-/// Parse the credentials out of a `/proc/<pid>/status` text. `Uid:` and `Gid:` must be there (a status
-/// without them is not one to take rights from); `Groups:` may be empty or, on very old kernels, absent.
-pub fn parse(b: &[u8]) -> Result<Credentials> {
-    let (mut uid, mut gid, mut groups) = (None, None, None);
-    for line in b.split(|&c| c == b'\n') {
-        let Some(colon) = line.iter().position(|&c| c == b':') else {
-            continue;
-        };
-        let value = trim_ascii(&line[colon + 1..]);
-        match &line[..colon] {
-            b"Uid" if uid.is_none() => uid = Some(filesystem_id("status Uid", value)?),
-            b"Gid" if gid.is_none() => gid = Some(filesystem_id("status Gid", value)?),
-            b"Groups" if groups.is_none() => {
-                let mut list = Vec::new();
-                for field in value
-                    .split(|c| c.is_ascii_whitespace())
-                    .filter(|f| !f.is_empty())
-                {
-                    if list.len() == MAX_GROUPS {
-                        return Err(err("status Groups", "more groups than NGROUPS_MAX"));
+impl Parse for Credentials {
+    /// Parse the credentials out of a `/proc/<pid>/status` text. `Uid:` and `Gid:` must be there (a status
+    /// without them is not one to take rights from); `Groups:` may be empty or, on very old kernels, absent.
+    fn parse(b: &[u8]) -> Result<Credentials> {
+        let (mut uid, mut gid, mut groups) = (None, None, None);
+        for line in b.split(|&c| c == b'\n') {
+            let Some(colon) = line.iter().position(|&c| c == b':') else {
+                continue;
+            };
+            let value = trim_ascii(&line[colon + 1..]);
+            match &line[..colon] {
+                b"Uid" if uid.is_none() => uid = Some(filesystem_id("status Uid", value)?),
+                b"Gid" if gid.is_none() => gid = Some(filesystem_id("status Gid", value)?),
+                b"Groups" if groups.is_none() => {
+                    let mut list = Vec::new();
+                    for field in value
+                        .split(|c| c.is_ascii_whitespace())
+                        .filter(|f| !f.is_empty())
+                    {
+                        if list.len() == MAX_GROUPS {
+                            return Err(err("status Groups", "more groups than NGROUPS_MAX"));
+                        }
+                        list.push(id("status Groups", field)?);
                     }
-                    list.push(id("status Groups", field)?);
+                    groups = Some(list);
                 }
-                groups = Some(list);
+                b"Uid" | b"Gid" | b"Groups" => {
+                    return Err(err("status", "a credentials line appears twice"));
+                }
+                _ => {}
             }
-            b"Uid" | b"Gid" | b"Groups" => {
-                return Err(err("status", "a credentials line appears twice"));
-            }
-            _ => {}
         }
+        Ok(Credentials {
+            uid: uid.ok_or_else(|| err("status", "no Uid line"))?,
+            gid: gid.ok_or_else(|| err("status", "no Gid line"))?,
+            groups: groups.unwrap_or_default(),
+        })
     }
-    Ok(Credentials {
-        uid: uid.ok_or_else(|| err("status", "no Uid line"))?,
-        gid: gid.ok_or_else(|| err("status", "no Gid line"))?,
-        groups: groups.unwrap_or_default(),
-    })
 }
 
 #[cfg(test)]
@@ -120,7 +123,7 @@ CapEff:\t0000000000000000\n";
 
     #[test]
     fn a_workers_ids_and_groups() {
-        let creds = parse(WORKER).unwrap();
+        let creds = Credentials::parse(WORKER).unwrap();
         assert_eq!(
             creds,
             Credentials {
@@ -136,15 +139,15 @@ CapEff:\t0000000000000000\n";
     fn the_filesystem_ids_are_taken_not_the_real_ones() {
         // A daemon that dropped its effective (and so filesystem) ids to nobody, its real and saved ids root.
         let dropped = b"Uid:\t0\t65534\t0\t65534\nGid:\t0\t65534\t0\t65534\nGroups:\t\n";
-        let creds = parse(dropped).unwrap();
+        let creds = Credentials::parse(dropped).unwrap();
         assert_eq!((creds.uid, creds.gid), (65534, 65534));
         assert!(creds.groups.is_empty());
         // A setuid-root program run by a user: its opens are root's, and so are its filesystem ids.
         let setuid = b"Uid:\t1000\t0\t0\t0\nGid:\t1000\t1000\t1000\t1000\nGroups:\t1000\n";
-        assert_eq!(parse(setuid).unwrap().uid, 0);
+        assert_eq!(Credentials::parse(setuid).unwrap().uid, 0);
         // setfsuid(2) apart from the effective id: the filesystem id is what its opens use.
         let fs = b"Uid:\t0\t0\t0\t1000\nGid:\t0\t0\t0\t1000\n";
-        let creds = parse(fs).unwrap();
+        let creds = Credentials::parse(fs).unwrap();
         assert_eq!((creds.uid, creds.gid), (1000, 1000));
     }
 
@@ -169,7 +172,7 @@ CapEff:\t0000000000000000\n";
             b"Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nUid:\t0\t0\t0\t0\n",
         ] {
             assert!(
-                parse(bad).is_err(),
+                Credentials::parse(bad).is_err(),
                 "accepted {:?}",
                 String::from_utf8_lossy(bad)
             );
@@ -178,13 +181,13 @@ CapEff:\t0000000000000000\n";
         for g in 0..=MAX_GROUPS {
             many.extend_from_slice(format!("{g} ").as_bytes());
         }
-        assert!(parse(&many).is_err());
+        assert!(Credentials::parse(&many).is_err());
     }
 
     #[test]
     fn the_live_status_of_this_process_parses() {
         let status = std::fs::read("/proc/self/status").unwrap();
-        let creds = parse(&status).unwrap();
+        let creds = Credentials::parse(&status).unwrap();
         // SAFETY: getegid has no arguments and cannot fail.
         let egid = unsafe { libc::getegid() };
         // SAFETY: as above.

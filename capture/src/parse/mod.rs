@@ -1,6 +1,13 @@
 //! Pure parsers: `fn(&[u8]) -> Result<T>`, one module per /proc file. No I/O here: [`crate::ProcRoot`]
 //! decides which files are read, these only decode bytes (from a live /proc, a fake tree or a recording).
 //! Hostile input gives an error, never a panic.
+//!
+//! A module that decodes its file into one type implements [`Parse`] for it (procfs-core's `FromRead`
+//! without the reader): `Stat::parse`, `Status::parse`, `Credentials::parse` (the status file's ids and
+//! capabilities), `Psi::parse`, `Syscall::parse`. The others keep a function named for what they return:
+//! `stat::parse_lite` (a view borrowing the bytes, the scanner's hot path), `stack::parse` (frames),
+//! `cgroup::parse` (lines), `wchan::parse`, `boot_id::parse`, `meminfo::parse`, `children::parse`,
+//! `fd::parse_link`, `kmsg::parse_record`.
 
 pub mod boot_id;
 pub mod cgroup;
@@ -16,7 +23,13 @@ pub mod status;
 pub mod syscall;
 pub mod wchan;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
+
+/// A value decoded from the whole of one file's bytes. Pure: the bytes come from [`crate::ProcRoot`] (a live
+/// /proc, a fake tree or a recording); hostile bytes give an error, never a panic.
+pub trait Parse: Sized {
+    fn parse(bytes: &[u8]) -> Result<Self>;
+}
 
 pub(crate) fn err(what: &'static str, why: impl Into<String>) -> Error {
     Error::Parse {

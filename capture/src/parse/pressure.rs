@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::err;
+use super::Parse;
 use crate::error::Result;
 
 /// The resources the kernel reports pressure for (`irq` since 6.1, only with a `full` line).
@@ -27,47 +28,49 @@ pub struct Psi {
     pub full: Option<PsiLine>,
 }
 
-/// Parse a PSI file: `some avg10=0.00 avg60=0.00 avg300=0.00 total=0` and an optional `full` line.
-pub fn parse(bytes: &[u8]) -> Result<Psi> {
-    let text = std::str::from_utf8(bytes).map_err(|_| err("pressure", "not text"))?;
-    let mut psi = Psi::default();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let mut words = line.split_whitespace();
-        let kind = words.next().unwrap_or_default();
-        let mut parsed = PsiLine {
-            avg10: f64::NAN,
-            avg60: f64::NAN,
-            avg300: f64::NAN,
-            total_us: 0,
-        };
-        let mut seen = 0;
-        for word in words {
-            let (key, value) = word
-                .split_once('=')
-                .ok_or_else(|| err("pressure", format!("`{word}` is not key=value")))?;
-            let bad = || err("pressure", format!("bad value in `{word}`"));
-            match key {
-                "avg10" => parsed.avg10 = value.parse().map_err(|_| bad())?,
-                "avg60" => parsed.avg60 = value.parse().map_err(|_| bad())?,
-                "avg300" => parsed.avg300 = value.parse().map_err(|_| bad())?,
-                "total" => parsed.total_us = value.parse().map_err(|_| bad())?,
-                _ => continue,
+impl Parse for Psi {
+    /// Parse a PSI file: `some avg10=0.00 avg60=0.00 avg300=0.00 total=0` and an optional `full` line.
+    fn parse(bytes: &[u8]) -> Result<Psi> {
+        let text = std::str::from_utf8(bytes).map_err(|_| err("pressure", "not text"))?;
+        let mut psi = Psi::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let mut words = line.split_whitespace();
+            let kind = words.next().unwrap_or_default();
+            let mut parsed = PsiLine {
+                avg10: f64::NAN,
+                avg60: f64::NAN,
+                avg300: f64::NAN,
+                total_us: 0,
+            };
+            let mut seen = 0;
+            for word in words {
+                let (key, value) = word
+                    .split_once('=')
+                    .ok_or_else(|| err("pressure", format!("`{word}` is not key=value")))?;
+                let bad = || err("pressure", format!("bad value in `{word}`"));
+                match key {
+                    "avg10" => parsed.avg10 = value.parse().map_err(|_| bad())?,
+                    "avg60" => parsed.avg60 = value.parse().map_err(|_| bad())?,
+                    "avg300" => parsed.avg300 = value.parse().map_err(|_| bad())?,
+                    "total" => parsed.total_us = value.parse().map_err(|_| bad())?,
+                    _ => continue,
+                }
+                seen += 1;
             }
-            seen += 1;
+            if seen < 4 {
+                return Err(err("pressure", format!("incomplete line `{line}`")));
+            }
+            match kind {
+                "some" => psi.some = Some(parsed),
+                "full" => psi.full = Some(parsed),
+                other => return Err(err("pressure", format!("unknown line kind `{other}`"))),
+            }
         }
-        if seen < 4 {
-            return Err(err("pressure", format!("incomplete line `{line}`")));
+        if psi.some.is_none() && psi.full.is_none() {
+            return Err(err("pressure", "empty file"));
         }
-        match kind {
-            "some" => psi.some = Some(parsed),
-            "full" => psi.full = Some(parsed),
-            other => return Err(err("pressure", format!("unknown line kind `{other}`"))),
-        }
+        Ok(psi)
     }
-    if psi.some.is_none() && psi.full.is_none() {
-        return Err(err("pressure", "empty file"));
-    }
-    Ok(psi)
 }
 
 #[cfg(test)]
@@ -76,7 +79,7 @@ mod tests {
 
     #[test]
     fn parses_psi_with_and_without_full() {
-        let psi = parse(
+        let psi = Psi::parse(
             b"some avg10=1.50 avg60=0.25 avg300=0.00 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n",
         )
         .unwrap();
@@ -85,7 +88,7 @@ mod tests {
         assert_eq!(some.avg60, 0.25);
         assert_eq!(some.total_us, 123_456);
         assert_eq!(psi.full.unwrap().total_us, 7);
-        let cpu = parse(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
+        let cpu = Psi::parse(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
         assert!(cpu.full.is_none());
     }
 
@@ -99,7 +102,7 @@ mod tests {
             b"some avg10 avg60=0 avg300=0 total=0",
             b"\xff",
         ] {
-            assert!(parse(bad).is_err(), "{bad:?}");
+            assert!(Psi::parse(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -3,6 +3,7 @@
 //! comm may hold spaces and parentheses (`a) (b`), so it runs from the first `(` to the LAST `)`.
 //! This parser is on the watch loop's hot path: no allocation except the comm string.
 
+use super::Parse;
 use super::{err, parse_i64, parse_u64};
 use crate::error::Result;
 
@@ -107,45 +108,47 @@ fn small_int(what: &'static str, b: &[u8]) -> Result<i32> {
     i32::try_from(parse_i64(what, b)?).map_err(|_| err(what, "out of range"))
 }
 
-pub fn parse(b: &[u8]) -> Result<Stat> {
-    let (pid, comm, rest) = split(b)?;
-    let mut fields: [&[u8]; 40] = [&[]; 40];
-    let mut n = 0;
-    for f in rest
-        .split(|c| c.is_ascii_whitespace())
-        .filter(|f| !f.is_empty())
-    {
-        if n == fields.len() {
-            break;
+impl Parse for Stat {
+    fn parse(b: &[u8]) -> Result<Stat> {
+        let (pid, comm, rest) = split(b)?;
+        let mut fields: [&[u8]; 40] = [&[]; 40];
+        let mut n = 0;
+        for f in rest
+            .split(|c| c.is_ascii_whitespace())
+            .filter(|f| !f.is_empty())
+        {
+            if n == fields.len() {
+                break;
+            }
+            fields[n] = f;
+            n += 1;
         }
-        fields[n] = f;
-        n += 1;
+        let fields = &fields[..n];
+        let state = state_of(field(fields, STATE, "state")?)?;
+        Ok(Stat {
+            pid,
+            comm: String::from_utf8_lossy(comm).into_owned(),
+            state: char::from(state),
+            ppid: small_int("stat ppid", field(fields, PPID, "ppid")?)?,
+            pgrp: small_int("stat pgrp", field(fields, PGRP, "pgrp")?)?,
+            session: small_int("stat session", field(fields, SESSION, "session")?)?,
+            flags: u32::try_from(parse_u64("stat flags", field(fields, FLAGS, "flags")?)?)
+                .map_err(|_| err("stat", "flags out of range"))?,
+            minflt: parse_u64("stat minflt", field(fields, MINFLT, "minflt")?)?,
+            majflt: parse_u64("stat majflt", field(fields, MAJFLT, "majflt")?)?,
+            utime: parse_u64("stat utime", field(fields, UTIME, "utime")?)?,
+            stime: parse_u64("stat stime", field(fields, STIME, "stime")?)?,
+            num_threads: parse_i64(
+                "stat num_threads",
+                field(fields, NUM_THREADS, "num_threads")?,
+            )?,
+            starttime: parse_u64("stat starttime", field(fields, STARTTIME, "starttime")?)?,
+            processor: match fields.get(PROCESSOR) {
+                Some(f) => Some(small_int("stat processor", f)?),
+                None => None,
+            },
+        })
     }
-    let fields = &fields[..n];
-    let state = state_of(field(fields, STATE, "state")?)?;
-    Ok(Stat {
-        pid,
-        comm: String::from_utf8_lossy(comm).into_owned(),
-        state: char::from(state),
-        ppid: small_int("stat ppid", field(fields, PPID, "ppid")?)?,
-        pgrp: small_int("stat pgrp", field(fields, PGRP, "pgrp")?)?,
-        session: small_int("stat session", field(fields, SESSION, "session")?)?,
-        flags: u32::try_from(parse_u64("stat flags", field(fields, FLAGS, "flags")?)?)
-            .map_err(|_| err("stat", "flags out of range"))?,
-        minflt: parse_u64("stat minflt", field(fields, MINFLT, "minflt")?)?,
-        majflt: parse_u64("stat majflt", field(fields, MAJFLT, "majflt")?)?,
-        utime: parse_u64("stat utime", field(fields, UTIME, "utime")?)?,
-        stime: parse_u64("stat stime", field(fields, STIME, "stime")?)?,
-        num_threads: parse_i64(
-            "stat num_threads",
-            field(fields, NUM_THREADS, "num_threads")?,
-        )?,
-        starttime: parse_u64("stat starttime", field(fields, STARTTIME, "starttime")?)?,
-        processor: match fields.get(PROCESSOR) {
-            Some(f) => Some(small_int("stat processor", f)?),
-            None => None,
-        },
-    })
 }
 
 /// The hot-path subset: state, comm, utime+stime. Borrowed, no allocation, stops after stime.
@@ -196,7 +199,7 @@ mod tests {
 
     #[test]
     fn parses_a_real_line() {
-        let s = parse(SLEEP).unwrap();
+        let s = Stat::parse(SLEEP).unwrap();
         assert_eq!(s.pid, 4242);
         assert_eq!(s.comm, "sleep");
         assert_eq!(s.state, 'S');
@@ -211,19 +214,19 @@ mod tests {
     #[test]
     fn odd_comm_names() {
         let line = b"7 (a) (b) D 1 7 7 0 -1 4194560 0 0 0 0 12 34 0 0 20 0 3 0 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0";
-        let s = parse(line).unwrap();
+        let s = Stat::parse(line).unwrap();
         assert_eq!(s.comm, "a) (b");
         assert_eq!(s.state, 'D');
         assert_eq!(s.cpu_ticks(), 46);
         assert_eq!(s.processor, Some(0));
         let sp = b"8 (  spaced  name ) R 1 8 8 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 5 0";
-        let s = parse(sp).unwrap();
+        let s = Stat::parse(sp).unwrap();
         assert_eq!(s.comm, "  spaced  name ");
         assert_eq!(s.processor, None);
         let empty = b"9 () S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0";
-        assert_eq!(parse(empty).unwrap().comm, "");
+        assert_eq!(Stat::parse(empty).unwrap().comm, "");
         let utf = "10 (python3 ✓) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0".as_bytes();
-        assert_eq!(parse(utf).unwrap().comm, "python3 ✓");
+        assert_eq!(Stat::parse(utf).unwrap().comm, "python3 ✓");
         let lite = parse_lite(line).unwrap();
         assert_eq!(lite.comm, b"a) (b");
         assert_eq!(lite.cpu_ticks, 46);
@@ -242,7 +245,11 @@ mod tests {
             b"1 (c) S 1 1 1 0 -1 0 0 0 0 0 99999999999999999999999 0 0 0 20 0 1 0 5 0",
             b"\xff\xfe (\x00) \x01",
         ] {
-            assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(
+                Stat::parse(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
             assert!(
                 parse_lite(bad).is_err(),
                 "{:?}",

@@ -1,6 +1,7 @@
 //! `/proc/<pid>/task/<tid>/status`: `Key:\tvalue` lines. We keep the fields the watchdog and the
 //! report need; unknown keys are ignored (the file grows with every kernel).
 
+use super::Parse;
 use super::{err, parse_i64, parse_u64, trim_ascii};
 use crate::error::Result;
 
@@ -58,56 +59,59 @@ fn caps(what: &'static str, v: &[u8]) -> Result<u64> {
     u64::from_str_radix(s, 16).map_err(|e| err(what, e.to_string()))
 }
 
-pub fn parse(b: &[u8]) -> Result<Status> {
-    let mut s = Status::default();
-    for line in b.split(|&c| c == b'\n') {
-        let Some(colon) = line.iter().position(|&c| c == b':') else {
-            continue;
-        };
-        let key = &line[..colon];
-        let v = trim_ascii(&line[colon + 1..]);
-        match key {
-            b"Name" => s.name = Some(String::from_utf8_lossy(v).into_owned()),
-            b"State" => s.state = v.first().map(|&c| char::from(c)),
-            b"Tgid" => s.tgid = Some(one_id("status Tgid", v)?),
-            b"Pid" => s.pid = Some(one_id("status Pid", v)?),
-            b"PPid" => s.ppid = Some(one_id("status PPid", v)?),
-            b"NSpid" => s.nspid = ids("status NSpid", v)?,
-            b"NStgid" => s.nstgid = ids("status NStgid", v)?,
-            b"Threads" => s.threads = Some(parse_i64("status Threads", v)?),
-            b"voluntary_ctxt_switches" => {
-                s.voluntary_ctxt_switches = Some(parse_u64("status voluntary_ctxt_switches", v)?)
+impl Parse for Status {
+    fn parse(b: &[u8]) -> Result<Status> {
+        let mut s = Status::default();
+        for line in b.split(|&c| c == b'\n') {
+            let Some(colon) = line.iter().position(|&c| c == b':') else {
+                continue;
+            };
+            let key = &line[..colon];
+            let v = trim_ascii(&line[colon + 1..]);
+            match key {
+                b"Name" => s.name = Some(String::from_utf8_lossy(v).into_owned()),
+                b"State" => s.state = v.first().map(|&c| char::from(c)),
+                b"Tgid" => s.tgid = Some(one_id("status Tgid", v)?),
+                b"Pid" => s.pid = Some(one_id("status Pid", v)?),
+                b"PPid" => s.ppid = Some(one_id("status PPid", v)?),
+                b"NSpid" => s.nspid = ids("status NSpid", v)?,
+                b"NStgid" => s.nstgid = ids("status NStgid", v)?,
+                b"Threads" => s.threads = Some(parse_i64("status Threads", v)?),
+                b"voluntary_ctxt_switches" => {
+                    s.voluntary_ctxt_switches =
+                        Some(parse_u64("status voluntary_ctxt_switches", v)?)
+                }
+                b"nonvoluntary_ctxt_switches" => {
+                    s.nonvoluntary_ctxt_switches =
+                        Some(parse_u64("status nonvoluntary_ctxt_switches", v)?)
+                }
+                b"Cpus_allowed_list" => {
+                    s.cpus_allowed_list = Some(String::from_utf8_lossy(v).into_owned())
+                }
+                b"CapInh" => s.cap_inh = Some(caps("status CapInh", v)?),
+                b"CapPrm" => s.cap_prm = Some(caps("status CapPrm", v)?),
+                b"CapEff" => s.cap_eff = Some(caps("status CapEff", v)?),
+                b"CapBnd" => s.cap_bnd = Some(caps("status CapBnd", v)?),
+                b"CapAmb" => s.cap_amb = Some(caps("status CapAmb", v)?),
+                b"Uid" => {
+                    s.uid = v
+                        .split(|c| c.is_ascii_whitespace())
+                        .filter(|f| !f.is_empty())
+                        .take(4)
+                        .map(|f| {
+                            u32::try_from(parse_u64("status Uid", f)?)
+                                .map_err(|_| err("status Uid", "uid out of range"))
+                        })
+                        .collect::<Result<_>>()?
+                }
+                _ => {}
             }
-            b"nonvoluntary_ctxt_switches" => {
-                s.nonvoluntary_ctxt_switches =
-                    Some(parse_u64("status nonvoluntary_ctxt_switches", v)?)
-            }
-            b"Cpus_allowed_list" => {
-                s.cpus_allowed_list = Some(String::from_utf8_lossy(v).into_owned())
-            }
-            b"CapInh" => s.cap_inh = Some(caps("status CapInh", v)?),
-            b"CapPrm" => s.cap_prm = Some(caps("status CapPrm", v)?),
-            b"CapEff" => s.cap_eff = Some(caps("status CapEff", v)?),
-            b"CapBnd" => s.cap_bnd = Some(caps("status CapBnd", v)?),
-            b"CapAmb" => s.cap_amb = Some(caps("status CapAmb", v)?),
-            b"Uid" => {
-                s.uid = v
-                    .split(|c| c.is_ascii_whitespace())
-                    .filter(|f| !f.is_empty())
-                    .take(4)
-                    .map(|f| {
-                        u32::try_from(parse_u64("status Uid", f)?)
-                            .map_err(|_| err("status Uid", "uid out of range"))
-                    })
-                    .collect::<Result<_>>()?
-            }
-            _ => {}
         }
+        if s.name.is_none() && s.state.is_none() && s.pid.is_none() {
+            return Err(err("status", "no Name/State/Pid line"));
+        }
+        Ok(s)
     }
-    if s.name.is_none() && s.state.is_none() && s.pid.is_none() {
-        return Err(err("status", "no Name/State/Pid line"));
-    }
-    Ok(s)
 }
 
 #[cfg(test)]
@@ -118,7 +122,7 @@ mod tests {
 
     #[test]
     fn parses_a_container_thread() {
-        let s = parse(CONTAINER_THREAD).unwrap();
+        let s = Status::parse(CONTAINER_THREAD).unwrap();
         assert_eq!(s.name.as_deref(), Some("pt_autograd_0"));
         assert_eq!(s.state, Some('D'));
         assert_eq!(
@@ -134,19 +138,19 @@ mod tests {
         assert_eq!(s.uid, vec![0, 0, 0, 0]);
         assert_eq!(s.threads, Some(57));
         // uids above i32::MAX (user namespaces) are fine.
-        let s = parse(b"Name:\tx\nUid:\t4294967294\t4294967294\t0\t0\n").unwrap();
+        let s = Status::parse(b"Name:\tx\nUid:\t4294967294\t4294967294\t0\t0\n").unwrap();
         assert_eq!(s.uid[0], 4294967294);
     }
 
     #[test]
     fn rejects_garbage() {
-        assert!(parse(b"").is_err());
-        assert!(parse(b"hello world").is_err());
-        assert!(parse(b"Name:\tx\nvoluntary_ctxt_switches:\t-1\n").is_err());
-        assert!(parse(b"Name:\tx\nCapEff:\tzz\n").is_err());
-        assert!(parse(b"Name:\tx\nNSpid:\t1\t99999999999\n").is_err());
+        assert!(Status::parse(b"").is_err());
+        assert!(Status::parse(b"hello world").is_err());
+        assert!(Status::parse(b"Name:\tx\nvoluntary_ctxt_switches:\t-1\n").is_err());
+        assert!(Status::parse(b"Name:\tx\nCapEff:\tzz\n").is_err());
+        assert!(Status::parse(b"Name:\tx\nNSpid:\t1\t99999999999\n").is_err());
         // Missing counters are None, not an error.
-        let s = parse(b"Name:\tx\nState:\tR (running)\n").unwrap();
+        let s = Status::parse(b"Name:\tx\nState:\tR (running)\n").unwrap();
         assert_eq!(s.ctxt_switches(), None);
     }
 }

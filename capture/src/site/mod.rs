@@ -853,31 +853,3 @@ pub fn with_recorded_lock(site: &str, kind: &str, mode: Option<&str>, lock: &str
         None => format!("{site} — {recorded}"),
     }
 }
-
-/// Every thread the wait graph knows from a kernel record to wait for a lock gets that lock in its site
-/// ([`with_recorded_lock`]).
-pub fn refine_with_graph(
-    threads: &mut [crate::snapshot::ThreadSnapshot],
-    graph: &crate::wait_graph::WaitGraph,
-) {
-    use crate::wait_graph::{LockKind, Mode};
-    for lock in &graph.locks {
-        let kind = match lock.kind {
-            LockKind::Mutex => "mutex",
-            LockKind::Semaphore => "semaphore",
-            LockKind::Rwsem => "rwsem",
-            _ => continue,
-        };
-        for w in lock.waiters.iter().filter(|w| w.by == "kernel record") {
-            let mode = w.mode.map(|m| match m {
-                Mode::Read => "read",
-                Mode::Write => "write",
-            });
-            if let Some(t) = threads.iter_mut().find(|t| t.tid == w.tid) {
-                if let Some(site) = &t.site {
-                    t.site = Some(with_recorded_lock(site, kind, mode, &lock.name));
-                }
-            }
-        }
-    }
-}

@@ -148,7 +148,7 @@ fn the_kernels_blocker_record_names_the_hidden_lock() {
         locks: vec![lock(LockKind::Rwsem, "kernel record", Some(Mode::Write))],
         ..Default::default()
     };
-    super::refine_with_graph(std::slice::from_mut(&mut snap), &graph);
+    crate::wait_graph::refine_with_graph(std::slice::from_mut(&mut snap), &graph);
     assert_eq!(
         snap.site.as_deref(),
         Some("io_submit → xfs: xfs_dio_write_end_io → xfs_reflink_end_atomic_cow … rwsem wait (write) on the inode lock of /mnt/x (ino 12) (kernel record) in xfs_reflink_end_atomic_cow")
@@ -163,7 +163,7 @@ fn the_kernels_blocker_record_names_the_hidden_lock() {
         locks: vec![lock(LockKind::Mutex, "stack", None)],
         ..Default::default()
     };
-    super::refine_with_graph(std::slice::from_mut(&mut other), &graph);
+    crate::wait_graph::refine_with_graph(std::slice::from_mut(&mut other), &graph);
     assert_eq!(other.site.as_deref(), Some(site.as_str()));
     // A site that named the primitive gets which lock, before its category.
     assert_eq!(

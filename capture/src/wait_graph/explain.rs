@@ -14,29 +14,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::{
     link_chains, Evidence, Holder, LockIdentity, LockKind, LockNode, Mode, WaitGraph, Waiter,
 };
-use crate::explain::ExplainedTask;
-
-/// What the hung-task detector said a task was blocked on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelBlocker {
-    pub kind: LockKind,
-    /// How the blocked task wanted an rw-semaphore (`<writer>` / `<reader>`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<Mode>,
-    /// The owner the kernel names (`comm`, `pid`); none when "the owner is not found".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner_pid: Option<i32>,
-    /// How the owner holds an rw-semaphore (`<reader>`: reader-owned, the owner its last reader).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner_mode: Option<Mode>,
-}
+use crate::explained_task::{ExplainedTask, KernelBlocker};
 
 fn role(word: &str) -> Option<Mode> {
     match word.trim().trim_start_matches('<').trim_end_matches('>') {
@@ -94,29 +75,18 @@ pub fn from_explained(tasks: &[ExplainedTask]) -> Option<WaitGraph> {
     if blocked.is_empty() {
         return None;
     }
-    // One lock per (kind, owner pid or name).
-    let key = |b: &KernelBlocker| {
-        (
-            b.kind.word(),
-            b.owner_pid
-                .map(|p| p.to_string())
-                .or_else(|| b.owner.clone())
-                .unwrap_or_default(),
-        )
-    };
-    let mut order: Vec<(&'static str, String)> = Vec::new();
+    let mut order: Vec<LockKey> = Vec::new();
     for (_, b) in &blocked {
-        let k = key(b);
+        let k = lock_key(b);
         if !order.contains(&k) {
             order.push(k);
         }
     }
-    let id_of: BTreeMap<(&'static str, String), String> = order
+    let id_of: BTreeMap<LockKey, String> = order
         .iter()
         .enumerate()
         .map(|(i, k)| (k.clone(), format!("L{}", i + 1)))
         .collect();
-    let by_pid = |pid: i32| tasks.iter().find(|t| t.pid == Some(pid));
     let mut graph = WaitGraph {
         records: "the kernel's hung-task detector (its \"blocked on … likely owned by task …\" lines in the paste)"
             .to_string(),
@@ -124,98 +94,138 @@ pub fn from_explained(tasks: &[ExplainedTask]) -> Option<WaitGraph> {
         ..WaitGraph::default()
     };
     for k in &order {
-        let mine: Vec<&(&ExplainedTask, &KernelBlocker)> =
-            blocked.iter().filter(|(_, b)| key(b) == *k).collect();
-        let (first_task, b) = *mine[0];
-        let taken_in = first_task
-            .stack
+        let mine: Vec<(&ExplainedTask, &KernelBlocker)> = blocked
             .iter()
-            .map(|f| crate::site::base_name(&f.function))
-            .find(|n| {
-                !crate::site::rules::SCHEDULER_FRAMES.contains(n)
-                    && !n.contains("mutex_lock")
-                    && !n.starts_with("down")
-                    && !n.starts_with("rwsem_")
-                    && !n.starts_with("__down")
-            })
-            .map(str::to_string);
-        let identity = LockIdentity {
-            class: "unknown".into(),
-            taken_in: taken_in.clone(),
-            ..LockIdentity::default()
-        };
-        let name = match (&taken_in, &b.owner) {
-            (Some(f), _) => format!("{} taken in {f}", b.kind.with_article()),
-            (None, Some(o)) => format!("{} owned by {o}", b.kind.with_article()),
-            _ => b.kind.with_article(),
-        };
-        let waiters = mine
-            .iter()
-            .map(|(t, w)| Waiter {
-                tid: t.pid.unwrap_or(0),
-                pid: t.pid.unwrap_or(0),
-                comm: t.task.clone(),
-                mode: w.mode,
-                state: "D".into(),
-                call: t.site.clone().unwrap_or_else(|| "the kernel".into()),
-                by: "kernel record".into(),
-                waited_s: None,
-            })
+            .filter(|(_, b)| lock_key(b) == *k)
+            .copied()
             .collect();
-        let mut node = LockNode {
-            id: id_of[k].clone(),
-            kind: b.kind,
-            address: None,
-            name,
-            identity,
-            holders: Vec::new(),
-            holder_unknown: None,
-            readers: None,
-            waiters,
-            more_waiters: 0,
-        };
-        match (&b.owner, b.owner_pid) {
-            (Some(owner), pid) => {
-                let task = pid.and_then(by_pid);
-                let evidence = match (b.kind, b.owner_mode) {
-                    (LockKind::Semaphore, _) => Evidence::LastHolder,
-                    (_, Some(Mode::Read)) => Evidence::LastReader,
-                    (LockKind::Rwsem, _) => Evidence::Writer,
-                    _ => Evidence::Owner,
-                };
-                let waits_for = task
-                    .and_then(|t| t.blocked_on.as_ref())
-                    .and_then(|ob| id_of.get(&key(ob)).cloned());
-                node.holders.push(Holder {
-                    tid: pid.unwrap_or(0),
-                    pid: pid.unwrap_or(0),
-                    comm: owner.clone(),
-                    mode: b.owner_mode,
-                    evidence,
-                    state: if task.is_some_and(|t| t.blocked_on.is_some()) {
-                        "D".into()
-                    } else {
-                        String::new()
-                    },
-                    doing: match task.and_then(|t| t.site.clone()) {
-                        Some(site) => format!("in the paste: {site}"),
-                        None => "not in the paste".to_string(),
-                    },
-                    waits_for,
-                    inside_samples: None,
-                    call: None,
-                    last_ran_s_ago: None,
-                    system_s: None,
-                });
-            }
-            (None, _) => {
-                node.holder_unknown = Some("the kernel did not find the owner".to_string());
-            }
-        }
-        graph.locks.push(node);
+        graph.locks.push(lock_node(tasks, &mine, &id_of));
     }
     link_chains(&mut graph);
     Some(graph)
+}
+
+/// One lock per (kind, owner pid or name).
+type LockKey = (&'static str, String);
+
+fn lock_key(b: &KernelBlocker) -> LockKey {
+    (
+        b.kind.word(),
+        b.owner_pid
+            .map(|p| p.to_string())
+            .or_else(|| b.owner.clone())
+            .unwrap_or_default(),
+    )
+}
+
+/// The lock the tasks of `mine` wait for (all blocked on the same kind of lock of the same owner): named
+/// after where the first took it, its holder the owner the kernel names.
+fn lock_node(
+    tasks: &[ExplainedTask],
+    mine: &[(&ExplainedTask, &KernelBlocker)],
+    id_of: &BTreeMap<LockKey, String>,
+) -> LockNode {
+    let (first_task, b) = mine[0];
+    let taken_in = taken_in(first_task);
+    let identity = LockIdentity {
+        class: "unknown".into(),
+        taken_in: taken_in.clone(),
+        ..LockIdentity::default()
+    };
+    let name = match (&taken_in, &b.owner) {
+        (Some(f), _) => format!("{} taken in {f}", b.kind.with_article()),
+        (None, Some(o)) => format!("{} owned by {o}", b.kind.with_article()),
+        _ => b.kind.with_article(),
+    };
+    let mut node = LockNode {
+        id: id_of[&lock_key(b)].clone(),
+        kind: b.kind,
+        address: None,
+        name,
+        identity,
+        holders: Vec::new(),
+        holder_unknown: None,
+        readers: None,
+        waiters: mine.iter().map(|(t, w)| waiter(t, w)).collect(),
+        more_waiters: 0,
+    };
+    match &b.owner {
+        Some(owner) => node.holders.push(holder(tasks, b, owner, id_of)),
+        None => node.holder_unknown = Some("the kernel did not find the owner".to_string()),
+    }
+    node
+}
+
+/// The function that took the lock: the first frame of the task's stack past the scheduler and the lock's
+/// own functions.
+fn taken_in(task: &ExplainedTask) -> Option<String> {
+    task.stack
+        .iter()
+        .map(|f| crate::site::base_name(&f.function))
+        .find(|n| {
+            !crate::site::rules::SCHEDULER_FRAMES.contains(n)
+                && !n.contains("mutex_lock")
+                && !n.starts_with("down")
+                && !n.starts_with("rwsem_")
+                && !n.starts_with("__down")
+        })
+        .map(str::to_string)
+}
+
+/// A blocked task of the paste as a waiter.
+fn waiter(t: &ExplainedTask, w: &KernelBlocker) -> Waiter {
+    Waiter {
+        tid: t.pid.unwrap_or(0),
+        pid: t.pid.unwrap_or(0),
+        comm: t.task.clone(),
+        mode: w.mode,
+        state: "D".into(),
+        call: t.site.clone().unwrap_or_else(|| "the kernel".into()),
+        by: "kernel record".into(),
+        waited_s: None,
+    }
+}
+
+/// The owner the kernel names, described by its own task in the paste (if it is one) and linked to the
+/// lock it waits for itself.
+fn holder(
+    tasks: &[ExplainedTask],
+    b: &KernelBlocker,
+    owner: &str,
+    id_of: &BTreeMap<LockKey, String>,
+) -> Holder {
+    let pid = b.owner_pid;
+    let task = pid.and_then(|pid| tasks.iter().find(|t| t.pid == Some(pid)));
+    let evidence = match (b.kind, b.owner_mode) {
+        (LockKind::Semaphore, _) => Evidence::LastHolder,
+        (_, Some(Mode::Read)) => Evidence::LastReader,
+        (LockKind::Rwsem, _) => Evidence::Writer,
+        _ => Evidence::Owner,
+    };
+    let waits_for = task
+        .and_then(|t| t.blocked_on.as_ref())
+        .and_then(|ob| id_of.get(&lock_key(ob)).cloned());
+    Holder {
+        tid: pid.unwrap_or(0),
+        pid: pid.unwrap_or(0),
+        comm: owner.to_string(),
+        mode: b.owner_mode,
+        evidence,
+        state: if task.is_some_and(|t| t.blocked_on.is_some()) {
+            "D".into()
+        } else {
+            String::new()
+        },
+        doing: match task.and_then(|t| t.site.clone()) {
+            Some(site) => format!("in the paste: {site}"),
+            None => "not in the paste".to_string(),
+        },
+        waits_for,
+        inside_samples: None,
+        call: None,
+        last_ran_s_ago: None,
+        system_s: None,
+    }
 }
 
 #[cfg(test)]

@@ -420,92 +420,12 @@ pub fn takers_of(lock: &LockNode) -> Takers {
 
 /// Puts the judgement of `lock`'s candidates into the graph.
 pub fn apply(lock: &mut LockNode, judged: &[Judged]) {
-    let find = |tid: i32| judged.iter().find(|j| j.tid == tid);
-    let describe = |h: &mut Holder, j: &Judged| {
-        h.inside_samples = Some((j.inside, j.of));
-        h.system_s = Some(j.system_s);
-        if j.call.is_some() {
-            h.call = j.call.clone();
-        }
-        if h.state != "D" {
-            h.doing = j.doing();
-        }
-    };
-    // A holder a record names: confirmed (described), or replaced when it left every lock-taking call.
-    let mut dropped: Vec<String> = Vec::new();
-    for h in lock.holders.iter_mut() {
-        if let Some(j) = find(h.tid) {
-            describe(h, j);
-            if h.evidence == Evidence::LastReader && !j.qualifies && j.inside == 0 {
-                dropped.push(format!(
-                    "the kernel's last reader, tid {} ({}), was outside any lock-taking call in all {} samples \
-                     (it has released it)",
-                    h.tid, h.comm, j.of
-                ));
-                h.tid = -1;
-            }
-        }
-    }
-    lock.holders.retain(|h| h.tid >= 0);
+    let dropped = confirm_recorded(lock, judged);
     let named = lock.holders.iter().any(|h| h.evidence != Evidence::Stack);
     if !named {
-        let mut qualified: Vec<&Judged> = judged
-            .iter()
-            .filter(|j| j.qualifies && !lock.holders.iter().any(|h| h.tid == j.tid))
-            .collect();
-        // Inside an address-space call or a fault first, then the most system time.
-        qualified.sort_by(|a, b| {
-            b.call
-                .is_some()
-                .cmp(&a.call.is_some())
-                .then(b.system_s.total_cmp(&a.system_s))
-                .then(a.tid.cmp(&b.tid))
-        });
-        for j in qualified {
-            let mode = match takers_of(lock) {
-                Takers::MmapLock => j.mmap_mode(),
-                Takers::Any => None,
-            };
-            lock.holders.push(Holder {
-                tid: j.tid,
-                pid: j.pid,
-                comm: j.comm.clone(),
-                mode,
-                evidence: Evidence::Sampled,
-                state: j
-                    .states
-                    .chars()
-                    .last()
-                    .map(String::from)
-                    .unwrap_or_default(),
-                doing: j.doing(),
-                waits_for: None,
-                inside_samples: Some((j.inside, j.of)),
-                call: j.call.clone(),
-                last_ran_s_ago: None,
-                system_s: Some(j.system_s),
-            });
-        }
+        add_sampled(lock, judged);
     }
-    if lock.holders.is_empty() {
-        let of = judged.iter().map(|j| j.of).max().unwrap_or(0);
-        lock.holder_unknown = Some(if judged.is_empty() {
-            lock.holder_unknown
-                .clone()
-                .unwrap_or_else(|| "no candidate thread to sample".to_string())
-        } else {
-            format!(
-                "none of the {} threads sampled stayed inside a lock-taking call in all {of} samples{}",
-                judged.len(),
-                lock.holder_unknown
-                    .as_ref()
-                    .map(|w| format!(" ({w})"))
-                    .unwrap_or_default()
-            )
-        });
-    } else {
-        lock.holder_unknown = None;
-    }
+    say_why_unknown(lock, judged);
     if !dropped.is_empty() {
         let note = dropped.join("; ");
         lock.holder_unknown = match lock.holder_unknown.take() {
@@ -520,4 +440,96 @@ pub fn apply(lock: &mut LockNode, judged: &[Judged]) {
             }
         };
     }
+}
+
+/// A holder a record names: confirmed (described by its samples), or dropped when it left every
+/// lock-taking call; returns why each dropped one was.
+fn confirm_recorded(lock: &mut LockNode, judged: &[Judged]) -> Vec<String> {
+    let mut dropped: Vec<String> = Vec::new();
+    for h in lock.holders.iter_mut() {
+        if let Some(j) = judged.iter().find(|j| j.tid == h.tid) {
+            h.inside_samples = Some((j.inside, j.of));
+            h.system_s = Some(j.system_s);
+            if j.call.is_some() {
+                h.call = j.call.clone();
+            }
+            if h.state != "D" {
+                h.doing = j.doing();
+            }
+            if h.evidence == Evidence::LastReader && !j.qualifies && j.inside == 0 {
+                dropped.push(format!(
+                    "the kernel's last reader, tid {} ({}), was outside any lock-taking call in all {} samples \
+                     (it has released it)",
+                    h.tid, h.comm, j.of
+                ));
+                h.tid = -1;
+            }
+        }
+    }
+    lock.holders.retain(|h| h.tid >= 0);
+    dropped
+}
+
+/// The candidates that stayed inside a lock-taking call, as holders named by samples: inside an
+/// address-space call or a fault first, then the most system time.
+fn add_sampled(lock: &mut LockNode, judged: &[Judged]) {
+    let mut qualified: Vec<&Judged> = judged
+        .iter()
+        .filter(|j| j.qualifies && !lock.holders.iter().any(|h| h.tid == j.tid))
+        .collect();
+    qualified.sort_by(|a, b| {
+        b.call
+            .is_some()
+            .cmp(&a.call.is_some())
+            .then(b.system_s.total_cmp(&a.system_s))
+            .then(a.tid.cmp(&b.tid))
+    });
+    for j in qualified {
+        let mode = match takers_of(lock) {
+            Takers::MmapLock => j.mmap_mode(),
+            Takers::Any => None,
+        };
+        lock.holders.push(Holder {
+            tid: j.tid,
+            pid: j.pid,
+            comm: j.comm.clone(),
+            mode,
+            evidence: Evidence::Sampled,
+            state: j
+                .states
+                .chars()
+                .last()
+                .map(String::from)
+                .unwrap_or_default(),
+            doing: j.doing(),
+            waits_for: None,
+            inside_samples: Some((j.inside, j.of)),
+            call: j.call.clone(),
+            last_ran_s_ago: None,
+            system_s: Some(j.system_s),
+        });
+    }
+}
+
+/// No holder after the samples: why (none to sample, or none stayed inside); a holder: no reason kept.
+fn say_why_unknown(lock: &mut LockNode, judged: &[Judged]) {
+    if !lock.holders.is_empty() {
+        lock.holder_unknown = None;
+        return;
+    }
+    let of = judged.iter().map(|j| j.of).max().unwrap_or(0);
+    lock.holder_unknown = Some(if judged.is_empty() {
+        lock.holder_unknown
+            .clone()
+            .unwrap_or_else(|| "no candidate thread to sample".to_string())
+    } else {
+        format!(
+            "none of the {} threads sampled stayed inside a lock-taking call in all {of} samples{}",
+            judged.len(),
+            lock.holder_unknown
+                .as_ref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        )
+    });
 }

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{LockIdentity, LockKind, Lookup};
+use super::{LockIdentity, LockKind, Lookup, SymbolHit};
 use crate::blockers::{BlockerRecord, LockHome};
 
 /// What a lock is known by before it is named.
@@ -20,14 +20,6 @@ pub enum KeyParts {
     MmapOf(i32),
     VmaOf(i32),
     Named(&'static str),
-}
-
-/// An address placed by /proc/kallsyms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SymbolHit {
-    /// `rtnl_mutex` or `rtnl_mutex+0x10`; None when only the region is known.
-    pub symbol: Option<String>,
-    pub module: Option<String>,
 }
 
 /// The identity of the lock behind `key`. `record` is a waiter's record (its proven home), `records` every

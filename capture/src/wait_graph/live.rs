@@ -8,9 +8,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::build::build;
 use super::holders::{self, Candidate};
-use super::identity::{SymbolHit, Symbols};
-use super::{build, Lookup, Records, Sampling, WaitGraph};
+use super::identity::Symbols;
+use super::SymbolHit;
+use super::{Lookup, Records, Sampling, WaitGraph};
 use crate::blockers::BlockerRecord;
 use crate::error::Result;
 use crate::proc_root::{ProcRoot, TaskFile};
@@ -271,40 +273,7 @@ fn sample(
     let Some((root0, _)) = at(0) else {
         return;
     };
-    // A process's threads, likeliest holders first: running or in D, then asleep in a call that is not an
-    // idle wait; a thread asleep in futex, poll and the like holds no kernel lock and is not sampled.
-    let mut threads_of = |p: i32| -> Vec<(i32, String)> {
-        let Ok(tids) = root0.tasks(p) else {
-            return Vec::new();
-        };
-        let mut ranked: Vec<(u8, i32, String)> = tids
-            .into_iter()
-            .filter_map(|tid| {
-                let (state, comm, call) = match threads.iter().find(|t| t.tid == tid) {
-                    Some(t) => (
-                        t.state.chars().next().unwrap_or('?'),
-                        t.comm.clone(),
-                        super::syscall_name(t).map(str::to_string),
-                    ),
-                    None => {
-                        let stat = root0.read_task_stat(p, tid).ok()?;
-                        (stat.state, stat.comm, None)
-                    }
-                };
-                let rank = match state {
-                    'R' | 'D' => 0,
-                    _ if call.as_deref().is_some_and(holders::is_idle_call) => return None,
-                    _ => 1,
-                };
-                Some((rank, tid, comm))
-            })
-            .collect();
-        ranked.sort_by_key(|(rank, tid, _)| (*rank, *tid));
-        ranked
-            .into_iter()
-            .map(|(_, tid, comm)| (tid, comm))
-            .collect()
-    };
+    let mut threads_of = |p: i32| likeliest_holders(&root0, threads, p);
     let plan: BTreeMap<usize, Vec<(i32, i32, String)>> = graph
         .locks
         .iter()
@@ -327,9 +296,64 @@ fn sample(
     if plan.is_empty() || opts.samples == 0 {
         return;
     }
+    let mut all = candidates(&plan, opts.max_candidates);
+    let (sampling, taken) = take_samples(&mut all, at, opts);
+    graph.sampling = Some(sampling);
+    for (i, candidates) in plan {
+        let lock = &mut graph.locks[i];
+        let takers = holders::takers_of(lock);
+        let judged: Vec<holders::Judged> = all
+            .iter()
+            .filter(|c| candidates.iter().any(|(_, t, _)| *t == c.tid))
+            // A thread gone before the last sample held nothing to the end.
+            .filter(|c| c.obs.len() == taken)
+            .map(|c| holders::judge(c, takers))
+            .collect();
+        holders::apply(lock, &judged);
+    }
+    super::link_chains(graph);
+}
+
+/// A process's threads, likeliest holders first: running or in D, then asleep in a call that is not an idle
+/// wait; a thread asleep in futex, poll and the like holds no kernel lock and is not sampled.
+fn likeliest_holders(root: &ProcRoot, threads: &[ThreadSnapshot], p: i32) -> Vec<(i32, String)> {
+    let Ok(tids) = root.tasks(p) else {
+        return Vec::new();
+    };
+    let mut ranked: Vec<(u8, i32, String)> = tids
+        .into_iter()
+        .filter_map(|tid| {
+            let (state, comm, call) = match threads.iter().find(|t| t.tid == tid) {
+                Some(t) => (
+                    t.state.chars().next().unwrap_or('?'),
+                    t.comm.clone(),
+                    super::waits::syscall_name(t).map(str::to_string),
+                ),
+                None => {
+                    let stat = root.read_task_stat(p, tid).ok()?;
+                    (stat.state, stat.comm, None)
+                }
+            };
+            let rank = match state {
+                'R' | 'D' => 0,
+                _ if call.as_deref().is_some_and(holders::is_idle_call) => return None,
+                _ => 1,
+            };
+            Some((rank, tid, comm))
+        })
+        .collect();
+    ranked.sort_by_key(|(rank, tid, _)| (*rank, *tid));
+    ranked
+        .into_iter()
+        .map(|(_, tid, comm)| (tid, comm))
+        .collect()
+}
+
+/// Every lock's candidates, each thread once, at most `max` in all.
+fn candidates(plan: &BTreeMap<usize, Vec<(i32, i32, String)>>, max: usize) -> Vec<Candidate> {
     let mut all: Vec<Candidate> = Vec::new();
     for (pid, tid, comm) in plan.values().flatten() {
-        if all.len() >= opts.max_candidates {
+        if all.len() >= max {
             break;
         }
         if !all.iter().any(|c| c.tid == *tid) {
@@ -341,6 +365,16 @@ fn sample(
             });
         }
     }
+    all
+}
+
+/// Up to `opts.samples` observations of every candidate, `opts.interval` apart, until the deadline; the
+/// sampling done and how many samples were taken.
+fn take_samples(
+    all: &mut [Candidate],
+    at: &mut dyn FnMut(usize) -> Option<(ProcRoot, u64)>,
+    opts: &Options,
+) -> (Sampling, usize) {
     let mut taken = 0;
     let (mut first_ns, mut last_ns) = (None, 0u64);
     for k in 0..opts.samples {
@@ -362,24 +396,12 @@ fn sample(
         last_ns = at_ns;
         taken += 1;
     }
-    graph.sampling = Some(Sampling {
+    let sampling = Sampling {
         samples: taken,
         window_s: last_ns.saturating_sub(first_ns.unwrap_or(last_ns)) as f64 / 1e9,
         candidates: all.len(),
-    });
-    for (i, candidates) in plan {
-        let lock = &mut graph.locks[i];
-        let takers = holders::takers_of(lock);
-        let judged: Vec<holders::Judged> = all
-            .iter()
-            .filter(|c| candidates.iter().any(|(_, t, _)| *t == c.tid))
-            // A thread gone before the last sample held nothing to the end.
-            .filter(|c| c.obs.len() == taken)
-            .map(|c| holders::judge(c, takers))
-            .collect();
-        holders::apply(lock, &judged);
-    }
-    super::link_chains(graph);
+    };
+    (sampling, taken)
 }
 
 /// A lock whose holder is unnamed, only "likely" (a last reader), or named but not asleep (described by

@@ -1,11 +1,12 @@
 use std::collections::BTreeMap;
 
+use super::build::build;
 use super::holders::{apply, judge, Candidate, Obs, SeenCall, Takers};
 use super::identity::Symbols;
 use super::live::{mount_device, parse_exec_start, parse_fdinfo};
 use super::*;
 use crate::blockers::parse_records;
-use crate::snapshot::StackFrame;
+use crate::snapshot::{StackFrame, SyscallInfo};
 
 fn frame(name: &str, module: Option<&str>) -> StackFrame {
     StackFrame {
@@ -106,7 +107,7 @@ impl Lookup for Fixed {
     fn path_of(&mut self, _: &[i32], _: (u32, u32), ino: u64) -> Option<String> {
         self.paths.get(&ino).cloned()
     }
-    fn symbol(&mut self, address: u64) -> Option<identity::SymbolHit> {
+    fn symbol(&mut self, address: u64) -> Option<SymbolHit> {
         self.symbols.as_ref()?.place(address)
     }
 }

@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use capture::untrusted::Rejection;
+use capture::error::Rejection;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use capture::untrusted::{self, Limits, Rejection};
+use capture::error::Rejection;
+use capture::untrusted::{self, Limits};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};

@@ -6,7 +6,8 @@ use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use capture::untrusted::{self, Limits, Rejection};
+use capture::error::Rejection;
+use capture::untrusted::{self, Limits};
 use chrono::Utc;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};

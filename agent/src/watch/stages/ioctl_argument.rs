@@ -10,7 +10,7 @@
 use capture::decode::hex;
 use capture::decode::nvidia::{self, ArgumentKind, IoctlArgument};
 use capture::parse::syscall::Syscall;
-use capture::{ProcRoot, ProcessSnapshot, RiskyFile, SyscallInfo};
+use capture::{IoctlInfo, ProcRoot, ProcessSnapshot, RiskyFile, SyscallInfo};
 
 use super::{Capture, Deadline};
 use crate::probe::{Probe, ProbeKind, ProbeOutcome, ProbeRunner, ProbeStatus};
@@ -46,7 +46,7 @@ pub fn read_ioctl_arguments(
         if only_wedged && thread.state != "D" {
             continue;
         }
-        let Some(kind) = thread.ioctl.as_ref().and_then(ArgumentKind::of) else {
+        let Some(kind) = thread.ioctl.as_ref().and_then(IoctlInfo::argument_kind) else {
             continue;
         };
         match pointer_of(thread.syscall.as_ref()) {

@@ -15,7 +15,8 @@ use reports::store::write::IncidentFiles;
 
 use super::{Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
-use capture::kmsg::{self, KmsgWindow};
+use capture::kmsg;
+use capture::parse::kmsg::{boot_end_usec, is_boot_line, KmsgWindow};
 
 /// The window's file in the incident directory.
 pub const KERNEL_LOG_FILE: &str = "kernel-log.txt";
@@ -113,7 +114,7 @@ pub fn xids_of(lines: &[KernelLogLine]) -> Vec<capture::xid::XidEvent> {
 /// Boot lines are context, and so are other processes' lines from long before the episode (see the module doc).
 pub fn settle_relevance(incident: &mut Incident, d_since_ns: u64) {
     use reports::model::Relevance;
-    let boot_end = kmsg::boot_end_usec(
+    let boot_end = boot_end_usec(
         incident
             .kernel_log
             .iter()
@@ -126,7 +127,7 @@ pub fn settle_relevance(incident: &mut Incident, d_since_ns: u64) {
             continue;
         }
         let us = l.kernel_time_us.unwrap_or(0);
-        if kmsg::is_boot_line(us, &l.text, boot_end) || us < oldest_other_us {
+        if is_boot_line(us, &l.text, boot_end) || us < oldest_other_us {
             l.relevance = Some(Relevance::Context);
         }
     }

@@ -17,9 +17,11 @@
 //! file is read only when it is the very file the maps show (device and inode).
 
 use capture::decode::hex;
-use capture::parse::credentials::{self, Credentials};
+use capture::parse::credentials::Credentials;
+use capture::parse::Parse;
 use capture::proc_root::TaskFile;
-use capture::symbolize::{self, Answer, ElfLimits, Resolution, Root};
+use capture::symbolize::named_file::Root;
+use capture::symbolize::{self, Answer, ElfLimits, Resolution};
 use capture::user_frame::{executable_mappings, file_ids, scan_candidates, FileId};
 use capture::{RiskyFile, SyscallInfo};
 use serde::{Deserialize, Serialize};
@@ -274,7 +276,7 @@ fn target_credentials(capture: &Capture<'_>) -> Result<Credentials, String> {
         .proc_root
         .read_task_file(capture.pid, capture.pid, TaskFile::Status)
         .map_err(|err| err.to_string())?;
-    credentials::parse(&status).map_err(|err| err.to_string())
+    Credentials::parse(&status).map_err(|err| err.to_string())
 }
 
 /// Whether this process already holds exactly `target`'s rights: the same ids and groups, and no capability
@@ -285,8 +287,8 @@ fn already_has(target: &Credentials) -> bool {
         return false;
     };
     let (Ok(own), Ok(parsed)) = (
-        credentials::parse(&status),
-        capture::parse::status::parse(&status),
+        Credentials::parse(&status),
+        capture::parse::status::Status::parse(&status),
     ) else {
         return false;
     };
@@ -696,8 +698,10 @@ mod tests {
     #[test]
     fn the_helper_takes_the_targets_rights_unless_it_has_them_already() {
         let status = std::fs::read("/proc/self/status").unwrap();
-        let own = credentials::parse(&status).unwrap();
-        let caps = capture::parse::status::parse(&status).unwrap().cap_eff;
+        let own = Credentials::parse(&status).unwrap();
+        let caps = capture::parse::status::Status::parse(&status)
+            .unwrap()
+            .cap_eff;
         let mut request = ResolveRequest::default();
         let confinement = confine(&mut request, &own, "/proc/1/root".into());
         assert_eq!(

@@ -105,7 +105,7 @@ pub fn run(capture: &mut Capture<'_>, deadline: &Deadline) -> Result<(), String>
     ));
     // Issue 38: the kernel's record names the lock a site's stack could not.
     if let Some(sample) = capture.incident.samples.last_mut() {
-        capture::site::refine_with_graph(&mut sample.snapshot.threads, &graph);
+        capture::wait_graph::refine_with_graph(&mut sample.snapshot.threads, &graph);
     }
     capture.incident.wait_graph = Some(graph);
     Ok(())
