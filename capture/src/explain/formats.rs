@@ -319,6 +319,9 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     let mut s = msg.trim();
     if s.starts_with("[<") {
         s = s[s.find(']')? + 1..].trim_start();
+    } else if let Some(rest) = s.strip_prefix("[]") {
+        // The address lost in rendering: a web page or mail client took `<ffffffff81234567>` for a tag.
+        s = rest.trim_start();
     }
     let guess = match s.strip_prefix("? ") {
         Some(rest) => {

@@ -283,6 +283,15 @@ pub const MECHANISMS: &[Mechanism] = &[
         "SCSI target (LIO) command drain: completion wait for in-flight commands the backend has not finished",
     ),
     m(
+        "expedited RCU grace period over CPU stop",
+        // Before 4.12 an expedited grace period (synchronize_net under RTNL, synchronize_rcu_expedited)
+        // ran try_stop_cpus: it waits until every CPU's stopper thread has run, so a CPU that does not
+        // schedule (a soft lockup, a busy loop with preemption off) holds it.
+        &["synchronize_sched_expedited", "synchronize_rcu_expedited"],
+        Some(&["__stop_cpus", "stop_cpus", "try_stop_cpus"]),
+        "expedited RCU grace period: waits for every CPU's stopper thread (stop_cpus): a CPU that does not schedule holds it",
+    ),
+    m(
         "PCI config access",
         &["pci_wait_cfg", "pci_cfg_access_lock", "pci_dev_wait"],
         None,

@@ -118,6 +118,14 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait (write)",
         "namespace_sem (mounts)",
     ),
+    // fs/namespace.c: mount(2)'s dispatcher inlines its static helpers, each taking its lock for write
+    // itself: do_remount and do_reconfigure_mnt the superblock's s_umount, do_change_type namespace_sem
+    // (namespace_lock): its frame is the taker of either.
+    t(
+        &["path_mount"],
+        "rwsem wait (write)",
+        "s_umount (remount) or namespace_sem (propagation change), taken in mount(2)'s inlined helpers",
+    ),
     // cgroups.
     t(
         &[
