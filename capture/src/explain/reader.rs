@@ -394,10 +394,11 @@ impl Reader {
         }
         if let Some((text, guess)) = frame_text(rest) {
             let guess = guess || std::mem::take(&mut self.draft().pending_guess);
-            let notation = self.notation(if rest.trim_start().starts_with("[<") {
-                Style::Addressed
-            } else {
-                Style::Bare
+            let address = rest.trim_start().strip_prefix("[<").and_then(|a| a.split_once(">]"));
+            let notation = self.notation(match address {
+                Some((a, _)) if !a.is_empty() && a.bytes().all(|b| b == b'0') => Style::Zeroed,
+                Some(_) => Style::Addressed,
+                None => Style::Bare,
             });
             self.before_frame(
                 notation,
