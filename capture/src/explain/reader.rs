@@ -394,7 +394,10 @@ impl Reader {
         }
         if let Some((text, guess)) = frame_text(rest) {
             let guess = guess || std::mem::take(&mut self.draft().pending_guess);
-            let address = rest.trim_start().strip_prefix("[<").and_then(|a| a.split_once(">]"));
+            let address = rest
+                .trim_start()
+                .strip_prefix("[<")
+                .and_then(|a| a.split_once(">]"));
             let notation = self.notation(match address {
                 Some((a, _)) if !a.is_empty() && a.bytes().all(|b| b == b'0') => Style::Zeroed,
                 Some(_) => Style::Addressed,
