@@ -313,6 +313,14 @@ pub const MECHANISMS: &[Mechanism] = &[
         "OCFS2 cluster lock: waits for the DLM to grant it (another node holds it or the cluster lost a peer)",
     ),
     m(
+        "md sync thread stop",
+        // drivers/md/md.c: stopping or reconfiguring an array interrupts its resync/recovery thread and waits
+        // (wait_event on MD_RECOVERY_RUNNING, then kthread_stop) until it has finished its current window.
+        &["stop_sync_thread", "md_unregister_thread"],
+        None,
+        "md RAID: waits for the resync/recovery thread to stop (it waits itself, usually on member disk I/O)",
+    ),
+    m(
         "PCI config access",
         &["pci_wait_cfg", "pci_cfg_access_lock", "pci_dev_wait"],
         None,

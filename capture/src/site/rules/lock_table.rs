@@ -24,6 +24,8 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
             "ext4_file_write_iter",
             "ext4_buffered_write_iter",
             "ext4_dio_write_iter",
+            // btrfs's write_iter takes the inode lock itself (inode_lock inlined into it in 4.x and 5.x).
+            "btrfs_file_write_iter",
             "shmem_fallocate",
             "do_last",
             "open_last_lookups",
