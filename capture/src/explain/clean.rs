@@ -112,7 +112,9 @@ pub(super) fn task_stack(frames: Vec<(StackFrame, bool)>) -> (Vec<StackFrame>, O
 
 /// A stack of guesses only starts with stale return addresses and mixes more into its wait: begin at the
 /// first wait primitive near the top and drop the non-primitives between primitives that are at most
-/// [`GUESS_GAP`] frames apart.
+/// [`GUESS_GAP`] frames apart. A primitive already in the run ends it: a wait does not call itself, so a
+/// second return address into it is a stale slot of an earlier call, and the frames before it (the waiter:
+/// `__ocfs2_cluster_lock` between two `wait_for_common`) are real.
 fn keep_the_wait_of_guesses(stack: &mut Vec<StackFrame>) {
     let is_wait = |f: &StackFrame| site::rules::wait_words(base_name(&f.function)).is_some();
     let Some(first) = stack.iter().take(12).position(is_wait) else {
@@ -120,11 +122,17 @@ fn keep_the_wait_of_guesses(stack: &mut Vec<StackFrame>) {
     };
     stack.drain(..first);
     let mut last = 0;
+    let mut seen = vec![base_name(&stack[0].function)];
     for (i, f) in stack.iter().enumerate().skip(1) {
         if i - last > GUESS_GAP + 1 {
             break;
         }
         if is_wait(f) {
+            let name = base_name(&f.function);
+            if seen.contains(&name) {
+                break;
+            }
+            seen.push(name);
             last = i;
         }
     }

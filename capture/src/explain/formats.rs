@@ -30,6 +30,32 @@ fn strip_timestamp(s: &str) -> &str {
     }
 }
 
+/// Where another printk broke into this line (`… [<ffffffff81579899>] sched[1043267.444164] serial8250: too
+/// much work for irq4`, the rest `ule_preempt_disabled+0x9/0x10` on the next line without a prefix): the
+/// byte offset of the intruding `[seconds.micros]` stamp, glued to a word it cut in two.
+pub(super) fn intruding_stamp(line: &str) -> Option<usize> {
+    let mut from = 1;
+    while let Some(i) = line.get(from..)?.find('[').map(|i| i + from) {
+        let glued = line[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        let stamp = line[i + 1..]
+            .split_once(']')
+            .map(|(inner, _)| inner.trim_start());
+        let is_time = stamp.is_some_and(|t| {
+            t.split_once('.').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.bytes().all(|c| c.is_ascii_digit())
+                    && b.bytes().all(|c| c.is_ascii_digit())
+            })
+        });
+        if glued && is_time {
+            return Some(i);
+        }
+        from = i + 1;
+    }
+    None
+}
+
 /// The message of a log line: without what log viewers and bug trackers put before it — a journal/syslog
 /// prefix (`… kernel: `), a Markdown quote (`> `), an ISO-8601 time (`2025-01-16T17:24:58.365Z`), a level word
 /// before a timestamp (`err [129398.233826]`), a raw `/dev/kmsg` header (`6,339,5140900,-;`), printk levels
@@ -319,6 +345,9 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     let mut s = msg.trim();
     if s.starts_with("[<") {
         s = s[s.find(']')? + 1..].trim_start();
+    } else if let Some(rest) = s.strip_prefix("[]") {
+        // The address lost in rendering: a web page or mail client took `<ffffffff81234567>` for a tag.
+        s = rest.trim_start();
     }
     let guess = match s.strip_prefix("? ") {
         Some(rest) => {

@@ -77,12 +77,32 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
     let text = String::from_utf8_lossy(input);
     let mut reader = Reader::default();
     let mut long_lines = 0usize;
+    // The head of a line another printk broke into, and the intruding message.
+    let mut broken: Option<(&str, &str)> = None;
     for line in text.split('\n') {
         if line.len() > MAX_LINE {
             long_lines += 1;
             continue;
         }
-        reader.line(line);
+        if let Some((head, intruder)) = broken.take() {
+            // The rest of the broken line comes next, with no prefix of its own.
+            let bare = !line.trim_start().starts_with('[') && !line.trim().is_empty();
+            if bare && head.len() + line.len() <= MAX_LINE {
+                reader.line(&format!("{head}{}", line.trim_start()));
+                reader.line(intruder);
+                continue;
+            }
+            reader.line(head);
+            reader.line(intruder);
+        }
+        match formats::intruding_stamp(line) {
+            Some(i) => broken = Some((&line[..i], &line[i..])),
+            None => reader.line(line),
+        }
+    }
+    if let Some((head, intruder)) = broken {
+        reader.line(head);
+        reader.line(intruder);
     }
     reader.finish_draft();
     let (mut xids, more_xids) = crate::xid::paste::scan(&text);

@@ -393,11 +393,7 @@ impl Reader {
         }
         if let Some((text, guess)) = frame_text(rest) {
             let guess = guess || std::mem::take(&mut self.draft().pending_guess);
-            let notation = self.notation(if rest.trim_start().starts_with("[<") {
-                Style::Addressed
-            } else {
-                Style::Bare
-            });
+            let notation = self.notation(frame_style(rest));
             self.before_frame(
                 notation,
                 guess,
@@ -416,6 +412,19 @@ impl Reader {
                 self.draft().push(f, false);
             }
         }
+    }
+}
+
+/// The notation of a `/proc`-style frame line: with real addresses, with `/proc`'s zeroed ones, or bare.
+fn frame_style(rest: &str) -> Style {
+    let address = rest
+        .trim_start()
+        .strip_prefix("[<")
+        .and_then(|a| a.split_once(">]"));
+    match address {
+        Some((a, _)) if !a.is_empty() && a.bytes().all(|b| b == b'0') => Style::Zeroed,
+        Some(_) => Style::Addressed,
+        None => Style::Bare,
     }
 }
 

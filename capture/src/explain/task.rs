@@ -117,8 +117,11 @@ impl Prefix {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Style {
-    /// `[<0>] f+0x1/0x2` (`/proc/<tid>/stack`) or `[<ffffffff…>] f+0x1/0x2` (dmesg before 4.x).
+    /// `[<ffffffff…>] f+0x1/0x2` (dmesg before 4.x).
     Addressed,
+    /// `[<0>] f+0x1/0x2`: `/proc/<tid>/stack` since 4.x, its addresses zeroed: a bare copy after a dmesg
+    /// stack cut short is another task.
+    Zeroed,
     /// ` f+0x1/0x2` (dmesg since 4.x, syzbot).
     Bare,
     /// crash's `bt`, drgn.

@@ -412,3 +412,64 @@ mod kernel_word {
         );
     }
 }
+
+/// Issue 38, round 4: shapes the held-out traces showed (each also in `tests/data/traces/`).
+mod round4 {
+    use super::*;
+
+    #[test]
+    fn frames_whose_address_a_web_page_ate_are_frames() {
+        let log = "rm D ffff88107f472c40 0 16705 22512 0x00000000\nCall Trace:\n\
+                   [] ? schedule_timeout+0x1ed/0x2d0\n[] ? wait_for_common+0x12c/0x1a0\n\
+                   [] ? __ocfs2_cluster_lock+0x1f0/0x780 [ocfs2]\n[] ? wait_for_common+0x150/0x1a0\n\
+                   [] ? ocfs2_buffer_cached+0x8c/0x180 [ocfs2]\n[] ? ocfs2_unlink+0x6e1/0xbb0 [ocfs2]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        let t = &e.tasks[0];
+        // The second `wait_for_common` is a stale slot: the waiter before it stays.
+        let names: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(
+            names[..3],
+            [
+                "schedule_timeout",
+                "wait_for_common",
+                "__ocfs2_cluster_lock"
+            ]
+        );
+        assert!(t.site.as_deref().unwrap().contains("OCFS2 cluster lock"));
+    }
+
+    #[test]
+    fn a_zeroed_proc_copy_after_a_cut_dmesg_stack_is_another_task() {
+        let log = "INFO: task kworker/u66:0:70 blocked for more than 120 seconds.\nCall Trace:\n\
+                   [<ffffffff936b1799>] schedule+0x39/0x80\n[<ffffffff936b233f>] wait_for_completion+0x9f/0x110\n\
+                   [<ffffffffc024a680>] btrfs_async_run_delayed_refs+0x150/0x170 [btrfs]\n\
+                   [<0>] btrfs_wait_ordered_roots+0x59/0x210\n[<0>] btrfs_sync_fs+0x3d/0x180\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 2);
+        assert_eq!(e.tasks[1].stack[0].function, "btrfs_wait_ordered_roots");
+    }
+
+    #[test]
+    fn a_frame_line_another_printk_broke_into_is_joined() {
+        let log = "[1038750.299241] INFO: task nfsd:17206 blocked for more than 120 seconds.\n\
+                   [1038750.299241] Call Trace:\n\
+                   [1038750.300119]  [<ffffffff81579899>] sched[1043267.444164] serial8250: too much work for irq4\n\
+                   ule_preempt_disabled+0x9/0x10\n\
+                   [1038750.300784]  [<ffffffff8157af3f>] __mutex_lock_slowpath+0x8f/0xf0\n\
+                   [1038750.302336]  [<ffffffff8157afb2>] mutex_lock+0x12/0x30\n\
+                   [1038750.302901]  [<ffffffffa134ba1a>] btrfs_file_write_iter+0x6a/0x4a0 [btrfs]\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        let site = e.tasks[0].site.as_deref().unwrap();
+        assert!(
+            site.contains("btrfs_file_write_iter … mutex wait"),
+            "{site}"
+        );
+        // A stamp inside a frame's own brackets or after a space is no intruder.
+        assert_eq!(
+            formats::intruding_stamp(" [<ffffffff8157af3f>] f+0x8f/0xf0 [mod]"),
+            None
+        );
+        assert_eq!(formats::intruding_stamp("text [12.5] more"), None);
+    }
+}

@@ -283,6 +283,44 @@ pub const MECHANISMS: &[Mechanism] = &[
         "SCSI target (LIO) command drain: completion wait for in-flight commands the backend has not finished",
     ),
     m(
+        "expedited RCU grace period over CPU stop",
+        // Before 4.12 an expedited grace period (synchronize_net under RTNL, synchronize_rcu_expedited)
+        // ran try_stop_cpus: it waits until every CPU's stopper thread has run, so a CPU that does not
+        // schedule (a soft lockup, a busy loop with preemption off) holds it.
+        &["synchronize_sched_expedited", "synchronize_rcu_expedited"],
+        Some(&["__stop_cpus", "stop_cpus", "try_stop_cpus"]),
+        "expedited RCU grace period: waits for every CPU's stopper thread (stop_cpus): a CPU that does not schedule holds it",
+    ),
+    m(
+        "btrfs ordered extent",
+        // fs/btrfs/ordered-data.c: a sync, fsync, transaction commit or cache write waits (wait_event on the
+        // extent's wait queue) until an ordered extent's data I/O and its completion work are done.
+        &[
+            "btrfs_start_ordered_extent",
+            "btrfs_wait_ordered_extents",
+            "btrfs_wait_ordered_roots",
+            "btrfs_wait_ordered_range",
+        ],
+        None,
+        "btrfs ordered extent: waits for the extent's data I/O and its completion to finish",
+    ),
+    m(
+        "OCFS2 cluster lock",
+        // fs/ocfs2/dlmglue.c: a cluster lock request goes to the DLM and waits (ocfs2_wait_for_mask, a
+        // completion) until the lock is granted: another node holds it, or the DLM lost its peer.
+        &["__ocfs2_cluster_lock", "ocfs2_cluster_lock", "ocfs2_wait_for_mask"],
+        None,
+        "OCFS2 cluster lock: waits for the DLM to grant it (another node holds it or the cluster lost a peer)",
+    ),
+    m(
+        "md sync thread stop",
+        // drivers/md/md.c: stopping or reconfiguring an array interrupts its resync/recovery thread and waits
+        // (wait_event on MD_RECOVERY_RUNNING, then kthread_stop) until it has finished its current window.
+        &["stop_sync_thread", "md_unregister_thread"],
+        None,
+        "md RAID: waits for the resync/recovery thread to stop (it waits itself, usually on member disk I/O)",
+    ),
+    m(
         "PCI config access",
         &["pci_wait_cfg", "pci_cfg_access_lock", "pci_dev_wait"],
         None,

@@ -24,6 +24,8 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
             "ext4_file_write_iter",
             "ext4_buffered_write_iter",
             "ext4_dio_write_iter",
+            // btrfs's write_iter takes the inode lock itself (inode_lock inlined into it in 4.x and 5.x).
+            "btrfs_file_write_iter",
             "shmem_fallocate",
             "do_last",
             "open_last_lookups",
@@ -117,6 +119,14 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         &["namespace_lock"],
         "rwsem wait (write)",
         "namespace_sem (mounts)",
+    ),
+    // fs/namespace.c: mount(2)'s dispatcher inlines its static helpers, each taking its lock for write
+    // itself: do_remount and do_reconfigure_mnt the superblock's s_umount, do_change_type namespace_sem
+    // (namespace_lock): its frame is the taker of either.
+    t(
+        &["path_mount"],
+        "rwsem wait (write)",
+        "s_umount (remount) or namespace_sem (propagation change), taken in mount(2)'s inlined helpers",
     ),
     // cgroups.
     t(

@@ -352,6 +352,12 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "cv_timedwait",
             "__cv_timedwait",
             "cv_timedwait_common",
+            // The timed variants' common body and its I/O flavour (zio_wait's), since SPL 0.7.
+            "__cv_timedwait_common",
+            "__cv_timedwait_io",
+            "cv_timedwait_io",
+            "__cv_timedwait_idle",
+            "cv_timedwait_idle",
         ],
         "condition variable wait (SPL)",
     ),
