@@ -4,7 +4,8 @@
 
 use capture::decode::nvidia::{self, IoctlArgument};
 use capture::parse::stack;
-use capture::site::{self, NvidiaWait};
+use capture::site;
+use capture::site::nvidia::NvidiaWait;
 use capture::ThreadSnapshot;
 
 fn recording(name: &str) -> Vec<ThreadSnapshot> {
@@ -23,7 +24,7 @@ fn operations(threads: &[ThreadSnapshot]) -> Vec<String> {
         .iter()
         .map(|t| {
             let a: &IoctlArgument = t.ioctl.as_ref().unwrap().argument.as_ref().unwrap();
-            site::nvidia_operation(&t.stack, a).unwrap()
+            site::nvidia::nvidia_operation(&t.stack, a).unwrap()
         })
         .collect()
 }
@@ -124,10 +125,14 @@ fn categories_from_the_public_reports() {
         ),
     ];
     for (stack, want) in cases {
-        assert_eq!(site::nvidia_site(&frames(stack)), Some(*want), "{stack}");
+        assert_eq!(
+            site::nvidia::nvidia_site(&frames(stack)),
+            Some(*want),
+            "{stack}"
+        );
     }
     assert_eq!(
-        site::nvidia_site(&frames("[<0>] do_sys_poll+0x10/0x20\n")),
+        site::nvidia::nvidia_site(&frames("[<0>] do_sys_poll+0x10/0x20\n")),
         None
     );
     assert_eq!(
@@ -146,7 +151,7 @@ fn issue_example_sentence() {
     let a = nvidia::decode_rm_argument(nvidia::NV_ESC_RM_CONTROL, 32, &bytes).unwrap();
     let gsp = frames("[<0>] _kgspRpcRecvPoll+0x1f4/0x4a0 [nvidia]\n[<0>] _issueRpcAndWait+0x9c/0x180 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n");
     assert_eq!(
-        site::nvidia_operation(&gsp, &a).unwrap(),
+        site::nvidia::nvidia_operation(&gsp, &a).unwrap(),
         "RM control NV2080_CTRL_CMD_GPU_GET_INFO_V2 waits for a GSP RPC reply (takes the API lock read-only + GPU lock (device only))"
     );
 }

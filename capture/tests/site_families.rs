@@ -4,7 +4,8 @@
 
 use capture::decode::arch::Arch;
 use capture::parse::stack;
-use capture::site::{self, NvidiaWait, Origin};
+use capture::site::nvidia::NvidiaWait;
+use capture::site::{self, Origin};
 use capture::testing::FakeProc;
 use capture::{snapshot_process, SnapshotOptions, StackFrame, ThreadSnapshot};
 
@@ -158,7 +159,7 @@ fn proprietary_rm_lock_primitives_come_before_the_obfuscated_fallback() {
         for (top, want, label) in cases {
             let text = format!("{top}[<0>] _nv000712rm+0x10/0x20 [nvidia]\n[<0>] _nv043172rm+0x10/0x20 [nvidia]\n[<0>] rm_ioctl+0x64/0xb0 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n[<0>] nvidia_unlocked_ioctl+0x24/0x40 [nvidia]\n{}", entry(arch, "ioctl"));
             let f = frames(&text);
-            assert_eq!(site::nvidia_site(&f), Some(*want), "{text}");
+            assert_eq!(site::nvidia::nvidia_site(&f), Some(*want), "{text}");
             let s = site::classify(&f, None, None).unwrap();
             assert!(
                 s.starts_with("ioctl → nvidia: nvidia_ioctl → rm_ioctl"),
@@ -199,7 +200,7 @@ fn entry_module_and_waiting_module_are_both_named() {
         // The wait is not in obfuscated frames.
         let callback = format!("[<0>] ib_invalidate_peer_memory+0x1/0x2 [ib_core]\n[<0>] nv_mem_free_callback+0x1/0x2 [nv_peer_mem]\n[<0>] _nv034712rm+0x1/0x2 [nvidia]\n[<0>] _nv012008rm+0x1/0x2 [nvidia]\n[<0>] rm_ioctl+0x1/0x2 [nvidia]\n[<0>] nvidia_ioctl+0x1/0x2 [nvidia]\n{}", entry(arch, "ioctl"));
         let f = frames(&callback);
-        assert_eq!(site::nvidia_site(&f), None);
+        assert_eq!(site::nvidia::nvidia_site(&f), None);
         assert_eq!(
             site::classify(&f, None, None).unwrap(),
             "ioctl → nvidia: nvidia_ioctl → rm_ioctl → nv_peer_mem → ib_core: ib_invalidate_peer_memory … waits in ib_invalidate_peer_memory (lock or wait not visible in the stack)"

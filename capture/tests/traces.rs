@@ -114,7 +114,7 @@ const OMITTED_FROM_PROC: &[&str] = &[
 fn proc_stack(frames: &[StackFrame]) -> Vec<StackFrame> {
     frames
         .iter()
-        .filter(|f| !OMITTED_FROM_PROC.contains(&capture::site::base_name(&f.function)))
+        .filter(|f| !OMITTED_FROM_PROC.contains(&capture::site::frame_name::base_name(&f.function)))
         .cloned()
         .collect()
 }
@@ -134,7 +134,7 @@ fn proc_site(t: &ExplainedTask, frames: &[StackFrame], pid: i32) -> Option<Strin
         .collect();
     let wchan = frames
         .first()
-        .map(|f| capture::site::base_name(&f.function).to_string())
+        .map(|f| capture::site::frame_name::base_name(&f.function).to_string())
         .unwrap_or_else(|| "0".into());
     let (ppid, flags, syscall) = if t.kernel_thread {
         (2, 0x0020_8040, "0 0x0 0x0 0x0 0x0 0x0 0x0 0x0 0x0\n")
@@ -434,7 +434,7 @@ fn every_rule_has_a_trace_and_every_trace_a_rule() {
                 .tasks
                 .iter()
                 .flat_map(|t| t.stack.iter())
-                .map(|fr| capture::site::base_name(&fr.function).to_string())
+                .map(|fr| capture::site::frame_name::base_name(&fr.function).to_string())
                 .collect();
             (f.name.clone(), names)
         })
@@ -457,7 +457,7 @@ fn every_rule_has_a_trace_and_every_trace_a_rule() {
                 .unwrap()
                 .tasks
                 .iter()
-                .any(|t| capture::site::nvidia_site(&t.stack).is_some());
+                .any(|t| capture::site::nvidia::nvidia_site(&t.stack).is_some());
             !nvidia
                 && !rows
                     .iter()

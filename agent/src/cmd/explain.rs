@@ -106,7 +106,7 @@ mod tests {
         let wchan = task
             .stack
             .first()
-            .map(|f| capture::site::base_name(&f.function).to_string())
+            .map(|f| capture::site::frame_name::base_name(&f.function).to_string())
             .unwrap_or_else(|| "0".into());
         tree.process(pid).comm(&comm).ppid(ppid).flags(flags);
         tree.task(pid, pid)

@@ -13,7 +13,8 @@
 //! - The interrupt's frames above an interrupt entry (`asm_sysvec_apic_timer_interrupt`, `el1h_64_irq`,
 //!   `__irq_svc`): the task's own frames start below it.
 
-use crate::site::{self, base_name};
+use crate::site;
+use crate::site::frame_name::base_name;
 use crate::snapshot::StackFrame;
 
 /// Wait-queue callbacks and helpers: stored on the stack as pointers or stale addresses, never the wait.

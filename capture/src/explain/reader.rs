@@ -85,7 +85,7 @@ impl Reader {
     fn before_frame(&mut self, notation: Notation, guess: bool, function: &str) {
         // A bottom under a bottom (`ret_from_fork_asm` under `ret_from_fork`) is the same stack's end: a task's
         // innermost frame never is one.
-        let bottom_again = is_stack_bottom(site::base_name(function));
+        let bottom_again = is_stack_bottom(site::frame_name::base_name(function));
         // A `?` guess after a stack's last frame is a stale slot under it (`? kthread_create_on_node` under
         // `ret_from_fork`), unless the stack was closed (`</TASK>`) or the notation changed.
         // One log's timestamps only go forward, and one stack prints within moments.
@@ -94,7 +94,7 @@ impl Reader {
             _ => false,
         };
         // Where a stack starts: the scheduler, a wait primitive, or a function that takes a lock.
-        let name = site::base_name(function);
+        let name = site::frame_name::base_name(function);
         // Asked only when the prefix or the time changed (a scan of the tables).
         let top_like = || {
             site::rules::SCHEDULER_FRAMES.contains(&name)
@@ -331,7 +331,8 @@ impl Reader {
             let callee_name = callee.split(['+', ' ']).next().unwrap_or(callee);
             let continues = self.draft.as_ref().is_some_and(|d| {
                 d.frames.last().is_some_and(|(f, _)| {
-                    site::base_name(&f.function) == site::base_name(callee_name)
+                    site::frame_name::base_name(&f.function)
+                        == site::frame_name::base_name(callee_name)
                 })
             });
             if !continues {

@@ -137,7 +137,7 @@ impl Draft {
         }
         // A guess says where the stack ends only in a stack of guesses (an unwinder without frame pointers).
         if !guess || self.frames.iter().all(|(_, g)| *g) {
-            self.bottom = is_stack_bottom(site::base_name(&frame.function));
+            self.bottom = is_stack_bottom(site::frame_name::base_name(&frame.function));
         }
         if self.frames.len() == MAX_TASK_FRAMES {
             self.too_many = true;

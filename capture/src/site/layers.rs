@@ -68,7 +68,7 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
     let mut tagged = frames.to_vec();
     let mut any = false;
     for f in &mut tagged {
-        if let Some(l) = layer_of(super::base_name(&f.function)).filter(|l| l.module) {
+        if let Some(l) = layer_of(super::frame_name::base_name(&f.function)).filter(|l| l.module) {
             f.module = Some(l.name.to_string());
             any = true;
         }
@@ -83,7 +83,7 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
 pub fn innermost(frames: &[StackFrame]) -> Option<Layer> {
     frames
         .iter()
-        .filter_map(|f| layer_of(super::base_name(&f.function)))
+        .filter_map(|f| layer_of(super::frame_name::base_name(&f.function)))
         .find(|l| {
             !matches!(l.dir, "fs" | "mm" | "kernel" | "net/core") && !l.dir.starts_with("fs/")
         })

@@ -18,10 +18,12 @@
 //! mutex/rwsem slow paths, `wait_for_completion`), so the top frame is usually the caller of the lock, not the
 //! lock itself: such a site says "waits in <function> (lock or wait not visible in the stack)".
 //!
-//! NVIDIA: [`nvidia_site`] names what a driver thread waits for ([`NvidiaWait`]: RM API lock, GPU lock, GSP
-//! RPC wait, UVM locks, pinning user pages, nvidia-modeset's global lock, …), shown in brackets by
-//! [`classify`]; [`nvidia_operation`] joins it with a decoded ioctl argument into the report's sentence.
+//! NVIDIA: [`nvidia::nvidia_site`] names what a driver thread waits for ([`nvidia::NvidiaWait`]: RM API lock,
+//! GPU lock, GSP RPC wait, UVM locks, pinning user pages, nvidia-modeset's global lock, …), shown in brackets
+//! by [`classify`]; [`nvidia::nvidia_operation`] joins it with a decoded ioctl argument into the report's
+//! sentence. [`frame_name::base_name`]: a function's name without its clone suffixes.
 
+pub mod frame_name;
 pub mod layers;
 pub mod mechanisms;
 pub mod nvidia;
@@ -29,19 +31,9 @@ pub mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use nvidia::{nvidia_operation, nvidia_site, NvidiaWait};
-
 use crate::snapshot::StackFrame;
+use frame_name::base_name;
 use rules::{GENERIC_MODULES, GPU_DRIVER_PREFIXES, SCHEDULER_FRAMES};
-
-/// `uvm_release.isra.0` → `uvm_release`; `foo.part.0.constprop.0` → `foo`.
-pub fn base_name(function: &str) -> &str {
-    // A demangled C++ name (`DisplayPort::ConnectorImpl::rawTrain(...)`) has no compiler suffix to strip.
-    if function.contains('(') {
-        return function;
-    }
-    function.split('.').next().unwrap_or(function)
-}
 
 /// The syscall a stack without its entry frames was in, when its handlers say: `*_ioctl` functions
 /// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2), the VFS's read and write
@@ -260,7 +252,7 @@ fn gpu_driver(frames: &[StackFrame]) -> Option<&str> {
 
 /// The category in brackets: NVIDIA's first, then the table's (GPU fence, FUSE, NFS), then the mmap lock.
 pub fn category(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
-    if let Some(nv) = nvidia_site(frames) {
+    if let Some(nv) = nvidia::nvidia_site(frames) {
         return Some(nv.label().to_string());
     }
     let names: Vec<&str> = frames.iter().map(|f| base_name(&f.function)).collect();

@@ -6,7 +6,7 @@
 //! (`os_acquire_rwlock_read/_write`, `os_acquire_semaphore`, `os_acquire_mutex`, `os_acquire_spinlock`), so
 //! they are read before the "obfuscated frames" fallback.
 
-use super::base_name;
+use super::frame_name::base_name;
 use super::rules::Pattern;
 use crate::snapshot::StackFrame;
 

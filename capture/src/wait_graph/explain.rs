@@ -161,7 +161,7 @@ fn lock_node(
 fn taken_in(task: &ExplainedTask) -> Option<String> {
     task.stack
         .iter()
-        .map(|f| crate::site::base_name(&f.function))
+        .map(|f| crate::site::frame_name::base_name(&f.function))
         .find(|n| {
             !crate::site::rules::SCHEDULER_FRAMES.contains(n)
                 && !n.contains("mutex_lock")

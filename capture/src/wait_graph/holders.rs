@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::{Evidence, Holder, LockNode, Mode, WaitGraph};
 use crate::parse::syscall::Syscall;
 use crate::proc_root::ProcRoot;
-use crate::site::base_name;
+use crate::site::frame_name::base_name;
 use crate::snapshot::StackFrame;
 use crate::Arch;
 

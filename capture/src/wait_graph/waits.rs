@@ -5,7 +5,8 @@
 
 use super::{LockKind, Lookup, Mode, Waiter};
 use crate::blockers::{BlockerRecord, BlockerType};
-use crate::site::{self, base_name};
+use crate::site;
+use crate::site::frame_name::base_name;
 use crate::snapshot::{SyscallInfo, ThreadSnapshot};
 
 /// How a lock is told apart before it is named.

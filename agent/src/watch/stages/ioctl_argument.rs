@@ -102,7 +102,7 @@ pub fn read_ioctl_arguments(
         };
         let mut argument = argument;
         let thread = &mut snapshot.threads[*i];
-        argument.operation = capture::site::nvidia_operation(&thread.stack, &argument);
+        argument.operation = capture::site::nvidia::nvidia_operation(&thread.stack, &argument);
         if let Some(info) = thread.ioctl.as_mut() {
             info.argument = Some(argument);
         }
