@@ -249,7 +249,9 @@ impl<'ast> Visit<'ast> for ModuleWalker<'_> {
     }
 
     fn visit_path(&mut self, p: &'ast syn::Path) {
-        if p.leading_colon.is_none() {
+        // One segment is a value or a type in scope (a local named like a child module is not the module);
+        // a module is reached by a longer path or through a `use`.
+        if p.leading_colon.is_none() && p.segments.len() > 1 {
             self.record(p.segments.iter().map(|s| s.ident.to_string()).collect());
         }
         syn::visit::visit_path(self, p);

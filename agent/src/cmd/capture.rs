@@ -253,7 +253,11 @@ mod tests {
             .find_map(|_| {
                 let snap = snapshot_process(&ProcRoot::default(), pid, &SnapshotOptions::default());
                 match snap {
-                    Ok(s) if s.threads[0].comm == comm => Some(s),
+                    // Asleep too: a thread caught in D (paging the binary in, under load) gets wchan and
+                    // syscall lines, which this test does not count.
+                    Ok(s) if s.threads[0].comm == comm && s.threads[0].state.starts_with('S') => {
+                        Some(s)
+                    }
                     _ => {
                         std::thread::sleep(std::time::Duration::from_millis(10));
                         None

@@ -34,16 +34,19 @@ use reports::store::write::IncidentHandle;
 use reports::store::Store;
 
 use super::queue::tenant_of;
-use super::stages::{self, Capture, Phase, SkippedStage};
+use super::stages::context::{Capture, SkippedStage};
+use super::stages::{self, Phase};
 use super::wedge::Wedge;
 use super::workers::{CaptureJob, CapturePool, WorkerReport};
 use crate::host::identity::HostIdentity;
 use crate::probe::ProbeRunner;
 use changes::{apply, merged, Change};
+use hourly_cap::HourlyCap;
 use writes::{create, finish_on_demand, write, write_failure_reason};
 
 mod adopt;
 mod changes;
+mod hourly_cap;
 mod on_demand;
 mod stop;
 mod writes;
@@ -165,32 +168,6 @@ pub struct Capturer {
     pending_history: BTreeMap<i32, Vec<reports::model::HistorySample>>,
     /// When the incidents of the last hour were opened (`max_incidents_per_hour`).
     opened_last_hour: HourlyCap,
-}
-
-/// The incidents opened within the last hour, counted for `max_incidents_per_hour` (0: no cap, none kept).
-#[derive(Default)]
-struct HourlyCap(std::collections::VecDeque<Instant>);
-
-impl HourlyCap {
-    const HOUR: Duration = Duration::from_secs(3600);
-
-    /// Whether `cap` incidents were opened within the hour before `now`.
-    fn is_full(&mut self, cap: u32, now: Instant) -> bool {
-        while self
-            .0
-            .front()
-            .is_some_and(|&at| now.saturating_duration_since(at) >= Self::HOUR)
-        {
-            self.0.pop_front();
-        }
-        cap != 0 && self.0.len() >= cap as usize
-    }
-
-    fn record(&mut self, cap: u32, at: Instant) {
-        if cap != 0 {
-            self.0.push_back(at);
-        }
-    }
 }
 
 fn now_mono_ns() -> u64 {
@@ -432,14 +409,8 @@ impl Capturer {
         } = wedge;
         let history = self.pending_history.remove(&pid).unwrap_or_default();
         let cap = self.settings.watch.max_incidents_per_hour;
-        if self.opened_last_hour.is_full(cap, detected) {
-            out.push(CaptureEvent::Failed {
-                pid,
-                message: format!(
-                    "thread {tid} judged wedged, not captured: {cap} incidents were opened within the last \
-                     hour (max_incidents_per_hour)"
-                ),
-            });
+        if let Some(refused) = self.opened_last_hour.refuse(cap, wedge) {
+            out.push(refused);
             return;
         }
         let root = &self.settings.proc_root;

@@ -27,7 +27,8 @@ use reports::store::write::IncidentFiles;
 
 use super::capture_settings::CaptureSettings;
 use super::queue::FairQueue;
-use super::stages::{self, Capture, CaptureDeadline, Phase, SkippedStage, STAGES};
+use super::stages::context::{Capture, CaptureDeadline, SkippedStage};
+use super::stages::{self, Phase, STAGES};
 
 use crate::probe::ProbeRunner;
 

@@ -24,7 +24,8 @@ use reports::model::{EpisodeStatus, Incident, ThreadFate, Timestamp, Trigger, Un
 use super::writes::write;
 use super::{now_mono_ns, Capturer, Episode};
 use crate::watch::event::CaptureEvent;
-use crate::watch::stages::{self, SkippedStage};
+use crate::watch::stages;
+use crate::watch::stages::context::SkippedStage;
 
 /// A thread of an adopted episode, still in D: the tracker takes it up as already judged wedged.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use capture::ProcRoot;
 use reports::model::{DStateTask, HostContext, Incident, PsiLine as ReportPsiLine, Timestamp};
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {

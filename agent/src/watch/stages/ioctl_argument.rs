@@ -12,7 +12,7 @@ use capture::decode::nvidia::{self, ArgumentKind, IoctlArgument};
 use capture::parse::syscall::Syscall;
 use capture::{IoctlInfo, ProcRoot, ProcessSnapshot, RiskyFile, SyscallInfo};
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::probe::{Probe, ProbeKind, ProbeOutcome, ProbeRunner, ProbeStatus};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {

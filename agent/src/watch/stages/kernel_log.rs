@@ -13,7 +13,7 @@
 use reports::model::{Incident, KernelLogLine};
 use reports::store::write::IncidentFiles;
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::watch::capture_settings::CaptureSettings;
 use capture::kmsg;
 use capture::parse::kmsg::{boot_end_usec, is_boot_line, KmsgWindow};

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use capture::ProcRoot;
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
     if !capture.wedge || !capture.settings.kill_on_wedge {

@@ -1,6 +1,8 @@
 //! The capture as an ordered table of stages: what an incident holds, gathered in a fixed order.
 //!
 //! Map:
+//! - [`context`]: what every stage works on ([`context::Capture`]: one incident of one process) and its
+//!   deadline ([`context::Deadline`]), a leaf below the table and the stages.
 //! - [`STAGES`]: the table, in the order the stages run; each names what it fills, its deadline and the
 //!   `not_captured` entry written when it fails or runs past its deadline.
 //! - [`process`]: NSpid, comm, cgroup, container. [`threads`]: a snapshot of every thread.
@@ -25,6 +27,7 @@
 //! margin), which stops its children. A stage that fails or runs late leaves its `not_captured` entry and
 //! the next stage runs: a partial incident says what it is missing.
 
+pub mod context;
 pub mod host;
 pub mod ioctl_argument;
 pub mod kernel_log;
@@ -39,11 +42,10 @@ pub mod wait_graph;
 
 use std::time::{Duration, Instant};
 
-use reports::model::Incident;
 use reports::store::write::IncidentFiles;
 
 use super::capture_settings::CaptureSettings;
-use crate::probe::ProbeRunner;
+use context::{Capture, Deadline, SkippedStage};
 
 /// Where a stage sits relative to the incident's durable writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -204,44 +206,6 @@ pub const STAGES: &[Stage] = &[
     },
 ];
 
-/// What the stages work on: one incident of one process.
-pub struct Capture<'a> {
-    pub settings: &'a CaptureSettings,
-    pub pid: i32,
-    pub incident: &'a mut Incident,
-    /// The incident's directory (files beside incident.json: the ring copies); None before the first write.
-    pub handle: Option<&'a IncidentFiles>,
-    pub probes: &'a mut ProbeRunner,
-    /// When the wedge began (monotonic ns): the kernel log is kept from before it. Now, on demand.
-    pub since_ns: u64,
-    /// A wedge capture (the kill stage may act); never an on-demand one.
-    pub wedge: bool,
-    /// The episode ended before its first write landed: only the stages marked `after_episode_end` run.
-    pub episode_ended: bool,
-    /// Set by the kill stage: whether the process died.
-    pub killed: Option<bool>,
-    /// The process's maps text, when the probes stage's sacrificial child read it (later risky stages use it).
-    pub maps: Option<String>,
-    /// The capture's total deadline: a stage that would start after it is recorded as not run.
-    pub capture_deadline: Option<CaptureDeadline>,
-    /// Stages not to run, with why (the previous agent died during them: see [`STAGE_MARKER_FILE`]).
-    pub skip: &'a [SkippedStage],
-}
-
-/// A stage not to run, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedStage {
-    pub stage: String,
-    pub why: String,
-}
-
-/// The total deadline of one capture.
-#[derive(Debug, Clone, Copy)]
-pub struct CaptureDeadline {
-    pub at: Instant,
-    pub limit: Duration,
-}
-
 /// Written beside incident.json before each stage of a capture (by the capture worker): the stage in
 /// progress. An agent that dies during a stage (killed for memory, say) leaves it, and the next agent that
 /// takes the episode up does not run that stage again: it records it as not captured, "the previous agent
@@ -270,42 +234,6 @@ impl StageMarker {
                   kill this one too)"
                     .to_string(),
         })
-    }
-}
-
-/// A stage's deadline, started when the stage starts.
-pub struct Deadline {
-    started: Instant,
-    limit: Duration,
-}
-
-impl Deadline {
-    pub fn start(limit: Duration) -> Deadline {
-        Deadline {
-            started: Instant::now(),
-            limit,
-        }
-    }
-
-    pub fn passed(&self) -> bool {
-        self.started.elapsed() > self.limit
-    }
-
-    /// For a stage that stops at a check between its steps: why the rest is missing.
-    pub fn stopped(&self, left_out: &str) -> String {
-        format!(
-            "stopped after {} ms, past its deadline of {} ms: {left_out} not read",
-            self.started.elapsed().as_millis(),
-            self.limit.as_millis()
-        )
-    }
-
-    fn overdue(&self) -> String {
-        format!(
-            "took {} ms, past its deadline of {} ms (what it read is kept)",
-            self.started.elapsed().as_millis(),
-            self.limit.as_millis()
-        )
     }
 }
 
@@ -377,7 +305,9 @@ pub fn mark_done(files: &IncidentFiles) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::ProbeRunner;
     use capture::ProcRoot;
+    use reports::model::Incident;
 
     #[test]
     fn the_table_runs_in_the_documented_order() {

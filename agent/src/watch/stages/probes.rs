@@ -3,7 +3,7 @@
 
 use reports::model::{Incident, Timestamp};
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::probe::{self, Probe, ProbeOutcome, ProbeStatus};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {

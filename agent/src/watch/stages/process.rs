@@ -12,7 +12,7 @@ use capture::parse::cgroup;
 use capture::ProcRoot;
 use reports::model::{ContainerInfo, Incident, PodIdentity, PodInfo};
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {
     let claiming = fill_process_info(&capture.settings.proc_root, capture.pid, capture.incident);

@@ -21,7 +21,7 @@ use std::path::Path;
 use capture::python_stack::{self, PythonThread};
 use reports::model::{Incident, Timestamp};
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::defaults;
 use crate::probe::{self, Probe, ProbeKind, ProbeOutcome, ProbeStatus};
 

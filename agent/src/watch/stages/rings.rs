@@ -12,7 +12,7 @@ use capture::ProcRoot;
 use reports::model::{Incident, RingExcerpt, Timestamp};
 use reports::store::write::IncidentFiles;
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::defaults;
 use crate::rings::copy::RingCopy;
 use crate::watch::capture_settings::CaptureSettings;

@@ -8,7 +8,7 @@
 use capture::{ProcRoot, SnapshotOptions};
 use reports::model::{Incident, Sample, Timestamp};
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::defaults;
 
 pub fn run(capture: &mut Capture<'_>, _deadline: &Deadline) -> Result<(), String> {

@@ -26,7 +26,7 @@ use capture::user_frame::{executable_mappings, file_ids, scan_candidates, FileId
 use capture::{RiskyFile, SyscallInfo};
 use serde::{Deserialize, Serialize};
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 use crate::defaults;
 use crate::probe::{Confinement, Probe, ProbeKind, ProbeStatus, ROOT_FD};
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use capture::blockers::BlockerIter;
 use capture::wait_graph::live;
 
-use super::{Capture, Deadline};
+use super::context::{Capture, Deadline};
 
 /// Samples of the candidate holders, and their spacing: about a second, well inside the deadline.
 const SAMPLES: usize = 6;
