@@ -132,10 +132,7 @@ fn the_task_iterator_skips_a_sleeper_only_on_a_trustworthy_answer() {
         }
         Err(e) => panic!("the task iterator is unavailable as root: {e}"),
     };
-    let mut child = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let mut child = sleep_30();
     let pid = child.id() as i32;
     let root = ProcRoot::default();
     crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(5)).unwrap();
@@ -206,10 +203,7 @@ fn the_task_iterator_skips_a_sleeper_only_on_a_trustworthy_answer() {
 /// finds it unchanged and reads no `stat`.
 #[test]
 fn the_quiet_scans_safety_net_checks_a_sleeper_by_its_schedstat() {
-    let mut child = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let mut child = sleep_30();
     let pid = child.id() as i32;
     let root = ProcRoot::default();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -248,10 +242,7 @@ fn the_quiet_scans_safety_net_checks_a_sleeper_by_its_schedstat() {
 /// The task directory's link count is the thread count, as `num_threads` in stat says.
 #[test]
 fn thread_count_from_the_task_directory() {
-    let mut child = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let mut child = sleep_30();
     let pid = child.id() as i32;
     let mut scanner = Scanner::new(&ProcRoot::default(), pid).unwrap();
     assert_eq!(scanner.num_threads().unwrap(), Some(1));
@@ -285,10 +276,7 @@ fn thread_count_from_the_task_directory() {
 
 #[test]
 fn exited_process_is_an_error() {
-    let mut child = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let mut child = sleep_30();
     let pid = child.id() as i32;
     let mut scanner = Scanner::new(&ProcRoot::default(), pid).unwrap();
     assert_eq!(scanner.scan().unwrap().threads, 1);
@@ -300,4 +288,12 @@ fn exited_process_is_an_error() {
         Scanner::new(&ProcRoot::default(), pid),
         Err(Error::NoSuchProcess { .. })
     ));
+}
+
+/// A `sleep 30` child (killed and reaped by each test).
+fn sleep_30() -> std::process::Child {
+    std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap()
 }

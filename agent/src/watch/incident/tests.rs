@@ -129,14 +129,7 @@ fn no_incident_for_a_process_or_thread_gone_before_the_capture() {
     assert_eq!(incident_dirs(dir.path()), 0);
     // The same thread with its real start time is captured.
     out.clear();
-    capturer.on_wedged(
-        &wedge(me, me, my_start_time(), "test", Instant::now()),
-        &mut out,
-    );
-    assert!(
-        matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
-        "{out:?}"
-    );
+    wedge_this_process_opens(&mut capturer, &mut out);
     assert_eq!(incident_dirs(dir.path()), 1);
 }
 
@@ -259,16 +252,8 @@ fn the_hourly_incident_cap_holds() {
         .unwrap();
     let other_pid = other.id() as i32;
     let other_start = ProcRoot::default().read_stat(other_pid).unwrap().starttime;
-    let me = std::process::id() as i32;
     let mut out = Vec::new();
-    capturer.on_wedged(
-        &wedge(me, me, my_start_time(), "test", Instant::now()),
-        &mut out,
-    );
-    assert!(
-        matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
-        "{out:?}"
-    );
+    wedge_this_process_opens(&mut capturer, &mut out);
     out.clear();
     capturer.on_wedged(
         &wedge(other_pid, other_pid, other_start, "sleep", Instant::now()),
@@ -303,4 +288,14 @@ fn the_hourly_cap_forgets_incidents_older_than_an_hour() {
         assert!(!none.is_full(0, start + Duration::from_secs(i)));
     }
     assert!(none.0.is_empty());
+}
+
+/// This test process judged wedged: its incident opens (the first event says so).
+fn wedge_this_process_opens(capturer: &mut Capturer, out: &mut Vec<CaptureEvent>) {
+    let me = std::process::id() as i32;
+    capturer.on_wedged(&wedge(me, me, my_start_time(), "test", Instant::now()), out);
+    assert!(
+        matches!(out.first(), Some(CaptureEvent::Opened { pid, .. }) if *pid == me),
+        "{out:?}"
+    );
 }
