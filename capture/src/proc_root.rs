@@ -9,7 +9,7 @@
 //! links, cgroup, ns links. Never cmdline, environ, maps, smaps or mem: they take the target's
 //! mmap_lock, which a wedged driver call may hold forever (procfs-facts.md §6). Those, and the NVIDIA
 //! driver's files (behind the RM lock), are only *named* here ([`ProcRoot::risky_path`]): a sacrificial
-//! child with a deadline opens them (agent/src/probe.rs).
+//! child with a deadline opens them (agent/src/probe/).
 //!
 //! Errors are classified: ENOENT/ESRCH → [`Error::Gone`] (the task exited; a marker, not a failure);
 //! EACCES/EPERM → [`Error::PermissionDenied`] naming the privilege the file needs.
@@ -574,7 +574,7 @@ impl ProcRoot {
     }
 
     /// Where a risky file is. Never open it in the agent: only a sacrificial child with a deadline
-    /// may (agent/src/probe.rs), because the read can sleep forever on a lock the wedge holds.
+    /// may (agent/src/probe/), because the read can sleep forever on a lock the wedge holds.
     pub fn risky_path(&self, file: RiskyFile) -> PathBuf {
         match file {
             RiskyFile::Cmdline(pid) => self.pid_dir(pid).join("cmdline"),

@@ -361,7 +361,7 @@ fn stored_state(id: &str, incident: &Incident, complete: bool) -> Incident {
         copy.written_by = format!("wedge-capture reports {}", env!("CARGO_PKG_VERSION"));
     }
     // A default for callers that bring no verdict (tests, fixtures). The agent always brings one: it computes
-    // the verdict once per write, in one place (agent/src/watch/incident.rs, set_verdict), so this is not a
+    // the verdict once per write, in one place (agent/src/watch/incident/writes.rs, set_verdict), so this is not a
     // second computation of it.
     if copy.verdict.is_empty() {
         copy.verdict = crate::verdict::verdict(&copy);
