@@ -342,6 +342,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "tty->legacy_mutex",
     ),
+    // drivers/tty/tty_ioctl.c: throttling and unthrottling a tty from its line discipline take
+    // tty->throttle_mutex around the driver's throttle/unthrottle call.
+    t(
+        &["tty_unthrottle_safe", "tty_throttle_safe"],
+        "mutex wait",
+        "tty->throttle_mutex",
+    ),
     t(
         &["n_tty_read", "n_tty_write"],
         "rwsem wait (read)",
