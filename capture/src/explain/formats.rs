@@ -516,6 +516,10 @@ fn is_cut_location(head: &str, last: &str) -> bool {
 /// or a module tag or not); a decoder's `func file.c:N -> inlined_callee` is no chain (its head has a source
 /// location) and stays one frame ([`normalize_frame`]).
 pub(super) fn arrow_chain(msg: &str) -> Option<Vec<&str>> {
+    // Most lines hold no arrow: answered without a pass over the links.
+    if !msg.contains(" -> ") && !msg.contains(" \u{2192} ") {
+        return None;
+    }
     let s = msg.trim();
     let s = s
         .strip_prefix("stack:")
