@@ -324,13 +324,16 @@ fn score() {
             t.site.as_deref().unwrap_or("-"),
             live.as_deref().unwrap_or("-")
         );
+        if !(e_fail.is_empty() && p_fail.is_empty()) {
+            let names: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
+            println!("  stack:   {}", names.join(" < "));
+        }
     }
+    // A paste `explain` cannot read counts as no task (it is scored above as a miss).
+    let tasks = |text: &str| explain::explain(text.as_bytes()).map_or(0, |e| e.tasks.len());
     let text: String = all.iter().map(|f| f.body.as_str()).collect();
-    let together = explain::explain(text.as_bytes()).unwrap().tasks.len();
-    let alone: usize = all
-        .iter()
-        .map(|f| explain::explain(f.body.as_bytes()).unwrap().tasks.len())
-        .sum();
+    let together = tasks(&text);
+    let alone: usize = all.iter().map(|f| tasks(&f.body)).sum();
     println!(
         "SCORE explain {e_ok}/{n} proc {p_ok}/{n}; {together} tasks from the {n} pasted together ({alone} alone)",
         n = all.len()

@@ -440,7 +440,10 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
             }
         }
         match s.rsplit_once(char::is_whitespace) {
-            Some((head, last)) if is_source_location(last) && !head.trim().is_empty() => {
+            Some((head, last))
+                if (is_source_location(last) || is_cut_location(head, last))
+                    && !head.trim().is_empty() =>
+            {
                 s = head.trim_end();
                 changed = true;
             }
@@ -495,6 +498,49 @@ fn is_source_location(t: &str) -> bool {
         && [".c", ".h", ".S", ".rs"]
             .iter()
             .any(|ext| file.ends_with(ext))
+}
+
+/// A source location the paste cut short after a frame's offsets (`__wait_rcu_gp+0x19d/0x1a0
+/// home/u/linux/kernel`, the rest of the line lost): a path, after a `name+0x…/0x…` frame.
+fn is_cut_location(head: &str, last: &str) -> bool {
+    let frame = head.rsplit(char::is_whitespace).next().unwrap_or(head);
+    let offsets = frame
+        .split_once("+0x")
+        .is_some_and(|(name, off)| bare_name(name) && off.contains("/0x"));
+    offsets && last.contains('/') && !last.starts_with('[') && !last.contains("0x")
+}
+
+/// A call chain written on one line, innermost first, as people summarise a `/proc/<tid>/stack` or a
+/// hung-task trace (`__down_common -> down -> nvkms_ioctl_from_kapi_try_pmlock+0x4a/0xa0 [nvidia_modeset]`,
+/// `stack:  dup_mmap → dup_mm → copy_process`): its frames. Each link must be a frame (a name, with offsets
+/// or a module tag or not); a decoder's `func file.c:N -> inlined_callee` is no chain (its head has a source
+/// location) and stays one frame ([`normalize_frame`]).
+pub(super) fn arrow_chain(msg: &str) -> Option<Vec<&str>> {
+    // Most lines hold no arrow: answered without a pass over the links.
+    if !msg.contains(" -> ") && !msg.contains(" \u{2192} ") {
+        return None;
+    }
+    let s = msg.trim();
+    let s = s
+        .strip_prefix("stack:")
+        .or_else(|| s.strip_prefix("Stack:"))
+        .unwrap_or(s)
+        .trim_start();
+    let links: Vec<&str> = s
+        .split(" -> ")
+        .flat_map(|l| l.split(" \u{2192} "))
+        .map(str::trim)
+        .collect();
+    let frame = |l: &str| {
+        bare_name(l)
+            || l.split_once("+0x").is_some_and(|(name, rest)| {
+                bare_name(name) && {
+                    let (off, module) = rest.split_once(' ').unwrap_or((rest, ""));
+                    off.contains("/0x") && (module.is_empty() || is_module_token(module))
+                }
+            })
+    };
+    (links.len() >= 2 && links.iter().all(|l| frame(l))).then_some(links)
 }
 
 /// A function name alone (`down`, `ApplyModeSetConfig [nvidia_modeset]`), as some reports trim their traces.

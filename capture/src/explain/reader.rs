@@ -159,8 +159,27 @@ impl Reader {
             return;
         }
         if let Some(rest) = self.markers(trimmed) {
-            self.frame_line(&normalize_frame(rest));
+            if !self.chain_line(rest) {
+                self.frame_line(&normalize_frame(rest));
+            }
         }
+    }
+
+    /// A call chain on one line ([`formats::arrow_chain`]): its frames, innermost first, in a notation of
+    /// their own.
+    fn chain_line(&mut self, rest: &str) -> bool {
+        let Some(links) = formats::arrow_chain(rest) else {
+            return false;
+        };
+        for link in links {
+            self.before_frame(self.notation(Style::Bare), false, link);
+            let d = self.draft();
+            match stack::frame(link.as_bytes()) {
+                Ok(f) => d.push(f, false),
+                Err(_) => d.skip(link),
+            }
+        }
+        true
     }
 
     /// The line's log prefix (kept for the notation); None for a blank line (a gap) or a prefix alone.

@@ -473,3 +473,46 @@ mod round4 {
         assert_eq!(formats::intruding_stamp("text [12.5] more"), None);
     }
 }
+
+/// Issue 38, round 6: a call chain written on one line is its frames, innermost first (`->` or `→`, with a
+/// `stack:` label or not); a decoder's `func file.c:N -> inlined_callee` stays one frame (its head has a
+/// source location), and a source path the paste cut after a frame's offsets is dropped like a whole one.
+#[test]
+fn one_line_call_chains_and_cut_source_paths() {
+    let chain = "task:kwin  state:D\n  __down_common -> down -> nvkms_ioctl_from_kapi_try_pmlock+0x4a/0xa0 [nvidia_modeset]\n  ApplyModeSetConfig+0x5ed/0xda0 [nvidia_modeset]\n";
+    let t = &explain(chain.as_bytes()).unwrap().tasks[0];
+    let names: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
+    assert!(
+        names.ends_with(&["nvkms_ioctl_from_kapi_try_pmlock", "ApplyModeSetConfig"]),
+        "{names:?}"
+    );
+    assert_eq!(
+        t.stack[names.len() - 2].module.as_deref(),
+        Some("nvidia_modeset")
+    );
+
+    let unicode = "stack:  dup_mmap \u{2192} dup_mm \u{2192} copy_process \u{2192} kernel_clone\n";
+    let t = &explain(unicode.as_bytes()).unwrap().tasks[0];
+    let names: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(
+        names,
+        ["dup_mmap", "dup_mm", "copy_process", "kernel_clone"]
+    );
+
+    // Not a chain: a decoder's inlined callee after a source location.
+    assert!(
+        formats::arrow_chain("addrconf_dad_work net/ipv6/addrconf.c:4160 -> rtnl_lock").is_none()
+    );
+    // Not a chain: prose with an arrow.
+    assert!(formats::arrow_chain("the worker -> waits for the GPU").is_none());
+
+    let cut = "INFO: task kworker/u4:5:1105 blocked for more than 143 seconds.\ntask:kworker/u4:5    state:D stack:0 pid:1105 ppid:2 flags:0x00004000\nCall Trace:\n __wait_for_common+0xbc/0x1e0 home/u/linux/kernel/sched/completion.c:116\n __wait_rcu_gp+0x19d/0x1a0 home/u/linux/kernel\n";
+    let t = &explain(cut.as_bytes()).unwrap().tasks[0];
+    let names: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
+    assert!(names.contains(&"__wait_rcu_gp"), "{names:?}");
+    assert!(
+        t.site.as_deref().unwrap().contains("RCU grace period"),
+        "{:?}",
+        t.site
+    );
+}

@@ -461,6 +461,8 @@ const MM_CHANGERS: &[&str] = &[
     "__do_sys_brk",
     "__do_sys_mremap",
     "lock_mm_and_find_vma",
+    // fork copies the parent's address space with its mmap_lock held for write.
+    "dup_mmap",
     // khugepaged takes it for write to collapse a huge page.
     "collapse_huge_page",
     "mmap_read_lock_killable",

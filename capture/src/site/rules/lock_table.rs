@@ -342,6 +342,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "tty->legacy_mutex",
     ),
+    // drivers/tty/tty_ioctl.c: throttling and unthrottling a tty from its line discipline take
+    // tty->throttle_mutex around the driver's throttle/unthrottle call.
+    t(
+        &["tty_unthrottle_safe", "tty_throttle_safe"],
+        "mutex wait",
+        "tty->throttle_mutex",
+    ),
     t(
         &["n_tty_read", "n_tty_write"],
         "rwsem wait (read)",
@@ -458,4 +465,27 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "delalloc_root_mutex (btrfs)",
     ),
     t(&["kvm_vcpu_ioctl"], "mutex wait", "the vCPU's mutex (KVM)"),
+    // kernel/fork.c: fork (clone without CLONE_VM) copies the parent's address space with its mmap_lock taken
+    // for write (mmap_write_lock_killable in dup_mmap); a thread that holds it (a fault, a pinning driver
+    // call) holds every fork.
+    t(
+        &["dup_mmap"],
+        "rwsem wait (write)",
+        "the parent's mmap_lock (fork copies its address space)",
+    ),
+    // io_uring/sqpoll.c: parking or stopping the SQPOLL thread takes its shared data's mutex, which the SQPOLL
+    // thread holds while it runs the rings.
+    t(
+        &["io_sq_thread_park", "io_sq_thread_stop"],
+        "mutex wait",
+        "the io_uring SQPOLL thread's lock (sqd->lock)",
+    ),
+    // kernel/exit.c: an exiting thread whose group is dumping core sleeps in do_exit (coredump_task_exit,
+    // inlined; exit_mm before 5.16) until the dumping thread has written the core. Not a lock: the dumper
+    // must finish. (exit_mm's own mmap_lock wait shows its rwsem words, which this row does not take.)
+    t(
+        &["do_exit", "coredump_task_exit"],
+        "core dump wait",
+        "its thread group's core dump (coredump_task_exit: the thread writing the core must finish)",
+    ),
 ];
