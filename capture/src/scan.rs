@@ -19,7 +19,9 @@
 //! in any other state (R, D, T…) always get `stat`. The one staleness this allows is a sleeper woken
 //! but not yet run (`S`→`R` on a runqueue), which is harmless for finding D threads. Every
 //! [`RELIST_EVERY`] scans each thread's `stat` is read anyway (staggered by tid), which also refreshes
-//! a comm renamed from outside.
+//! a comm renamed from outside; where a shortcut below would skip the sleeper, that forced read is its
+//! `schedstat` against the baseline instead (a second witness that it has not run; a sleeper's comm is
+//! read by nobody: the watch loop keeps the comm of threads in D, which are always read).
 //!
 //! Quiet processes cost less still ([`Scanner::scan_with`]): given the process's summed activity counters
 //! ([`crate::taskstats`], one netlink round trip for the whole thread group), a scan whose counters equal
@@ -543,28 +545,25 @@ impl Scanner {
                 let slot = &self.slots[i];
                 (slot.hint.0, slot.hint.1)
             });
-            if let Some((asleep, switches)) = switches_now {
-                let slot = &self.slots[i];
-                // Asleep now, asleep at its last read, and never switched out in between: it has not
-                // run, so it cannot have entered D, exited or renamed itself since.
-                if !force
-                    && asleep
-                    && matches!(slot.sample.state, 'S' | 'I')
-                    && slot.switches == Some(switches)
-                {
-                    summary.unswitched += 1;
-                    i += 1;
-                    continue;
-                }
+            // Asleep now, asleep at its last read, and never switched out in between: it has not run, so
+            // it cannot have entered D or exited since.
+            let sleeping = matches!(self.slots[i].sample.state, 'S' | 'I');
+            let unswitched_sleeper = switches_now.is_some_and(|(asleep, switches)| {
+                asleep && sleeping && self.slots[i].switches == Some(switches)
+            });
+            if !force && unswitched_sleeper {
+                summary.unswitched += 1;
+                i += 1;
+                continue;
             }
-            // The safety net in a quiet scan, for a sleeper: nothing of the group ran, so the one thing it
-            // can find is a thread gone (a rename needs a thread of the group to run). Its schedstat,
-            // compared with the baseline taken before its latest `stat`, tells that at a quarter of the
-            // cost: gone reads ESRCH, unchanged means it has not run since, changed reads `stat` (issue 40).
-            let net_by_schedstat = quiet
-                && force
-                && self.skip_unchanged_sleepers
-                && matches!(self.slots[i].sample.state, 'S' | 'I');
+            // The safety net for a sleeper the shortcut would skip (a quiet scan: nothing of the group ran;
+            // a busy one: the iterator shows it asleep and unswitched): its schedstat, compared with the
+            // baseline taken before an earlier `stat`, is a second, independent witness that it has not run,
+            // at a quarter of the cost of `stat`: gone reads ESRCH, unchanged means it has not run since,
+            // changed reads `stat` (issue 40). A sleeper's comm is not refreshed by it; nothing reads a
+            // sleeper's comm (the tracker keeps the comm of threads in D, which are always read).
+            let net_by_schedstat =
+                force && sleeping && self.skip_unchanged_sleepers && (quiet || unswitched_sleeper);
             let r = Self::refresh(
                 &self.root,
                 self.pid,

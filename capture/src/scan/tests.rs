@@ -241,6 +241,49 @@ fn the_quiet_scans_safety_net_checks_a_sleeper_by_its_schedstat() {
     child.wait().unwrap();
 }
 
+/// The busy shortcut's safety net is a `schedstat` check too (issue 40): a sleeper the task iterator shows
+/// asleep and unswitched gets, once per RELIST_EVERY scans, its schedstat compared with the baseline instead
+/// of a `stat` read; once it sleeps for good that check finds it unchanged.
+#[test]
+fn the_busy_scans_safety_net_checks_an_unswitched_sleeper_by_its_schedstat() {
+    let iter = match crate::task_iter::TaskIter::load() {
+        Ok(iter) => iter,
+        Err(e) if !nix::unistd::Uid::effective().is_root() && !breadcrumb::in_ci() => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("the task iterator is unavailable as root: {e}"),
+    };
+    let mut child = sleep_30();
+    let pid = child.id() as i32;
+    let root = ProcRoot::default();
+    crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(5)).unwrap();
+    let mut scanner = Scanner::new(&root, pid).unwrap();
+    scanner.set_thread_iter(Some(iter.watch(pid).unwrap()));
+    // Listed, then read once more (its switch count and schedstat baseline taken).
+    scanner.scan().unwrap();
+    scanner.scan().unwrap();
+    let window = |scanner: &mut Scanner| {
+        let (mut unswitched, mut unchanged) = (0, 0);
+        for _ in 0..RELIST_EVERY {
+            let s = scanner.scan().unwrap();
+            assert!(s.iterated, "{s:?}");
+            unswitched += s.unswitched;
+            unchanged += s.unchanged;
+        }
+        (unswitched, unchanged)
+    };
+    // As in the quiet test: a `sleep` just started may still run a little (then `stat` is read, as it must).
+    let windows: Vec<(usize, usize)> = (0..6).map(|_| window(&mut scanner)).collect();
+    assert!(
+        windows.contains(&(RELIST_EVERY as usize - 1, 1)),
+        "one forced check per RELIST_EVERY busy scans, answered by schedstat: {windows:?}"
+    );
+    assert_eq!(scanner.sample(pid).unwrap().state, 'S');
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// The task directory's link count is the thread count, as `num_threads` in stat says.
 #[test]
 fn thread_count_from_the_task_directory() {
