@@ -124,18 +124,10 @@ fn sleeper_that_enters_d_is_seen() {
 /// skipped from the second scan on, and an answer about another process (or none) reads everything.
 #[test]
 fn the_task_iterator_skips_a_sleeper_only_on_a_trustworthy_answer() {
-    let iter = match crate::task_iter::TaskIter::load() {
-        Ok(iter) => iter,
-        Err(e) if !nix::unistd::Uid::effective().is_root() && !breadcrumb::in_ci() => {
-            eprintln!("skipping: {e}");
-            return;
-        }
-        Err(e) => panic!("the task iterator is unavailable as root: {e}"),
+    let Some(iter) = task_iter_or_skip() else {
+        return;
     };
-    let mut child = sleep_30();
-    let pid = child.id() as i32;
-    let root = ProcRoot::default();
-    crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(5)).unwrap();
+    let (mut child, pid, root) = sleeping_child();
 
     let mut scanner = Scanner::new(&root, pid).unwrap();
     scanner.set_thread_iter(Some(iter.watch(pid).unwrap()));
@@ -203,14 +195,7 @@ fn the_task_iterator_skips_a_sleeper_only_on_a_trustworthy_answer() {
 /// finds it unchanged and reads no `stat`.
 #[test]
 fn the_quiet_scans_safety_net_checks_a_sleeper_by_its_schedstat() {
-    let mut child = sleep_30();
-    let pid = child.id() as i32;
-    let root = ProcRoot::default();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while root.read_stat(pid).map(|s| s.state).ok() != Some('S') {
-        assert!(std::time::Instant::now() < deadline, "sleep never slept");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let (mut child, pid, root) = sleeping_child();
     let mut scanner = Scanner::new(&root, pid).unwrap();
     let counters = TgidCounters {
         nvcsw: 7,
@@ -246,18 +231,10 @@ fn the_quiet_scans_safety_net_checks_a_sleeper_by_its_schedstat() {
 /// of a `stat` read; once it sleeps for good that check finds it unchanged.
 #[test]
 fn the_busy_scans_safety_net_checks_an_unswitched_sleeper_by_its_schedstat() {
-    let iter = match crate::task_iter::TaskIter::load() {
-        Ok(iter) => iter,
-        Err(e) if !nix::unistd::Uid::effective().is_root() && !breadcrumb::in_ci() => {
-            eprintln!("skipping: {e}");
-            return;
-        }
-        Err(e) => panic!("the task iterator is unavailable as root: {e}"),
+    let Some(iter) = task_iter_or_skip() else {
+        return;
     };
-    let mut child = sleep_30();
-    let pid = child.id() as i32;
-    let root = ProcRoot::default();
-    crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(5)).unwrap();
+    let (mut child, pid, root) = sleeping_child();
     let mut scanner = Scanner::new(&root, pid).unwrap();
     scanner.set_thread_iter(Some(iter.watch(pid).unwrap()));
     // Listed, then read once more (its switch count and schedstat baseline taken).
@@ -341,4 +318,26 @@ fn sleep_30() -> std::process::Child {
         .arg("30")
         .spawn()
         .unwrap()
+}
+
+/// The BPF task iterator, or None (skip) when it cannot load without root outside CI; as root or in CI it
+/// must load.
+fn task_iter_or_skip() -> Option<crate::task_iter::TaskIter> {
+    match crate::task_iter::TaskIter::load() {
+        Ok(iter) => Some(iter),
+        Err(e) if !nix::unistd::Uid::effective().is_root() && !breadcrumb::in_ci() => {
+            eprintln!("skipping: {e}");
+            None
+        }
+        Err(e) => panic!("the task iterator is unavailable as root: {e}"),
+    }
+}
+
+/// A `sleep 30` child already asleep, its pid, and the live proc root.
+fn sleeping_child() -> (std::process::Child, i32, ProcRoot) {
+    let child = sleep_30();
+    let pid = child.id() as i32;
+    let root = ProcRoot::default();
+    crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(10)).unwrap();
+    (child, pid, root)
 }
