@@ -87,6 +87,7 @@ struct Rows {
     one: Series,
     iterated: Series,
     iterator_alone: Series,
+    per_thread_alone: Series,
     per_thread_stats: Series,
     skipped: usize,
     it_skipped: usize,
@@ -98,8 +99,13 @@ struct Bench {
     pid: i32,
     tids: Vec<i32>,
     scanner: Scanner,
-    /// The scanner with the task iterator, and a second watch for the iterator read alone.
-    iterated: Option<(Scanner, capture::task_iter::ProcessThreads)>,
+    /// The scanner with the task iterator, and two more watches for the iterator read alone: the group
+    /// walk (the scanner's, where the kernel loads it) and the per-thread program.
+    iterated: Option<(
+        Scanner,
+        capture::task_iter::ProcessThreads,
+        capture::task_iter::ProcessThreads,
+    )>,
     records: Vec<u8>,
     /// The other per-thread candidate: taskstats by thread id, one netlink round trip per thread.
     per_thread_stats: Option<capture::taskstats::Taskstats>,
@@ -176,7 +182,11 @@ impl Bench {
             let mut s = Scanner::new(&root, pid).expect("scanner");
             s.set_thread_iter(Some(iter.watch(pid).expect("watch")));
             s.scan().expect("first scan");
-            (s, iter.watch(pid).expect("watch"))
+            (
+                s,
+                iter.watch(pid).expect("watch"),
+                iter.watch_per_thread(pid).expect("watch"),
+            )
         });
         let one = root
             .open_task_stat(pid, tids[tids.len() / 2])
@@ -251,7 +261,7 @@ impl Bench {
             }
         });
 
-        if let Some((it_scanner, threads)) = iterated.as_mut() {
+        if let Some((it_scanner, threads, per_thread)) = iterated.as_mut() {
             // Scanner with the task iterator: one iterator read, stat only for threads that ran.
             rows.iterated.time(|| {
                 let s = it_scanner.scan().expect("scan");
@@ -259,10 +269,16 @@ impl Bench {
                 rows.it_skipped = s.unswitched;
                 *sink += it_scanner.samples().map(|s| s.cpu_ticks).sum::<u64>();
             });
-            // The iterator read alone.
+            // The iterator read alone (and parsed): the scanner's, and the per-thread program's.
             rows.iterator_alone.time(|| {
-                threads.read(records).expect("iterator read");
-                *sink += records.len() as u64;
+                threads
+                    .visit(records, |r| *sink += r.switches)
+                    .expect("iterator read");
+            });
+            rows.per_thread_alone.time(|| {
+                per_thread
+                    .visit(records, |r| *sink += r.switches)
+                    .expect("iterator read");
             });
         }
         if let Some(ts) = per_thread_stats.as_mut() {
@@ -293,7 +309,20 @@ fn report(bench: &Bench, rows: Rows, threads: usize, rounds: usize) {
         println!(
             "  ({it_skipped} of {n} sleepers not read: asleep, not switched since the last scan)"
         );
-        rows.iterator_alone.row("task iterator read alone", n);
+        let walks = bench
+            .iterated
+            .as_ref()
+            .is_some_and(|(_, threads, _)| threads.walks_group());
+        rows.iterator_alone.row(
+            if walks {
+                "task iterator read alone: group walk"
+            } else {
+                "task iterator read alone: per thread (group too large to walk)"
+            },
+            n,
+        );
+        rows.per_thread_alone
+            .row("task iterator read alone: per thread", n);
         println!(
             "ratio baseline/task-iterator scan (cpu): {:.2}x",
             plain_us / it_us

@@ -19,7 +19,21 @@ typedef unsigned long long __u64;
 #define SEC(name) __attribute__((section(name), used))
 #define CORE_RELOCATED __attribute__((preserve_access_index))
 
+/* enum bpf_field_info_kind (libbpf's bpf_core_read.h): a field's offset in the running kernel. */
+#define FIELD_BYTE_OFFSET 0
+#define field_offset(type, field) \
+	((__u64)__builtin_preserve_field_info(((type *)0)->field, FIELD_BYTE_OFFSET))
+
 struct seq_file;
+
+struct list_head {
+	struct list_head *next;
+	struct list_head *prev;
+};
+
+struct signal_struct {
+	struct list_head thread_head;
+} CORE_RELOCATED;
 
 struct task_struct {
 	int pid;
@@ -28,6 +42,8 @@ struct task_struct {
 	int exit_state;
 	unsigned long nvcsw;
 	unsigned long nivcsw;
+	struct list_head thread_node;
+	struct signal_struct *signal;
 } CORE_RELOCATED;
 
 struct bpf_iter_meta {
@@ -49,8 +65,10 @@ struct thread_record {
 	__u64 nivcsw;     /* involuntary context switches */
 };
 
-/* BPF_FUNC_seq_write, enum bpf_func_id in include/uapi/linux/bpf.h (stable UAPI number). */
+/* BPF_FUNC_seq_write and BPF_FUNC_probe_read_kernel, enum bpf_func_id in include/uapi/linux/bpf.h
+ * (stable UAPI numbers). */
 static long (*bpf_seq_write)(struct seq_file *m, const void *data, __u32 len) = (void *)127;
+static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *unsafe_ptr) = (void *)113;
 
 SEC("iter/task")
 int task_states(struct bpf_iter__task *ctx)
@@ -71,6 +89,97 @@ int task_states(struct bpf_iter__task *ctx)
 	record.nvcsw = task->nvcsw;
 	record.nivcsw = task->nivcsw;
 	bpf_seq_write(ctx->meta->seq, &record, sizeof(record));
+	return 0;
+}
+
+/*
+ * The same answer for a whole thread group in one call (issue 40): the link is limited to the group's
+ * leader (bpf_iter_link_info.task.tid), and this program walks the group's thread list itself, as
+ * the kernel's own for_each_thread() does (signal->thread_head, each task's thread_node; the iterator
+ * runs it under rcu_read_lock, which is what that list's readers need). The per-thread program above
+ * costs the kernel a pid lookup (find_task_by_pid_ns), a pid-number translation (__task_pid_nr_ns), a
+ * task reference and a seq_file round per thread; walking the list costs the fields read, each through
+ * bpf_probe_read_kernel (a fault reads as an error and ends the walk, never a crash).
+ *
+ * Output, little-endian: one 16-byte struct group_thread per thread, then one 16-byte struct
+ * group_trailer. One call must fit the iterator's seq_file buffer (8 pages: 32 KiB with 4 KiB pages,
+ * more with larger ones), so at most GROUP_MAX_THREADS threads are written; a larger group says so
+ * (complete = 0, walked = GROUP_MAX_THREADS) and the reader asks the per-thread program instead.
+ * Keep in step with GROUP_* and parse_group in task_iter.rs.
+ */
+#define GROUP_MAX_THREADS 2046 /* 2046 * 16 + 16 < 32768: a full buffer counts as overflowed */
+#define GROUP_MAGIC 0x54474357 /* "WCGT" */
+
+struct group_thread {
+	__u32 tid;
+	__u32 state;     /* task_struct.__state | exit_state << 24 (__state uses bits 0..16) */
+	__u64 switches;  /* nvcsw + nivcsw */
+};
+
+struct group_trailer {
+	__u32 magic;
+	__u32 tgid;
+	__u32 walked;    /* threads written */
+	__u32 complete;  /* 1: the walk came back to the list head; 0: cut (too many, or a fault) */
+};
+
+static __attribute__((always_inline)) int read_u64(__u64 addr, __u64 *out)
+{
+	return bpf_probe_read_kernel(out, sizeof(*out), (const void *)addr);
+}
+
+SEC("iter/task")
+int group_states(struct bpf_iter__task *ctx)
+{
+	struct task_struct *leader = ctx->task;
+	struct group_trailer trailer = { .magic = GROUP_MAGIC };
+	struct group_thread thread;
+	__u64 signal = 0, head, pos = 0, task, nv = 0, niv = 0;
+	__u32 word = 0, exit_word = 0;
+	__u32 i;
+
+	if (!leader)
+		return 0;
+	trailer.tgid = leader->tgid;
+	if (read_u64((__u64)leader + field_offset(struct task_struct, signal), &signal) || !signal)
+		goto out;
+	head = signal + field_offset(struct signal_struct, thread_head);
+	if (read_u64(head, &pos))
+		goto out;
+	if (pos == head) { /* no thread on the list: an exiting group */
+		trailer.complete = 1;
+		goto out;
+	}
+	/* Two branches per thread (a failed read, the end of the list): the verifier follows each one, and
+	 * a branch per read would be more than it keeps pending for GROUP_MAX_THREADS rounds. */
+	for (i = 0; i < GROUP_MAX_THREADS; i++) {
+		__u64 next = 0;
+		long err;
+
+		task = pos - field_offset(struct task_struct, thread_node);
+		err = bpf_probe_read_kernel(&thread.tid, sizeof(thread.tid),
+					    (const void *)(task + field_offset(struct task_struct, pid)));
+		err |= bpf_probe_read_kernel(&word, sizeof(word),
+					     (const void *)(task + field_offset(struct task_struct, __state)));
+		err |= bpf_probe_read_kernel(&exit_word, sizeof(exit_word),
+					     (const void *)(task + field_offset(struct task_struct, exit_state)));
+		err |= read_u64(task + field_offset(struct task_struct, nvcsw), &nv);
+		err |= read_u64(task + field_offset(struct task_struct, nivcsw), &niv);
+		err |= read_u64(task + field_offset(struct task_struct, thread_node), &next);
+		if (err)
+			goto out;
+		thread.state = word | exit_word << 24;
+		thread.switches = nv + niv;
+		bpf_seq_write(ctx->meta->seq, &thread, sizeof(thread));
+		trailer.walked++;
+		pos = next;
+		if (pos == head) {
+			trailer.complete = 1;
+			break;
+		}
+	}
+out:
+	bpf_seq_write(ctx->meta->seq, &trailer, sizeof(trailer));
 	return 0;
 }
 

@@ -7,7 +7,8 @@
 //! New tasks are found by re-listing the task directory (kept open, rewound), but only when needed:
 //! the process's own `stat` (also kept open) gives `num_threads`, and the directory is re-listed when
 //! that differs from the threads we hold, when a thread vanished, and every [`RELIST_EVERY`] scans
-//! as a safety net. A thread created while a scan runs is picked up by the next scan.
+//! as a safety net (not needed by a scan whose task-iterator answer named exactly the threads held: the
+//! kernel's own list of the group is that check). A thread created while a scan runs is picked up by the next scan.
 //! A listing taken while other threads exit can skip a live one (procfs resumes a task listing by
 //! position once the thread it stopped at is gone); the count then differs from the threads held, so the
 //! next scan re-lists.
@@ -55,7 +56,7 @@ use crate::error::{Error, Result};
 use crate::parse::stat::{parse_lite, Stat};
 use crate::parse::Parse;
 use crate::proc_root::{classify_io, ProcRoot, TaskFile};
-use crate::task_iter::{parse_records, ProcessThreads};
+use crate::task_iter::ProcessThreads;
 use crate::taskstats::TgidCounters;
 
 /// One thread as of the latest scan.
@@ -87,6 +88,8 @@ pub struct ScanSummary {
     /// Whether this scan used the task iterator's answer (false: none set, a quiet scan, a failed read,
     /// or an answer whose thread count differs from the task directory's).
     pub iterated: bool,
+    /// Whether this scan re-listed the task directory.
+    pub relisted: bool,
 }
 
 struct Slot {
@@ -186,6 +189,13 @@ pub struct Scanner {
     busy_skips_left: u32,
 }
 
+/// What one task-iterator read of a scan told ([`Scanner::apply_thread_iter`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct IterAnswer {
+    trustworthy: bool,
+    listed_held: bool,
+}
+
 /// With a task iterator, a process whose counters moved is asked for them again only after this many
 /// scans (then twice in a row, to tell whether it went quiet).
 const BUSY_SKIPS: u32 = 8;
@@ -273,32 +283,40 @@ impl Scanner {
         self.threads_iter.is_some()
     }
 
-    /// Reads the task iterator and marks each held thread with what it showed at scan `gen`. True when
-    /// the answer can be relied on: it read, parsed, lists this process only, and as many threads as
+    /// Reads the task iterator and marks each held thread with what it showed at scan `gen`. Trustworthy
+    /// when the answer can be relied on: it read, parsed, lists this process only, and as many threads as
     /// the task directory counts (a listing that raced an exit, or a task the iterator does not visit,
-    /// makes this scan read every thread).
-    fn apply_thread_iter(&mut self, gen: u64, expected: Option<usize>) -> bool {
-        let Some(threads) = &self.threads_iter else {
-            return false;
+    /// makes this scan read every thread). `listed_held` when, besides, every thread it listed is one
+    /// held: the kernel's own list of the group is the threads held, so a re-listing could only agree.
+    fn apply_thread_iter(&mut self, gen: u64, expected: Option<usize>) -> IterAnswer {
+        let Scanner {
+            pid,
+            threads_iter,
+            iter_buf,
+            index,
+            slots,
+            ..
+        } = self;
+        let Some(threads) = threads_iter else {
+            return IterAnswer::default();
         };
-        if threads.read(&mut self.iter_buf).is_err() {
-            return false;
-        }
-        let Ok(records) = parse_records(&self.iter_buf) else {
-            return false;
-        };
-        let mut count = 0usize;
+        let (mut count, mut held) = (0usize, 0usize);
         let mut foreign = false;
-        for record in records {
+        let read = threads.visit(iter_buf, |record| {
             count += 1;
-            foreign |= record.tgid != self.pid;
-            if let Some(&i) = self.index.get(&record.tid) {
-                let slot = &mut self.slots[i];
+            foreign |= record.tgid != *pid;
+            if let Some(&i) = index.get(&record.tid) {
+                let slot = &mut slots[i];
                 slot.hint = (record.asleep(), record.switches);
                 slot.hint_gen = gen;
+                held += 1;
             }
+        });
+        let trustworthy = read.is_ok() && !foreign && expected == Some(count);
+        IterAnswer {
+            trustworthy,
+            listed_held: trustworthy && held == count && count == slots.len(),
         }
-        !foreign && expected == Some(count)
     }
 
     /// Turns the schedstat shortcut for sleeping threads off (stat for every thread every scan) or
@@ -509,14 +527,19 @@ impl Scanner {
         self.last_counters = counters;
         let mut summary = ScanSummary::default();
         // 0. Busy processes: one task-iterator read says which threads slept through since last scan.
-        let iterated =
-            !quiet && self.skip_unchanged_sleepers && self.apply_thread_iter(gen, expected);
+        let answer = if !quiet && self.skip_unchanged_sleepers {
+            self.apply_thread_iter(gen, expected)
+        } else {
+            IterAnswer::default()
+        };
+        let iterated = answer.trustworthy;
         summary.iterated = iterated;
 
         // 1. Re-read the threads we hold; drop the ones that vanished.
         self.refresh_held(gen, quiet, iterated, &mut summary)?;
-        // 2. Look for new threads only when something changed (or periodically).
-        self.add_new_threads(gen, expected, &mut summary)?;
+        // 2. Look for new threads only when something changed (or periodically, unless the iterator
+        //    has just listed exactly the threads held).
+        self.add_new_threads(gen, expected, answer.listed_held, &mut summary)?;
         summary.unkept = self.slots.iter().filter(|s| s.file.is_none()).count();
         summary.threads = self.slots.len();
         Ok(summary)
@@ -599,13 +622,17 @@ impl Scanner {
         &mut self,
         gen: u64,
         expected: Option<usize>,
+        listed_by_iterator: bool,
         summary: &mut ScanSummary,
     ) -> Result<()> {
+        // The periodic re-listing is a safety net for a listing that missed a thread; a kernel list of
+        // the group that named exactly the threads held, this scan, is that check already.
         let relist = gen == 1
             || summary.gone > 0
             || expected != Some(self.slots.len())
-            || gen.checked_rem(RELIST_EVERY) == Some(0);
+            || (gen.checked_rem(RELIST_EVERY) == Some(0) && !listed_by_iterator);
         if relist {
+            summary.relisted = true;
             self.list_tasks()?;
             for j in 0..self.listed.len() {
                 let tid = self.listed[j];

@@ -7,10 +7,19 @@
 //!   `gen_task_states.sh` into `task_states.bpf.o`), CO-RE relocated by aya against the running kernel's
 //!   BTF, then tried on this process. Every refusal (no BTF, no CAP_BPF/CAP_PERFMON, the verifier, a kernel
 //!   older than 6.1) is an [`Error::TaskIterUnavailable`] whose text says why: the caller falls back to /proc.
-//! - [`TaskIter::watch`]: an iterator link limited to one process (`bpf_iter_link_info.task.pid`).
-//! - [`ProcessThreads::read`]: one pass of that iterator into a byte buffer (a fresh iterator per call).
-//! - [`parse_records`] (pure) → [`ThreadRecord`]: `letter` (the `stat` state letter, computed as the
-//!   kernel's `task_state_index` does) and `asleep`.
+//! - [`TaskIter::watch`]: an iterator link for one process. Two programs answer the same question: the
+//!   group walk (`group_states`, issue 40), linked to the process's leader only
+//!   (`bpf_iter_link_info.task.tid`), walks the thread list itself in one call, as `for_each_thread()`
+//!   does; the per-thread program (`task_states`), linked to the whole process
+//!   (`bpf_iter_link_info.task.pid`), is called by the kernel once per thread. The walk spares the kernel
+//!   a pid lookup, a pid-number translation and a task reference per thread (~40 % of a busy scan's
+//!   CPU, cache misses on every thread's `struct pid`); its answer must fit one seq_file buffer, so a
+//!   process of more than [`GROUP_MAX_THREADS`] threads is asked per thread, as is every process where
+//!   the walk could not be loaded.
+//! - [`ProcessThreads::visit`]: one pass of the process's iterator (a fresh iterator per call), each
+//!   thread handed to a closure. [`ProcessThreads::read`] is the raw bytes of one pass.
+//! - [`parse_records`] (per-thread answers) and [`parse_group`] (group walks), pure → [`ThreadRecord`]:
+//!   `letter` (the `stat` state letter, computed as the kernel's `task_state_index` does) and `asleep`.
 //!
 //! Why switch counts: a thread enters D (or exits, stops, renames itself) only while it runs, and a thread
 //! that went to sleep since the previous scan was switched out on the way (nvcsw or nivcsw grew). A thread
@@ -27,16 +36,26 @@ use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
 
 /// Bytes per record: `struct thread_record` in task_states.bpf.c.
 pub const RECORD_LEN: usize = 32;
 
-/// The compiled program, checked in (see the module doc); 8-byte aligned for the ELF parser.
+/// The compiled programs, checked in (see the module doc); 8-byte aligned for the ELF parser.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_states.bpf.o");
 /// Where the running kernel describes its own types (CONFIG_DEBUG_INFO_BTF).
 pub(crate) const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
-/// The program's function name in the object (its `SEC("iter/task")`).
+/// The per-thread program's function name in the object (its `SEC("iter/task")`).
 const PROGRAM: &str = "task_states";
+/// The group walk's function name in the object.
+const GROUP_PROGRAM: &str = "group_states";
+
+/// Bytes per thread in a group walk's answer (`struct group_thread`), and of its trailer.
+pub const GROUP_RECORD_LEN: usize = 16;
+/// The most threads one group walk writes (`GROUP_MAX_THREADS` in task_states.bpf.c: its answer must fit
+/// the iterator's 32 KiB seq_file buffer, and a full buffer counts as overflowed).
+pub const GROUP_MAX_THREADS: usize = 2046;
+const GROUP_MAGIC: u32 = 0x5447_4357;
 
 /// `enum bpf_cmd` and `enum bpf_attach_type` values (include/uapi/linux/bpf.h, stable UAPI).
 pub(crate) const BPF_LINK_CREATE: libc::c_long = 28;
@@ -107,15 +126,101 @@ pub fn parse_records(bytes: &[u8]) -> Result<impl Iterator<Item = ThreadRecord> 
     }))
 }
 
-/// The loaded program (its fd; the kernel keeps it while any link uses it).
+/// A group walk's answer, parsed ([`parse_group`]).
+#[derive(Debug)]
+pub enum GroupAnswer<'a> {
+    /// Every thread of the group, each as a [`ThreadRecord`].
+    Threads(GroupThreads<'a>),
+    /// The group has more than [`GROUP_MAX_THREADS`] threads: ask the per-thread program.
+    TooMany,
+}
+
+/// The threads of a complete group walk.
+#[derive(Debug)]
+pub struct GroupThreads<'a> {
+    tgid: i32,
+    records: std::slice::ChunksExact<'a, u8>,
+}
+
+impl Iterator for GroupThreads<'_> {
+    type Item = ThreadRecord;
+    fn next(&mut self) -> Option<ThreadRecord> {
+        let r = self.records.next()?;
+        let word = u32_at(r, 4);
+        Some(ThreadRecord {
+            tid: u32_at(r, 0) as i32,
+            tgid: self.tgid,
+            state: word & 0x00ff_ffff,
+            exit_state: word >> 24,
+            switches: u64_at(r, 8),
+        })
+    }
+}
+
+/// A group walk's answer (`struct group_thread` records, then `struct group_trailer`; nothing at all for a
+/// process that has exited), checked whole
+/// before any thread is given out: the trailer's magic, its count against the records, and that the walk
+/// came back to the list head. A walk cut by a fault (or anything else out of step) is an error, never
+/// a partial answer; one cut at [`GROUP_MAX_THREADS`] is [`GroupAnswer::TooMany`].
+pub fn parse_group(bytes: &[u8]) -> Result<GroupAnswer<'_>> {
+    let bad = |why: String| Error::Parse {
+        what: "task iterator group walk",
+        why,
+    };
+    if bytes.is_empty() {
+        // No leader to visit: the process has exited (a live group's leader stays, a zombie at worst).
+        return Ok(GroupAnswer::Threads(GroupThreads {
+            tgid: 0,
+            records: bytes.chunks_exact(GROUP_RECORD_LEN),
+        }));
+    }
+    if bytes.len() < GROUP_RECORD_LEN || !bytes.len().is_multiple_of(GROUP_RECORD_LEN) {
+        return Err(bad(format!(
+            "{} bytes is not whole {GROUP_RECORD_LEN}-byte records and a trailer",
+            bytes.len()
+        )));
+    }
+    let (records, trailer) = bytes.split_at(bytes.len() - GROUP_RECORD_LEN);
+    let (magic, tgid, walked, complete) = (
+        u32_at(trailer, 0),
+        u32_at(trailer, 4),
+        u32_at(trailer, 8) as usize,
+        u32_at(trailer, 12),
+    );
+    if magic != GROUP_MAGIC {
+        return Err(bad(format!("trailer magic {magic:#x}")));
+    }
+    if walked != records.len() / GROUP_RECORD_LEN {
+        return Err(bad(format!(
+            "the trailer counts {walked} threads, {} written",
+            records.len() / GROUP_RECORD_LEN
+        )));
+    }
+    match complete {
+        1 => Ok(GroupAnswer::Threads(GroupThreads {
+            tgid: tgid as i32,
+            records: records.chunks_exact(GROUP_RECORD_LEN),
+        })),
+        0 if walked == GROUP_MAX_THREADS => Ok(GroupAnswer::TooMany),
+        0 => Err(bad(format!(
+            "the walk was cut after {walked} threads (a thread's fields could not be read)"
+        ))),
+        other => Err(bad(format!("trailer completion word {other}"))),
+    }
+}
+
+/// The loaded programs (their fds; the kernel keeps a program while any link uses it).
 pub struct TaskIter {
-    program: OwnedFd,
+    program: Arc<OwnedFd>,
+    /// The group walk, where this kernel loaded it (None: every process is asked per thread).
+    group: Option<Arc<OwnedFd>>,
 }
 
 impl fmt::Debug for TaskIter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskIter")
             .field("program_fd", &self.program.as_raw_fd())
+            .field("group_fd", &self.group.as_ref().map(|g| g.as_raw_fd()))
             .finish()
     }
 }
@@ -179,49 +284,60 @@ impl TaskIter {
             .btf(Some(&btf))
             .load(object)
             .map_err(|e| refused("loading the task iterator", &e))?;
-        let program: &mut aya::programs::Iter = object
-            .program_mut(PROGRAM)
-            .ok_or_else(|| {
-                Error::TaskIterUnavailable(format!("no program {PROGRAM} in the object"))
-            })?
-            .try_into()
-            .map_err(|e| refused("the task iterator's program type", &e))?;
-        program.load("task", &btf).map_err(|e| {
-            // The verifier refuses an unsafe program with EACCES too: its log, not the errno, tells
-            // a refusal from a missing privilege (EPERM, no log).
-            if permission_refused(&e) && !has_verifier_log(&e) {
-                Error::TaskIterUnavailable(format!(
-                    "loading the task iterator refused ({PRIVILEGE})"
-                ))
-            } else {
-                Error::TaskIterUnavailable(format!(
-                    "the kernel refused the task iterator: {}",
-                    verifier_summary(&e)
-                ))
-            }
-        })?;
-        let fd = program
-            .fd()
-            .map_err(|e| refused("the task iterator's fd", &e))?
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::TaskIterUnavailable(format!("dup of the program fd: {e}")))?;
-        // `object` (and aya's own fd) go here; ours keeps the program loaded.
+        let program = load_program(&mut object, PROGRAM, &btf)?;
+        // The group walk is a speed-up, not a requirement: a kernel that refuses it (or a walk that does
+        // not prove itself below) leaves every process to the per-thread program.
+        let group = load_program(&mut object, GROUP_PROGRAM, &btf).ok();
+        // `object` (and aya's own fds) go here; ours keep the programs loaded.
         drop(object);
         drop(btf);
         release_freed_memory();
-        let iter = TaskIter { program: fd };
-        iter.prove()?;
+        let mut iter = TaskIter {
+            program: Arc::new(program),
+            group: group.map(Arc::new),
+        };
+        iter.prove_per_thread()?;
+        if iter.group.is_some() && iter.prove_group().is_err() {
+            iter.group = None;
+        }
         Ok(iter)
     }
 
-    fn prove(&self) -> Result<()> {
+    /// Whether processes are asked by the group walk (else per thread).
+    pub fn walks_groups(&self) -> bool {
+        self.group.is_some()
+    }
+
+    /// The per-thread program must list the calling thread, and only this process.
+    fn prove_per_thread(&self) -> Result<()> {
         let me = std::process::id() as i32;
-        let tid = nix::unistd::gettid().as_raw();
-        let threads = self.watch(me)?;
         let mut buf = Vec::new();
-        threads.read(&mut buf)?;
+        self.watch_per_thread(me)?.read(&mut buf)?;
         let records: Vec<ThreadRecord> = parse_records(&buf)?.collect();
+        Self::proven(&records, me)
+    }
+
+    /// The group walk must list the calling thread, and as many threads as the per-thread program.
+    fn prove_group(&self) -> Result<()> {
+        let me = std::process::id() as i32;
+        let mut records = Vec::new();
+        self.watch(me)?
+            .visit(&mut Vec::new(), |r| records.push(r))?;
+        Self::proven(&records, me)?;
+        let mut buf = Vec::new();
+        self.watch_per_thread(me)?.read(&mut buf)?;
+        let per_thread = parse_records(&buf)?.count();
+        if per_thread != records.len() {
+            return Err(Error::TaskIterUnavailable(format!(
+                "the group walk listed {} threads, the per-thread iterator {per_thread}",
+                records.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn proven(records: &[ThreadRecord], me: i32) -> Result<()> {
+        let tid = nix::unistd::gettid().as_raw();
         if !records.iter().any(|r| r.tid == tid && r.tgid == me) {
             return Err(Error::TaskIterUnavailable(format!(
                 "the task iterator did not list this thread (tid {tid}; {} records for pid {me}): \
@@ -237,50 +353,111 @@ impl TaskIter {
         Ok(())
     }
 
-    /// An iterator over the threads of `pid` only (pid as this process's pid namespace numbers it).
+    /// An iterator over the threads of `pid` (pid as this process's pid namespace numbers it): the group
+    /// walk where it loaded, else the per-thread program.
     pub fn watch(&self, pid: i32) -> Result<ProcessThreads> {
-        let pid = u32::try_from(pid)
-            .ok()
-            .filter(|&p| p > 0)
-            .ok_or_else(|| Error::TaskIterUnavailable(format!("not a pid: {pid}")))?;
-        // union bpf_iter_link_info: task = { tid, pid, pid_fd }; 16 bytes (the cgroup member's size).
-        let info: [u32; 4] = [0, pid, 0, 0];
-        // The BPF_LINK_CREATE member of union bpf_attr: prog_fd, target_fd, attach_type, flags,
-        // iter_info (aligned u64), iter_info_len.
-        #[repr(C, align(8))]
-        struct LinkCreate {
-            prog_fd: u32,
-            target_fd: u32,
-            attach_type: u32,
-            flags: u32,
-            iter_info: u64,
-            iter_info_len: u32,
-            pad: u32,
+        match &self.group {
+            Some(group) => Ok(ProcessThreads {
+                pid,
+                link: link_create(group, pid, Filter::Leader)?,
+                per_thread: Some(self.program.clone()),
+                per_thread_link: None,
+            }),
+            None => self.watch_per_thread(pid),
         }
-        let attr = LinkCreate {
-            prog_fd: self.program.as_raw_fd() as u32,
-            target_fd: 0,
-            attach_type: BPF_TRACE_ITER,
-            flags: 0,
-            iter_info: info.as_ptr() as u64,
-            iter_info_len: std::mem::size_of_val(&info) as u32,
-            pad: 0,
-        };
-        // The kernel copies `info` (pointed to by `attr`) before the call returns.
-        let link = bpf_fd(BPF_LINK_CREATE, &attr).map_err(|err| {
-            Error::TaskIterUnavailable(match err.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => {
-                    format!("creating a task iterator link refused ({PRIVILEGE})")
-                }
-                Some(libc::EINVAL) | Some(libc::E2BIG) => format!(
-                    "this kernel cannot limit a task iterator to one process (Linux >= 6.1): {err}"
-                ),
-                Some(libc::ESRCH) | Some(libc::ENOENT) => format!("no process {pid}: {err}"),
-                _ => format!("creating a task iterator link: {err}"),
-            })
-        })?;
-        Ok(ProcessThreads { link })
     }
+
+    /// [`TaskIter::watch`] with the per-thread program whatever the kernel allows (benchmarks, tests).
+    pub fn watch_per_thread(&self, pid: i32) -> Result<ProcessThreads> {
+        Ok(ProcessThreads {
+            pid,
+            link: link_create(&self.program, pid, Filter::Process)?,
+            per_thread: None,
+            per_thread_link: None,
+        })
+    }
+}
+
+/// Loads one `iter/task` program of the object and returns our own fd of it.
+fn load_program(object: &mut aya::Ebpf, name: &str, btf: &aya::Btf) -> Result<OwnedFd> {
+    let program: &mut aya::programs::Iter = object
+        .program_mut(name)
+        .ok_or_else(|| Error::TaskIterUnavailable(format!("no program {name} in the object")))?
+        .try_into()
+        .map_err(|e| refused("the task iterator's program type", &e))?;
+    program.load("task", btf).map_err(|e| {
+        // The verifier refuses an unsafe program with EACCES too: its log, not the errno, tells
+        // a refusal from a missing privilege (EPERM, no log).
+        if permission_refused(&e) && !has_verifier_log(&e) {
+            Error::TaskIterUnavailable(format!("loading the task iterator refused ({PRIVILEGE})"))
+        } else {
+            Error::TaskIterUnavailable(format!(
+                "the kernel refused the task iterator: {}",
+                verifier_summary(&e)
+            ))
+        }
+    })?;
+    program
+        .fd()
+        .map_err(|e| refused("the task iterator's fd", &e))?
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::TaskIterUnavailable(format!("dup of the program fd: {e}")))
+}
+
+/// Which tasks a link visits: the process's leader only (the group walk), or each of its threads.
+#[derive(Clone, Copy)]
+enum Filter {
+    Leader,
+    Process,
+}
+
+/// A link of `program` to `pid`'s leader or to each of its threads.
+fn link_create(program: &OwnedFd, pid: i32, filter: Filter) -> Result<OwnedFd> {
+    let pid = u32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| Error::TaskIterUnavailable(format!("not a pid: {pid}")))?;
+    // union bpf_iter_link_info: task = { tid, pid, pid_fd }; 16 bytes (the cgroup member's size).
+    let info: [u32; 4] = match filter {
+        Filter::Leader => [pid, 0, 0, 0],
+        Filter::Process => [0, pid, 0, 0],
+    };
+    // The BPF_LINK_CREATE member of union bpf_attr: prog_fd, target_fd, attach_type, flags,
+    // iter_info (aligned u64), iter_info_len.
+    #[repr(C, align(8))]
+    struct LinkCreate {
+        prog_fd: u32,
+        target_fd: u32,
+        attach_type: u32,
+        flags: u32,
+        iter_info: u64,
+        iter_info_len: u32,
+        pad: u32,
+    }
+    let attr = LinkCreate {
+        prog_fd: program.as_raw_fd() as u32,
+        target_fd: 0,
+        attach_type: BPF_TRACE_ITER,
+        flags: 0,
+        iter_info: info.as_ptr() as u64,
+        iter_info_len: std::mem::size_of_val(&info) as u32,
+        pad: 0,
+    };
+    // The kernel copies `info` (pointed to by `attr`) before the call returns.
+    let link = bpf_fd(BPF_LINK_CREATE, &attr).map_err(|err| {
+        Error::TaskIterUnavailable(match err.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                format!("creating a task iterator link refused ({PRIVILEGE})")
+            }
+            Some(libc::EINVAL) | Some(libc::E2BIG) => format!(
+                "this kernel cannot limit a task iterator to one process (Linux >= 6.1): {err}"
+            ),
+            Some(libc::ESRCH) | Some(libc::ENOENT) => format!("no process {pid}: {err}"),
+            _ => format!("creating a task iterator link: {err}"),
+        })
+    })?;
+    Ok(link)
 }
 
 /// `bpf(cmd, attr, sizeof attr)` for a command that returns a new fd.
@@ -341,291 +518,76 @@ pub(crate) fn verifier_summary(err: &aya::programs::ProgramError) -> String {
     chain(err)
 }
 
-/// The iterator link of one process; each [`ProcessThreads::read`] walks its threads once.
+/// The iterator link of one process; each [`ProcessThreads::visit`] walks its threads once.
 #[derive(Debug)]
 pub struct ProcessThreads {
+    pid: i32,
+    /// The group walk's link (with `per_thread` set), else the per-thread program's.
     link: OwnedFd,
+    /// The per-thread program, for a group too large for one walk.
+    per_thread: Option<Arc<OwnedFd>>,
+    /// Its link, made the first time the group was too large; from then on this process is asked per
+    /// thread (a process that large rarely shrinks, and the per-thread answer is as good, only dearer).
+    per_thread_link: Option<OwnedFd>,
 }
 
 impl ProcessThreads {
-    /// One pass over the process's threads into `buf` (cleared first); parse with [`parse_records`].
-    /// A process that has exited reads as no records.
+    /// Whether this process is asked by the group walk.
+    pub fn walks_group(&self) -> bool {
+        self.per_thread.is_some() && self.per_thread_link.is_none()
+    }
+
+    /// The raw bytes of one pass of this process's link (cleared first): a group walk's answer
+    /// ([`parse_group`]) while [`ProcessThreads::walks_group`], else per-thread records
+    /// ([`parse_records`]). A process that has exited reads as no records (per thread) or as a walk of
+    /// no thread.
     pub fn read(&self, buf: &mut Vec<u8>) -> Result<()> {
-        buf.clear();
-        #[repr(C)]
-        struct IterCreate {
-            link_fd: u32,
-            flags: u32,
+        read_link(self.per_thread_link.as_ref().unwrap_or(&self.link), buf)
+    }
+
+    /// One pass over the process's threads, each handed to `each` once the whole answer has been read
+    /// and checked (an error hands out none). `buf` is scratch space kept by the caller.
+    pub fn visit(&mut self, buf: &mut Vec<u8>, mut each: impl FnMut(ThreadRecord)) -> Result<()> {
+        if let (Some(program), None) = (&self.per_thread, &self.per_thread_link) {
+            read_link(&self.link, buf)?;
+            match parse_group(buf)? {
+                GroupAnswer::Threads(threads) => {
+                    threads.for_each(each);
+                    return Ok(());
+                }
+                GroupAnswer::TooMany => {
+                    self.per_thread_link = Some(link_create(program, self.pid, Filter::Process)?);
+                }
+            }
         }
-        let attr = IterCreate {
-            link_fd: self.link.as_raw_fd() as u32,
-            flags: 0,
-        };
-        let mut file = File::from(bpf_fd(BPF_ITER_CREATE, &attr).map_err(|source| Error::Bpf {
-            what: "task iterator create",
-            source,
-        })?);
-        file.read_to_end(buf).map_err(|source| Error::Bpf {
-            what: "task iterator read",
-            source,
-        })?;
+        self.read(buf)?;
+        parse_records(buf)?.for_each(&mut each);
         Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(tid: u32, tgid: u32, state: u32, exit_state: u32, nv: u64, niv: u64) -> Vec<u8> {
-        let mut r = Vec::new();
-        for w in [tid, tgid, state, exit_state] {
-            r.extend_from_slice(&w.to_le_bytes());
-        }
-        r.extend_from_slice(&nv.to_le_bytes());
-        r.extend_from_slice(&niv.to_le_bytes());
-        r
+/// One pass of an iterator link into `buf` (a fresh iterator per call).
+fn read_link(link: &OwnedFd, buf: &mut Vec<u8>) -> Result<()> {
+    buf.clear();
+    #[repr(C)]
+    struct IterCreate {
+        link_fd: u32,
+        flags: u32,
     }
-
-    #[test]
-    fn records_parse_and_sum_the_switch_counts() {
-        let mut bytes = record(10, 10, 0x1, 0, 5, 2);
-        bytes.extend(record(11, 10, 0x2, 0, 1, 0));
-        let records: Vec<_> = parse_records(&bytes).unwrap().collect();
-        assert_eq!(records.len(), 2);
-        assert_eq!(records[0].switches, 7);
-        assert_eq!((records[1].tid, records[1].tgid), (11, 10));
-        assert_eq!(records[1].letter(), 'D');
-        assert!(parse_records(&[]).unwrap().next().is_none());
-    }
-
-    #[test]
-    fn a_partial_record_is_an_error_not_a_short_answer() {
-        let mut bytes = record(10, 10, 1, 0, 0, 0);
-        bytes.pop();
-        assert!(parse_records(&bytes).is_err());
-        assert!(parse_records(&[0u8; 31]).is_err());
-    }
-
-    /// The letters of fs/proc/array.c's task_state_array for the bits include/linux/sched.h defines.
-    #[test]
-    fn state_bits_give_the_letters_stat_shows() {
-        let letter = |state, exit| ThreadRecord {
-            tid: 1,
-            tgid: 1,
-            state,
-            exit_state: exit,
-            switches: 0,
-        };
-        let cases = [
-            (0x0, 0, 'R', false),
-            (0x1, 0, 'S', true),
-            (0x2001, 0, 'S', true), // TASK_INTERRUPTIBLE | TASK_FREEZABLE (nanosleep)
-            (0x2, 0, 'D', false),
-            (0x102, 0, 'D', false), // TASK_KILLABLE
-            (0x402, 0, 'I', true),  // TASK_IDLE
-            (0x2402, 0, 'I', true),
-            (0x1000, 0, 'D', false), // TASK_RTLOCK_WAIT
-            (0x4, 0, 'T', false),
-            (0x8, 0, 't', false),
-            (0x0, 0x10, 'X', false),
-            (0x0, 0x20, 'Z', false),
-            (0x40, 0, 'P', false),
-            (0x8000, 0, 'R', false), // TASK_FROZEN alone: not a reported sleep, so read
-            (0x3, 0, 'D', false),    // two report bits: the highest wins, and it is not skipped
-        ];
-        for (state, exit, want, asleep) in cases {
-            let r = letter(state, exit);
-            assert_eq!(r.letter(), want, "state {state:#x} exit {exit:#x}");
-            assert_eq!(r.asleep(), asleep, "state {state:#x}");
-        }
-    }
-
-    /// The checked-in object was built from the checked-in source (gen_task_states.sh records the hash).
-    #[test]
-    fn the_object_matches_its_source() {
-        use std::fmt::Write;
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf");
-        let source = std::fs::read(dir.join("task_states.bpf.c")).unwrap();
-        let recorded =
-            std::fs::read_to_string(dir.join("task_states.bpf.o.source-sha256")).unwrap();
-        let digest = <sha2::Sha256 as sha2::Digest>::digest(&source);
-        let mut hex = String::new();
-        for b in digest {
-            write!(hex, "{b:02x}").unwrap();
-        }
-        assert_eq!(
-            recorded.trim(),
-            hex,
-            "task_states.bpf.c changed: run sh capture/bpf/gen_task_states.sh"
-        );
-    }
-
-    /// The loaded iterator, or None (skipped, with a line) when this machine cannot: not root and not
-    /// CI. As root or under CI a refusal is a failure.
-    fn load_for_test(test: &str) -> Option<TaskIter> {
-        match TaskIter::load() {
-            Ok(iter) => Some(iter),
-            Err(e) if !nix::unistd::Uid::effective().is_root() && !breadcrumb::in_ci() => {
-                eprintln!("skipping {test}: {e}");
-                None
-            }
-            Err(e) => panic!("{test}: the task iterator is unavailable as root: {e}"),
-        }
-    }
-
-    fn records_of(threads: &ProcessThreads) -> Vec<ThreadRecord> {
-        let mut buf = Vec::new();
-        threads.read(&mut buf).unwrap();
-        parse_records(&buf).unwrap().collect()
-    }
-
-    /// The real kernel: for threads of this process in known states (running, a parked sleeper, a thread
-    /// in D on a frozen ext4) the iterator's letters are the ones `/proc/<pid>/task/<tid>/stat` shows,
-    /// and a thread that wakes and sleeps again has a larger switch count.
-    #[test]
-    fn the_iterator_agrees_with_proc_including_a_real_d_thread() {
-        use crate::frozen_fs::{spawn_blocked_thread, wait_for_state, BlockingCall, FrozenFs};
-        use crate::ProcRoot;
-        use std::time::Duration;
-        let Some(iter) = load_for_test("the_iterator_agrees_with_proc_including_a_real_d_thread")
-        else {
-            return;
-        };
-        let Some(mut fs) =
-            FrozenFs::for_test("the_iterator_agrees_with_proc_including_a_real_d_thread")
-        else {
-            return;
-        };
-        let root = ProcRoot::default();
-        let me = std::process::id() as i32;
-        let running = nix::unistd::gettid().as_raw();
-
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let (wake_tx, wake_rx) = std::sync::mpsc::channel::<bool>();
-        let sleeper = std::thread::spawn(move || {
-            tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
-            while wake_rx.recv() == Ok(true) {}
-        });
-        let sleeper_tid = tid_rx.recv().unwrap();
-        wait_for_state(&root, me, sleeper_tid, 'S', Duration::from_secs(5)).unwrap();
-
-        let path = fs.create_file("victim", b"x").unwrap();
-        fs.freeze().unwrap();
-        let blocked = spawn_blocked_thread(&path, BlockingCall::Write, "iter-d-victim").unwrap();
-        wait_for_state(&root, me, blocked.tid, 'D', Duration::from_secs(10)).unwrap();
-
-        let threads = iter.watch(me).unwrap();
-        let records = records_of(&threads);
-        assert!(records.iter().all(|r| r.tgid == me), "only this process");
-        let find = |records: &[ThreadRecord], tid: i32| {
-            *records
-                .iter()
-                .find(|r| r.tid == tid)
-                .unwrap_or_else(|| panic!("tid {tid} missing from {records:?}"))
-        };
-        for (tid, want) in [(running, 'R'), (sleeper_tid, 'S'), (blocked.tid, 'D')] {
-            let seen = find(&records, tid);
-            let proc_state = root.read_task_stat(me, tid).unwrap().state;
-            assert_eq!(seen.letter(), want, "iterator, tid {tid}");
-            assert_eq!(proc_state, want, "/proc, tid {tid}");
-        }
-        assert!(find(&records, sleeper_tid).asleep());
-        assert!(!find(&records, blocked.tid).asleep());
-
-        // Unchanged while it sleeps; larger once it has run and slept again.
-        let before = find(&records, sleeper_tid).switches;
-        assert_eq!(find(&records_of(&threads), sleeper_tid).switches, before);
-        wake_tx.send(true).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let now = find(&records_of(&threads), sleeper_tid);
-            if now.switches > before && now.asleep() {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "{now:?} vs {before}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-
-        fs.thaw().unwrap();
-        blocked.join().unwrap();
-        drop(wake_tx);
-        sleeper.join().unwrap();
-    }
-
-    /// A damaged object (truncated, or not ELF) is an unavailability with a reason, never a panic.
-    #[test]
-    fn a_damaged_object_is_a_reason_not_a_panic() {
-        if load_for_test("a_damaged_object_is_a_reason_not_a_panic").is_none() {
-            return;
-        }
-        for damaged in [
-            &OBJECT[..OBJECT.len() / 2],
-            &OBJECT[..64],
-            &b"not an ELF object"[..],
-        ] {
-            match TaskIter::load_object(KERNEL_BTF, damaged) {
-                Err(Error::TaskIterUnavailable(why)) => {
-                    assert!(why.starts_with("loading the task iterator"), "{why}")
-                }
-                other => panic!("{other:?}"),
-            }
-        }
-    }
-
-    /// The fallbacks' reasons, for real: a kernel without BTF, and a program the verifier refuses (the
-    /// same source built without its NULL check by gen_task_states.sh).
-    #[test]
-    fn no_btf_and_a_verifier_refusal_are_reasons() {
-        if load_for_test("no_btf_and_a_verifier_refusal_are_reasons").is_none() {
-            return;
-        }
-        match TaskIter::load_object("/nonexistent/btf/vmlinux", OBJECT) {
-            Err(Error::TaskIterUnavailable(why)) => {
-                assert!(why.starts_with("no kernel BTF at /nonexistent"), "{why}")
-            }
-            other => panic!("{other:?}"),
-        }
-        match TaskIter::load_object("/proc/self/stat", OBJECT) {
-            Err(Error::TaskIterUnavailable(why)) => {
-                assert!(why.starts_with("no kernel BTF"), "{why}")
-            }
-            other => panic!("{other:?}"),
-        }
-        static REFUSED: &[u8] = aya::include_bytes_aligned!("../bpf/task_states_refused.bpf.o");
-        match TaskIter::load_object(KERNEL_BTF, REFUSED) {
-            Err(Error::TaskIterUnavailable(why)) => {
-                assert!(
-                    why.starts_with("the kernel refused the task iterator: "),
-                    "{why}"
-                );
-                // The verifier's own words (the possibly-NULL task pointer), not just an errno.
-                assert!(
-                    why.contains("R1") || why.contains("invalid mem access"),
-                    "{why}"
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    /// A process that has exited reads as no records, not an error; a pid that never existed cannot
-    /// be watched.
-    #[test]
-    fn an_exited_process_reads_as_no_threads() {
-        let Some(iter) = load_for_test("an_exited_process_reads_as_no_threads") else {
-            return;
-        };
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let threads = iter.watch(child.id() as i32).unwrap();
-        assert_eq!(records_of(&threads).len(), 1);
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert_eq!(records_of(&threads).len(), 0);
-        assert!(iter.watch(0).is_err());
-        assert!(iter.watch(-5).is_err());
-    }
+    let attr = IterCreate {
+        link_fd: link.as_raw_fd() as u32,
+        flags: 0,
+    };
+    let mut file = File::from(bpf_fd(BPF_ITER_CREATE, &attr).map_err(|source| Error::Bpf {
+        what: "task iterator create",
+        source,
+    })?);
+    file.read_to_end(buf).map_err(|source| Error::Bpf {
+        what: "task iterator read",
+        source,
+    })?;
+    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -223,7 +223,9 @@ fn the_start_line_says_why_the_busy_shortcut_is_off() {
     let mut agent = Agent::start(dir.path(), &args, &[]);
     let log = agent.wait_log("started (pid", 1, Duration::from_secs(10));
     assert!(
-        log.contains("busy-process shortcut: on (BPF task iterator)"),
+        log.contains(
+            "busy-process shortcut: on (BPF task iterator, each process's threads walked in one call)"
+        ),
         "{log}"
     );
     agent.terminate();

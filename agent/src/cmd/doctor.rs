@@ -246,7 +246,7 @@ fn netlink_checks() -> Vec<Check> {
             ),
         },
         match capture::task_iter::TaskIter::load() {
-            Ok(_) => check("task-iter", Status::Ok, "BPF task iterator loaded: the agent skips the sleeping threads of busy processes that have not run since the last scan", ""),
+            Ok(iter) => check("task-iter", Status::Ok, format!("BPF task iterator loaded: the agent skips the sleeping threads of busy processes that have not run since the last scan ({})", if iter.walks_groups() { "each process's threads walked in one call, per thread above 2046 threads" } else { "asked per thread: this kernel refused the group walk" }), ""),
             Err(err) => check(
                 "task-iter",
                 Status::Warn,

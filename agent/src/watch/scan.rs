@@ -124,11 +124,17 @@ impl ThreadScanner {
             )
         } else {
             match TaskIter::load() {
-                Ok(iter) => (
-                    Some(iter),
-                    "on (BPF task iterator): sleepers that have not run since the last scan skipped"
-                        .to_string(),
-                ),
+                Ok(iter) => {
+                    let how = if iter.walks_groups() {
+                        "each process's threads walked in one call"
+                    } else {
+                        "asked per thread"
+                    };
+                    (
+                        Some(iter),
+                        format!("on (BPF task iterator, {how}): sleepers that have not run since the last scan skipped"),
+                    )
+                }
                 Err(err) => (
                     None,
                     format!("unavailable ({err}): sleepers' schedstat read every scan"),

@@ -341,3 +341,61 @@ fn sleeping_child() -> (std::process::Child, i32, ProcRoot) {
     crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(10)).unwrap();
     (child, pid, root)
 }
+
+/// The periodic re-listing is skipped only where the task iterator has just named exactly the threads
+/// held: without the iterator every RELIST_EVERY-th scan re-lists, and a thread created under the
+/// iterator is found (the counts differ) and read.
+#[test]
+fn the_periodic_relisting_is_spared_only_by_an_iterator_answer_naming_the_threads_held() {
+    let Some(iter) = task_iter_or_skip() else {
+        return;
+    };
+    let (mut child, pid, root) = sleeping_child();
+    let relisted = |scanner: &mut Scanner| {
+        (0..RELIST_EVERY)
+            .map(|_| scanner.scan().unwrap())
+            .filter(|s| s.relisted)
+            .count()
+    };
+    let mut plain = Scanner::new(&root, pid).unwrap();
+    plain.scan().unwrap();
+    assert_eq!(
+        relisted(&mut plain),
+        1,
+        "the safety net every {RELIST_EVERY} scans"
+    );
+
+    let mut iterated = Scanner::new(&root, pid).unwrap();
+    iterated.set_thread_iter(Some(iter.watch(pid).unwrap()));
+    iterated.scan().unwrap();
+    assert_eq!(
+        relisted(&mut iterated),
+        0,
+        "the iterator named the one thread held"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // This process, under the iterator: a new thread differs from the count held, so it is listed.
+    let me = std::process::id() as i32;
+    let mut scanner = Scanner::new(&root, me).unwrap();
+    scanner.set_thread_iter(Some(iter.watch(me).unwrap()));
+    scanner.scan().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+        let _ = rx.recv();
+    });
+    let tid = tid_rx.recv().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while scanner.sample(tid).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "thread {tid} never found"
+        );
+        scanner.scan().unwrap();
+    }
+    drop(tx);
+    h.join().unwrap();
+}
