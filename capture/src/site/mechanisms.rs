@@ -116,6 +116,15 @@ pub const MECHANISMS: &[Mechanism] = &[
         None,
         "vblank wait ({driver}): no vblank interrupt from the display",
     ),
+    // round 7: drivers/gpu/drm/drm_vblank_work.c: drm_vblank_work_flush waits (wait_event_lock_irq on
+    // vblank->work_wait_queue) until the vblank work has run, and it runs only once the vblank counter reaches
+    // the work's target: a pipe whose vblank interrupt never comes never runs it.
+    m(
+        "DRM vblank work",
+        &["drm_vblank_work_flush", "drm_vblank_work_flush_all"],
+        None,
+        "vblank work flush ({driver}): the vblank work has not run — no vblank interrupt from the display",
+    ),
     m(
         "virtqueue",
         &[
