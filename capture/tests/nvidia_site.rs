@@ -135,6 +135,28 @@ fn categories_from_the_public_reports() {
         site::nvidia::nvidia_site(&frames("[<0>] do_sys_poll+0x10/0x20\n")),
         None
     );
+    // Round 7: a compositor's modeset that took nvidia-modeset's lock (nvkms_ioctl_from_kapi_try_pmlock →
+    // nvKmsIoctl) and waits in the RM under nvkms_call_rm (the shape of open-gpu-kernel-modules #1289's and
+    // #1371's lock holders) holds that lock: its wait is the RM's, not the modeset lock. The proprietary
+    // module names no RM function, only the OS lock primitive.
+    let holder = "[<0>] os_acquire_rwlock_read+0x30/0x40 [nvidia]\n[<0>] _nv012345rm+0x10/0x20 [nvidia]\n[<0>] rm_kernel_rmapi_op+0x167/0x273 [nvidia]\n[<0>] nvkms_call_rm+0x4c/0x80 [nvidia_modeset]\n[<0>] _nv003168kms+0x42/0x50 [nvidia_modeset]\n[<0>] nvKmsIoctl+0xe4/0x1c0 [nvidia_modeset]\n[<0>] nvkms_ioctl_from_kapi_try_pmlock+0x4b/0x80 [nvidia_modeset]\n[<0>] ApplyModeSetConfig+0xc2b/0xe00 [nvidia_modeset]\n[<0>] nv_drm_atomic_commit+0x6a0/0xb20 [nvidia_drm]\n";
+    assert_eq!(
+        site::nvidia::nvidia_site(&frames(holder)),
+        Some(NvidiaWait::RmApiLockMode { write: false })
+    );
+    // Holding it and waiting for a DisplayPort AUX reply in a kernel completion: no NVIDIA category (the
+    // wait words say it), never the modeset lock.
+    let aux = "[<0>] wait_for_completion_timeout+0x1/0x2\n[<0>] _nv001234kms+0x10/0x20 [nvidia_modeset]\n[<0>] nvKmsIoctl+0xe4/0x1c0 [nvidia_modeset]\n[<0>] nvkms_ioctl_from_kapi_try_pmlock+0x4b/0x80 [nvidia_modeset]\n";
+    assert_ne!(
+        site::nvidia::nvidia_site(&frames(aux)),
+        Some(NvidiaWait::ModesetGlobalLock)
+    );
+    // Waiting for it: only the kernel's semaphore frames above the taker.
+    let waiter = "[<0>] __down+0x1/0x2\n[<0>] down+0x45/0x50\n[<0>] nvkms_ioctl_from_kapi_try_pmlock+0x36/0x80 [nvidia_modeset]\n[<0>] ApplyModeSetConfig+0xc7a/0xe00 [nvidia_modeset]\n";
+    assert_eq!(
+        site::nvidia::nvidia_site(&frames(waiter)),
+        Some(NvidiaWait::ModesetGlobalLock)
+    );
     assert_eq!(
         NvidiaWait::PinningUserPages { fault: true }.label(),
         "pinning user pages (page fault)"

@@ -419,6 +419,14 @@ const AWAITING_A_TRACE: &[&str] = &[
     // drivers/gpu/drm/drm_connector.c: mutex_lock(&dev->mode_config.mutex) around the connector probe;
     // the display hangs found wait in the probe's helpers or the driver instead.
     r#"lock taker "mode_config.mutex (DRM connector probing)" (drm_mode_getconnector)"#,
+    // round 7: drivers/gpu/drm/msm/disp/dpu1/dpu_encoder.c: dpu_encoder_helper_wait_for_irq's
+    // wait_event_timeout on the DPU interrupt's counter. The msm display hangs found (freedreno, postmarketOS,
+    // linux-msm, lore) are "frame done"/"vblank timeout" errors after the wait's timeout, not blocked tasks.
+    r#"mechanism "msm DPU commit done""#,
+    // drivers/gpu/drm/vc4/vc4_gem.c: vc4_wait_for_seqno on job_wait_queue until finished_seqno reaches the
+    // job's. Raspberry Pi GPU hangs found (raspberrypi/linux, firmware) are v3d scheduler timeouts or
+    // firmware mailbox waits, already covered.
+    r#"mechanism "vc4 seqno wait""#,
 ];
 
 /// Issue 38, part 5: the tables and the traces check each other. Every row of the tables (wait words,

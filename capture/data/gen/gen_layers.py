@@ -45,6 +45,9 @@ CURATED = [
     ("submit_bio", "block", "block"), ("elv_", "block", "block"),
     ("pci_", "pci", "drivers/pci"), ("pcie_", "pci", "drivers/pci"), ("pciehp_", "pciehp", "drivers/pci/hotplug"),
     ("clk_", "clk", "drivers/clk"), ("__clk_", "clk", "drivers/clk"),
+    # round 7: Qualcomm's MSM power manager (arch/arm/mach-msm/mpm*.c) is no part of the msm DRM driver that
+    # the `msm_` prefix names.
+    ("msm_mpm_", "msm_mpm", "arch/arm/mach-msm"),
     ("device_", "driver core", "drivers/base"), ("driver_", "driver core", "drivers/base"),
     ("bus_", "driver core", "drivers/base"), ("__device_", "driver core", "drivers/base"),
     ("really_probe", "driver core", "drivers/base"), ("rpm_", "runtime PM", "drivers/base/power"),

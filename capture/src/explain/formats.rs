@@ -5,7 +5,8 @@
 
 use std::borrow::Cow;
 
-/// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`).
+/// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`); also an
+/// Android kernel log's `[   79.822894 / 05-03 18:11:50.340]` (uptime / wall clock, round 7).
 fn strip_timestamp(s: &str) -> &str {
     let t = s.trim_start();
     let Some(rest) = t.strip_prefix('[') else {
@@ -22,7 +23,7 @@ fn strip_timestamp(s: &str) -> &str {
                 && rest[..end].bytes().any(|b| b.is_ascii_digit())
                 && rest[..end]
                     .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b" .:+-<>".contains(&b)) =>
+                    .all(|b| b.is_ascii_alphanumeric() || b" .:+-<>/".contains(&b)) =>
         {
             &rest[end + 1..]
         }
@@ -450,6 +451,11 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
             _ => break,
         }
     }
+    // scripts/decode_stacktrace.sh without offsets (LKP reports): `__schedule (kernel/sched/core.c:5318
+    // kernel/sched/core.c:6675)`, `ret_from_fork_asm (??:?)` → the name (round 7).
+    if let Some(head) = decoded_location_frame(s) {
+        return Cow::Owned(head.to_string());
+    }
     // `[<ffffffff88582f6d>] :jbd2:jbd2_journal_commit_transaction+0x191/0x1068`
     let body_at = if s.starts_with("[<") {
         s.find(']').map_or(0, |i| i + 1)
@@ -484,6 +490,29 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(line)
     }
+}
+
+/// A frame `name (loc …)` as decode_stacktrace.sh prints it when the trace has no offsets to keep, each `loc`
+/// a source location whose line may be unknown (`kernel/async.c:?`, `??:?`): its `name` (with a `? ` mark
+/// when it has one). One pass over the line's words.
+fn decoded_location_frame(s: &str) -> Option<&str> {
+    let inner = s.strip_suffix(')')?;
+    let (head, locs) = inner.split_once(" (")?;
+    let name = head.strip_prefix("? ").unwrap_or(head);
+    let located = |t: &str| {
+        t.rsplit_once(':').is_some_and(|(file, line)| {
+            let line_ok =
+                line == "?" || (!line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()));
+            let file_ok = file == "??"
+                || [".c", ".h", ".S", ".rs"]
+                    .iter()
+                    .any(|ext| file.ends_with(ext));
+            line_ok && file_ok
+        })
+    };
+    let mut words = locs.split_whitespace().peekable();
+    let any = words.peek().is_some();
+    (any && words.all(located) && bare_name(name) && !name.contains(' ')).then_some(head)
 }
 
 /// `kernel/sched/core.c:7322`, `fs/read_write.c:595:10`, `./include/linux/sched.h:12`.

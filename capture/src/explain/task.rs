@@ -191,6 +191,9 @@ impl Draft {
             || self.ppid == Some(2)
             || self.workqueue.is_some()
             || self.task.starts_with("kworker/")
+            // pid 1 before it execs init runs kernel_init with the idle task's comm (`swapper/0`); its parent
+            // is pid 0 (round 7).
+            || (self.ppid == Some(0) && self.task.starts_with("swapper"))
             || site::is_kernel_thread_stack(&stack);
         let unnamed = self.task.is_empty();
         let task = if unnamed {

@@ -116,6 +116,38 @@ pub const MECHANISMS: &[Mechanism] = &[
         None,
         "vblank wait ({driver}): no vblank interrupt from the display",
     ),
+    // round 7: drivers/gpu/drm/drm_vblank_work.c: drm_vblank_work_flush waits (wait_event_lock_irq on
+    // vblank->work_wait_queue) until the vblank work has run, and it runs only once the vblank counter reaches
+    // the work's target: a pipe whose vblank interrupt never comes never runs it.
+    m(
+        "DRM vblank work",
+        &["drm_vblank_work_flush", "drm_vblank_work_flush_all"],
+        None,
+        "vblank work flush ({driver}): the vblank work has not run — no vblank interrupt from the display",
+    ),
+    // round 7 (no public trace yet: AWAITING_A_TRACE in tests/traces.rs):
+    // drivers/gpu/drm/msm/disp/dpu1/dpu_encoder.c: dpu_encoder_helper_wait_for_irq waits through
+    // dpu_encoder_helper_wait_event_timeout (wait_event_timeout on wait_info->wq until *atomic_cnt is 0),
+    // and only the DPU interrupt's callback (vblank, ctl start, pingpong done, tx done) decrements it; the
+    // commit's wait for it is dpu_encoder_phys_{vid,cmd}_wait_for_commit_done under dpu_kms_wait_for_commit_done.
+    m(
+        "msm DPU commit done",
+        &[
+            "dpu_encoder_helper_wait_for_irq",
+            "dpu_encoder_helper_wait_event_timeout",
+        ],
+        None,
+        "display commit done ({driver}): the DPU has not raised its interrupt (vblank, ctl start, pingpong/tx done)",
+    ),
+    // drivers/gpu/drm/vc4/vc4_gem.c: vc4_wait_for_seqno sleeps on vc4->job_wait_queue until
+    // vc4->finished_seqno reaches the job's seqno; only the V3D's job-done interrupt (vc4_irq.c, through
+    // vc4_job_handle_completed's path) advances finished_seqno.
+    m(
+        "vc4 seqno wait",
+        &["vc4_wait_for_seqno"],
+        None,
+        "V3D job wait ({driver}): the GPU has not finished the job (finished_seqno below the job's seqno)",
+    ),
     m(
         "virtqueue",
         &[

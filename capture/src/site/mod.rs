@@ -577,11 +577,12 @@ pub fn classify_from(
     wchan: Option<&str>,
 ) -> Option<String> {
     let frames = past_switch_artifacts(frames);
-    let site = said_once(compose(origin, frames, wchan)?);
-    let said = |c: &str| site.contains(c) || (c == "mmap_lock wait" && site.contains("mmap_lock"));
     // Built-in code (no `[module]` tag anywhere): the modules its frames would have named, from the layer
-    // map (issue 38), name the category's driver; with no category, the layer it waits in is the category.
+    // map (issue 38), name the driver path (round 7: a built-in i915 reads as a modular one) and the
+    // category's driver; with no category, the layer it waits in is the category.
     let tagged = layers::tag_built_in(frames);
+    let site = said_once(compose(origin, frames, tagged.as_deref(), wchan)?);
+    let said = |c: &str| site.contains(c) || (c == "mmap_lock wait" && site.contains("mmap_lock"));
     let category = category(tagged.as_deref().unwrap_or(frames), wchan).or_else(|| {
         frames
             .iter()
@@ -613,7 +614,14 @@ fn said_once(site: String) -> String {
     }
 }
 
-fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
+/// `tagged`: the frames with the modules their built-in code would have named ([`layers::tag_built_in`]), for
+/// the driver path.
+fn compose(
+    origin: Origin<'_>,
+    frames: &[StackFrame],
+    tagged: Option<&[StackFrame]>,
+    wchan: Option<&str>,
+) -> Option<String> {
     let wait = wait_kind(frames, wchan);
     let tail = |s: String| match &wait {
         Some(w) if !s.ends_with(w.as_str()) => format!("{s} … {w}"),
@@ -662,9 +670,9 @@ fn compose(origin: Origin<'_>, frames: &[StackFrame], wchan: Option<&str>) -> Op
     }
 
     // 4. Inside a driver module.
-    if let Some(path) = driver_path(frames) {
+    if let Some(path) = driver_path(tagged.unwrap_or(frames)) {
         let mut words = path.words(entered.as_deref().unwrap_or("kernel"));
-        if let Some(f) = built_in_waiter(frames).filter(|f| !words.contains(f)) {
+        if let Some(f) = built_in_waiter(frames, tagged.is_some()).filter(|f| !words.contains(f)) {
             words.push_str(&format!(" → {f}"));
         }
         return Some(tail(words));
@@ -726,13 +734,34 @@ fn is_lock_api(name: &str) -> bool {
             || name.starts_with("lock_"))
 }
 
-/// The built-in lock taker that called the wait when it is inner to every module frame (a firmware mailbox's
-/// `rpi_firmware_property_list` under a hwmon driver's poll): the driver path names modules only, and the
-/// lock is that function's.
-fn built_in_waiter(frames: &[StackFrame]) -> Option<&str> {
+/// Waits whose words do not say what is awaited: the function that entered them does (which work a flush
+/// waits for, whose completion, which operation takes every modeset lock, which async work).
+const CALLER_NAMES_THE_WAIT: &[&str] = &[
+    "workqueue flush wait",
+    "completion wait",
+    "DRM modeset lock wait",
+    "async work wait",
+];
+
+/// The built-in function that called the wait when it is inner to every module frame: a lock taker (a
+/// firmware mailbox's `rpi_firmware_property_list` under a hwmon driver's poll: the lock is that function's),
+/// or — round 7 — the core function that entered a wait primitive on the driver's behalf (`drm_mode_rmfb`
+/// flushing its rmfb work, `drm_mode_obj_get_properties_ioctl` taking every modeset lock): what is waited
+/// for. The driver path names modules only. In a stack of built-in code (`built_in`: its path from the layer
+/// map), any core function that called the wait is named, as a core stack's site names it.
+fn built_in_waiter(frames: &[StackFrame], built_in: bool) -> Option<&str> {
     let name = waiter(frames)?;
     let frame = frames.iter().find(|f| base_name(&f.function) == name)?;
-    (frame.module.is_none() && rules::lock_taken_by(name).is_some()).then_some(name)
+    // The run of wait primitives at the top (`schedule_timeout` under `wait_for_common` under `__flush_work`):
+    // one of them a wait whose caller says what it waits for.
+    let entered_a_wait = frames
+        .iter()
+        .map(|f| base_name(&f.function))
+        .filter(|n| !SCHEDULER_FRAMES.contains(n))
+        .map_while(rules::wait_words)
+        .any(|w| CALLER_NAMES_THE_WAIT.contains(&w));
+    (frame.module.is_none() && (built_in || rules::lock_taken_by(name).is_some() || entered_a_wait))
+        .then_some(name)
 }
 
 /// "process exit → __fput → nvidia_uvm uvm_release": the driver's teardown function, not the framework's

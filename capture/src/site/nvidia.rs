@@ -220,7 +220,7 @@ fn in_fault(frames: &[StackFrame]) -> bool {
 }
 
 fn first_match(frames: &[StackFrame], rules: &[NvidiaRule]) -> Option<NvidiaWait> {
-    frames.iter().find_map(|frame| {
+    frames.iter().enumerate().find_map(|(i, frame)| {
         let name = base_name(&frame.function);
         rules
             .iter()
@@ -229,7 +229,17 @@ fn first_match(frames: &[StackFrame], rules: &[NvidiaRule]) -> Option<NvidiaWait
                     && r.module.is_none_or(|m| frame.module.as_deref() == Some(m))
             })
             .map(|r| r.wait)
+            .filter(|&w| w != NvidiaWait::ModesetGlobalLock || !holds_modeset_lock(&frames[..i]))
     })
+}
+
+/// Whether a thread in `nvkms_ioctl_from_kapi*`/`nvkms_ioctl*` holds nvidia-modeset's lock rather than waits
+/// for it (round 7): those functions take it (`down(&nvkms_lock)`, the PM lock's `down_read`) and then call
+/// into nvidia-modeset (`nvKmsIoctl` → … → `nvkms_call_rm` into the RM): a driver frame inner to them means
+/// the lock was taken and the thread waits further in (the RM API lock, a GSP reply, a DisplayPort AUX
+/// reply). Waiting for the lock, only the kernel's semaphore primitives (no module) are above them.
+fn holds_modeset_lock(inner: &[StackFrame]) -> bool {
+    inner.iter().any(|f| f.module.is_some())
 }
 
 /// The NVIDIA category of a stack: named functions first (innermost wins), then the lock primitives, then

@@ -488,4 +488,41 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "core dump wait",
         "its thread group's core dump (coredump_task_exit: the thread writing the core must finish)",
     ),
+    // --- round 7 (issue 38, GPU held-out) ---
+    // drivers/gpu/drm/amd/amdgpu/amdgpu_userq.c: amdgpu_userq_ensure_ev_fence (the user-queue signal/wait
+    // ioctls) takes the process's user-queue manager mutex, mutex_lock(&uq_mgr->userq_mutex), which the
+    // eviction-fence suspend worker holds while it waits for the queues' last fences.
+    t(
+        &["amdgpu_userq_ensure_ev_fence"],
+        "mutex wait",
+        "the user-queue manager's userq_mutex (amdgpu)",
+    ),
+    // drivers/gpu/drm/amd/amdgpu/amdgpu_mes.c: the MES register helpers send one misc op to the MES firmware
+    // under amdgpu_mes_lock(&adev->mes) (mutex_lock(&mes->mutex_hidden)); a request polling an MES that does
+    // not answer holds it.
+    t(
+        &[
+            "amdgpu_mes_reg_write_reg_wait",
+            "amdgpu_mes_reg_wait",
+            "amdgpu_mes_rreg",
+            "amdgpu_mes_wreg",
+        ],
+        "mutex wait",
+        "the MES lock (adev->mes.mutex_hidden: one request to the MES firmware at a time)",
+    ),
+    // drivers/hwmon/lm90.c: lm90_read (every sensor attribute, the thermal zone's poll through hwmon) takes the
+    // chip's mutex_lock(&data->update_lock) around the register update; a reader stuck on the I2C bus holds it.
+    t(
+        &["lm90_read"],
+        "mutex wait",
+        "the lm90 sensor's update_lock (hwmon)",
+    ),
+    // arch/arm/mach-msm/mpm-of.c: msm_mpm_work_fn is an endless work item that sleeps in
+    // wait_for_completion(&wake_wq) (uninterruptible) until the MPM wakeup interrupt completes it: its idle
+    // wait, which sysrq-w lists among the blocked tasks.
+    t(
+        &["msm_mpm_work_fn"],
+        "completion wait",
+        "the MPM wakeup completion (wake_wq: the worker's idle wait between MPM wakeups)",
+    ),
 ];
