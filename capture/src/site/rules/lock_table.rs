@@ -488,4 +488,24 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "core dump wait",
         "its thread group's core dump (coredump_task_exit: the thread writing the core must finish)",
     ),
+    // Round 8 (issue 38 held-out: non-GPU families).
+    // kernel/cgroup/cgroup.c: the cgroup_destroy worker offlining a killed css (css_killed_work_fn ->
+    // offline_css, which asserts cgroup_mutex held) takes cgroup_mutex around the whole offline walk.
+    t(&["css_killed_work_fn"], "mutex wait", "cgroup_mutex"),
+    // mm/truncate.c: truncation (inode eviction's truncate_inode_pages_final, truncate(2)) locks each page of
+    // the range (lock_page / folio_lock) to take it out of the page cache; a page under read I/O stays locked
+    // until the read completes, so the truncation waits for that I/O.
+    t(
+        &["truncate_inode_pages_range"],
+        "page lock wait",
+        "a page being truncated (locked until its read I/O completes)",
+    ),
+    // fs/ceph/caps.c: checking an inode's caps takes the MDS session's s_mutex (mutex_lock(&session->
+    // s_mutex)) before it sends a cap update; the messenger's dispatch worker blocks on it when a task
+    // holding it waits for a reply only that worker would handle.
+    t(
+        &["ceph_check_caps"],
+        "mutex wait",
+        "the MDS session's mutex (s_mutex, CephFS)",
+    ),
 ];

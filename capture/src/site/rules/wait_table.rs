@@ -568,4 +568,12 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["futex_wait_queue", "futex_wait_queue_me", "futex_wait"],
         "futex wait",
     ),
+    // Round 8 (issue 38 held-out: non-GPU families).
+    // fs/fs-writeback.c: a flusher or sync that finds an inode already under writeback (I_SYNC set by another
+    // writer) sleeps on the inode's __I_SYNC bit until that writeback ends (inode_sleep_on_writeback in
+    // wb_writeback; __inode_wait_for_writeback in writeback_single_inode for a data-integrity sync).
+    w(
+        &["inode_sleep_on_writeback", "__inode_wait_for_writeback"],
+        "inode writeback wait (another writeback of the inode is in progress)",
+    ),
 ];
