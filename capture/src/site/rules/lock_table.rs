@@ -500,6 +500,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "page lock wait",
         "a page being truncated (locked until its read I/O completes)",
     ),
+    // fs/file.c: read/write/getdents on a file shared by threads (FMODE_ATOMIC_POS) take the open file's
+    // position lock in __fdget_pos (mutex_lock(&file->f_pos_lock)), held by the thread already in the call.
+    t(
+        &["__fdget_pos", "fdget_pos"],
+        "mutex wait",
+        "the open file's position lock (f_pos_lock)",
+    ),
     // fs/ceph/caps.c: checking an inode's caps takes the MDS session's s_mutex (mutex_lock(&session->
     // s_mutex)) before it sends a cap update; the messenger's dispatch worker blocks on it when a task
     // holding it waits for a reply only that worker would handle.
