@@ -200,7 +200,10 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
     // fs/nfs/nfs4proc.c: an OPEN (CLOSE) reply whose stateid seqid is not the next one sleeps on the open
     // state's waitq for the reply in between (5 s at a time, killable, again and again): the server's order.
     c(
-        &["nfs_set_open_stateid_locked", "nfs4_refresh_open_old_stateid"],
+        &[
+            "nfs_set_open_stateid_locked",
+            "nfs4_refresh_open_old_stateid",
+        ],
         Layer::Filesystem,
         "NFS server wait",
     ),

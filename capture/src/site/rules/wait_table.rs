@@ -578,7 +578,10 @@ pub const WAIT_WORDS: &[WaitWord] = &[
     ),
     // fs/nfs/nfs4proc.c: the open state's waitq, for an earlier OPEN/CLOSE reply (see the NFS category row).
     w(
-        &["nfs_set_open_stateid_locked", "nfs4_refresh_open_old_stateid"],
+        &[
+            "nfs_set_open_stateid_locked",
+            "nfs4_refresh_open_old_stateid",
+        ],
         "NFSv4 open stateid wait (an earlier OPEN/CLOSE reply not yet processed)",
     ),
 ];
