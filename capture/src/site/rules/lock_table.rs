@@ -500,6 +500,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "page lock wait",
         "a page being truncated (locked until its read I/O completes)",
     ),
+    // mm/filemap.c: reading a page through the page cache (read_cache_page: a partition table, a symlink, a
+    // filesystem's metadata) waits for the page's read I/O to unlock it (wait_on_page_read / folio_lock).
+    t(
+        &["do_read_cache_page", "do_read_cache_folio"],
+        "page lock wait",
+        "a page being read (locked until its read I/O completes)",
+    ),
     // fs/file.c: read/write/getdents on a file shared by threads (FMODE_ATOMIC_POS) take the open file's
     // position lock in __fdget_pos (mutex_lock(&file->f_pos_lock)), held by the thread already in the call.
     t(
