@@ -91,15 +91,29 @@ fn kind(line: &str) -> Kind {
     }
 }
 
+/// The raw stack words old kernels print between the task line and `Call Trace:` (`ffff8804347f7c20
+/// 0000000000000046 …`).
+fn stack_words(m: &str) -> bool {
+    let mut words = 0;
+    for w in m.split_whitespace() {
+        if !(w.len() == 8 || w.len() == 16) || !w.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return false;
+        }
+        words += 1;
+    }
+    words >= 2
+}
+
 /// A line of a block's head as the kernel prints it above `Call Trace:` (below it, newest first): the task
-/// header lines, its workqueue, the taint and the hint to silence the detector. `Some(true)` for the
-/// `INFO: task` line, which is printed first and so read last.
+/// header lines, its workqueue, the raw stack words of old kernels, the taint and the hint to silence the
+/// detector. `Some(true)` for the `INFO: task` line, which is printed first and so read last.
 fn header_tail(line: &str) -> Option<bool> {
     let m = message(line).trim();
     if m.starts_with("INFO: task") && matches!(header(m), Some(Header::Task { .. })) {
         return Some(true);
     }
     let tail = m.is_empty()
+        || stack_words(m)
         || matches!(header(m), Some(Header::Task { .. }))
         || old_task_line(m).is_some()
         || m.starts_with("Workqueue:")
@@ -111,7 +125,8 @@ fn header_tail(line: &str) -> Option<bool> {
     tail.then_some(false)
 }
 
-/// The line after a reversed `Call Trace:`: a task header or its workqueue (the kernel prints them above).
+/// The line after a reversed `Call Trace:` (and an old kernel's raw stack words): a task header or its
+/// workqueue (the kernel prints them above).
 fn opens_head(line: &str) -> bool {
     let m = message(line).trim();
     matches!(header(m), Some(Header::Task { .. }))
@@ -123,10 +138,10 @@ fn opens_head(line: &str) -> bool {
 /// frames to the stack's bottom, then over what the kernel prints under a stack (guesses, registers) up to
 /// its `</TASK>`.
 fn block_start(text: &str, recent: &VecDeque<Range<usize>>) -> usize {
-    // The `Call Trace:` line, and the blank lines read after it.
+    // The `Call Trace:` line (blank lines and an old kernel's stack words were read after it).
     let trace = recent
         .iter()
-        .rposition(|r| !text[r.clone()].trim().is_empty())
+        .rposition(|r| kind(&text[r.clone()]) == Kind::CallTrace)
         .unwrap_or(0);
     let mut start = recent.get(trace).map_or(0, |r| r.start);
     let mut below_bottom = false;
@@ -140,7 +155,8 @@ fn block_start(text: &str, recent: &VecDeque<Range<usize>>) -> usize {
             }
             Kind::Marker | Kind::Frame { .. } if !below_bottom => true,
             Kind::Frame { guess: true, .. } | Kind::Register if below_bottom => true,
-            Kind::TaskEnd => {
+            // The newest line of a block that reached its bottom; before that, the end of a paste above.
+            Kind::TaskEnd if below_bottom => {
                 start = span.start;
                 break;
             }
@@ -176,7 +192,7 @@ pub(super) fn reversed_blocks(text: &str) -> Vec<Range<usize>> {
                 }
                 None => blocks.extend(head.take()),
             }
-        } else if pending && !line.trim().is_empty() {
+        } else if pending && !line.trim().is_empty() && !stack_words(message(line).trim()) {
             pending = false;
             if opens_head(line) && blocks.len() < MAX_TASKS {
                 let start = block_start(text, &recent);
@@ -335,6 +351,37 @@ Dec 07 18:00:01 host kernel:  </TASK>";
             "{got:?}"
         );
         assert!(got[2].1.as_deref().unwrap().contains("RTNL"), "{got:?}");
+    }
+
+    #[test]
+    fn an_old_kernels_block_newest_first_with_its_stack_words() {
+        // tcmu-runner#299: `> `-quoted journal lines, newest first, the task line and raw stack words of a
+        // 3.10 kernel between `Call Trace:` and `INFO: task`, the older block's last frame after it.
+        let log = include_str!(
+            "../../tests/data/traces/tcmu-runner-299-iscsi-trx-free-cmd-newest-first-journal-quoted.txt"
+        );
+        let body: String = log
+            .lines()
+            .filter(|l| !l.starts_with("# "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(super::reversed_blocks(&body).len(), 1);
+        let e = explain(body.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let t = &e.tasks[0];
+        assert_eq!(
+            (t.task.as_str(), t.pid, t.ppid),
+            ("iscsi_trx", Some(447348), Some(2))
+        );
+        let names: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "schedule_timeout",
+                "wait_for_completion",
+                "transport_generic_free_cmd"
+            ]
+        );
     }
 
     #[test]
