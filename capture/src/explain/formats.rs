@@ -392,6 +392,9 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     } else if let Some(rest) = s.strip_prefix("[]") {
         // The address lost in rendering: a web page or mail client took `<ffffffff81234567>` for a tag.
         s = rest.trim_start();
+    } else if let Some(rest) = split_address_rest(s) {
+        // The address split after `[<` by a web page (`[<` alone on the line above).
+        s = rest;
     }
     let guess = match s.strip_prefix("? ") {
         Some(rest) => {
@@ -405,6 +408,14 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     }
     let looks = s.contains("+0x") || msg.trim_start().starts_with("[<");
     (looks && !s.is_empty()).then_some((s, guess))
+}
+
+/// The rest of a frame whose `[<` a renderer left on the line above: `ffffffff810ee40c>] f+0x2fc/0x330` → what
+/// follows the address.
+fn split_address_rest(s: &str) -> Option<&str> {
+    let (address, rest) = s.split_once(">]")?;
+    let hex = address.len() >= 8 && address.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| rest.trim_start())
 }
 
 /// crash's `bt` (`#6 [ffffc90035ff7d18] kfd_ioctl_alloc_memory_of_gpu at ffffffffa062c9b5 [amdgpu]`), drgn-tools

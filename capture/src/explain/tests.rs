@@ -550,6 +550,24 @@ mod round8 {
     }
 
     #[test]
+    fn a_frame_whose_address_a_web_page_split_after_the_bracket() {
+        let log = "  [<\nffffffff810ee634>] synchronize_rcu_expedited+0x24/0x30\n  [<\n\
+                   ffffffff811ccf23>] bdi_unregister+0x53/0x290\n  [<\n\
+                   ffffffff810ad3dc>] kthread+0x12c/0x160\n  [<\nffffffffffffffff>] 0xffffffffffffffff\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let names: Vec<&str> = e.tasks[0]
+            .stack
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["synchronize_rcu_expedited", "bdi_unregister", "kthread"]
+        );
+    }
+
+    #[test]
     fn fragments_of_an_interleaved_copy_are_neither_headers_nor_frames() {
         // A serial console and its syslog copy interleaved mid-line (compute-image-packages#905).
         let log = r#"[34315.120624] INFO: task jbd2/sda1-8:161 blocked for more than 120 seconds.

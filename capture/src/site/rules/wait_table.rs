@@ -576,6 +576,16 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["inode_sleep_on_writeback", "__inode_wait_for_writeback"],
         "inode writeback wait (another writeback of the inode is in progress)",
     ),
+    // kernel/rcu/tree_exp.h (4.x-5.x): the expedited grace period's own waiter, static and often its own
+    // frame (`_synchronize_rcu_expedited.constprop.N`): it waits on the expedited wait queue for the
+    // grace period's work (rcu_exp_work, queued on a workqueue) to finish.
+    w(
+        &[
+            "_synchronize_rcu_expedited",
+            "synchronize_sched_expedited_wait",
+        ],
+        "RCU grace period wait",
+    ),
     // fs/nfs/nfs4proc.c: the open state's waitq, for an earlier OPEN/CLOSE reply (see the NFS category row).
     w(
         &[
