@@ -586,6 +586,18 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         ],
         "RCU grace period wait",
     ),
+    // kernel/kthread.c: kthread_stop wakes the thread and waits for it to exit (wait_for_completion on
+    // kthread->exited): a thread that never returns to its loop (blocked itself) holds its stopper.
+    w(
+        &["kthread_stop", "kthread_stop_put"],
+        "kernel thread stop wait (kthread_stop: the thread must exit)",
+    ),
+    // kernel/irq/manage.c: freeing or disabling an IRQ waits for its running handlers and threads
+    // (wait_event on desc->wait_for_threads until threads_active is 0): from inside one of them, forever.
+    w(
+        &["synchronize_irq", "__synchronize_irq"],
+        "IRQ thread wait (synchronize_irq: the IRQ's handlers and threads must finish)",
+    ),
     // fs/nfs/nfs4proc.c: the open state's waitq, for an earlier OPEN/CLOSE reply (see the NFS category row).
     w(
         &[
