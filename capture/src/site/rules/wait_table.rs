@@ -598,6 +598,12 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["synchronize_irq", "__synchronize_irq"],
         "IRQ thread wait (synchronize_irq: the IRQ's handlers and threads must finish)",
     ),
+    // drivers/mmc/core/core.c: a synchronous MMC/SD/SDIO request waits on the request's completion
+    // (wait_for_completion(&mrq->completion)), which only the host controller's done interrupt signals.
+    w(
+        &["mmc_wait_for_req_done"],
+        "MMC request wait (mmc_wait_for_req_done: the host controller has not completed it)",
+    ),
     // fs/nfs/nfs4proc.c: the open state's waitq, for an earlier OPEN/CLOSE reply (see the NFS category row).
     w(
         &[
