@@ -70,6 +70,8 @@ CURATED = [
     # bcachefs (in the tree since 6.7, after the 6.1 images above): its functions and its SIX locks.
     ("bch2_", "bcachefs", "fs/bcachefs"), ("__bch2_", "bcachefs", "fs/bcachefs"),
     ("six_lock_", "bcachefs", "fs/bcachefs"), ("__six_lock_", "bcachefs", "fs/bcachefs"),
+    # Round 8 (issue 38): block/genhd.c's disk registration, whose names begin with the driver core's prefix.
+    ("device_add_disk", "block", "block"), ("__device_add_disk", "block", "block"),
 ]
 
 

@@ -37,7 +37,10 @@ fn strip_timestamp(s: &str) -> &str {
 pub(super) fn intruding_stamp(line: &str) -> Option<usize> {
     let mut from = 1;
     while let Some(i) = line.get(from..)?.find('[').map(|i| i + from) {
-        let glued = line[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        // Glued to a word it cut (`sched[…`), or to a name or prefix cut at its separator: a comm
+        // (`INFO: task jbd2/[…`), a syslog prefix (`host kernel:[…`).
+        let glued = line[..i]
+            .ends_with(|c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | ':' | '-'));
         let stamp = line[i + 1..]
             .split_once(']')
             .map(|(inner, _)| inner.trim_start());
@@ -55,6 +58,16 @@ pub(super) fn intruding_stamp(line: &str) -> Option<usize> {
         from = i + 1;
     }
     None
+}
+
+/// Whether the head of a line an intruding stamp cut ([`intruding_stamp`]), when the next line does not
+/// continue it, is a line to read on its own: a whole frame (`…+0x9/0x10`, an arm `(fn) from` pair). Else it
+/// is a fragment of another copy of the log (a serial console and its syslog copy interleaved mid-line:
+/// `INFO: task jbd2/[34315.188943]  __rq_qos_throttle+0x23/0x30`, `A[34315.219259]  kjournald2+0xab/0x270`),
+/// whose words would read as a header or a frame.
+pub(super) fn head_reads_alone(head: &str) -> bool {
+    let m = message(head).trim();
+    m.contains("+0x") || (m.ends_with(')') && m.contains(" from "))
 }
 
 /// The message of a log line: without what log viewers and bug trackers put before it — a journal/syslog
@@ -78,6 +91,7 @@ pub(super) fn message(line: &str) -> &str {
         s = strip_quote(s);
         s = strip_emphasis(s);
         s = strip_iso_time(s);
+        s = strip_syslog_date(s);
         s = strip_kmsg_header(s);
         s = strip_printk_level(s);
         s = strip_level_word(s);
@@ -147,6 +161,36 @@ fn strip_iso_time(s: &str) -> &str {
     }
     let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
     &rest[end..]
+}
+
+/// `Aug 26 00:03:33 ` of a syslog line whose host and tag a console interleave cut off, before the kernel's
+/// `[seconds]` stamp: taken only when the stamp follows.
+fn strip_syslog_date(s: &str) -> &str {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let t = s.trim_start();
+    let Some(month) = t.get(..3).filter(|m| MONTHS.contains(m)) else {
+        return s;
+    };
+    let mut fields = t[month.len()..].split_whitespace();
+    let day = fields
+        .next()
+        .is_some_and(|d| d.len() <= 2 && d.bytes().all(|b| b.is_ascii_digit()));
+    let time = fields
+        .next()
+        .filter(|h| h.len() == 8 && h.bytes().filter(|&b| b == b':').count() == 2);
+    match time {
+        Some(h) if day => {
+            let rest = &t[t.find(h).map_or(t.len(), |i| i + h.len())..];
+            if rest.trim_start().starts_with('[') {
+                rest
+            } else {
+                s
+            }
+        }
+        _ => s,
+    }
 }
 
 /// `/dev/kmsg` as read raw: `LEVEL,SEQ,USEC,FLAGS[,…];message`.
@@ -349,6 +393,9 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     } else if let Some(rest) = s.strip_prefix("[]") {
         // The address lost in rendering: a web page or mail client took `<ffffffff81234567>` for a tag.
         s = rest.trim_start();
+    } else if let Some(rest) = split_address_rest(s) {
+        // The address split after `[<` by a web page (`[<` alone on the line above).
+        s = rest;
     }
     let guess = match s.strip_prefix("? ") {
         Some(rest) => {
@@ -362,6 +409,14 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     }
     let looks = s.contains("+0x") || msg.trim_start().starts_with("[<");
     (looks && !s.is_empty()).then_some((s, guess))
+}
+
+/// The rest of a frame whose `[<` a renderer left on the line above: `ffffffff810ee40c>] f+0x2fc/0x330` → what
+/// follows the address.
+fn split_address_rest(s: &str) -> Option<&str> {
+    let (address, rest) = s.split_once(">]")?;
+    let hex = address.len() >= 8 && address.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| rest.trim_start())
 }
 
 /// crash's `bt` (`#6 [ffffc90035ff7d18] kfd_ioctl_alloc_memory_of_gpu at ffffffffa062c9b5 [amdgpu]`), drgn-tools
@@ -389,6 +444,27 @@ pub(super) fn crash_frame(msg: &str) -> Option<String> {
     let addressed = rest.starts_with('[');
     if addressed {
         rest = rest.split_once("] ")?.1.trim_start();
+    }
+    if addressed {
+        // crash's `bt` of a 32-bit arm vmcore: `#3 [<c013c570>] (wait_rcu_gp) from [<c014407c>]`, the function
+        // in parentheses as the arm unwinder prints it (a module's with its tag: `(fn [mod])`), the caller's
+        // return address after `from` (cut off at the end of a mail line: `(worker_thread) from`).
+        if let Some(inner) = rest.strip_prefix('(') {
+            let (inner, after) = inner.split_once(')')?;
+            let after = after.trim();
+            if !(after.is_empty() || after.starts_with("from")) {
+                return None;
+            }
+            let mut tokens = inner.split_whitespace();
+            let function = tokens.next()?;
+            if !bare_name(function) {
+                return None;
+            }
+            return Some(match tokens.find(|t| is_module_token(t)) {
+                Some(m) => format!("{function} {m}"),
+                None => function.to_string(),
+            });
+        }
     }
     let mut tokens = rest.split_whitespace();
     let function = tokens.next()?;

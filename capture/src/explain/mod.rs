@@ -13,11 +13,13 @@
 //! bounds and the draft a task is read into (an [`ExplainedTask`], from `crate::explained_task`); [`clean`]
 //! turns the frames read into the task's stack as `/proc/<tid>/stack` would show it (no `?` guesses,
 //! scheduler or wait-queue frames, function pointers, or an interrupt's frames); this module is the public
-//! API. A frame that does not parse (a demangled C++ name with spaces) is skipped and noted.
+//! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order. A frame
+//! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
 mod formats;
 mod reader;
+mod reversed;
 mod task;
 
 use serde::Serialize;
@@ -79,7 +81,9 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
     let mut long_lines = 0usize;
     // The head of a line another printk broke into, and the intruding message.
     let mut broken: Option<(&str, &str)> = None;
-    for line in text.split('\n') {
+    // Newest-first blocks (`journalctl -r`) are read turned back, as the kernel printed them.
+    let reversed = reversed::reversed_blocks(&text);
+    for line in reversed::reading_order(&text, &reversed) {
         if line.len() > MAX_LINE {
             long_lines += 1;
             continue;
@@ -92,7 +96,9 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
                 reader.line(intruder);
                 continue;
             }
-            reader.line(head);
+            if formats::head_reads_alone(head) {
+                reader.line(head);
+            }
             reader.line(intruder);
         }
         match formats::intruding_stamp(line) {
@@ -101,7 +107,9 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
         }
     }
     if let Some((head, intruder)) = broken {
-        reader.line(head);
+        if formats::head_reads_alone(head) {
+            reader.line(head);
+        }
         reader.line(intruder);
     }
     reader.finish_draft();

@@ -516,3 +516,110 @@ fn one_line_call_chains_and_cut_source_paths() {
         t.site
     );
 }
+
+/// Round 8 of issue 38's held-out traces: crash `bt` of a 32-bit arm vmcore, and a serial console interleaved
+/// with its syslog copy mid-line.
+mod round8 {
+    use super::*;
+
+    #[test]
+    fn crash_bt_of_an_arm_vmcore_names_the_functions_in_parentheses() {
+        let log = "PID: 202 TASK: edcd2a00 CPU: 4 COMMAND: \"kworker/u16:4\"\n\
+                   #0 [<c0a1f8c0>] (__schedule) from [<c0a1d054>]\n\
+                   #1 [<c0a1d054>] (schedule_timeout) from [<c0a1f018>]\n\
+                   #2 [<c0a1f018>] (wait_for_common) from [<c013c570>]\n\
+                   #3 [<c013c570>] (wait_rcu_gp) from [<c014407c>]\n\
+                   #4 [<c014407c>] (fuse_writepages [fuse]) from [<c06be62c>]\n\
+                   #5 [<c0139db0>] (worker_thread) from\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let t = &e.tasks[0];
+        assert_eq!(t.task, "kworker/u16:4");
+        let names: Vec<&str> = t.stack.iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "schedule_timeout",
+                "wait_for_common",
+                "wait_rcu_gp",
+                "fuse_writepages",
+                "worker_thread"
+            ]
+        );
+        assert_eq!(t.stack[3].module.as_deref(), Some("fuse"));
+    }
+
+    #[test]
+    fn a_frame_whose_address_a_web_page_split_after_the_bracket() {
+        let log = "  [<\nffffffff810ee634>] synchronize_rcu_expedited+0x24/0x30\n  [<\n\
+                   ffffffff811ccf23>] bdi_unregister+0x53/0x290\n  [<\n\
+                   ffffffff810ad3dc>] kthread+0x12c/0x160\n  [<\nffffffffffffffff>] 0xffffffffffffffff\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let names: Vec<&str> = e.tasks[0]
+            .stack
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["synchronize_rcu_expedited", "bdi_unregister", "kthread"]
+        );
+    }
+
+    #[test]
+    fn fragments_of_an_interleaved_copy_are_neither_headers_nor_frames() {
+        // A serial console and its syslog copy interleaved mid-line (compute-image-packages#905).
+        let log = r#"[34315.120624] INFO: task jbd2/sda1-8:161 blocked for more than 120 seconds.
+[34315.127680]       Not tainted 5.10.0-8-cloud-amd64 #1 Debian 5.10.46-4
+[34315.134361] "echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.
+[34315.142345] task:jbd2/sda1-8     state:D stack:    0 pid:  161 ppid:     2 flags:0x00004000
+[34315.151697] Call Trace:
+[34315.154331]  __schedule+0x282/0x870
+Aug 26 00:03:33 [34315.158202]  ? wbt_rqw_done+0xe0/0xe0
+[34315.163373]  schedule+0x46/0xb0
+uam-tv-1 kernel:[34315.166784]  io_schedule+0x42/0x70
+[34315.171934]  rq_qos_wait+0x106/0x170
+[34315.175916]  ? efi_partition+0x820/0x820
+ [34315.120624] [34315.180090]  ? wbt_cleanup_cb+0x20/0x20
+[34315.185551]  wbt_wait+0x9f/0x130
+INFO: task jbd2/[34315.188943]  __rq_qos_throttle+0x23/0x30
+[34315.194358]  blk_mq_submit_bio+0x124/0x520
+sda1-8:161 block[34315.198883]  submit_bio_noacct+0x3a9/0x420
+[34315.204478]  ? bio_add_page+0x62/0x90
+[34315.208277]  submit_bh_wbc+0x16a/0x190
+ed for more than[34315.212349]  jbd2_journal_commit_transaction+0x60a/0x1ad0
+ 120 seconds.
+A[34315.219259]  kjournald2+0xab/0x270
+[34315.224249]  ? add_wait_queue_exclusive+0x70/0x70
+[34315.229080]  ? load_superblock.part.0+0xb0/0xb0
+ug 26 00:03:33 u[34315.233732]  kthread+0x11b/0x140
+[34315.238805]  ? __kthread_bind_mask+0x60/0x60
+[34315.243209]  ret_from_fork+0x22/0x30
+"#;
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let names: Vec<&str> = e.tasks[0]
+            .stack
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "io_schedule",
+                "rq_qos_wait",
+                "wbt_wait",
+                "__rq_qos_throttle",
+                "blk_mq_submit_bio",
+                "submit_bio_noacct",
+                "submit_bh_wbc",
+                "jbd2_journal_commit_transaction",
+                "kjournald2",
+                "kthread",
+                "ret_from_fork"
+            ]
+        );
+        assert_eq!(e.tasks[0].task, "jbd2/sda1-8");
+    }
+}

@@ -358,6 +358,16 @@ pub const MECHANISMS: &[Mechanism] = &[
         None,
         "PCI: waits for config space access or a device to come back from reset",
     ),
+    // Round 8 (issue 38 held-out: non-GPU families).
+    m(
+        "SCSI target command free",
+        // drivers/target/target_core_transport.c: a fabric freeing a command with wait_for_tasks (a closing
+        // iSCSI connection) waits in target_wait_free_cmd (__transport_wait_for_tasks, inlined) for the
+        // command to stop, and for an aborted one on its free completion: both wait for the backend.
+        &["transport_generic_free_cmd", "target_wait_free_cmd"],
+        None,
+        "SCSI target (LIO) command drain: completion wait for in-flight commands the backend has not finished",
+    ),
 ];
 
 /// The mechanism a frame at `i` shows, given the frames inner to it (`frames[..i]`).

@@ -87,13 +87,21 @@ pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
     })
 }
 
-/// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork` and never came through a
-/// system call.
+/// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork`, or (a paste cut above them)
+/// in a thread function only `kthread()` runs (`irq_thread`, `worker_thread`, `kthread_worker_fn`,
+/// `smpboot_thread_fn`), and never came through a system call.
 pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
     let bottom = frames.iter().rev().take(4).any(|f| {
         matches!(
             base_name(&f.function),
-            "kthread" | "ret_from_fork" | "ret_from_fork_asm" | "kernel_thread_helper"
+            "kthread"
+                | "ret_from_fork"
+                | "ret_from_fork_asm"
+                | "kernel_thread_helper"
+                | "irq_thread"
+                | "worker_thread"
+                | "kthread_worker_fn"
+                | "smpboot_thread_fn"
         )
     });
     let from_user = frames.iter().any(|f| {

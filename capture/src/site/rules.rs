@@ -196,6 +196,17 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
         Layer::Memory,
         "memory reclaim",
     ),
+    // Round 8 (issue 38 held-out: non-GPU families).
+    // fs/nfs/nfs4proc.c: an OPEN (CLOSE) reply whose stateid seqid is not the next one sleeps on the open
+    // state's waitq for the reply in between (5 s at a time, killable, again and again): the server's order.
+    c(
+        &[
+            "nfs_set_open_stateid_locked",
+            "nfs4_refresh_open_old_stateid",
+        ],
+        Layer::Filesystem,
+        "NFS server wait",
+    ),
 ];
 
 /// Page-cache and journal throttles: a writer held back for the disk, not for a lock.

@@ -525,4 +525,38 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "completion wait",
         "the MPM wakeup completion (wake_wq: the worker's idle wait between MPM wakeups)",
     ),
+    // Round 8 (issue 38 held-out: non-GPU families).
+    // kernel/cgroup/cgroup.c: the cgroup_destroy worker offlining a killed css (css_killed_work_fn ->
+    // offline_css, which asserts cgroup_mutex held) takes cgroup_mutex around the whole offline walk.
+    t(&["css_killed_work_fn"], "mutex wait", "cgroup_mutex"),
+    // mm/truncate.c: truncation (inode eviction's truncate_inode_pages_final, truncate(2)) locks each page of
+    // the range (lock_page / folio_lock) to take it out of the page cache; a page under read I/O stays locked
+    // until the read completes, so the truncation waits for that I/O.
+    t(
+        &["truncate_inode_pages_range"],
+        "page lock wait",
+        "a page being truncated (locked until its read I/O completes)",
+    ),
+    // mm/filemap.c: reading a page through the page cache (read_cache_page: a partition table, a symlink, a
+    // filesystem's metadata) waits for the page's read I/O to unlock it (wait_on_page_read / folio_lock).
+    t(
+        &["do_read_cache_page", "do_read_cache_folio"],
+        "page lock wait",
+        "a page being read (locked until its read I/O completes)",
+    ),
+    // fs/file.c: read/write/getdents on a file shared by threads (FMODE_ATOMIC_POS) take the open file's
+    // position lock in __fdget_pos (mutex_lock(&file->f_pos_lock)), held by the thread already in the call.
+    t(
+        &["__fdget_pos", "fdget_pos"],
+        "mutex wait",
+        "the open file's position lock (f_pos_lock)",
+    ),
+    // fs/ceph/caps.c: checking an inode's caps takes the MDS session's s_mutex (mutex_lock(&session->
+    // s_mutex)) before it sends a cap update; the messenger's dispatch worker blocks on it when a task
+    // holding it waits for a reply only that worker would handle.
+    t(
+        &["ceph_check_caps"],
+        "mutex wait",
+        "the MDS session's mutex (s_mutex, CephFS)",
+    ),
 ];

@@ -568,4 +568,48 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["futex_wait_queue", "futex_wait_queue_me", "futex_wait"],
         "futex wait",
     ),
+    // Round 8 (issue 38 held-out: non-GPU families).
+    // fs/fs-writeback.c: a flusher or sync that finds an inode already under writeback (I_SYNC set by another
+    // writer) sleeps on the inode's __I_SYNC bit until that writeback ends (inode_sleep_on_writeback in
+    // wb_writeback; __inode_wait_for_writeback in writeback_single_inode for a data-integrity sync).
+    w(
+        &["inode_sleep_on_writeback", "__inode_wait_for_writeback"],
+        "inode writeback wait (another writeback of the inode is in progress)",
+    ),
+    // kernel/rcu/tree_exp.h (4.x-5.x): the expedited grace period's own waiter, static and often its own
+    // frame (`_synchronize_rcu_expedited.constprop.N`): it waits on the expedited wait queue for the
+    // grace period's work (rcu_exp_work, queued on a workqueue) to finish.
+    w(
+        &[
+            "_synchronize_rcu_expedited",
+            "synchronize_sched_expedited_wait",
+        ],
+        "RCU grace period wait",
+    ),
+    // kernel/kthread.c: kthread_stop wakes the thread and waits for it to exit (wait_for_completion on
+    // kthread->exited): a thread that never returns to its loop (blocked itself) holds its stopper.
+    w(
+        &["kthread_stop", "kthread_stop_put"],
+        "kernel thread stop wait (kthread_stop: the thread must exit)",
+    ),
+    // kernel/irq/manage.c: freeing or disabling an IRQ waits for its running handlers and threads
+    // (wait_event on desc->wait_for_threads until threads_active is 0): from inside one of them, forever.
+    w(
+        &["synchronize_irq", "__synchronize_irq"],
+        "IRQ thread wait (synchronize_irq: the IRQ's handlers and threads must finish)",
+    ),
+    // drivers/mmc/core/core.c: a synchronous MMC/SD/SDIO request waits on the request's completion
+    // (wait_for_completion(&mrq->completion)), which only the host controller's done interrupt signals.
+    w(
+        &["mmc_wait_for_req_done"],
+        "MMC request wait (mmc_wait_for_req_done: the host controller has not completed it)",
+    ),
+    // fs/nfs/nfs4proc.c: the open state's waitq, for an earlier OPEN/CLOSE reply (see the NFS category row).
+    w(
+        &[
+            "nfs_set_open_stateid_locked",
+            "nfs4_refresh_open_old_stateid",
+        ],
+        "NFSv4 open stateid wait (an earlier OPEN/CLOSE reply not yet processed)",
+    ),
 ];
