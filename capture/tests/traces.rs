@@ -446,6 +446,14 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "the vc4 HDMI encoder's mutex" (vc4_hdmi_connector_detect_ctx)"#,
     // from source: kernel-open/nvidia/nv.c (NVIDIA/open-gpu-kernel-modules)
     r#"lock taker "the NVIDIA device's ldata_lock" (find_minor)"#,
+    // from source: drivers/gpu/drm/amd/display/amdgpu_dm/amdgpu_dm.c
+    r#"lock taker "the amdgpu display core's dc_lock (or the connector's hpd_lock)" (handle_hpd_irq_helper)"#,
+    // from source: drivers/gpu/drm/i915/display/intel_display_power.c
+    r#"lock taker "i915 display power domains' lock" (intel_display_power_get)"#,
+    // from source: drivers/gpu/drm/i915/display/intel_psr.c
+    r#"lock taker "the PSR lock (intel_dp->psr.lock, i915)" (intel_psr_work)"#,
+    // from source: kernel-open/nvidia/nv.c (NVIDIA/open-gpu-kernel-modules)
+    r#"lock taker "the NVIDIA system PM lock (nv_system_pm_lock)" (nv_set_system_power_state)"#,
     // from source: drivers/gpu/drm/msm/disp/dpu1/dpu_encoder.c, dpu_encoder_phys_{vid,cmd}.c, mdp5_crtc.c
     r#"mechanism "display interrupt wait (msm)""#,
     // from source: drivers/gpu/drm/vc4/vc4_gem.c, drivers/gpu/drm/etnaviv/etnaviv_gpu.c
@@ -466,6 +474,10 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "nouveau display notifier poll""#,
     // from source: kernel-open/nvidia-drm/nvidia-drm-modeset.c (NVIDIA/open-gpu-kernel-modules)
     r#"mechanism "nvidia-drm flip event wait""#,
+    // from source: drivers/gpu/drm/msm/dsi/dsi_host.c
+    r#"mechanism "DSI command transfer (msm)""#,
+    // from source: drivers/gpu/drm/v3d/v3d_mmu.c, v3d_gem.c
+    r#"mechanism "v3d hardware idle/flush poll""#,
     // from source: kernel-open/common/nv-kthread-q.c (NVIDIA/open-gpu-kernel-modules)
     r#"mechanism "NVIDIA kthread queue flush""#,
 ];

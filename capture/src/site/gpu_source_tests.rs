@@ -334,6 +334,13 @@ fn i915_and_xe_guc_requests_wait_for_the_guc() {
         &["[GuC firmware reply (xe)"],
         &[],
     );
+    // Built in (no module tags): the driver comes from the function prefixes.
+    check(
+        I915_GUC_BUILTIN,
+        &["[GuC firmware reply (i915)"],
+        &["[GuC firmware reply (i915)"],
+        &[],
+    );
 }
 
 /// drivers/gpu/drm/xe/xe_exec.c: xe_exec_ioctl's down_read_interruptible(&vm->lock).
@@ -469,3 +476,176 @@ const I915_BO_RESV: &str = "__schedule < schedule < __ww_mutex_lock < ww_mutex_l
 
 /// DP MST link probing waiting for a LINK_ADDRESS sideband reply.
 const DP_MST: &str = "__schedule < schedule < schedule_timeout < drm_dp_mst_wait_tx_reply [drm_display_helper] < drm_dp_send_link_address [drm_display_helper] < drm_dp_check_and_send_link_address [drm_display_helper] < drm_dp_mst_link_probe_work [drm_display_helper] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// kernel-open/nvidia-modeset/nvidia-modeset-linux.c: nvkms_close_pm_locked waits for nvkms_lock (down), and
+/// after releasing it flushes the kthread queue: a waiter, then a flush (no longer the lock).
+#[test]
+fn nvidia_modeset_close_waits_for_the_lock_then_the_queue() {
+    check(
+        NVKMS_CLOSE_WAITER,
+        &["[nvidia-modeset global lock]"],
+        &["[nvidia-modeset global lock]"],
+        &[],
+    );
+    check(
+        NVKMS_CLOSE_FLUSH,
+        &["[kthread queue flush (nvidia_modeset)"],
+        &["[kthread queue flush (nvidia_modeset)"],
+        &["global lock"],
+    );
+}
+
+/// kernel-open/nvidia/nv.c: a system suspend's down_write(&nv_system_pm_lock).
+#[test]
+fn nvidia_system_suspend_waits_for_the_pm_lock() {
+    check(
+        NV_SYSTEM_PM,
+        &["rwsem wait (write) on the NVIDIA system PM lock"],
+        &["rwsem wait on the NVIDIA system PM lock"],
+        &[],
+    );
+}
+
+/// drivers/gpu/drm/msm/dsi/dsi_host.c (the panel's DCS command) and mdp5_crtc.c (the commit's flush wait).
+#[test]
+fn msm_dsi_command_and_mdp5_commit_wait_for_their_interrupts() {
+    check(
+        MSM_DSI,
+        &["[DSI command transfer (msm)"],
+        &["[DSI command transfer (msm)"],
+        &[],
+    );
+    check(
+        MSM_MDP5,
+        &["[display interrupt wait (msm)"],
+        &["[display interrupt wait (msm)"],
+        &[],
+    );
+}
+
+/// drivers/gpu/drm/v3d/v3d_mmu.c: the MMU TLB flush's register poll.
+#[test]
+fn v3d_mmu_flush_polls_the_gpu() {
+    check(
+        V3D_MMU_FLUSH,
+        &["[hardware poll (v3d)"],
+        &["[hardware poll (v3d)"],
+        &[],
+    );
+}
+
+/// drivers/gpu/drm/amd/display/amdgpu_dm/amdgpu_dm.c: a hotplug's link detection under dc_lock.
+#[test]
+fn amdgpu_dm_hotplug_waits_for_the_display_core_lock() {
+    check(
+        AMDGPU_DM_HPD,
+        &["mutex wait on the amdgpu display core's dc_lock"],
+        &["mutex wait on the amdgpu display core's dc_lock"],
+        &[],
+    );
+}
+
+/// drivers/gpu/drm/i915/display/intel_display_power.c and intel_psr.c; intel_guc_submission.c's idle wait.
+#[test]
+fn i915_display_power_psr_and_guc_idle() {
+    check(
+        I915_POWER,
+        &["mutex wait on i915 display power domains' lock"],
+        &["mutex wait on i915 display power domains' lock"],
+        &[],
+    );
+    check(
+        I915_PSR,
+        &["mutex wait on the PSR lock"],
+        &["mutex wait on the PSR lock"],
+        &[],
+    );
+    check(
+        I915_GUC_IDLE,
+        &["[GuC firmware reply (i915)"],
+        &["[GuC firmware reply (i915)"],
+        &[],
+    );
+}
+
+/// Waits the tables named before issue 38's GPU rows, from the same drivers' source: i915's commit fence wait
+/// (intel_display.c), amdgpu's fence drain at suspend (amdgpu_fence.c), panfrost's and lima's teardown of a
+/// context's scheduler entity, lima's BO wait; etnaviv's fence-number wait is the new seqno row.
+#[test]
+fn already_named_gpu_waits_and_etnaviv() {
+    check(
+        I915_COMMIT_FENCE,
+        &["[GPU fence wait (i915)]"],
+        &["[GPU fence wait (i915)]"],
+        &[],
+    );
+    check(
+        AMDGPU_FENCE_DRAIN,
+        &["[GPU fence wait (amdgpu)]"],
+        &["[GPU fence wait (amdgpu)]"],
+        &[],
+    );
+    check(
+        PANFROST_CLOSE,
+        &["[GPU scheduler entity drain (panfrost)"],
+        &["[GPU scheduler entity drain (panfrost)"],
+        &[],
+    );
+    check(
+        LIMA_WAIT,
+        &["[GPU fence wait (lima)]"],
+        &["[GPU fence wait (lima)]"],
+        &[],
+    );
+    check(
+        ETNAVIV_WAIT,
+        &["[GPU seqno wait (etnaviv)"],
+        &["[GPU seqno wait (etnaviv)"],
+        &[],
+    );
+}
+
+/// nvidia-drm's device teardown closing its NVKMS client: nvkms_close_pm_locked's down(&nvkms_lock).
+const NVKMS_CLOSE_WAITER: &str = "__schedule < schedule < schedule_timeout < __down_common < down < nvkms_close_pm_locked [nvidia_modeset] < nvkms_close_pm_unlocked [nvidia_modeset] < nvkms_close_from_kapi [nvidia_modeset] < nvKmsKapiFreeDevice [nvidia_modeset] < nv_drm_dev_unload [nvidia_drm] < nv_drm_remove [nvidia_drm] < nv_drm_remove_devices [nvidia_drm] < nv_drm_exit [nvidia_drm] < __do_sys_delete_module < do_syscall_64";
+
+/// The same close after nvKmsClose: the kthread queue's flush (nv_kthread_q_flush → wait_for_completion).
+const NVKMS_CLOSE_FLUSH: &str = "__schedule < schedule < schedule_timeout < __wait_for_common < wait_for_completion < nv_kthread_q_flush [nvidia_modeset] < nvkms_close_pm_locked [nvidia_modeset] < nvkms_close_pm_unlocked [nvidia_modeset] < nvkms_close_from_kapi [nvidia_modeset] < nvKmsKapiFreeDevice [nvidia_modeset] < nv_drm_dev_unload [nvidia_drm] < nv_drm_remove [nvidia_drm] < __do_sys_delete_module < do_syscall_64";
+
+/// A system suspend through the NVIDIA driver's PM callback: nv_set_system_power_state's down_write.
+const NV_SYSTEM_PM: &str = "__schedule < schedule < rwsem_down_write_slowpath < down_write < nv_set_system_power_state [nvidia] < nv_pmops_suspend [nvidia] < pci_pm_suspend < dpm_run_callback < __device_suspend < async_suspend < async_run_entry_fn < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// A DSI panel's DCS command: dsi_cmd_dma_tx waiting for the command DMA done interrupt.
+const MSM_DSI: &str = "__schedule < schedule < schedule_timeout < __wait_for_common < wait_for_completion_timeout < dsi_cmd_dma_tx [msm] < dsi_cmds2buf_tx [msm] < msm_dsi_host_cmd_tx [msm] < dsi_host_transfer [msm] < mipi_dsi_dcs_write_buffer [drm] < mipi_dsi_dcs_set_display_on [drm] < panel_prepare [panel_simple] < drm_panel_prepare [drm] < dsi_mgr_bridge_pre_enable [msm] < drm_atomic_bridge_chain_pre_enable [drm] < msm_atomic_commit_tail [msm] < commit_tail [drm_kms_helper] < commit_work [drm_kms_helper] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// An mdp5 commit: mdp5_crtc_wait_for_commit_done under msm_atomic_wait_for_commit_done.
+const MSM_MDP5: &str = "__schedule < schedule < schedule_timeout < mdp5_crtc_wait_for_commit_done [msm] < mdp5_kms_wait_for_commit_done [msm] < msm_atomic_wait_for_commit_done [msm] < msm_atomic_commit_tail [msm] < commit_tail [drm_kms_helper] < commit_work [drm_kms_helper] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// A v3d BO's unmap flushing the GPU MMU's TLB (v3d_mmu_flush_all's poll).
+const V3D_MMU_FLUSH: &str = "__schedule < schedule < schedule_hrtimeout_range < usleep_range_state < v3d_mmu_flush_all [v3d] < v3d_mmu_remove_ptes [v3d] < v3d_free_object [v3d] < drm_gem_object_free [drm] < drm_gem_object_handle_put_unlocked [drm] < drm_gem_object_release_handle [drm] < drm_gem_handle_delete [drm] < drm_gem_close_ioctl [drm] < drm_ioctl_kernel [drm] < drm_ioctl [drm] < __arm64_sys_ioctl < invoke_syscall < el0_svc_common < do_el0_svc < el0_svc";
+
+/// amdgpu's hotplug interrupt work: handle_hpd_irq_helper's mutex.
+const AMDGPU_DM_HPD: &str = "__schedule < schedule < __mutex_lock < mutex_lock < handle_hpd_irq_helper [amdgpu] < handle_hpd_irq [amdgpu] < dm_irq_work_func [amdgpu] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// i915's connector detect getting a display power domain.
+const I915_POWER: &str = "__schedule < schedule < __mutex_lock < mutex_lock < intel_display_power_get [i915] < intel_dp_detect [i915] < drm_helper_probe_detect_ctx [drm_kms_helper] < output_poll_execute [drm_kms_helper] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// i915's PSR work waiting for the PSR lock.
+const I915_PSR: &str = "__schedule < schedule < __mutex_lock < mutex_lock < intel_psr_work [i915] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// i915's GT suspend waiting for the GuC's outstanding replies (intel_guc_wait_for_idle).
+const I915_GUC_IDLE: &str = "__schedule < schedule < schedule_timeout < intel_guc_wait_for_pending_msg [i915] < intel_guc_wait_for_idle [i915] < intel_uc_suspend [i915] < intel_gt_suspend_prepare [i915] < i915_drm_prepare [i915] < pci_pm_prepare < dpm_prepare < dpm_suspend_start < suspend_devices_and_enter < pm_suspend < state_store < kernfs_fop_write_iter < vfs_write < ksys_write < do_syscall_64";
+
+/// i915's commit waiting for its planes' fences (intel_atomic_commit_fence_wait).
+const I915_COMMIT_FENCE: &str = "__schedule < schedule < intel_atomic_commit_fence_wait [i915] < intel_atomic_commit_tail [i915] < intel_atomic_commit_work [i915] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// amdgpu's suspend draining each ring's fences (amdgpu_fence_wait_empty → dma_fence_wait).
+const AMDGPU_FENCE_DRAIN: &str = "__schedule < schedule < schedule_timeout < dma_fence_default_wait < dma_fence_wait_timeout < amdgpu_fence_wait_empty [amdgpu] < amdgpu_fence_driver_hw_fini [amdgpu] < amdgpu_device_suspend [amdgpu] < amdgpu_pmops_suspend [amdgpu] < pci_pm_suspend < dpm_run_callback < __device_suspend < async_suspend < async_run_entry_fn < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// panfrost's file close destroying the context's scheduler entities.
+const PANFROST_CLOSE: &str = "__schedule < schedule < schedule_timeout < drm_sched_entity_flush [gpu_sched] < drm_sched_entity_destroy [gpu_sched] < panfrost_job_close [panfrost] < panfrost_postclose [panfrost] < drm_file_free [drm] < drm_release [drm] < __fput < task_work_run < do_exit < do_group_exit < __arm64_sys_exit_group < invoke_syscall < el0_svc_common < do_el0_svc < el0_svc";
+
+/// DRM_IOCTL_LIMA_GEM_WAIT: the BO's reservation fences.
+const LIMA_WAIT: &str = "__schedule < schedule < schedule_timeout < dma_fence_default_wait < dma_resv_wait_timeout < lima_gem_wait [lima] < lima_ioctl_gem_wait [lima] < drm_ioctl_kernel [drm] < drm_ioctl [drm] < __arm64_sys_ioctl < invoke_syscall < el0_svc_common < do_el0_svc < el0_svc";
+
+/// DRM_IOCTL_ETNAVIV_WAIT_FENCE: the GPU's completed fence number.
+const ETNAVIV_WAIT: &str = "__schedule < schedule < schedule_timeout < etnaviv_gpu_wait_fence_interruptible [etnaviv] < etnaviv_ioctl_wait_fence [etnaviv] < drm_ioctl_kernel [drm] < drm_ioctl [drm] < __arm64_sys_ioctl < invoke_syscall < el0_svc_common < do_el0_svc < el0_svc";

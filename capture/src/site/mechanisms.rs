@@ -355,6 +355,7 @@ pub const MECHANISMS: &[Mechanism] = &[
             "mdp5_crtc_wait_for_commit_done",
             "mdp5_crtc_wait_for_pp_done",
             "mdp5_crtc_wait_for_flush_done",
+            "msm_atomic_wait_for_commit_done",
         ],
         None,
         "display interrupt wait ({driver}): the display engine has not raised the encoder's vsync/pingpong-done interrupt",
@@ -411,7 +412,8 @@ pub const MECHANISMS: &[Mechanism] = &[
         // drivers/gpu/drm/i915/gt/uc/intel_guc_ct.c: ct_send writes the H2G request and
         // wait_for_ct_request_update sleeps (wait_for: usleep_range loop) until the GuC's G2H response
         // arrives; drivers/gpu/drm/xe/xe_guc_ct.c: guc_ct_send_recv sleeps on g2h_fence_wq (wait_event_timeout)
-        // for the reply, and on ct->wq for H2G space.
+        // for the reply, and on ct->wq for H2G space. intel_guc_submission.c: intel_guc_wait_for_idle waits
+        // (intel_guc_wait_for_pending_msg) until every outstanding G2H reply has arrived.
         &[
             "wait_for_ct_request_update",
             "intel_guc_ct_send",
@@ -421,6 +423,8 @@ pub const MECHANISMS: &[Mechanism] = &[
             "xe_guc_ct_send_recv_no_fail",
             "guc_ct_send_wait_for_retry",
             "xe_guc_mmio_send_recv",
+            "intel_guc_wait_for_pending_msg",
+            "intel_guc_wait_for_idle",
         ],
         None,
         "GuC firmware reply ({driver}): the GuC has not answered the host-to-GuC request",
@@ -429,7 +433,7 @@ pub const MECHANISMS: &[Mechanism] = &[
         "PSP command reply (amdgpu)",
         // drivers/gpu/drm/amd/amdgpu/amdgpu_psp.c: psp_cmd_submit_buf holds psp->mutex, rings the PSP's ring
         // and polls its fence buffer (usleep_range) until the Platform Security Processor firmware writes the
-        // command's fence; psp_wait_for polls a PSP register the same way.
+        // command's fence (the caller holds psp->mutex); psp_wait_for busy-polls a PSP register (udelay).
         &["psp_cmd_submit_buf", "psp_wait_for", "psp_wait_for_spirom_update"],
         None,
         "PSP command ({driver}): the Platform Security Processor firmware has not completed the command (or its holder keeps psp->mutex)",
@@ -487,6 +491,29 @@ pub const MECHANISMS: &[Mechanism] = &[
         &["nv_drm_atomic_commit"],
         None,
         "flip event wait ({driver}): nvidia-modeset has not reported the previous flip done",
+    ),
+    m(
+        "DSI command transfer (msm)",
+        // drivers/gpu/drm/msm/dsi/dsi_host.c: dsi_cmd_dma_tx triggers the command DMA and waits
+        // (wait_for_completion_timeout on dma_comp) for the DSI controller's CMD_DMA_DONE interrupt; a
+        // video-mode panel's command waits for the video engine's done interrupt first (dsi_wait4video_done).
+        &[
+            "dsi_cmd_dma_tx",
+            "dsi_cmds2buf_tx",
+            "msm_dsi_host_cmd_tx",
+            "dsi_wait4video_done",
+            "dsi_wait4video_eng_busy",
+        ],
+        None,
+        "DSI command transfer ({driver}): the DSI controller has not raised the command-DMA done interrupt",
+    ),
+    m(
+        "v3d hardware idle/flush poll",
+        // drivers/gpu/drm/v3d/v3d_mmu.c, v3d_gem.c: the MMU's TLB flush and the reset's AXI/GCA idle requests
+        // poll a register (wait_for: usleep_range) until the GPU acknowledges them.
+        &["v3d_mmu_flush_all", "v3d_idle_axi", "v3d_idle_gca"],
+        None,
+        "hardware poll ({driver}): the GPU has not acknowledged the MMU flush or idle request",
     ),
     m(
         "NVIDIA kthread queue flush",

@@ -190,6 +190,28 @@ pub const NAMED: &[NvidiaRule] = &[
         &["nvkms_ioctl_common", "nvkms_ioctl", "nvkms_unlocked_ioctl"],
         NvidiaWait::ModesetGlobalLock,
     ),
+    // GPU drivers from source (kernel-open/nvidia-modeset/nvidia-modeset-linux.c): the other entries that take
+    // nvkms_lock (down/down_interruptible) around core NVKMS — open and close (the file's and the kapi's),
+    // the kthread queue's timers, the backlight hooks, the procfs read, suspend and resume; a waiter or a
+    // holder as for the ioctl ([`nvkms_entry_wait`]).
+    r(
+        &[
+            "nvkms_open_common",
+            "nvkms_open_from_kapi",
+            "nvkms_open",
+            "nvkms_close_pm_locked",
+            "nvkms_close_pm_unlocked",
+            "nvkms_close_from_kapi",
+            "nvkms_close_popen",
+            "nvkms_kthread_q_callback",
+            "nvkms_update_backlight_status",
+            "nvkms_get_backlight_brightness",
+            "nv_procfs_read_nvkms_proc",
+            "nvkms_suspend",
+            "nvkms_resume",
+        ],
+        NvidiaWait::ModesetGlobalLock,
+    ),
     // GPU drivers from source (kernel-open/nvidia-modeset/nvidia-modeset-linux.c): nvkms_call_rm runs an RM
     // operation through nvidia.ko's rm_ops with nvkms_lock held (every core NVKMS call runs under it); the
     // RM's own wait, when a frame inner to it names one, is what it waits for.
@@ -295,10 +317,12 @@ pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
             other => other,
         });
     }
+    // nvkms_pm_lock's own helpers (nvkms_read_lock_pm_lock, nvkms_write_lock_pm_lock, …) when not inlined: a
+    // function that merely has `_pm_` in its name (nvkms_close_pm_locked) runs with the lock held.
     let pm = frames.iter().any(|f| {
         let n = base_name(&f.function);
         f.module.as_deref() == Some("nvidia_modeset")
-            && (n.contains("_pm_") || n.contains("PmLock"))
+            && (n.contains("lock_pm_lock") || n.contains("PmLock"))
     });
     if pm {
         return Some(NvidiaWait::ModesetPmSemaphore);

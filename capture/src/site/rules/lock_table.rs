@@ -483,7 +483,7 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
     // kernel/exit.c: an exiting thread whose group is dumping core sleeps in do_exit (coredump_task_exit,
     // inlined; exit_mm before 5.16) until the dumping thread has written the core. Not a lock: the dumper
     // must finish. (exit_mm's own mmap_lock wait shows its rwsem words, which this row does not take.)
-    // GPU drivers from source (issue 38): functions that take a driver lock first thing (the lock's slow
+    // GPU drivers from source (issue 38): functions that take a driver lock themselves (the lock's slow
     // path is hidden in `/proc/<tid>/stack`), each with its source file.
     // Buffer reservation: each driver's submit path locks its BOs' dma_resv ww_mutexes (i915
     // gem/i915_gem_object.h __i915_gem_object_lock, xe_bo.c xe_bo_lock, xe_vm.c xe_vm_lock, vc4_gem.c and
@@ -614,6 +614,44 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         ],
         "mutex wait",
         "the vc4 HDMI encoder's mutex",
+    ),
+    // drivers/gpu/drm/amd/display/amdgpu_dm/amdgpu_dm.c: a hotplug (HPD, HPD RX) takes the connector's
+    // hpd_lock, then dm.dc_lock around the link detection.
+    t(
+        &["handle_hpd_irq_helper", "handle_hpd_rx_irq", "dm_handle_hpd_rx_offload_work"],
+        "mutex wait",
+        "the amdgpu display core's dc_lock (or the connector's hpd_lock)",
+    ),
+    // drivers/gpu/drm/i915/i915_vma.c: unbinding a VMA takes its address space's vm->mutex (eviction, the
+    // shrinker, close).
+    t(
+        &["i915_vma_unbind", "i915_vma_unbind_async", "__i915_vma_unbind_async"],
+        "mutex wait",
+        "the i915 address space's vm->mutex",
+    ),
+    // drivers/gpu/drm/i915/display/intel_display_power.c: getting/putting a display power domain takes
+    // power_domains->lock.
+    t(
+        &[
+            "intel_display_power_get",
+            "intel_display_power_get_if_enabled",
+            "intel_display_power_put_async_work",
+            "intel_display_power_is_enabled",
+        ],
+        "mutex wait",
+        "i915 display power domains' lock",
+    ),
+    // drivers/gpu/drm/i915/display/intel_psr.c: the PSR work, flush and invalidate take intel_dp->psr.lock.
+    t(
+        &["intel_psr_work", "intel_psr_flush", "intel_psr_invalidate"],
+        "mutex wait",
+        "the PSR lock (intel_dp->psr.lock, i915)",
+    ),
+    // kernel-open/nvidia/nv.c: a system suspend/resume takes nv_system_pm_lock for write.
+    t(
+        &["nv_set_system_power_state"],
+        "rwsem wait",
+        "the NVIDIA system PM lock (nv_system_pm_lock)",
     ),
     // kernel-open/nvidia/nv.c: opening, suspending, resuming and removing an NVIDIA device take its
     // nvl->ldata_lock semaphore (find_minor returns with it held).
