@@ -478,6 +478,10 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "DSI command transfer (msm)""#,
     // from source: drivers/gpu/drm/v3d/v3d_mmu.c, v3d_gem.c
     r#"mechanism "v3d hardware idle/flush poll""#,
+    // from source: drivers/gpu/drm/drm_vblank_work.c, drivers/gpu/drm/i915/display/intel_display.c
+    r#"mechanism "DRM vblank work flush""#,
+    // from source: kernel-open/nvidia/nv.c, nv-linux.h (NVIDIA/open-gpu-kernel-modules)
+    r#"mechanism "NVIDIA deferred open""#,
     // from source: kernel-open/common/nv-kthread-q.c (NVIDIA/open-gpu-kernel-modules)
     r#"mechanism "NVIDIA kthread queue flush""#,
 ];

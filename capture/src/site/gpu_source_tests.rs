@@ -605,6 +605,30 @@ fn already_named_gpu_waits_and_etnaviv() {
     );
 }
 
+/// drivers/gpu/drm/drm_vblank_work.c under i915's commit; kernel-open/nvidia/nv.c's deferred close.
+#[test]
+fn vblank_work_flush_and_nvidia_deferred_open() {
+    check(
+        I915_VBLANK_WORK,
+        &["[vblank work flush (i915)"],
+        &["[vblank work flush (i915)"],
+        &[],
+    );
+    check(
+        NV_DEFERRED_CLOSE,
+        &["[deferred open (nvidia)"],
+        &["[deferred open (nvidia)"],
+        &["not visible"],
+    );
+}
+
+/// i915's commit tail flushing the CRTC's vblank workers (drm_vblank_work_flush_all).
+const I915_VBLANK_WORK: &str = "__schedule < schedule < drm_vblank_work_flush_all [drm] < intel_wait_for_vblank_workers [i915] < intel_atomic_commit_tail [i915] < intel_atomic_commit_work [i915] < process_one_work < worker_thread < kthread < ret_from_fork";
+
+/// The last close of a GPU's device file whose open has not completed: nvidia_close_deferred's
+/// nv_wait_open_complete (inlined) → wait_for_completion.
+const NV_DEFERRED_CLOSE: &str = "__schedule < schedule < schedule_timeout < __wait_for_common < wait_for_completion < nvidia_close_deferred [nvidia] < nvidia_close [nvidia] < __fput < task_work_run < do_exit < do_group_exit < get_signal < arch_do_signal_or_restart < syscall_exit_to_user_mode < do_syscall_64";
+
 /// nvidia-drm's device teardown closing its NVKMS client: nvkms_close_pm_locked's down(&nvkms_lock).
 const NVKMS_CLOSE_WAITER: &str = "__schedule < schedule < schedule_timeout < __down_common < down < nvkms_close_pm_locked [nvidia_modeset] < nvkms_close_pm_unlocked [nvidia_modeset] < nvkms_close_from_kapi [nvidia_modeset] < nvKmsKapiFreeDevice [nvidia_modeset] < nv_drm_dev_unload [nvidia_drm] < nv_drm_remove [nvidia_drm] < nv_drm_remove_devices [nvidia_drm] < nv_drm_exit [nvidia_drm] < __do_sys_delete_module < do_syscall_64";
 

@@ -516,6 +516,33 @@ pub const MECHANISMS: &[Mechanism] = &[
         "hardware poll ({driver}): the GPU has not acknowledged the MMU flush or idle request",
     ),
     m(
+        "DRM vblank work flush",
+        // drivers/gpu/drm/drm_vblank_work.c: drm_vblank_work_flush(_all) sleeps on the CRTC's work_wait_queue
+        // until the vblank works queued for the next vblank have run (the vblank interrupt schedules them);
+        // i915's commit flushes them (intel_wait_for_vblank_workers, display/intel_display.c).
+        &[
+            "drm_vblank_work_flush",
+            "drm_vblank_work_flush_all",
+            "intel_wait_for_vblank_workers",
+        ],
+        None,
+        "vblank work flush ({driver}): waits for work queued for the next vblank interrupt",
+    ),
+    m(
+        "NVIDIA deferred open",
+        // kernel-open/nvidia/nv.c, nv-linux.h: an open of a GPU's device file completes on the device's open_q
+        // kthread (nvidia_open_deferred); ioctl, mmap and the deferred close wait for it
+        // (nv_wait_open_complete*: wait_for_completion on nvlfp->open_complete), and nvidia_close_deferred
+        // then takes nv_system_pm_lock for read before the RM's close.
+        &[
+            "nv_wait_open_complete",
+            "nv_wait_open_complete_interruptible",
+            "nvidia_close_deferred",
+        ],
+        None,
+        "deferred open ({driver}): waits for the file's open to finish on the device's open_q kthread (then nv_system_pm_lock)",
+    ),
+    m(
         "NVIDIA kthread queue flush",
         // kernel-open/common/nv-kthread-q.c: nv_kthread_q_flush queues a flush item twice and waits
         // (wait_for_completion) until the queue's kthread has run every item before it.

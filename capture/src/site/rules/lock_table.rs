@@ -553,9 +553,10 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the KFD device queue manager's lock (dqm_lock)",
     ),
-    // drivers/gpu/drm/i915/gt/intel_reset.c: intel_gt_reset takes gt->reset.mutex (after the backoff SRCU).
+    // drivers/gpu/drm/i915/gt/intel_reset.c: intel_gt_reset takes gt->reset.mutex (after the backoff SRCU), as
+    // do wedging and unwedging the GT.
     t(
-        &["intel_gt_reset"],
+        &["intel_gt_reset", "intel_gt_set_wedged", "intel_gt_unset_wedged"],
         "mutex wait",
         "the GT's reset.mutex (i915 GPU reset)",
     ),
