@@ -454,6 +454,14 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "the PSR lock (intel_dp->psr.lock, i915)" (intel_psr_work)"#,
     // from source: kernel-open/nvidia/nv.c (NVIDIA/open-gpu-kernel-modules)
     r#"lock taker "the NVIDIA system PM lock (nv_system_pm_lock)" (nv_set_system_power_state)"#,
+    // from source: drivers/gpu/drm/drm_auth.c
+    r#"lock taker "dev->master_mutex (DRM master)" (drm_setmaster_ioctl)"#,
+    // from source: drivers/gpu/drm/drm_prime.c
+    r#"lock taker "the DRM file's prime.lock (or dev->object_name_lock)" (drm_gem_prime_fd_to_handle)"#,
+    // from source: drivers/gpu/drm/amd/amdgpu/amdgpu_gfx.c
+    r#"lock taker "amdgpu's gfx_off_mutex (GFXOFF)" (amdgpu_gfx_off_ctrl)"#,
+    // from source: drivers/gpu/drm/amd/amdgpu/mxgpu_ai.c, mxgpu_nv.c, mxgpu_vi.c
+    r#"mechanism "SR-IOV mailbox (amdgpu)""#,
     // from source: drivers/gpu/drm/msm/disp/dpu1/dpu_encoder.c, dpu_encoder_phys_{vid,cmd}.c, mdp5_crtc.c
     r#"mechanism "display interrupt wait (msm)""#,
     // from source: drivers/gpu/drm/vc4/vc4_gem.c, drivers/gpu/drm/etnaviv/etnaviv_gpu.c

@@ -622,6 +622,47 @@ fn vblank_work_flush_and_nvidia_deferred_open() {
     );
 }
 
+/// drivers/gpu/drm/drm_auth.c, drm_prime.c; amdgpu_gfx.c's GFXOFF mutex; mxgpu_nv.c's mailbox poll.
+#[test]
+fn drm_master_prime_gfxoff_and_sriov_mailbox() {
+    check(
+        DRM_SETMASTER,
+        &["mutex wait on dev->master_mutex (DRM master)"],
+        &["mutex wait on dev->master_mutex (DRM master)"],
+        &[],
+    );
+    check(
+        DRM_PRIME_IMPORT,
+        &["mutex wait on the DRM file's prime.lock"],
+        &["mutex wait on the DRM file's prime.lock"],
+        &[],
+    );
+    check(
+        AMDGPU_GFXOFF,
+        &["mutex wait on amdgpu's gfx_off_mutex"],
+        &["mutex wait on amdgpu's gfx_off_mutex"],
+        &[],
+    );
+    check(
+        AMDGPU_SRIOV,
+        &["[SR-IOV mailbox (amdgpu)"],
+        &["[SR-IOV mailbox (amdgpu)"],
+        &["not visible"],
+    );
+}
+
+/// A compositor taking DRM master (DRM_IOCTL_SET_MASTER).
+const DRM_SETMASTER: &str = "__schedule < schedule < __mutex_lock < mutex_lock < drm_setmaster_ioctl [drm] < drm_ioctl_kernel [drm] < drm_ioctl [drm] < __x64_sys_ioctl < do_syscall_64 < entry_SYSCALL_64_after_hwframe";
+
+/// DRM_IOCTL_PRIME_FD_TO_HANDLE through amdgpu.
+const DRM_PRIME_IMPORT: &str = "__schedule < schedule < __mutex_lock < mutex_lock < drm_gem_prime_fd_to_handle [drm] < drm_prime_fd_to_handle_ioctl [drm] < drm_ioctl_kernel [drm] < drm_ioctl [drm] < amdgpu_drm_ioctl [amdgpu] < __x64_sys_ioctl < do_syscall_64 < entry_SYSCALL_64_after_hwframe";
+
+/// Writing amdgpu's debugfs GFXOFF switch (amdgpu_gfx_off_ctrl's mutex).
+const AMDGPU_GFXOFF: &str = "__schedule < schedule < __mutex_lock < mutex_lock < amdgpu_gfx_off_ctrl [amdgpu] < amdgpu_debugfs_gfxoff_write [amdgpu] < full_proxy_write < vfs_write < ksys_write < do_syscall_64 < entry_SYSCALL_64_after_hwframe";
+
+/// An SR-IOV virtual function asking the host for full GPU access at init (xgpu_nv_poll_msg's msleep).
+const AMDGPU_SRIOV: &str = "__schedule < schedule < schedule_timeout < msleep < xgpu_nv_poll_msg [amdgpu] < xgpu_nv_send_access_requests [amdgpu] < xgpu_nv_request_full_gpu_access [amdgpu] < amdgpu_virt_request_full_gpu [amdgpu] < amdgpu_device_init [amdgpu] < amdgpu_driver_load_kms [amdgpu] < amdgpu_pci_probe [amdgpu] < local_pci_probe < work_for_cpu_fn < process_one_work < worker_thread < kthread < ret_from_fork";
+
 /// i915's commit tail flushing the CRTC's vblank workers (drm_vblank_work_flush_all).
 const I915_VBLANK_WORK: &str = "__schedule < schedule < drm_vblank_work_flush_all [drm] < intel_wait_for_vblank_workers [i915] < intel_atomic_commit_tail [i915] < intel_atomic_commit_work [i915] < process_one_work < worker_thread < kthread < ret_from_fork";
 

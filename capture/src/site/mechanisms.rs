@@ -439,6 +439,22 @@ pub const MECHANISMS: &[Mechanism] = &[
         "PSP command ({driver}): the Platform Security Processor firmware has not completed the command (or its holder keeps psp->mutex)",
     ),
     m(
+        "SR-IOV mailbox (amdgpu)",
+        // drivers/gpu/drm/amd/amdgpu/mxgpu_ai.c, mxgpu_nv.c, mxgpu_vi.c: a virtual function's request to the
+        // host (full GPU access, reset, init data) polls the mailbox (msleep) for the host driver's ack and
+        // answer.
+        &[
+            "xgpu_ai_poll_ack",
+            "xgpu_ai_poll_msg",
+            "xgpu_nv_poll_ack",
+            "xgpu_nv_poll_msg",
+            "xgpu_vi_poll_ack",
+            "xgpu_vi_poll_msg",
+        ],
+        None,
+        "SR-IOV mailbox ({driver}): the host's GPU driver (the hypervisor) has not answered the virtual function",
+    ),
+    m(
         "DP AUX transaction",
         // drivers/gpu/drm/i915/display/intel_dp_aux.c: intel_dp_aux_wait_done sleeps (wait_event_timeout on
         // the gmbus wait queue) for the AUX channel's done interrupt; drivers/gpu/drm/msm/dp/dp_aux.c:

@@ -654,6 +654,31 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait",
         "the NVIDIA system PM lock (nv_system_pm_lock)",
     ),
+    // drivers/gpu/drm/drm_auth.c: becoming or dropping DRM master (a compositor, a VT switch) and a file's
+    // open and release take dev->master_mutex.
+    t(
+        &[
+            "drm_setmaster_ioctl",
+            "drm_dropmaster_ioctl",
+            "drm_master_open",
+            "drm_master_release",
+        ],
+        "mutex wait",
+        "dev->master_mutex (DRM master)",
+    ),
+    // drivers/gpu/drm/drm_prime.c: importing or exporting a dma-buf takes the file's prime.lock (and the
+    // export dev->object_name_lock).
+    t(
+        &["drm_gem_prime_fd_to_handle", "drm_gem_prime_handle_to_fd"],
+        "mutex wait",
+        "the DRM file's prime.lock (or dev->object_name_lock)",
+    ),
+    // drivers/gpu/drm/amd/amdgpu/amdgpu_gfx.c: GFXOFF control takes adev->gfx.gfx_off_mutex.
+    t(
+        &["amdgpu_gfx_off_ctrl", "amdgpu_gfx_do_off_ctrl", "amdgpu_gfx_off_ctrl_immediate"],
+        "mutex wait",
+        "amdgpu's gfx_off_mutex (GFXOFF)",
+    ),
     // kernel-open/nvidia/nv.c: opening, suspending, resuming and removing an NVIDIA device take its
     // nvl->ldata_lock semaphore (find_minor returns with it held).
     t(
