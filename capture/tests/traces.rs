@@ -486,6 +486,8 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "DSI command transfer (msm)""#,
     // from source: drivers/gpu/drm/v3d/v3d_mmu.c, v3d_gem.c
     r#"mechanism "v3d hardware idle/flush poll""#,
+    // from source: drivers/gpu/drm/i915/intel_wakeref.c, gt/intel_gt_pm.h
+    r#"mechanism "i915 GT wakeref idle wait""#,
     // from source: drivers/gpu/drm/drm_vblank_work.c, drivers/gpu/drm/i915/display/intel_display.c
     r#"mechanism "DRM vblank work flush""#,
     // from source: kernel-open/nvidia/nv.c, nv-linux.h (NVIDIA/open-gpu-kernel-modules)

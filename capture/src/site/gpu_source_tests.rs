@@ -545,7 +545,8 @@ fn amdgpu_dm_hotplug_waits_for_the_display_core_lock() {
     );
 }
 
-/// drivers/gpu/drm/i915/display/intel_display_power.c and intel_psr.c; intel_guc_submission.c's idle wait.
+/// drivers/gpu/drm/i915/display/intel_display_power.c and intel_psr.c; intel_wakeref.c's GT idle wait;
+/// intel_guc_submission.c's idle wait.
 #[test]
 fn i915_display_power_psr_and_guc_idle() {
     check(
@@ -559,6 +560,12 @@ fn i915_display_power_psr_and_guc_idle() {
         &["mutex wait on the PSR lock"],
         &["mutex wait on the PSR lock"],
         &[],
+    );
+    check(
+        I915_GT_IDLE,
+        &["[GT idle wait (i915)"],
+        &["[GT idle wait (i915)"],
+        &["not visible"],
     );
     check(
         I915_GUC_IDLE,
@@ -699,6 +706,9 @@ const I915_PSR: &str = "__schedule < schedule < __mutex_lock < mutex_lock < inte
 
 /// i915's GT suspend waiting for the GuC's outstanding replies (intel_guc_wait_for_idle).
 const I915_GUC_IDLE: &str = "__schedule < schedule < schedule_timeout < intel_guc_wait_for_pending_msg [i915] < intel_guc_wait_for_idle [i915] < intel_uc_suspend [i915] < intel_gt_suspend_prepare [i915] < i915_drm_prepare [i915] < pci_pm_prepare < dpm_prepare < dpm_suspend_start < suspend_devices_and_enter < pm_suspend < state_store < kernfs_fop_write_iter < vfs_write < ksys_write < do_syscall_64";
+
+/// i915's suspend waiting for the GT to park (intel_gt_pm_wait_for_idle, inlined, → intel_wakeref_wait_for_idle).
+const I915_GT_IDLE: &str = "__schedule < schedule < intel_wakeref_wait_for_idle [i915] < intel_gt_suspend_late [i915] < i915_gem_suspend_late [i915] < i915_drm_suspend_late [i915] < pci_pm_suspend_late < dpm_run_callback < __device_suspend_late < async_suspend_late < async_run_entry_fn < process_one_work < worker_thread < kthread < ret_from_fork";
 
 /// i915's commit waiting for its planes' fences (intel_atomic_commit_fence_wait).
 const I915_COMMIT_FENCE: &str = "__schedule < schedule < intel_atomic_commit_fence_wait [i915] < intel_atomic_commit_tail [i915] < intel_atomic_commit_work [i915] < process_one_work < worker_thread < kthread < ret_from_fork";

@@ -349,6 +349,7 @@ pub const MECHANISMS: &[Mechanism] = &[
             "dpu_encoder_phys_cmd_wait_for_tx_complete",
             "_dpu_encoder_phys_cmd_wait_for_idle",
             "_dpu_encoder_phys_cmd_wait_for_ctl_start",
+            "dpu_encoder_phys_cmd_wait_for_vblank",
             "dpu_encoder_phys_wb_wait_for_commit_done",
             "dpu_kms_wait_for_commit_done",
             "dpu_kms_wait_flush",
@@ -530,6 +531,15 @@ pub const MECHANISMS: &[Mechanism] = &[
         &["v3d_mmu_flush_all", "v3d_idle_axi", "v3d_idle_gca"],
         None,
         "hardware poll ({driver}): the GPU has not acknowledged the MMU flush or idle request",
+    ),
+    m(
+        "i915 GT wakeref idle wait",
+        // drivers/gpu/drm/i915/intel_wakeref.c, gt/intel_gt_pm.h: suspend and driver unload wait
+        // (wait_var_event_killable in intel_wakeref_wait_for_idle) until the GT's wakeref drops: its requests
+        // retired and the GT parked.
+        &["intel_wakeref_wait_for_idle", "intel_gt_pm_wait_for_idle"],
+        None,
+        "GT idle wait ({driver}): the GT has not parked (its requests have not retired)",
     ),
     m(
         "DRM vblank work flush",
