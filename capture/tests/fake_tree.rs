@@ -303,7 +303,8 @@ fn h200_fixture_is_classified_by_stack_not_syscall() {
     let fx = h200();
     let expected = [
         "mprotect … do_mprotect_pkey (waits for mmap_lock)",
-        "process exit → __fput → nvidia_uvm uvm_release … nv_kthread_q_flush",
+        // Issue 38: the kthread queue flush mechanism (kernel-open/common/nv-kthread-q.c) names what it waits for.
+        "process exit → __fput → nvidia_uvm uvm_release … nv_kthread_q_flush [kthread queue flush (nvidia_uvm): waits for every item queued on the driver's nv_kthread_q to run]",
         "process exit → __fput → nvidia_uvm uvm_release … kthread_stop",
         "process exit → __fput → nvidia_uvm uvm_release … rcu_barrier",
     ];

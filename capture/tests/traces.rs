@@ -492,7 +492,8 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "DRM vblank work flush""#,
     // from source: kernel-open/nvidia/nv.c, nv-linux.h (NVIDIA/open-gpu-kernel-modules)
     r#"mechanism "NVIDIA deferred open""#,
-    // from source: kernel-open/common/nv-kthread-q.c (NVIDIA/open-gpu-kernel-modules)
+    // from source: kernel-open/common/nv-kthread-q.c (NVIDIA/open-gpu-kernel-modules); our own H200 recording
+    // shows it (tests/data/h200-nvidia-uvm-dstate.json, checked in fake_tree.rs), no public trace yet.
     r#"mechanism "NVIDIA kthread queue flush""#,
 ];
 

@@ -572,7 +572,8 @@ pub const MECHANISMS: &[Mechanism] = &[
         "NVIDIA kthread queue flush",
         // kernel-open/common/nv-kthread-q.c: nv_kthread_q_flush queues a flush item twice and waits
         // (wait_for_completion) until the queue's kthread has run every item before it.
-        &["nv_kthread_q_flush", "_raw_q_flush", "nv_kthread_q_stop"],
+        // (nv_kthread_q_stop flushes through it, then kthread_stop waits for the thread itself: not a flush.)
+        &["nv_kthread_q_flush", "_raw_q_flush"],
         None,
         "kthread queue flush ({driver}): waits for every item queued on the driver's nv_kthread_q to run",
     ),
