@@ -303,8 +303,10 @@ fn h200_fixture_is_classified_by_stack_not_syscall() {
     let fx = h200();
     let expected = [
         "mprotect … do_mprotect_pkey (waits for mmap_lock)",
-        "process exit → __fput → nvidia_uvm uvm_release … nv_kthread_q_flush",
-        "process exit → __fput → nvidia_uvm uvm_release … kthread_stop",
+        // Issue 38: the kthread queue flush mechanism (kernel-open/common/nv-kthread-q.c) names what it waits for.
+        "process exit → __fput → nvidia_uvm uvm_release … nv_kthread_q_flush [kthread queue flush (nvidia_uvm): waits for every item queued on the driver's nv_kthread_q to run]",
+        // Round 8: kthread_stop waits for the thread to exit (kernel/kthread.c), a wait with words now.
+        "process exit → __fput → nvidia_uvm uvm_release … kernel thread stop wait (kthread_stop: the thread must exit)",
         "process exit → __fput → nvidia_uvm uvm_release … rcu_barrier",
     ];
     assert_eq!(fx.threads.len(), expected.len());

@@ -206,3 +206,45 @@ fn recorded_ioctls_decode_the_same_from_host_and_container_paths() {
     }
     assert!(checked >= 15, "{checked}");
 }
+
+/// nvidia-modeset's nvkms_lock, holder or waiter (kernel-open/nvidia-modeset/nvidia-modeset-linux.c):
+/// `nvkms_ioctl_common` takes the lock (`down`) and runs the request under it, so an nvkms entry is the waiter
+/// only with the semaphore's primitives inner to it; a thread inner to it in `nvkms_call_rm` holds the lock and
+/// waits in the RM. Stacks built from the source's call chain, pasted as a hung-task dump through `explain`.
+#[test]
+fn nvkms_lock_holder_in_an_rm_call_is_not_its_waiter() {
+    let holder = "INFO: task kwin_wayland:1088 blocked for more than 122 seconds.\ntask:kwin_wayland state:D stack:0 pid:1088 ppid:1080 flags:0x00004002\nCall Trace:\n <TASK>\n __schedule+0x44e/0x1710\n schedule+0x27/0xd0\n rwsem_down_write_slowpath+0x2c3/0x6c0\n down_write+0x5c/0x70\n os_acquire_rwlock_write+0x38/0x60 [nvidia]\n _nv012345rm+0x1a0/0x2c0 [nvidia]\n rm_kernel_rmapi_op+0x64/0xb0 [nvidia]\n nvkms_call_rm+0x4e/0x80 [nvidia_modeset]\n _nv002345kms+0x74/0x90 [nvidia_modeset]\n nvkms_ioctl_common+0x4a/0xa0 [nvidia_modeset]\n nvkms_ioctl_from_kapi_try_pmlock+0x36/0x80 [nvidia_modeset]\n nv_drm_atomic_apply_modeset_config+0x6dc/0x780 [nvidia_drm]\n nv_drm_atomic_commit+0x1a0/0x300 [nvidia_drm]\n drm_atomic_commit+0xb0/0xe0 [drm]\n drm_mode_atomic_ioctl+0x9e6/0xc80 [drm]\n drm_ioctl_kernel+0xb2/0x110 [drm]\n drm_ioctl+0x2f1/0x4d0 [drm]\n __x64_sys_ioctl+0x97/0xd0\n do_syscall_64+0x5c/0x90\n entry_SYSCALL_64_after_hwframe+0x76/0x7e\n </TASK>\n";
+    let e = capture::explain::explain(holder.as_bytes()).unwrap();
+    let t = &e.tasks[0];
+    let site = t.site.as_deref().unwrap();
+    assert!(site.contains("[RM API lock (write)]"), "{site}");
+    assert!(!site.contains("global lock"), "{site}");
+    assert_eq!(
+        site::nvidia::nvidia_site(&t.stack),
+        Some(NvidiaWait::RmApiLockMode { write: true })
+    );
+    // With nothing the RM's frames name: the RM call, holding the lock.
+    let rm_call = frames("[<0>] _nv012345rm+0x10/0x20 [nvidia]\n[<0>] rm_kernel_rmapi_op+0x64/0xb0 [nvidia]\n[<0>] nvkms_call_rm+0x4e/0x80 [nvidia_modeset]\n[<0>] nvKmsIoctl+0x10/0x20 [nvidia_modeset]\n[<0>] nvkms_ioctl_from_kapi+0x36/0x80 [nvidia_modeset]\n");
+    assert_eq!(
+        site::nvidia::nvidia_site(&rm_call),
+        Some(NvidiaWait::ModesetRmCall)
+    );
+    assert_eq!(
+        NvidiaWait::ModesetRmCall.label(),
+        "nvidia-modeset RM call (holds the nvkms lock)"
+    );
+    // The waiter: the semaphore's primitives inner to the entry, or none (`/proc` omits `__down`); the PM
+    // lock's `down_read` (a kthread's nvkms_read_lock_pm_lock) is the PM semaphore.
+    for (stack, want) in [
+        ("[<0>] __down_common+0xe7/0x2c0\n[<0>] down+0x53/0x70\n[<0>] nvkms_ioctl_from_kapi_try_pmlock+0x4a/0xa0 [nvidia_modeset]\n", NvidiaWait::ModesetGlobalLock),
+        ("[<0>] nvkms_ioctl_from_kapi_try_pmlock+0x4a/0xa0 [nvidia_modeset]\n[<0>] nv_drm_atomic_check+0x220/0x270 [nvidia_drm]\n", NvidiaWait::ModesetGlobalLock),
+        ("[<0>] rwsem_down_read_slowpath+0x1/0x2\n[<0>] down_read+0x1/0x2\n[<0>] nvkms_ioctl_from_kapi+0x36/0x80 [nvidia_modeset]\n", NvidiaWait::ModesetPmSemaphore),
+        ("[<0>] __down_common+0xe7/0x2c0\n[<0>] down+0x53/0x70\n[<0>] nvkms_close_pm_locked+0x10/0x80 [nvidia_modeset]\n[<0>] nvkms_close_from_kapi+0x10/0x20 [nvidia_modeset]\n", NvidiaWait::ModesetGlobalLock),
+    ] {
+        assert_eq!(site::nvidia::nvidia_site(&frames(stack)), Some(want), "{stack}");
+    }
+    // After nvKmsClose, nvkms_close_pm_locked flushes the kthread queue without the lock: no nvkms lock wait
+    // (the kthread queue flush mechanism names it).
+    let flush = frames("[<0>] wait_for_completion+0x1/0x2\n[<0>] nv_kthread_q_flush+0x1/0x2 [nvidia_modeset]\n[<0>] nvkms_close_pm_locked+0x10/0x80 [nvidia_modeset]\n[<0>] nvkms_close_from_kapi+0x10/0x20 [nvidia_modeset]\n");
+    assert_eq!(site::nvidia::nvidia_site(&flush), None);
+}

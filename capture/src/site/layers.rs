@@ -65,15 +65,38 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
     if frames.is_empty() || frames.iter().any(|f| f.module.is_some()) {
         return None;
     }
+    // The GPU drivers the stack's own function names say (`xe_`, `intel_`, `amdgpu_`…): a GPU driver the map
+    // names against them is a driver newer than the map sharing another's static names (xe's `guc_ct_*`, which
+    // the 6.1 map knows as i915's), and such a frame is left untagged.
+    let named: Vec<&str> = frames
+        .iter()
+        .filter_map(|f| gpu_driver_by_prefix(super::frame_name::base_name(&f.function)))
+        .collect();
     let mut tagged = frames.to_vec();
     let mut any = false;
     for f in &mut tagged {
-        if let Some(l) = layer_of(super::frame_name::base_name(&f.function)).filter(|l| l.module) {
+        let Some(l) = layer_of(super::frame_name::base_name(&f.function)).filter(|l| l.module)
+        else {
+            continue;
+        };
+        let other_gpu_driver = !named.is_empty()
+            && !named.contains(&l.name)
+            && super::rules::GPU_DRIVER_PREFIXES
+                .iter()
+                .any(|(_, d)| *d == l.name);
+        if !other_gpu_driver {
             f.module = Some(l.name.to_string());
             any = true;
         }
     }
     any.then_some(tagged)
+}
+
+fn gpu_driver_by_prefix(function: &str) -> Option<&'static str> {
+    super::rules::GPU_DRIVER_PREFIXES
+        .iter()
+        .find(|(p, _)| function.starts_with(p))
+        .map(|(_, d)| *d)
 }
 
 /// The layer a stack that names no driver waits in: the innermost frame's with a layer that says more than

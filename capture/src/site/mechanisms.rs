@@ -121,32 +121,14 @@ pub const MECHANISMS: &[Mechanism] = &[
     // the work's target: a pipe whose vblank interrupt never comes never runs it.
     m(
         "DRM vblank work",
-        &["drm_vblank_work_flush", "drm_vblank_work_flush_all"],
-        None,
-        "vblank work flush ({driver}): the vblank work has not run — no vblank interrupt from the display",
-    ),
-    // round 7 (no public trace yet: AWAITING_A_TRACE in tests/traces.rs):
-    // drivers/gpu/drm/msm/disp/dpu1/dpu_encoder.c: dpu_encoder_helper_wait_for_irq waits through
-    // dpu_encoder_helper_wait_event_timeout (wait_event_timeout on wait_info->wq until *atomic_cnt is 0),
-    // and only the DPU interrupt's callback (vblank, ctl start, pingpong done, tx done) decrements it; the
-    // commit's wait for it is dpu_encoder_phys_{vid,cmd}_wait_for_commit_done under dpu_kms_wait_for_commit_done.
-    m(
-        "msm DPU commit done",
+        // i915's commit flushes them through intel_wait_for_vblank_workers (display/intel_display.c).
         &[
-            "dpu_encoder_helper_wait_for_irq",
-            "dpu_encoder_helper_wait_event_timeout",
+            "drm_vblank_work_flush",
+            "drm_vblank_work_flush_all",
+            "intel_wait_for_vblank_workers",
         ],
         None,
-        "display commit done ({driver}): the DPU has not raised its interrupt (vblank, ctl start, pingpong/tx done)",
-    ),
-    // drivers/gpu/drm/vc4/vc4_gem.c: vc4_wait_for_seqno sleeps on vc4->job_wait_queue until
-    // vc4->finished_seqno reaches the job's seqno; only the V3D's job-done interrupt (vc4_irq.c, through
-    // vc4_job_handle_completed's path) advances finished_seqno.
-    m(
-        "vc4 seqno wait",
-        &["vc4_wait_for_seqno"],
-        None,
-        "V3D job wait ({driver}): the GPU has not finished the job (finished_seqno below the job's seqno)",
+        "vblank work flush ({driver}): the vblank work has not run — no vblank interrupt from the display",
     ),
     m(
         "virtqueue",
@@ -367,6 +349,244 @@ pub const MECHANISMS: &[Mechanism] = &[
         &["transport_generic_free_cmd", "target_wait_free_cmd"],
         None,
         "SCSI target (LIO) command drain: completion wait for in-flight commands the backend has not finished",
+    ),
+    // GPU drivers from source (issue 38): each row's frames are the driver functions that sleep for the
+    // mechanism, read from the driver's source (the file is cited); the self-test lists them as awaiting a
+    // public trace.
+    m(
+        "display interrupt wait (msm)",
+        // drivers/gpu/drm/msm/disp/dpu1/dpu_encoder.c: dpu_encoder_helper_wait_for_irq sleeps
+        // (wait_event_timeout in dpu_encoder_helper_wait_event_timeout) until the encoder's vsync,
+        // pingpong-done or ctl-start interrupt bumps its counter; dpu_encoder_wait_for_event and the
+        // physical encoders' wait_for_commit_done/tx_complete (dpu_encoder_phys_{vid,cmd}.c) call it from
+        // msm_atomic_commit_tail's wait_flush/wait_for_commit_done. mdp5_crtc.c: the same wait for the
+        // CTL flush (wait_event_timeout on the vblank queue) and the pingpong-done completion.
+        &[
+            "dpu_encoder_helper_wait_for_irq",
+            "dpu_encoder_helper_wait_event_timeout",
+            "dpu_encoder_wait_for_event",
+            "dpu_encoder_wait_for_commit_done",
+            "dpu_encoder_wait_for_tx_complete",
+            "dpu_encoder_phys_vid_wait_for_commit_done",
+            "dpu_encoder_phys_vid_wait_for_tx_complete",
+            "dpu_encoder_phys_cmd_wait_for_commit_done",
+            "dpu_encoder_phys_cmd_wait_for_tx_complete",
+            "_dpu_encoder_phys_cmd_wait_for_idle",
+            "_dpu_encoder_phys_cmd_wait_for_ctl_start",
+            "dpu_encoder_phys_cmd_wait_for_vblank",
+            "dpu_encoder_phys_wb_wait_for_commit_done",
+            "dpu_kms_wait_for_commit_done",
+            "dpu_kms_wait_flush",
+            "mdp5_crtc_wait_for_commit_done",
+            "mdp5_crtc_wait_for_pp_done",
+            "mdp5_crtc_wait_for_flush_done",
+            "msm_atomic_wait_for_commit_done",
+        ],
+        None,
+        "display interrupt wait ({driver}): the display engine has not raised the encoder's vsync/pingpong-done interrupt",
+    ),
+    m(
+        "GPU seqno wait (vc4, etnaviv)",
+        // drivers/gpu/drm/vc4/vc4_gem.c: vc4_wait_for_seqno sleeps on job_wait_queue until finished_seqno
+        // reaches the job's seqno; vc4_irq.c's job-done interrupt (vc4_irq_finish_render_job) raises it.
+        // drivers/gpu/drm/etnaviv/etnaviv_gpu.c: etnaviv_gpu_wait_fence_interruptible sleeps on fence_event
+        // until the GPU's completed fence number passes the job's (the GPU's event interrupt).
+        &[
+            "vc4_wait_for_seqno",
+            "vc4_wait_for_seqno_ioctl_helper",
+            "etnaviv_gpu_wait_fence_interruptible",
+        ],
+        None,
+        "GPU seqno wait ({driver}): the GPU has not reached the job's seqno (no job-done interrupt)",
+    ),
+    m(
+        "GMU firmware reply (msm)",
+        // drivers/gpu/drm/msm/adreno/a6xx_hfi.c and a6xx_gmu.c: an HFI message waits (gmu_poll_timeout, a
+        // readl_poll_timeout that sleeps) for the GMU's GMU2HOST message-queue interrupt bit, and an OOB
+        // request polls for the GMU's ack; the GMU firmware must answer.
+        &[
+            "a6xx_hfi_wait_for_ack",
+            "a6xx_hfi_wait_for_msg_interrupt",
+            "a6xx_hfi_send_msg",
+            "a6xx_gmu_set_oob",
+            "a6xx_gmu_wait_for_idle",
+        ],
+        None,
+        "GMU firmware reply ({driver}): the Adreno GMU has not acknowledged the HFI message or OOB request",
+    ),
+    m(
+        "GSP RPC reply (nouveau)",
+        // drivers/gpu/drm/nouveau/nvkm/subdev/gsp/r535.c (rm/r535/rpc.c since 6.15): an RPC is pushed on the
+        // GSP command queue (cmdq.mutex held) and r535_gsp_msgq_wait polls (usleep_range) the message queue
+        // until the GSP firmware writes the reply.
+        &[
+            "r535_gsp_msgq_wait",
+            "r535_gsp_msg_recv",
+            "r535_gsp_rpc_poll",
+            "r535_gsp_rpc_push",
+            "r535_gsp_rpc_send",
+            "r535_gsp_rpc_rd",
+            "gsp_msgq_recv",
+            "gsp_msgq_recv_one_elem",
+        ],
+        None,
+        "GSP RPC wait ({driver}): the GPU's GSP firmware has not answered the RPC",
+    ),
+    m(
+        "GuC CT reply (i915, xe)",
+        // drivers/gpu/drm/i915/gt/uc/intel_guc_ct.c: ct_send writes the H2G request and
+        // wait_for_ct_request_update sleeps (wait_for: usleep_range loop) until the GuC's G2H response
+        // arrives; drivers/gpu/drm/xe/xe_guc_ct.c: guc_ct_send_recv sleeps on g2h_fence_wq (wait_event_timeout)
+        // for the reply, and on ct->wq for H2G space. intel_guc_submission.c: intel_guc_wait_for_idle waits
+        // (intel_guc_wait_for_pending_msg) until every outstanding G2H reply has arrived.
+        &[
+            "wait_for_ct_request_update",
+            "intel_guc_ct_send",
+            "intel_guc_send_mmio",
+            "guc_ct_send_recv",
+            "xe_guc_ct_send_recv",
+            "xe_guc_ct_send_recv_no_fail",
+            "guc_ct_send_wait_for_retry",
+            "xe_guc_mmio_send_recv",
+            "intel_guc_wait_for_pending_msg",
+            "intel_guc_wait_for_idle",
+        ],
+        None,
+        "GuC firmware reply ({driver}): the GuC has not answered the host-to-GuC request",
+    ),
+    m(
+        "PSP command reply (amdgpu)",
+        // drivers/gpu/drm/amd/amdgpu/amdgpu_psp.c: psp_cmd_submit_buf holds psp->mutex, rings the PSP's ring
+        // and polls its fence buffer (usleep_range) until the Platform Security Processor firmware writes the
+        // command's fence (the caller holds psp->mutex); psp_wait_for busy-polls a PSP register (udelay).
+        &["psp_cmd_submit_buf", "psp_wait_for", "psp_wait_for_spirom_update"],
+        None,
+        "PSP command ({driver}): the Platform Security Processor firmware has not completed the command (or its holder keeps psp->mutex)",
+    ),
+    m(
+        "SR-IOV mailbox (amdgpu)",
+        // drivers/gpu/drm/amd/amdgpu/mxgpu_ai.c, mxgpu_nv.c, mxgpu_vi.c: a virtual function's request to the
+        // host (full GPU access, reset, init data) polls the mailbox (msleep) for the host driver's ack and
+        // answer.
+        &[
+            "xgpu_ai_poll_ack",
+            "xgpu_ai_poll_msg",
+            "xgpu_nv_poll_ack",
+            "xgpu_nv_poll_msg",
+            "xgpu_vi_poll_ack",
+            "xgpu_vi_poll_msg",
+        ],
+        None,
+        "SR-IOV mailbox ({driver}): the host's GPU driver (the hypervisor) has not answered the virtual function",
+    ),
+    m(
+        "DP AUX transaction",
+        // drivers/gpu/drm/i915/display/intel_dp_aux.c: intel_dp_aux_wait_done sleeps (wait_event_timeout on
+        // the gmbus wait queue) for the AUX channel's done interrupt; drivers/gpu/drm/msm/dp/dp_aux.c:
+        // dp_aux_cmd_fifo_tx waits (wait_for_completion_timeout) for the AUX done interrupt. The sink
+        // answers on the AUX channel (an absent or dead sink times out, often retried).
+        &[
+            "intel_dp_aux_wait_done",
+            "intel_dp_aux_xfer",
+            "dp_aux_cmd_fifo_tx",
+            "msm_dp_aux_cmd_fifo_tx",
+        ],
+        None,
+        "DP AUX transaction ({driver}): the DisplayPort sink has not answered on the AUX channel",
+    ),
+    m(
+        "DP MST sideband reply",
+        // drivers/gpu/drm/display/drm_dp_mst_topology.c: drm_dp_mst_wait_tx_reply sleeps on mgr->tx_waitq
+        // (wait_event_timeout, 4 s) until the branch device's sideband reply arrives (its IRQ_HPD).
+        &["drm_dp_mst_wait_tx_reply"],
+        None,
+        "DP MST sideband message ({driver}): the MST branch device has not replied",
+    ),
+    m(
+        "virtio-gpu host response",
+        // drivers/gpu/drm/virtio/virtgpu_ioctl.c, virtgpu_vram.c, virtgpu_kms.c: the capset query
+        // (virtio_gpu_get_caps_ioctl), a host-visible blob's mapping (virtio_gpu_vram_mmap) sleep on
+        // vgdev->resp_wq until the host's response has been dequeued.
+        &["virtio_gpu_get_caps_ioctl", "virtio_gpu_vram_mmap"],
+        None,
+        "virtio-gpu host response ({driver}): the host has not answered the command (resp_wq)",
+    ),
+    m(
+        "nouveau display notifier poll",
+        // drivers/gpu/drm/nouveau/dispnv50/disp.c, wndw.c, base507c.c: a commit polls (nvif_msec with
+        // usleep_range) until the display engine writes the core channel's completion notifier or a window's
+        // "update begun" notifier.
+        &[
+            "nv50_disp_atomic_commit_core",
+            "nv50_wndw_wait_armed",
+            "base507c_ntfy_wait_begun",
+        ],
+        None,
+        "display notifier poll ({driver}): the display engine has not written the update's completion notifier",
+    ),
+    m(
+        "nvidia-drm flip event wait",
+        // kernel-open/nvidia-drm/nvidia-drm-modeset.c: a blocking nv_drm_atomic_commit sleeps on
+        // flip_event_wq (wait_event_timeout, 3 s per CRTC) until nvidia-modeset reports the previous flip
+        // done (__nv_drm_handle_flip_event); its NVKMS call, when inner, is named by the NVIDIA table.
+        &["nv_drm_atomic_commit"],
+        None,
+        "flip event wait ({driver}): nvidia-modeset has not reported the previous flip done",
+    ),
+    m(
+        "DSI command transfer (msm)",
+        // drivers/gpu/drm/msm/dsi/dsi_host.c: dsi_cmd_dma_tx triggers the command DMA and waits
+        // (wait_for_completion_timeout on dma_comp) for the DSI controller's CMD_DMA_DONE interrupt; a
+        // video-mode panel's command waits for the video engine's done interrupt first (dsi_wait4video_done).
+        &[
+            "dsi_cmd_dma_tx",
+            "dsi_cmds2buf_tx",
+            "msm_dsi_host_cmd_tx",
+            "dsi_wait4video_done",
+            "dsi_wait4video_eng_busy",
+        ],
+        None,
+        "DSI command transfer ({driver}): the DSI controller has not raised the command-DMA done interrupt",
+    ),
+    m(
+        "v3d hardware idle/flush poll",
+        // drivers/gpu/drm/v3d/v3d_mmu.c, v3d_gem.c: the MMU's TLB flush and the reset's AXI/GCA idle requests
+        // poll a register (wait_for: usleep_range) until the GPU acknowledges them.
+        &["v3d_mmu_flush_all", "v3d_idle_axi", "v3d_idle_gca"],
+        None,
+        "hardware poll ({driver}): the GPU has not acknowledged the MMU flush or idle request",
+    ),
+    m(
+        "i915 GT wakeref idle wait",
+        // drivers/gpu/drm/i915/intel_wakeref.c, gt/intel_gt_pm.h: suspend and driver unload wait
+        // (wait_var_event_killable in intel_wakeref_wait_for_idle) until the GT's wakeref drops: its requests
+        // retired and the GT parked.
+        &["intel_wakeref_wait_for_idle", "intel_gt_pm_wait_for_idle"],
+        None,
+        "GT idle wait ({driver}): the GT has not parked (its requests have not retired)",
+    ),
+    m(
+        "NVIDIA deferred open",
+        // kernel-open/nvidia/nv.c, nv-linux.h: an open of a GPU's device file completes on the device's open_q
+        // kthread (nvidia_open_deferred); ioctl, mmap and the deferred close wait for it
+        // (nv_wait_open_complete*: wait_for_completion on nvlfp->open_complete), and nvidia_close_deferred
+        // then takes nv_system_pm_lock for read before the RM's close.
+        &[
+            "nv_wait_open_complete",
+            "nv_wait_open_complete_interruptible",
+            "nvidia_close_deferred",
+        ],
+        None,
+        "deferred open ({driver}): waits for the file's open to finish on the device's open_q kthread (then nv_system_pm_lock)",
+    ),
+    m(
+        "NVIDIA kthread queue flush",
+        // kernel-open/common/nv-kthread-q.c: nv_kthread_q_flush queues a flush item twice and waits
+        // (wait_for_completion) until the queue's kthread has run every item before it.
+        // (nv_kthread_q_stop flushes through it, then kthread_stop waits for the thread itself: not a flush.)
+        &["nv_kthread_q_flush", "_raw_q_flush"],
+        None,
+        "kthread queue flush ({driver}): waits for every item queued on the driver's nv_kthread_q to run",
     ),
 ];
 

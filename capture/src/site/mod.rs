@@ -24,6 +24,8 @@
 //! sentence. [`frame_name::base_name`]: a function's name without its clone suffixes.
 
 pub mod frame_name;
+#[cfg(test)]
+mod gpu_source_tests;
 pub mod layers;
 pub mod mechanisms;
 pub mod nvidia;

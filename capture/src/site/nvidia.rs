@@ -42,6 +42,9 @@ pub enum NvidiaWait {
     ModesetPmSemaphore,
     /// nvidia-modeset's global lock: `nvkms_ioctl_from_kapi*` (and the `_pmlock` variants) → `down`.
     ModesetGlobalLock,
+    /// nvidia-modeset calling into the RM (`nvkms_call_rm`) with the nvkms lock held, where no inner frame
+    /// names the RM's wait: the holder of the nvkms lock, not a waiter for it.
+    ModesetRmCall,
     /// nvidia-modeset spinning on its pushbuffer / GPFIFO (`nvPushKickoff`, `nvWriteGpEntry`).
     ModesetPushbufferSpin,
     /// Proprietary module: `_nv…rm` frames that name nothing.
@@ -68,6 +71,7 @@ impl NvidiaWait {
             NvidiaWait::PinningUserPages { fault: false } => "pinning user pages",
             NvidiaWait::ModesetPmSemaphore => "nvidia-modeset PM semaphore",
             NvidiaWait::ModesetGlobalLock => "nvidia-modeset global lock",
+            NvidiaWait::ModesetRmCall => "nvidia-modeset RM call (holds the nvkms lock)",
             NvidiaWait::ModesetPushbufferSpin => "nvidia-modeset pushbuffer/GPFIFO spin",
             NvidiaWait::ObfuscatedFrames => "obfuscated frames",
         }
@@ -94,6 +98,9 @@ impl NvidiaWait {
             NvidiaWait::PinningUserPages { fault: false } => "is pinning user pages",
             NvidiaWait::ModesetPmSemaphore => "waits for the nvidia-modeset PM semaphore",
             NvidiaWait::ModesetGlobalLock => "waits for the nvidia-modeset global lock",
+            NvidiaWait::ModesetRmCall => {
+                "waits in an RM call from nvidia-modeset (holding the nvkms lock)"
+            }
             NvidiaWait::ModesetPushbufferSpin => {
                 "spins on the nvidia-modeset pushbuffer (waits for GPFIFO space)"
             }
@@ -183,6 +190,35 @@ pub const NAMED: &[NvidiaRule] = &[
         &["nvkms_ioctl_common", "nvkms_ioctl", "nvkms_unlocked_ioctl"],
         NvidiaWait::ModesetGlobalLock,
     ),
+    // GPU drivers from source (kernel-open/nvidia-modeset/nvidia-modeset-linux.c): the other entries that take
+    // nvkms_lock (down/down_interruptible) around core NVKMS — open and close (the file's and the kapi's),
+    // the kthread queue's timers, the backlight hooks, the procfs read, suspend and resume; a waiter or a
+    // holder as for the ioctl ([`nvkms_entry_wait`]).
+    r(
+        &[
+            "nvkms_open_common",
+            "nvkms_open_from_kapi",
+            "nvkms_open",
+            "nvkms_close_pm_locked",
+            "nvkms_close_pm_unlocked",
+            "nvkms_close_from_kapi",
+            "nvkms_close_popen",
+            "nvkms_kthread_q_callback",
+            "nvkms_update_backlight_status",
+            "nvkms_get_backlight_brightness",
+            "nv_procfs_read_nvkms_proc",
+            "nvkms_suspend",
+            "nvkms_resume",
+        ],
+        NvidiaWait::ModesetGlobalLock,
+    ),
+    // GPU drivers from source (kernel-open/nvidia-modeset/nvidia-modeset-linux.c): nvkms_call_rm runs an RM
+    // operation through nvidia.ko's rm_ops with nvkms_lock held (every core NVKMS call runs under it); the
+    // RM's own wait, when a frame inner to it names one, is what it waits for.
+    r(
+        &["nvkms_call_rm", "nvkms_open_gpu", "nvkms_close_gpu"],
+        NvidiaWait::ModesetRmCall,
+    ),
 ];
 
 /// The OS-interface lock primitives, read when no named function says more (the proprietary module).
@@ -219,7 +255,7 @@ fn in_fault(frames: &[StackFrame]) -> bool {
     })
 }
 
-fn first_match(frames: &[StackFrame], rules: &[NvidiaRule]) -> Option<NvidiaWait> {
+fn first_match(frames: &[StackFrame], rules: &[NvidiaRule]) -> Option<(usize, NvidiaWait)> {
     frames.iter().enumerate().find_map(|(i, frame)| {
         let name = base_name(&frame.function);
         rules
@@ -228,25 +264,51 @@ fn first_match(frames: &[StackFrame], rules: &[NvidiaRule]) -> Option<NvidiaWait
                 r.pattern.matches(name)
                     && r.module.is_none_or(|m| frame.module.as_deref() == Some(m))
             })
-            .map(|r| r.wait)
-            .filter(|&w| w != NvidiaWait::ModesetGlobalLock || !holds_modeset_lock(&frames[..i]))
+            .and_then(|r| match r.wait {
+                NvidiaWait::ModesetGlobalLock => nvkms_entry_wait(&frames[..i]),
+                wait => Some(wait),
+            })
+            .map(|w| (i, w))
     })
 }
 
-/// Whether a thread in `nvkms_ioctl_from_kapi*`/`nvkms_ioctl*` holds nvidia-modeset's lock rather than waits
-/// for it (round 7): those functions take it (`down(&nvkms_lock)`, the PM lock's `down_read`) and then call
-/// into nvidia-modeset (`nvKmsIoctl` → … → `nvkms_call_rm` into the RM): a driver frame inner to them means
-/// the lock was taken and the thread waits further in (the RM API lock, a GSP reply, a DisplayPort AUX
-/// reply). Waiting for the lock, only the kernel's semaphore primitives (no module) are above them.
-fn holds_modeset_lock(inner: &[StackFrame]) -> bool {
-    inner.iter().any(|f| f.module.is_some())
+/// What a thread in an nvkms entry (`nvkms_ioctl_common`, `nvkms_ioctl_from_kapi*`) waits for, from the frames
+/// inner to it (kernel-open/nvidia-modeset/nvidia-modeset-linux.c): the kapi entries take `nvkms_pm_lock` for
+/// read (`down_read`), then `nvkms_ioctl_common` takes `nvkms_lock` (`down`/`down_interruptible`) and runs
+/// the request under it. Only lock primitives inner to the entry (or none: `/proc` omits `__down`) make it a
+/// waiter; any other frame (`nvKmsIoctl` → `nvkms_call_rm` → the RM) means it holds the nvkms lock and waits
+/// in there, named by those frames.
+fn nvkms_entry_wait(inner: &[StackFrame]) -> Option<NvidiaWait> {
+    let mut pm_lock = false;
+    for f in inner {
+        let name = base_name(&f.function);
+        if super::rules::SCHEDULER_FRAMES.contains(&name) {
+            continue;
+        }
+        match super::rules::wait_words(name) {
+            Some(w) if w.starts_with("rwsem wait") => pm_lock = true,
+            Some("semaphore wait" | "sleep") => {}
+            Some(w) if w.starts_with("frozen") => pm_lock = true,
+            _ => return None,
+        }
+    }
+    Some(if pm_lock {
+        NvidiaWait::ModesetPmSemaphore
+    } else {
+        NvidiaWait::ModesetGlobalLock
+    })
 }
 
 /// The NVIDIA category of a stack: named functions first (innermost wins), then the lock primitives, then
 /// nvidia-modeset's PM lock names; stacks with only `_nv…rm` frames of the proprietary module are "obfuscated
 /// frames".
 pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
-    let named = first_match(frames, NAMED).or_else(|| first_match(frames, PRIMITIVES));
+    // A context rule (nvidia-modeset's RM call) yields to an OS lock primitive inner to it.
+    let named = match (first_match(frames, NAMED), first_match(frames, PRIMITIVES)) {
+        (Some((n, NvidiaWait::ModesetRmCall)), Some((p, prim))) if p < n => Some(prim),
+        (Some((_, wait)), _) => Some(wait),
+        (None, prim) => prim.map(|(_, w)| w),
+    };
     if let Some(wait) = named {
         return Some(match wait {
             NvidiaWait::PinningUserPages { .. } => NvidiaWait::PinningUserPages {
@@ -255,10 +317,12 @@ pub fn nvidia_site(frames: &[StackFrame]) -> Option<NvidiaWait> {
             other => other,
         });
     }
+    // nvkms_pm_lock's own helpers (nvkms_read_lock_pm_lock, nvkms_write_lock_pm_lock, …) when not inlined: a
+    // function that merely has `_pm_` in its name (nvkms_close_pm_locked) runs with the lock held.
     let pm = frames.iter().any(|f| {
         let n = base_name(&f.function);
         f.module.as_deref() == Some("nvidia_modeset")
-            && (n.contains("_pm_") || n.contains("PmLock"))
+            && (n.contains("lock_pm_lock") || n.contains("PmLock"))
     });
     if pm {
         return Some(NvidiaWait::ModesetPmSemaphore);

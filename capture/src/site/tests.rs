@@ -201,8 +201,8 @@ fn a_taker_of_two_locks_is_named_by_the_waits_primitive() {
     assert!(site.contains("cgroup_threadgroup_rwsem"), "{site}");
 }
 
-/// Issue 38, round 7: the msm DPU's commit wait and vc4's seqno wait (mechanism rows awaiting a public
-/// trace), on stacks shaped like the kernel's call paths.
+/// Issue 38, round 7: the msm DPU's commit wait and vc4's seqno wait (mechanism rows from the drivers'
+/// source, awaiting a public trace), on stacks shaped like the kernel's call paths.
 #[test]
 fn msm_dpu_commit_and_vc4_seqno_waits() {
     let f = frames("[<0>] __schedule+0x2a8/0x7b0\n[<0>] schedule+0x5c/0xc4\n[<0>] schedule_timeout+0x90/0x130\n[<0>] dpu_encoder_helper_wait_for_irq+0x11c/0x2a0 [msm]\n[<0>] dpu_encoder_phys_vid_wait_for_commit_done+0x48/0x90 [msm]\n[<0>] dpu_kms_wait_for_commit_done+0x88/0xc0 [msm]\n[<0>] msm_atomic_commit_tail+0x1d8/0x5b0 [msm]\n[<0>] commit_tail+0xa4/0x180\n[<0>] commit_work+0x18/0x24\n[<0>] process_one_work+0x1e8/0x460\n[<0>] worker_thread+0x178/0x534\n[<0>] kthread+0x120/0x12c\n[<0>] ret_from_fork+0x10/0x20\n");
@@ -210,14 +210,14 @@ fn msm_dpu_commit_and_vc4_seqno_waits() {
     assert_eq!(
         site,
         "kernel thread (work commit_work) → msm: msm_atomic_commit_tail → dpu_kms_wait_for_commit_done → \
-         dpu_encoder_helper_wait_for_irq … sleep [display commit done (msm): the DPU has not raised its \
-         interrupt (vblank, ctl start, pingpong/tx done)]"
+         dpu_encoder_helper_wait_for_irq … sleep [display interrupt wait (msm): the display engine has not \
+         raised the encoder's vsync/pingpong-done interrupt]"
     );
     let f = frames("[<0>] __schedule+0x2f0/0x7a0\n[<0>] schedule+0x5c/0xc4\n[<0>] schedule_timeout+0x84/0x130\n[<0>] vc4_wait_for_seqno+0xf8/0x1f0 [vc4]\n[<0>] vc4_wait_for_seqno_ioctl_helper+0x34/0x90 [vc4]\n[<0>] vc4_wait_bo_ioctl+0x6c/0xa0 [vc4]\n[<0>] drm_ioctl_kernel+0xc4/0x130 [drm]\n[<0>] drm_ioctl+0x214/0x444 [drm]\n[<0>] __arm64_sys_ioctl+0xb0/0xf4\n[<0>] invoke_syscall+0x50/0x120\n[<0>] el0_svc_common.constprop.0+0x48/0xf0\n[<0>] do_el0_svc+0x24/0x38\n[<0>] el0_svc+0x30/0xe0\n[<0>] el0t_64_sync_handler+0x100/0x130\n[<0>] el0t_64_sync+0x190/0x198\n");
     let site = classify(&f, None, Some("ioctl")).unwrap();
     assert_eq!(
         site,
         "ioctl → vc4: vc4_wait_bo_ioctl → vc4_wait_for_seqno_ioctl_helper → vc4_wait_for_seqno … sleep \
-         [V3D job wait (vc4): the GPU has not finished the job (finished_seqno below the job's seqno)]"
+         [GPU seqno wait (vc4): the GPU has not reached the job's seqno (no job-done interrupt)]"
     );
 }

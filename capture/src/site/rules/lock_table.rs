@@ -483,6 +483,215 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
     // kernel/exit.c: an exiting thread whose group is dumping core sleeps in do_exit (coredump_task_exit,
     // inlined; exit_mm before 5.16) until the dumping thread has written the core. Not a lock: the dumper
     // must finish. (exit_mm's own mmap_lock wait shows its rwsem words, which this row does not take.)
+    // GPU drivers from source (issue 38): functions that take a driver lock themselves (the lock's slow
+    // path is hidden in `/proc/<tid>/stack`), each with its source file.
+    // Buffer reservation: each driver's submit path locks its BOs' dma_resv ww_mutexes (i915
+    // gem/i915_gem_object.h __i915_gem_object_lock, xe_bo.c xe_bo_lock, xe_vm.c xe_vm_lock, vc4_gem.c and
+    // v3d_submit.c *_lock_bo_reservations, lima_gem.c lima_gem_lock_bos, etnaviv_gem_submit.c and
+    // msm_gem_submit.c submit_lock_objects, virtgpu_gem.c virtio_gpu_array_lock_resv).
+    t(
+        &[
+            "__i915_gem_object_lock",
+            "i915_gem_object_lock",
+            "i915_gem_object_lock_interruptible",
+            "xe_bo_lock",
+            "xe_vm_lock",
+            "vc4_lock_bo_reservations",
+            "v3d_lock_bo_reservations",
+            "lima_gem_lock_bos",
+            "submit_lock_objects",
+            "virtio_gpu_array_lock_resv",
+        ],
+        "mutex wait",
+        "a buffer's dma_resv lock (ww_mutex)",
+    ),
+    // drivers/gpu/drm/amd/amdgpu/amdgpu_device.c (amdgpu_reset.c since 6.0): a GPU reset takes the reset
+    // domain's rwsem for write (down_write(&reset_domain->sem); adev->reset_sem before 5.19).
+    t(
+        &["amdgpu_device_lock_reset_domain", "amdgpu_device_lock_adev"],
+        "rwsem wait (write)",
+        "the amdgpu reset domain's rwsem (GPU reset)",
+    ),
+    // drivers/gpu/drm/amd/pm/amdgpu_dpm.c: every amdgpu_dpm_* entry takes adev->pm.mutex around the
+    // powerplay/SMU call.
+    t(
+        &[
+            "amdgpu_dpm_set_powergating_by_smu",
+            "amdgpu_dpm_switch_power_profile",
+            "amdgpu_dpm_compute_clocks",
+            "amdgpu_dpm_enable_uvd",
+            "amdgpu_dpm_enable_vce",
+        ],
+        "mutex wait",
+        "amdgpu power management's pm.mutex",
+    ),
+    // drivers/gpu/drm/amd/pm/swsmu/smu_cmn.c: a message to the SMU firmware is sent and polled for under
+    // smu->message_lock.
+    t(
+        &[
+            "smu_cmn_send_smc_msg_with_param",
+            "smu_cmn_send_msg_without_waiting",
+            "smu_cmn_send_debug_smc_msg",
+        ],
+        "mutex wait",
+        "the SMU's message_lock (amdgpu power firmware mailbox)",
+    ),
+    // drivers/gpu/drm/amd/amdkfd/kfd_device_queue_manager.c: dqm_lock (mutex_lock(&dqm->lock_hidden),
+    // inlined) first thing in the HWS queue manager's evict/restore/terminate/create/destroy.
+    t(
+        &[
+            "dqm_lock",
+            "evict_process_queues_cpsch",
+            "restore_process_queues_cpsch",
+            "evict_process_queues_nocpsch",
+            "restore_process_queues_nocpsch",
+            "process_termination_cpsch",
+            "process_termination_nocpsch",
+            "create_queue_cpsch",
+            "destroy_queue_cpsch",
+        ],
+        "mutex wait",
+        "the KFD device queue manager's lock (dqm_lock)",
+    ),
+    // drivers/gpu/drm/i915/gt/intel_reset.c: intel_gt_reset takes gt->reset.mutex (after the backoff SRCU), as
+    // do wedging and unwedging the GT.
+    t(
+        &["intel_gt_reset", "intel_gt_set_wedged", "intel_gt_unset_wedged"],
+        "mutex wait",
+        "the GT's reset.mutex (i915 GPU reset)",
+    ),
+    // drivers/gpu/drm/xe/xe_exec.c, xe_vm.c: an exec takes the VM's vm->lock for read, a bind for write.
+    t(
+        &["xe_exec_ioctl", "xe_vm_bind_ioctl"],
+        "rwsem wait",
+        "the xe VM's vm->lock",
+    ),
+    // drivers/gpu/drm/display/drm_dp_helper.c: a DPCD access and the AUX I2C bus lock take aux->hw_mutex.
+    t(
+        &["drm_dp_dpcd_access", "drm_dp_i2c_lock_bus"],
+        "mutex wait",
+        "the DP AUX channel's hw_mutex",
+    ),
+    // drivers/gpu/drm/nouveau/nouveau_abi16.c, nouveau_drm.c: nouveau_abi16_get and the file's postclose
+    // take the client's cli->mutex.
+    t(
+        &["nouveau_abi16_get", "nouveau_drm_postclose"],
+        "mutex wait",
+        "the nouveau client's cli->mutex",
+    ),
+    // drivers/gpu/drm/msm/msm_atomic.c: lock_crtcs takes each CRTC's kms->commit_lock[] in the commit tail
+    // and the async commit; msm_gpu.c: the recovery worker takes gpu->lock.
+    t(
+        &["lock_crtcs", "msm_atomic_commit_tail", "msm_atomic_async_commit"],
+        "mutex wait",
+        "the msm KMS per-CRTC commit_lock",
+    ),
+    t(
+        &["recover_worker"],
+        "mutex wait",
+        "the msm GPU's lock (gpu->lock)",
+    ),
+    // drivers/gpu/drm/v3d/v3d_sched.c, v3d_gem.c: a reset after a job timeout takes v3d->reset_lock; a
+    // cache clean takes v3d->cache_clean_lock.
+    t(
+        &["v3d_gpu_reset_for_timeout"],
+        "mutex wait",
+        "the v3d reset_lock (GPU reset)",
+    ),
+    t(
+        &["v3d_clean_caches"],
+        "mutex wait",
+        "the v3d cache_clean_lock",
+    ),
+    // drivers/gpu/drm/vc4/vc4_hdmi.c: the HDMI encoder's hooks and detect take vc4_hdmi->mutex.
+    t(
+        &[
+            "vc4_hdmi_connector_detect_ctx",
+            "vc4_hdmi_encoder_pre_crtc_configure",
+            "vc4_hdmi_encoder_pre_crtc_enable",
+            "vc4_hdmi_encoder_post_crtc_enable",
+            "vc4_hdmi_encoder_post_crtc_disable",
+            "vc4_hdmi_encoder_post_crtc_powerdown",
+        ],
+        "mutex wait",
+        "the vc4 HDMI encoder's mutex",
+    ),
+    // drivers/gpu/drm/amd/display/amdgpu_dm/amdgpu_dm.c: a hotplug (HPD, HPD RX) takes the connector's
+    // hpd_lock, then dm.dc_lock around the link detection.
+    t(
+        &["handle_hpd_irq_helper", "handle_hpd_rx_irq", "dm_handle_hpd_rx_offload_work"],
+        "mutex wait",
+        "the amdgpu display core's dc_lock (or the connector's hpd_lock)",
+    ),
+    // drivers/gpu/drm/i915/i915_vma.c: unbinding a VMA takes its address space's vm->mutex (eviction, the
+    // shrinker, close).
+    t(
+        &["i915_vma_unbind", "i915_vma_unbind_async", "__i915_vma_unbind_async"],
+        "mutex wait",
+        "the i915 address space's vm->mutex",
+    ),
+    // drivers/gpu/drm/i915/display/intel_display_power.c: getting/putting a display power domain takes
+    // power_domains->lock.
+    t(
+        &[
+            "intel_display_power_get",
+            "intel_display_power_get_if_enabled",
+            "intel_display_power_put_async_work",
+            "intel_display_power_is_enabled",
+        ],
+        "mutex wait",
+        "i915 display power domains' lock",
+    ),
+    // drivers/gpu/drm/i915/display/intel_psr.c: the PSR work, flush and invalidate take intel_dp->psr.lock.
+    t(
+        &["intel_psr_work", "intel_psr_flush", "intel_psr_invalidate"],
+        "mutex wait",
+        "the PSR lock (intel_dp->psr.lock, i915)",
+    ),
+    // kernel-open/nvidia/nv.c: a system suspend/resume takes nv_system_pm_lock for write.
+    t(
+        &["nv_set_system_power_state"],
+        "rwsem wait",
+        "the NVIDIA system PM lock (nv_system_pm_lock)",
+    ),
+    // drivers/gpu/drm/drm_auth.c: becoming or dropping DRM master (a compositor, a VT switch) and a file's
+    // open and release take dev->master_mutex.
+    t(
+        &[
+            "drm_setmaster_ioctl",
+            "drm_dropmaster_ioctl",
+            "drm_master_open",
+            "drm_master_release",
+        ],
+        "mutex wait",
+        "dev->master_mutex (DRM master)",
+    ),
+    // drivers/gpu/drm/drm_prime.c: importing or exporting a dma-buf takes the file's prime.lock (and the
+    // export dev->object_name_lock).
+    t(
+        &["drm_gem_prime_fd_to_handle", "drm_gem_prime_handle_to_fd"],
+        "mutex wait",
+        "the DRM file's prime.lock (or dev->object_name_lock)",
+    ),
+    // drivers/gpu/drm/amd/amdgpu/amdgpu_gfx.c: GFXOFF control takes adev->gfx.gfx_off_mutex.
+    t(
+        &["amdgpu_gfx_off_ctrl", "amdgpu_gfx_do_off_ctrl", "amdgpu_gfx_off_ctrl_immediate"],
+        "mutex wait",
+        "amdgpu's gfx_off_mutex (GFXOFF)",
+    ),
+    // kernel-open/nvidia/nv.c: opening, suspending, resuming and removing an NVIDIA device take its
+    // nvl->ldata_lock semaphore (find_minor returns with it held).
+    t(
+        &[
+            "find_minor",
+            "nvidia_ctl_open",
+            "nvidia_suspend",
+            "nvidia_resume",
+            "nv_pci_remove",
+        ],
+        "semaphore wait",
+        "the NVIDIA device's ldata_lock",
+    ),
     t(
         &["do_exit", "coredump_task_exit"],
         "core dump wait",
