@@ -14,6 +14,17 @@ BIN=$(cd "$1" && pwd); OUT=$2
 mkdir -p "$OUT"
 exec > >(tee "$OUT/numbers-log.txt") 2>&1
 nproc; nvidia-smi -L; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; grep -m1 "model name" /proc/cpuinfo
+# The share of CPU time the hypervisor took since the previous call (/proc/stat's steal column): on a KVM host
+# with 16-20 % stolen, spinning packers collapse (issue 40, BENCHMARKS.md section 6), so every process says it.
+STEAL_PREV=""
+steal() {
+  local now; now=$(awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat)
+  if [ -n "$STEAL_PREV" ]; then
+    echo "$STEAL_PREV $now" | awk '{d=$4-$2; if (d > 0) printf "steal since the previous step: %.1f %%\n", 100*($3-$1)/d}'
+  fi
+  STEAL_PREV=$now
+}
+steal
 # Fastest first, so a run cut short by the device time keeps the most rows.
 if part ring; then
 echo "== breadcrumb ring bench"
@@ -34,7 +45,7 @@ if part agent; then
 echo "== bench-agent (16 cores, 3 processes)"
 for i in 1 2 3; do
   "$BIN/wedge-capture" internal bench-agent --threads 1000,10000 --scans 30 ${AGENTS[@]+"${AGENTS[@]}"} > "$OUT/bench-agent-$i.txt" 2>&1
-  echo "rc=$?"; tail -10 "$OUT/bench-agent-$i.txt"
+  echo "rc=$?"; tail -10 "$OUT/bench-agent-$i.txt"; steal
 done
 fi
 if part fixed; then
@@ -53,12 +64,12 @@ echo "== upload: real workload (3 processes)"
 for i in 1 2 3; do
   "$BIN/wedge-capture" upload --backend cuda --compare --repeat 31 --skip managed,pageable --ring /tmp/r.ring --format json \
     --sweep 8x4MiBx14:overlap:plain:fit,8x4MiBx14:overlap:streaming:fit,8x4MiBx14:overlap:bysize:fit,8x4MiBx14:overlap:streaming:fit:gather \
-    > "$OUT/upload-real-$i.json" 2> "$OUT/upload-real-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-real-$i.err"
+    > "$OUT/upload-real-$i.json" 2> "$OUT/upload-real-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-real-$i.err"; steal
 done
 echo "== upload: 4 GiB (2 processes)"
 for i in 1 2; do
   "$BIN/wedge-capture" upload --backend cuda --compare --repeat 11 --tensors 16384 --floats 65536 --params 0 \
     --skip managed,pageable,ztensor --sweep 8x4MiBx14:overlap:plain:fit --format json \
-    > "$OUT/upload-4g-$i.json" 2> "$OUT/upload-4g-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-4g-$i.err"
+    > "$OUT/upload-4g-$i.json" 2> "$OUT/upload-4g-$i.err"; echo "rc=$?"; tail -3 "$OUT/upload-4g-$i.err"; steal
 done
 fi
