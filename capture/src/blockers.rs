@@ -24,15 +24,13 @@
 //! then what names a holder. Only tests set it.
 
 use std::fmt;
-use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
 use crate::le::{u32_at, u64_at};
 use crate::task_iter::{
-    bpf_fd, chain, has_verifier_log, permission_refused, refused, release_freed_memory,
-    verifier_summary, BPF_ITER_CREATE, BPF_LINK_CREATE, BPF_TRACE_ITER, KERNEL_BTF, PRIVILEGE,
+    chain, has_verifier_log, iter_link, permission_refused, read_iter, refused,
+    release_freed_memory, verifier_summary, KERNEL_BTF, PRIVILEGE,
 };
 
 /// Bytes per record: `struct blocker_record` in task_blockers.bpf.c.
@@ -337,50 +335,15 @@ impl BlockerIter {
 
     /// One pass over every task.
     pub fn read(&self) -> Result<Vec<BlockerRecord>> {
-        #[repr(C)]
-        struct IterCreate {
-            link_fd: u32,
-            flags: u32,
-        }
-        let attr = IterCreate {
-            link_fd: self.link.as_raw_fd() as u32,
-            flags: 0,
-        };
-        let mut file = File::from(bpf_fd(BPF_ITER_CREATE, &attr).map_err(|source| Error::Bpf {
-            what: "blocker iterator create",
-            source,
-        })?);
         let mut buf = Vec::new();
-        file.read_to_end(&mut buf).map_err(|source| Error::Bpf {
-            what: "blocker iterator read",
-            source,
-        })?;
+        read_iter(&self.link, &mut buf, "blocker iterator read")?;
         parse_records(&buf)
     }
 }
 
 /// An iterator link over every task of this pid namespace (no `bpf_iter_link_info`).
 fn link_all_tasks(program: &OwnedFd) -> Result<OwnedFd> {
-    #[repr(C, align(8))]
-    struct LinkCreate {
-        prog_fd: u32,
-        target_fd: u32,
-        attach_type: u32,
-        flags: u32,
-        iter_info: u64,
-        iter_info_len: u32,
-        pad: u32,
-    }
-    let attr = LinkCreate {
-        prog_fd: program.as_raw_fd() as u32,
-        target_fd: 0,
-        attach_type: BPF_TRACE_ITER,
-        flags: 0,
-        iter_info: 0,
-        iter_info_len: 0,
-        pad: 0,
-    };
-    bpf_fd(BPF_LINK_CREATE, &attr).map_err(|err| {
+    iter_link(program, None).map_err(|err| {
         Error::TaskIterUnavailable(match err.raw_os_error() {
             Some(libc::EPERM) | Some(libc::EACCES) => {
                 format!("creating the blocker iterator link refused ({PRIVILEGE})")

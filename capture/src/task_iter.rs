@@ -58,9 +58,9 @@ pub const GROUP_MAX_THREADS: usize = 2046;
 const GROUP_MAGIC: u32 = 0x5447_4357;
 
 /// `enum bpf_cmd` and `enum bpf_attach_type` values (include/uapi/linux/bpf.h, stable UAPI).
-pub(crate) const BPF_LINK_CREATE: libc::c_long = 28;
-pub(crate) const BPF_ITER_CREATE: libc::c_long = 33;
-pub(crate) const BPF_TRACE_ITER: u32 = 28;
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_ITER_CREATE: libc::c_long = 33;
+const BPF_TRACE_ITER: u32 = 28;
 
 /// One thread as the iterator saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,6 +423,23 @@ fn link_create(program: &OwnedFd, pid: i32, filter: Filter) -> Result<OwnedFd> {
         Filter::Leader => [pid, 0, 0, 0],
         Filter::Process => [0, pid, 0, 0],
     };
+    let link = iter_link(program, Some(&info)).map_err(|err| {
+        Error::TaskIterUnavailable(match err.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                format!("creating a task iterator link refused ({PRIVILEGE})")
+            }
+            Some(libc::EINVAL) | Some(libc::E2BIG) => format!(
+                "this kernel cannot limit a task iterator to one process (Linux >= 6.1): {err}"
+            ),
+            Some(libc::ESRCH) | Some(libc::ENOENT) => format!("no process {pid}: {err}"),
+            _ => format!("creating a task iterator link: {err}"),
+        })
+    })?;
+    Ok(link)
+}
+
+/// A `BPF_LINK_CREATE` of an iterator program, with its `union bpf_iter_link_info` (None: every task).
+pub(crate) fn iter_link(program: &OwnedFd, info: Option<&[u32; 4]>) -> std::io::Result<OwnedFd> {
     // The BPF_LINK_CREATE member of union bpf_attr: prog_fd, target_fd, attach_type, flags,
     // iter_info (aligned u64), iter_info_len.
     #[repr(C, align(8))]
@@ -440,28 +457,36 @@ fn link_create(program: &OwnedFd, pid: i32, filter: Filter) -> Result<OwnedFd> {
         target_fd: 0,
         attach_type: BPF_TRACE_ITER,
         flags: 0,
-        iter_info: info.as_ptr() as u64,
-        iter_info_len: std::mem::size_of_val(&info) as u32,
+        iter_info: info.map_or(0, |i| i.as_ptr() as u64),
+        iter_info_len: info.map_or(0, |i| std::mem::size_of_val(i) as u32),
         pad: 0,
     };
     // The kernel copies `info` (pointed to by `attr`) before the call returns.
-    let link = bpf_fd(BPF_LINK_CREATE, &attr).map_err(|err| {
-        Error::TaskIterUnavailable(match err.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => {
-                format!("creating a task iterator link refused ({PRIVILEGE})")
-            }
-            Some(libc::EINVAL) | Some(libc::E2BIG) => format!(
-                "this kernel cannot limit a task iterator to one process (Linux >= 6.1): {err}"
-            ),
-            Some(libc::ESRCH) | Some(libc::ENOENT) => format!("no process {pid}: {err}"),
-            _ => format!("creating a task iterator link: {err}"),
-        })
-    })?;
-    Ok(link)
+    bpf_fd(BPF_LINK_CREATE, &attr)
+}
+
+/// One pass of an iterator link into `buf` (cleared first; a fresh iterator per call); `what` names the
+/// iterator in errors.
+pub(crate) fn read_iter(link: &OwnedFd, buf: &mut Vec<u8>, what: &'static str) -> Result<()> {
+    buf.clear();
+    #[repr(C)]
+    struct IterCreate {
+        link_fd: u32,
+        flags: u32,
+    }
+    let attr = IterCreate {
+        link_fd: link.as_raw_fd() as u32,
+        flags: 0,
+    };
+    let mut file =
+        File::from(bpf_fd(BPF_ITER_CREATE, &attr).map_err(|source| Error::Bpf { what, source })?);
+    file.read_to_end(buf)
+        .map_err(|source| Error::Bpf { what, source })?;
+    Ok(())
 }
 
 /// `bpf(cmd, attr, sizeof attr)` for a command that returns a new fd.
-pub(crate) fn bpf_fd<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<OwnedFd> {
+fn bpf_fd<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<OwnedFd> {
     // SAFETY: `attr` is a valid, initialised attribute struct of the size passed for `cmd` (the callers
     // build `#[repr(C)]` kernel structs); the kernel only reads it. The return value is checked first.
     let fd = unsafe {
@@ -566,27 +591,30 @@ impl ProcessThreads {
     }
 }
 
-/// One pass of an iterator link into `buf` (a fresh iterator per call).
+/// One pass of a task iterator link into `buf`.
 fn read_link(link: &OwnedFd, buf: &mut Vec<u8>) -> Result<()> {
-    buf.clear();
-    #[repr(C)]
-    struct IterCreate {
-        link_fd: u32,
-        flags: u32,
+    read_iter(link, buf, "task iterator read")
+}
+
+/// Test support: the checked-in object of `source` (a file of capture/bpf) was built from it: the
+/// generator (gen_task_states.sh) records the source's sha256 next to the object.
+#[cfg(test)]
+pub(crate) fn assert_object_matches_source(source: &str) {
+    use std::fmt::Write;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf");
+    let text = std::fs::read(dir.join(source)).unwrap();
+    let object = source.replace(".bpf.c", ".bpf.o.source-sha256");
+    let recorded = std::fs::read_to_string(dir.join(object)).unwrap();
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(&text);
+    let mut hex = String::new();
+    for b in digest {
+        write!(hex, "{b:02x}").unwrap();
     }
-    let attr = IterCreate {
-        link_fd: link.as_raw_fd() as u32,
-        flags: 0,
-    };
-    let mut file = File::from(bpf_fd(BPF_ITER_CREATE, &attr).map_err(|source| Error::Bpf {
-        what: "task iterator create",
-        source,
-    })?);
-    file.read_to_end(buf).map_err(|source| Error::Bpf {
-        what: "task iterator read",
-        source,
-    })?;
-    Ok(())
+    assert_eq!(
+        recorded.trim(),
+        hex,
+        "{source} changed: run sh capture/bpf/gen_task_states.sh"
+    );
 }
 
 #[cfg(test)]

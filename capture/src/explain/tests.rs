@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The function names of a task's stack, innermost first.
+fn frame_names(task: &ExplainedTask) -> Vec<&str> {
+    task.stack.iter().map(|f| f.function.as_str()).collect()
+}
+
 #[test]
 fn hung_task_block_with_journal_prefix_and_guesses() {
     let log = "\
@@ -556,11 +561,7 @@ mod round8 {
                    ffffffff810ad3dc>] kthread+0x12c/0x160\n  [<\nffffffffffffffff>] 0xffffffffffffffff\n";
         let e = explain(log.as_bytes()).unwrap();
         assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
-        let names: Vec<&str> = e.tasks[0]
-            .stack
-            .iter()
-            .map(|f| f.function.as_str())
-            .collect();
+        let names = frame_names(&e.tasks[0]);
         assert_eq!(
             names,
             ["synchronize_rcu_expedited", "bdi_unregister", "kthread"]
@@ -599,11 +600,7 @@ ug 26 00:03:33 u[34315.233732]  kthread+0x11b/0x140
 "#;
         let e = explain(log.as_bytes()).unwrap();
         assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
-        let names: Vec<&str> = e.tasks[0]
-            .stack
-            .iter()
-            .map(|f| f.function.as_str())
-            .collect();
+        let names = frame_names(&e.tasks[0]);
         assert_eq!(
             names,
             [

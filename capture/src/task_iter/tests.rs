@@ -67,20 +67,7 @@ fn state_bits_give_the_letters_stat_shows() {
 /// The checked-in object was built from the checked-in source (gen_task_states.sh records the hash).
 #[test]
 fn the_object_matches_its_source() {
-    use std::fmt::Write;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf");
-    let source = std::fs::read(dir.join("task_states.bpf.c")).unwrap();
-    let recorded = std::fs::read_to_string(dir.join("task_states.bpf.o.source-sha256")).unwrap();
-    let digest = <sha2::Sha256 as sha2::Digest>::digest(&source);
-    let mut hex = String::new();
-    for b in digest {
-        write!(hex, "{b:02x}").unwrap();
-    }
-    assert_eq!(
-        recorded.trim(),
-        hex,
-        "task_states.bpf.c changed: run sh capture/bpf/gen_task_states.sh"
-    );
+    crate::task_iter::assert_object_matches_source("task_states.bpf.c");
 }
 
 /// The loaded iterator, or None (skipped, with a line) when this machine cannot: not root and not
