@@ -89,9 +89,18 @@ pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
     })
 }
 
+/// Round 10 (issue 38 held-out: ZFS kernel threads). SPL, the Solaris porting layer ZFS runs on, starts every
+/// thread ZFS creates through `thread_generic_wrapper` (spl-thread.c: `thread_create` passes it to
+/// `kthread_create`; it calls the thread's function, `txg_sync_thread`, `dbuf_evict_thread`…) and runs every
+/// taskq item from `taskq_thread` (spl-taskq.c: the taskq's kthread loop calling `tqe_func`): module frames
+/// that are the thread's way in, like `kthread` and `worker_thread`, not the code that waits.
+pub fn is_module_thread_trampoline(name: &str) -> bool {
+    matches!(name, "thread_generic_wrapper" | "taskq_thread")
+}
+
 /// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork`, or (a paste cut above them)
 /// in a thread function only `kthread()` runs (`irq_thread`, `worker_thread`, `kthread_worker_fn`,
-/// `smpboot_thread_fn`), and never came through a system call.
+/// `smpboot_thread_fn`; round 10: spl's trampolines), and never came through a system call.
 pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
     let bottom = frames.iter().rev().take(4).any(|f| {
         matches!(
@@ -104,7 +113,7 @@ pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
                 | "worker_thread"
                 | "kthread_worker_fn"
                 | "smpboot_thread_fn"
-        )
+        ) || is_module_thread_trampoline(base_name(&f.function))
     });
     let from_user = frames.iter().any(|f| {
         let n = base_name(&f.function);
@@ -313,11 +322,16 @@ struct DriverPath<'a> {
 
 fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
     let module_of = |i: usize| frames[i].module.as_deref();
+    // A helper module's thread trampoline (round 10: spl's `thread_generic_wrapper`, `taskq_thread`) is the
+    // thread's way in, as `kthread` is: the path starts at the function it runs, when one is in the stack.
+    let runs_code = |f: &StackFrame| !is_module_thread_trampoline(base_name(&f.function));
+    let has_inner = frames.iter().any(|f| f.module.is_some() && runs_code(f));
+    let counts = |f: &StackFrame| !has_inner || runs_code(f);
     // The outermost driver frame (a framework module only when no driver module is there).
     let outer = frames
         .iter()
-        .rposition(|f| f.module.as_deref().is_some_and(|m| !is_generic(m)))
-        .or_else(|| frames.iter().rposition(|f| f.module.is_some()))?;
+        .rposition(|f| counts(f) && f.module.as_deref().is_some_and(|m| !is_generic(m)))
+        .or_else(|| frames.iter().rposition(|f| counts(f) && f.module.is_some()))?;
     let module = module_of(outer)?;
     let mut first = outer;
     while first > 0 && module_of(first - 1) == Some(module) {

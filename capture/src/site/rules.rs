@@ -351,6 +351,7 @@ pub fn is_entry_frame(name: &str) -> bool {
         "kernel_init_freeable",
     ];
     ENTRY.contains(&name)
+        || super::is_module_thread_trampoline(name)
         || name.starts_with("entry_SYSCALL")
         || SYSCALL_PREFIXES.iter().any(|p| name.starts_with(p))
 }
