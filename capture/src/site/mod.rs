@@ -53,7 +53,11 @@ fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
         let fop = |op: &str| {
             n.ends_with(&format!("_fop_{op}")) || n.ends_with(&format!("_fop_{op}_iter"))
         };
-        if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
+        // Round 10: open(2), openat(2), creat(2) and openat2(2) all open through do_sys_open(at2) →
+        // do_filp_open (fs/open.c); a crash `bt` whose syscall frame is inlined shows these.
+        if matches!(n, "do_sys_open" | "do_sys_openat2" | "do_filp_open") {
+            Some("open")
+        } else if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
             Some("write")
         } else if matches!(
             n,
@@ -189,7 +193,7 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         let name = base_name(&f.function);
         if let Some(wd) = rules::wait_words(name) {
             words = Some(wd);
-        } else if !SCHEDULER_FRAMES.contains(&name) {
+        } else if !SCHEDULER_FRAMES.contains(&name) && !rules::never_sleeps(name) {
             // With the primitive's words, the lock of that kind; without (the primitives omitted), the first.
             taker = match words {
                 Some(w) if is_lock_words(w) => rules::lock_taken_with(name, w),
@@ -724,7 +728,7 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
     let mut primitives = 0;
     for f in frames {
         let name = base_name(&f.function);
-        if SCHEDULER_FRAMES.contains(&name) {
+        if SCHEDULER_FRAMES.contains(&name) || rules::never_sleeps(name) {
             continue;
         }
         if rules::wait_words(name).is_some() {

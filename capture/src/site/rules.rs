@@ -328,6 +328,21 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
     "__perf_event_task_sched_in",
 ];
 
+/// Round 10 (issue 38 held-out: a crash `bt` of a CIFS open). fs/namei.c's RCU-walk helpers take references
+/// under lockref and seqcount checks and never sleep (`legitimize_path`, `legitimize_links`, `legitimize_root`,
+/// `try_to_unlazy`, `try_to_unlazy_next`): on a sleeping task's stack such a frame is a stale return address
+/// a crash `bt` or an unwinder picked up, and the function that waits is the one under it.
+pub fn never_sleeps(name: &str) -> bool {
+    matches!(
+        name,
+        "legitimize_path"
+            | "legitimize_links"
+            | "legitimize_root"
+            | "try_to_unlazy"
+            | "try_to_unlazy_next"
+    )
+}
+
 /// Frames of the way in (syscall entry, kernel thread and workqueue machinery): never "the function that
 /// waits".
 pub fn is_entry_frame(name: &str) -> bool {

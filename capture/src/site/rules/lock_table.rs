@@ -778,6 +778,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the ARC hash table's bucket mutex (BUF_HASH_LOCK, ZFS)",
     ),
+    // fs/namei.c: path_openat's last step (open_last_lookups, do_last before 5.7, static and inlined into
+    // path_openat) takes the parent directory's inode lock, for write when the open may create (O_CREAT).
+    t(
+        &["path_openat"],
+        "rwsem wait (write)",
+        "the inode lock (i_rwsem; i_mutex before 4.7)",
+    ),
     // module/zfs/dmu_zfetch.c: the prefetcher takes the dnode's stream lock (rw_enter(&zf->zf_rwlock,
     // RW_READER), RW_WRITER to reset or create a stream) on every read through dmu_buf_hold_array_by_dnode.
     t(
