@@ -710,6 +710,7 @@ fn compose(
     let entered = match (entered, waiter(frames)) {
         (Some(s), Some(f)) => Some(format!("{s} → {f}")),
         (None, Some(f)) => Some(f.to_string()),
+        (None, None) => cut_in_the_wait(frames).map(str::to_string),
         (s, None) => s,
     };
     match (entered, &wait) {
@@ -750,6 +751,24 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
         return Some(name);
     }
     None
+}
+
+/// Round 10: a paste cut inside the wait's own functions (every frame left a wait primitive, no syscall or
+/// thread below: `filemap_write_and_wait_range` over `folio_wait_writeback`): the outermost of them is where
+/// the wait was entered, the only caller the paste still names.
+fn cut_in_the_wait(frames: &[StackFrame]) -> Option<&str> {
+    let mut names = frames
+        .iter()
+        .map(|f| base_name(&f.function))
+        .filter(|n| !SCHEDULER_FRAMES.contains(n));
+    let first = names.next()?;
+    let outermost = names.last()?;
+    let all_waits = frames
+        .iter()
+        .map(|f| base_name(&f.function))
+        .filter(|n| !SCHEDULER_FRAMES.contains(n))
+        .all(|n| rules::wait_words(n).is_some());
+    (all_waits && outermost != first).then_some(outermost)
 }
 
 /// A function that is a lock's API (`rtnl_lock`, `console_lock`, `lock_device_hotplug`) rather than code that
