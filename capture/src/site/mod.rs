@@ -762,7 +762,7 @@ fn cut_in_the_wait(frames: &[StackFrame]) -> Option<&str> {
         .map(|f| base_name(&f.function))
         .filter(|n| !SCHEDULER_FRAMES.contains(n));
     let first = names.next()?;
-    let outermost = names.last()?;
+    let outermost = names.next_back()?;
     let all_waits = frames
         .iter()
         .map(|f| base_name(&f.function))
