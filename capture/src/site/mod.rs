@@ -93,15 +93,6 @@ pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
     })
 }
 
-/// Round 10 (issue 38 held-out: ZFS kernel threads). SPL, the Solaris porting layer ZFS runs on, starts every
-/// thread ZFS creates through `thread_generic_wrapper` (spl-thread.c: `thread_create` passes it to
-/// `kthread_create`; it calls the thread's function, `txg_sync_thread`, `dbuf_evict_thread`…) and runs every
-/// taskq item from `taskq_thread` (spl-taskq.c: the taskq's kthread loop calling `tqe_func`): module frames
-/// that are the thread's way in, like `kthread` and `worker_thread`, not the code that waits.
-pub fn is_module_thread_trampoline(name: &str) -> bool {
-    matches!(name, "thread_generic_wrapper" | "taskq_thread")
-}
-
 /// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork`, or (a paste cut above them)
 /// in a thread function only `kthread()` runs (`irq_thread`, `worker_thread`, `kthread_worker_fn`,
 /// `smpboot_thread_fn`; round 10: spl's trampolines), and never came through a system call.
@@ -117,7 +108,7 @@ pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
                 | "worker_thread"
                 | "kthread_worker_fn"
                 | "smpboot_thread_fn"
-        ) || is_module_thread_trampoline(base_name(&f.function))
+        ) || rules::is_module_thread_trampoline(base_name(&f.function))
     });
     let from_user = frames.iter().any(|f| {
         let n = base_name(&f.function);
@@ -328,7 +319,7 @@ fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
     let module_of = |i: usize| frames[i].module.as_deref();
     // A helper module's thread trampoline (round 10: spl's `thread_generic_wrapper`, `taskq_thread`) is the
     // thread's way in, as `kthread` is: the path starts at the function it runs, when one is in the stack.
-    let runs_code = |f: &StackFrame| !is_module_thread_trampoline(base_name(&f.function));
+    let runs_code = |f: &StackFrame| !rules::is_module_thread_trampoline(base_name(&f.function));
     let has_inner = frames.iter().any(|f| f.module.is_some() && runs_code(f));
     let counts = |f: &StackFrame| !has_inner || runs_code(f);
     // The outermost driver frame (a framework module only when no driver module is there).
@@ -710,7 +701,8 @@ fn compose(
     let entered = match (entered, waiter(frames)) {
         (Some(s), Some(f)) => Some(format!("{s} → {f}")),
         (None, Some(f)) => Some(f.to_string()),
-        (None, None) => cut_in_the_wait(frames).map(str::to_string),
+        (None, None) => rules::cut_in_the_wait(frames.iter().map(|f| base_name(&f.function)))
+            .map(str::to_string),
         (s, None) => s,
     };
     match (entered, &wait) {
@@ -751,24 +743,6 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
         return Some(name);
     }
     None
-}
-
-/// Round 10: a paste cut inside the wait's own functions (every frame left a wait primitive, no syscall or
-/// thread below: `filemap_write_and_wait_range` over `folio_wait_writeback`): the outermost of them is where
-/// the wait was entered, the only caller the paste still names.
-fn cut_in_the_wait(frames: &[StackFrame]) -> Option<&str> {
-    let mut names = frames
-        .iter()
-        .map(|f| base_name(&f.function))
-        .filter(|n| !SCHEDULER_FRAMES.contains(n));
-    let first = names.next()?;
-    let outermost = names.next_back()?;
-    let all_waits = frames
-        .iter()
-        .map(|f| base_name(&f.function))
-        .filter(|n| !SCHEDULER_FRAMES.contains(n))
-        .all(|n| rules::wait_words(n).is_some());
-    (all_waits && outermost != first).then_some(outermost)
 }
 
 /// A function that is a lock's API (`rtnl_lock`, `console_lock`, `lock_device_hotplug`) rather than code that
