@@ -53,7 +53,11 @@ fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
         let fop = |op: &str| {
             n.ends_with(&format!("_fop_{op}")) || n.ends_with(&format!("_fop_{op}_iter"))
         };
-        if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
+        // Round 10: open(2), openat(2), creat(2) and openat2(2) all open through do_sys_open(at2) →
+        // do_filp_open (fs/open.c); a crash `bt` whose syscall frame is inlined shows these.
+        if matches!(n, "do_sys_open" | "do_sys_openat2" | "do_filp_open") {
+            Some("open")
+        } else if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
             Some("write")
         } else if matches!(
             n,
@@ -91,7 +95,7 @@ pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
 
 /// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork`, or (a paste cut above them)
 /// in a thread function only `kthread()` runs (`irq_thread`, `worker_thread`, `kthread_worker_fn`,
-/// `smpboot_thread_fn`), and never came through a system call.
+/// `smpboot_thread_fn`; round 10: spl's trampolines), and never came through a system call.
 pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
     let bottom = frames.iter().rev().take(4).any(|f| {
         matches!(
@@ -104,7 +108,7 @@ pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
                 | "worker_thread"
                 | "kthread_worker_fn"
                 | "smpboot_thread_fn"
-        )
+        ) || rules::is_module_thread_trampoline(base_name(&f.function))
     });
     let from_user = frames.iter().any(|f| {
         let n = base_name(&f.function);
@@ -180,7 +184,7 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         let name = base_name(&f.function);
         if let Some(wd) = rules::wait_words(name) {
             words = Some(wd);
-        } else if !SCHEDULER_FRAMES.contains(&name) {
+        } else if !SCHEDULER_FRAMES.contains(&name) && !rules::never_sleeps(name) {
             // With the primitive's words, the lock of that kind; without (the primitives omitted), the first.
             taker = match words {
                 Some(w) if is_lock_words(w) => rules::lock_taken_with(name, w),
@@ -313,11 +317,16 @@ struct DriverPath<'a> {
 
 fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
     let module_of = |i: usize| frames[i].module.as_deref();
+    // A helper module's thread trampoline (round 10: spl's `thread_generic_wrapper`, `taskq_thread`) is the
+    // thread's way in, as `kthread` is: the path starts at the function it runs, when one is in the stack.
+    let runs_code = |f: &StackFrame| !rules::is_module_thread_trampoline(base_name(&f.function));
+    let has_inner = frames.iter().any(|f| f.module.is_some() && runs_code(f));
+    let counts = |f: &StackFrame| !has_inner || runs_code(f);
     // The outermost driver frame (a framework module only when no driver module is there).
     let outer = frames
         .iter()
-        .rposition(|f| f.module.as_deref().is_some_and(|m| !is_generic(m)))
-        .or_else(|| frames.iter().rposition(|f| f.module.is_some()))?;
+        .rposition(|f| counts(f) && f.module.as_deref().is_some_and(|m| !is_generic(m)))
+        .or_else(|| frames.iter().rposition(|f| counts(f) && f.module.is_some()))?;
     let module = module_of(outer)?;
     let mut first = outer;
     while first > 0 && module_of(first - 1) == Some(module) {
@@ -692,6 +701,8 @@ fn compose(
     let entered = match (entered, waiter(frames)) {
         (Some(s), Some(f)) => Some(format!("{s} → {f}")),
         (None, Some(f)) => Some(f.to_string()),
+        (None, None) => rules::cut_in_the_wait(frames.iter().map(|f| base_name(&f.function)))
+            .map(str::to_string),
         (s, None) => s,
     };
     match (entered, &wait) {
@@ -710,7 +721,7 @@ fn waiter(frames: &[StackFrame]) -> Option<&str> {
     let mut primitives = 0;
     for f in frames {
         let name = base_name(&f.function);
-        if SCHEDULER_FRAMES.contains(&name) {
+        if SCHEDULER_FRAMES.contains(&name) || rules::never_sleeps(name) {
             continue;
         }
         if rules::wait_words(name).is_some() {

@@ -328,6 +328,43 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
     "__perf_event_task_sched_in",
 ];
 
+/// Round 10 (issue 38 held-out: ZFS kernel threads). SPL, the Solaris porting layer ZFS runs on, starts every
+/// thread ZFS creates through `thread_generic_wrapper` (spl-thread.c: `thread_create` passes it to
+/// `kthread_create`; it calls the thread's function, `txg_sync_thread`, `dbuf_evict_thread`…) and runs every
+/// taskq item from `taskq_thread` (spl-taskq.c: the taskq's kthread loop calling `tqe_func`): module frames
+/// that are the thread's way in, like `kthread` and `worker_thread`, not the code that waits.
+pub fn is_module_thread_trampoline(name: &str) -> bool {
+    matches!(name, "thread_generic_wrapper" | "taskq_thread")
+}
+
+/// Round 10: a paste cut inside the wait's own functions (every frame left, `names` innermost first, a wait
+/// primitive; no syscall or thread below: `filemap_write_and_wait_range` over `folio_wait_writeback`): the
+/// outermost of them is where the wait was entered, the only caller the paste still names.
+pub fn cut_in_the_wait<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
+    let mut waits = names.clone().filter(|n| !SCHEDULER_FRAMES.contains(n));
+    let first = waits.next()?;
+    let outermost = waits.last()?;
+    let all_waits = names
+        .filter(|n| !SCHEDULER_FRAMES.contains(n))
+        .all(|n| wait_words(n).is_some());
+    (all_waits && outermost != first).then_some(outermost)
+}
+
+/// Round 10 (issue 38 held-out: a crash `bt` of a CIFS open). fs/namei.c's RCU-walk helpers take references
+/// under lockref and seqcount checks and never sleep (`legitimize_path`, `legitimize_links`, `legitimize_root`,
+/// `try_to_unlazy`, `try_to_unlazy_next`): on a sleeping task's stack such a frame is a stale return address
+/// a crash `bt` or an unwinder picked up, and the function that waits is the one under it.
+pub fn never_sleeps(name: &str) -> bool {
+    matches!(
+        name,
+        "legitimize_path"
+            | "legitimize_links"
+            | "legitimize_root"
+            | "try_to_unlazy"
+            | "try_to_unlazy_next"
+    )
+}
+
 /// Frames of the way in (syscall entry, kernel thread and workqueue machinery): never "the function that
 /// waits".
 pub fn is_entry_frame(name: &str) -> bool {
@@ -351,6 +388,7 @@ pub fn is_entry_frame(name: &str) -> bool {
         "kernel_init_freeable",
     ];
     ENTRY.contains(&name)
+        || is_module_thread_trampoline(name)
         || name.starts_with("entry_SYSCALL")
         || SYSCALL_PREFIXES.iter().any(|p| name.starts_with(p))
 }

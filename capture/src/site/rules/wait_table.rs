@@ -612,4 +612,18 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         ],
         "NFSv4 open stateid wait (an earlier OPEN/CLOSE reply not yet processed)",
     ),
+    // Round 10 (issue 38 held-out: non-GPU families).
+    // kernel/sched/wait_bit.c: bit_wait is wait_on_bit's action for a non-I/O bit (bit_wait_io's twin): the
+    // task sleeps until another clears the flag bit; the caller says which bit.
+    w(
+        &["bit_wait"],
+        "bit wait (wait_on_bit: a flag bit another task must clear)",
+    ),
+    // fs/fscache/page.c (before 5.17's netfs rewrite): a read through the cache waits on the cookie's
+    // FSCACHE_COOKIE_LOOKING_UP bit (wait_on_bit), cleared only when the cache backend (cachefiles) finishes
+    // looking up or creating the object, or fails it.
+    w(
+        &["fscache_wait_for_deferred_lookup"],
+        "FS-Cache lookup wait (the cache backend has not finished looking up the object)",
+    ),
 ];
