@@ -143,10 +143,16 @@ fn kernel_thread_words(comm: &str, workqueue: Option<&str>, frames: &[StackFrame
         .map(|q| q.split_whitespace().next().unwrap_or(q))
         .or(from_comm)
         .filter(|q| !q.is_empty());
-    let work = has(frames, &["process_one_work"])
-        .filter(|&i| i > 0)
-        .map(|i| base_name(&frames[i - 1].function))
-        .or_else(|| workqueue.and_then(|q| q.split_whitespace().nth(1)));
+    // The `Workqueue:` line's function is the worker's current_func (print_worker_info): the work item run,
+    // where the frame above process_one_work may be a callee it tail-called (round 9: nouveau's
+    // nv50_disp_atomic_commit_work → nv50_disp_atomic_commit_tail).
+    let work = workqueue
+        .and_then(|q| q.split_whitespace().nth(1))
+        .or_else(|| {
+            has(frames, &["process_one_work"])
+                .filter(|&i| i > 0)
+                .map(|i| base_name(&frames[i - 1].function))
+        });
     let mut s = if name.is_empty() {
         "kernel thread".to_string()
     } else {
@@ -203,7 +209,7 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     if let Some((t, name)) = taker {
         return Some(format!("{} on {} in {name}", t.wait, t.lock));
     }
-    if let Some(s) = mm_words(top) {
+    if let Some(s) = mm_words(top).or_else(|| nvidia::uvm_spin_words(frames)) {
         return Some(s);
     }
     let opaque = top.starts_with("0x") || (top.starts_with("_nv") && top.ends_with("rm"));
