@@ -612,4 +612,12 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         ],
         "NFSv4 open stateid wait (an earlier OPEN/CLOSE reply not yet processed)",
     ),
+    // round 9: drivers/mailbox/mailbox.c: mbox_send_message on a channel whose client set tx_block (the
+    // Raspberry Pi firmware's, drivers/firmware/raspberrypi.c) queues the message (msg_submit) and waits
+    // wait_for_completion_timeout(&chan->tx_complete, …), which only tx_tick completes: the controller's TX-done
+    // IRQ or poll (mbox_chan_txdone) or the client (mbox_client_txdone); on timeout it returns -ETIME.
+    w(
+        &["mbox_send_message"],
+        "mailbox message wait (mbox_send_message: the mailbox has not reported the message sent)",
+    ),
 ];
