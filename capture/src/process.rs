@@ -318,11 +318,11 @@ fn fill_syscall(
 pub fn link_blockers(threads: &mut [ThreadSnapshot]) {
     let holders: Vec<i32> = threads
         .iter()
-        .filter(|t| t.state == "D" && site::holds_fault_lock(&t.stack, t.wchan.as_deref()))
+        .filter(|t| t.state == "D" && site::mm_lock::holds_fault_lock(&t.stack, t.wchan.as_deref()))
         .map(|t| t.tid)
         .collect();
     for t in threads.iter_mut().filter(|t| t.state == "D") {
-        let Some(class) = site::lock_class(&t.stack, t.wchan.as_deref()) else {
+        let Some(class) = site::mm_lock::lock_class(&t.stack, t.wchan.as_deref()) else {
             continue;
         };
         t.waits_for = Some(class.to_string());

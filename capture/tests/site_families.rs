@@ -241,7 +241,7 @@ fn gpu_fence_waits_name_the_driver() {
 fn older_kernels_names_are_known() {
     let fault_old = "[<0>] call_rwsem_down_read_failed+0x1/0x2\n[<0>] __do_page_fault+0x1/0x2\n[<0>] do_page_fault+0x1/0x2\n[<0>] page_fault+0x1/0x2\n";
     let f = frames(fault_old);
-    assert_eq!(site::lock_class(&f, None), Some("mmap_lock"));
+    assert_eq!(site::mm_lock::lock_class(&f, None), Some("mmap_lock"));
     assert_eq!(
         site::classify(&f, None, None).unwrap(),
         "page fault … rwsem wait (read) [mmap_lock wait]"
@@ -373,8 +373,8 @@ fn a_fault_handler_on_top_waits_for_the_mmap_lock() {
         "[<0>] __do_page_fault+0x1/0x2\n[<0>] do_page_fault+0x1/0x2\n[<0>] page_fault+0x1/0x2\n",
     ] {
         let f = frames(text);
-        assert_eq!(site::lock_class(&f, None), Some("mmap_lock"), "{text}");
-        assert!(!site::holds_fault_lock(&f, None));
+        assert_eq!(site::mm_lock::lock_class(&f, None), Some("mmap_lock"), "{text}");
+        assert!(!site::mm_lock::holds_fault_lock(&f, None));
         let s = site::classify(&f, None, None).unwrap();
         assert!(s.starts_with("page fault … ") && s.ends_with("(waits for mmap_lock)"), "{s}");
     }

@@ -271,6 +271,17 @@ impl Reader {
 
     /// A line the kernel prints about the task before its stack: its workqueue, its registers (`RIP:`, `pc :`).
     fn task_context(&mut self, trimmed: &str) -> bool {
+        // round 9: a `Workqueue: <queue>` line a mail client wrapped before its work function
+        // (`nv50_disp_atomic_commit_work [nouveau]` alone on the next line): the function completes it.
+        if let Some(d) = self.draft.as_mut().filter(|d| d.frames.is_empty()) {
+            if let Some(q) = d.workqueue.as_mut().filter(|q| !q.contains(' ')) {
+                if formats::wrapped_work_function(trimmed) {
+                    q.push(' ');
+                    q.push_str(trimmed);
+                    return true;
+                }
+            }
+        }
         if let Some(q) = trimmed.strip_prefix("Workqueue: ") {
             // The kernel prints it before the stack: after frames it begins another (header-less) task.
             if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {

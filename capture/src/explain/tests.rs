@@ -315,6 +315,55 @@ mod shapes {
         );
     }
 
+    /// Round 9: a log kept as comment lines behind a reply's quote and a diff's `+` (drm/ci's flakes files):
+    /// `#` then blank is the comment's mark; drgn's `# 0 [ffff…]` frame index is not.
+    #[test]
+    fn comment_marks_are_not_the_line_but_frame_indices_stay() {
+        let log = ">   > +# INFO: task kms_lease:1271 blocked for more than 122 seconds.\n\
+                   >   > +# Call Trace:\n\
+                   >   > +#\n\
+                   >   > +#  schedule+0x35/0x120\n\
+                   >   > +#  drm_vblank_work_flush+0x91/0xf0\n\
+                   >   > +#  intel_wait_for_vblank_workers+0x58/0x90\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        assert_eq!(e.tasks[0].pid, Some(1271));
+        assert_eq!(
+            names(&e.tasks[0]),
+            ["drm_vblank_work_flush", "intel_wait_for_vblank_workers"]
+        );
+        assert_eq!(
+            crate::explain::formats::message(" # 0 [ff54a3e3b02ef658] schedule"),
+            " # 0 [ff54a3e3b02ef658] schedule"
+        );
+    }
+
+    /// Round 9: a `Workqueue:` line wrapped before its work function (a bugzilla mail): the function on the
+    /// next line completes it, it is not a frame.
+    #[test]
+    fn a_wrapped_workqueue_line_keeps_its_work_function() {
+        let log = "[  605.33] INFO: task kworker/u8:3:162 blocked for more than 120 seconds.\n\
+                   [  605.33] Workqueue: events_unbound\n\
+                   nv50_disp_atomic_commit_work [nouveau]\n\
+                   [  605.33] Call Trace:\n\
+                   [  605.33]  dma_fence_default_wait+0x22f/0x290\n\
+                   [  605.33]  nv50_disp_atomic_commit_tail+0x72/0x710 [nouveau]\n\
+                   [  605.33]  process_one_work+0x1a7/0x360\n";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let t = &e.tasks[0];
+        assert_eq!(
+            t.workqueue.as_deref(),
+            Some("events_unbound nv50_disp_atomic_commit_work [nouveau]")
+        );
+        assert!(!names(t).contains(&"nv50_disp_atomic_commit_work"));
+        let site = t.site.as_deref().unwrap_or("");
+        assert!(
+            site.contains("(workqueue events_unbound: nv50_disp_atomic_commit_work)"),
+            "{site}"
+        );
+    }
+
     #[test]
     fn old_sysrq_w_task_lines_with_the_stack_count_glued_to_the_state() {
         let log =

@@ -221,6 +221,41 @@ pub const NAMED: &[NvidiaRule] = &[
     ),
 ];
 
+// round 9 (issue 38, held-out GPU): what a UVM GPU-progress spin waits on. kernel-open/nvidia-uvm/uvm_tracker.c:
+// `uvm_tracker_wait` (every entry of a tracker) and `uvm_tracker_wait_for_entry` /
+// `uvm_tracker_wait_for_other_gpus` (through `wait_for_entry_with_spin`) loop on `UVM_SPIN_LOOP` until
+// `uvm_tracker_is_entry_completed` → `uvm_channel_is_value_completed`: the channel's tracking semaphore, which
+// the GPU writes when it has executed the pushed methods, reaches the entry's value; uvm_push.c's
+// `uvm_push_wait` / `uvm_push_end_and_wait` wait so for the push just submitted. The outermost of them names
+// whose work: the caller's own push, or a tracker of earlier pushes (a mapping's, a migration's).
+const UVM_TRACKER_WAITS: &[&str] = &[
+    "uvm_push_end_and_wait",
+    "uvm_push_wait",
+    "uvm_tracker_wait",
+    "uvm_tracker_wait_for_entry",
+    "uvm_tracker_wait_for_other_gpus",
+    "wait_for_entry_with_spin",
+];
+
+/// The wait words of a `uvm_spin_loop` on top of a stack whose callers are UVM's tracker waits: the spin, on
+/// the GPU work it polls for, in the outermost tracker wait ([`UVM_TRACKER_WAITS`]); None otherwise.
+pub fn uvm_spin_words(frames: &[StackFrame]) -> Option<String> {
+    let mut names = frames
+        .iter()
+        .map(|f| base_name(&f.function))
+        .filter(|n| !super::rules::SCHEDULER_FRAMES.contains(n));
+    if names.next()? != "uvm_spin_loop" {
+        return None;
+    }
+    let caller = names
+        .take_while(|n| UVM_TRACKER_WAITS.contains(n))
+        .filter(|n| *n != "wait_for_entry_with_spin")
+        .last()?;
+    Some(format!(
+        "uvm_spin_loop on a UVM channel's tracking semaphore (pushed GPU work) in {caller}"
+    ))
+}
+
 /// The OS-interface lock primitives, read when no named function says more (the proprietary module).
 pub const PRIMITIVES: &[NvidiaRule] = &[
     r(

@@ -71,25 +71,34 @@ fn mmap_lock_wedge_waiters_and_the_fault_they_wait_behind() {
         classify(&fault, Some("percpu_rwsem_wait"), None).unwrap(),
         "page fault → filesystem freeze (percpu_rwsem_wait)"
     );
-    assert!(holds_fault_lock(&fault, Some("percpu_rwsem_wait")));
-    assert_eq!(lock_class(&fault, Some("percpu_rwsem_wait")), None);
+    assert!(mm_lock::holds_fault_lock(&fault, Some("percpu_rwsem_wait")));
+    assert_eq!(mm_lock::lock_class(&fault, Some("percpu_rwsem_wait")), None);
     let mprotect = frames("[<0>] __vma_start_write+0x5c/0x110\n[<0>] mprotect_fixup+0xec/0x370\n[<0>] do_mprotect_pkey+0x353/0x5f0\n[<0>] __x64_sys_mprotect+0x1b/0x30\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
     assert_eq!(
-        lock_class(&mprotect, Some("__vma_start_write")),
+        mm_lock::lock_class(&mprotect, Some("__vma_start_write")),
         Some("mmap_lock")
     );
-    assert!(!holds_fault_lock(&mprotect, Some("__vma_start_write")));
+    assert!(!mm_lock::holds_fault_lock(
+        &mprotect,
+        Some("__vma_start_write")
+    ));
     let mmap = frames("[<0>] vm_mmap_pgoff+0xe9/0x230\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n");
-    assert_eq!(lock_class(&mmap, Some("vm_mmap_pgoff")), Some("mmap_lock"));
-    assert_eq!(lock_class(&[], Some("vm_mmap_pgoff")), Some("mmap_lock"));
+    assert_eq!(
+        mm_lock::lock_class(&mmap, Some("vm_mmap_pgoff")),
+        Some("mmap_lock")
+    );
+    assert_eq!(
+        mm_lock::lock_class(&[], Some("vm_mmap_pgoff")),
+        Some("mmap_lock")
+    );
     // A fault that itself waits for the mmap lock is a waiter, not a holder.
     let fault_waits = frames("[<0>] rwsem_down_read_slowpath+0x1/0x2\n[<0>] lock_mm_and_find_vma+0x1/0x2\n[<0>] do_user_addr_fault+0x1/0x2\n[<0>] exc_page_fault+0x1/0x2\n");
-    assert_eq!(lock_class(&fault_waits, None), Some("mmap_lock"));
-    assert!(!holds_fault_lock(&fault_waits, None));
+    assert_eq!(mm_lock::lock_class(&fault_waits, None), Some("mmap_lock"));
+    assert!(!mm_lock::holds_fault_lock(&fault_waits, None));
     // A futex wait is neither.
     let futex = frames("[<0>] futex_do_wait+0x46/0x90\n[<0>] __x64_sys_futex+0x12d/0x230\n");
-    assert_eq!(lock_class(&futex, Some("futex_do_wait")), None);
-    assert!(!holds_fault_lock(&futex, None));
+    assert_eq!(mm_lock::lock_class(&futex, Some("futex_do_wait")), None);
+    assert!(!mm_lock::holds_fault_lock(&futex, None));
 }
 
 #[test]

@@ -225,7 +225,7 @@ impl<'r> Builder<'r> {
                 .known
                 .values()
                 .filter(|k| k.pid == pid && k.t.state == "D" && !self.waits.contains_key(&k.t.tid))
-                .filter(|k| site::holds_fault_lock(&k.t.stack, k.t.wchan.as_deref()))
+                .filter(|k| site::mm_lock::holds_fault_lock(&k.t.stack, k.t.wchan.as_deref()))
                 .map(|k| (k.t.tid, k.pid))
                 .collect(),
             Key::Rm(label) => self

@@ -29,7 +29,7 @@
 //!
 //! The kernel records a blocker only for TASK_UNINTERRUPTIBLE sleeps: a killable wait (mmap, munmap and page
 //! faults wait for the mmap_lock killably) has no record. Such a waiter's lock is known from its stack
-//! ([`crate::site::lock_class`]), and for the mmap_lock its owner word is read all the same (the records carry
+//! ([`crate::site::mm_lock::lock_class`]), and for the mmap_lock its owner word is read all the same (the records carry
 //! every mm's mmap_lock words).
 
 pub mod build;

@@ -215,7 +215,7 @@ pub(super) fn wait_of(
             by: "stack",
         });
     }
-    if site::lock_class(&t.stack, t.wchan.as_deref()) == Some("mmap_lock") {
+    if site::mm_lock::lock_class(&t.stack, t.wchan.as_deref()) == Some("mmap_lock") {
         let key = match record.filter(|r| r.mmap_lock != 0) {
             Some(r) => Key::Addr(r.mmap_lock),
             None => Key::Mmap(pid),

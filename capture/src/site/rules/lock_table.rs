@@ -792,4 +792,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait",
         "the dnode's prefetch stream lock (zf_rwlock, ZFS)",
     ),
+    // Round 9 (issue 38 held-out: GPU). drivers/gpu/drm/drm_client_event.c (drm_client.c before 6.13): a hotplug
+    // or a last close walks the device's in-kernel clients (fbdev emulation) under mutex_lock(&dev->
+    // clientlist_mutex) and calls each client's hotplug/restore hook with it held; drm_client_register holds it
+    // across the first hotplug (the fbdev's initial modeset), so a client stuck in its commit blocks them.
+    t(
+        &["drm_client_dev_hotplug", "drm_client_dev_restore"],
+        "mutex wait",
+        "the DRM device's in-kernel client list lock (clientlist_mutex)",
+    ),
 ];

@@ -626,4 +626,12 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["fscache_wait_for_deferred_lookup"],
         "FS-Cache lookup wait (the cache backend has not finished looking up the object)",
     ),
+    // round 9: drivers/mailbox/mailbox.c: mbox_send_message on a channel whose client set tx_block (the
+    // Raspberry Pi firmware's, drivers/firmware/raspberrypi.c) queues the message (msg_submit) and waits
+    // wait_for_completion_timeout(&chan->tx_complete, …), which only tx_tick completes: the controller's TX-done
+    // IRQ or poll (mbox_chan_txdone) or the client (mbox_client_txdone); on timeout it returns -ETIME.
+    w(
+        &["mbox_send_message"],
+        "mailbox message wait (mbox_send_message: the mailbox has not reported the message sent)",
+    ),
 ];
