@@ -123,9 +123,57 @@ struct group_trailer {
 	__u32 complete;  /* 1: the walk came back to the list head; 0: cut (too many, or a fault) */
 };
 
-static __attribute__((always_inline)) int read_u64(__u64 addr, __u64 *out)
+static __attribute__((always_inline)) long read_u64(__u64 addr, __u64 *out)
 {
 	return bpf_probe_read_kernel(out, sizeof(*out), (const void *)addr);
+}
+
+/* BPF_FUNC_loop (Linux >= 5.17; the walk needs >= 6.1 for its link anyway): the verifier checks the callback
+ * once, not once per round as it must a bounded loop, so loading the walk costs what the per-thread program
+ * does (a bounded loop of GROUP_MAX_THREADS rounds took the verifier ~150 ms at every agent start). */
+static long (*bpf_loop)(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags) = (void *)181;
+
+struct walk {
+	struct seq_file *seq;
+	__u64 head;
+	__u64 pos;
+	__u32 walked;
+	__u32 complete;
+	__u32 failed;
+};
+
+/* One thread of the walk: 0 to go on, 1 to stop (the list's end, or a read that failed). */
+static long walk_one(__u32 index, struct walk *w)
+{
+	struct group_thread thread = {};
+	__u64 task, next = 0, nv = 0, niv = 0;
+	__u32 word = 0, exit_word = 0;
+	long err;
+
+	task = w->pos - field_offset(struct task_struct, thread_node);
+	err = bpf_probe_read_kernel(&thread.tid, sizeof(thread.tid),
+				    (const void *)(task + field_offset(struct task_struct, pid)));
+	err |= bpf_probe_read_kernel(&word, sizeof(word),
+				     (const void *)(task + field_offset(struct task_struct, __state)));
+	err |= bpf_probe_read_kernel(&exit_word, sizeof(exit_word),
+				     (const void *)(task + field_offset(struct task_struct, exit_state)));
+	err |= read_u64(task + field_offset(struct task_struct, nvcsw), &nv);
+	err |= read_u64(task + field_offset(struct task_struct, nivcsw), &niv);
+	err |= read_u64(task + field_offset(struct task_struct, thread_node), &next);
+	if (err) {
+		w->failed = 1;
+		return 1;
+	}
+	thread.state = word | exit_word << 24;
+	thread.switches = nv + niv;
+	bpf_seq_write(w->seq, &thread, sizeof(thread));
+	w->walked++;
+	w->pos = next;
+	if (next == w->head) {
+		w->complete = 1;
+		return 1;
+	}
+	return 0;
 }
 
 SEC("iter/task")
@@ -133,52 +181,26 @@ int group_states(struct bpf_iter__task *ctx)
 {
 	struct task_struct *leader = ctx->task;
 	struct group_trailer trailer = { .magic = GROUP_MAGIC };
-	struct group_thread thread;
-	__u64 signal = 0, head, pos = 0, task, nv = 0, niv = 0;
-	__u32 word = 0, exit_word = 0;
-	__u32 i;
+	struct walk w = {};
+	__u64 signal = 0;
 
 	if (!leader)
 		return 0;
 	trailer.tgid = leader->tgid;
+	w.seq = ctx->meta->seq;
 	if (read_u64((__u64)leader + field_offset(struct task_struct, signal), &signal) || !signal)
 		goto out;
-	head = signal + field_offset(struct signal_struct, thread_head);
-	if (read_u64(head, &pos))
+	w.head = signal + field_offset(struct signal_struct, thread_head);
+	if (read_u64(w.head, &w.pos))
 		goto out;
-	if (pos == head) { /* no thread on the list: an exiting group */
-		trailer.complete = 1;
+	if (w.pos == w.head) { /* no thread on the list: an exiting group */
+		w.complete = 1;
 		goto out;
 	}
-	/* Two branches per thread (a failed read, the end of the list): the verifier follows each one, and
-	 * a branch per read would be more than it keeps pending for GROUP_MAX_THREADS rounds. */
-	for (i = 0; i < GROUP_MAX_THREADS; i++) {
-		__u64 next = 0;
-		long err;
-
-		task = pos - field_offset(struct task_struct, thread_node);
-		err = bpf_probe_read_kernel(&thread.tid, sizeof(thread.tid),
-					    (const void *)(task + field_offset(struct task_struct, pid)));
-		err |= bpf_probe_read_kernel(&word, sizeof(word),
-					     (const void *)(task + field_offset(struct task_struct, __state)));
-		err |= bpf_probe_read_kernel(&exit_word, sizeof(exit_word),
-					     (const void *)(task + field_offset(struct task_struct, exit_state)));
-		err |= read_u64(task + field_offset(struct task_struct, nvcsw), &nv);
-		err |= read_u64(task + field_offset(struct task_struct, nivcsw), &niv);
-		err |= read_u64(task + field_offset(struct task_struct, thread_node), &next);
-		if (err)
-			goto out;
-		thread.state = word | exit_word << 24;
-		thread.switches = nv + niv;
-		bpf_seq_write(ctx->meta->seq, &thread, sizeof(thread));
-		trailer.walked++;
-		pos = next;
-		if (pos == head) {
-			trailer.complete = 1;
-			break;
-		}
-	}
+	bpf_loop(GROUP_MAX_THREADS, walk_one, &w, 0);
 out:
+	trailer.walked = w.walked;
+	trailer.complete = w.complete && !w.failed;
 	bpf_seq_write(ctx->meta->seq, &trailer, sizeof(trailer));
 	return 0;
 }
