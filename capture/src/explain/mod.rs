@@ -20,6 +20,7 @@ mod clean;
 mod formats;
 mod reader;
 mod reversed;
+mod shapes;
 mod task;
 
 use serde::Serialize;
@@ -76,7 +77,9 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
             "binary data, not text: expected a kernel log (dmesg, journalctl -k) or a /proc/<tid>/stack copy",
         ));
     }
-    let text = String::from_utf8_lossy(input);
+    // What a transport, page or tool did to the paste, undone first (issue 38, family 4).
+    let decoded = shapes::decode(input);
+    let text = shapes::undo(&decoded);
     let mut reader = Reader::default();
     let mut long_lines = 0usize;
     // The head of a line another printk broke into, and the intruding message.
@@ -90,7 +93,7 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
         }
         if let Some((head, intruder)) = broken.take() {
             // The rest of the broken line comes next, with no prefix of its own.
-            let bare = !line.trim_start().starts_with('[') && !line.trim().is_empty();
+            let bare = !shapes::unquoted(line).starts_with('[') && !line.trim().is_empty();
             if bare && head.len() + line.len() <= MAX_LINE {
                 reader.line(&format!("{head}{}", line.trim_start()));
                 reader.line(intruder);
