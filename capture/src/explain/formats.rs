@@ -745,6 +745,28 @@ pub(super) fn is_stack_bottom(name: &str) -> bool {
     )
 }
 
+/// Frames of the context switch itself (`__switch_to`, `__schedule`, `schedule`, `schedule_preempt_disabled`…):
+/// a sleeping task's innermost frames, above every frame of what it waits in. One read (not a `?` guess) after a
+/// frame that is none of them is the top of another stack: a paste that lost its header and prefix after one
+/// cut short (`… __alloc_pages+0x25c/0x2dc` then `schedule_preempt_disabled+0x14/0x20`).
+pub(super) fn is_switch_point(name: &str) -> bool {
+    matches!(
+        name,
+        "__switch_to"
+            | "__switch_to_asm"
+            | "context_switch"
+            | "finish_task_switch"
+            | "__schedule"
+            | "__schedule_loop"
+            | "schedule"
+            | "schedule_idle"
+            | "schedule_preempt_disabled"
+            | "preempt_schedule_common"
+            | "_cond_resched"
+            | "__cond_resched"
+    )
+}
+
 /// An old kernel's task line (before 4.14 after `INFO: task`, and sysrq-w/-t of any age): `comm  D ffff…  0
 /// PID  PPID 0x…`, also with the free-stack count glued to the state (`D12312`, `%c%5lu` overflowing), a comm
 /// with spaces, or an old `(NOTLB)` tail. → (comm, pid, ppid).

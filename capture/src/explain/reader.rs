@@ -102,12 +102,27 @@ impl Reader {
                 || site::rules::lock_taken_by(name).is_some()
         };
         let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
+        // The context switch below frames that are not: another stack's top ([`formats::is_switch_point`]).
+        let switch_below = |d: &Draft| {
+            !guess
+                && !d.in_irq
+                && formats::is_switch_point(name)
+                // A bare address above the switch is the unwinder's (`site::past_switch_artifacts`).
+                && d.frames
+                    .iter()
+                    .rev()
+                    .find(|(f, g)| !g && !f.function.starts_with("0x"))
+                    .is_some_and(|(f, _)| {
+                        !formats::is_switch_point(site::frame_name::base_name(&f.function))
+                    })
+        };
         let split = self.draft.as_ref().is_some_and(|d| {
             !bottom_again
                 && !d.frames.is_empty()
                 && (d.ended
                     || ((other_log(d) || other_prefix(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
+                    || switch_below(d)
                     || (!guess && (d.bottom || d.gap == Gap::Separator)))
         });
         if split {
