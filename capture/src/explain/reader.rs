@@ -123,7 +123,9 @@ impl Reader {
                     || ((other_log(d) || other_prefix(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
                     || switch_below(d)
-                    || (!guess && (d.bottom || d.gap == Gap::Separator)))
+                    // A separator ends a paste: even a `?` guess after it is the next one's.
+                    || d.gap == Gap::Separator
+                    || (!guess && d.bottom))
         });
         if split {
             self.finish_draft();

@@ -111,7 +111,8 @@ fn is_quoted_printable(text: &str) -> bool {
                 // `=3D`, or a space or tab kept at a line's end (`=20`, `=09`).
                 let line_end = matches!(b.get(i + 3), None | Some(b'\n' | b'\r'));
                 marked |= (n, m) == (Some(&b'3'), Some(&b'D'))
-                    || (line_end && matches!((n, m), (Some(b'2'), Some(b'0')) | (Some(b'0'), Some(b'9'))));
+                    || (line_end
+                        && matches!((n, m), (Some(b'2'), Some(b'0')) | (Some(b'0'), Some(b'9'))));
             }
             _ => return false,
         }
@@ -411,7 +412,9 @@ fn container_stream(line: &str) -> Option<&str> {
     let rest = rest
         .strip_prefix("stdout ")
         .or_else(|| rest.strip_prefix("stderr "))?;
-    let rest = rest.strip_prefix("F ").or_else(|| rest.strip_prefix("P "))?;
+    let rest = rest
+        .strip_prefix("F ")
+        .or_else(|| rest.strip_prefix("P "))?;
     iso.then_some(rest)
 }
 
@@ -422,17 +425,29 @@ mod tests {
     #[test]
     fn each_wrapping_comes_off() {
         let cases = [
-            ("    12\t[ 1.2] schedule+0x29/0xd0", "[ 1.2] schedule+0x29/0xd0"),
+            (
+                "    12\t[ 1.2] schedule+0x29/0xd0",
+                "[ 1.2] schedule+0x29/0xd0",
+            ),
             ("12 | [ 1.2] x", "[ 1.2] x"),
             ("`[ 1.2] schedule+0x29/0xd0`", "[ 1.2] schedule+0x29/0xd0"),
             ("* [ 1.2] x", "[ 1.2] x"),
             ("kern  :err   : [ 1.2] x", "[ 1.2] x"),
             ("<4>1 2024-01-01T00:00:00Z host kernel - - - x y", "x y"),
-            ("<4>1 2024-01-01T00:00:00Z host kernel - - [a b=\"]\"] x", "x"),
+            (
+                "<4>1 2024-01-01T00:00:00Z host kernel - - [a b=\"]\"] x",
+                "x",
+            ),
             ("2024-01-01T00:00:00.1Z stdout F [ 1.2] x", "[ 1.2] x"),
-            ("[&lt;ffffffff81c3a1b2&gt;] a&amp;b &#39;c&quot; &bogus; &", "[<ffffffff81c3a1b2>] a&b 'c\" &bogus; &"),
+            (
+                "[&lt;ffffffff81c3a1b2&gt;] a&amp;b &#39;c&quot; &bogus; &",
+                "[<ffffffff81c3a1b2>] a&b 'c\" &bogus; &",
+            ),
             ("\u{feff}\u{a0}a\u{200b}_b", " a_b"),
-            ("{\"MESSAGE\":\"x \\\"y\\\"\",\"_SOURCE_MONOTONIC_TIMESTAMP\":\"5000001\"}", "[    5.000001] x \"y\""),
+            (
+                "{\"MESSAGE\":\"x \\\"y\\\"\",\"_SOURCE_MONOTONIC_TIMESTAMP\":\"5000001\"}",
+                "[    5.000001] x \"y\"",
+            ),
         ];
         for (line, want) in cases {
             assert_eq!(unwrap_line(line), want, "{line}");
