@@ -745,6 +745,15 @@ pub(super) fn is_stack_bottom(name: &str) -> bool {
     )
 }
 
+/// A frame's address with nothing after it (`[<ffffffffc018631e>]`, `[<…>] ?`): the rest wrapped onto the next
+/// line. → (the address, a `?` guess).
+pub(super) fn address_alone(msg: &str) -> Option<(&str, bool)> {
+    let (address, after) = msg.trim().strip_prefix("[<")?.split_once(">]")?;
+    let after = after.trim();
+    let hex = !address.is_empty() && address.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex && (after.is_empty() || after == "?")).then_some((address, after == "?"))
+}
+
 /// Frames of the context switch itself (`__switch_to`, `__schedule`, `schedule`, `schedule_preempt_disabled`…):
 /// a sleeping task's innermost frames, above every frame of what it waits in. One read (not a `?` guess) after a
 /// frame that is none of them is the top of another stack: a paste that lost its header and prefix after one

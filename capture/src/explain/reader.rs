@@ -20,6 +20,9 @@ pub(super) struct Reader {
     /// The last line was a prefix alone (`[ 12.3] ` with its message wrapped onto the next line): the next
     /// line is its message, with its prefix.
     wrapped_prefix: Option<Prefix>,
+    /// The last line ended where a mail client wrapped it ([`Wrapped`]): the next line, with no prefix of its
+    /// own, is its rest.
+    wrapped: Option<Wrapped>,
     pub(super) tasks: Vec<ExplainedTask>,
     draft: Option<Draft>,
     pub(super) dropped_tasks: usize,
@@ -166,9 +169,15 @@ impl Reader {
     /// workqueue, its registers), stack markers, and what is left is a frame.
     pub(super) fn line(&mut self, raw: &str) {
         let msg = message(raw);
+        let wrapped = self.wrapped.take();
         let Some(trimmed) = self.read_prefix(raw, msg) else {
             return;
         };
+        if let Some(w) = wrapped.filter(|_| Prefix::of(raw, msg) == Prefix::None) {
+            if self.wrapped_rest(w, trimmed) {
+                return;
+            }
+        }
         if self.task_boundary(trimmed) || self.header_continuation(trimmed) {
             return;
         }
@@ -179,6 +188,28 @@ impl Reader {
             if !self.chain_line(rest) {
                 self.frame_line(&normalize_frame(rest));
             }
+        }
+    }
+
+    /// The rest of a line a mail client wrapped at a space: a frame's function after its address alone
+    /// (`[<ffffffffc018631e>]` / `amdgpu_driver_postclose_kms+0x3e/0xb0 [amdgpu]`), a `Workqueue:` line's work
+    /// function after its queue. Read with the line's prefix ([`Self::read_prefix`] kept it).
+    fn wrapped_rest(&mut self, wrapped: Wrapped, rest: &str) -> bool {
+        match wrapped {
+            Wrapped::Address { address, guess } => {
+                let mark = if guess { "? " } else { "" };
+                let joined = format!("[<{address}>] {mark}{rest}");
+                self.frame_line(&normalize_frame(&joined));
+                true
+            }
+            Wrapped::Workqueue if bare_name(rest) => {
+                if let Some(q) = self.draft.as_mut().and_then(|d| d.workqueue.as_mut()) {
+                    q.push(' ');
+                    q.push_str(rest);
+                }
+                true
+            }
+            Wrapped::Workqueue => false,
         }
     }
 
@@ -294,6 +325,10 @@ impl Reader {
                 self.finish_draft();
             }
             self.draft().workqueue = Some(formats::workqueue(q));
+            if !q.trim().contains(char::is_whitespace) {
+                self.wrapped = Some(Wrapped::Workqueue);
+                self.wrapped_prefix = Some(self.prefix);
+            }
             return true;
         }
         let Some(rip) = trimmed
@@ -399,6 +434,14 @@ impl Reader {
             }
             return;
         }
+        if let Some((address, guess)) = formats::address_alone(rest) {
+            self.wrapped = Some(Wrapped::Address {
+                address: address.to_string(),
+                guess,
+            });
+            self.wrapped_prefix = Some(self.prefix);
+            return;
+        }
         if let Some(note) = rest.strip_prefix("note: ") {
             // process.rs notes a kernel thread under its stack; the report prints the note.
             if note.starts_with("kernel thread:") {
@@ -450,6 +493,14 @@ impl Reader {
             }
         }
     }
+}
+
+/// How a line a mail client wrapped ended.
+enum Wrapped {
+    /// A frame's address alone (`[<ffffffffc018631e>]`, `[<…>] ?`): its function is on the next line.
+    Address { address: String, guess: bool },
+    /// `Workqueue: QUEUE` alone: the work function is on the next line.
+    Workqueue,
 }
 
 /// The notation of a `/proc`-style frame line: with real addresses, with `/proc`'s zeroed ones, or bare.
