@@ -754,6 +754,16 @@ pub(super) fn address_alone(msg: &str) -> Option<(&str, bool)> {
     (hex && (after.is_empty() || after == "?")).then_some((address, after == "?"))
 }
 
+/// A task line a mail client cut short: an old kernel's task line ([`old_task_line`]) without its flags, or
+/// its ppid and flags (`fusermount  D  0 639694` / `1274 0x00004004`); crash's `PID: … COMMAND:` without the
+/// command.
+pub(super) fn task_line_head(msg: &str) -> bool {
+    let m = msg.trim();
+    (m.starts_with("PID: ") && m.ends_with("COMMAND:"))
+        || old_task_line(&format!("{m} 0x0")).is_some()
+        || old_task_line(&format!("{m} 0 0x0")).is_some()
+}
+
 /// Frames of the context switch itself (`__switch_to`, `__schedule`, `schedule`, `schedule_preempt_disabled`…):
 /// a sleeping task's innermost frames, above every frame of what it waits in. One read (not a `?` guess) after a
 /// frame that is none of them is the top of another stack: a paste that lost its header and prefix after one

@@ -193,7 +193,7 @@ impl Reader {
 
     /// The rest of a line a mail client wrapped at a space: a frame's function after its address alone
     /// (`[<ffffffffc018631e>]` / `amdgpu_driver_postclose_kms+0x3e/0xb0 [amdgpu]`), a `Workqueue:` line's work
-    /// function after its queue. Read with the line's prefix ([`Self::read_prefix`] kept it).
+    /// function after its queue, a task line's last fields (`fusermount  D  0 639694` / `1274 0x00004004`). Read with the line's prefix ([`Self::read_prefix`] kept it).
     fn wrapped_rest(&mut self, wrapped: Wrapped, rest: &str) -> bool {
         match wrapped {
             Wrapped::Address { address, guess } => {
@@ -210,6 +210,10 @@ impl Reader {
                 true
             }
             Wrapped::Workqueue => false,
+            Wrapped::Head(head) => {
+                let joined = format!("{head} {rest}");
+                self.task_boundary(&joined) || self.old_task_line(&joined)
+            }
         }
     }
 
@@ -452,6 +456,11 @@ impl Reader {
         if self.old_task_line(rest) {
             return;
         }
+        if formats::task_line_head(rest) {
+            self.wrapped = Some(Wrapped::Head(rest.to_string()));
+            self.wrapped_prefix = Some(self.prefix);
+            return;
+        }
         if rest.trim_start().starts_with("START: ") && rest.contains(" at ") {
             self.draft().text_symbols = true;
             return;
@@ -501,6 +510,8 @@ enum Wrapped {
     Address { address: String, guess: bool },
     /// `Workqueue: QUEUE` alone: the work function is on the next line.
     Workqueue,
+    /// A task line cut short ([`formats::task_line_head`]): its last fields are on the next line.
+    Head(String),
 }
 
 /// The notation of a `/proc`-style frame line: with real addresses, with `/proc`'s zeroed ones, or bare.
