@@ -764,6 +764,25 @@ pub(super) fn task_line_head(msg: &str) -> bool {
         || old_task_line(&format!("{m} 0 0x0")).is_some()
 }
 
+/// A frame a mail client cut short (not crash's `#N` line, whose `from` may end a line): a 32-bit arm
+/// `(callee) from [<addr>]` or `(callee) from` without the caller, a module tag opened and not closed (`… [kvmgt`,
+/// its build id on the next line).
+pub(super) fn frame_head(msg: &str) -> bool {
+    let m = msg.trim();
+    if m.starts_with('#') {
+        return false;
+    }
+    let hex = |h: &str| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit());
+    let arm = m.ends_with(") from")
+        || m.rsplit_once(") from [<")
+            .is_some_and(|(_, a)| a.strip_suffix(">]").is_some_and(hex));
+    let open_tag = m.contains("+0x")
+        && m.rsplit_once(' ').is_some_and(|(_, last)| {
+            last.len() > 1 && last.starts_with('[') && !last.contains(']')
+        });
+    arm || open_tag
+}
+
 /// Frames of the context switch itself (`__switch_to`, `__schedule`, `schedule`, `schedule_preempt_disabled`…):
 /// a sleeping task's innermost frames, above every frame of what it waits in. One read (not a `?` guess) after a
 /// frame that is none of them is the top of another stack: a paste that lost its header and prefix after one

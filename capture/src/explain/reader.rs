@@ -178,6 +178,11 @@ impl Reader {
                 return;
             }
         }
+        self.message(trimmed);
+    }
+
+    /// A line's message (its prefix read), by structure.
+    fn message(&mut self, trimmed: &str) {
         if self.task_boundary(trimmed) || self.header_continuation(trimmed) {
             return;
         }
@@ -193,7 +198,9 @@ impl Reader {
 
     /// The rest of a line a mail client wrapped at a space: a frame's function after its address alone
     /// (`[<ffffffffc018631e>]` / `amdgpu_driver_postclose_kms+0x3e/0xb0 [amdgpu]`), a `Workqueue:` line's work
-    /// function after its queue, a task line's last fields (`fusermount  D  0 639694` / `1274 0x00004004`). Read with the line's prefix ([`Self::read_prefix`] kept it).
+    /// function after its queue, a task line's last fields (`fusermount  D  0 639694` / `1274 0x00004004`), a
+    /// 32-bit arm frame's caller (`(schedule) from [<8015c138>]` / `(io_schedule+0x14/0x3c)`), a module tag's
+    /// build id (`… [kvmgt` / `9e409fa2…]`). Read with the line's prefix ([`Self::read_prefix`] kept it).
     fn wrapped_rest(&mut self, wrapped: Wrapped, rest: &str) -> bool {
         match wrapped {
             Wrapped::Address { address, guess } => {
@@ -214,6 +221,12 @@ impl Reader {
                 let joined = format!("{head} {rest}");
                 self.task_boundary(&joined) || self.old_task_line(&joined)
             }
+            // A crash `bt` line is a frame of its own, never a rest.
+            Wrapped::Frame(head) if !rest.starts_with('#') => {
+                self.message(&format!("{head} {rest}"));
+                true
+            }
+            Wrapped::Frame(_) => false,
         }
     }
 
@@ -438,6 +451,11 @@ impl Reader {
             }
             return;
         }
+        if rest.len() <= super::task::MAX_LINE && formats::frame_head(rest) {
+            self.wrapped = Some(Wrapped::Frame(rest.to_string()));
+            self.wrapped_prefix = Some(self.prefix);
+            return;
+        }
         if let Some((address, guess)) = formats::address_alone(rest) {
             self.wrapped = Some(Wrapped::Address {
                 address: address.to_string(),
@@ -512,6 +530,8 @@ enum Wrapped {
     Workqueue,
     /// A task line cut short ([`formats::task_line_head`]): its last fields are on the next line.
     Head(String),
+    /// A frame cut short ([`formats::frame_head`]): its caller or module tag ends on the next line.
+    Frame(String),
 }
 
 /// The notation of a `/proc`-style frame line: with real addresses, with `/proc`'s zeroed ones, or bare.
