@@ -511,10 +511,11 @@ fn hard_wraps_score() {
         let mut text = Vec::new();
         for (t, w) in corpus.iter().zip(&alone) {
             let once = transform(&t.body);
-            if &tasks(&once) != w {
+            let got = tasks(&once);
+            if &got != w {
                 changed += 1;
                 if std::env::var("PASTE_SHAPE").is_ok_and(|s| s == *shape) {
-                    eprintln!("{}", t.name);
+                    eprintln!("{}: {w:?}\n  vs {got:?}", t.name);
                 }
             }
             text.extend(once);

@@ -18,6 +18,9 @@ fn strip_timestamp(s: &str) -> &str {
     match rest.find(']') {
         // crash's stack address (`[ffffc90000a3fd88] schedule at …`) is no time.
         Some(end) if end >= 8 && rest[..end].bytes().all(|b| b.is_ascii_hexdigit()) => s,
+        // A module tag a mail wrapped onto a line of its own (`[i915]`, `[raid1]`): one word, not a caller
+        // id (`[T123456]`).
+        Some(end) if is_module_word(&rest[..end]) => s,
         Some(end)
             if end <= 40
                 && rest[..end].bytes().any(|b| b.is_ascii_digit())
@@ -29,6 +32,14 @@ fn strip_timestamp(s: &str) -> &str {
         }
         _ => s,
     }
+}
+
+/// A module's name as a tag holds it (`i915`, `raid1`), not a printk caller id (`T123`, `C2`).
+fn is_module_word(w: &str) -> bool {
+    let caller_id = w
+        .strip_prefix(['T', 'C'])
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric()) && !caller_id
 }
 
 /// Where another printk broke into this line (`… [<ffffffff81579899>] sched[1043267.444164] serial8250: too
@@ -754,12 +765,14 @@ pub(super) fn address_alone(msg: &str) -> Option<(&str, bool)> {
     (hex && (after.is_empty() || after == "?")).then_some((address, after == "?"))
 }
 
-/// A task line a mail client cut short: an old kernel's task line ([`old_task_line`]) without its flags, or
-/// its ppid and flags (`fusermount  D  0 639694` / `1274 0x00004004`); crash's `PID: … COMMAND:` without the
-/// command.
+/// A task line a mail client cut short: `INFO: task` or `task:NAME` without the rest of the header, an old
+/// kernel's task line ([`old_task_line`]) without its flags, or its ppid and flags (`fusermount  D  0 639694` /
+/// `1274 0x00004004`); crash's `PID: … COMMAND:` without the command.
 pub(super) fn task_line_head(msg: &str) -> bool {
     let m = msg.trim();
-    (m.starts_with("PID: ") && m.ends_with("COMMAND:"))
+    m == "INFO: task"
+        || (m.starts_with("task:") && !m.contains(" state:"))
+        || (m.starts_with("PID: ") && m.ends_with("COMMAND:"))
         || old_task_line(&format!("{m} 0x0")).is_some()
         || old_task_line(&format!("{m} 0 0x0")).is_some()
 }
@@ -776,11 +789,16 @@ pub(super) fn frame_head(msg: &str) -> bool {
     let arm = m.ends_with(") from")
         || m.rsplit_once(") from [<")
             .is_some_and(|(_, a)| a.strip_suffix(">]").is_some_and(hex));
+    // `[<7f4ba618>] (fuse_writepages` / `[fuse]) from …`; `[<807762c0>] (__schedule)` / `from [<…>] (…)`.
+    let arm_open = m.starts_with("[<")
+        && m.contains("] (")
+        && (m.matches('(').count() > m.matches(')').count()
+            || (m.ends_with(')') && !m.contains(" from ")));
     let open_tag = m.contains("+0x")
         && m.rsplit_once(' ').is_some_and(|(_, last)| {
             last.len() > 1 && last.starts_with('[') && !last.contains(']')
         });
-    arm || open_tag
+    arm || arm_open || open_tag
 }
 
 /// Frames of the context switch itself (`__switch_to`, `__schedule`, `schedule`, `schedule_preempt_disabled`…):

@@ -209,7 +209,8 @@ impl Reader {
                 self.frame_line(&normalize_frame(&joined));
                 true
             }
-            Wrapped::Workqueue if bare_name(rest) => {
+            // `wb_workfn (flush-8:1-fuseblk)`: the work function and what the kernel adds after it.
+            Wrapped::Workqueue if rest.split_whitespace().next().is_some_and(bare_name) => {
                 if let Some(q) = self.draft.as_mut().and_then(|d| d.workqueue.as_mut()) {
                     q.push(' ');
                     q.push_str(rest);
@@ -221,8 +222,14 @@ impl Reader {
                 let joined = format!("{head} {rest}");
                 self.task_boundary(&joined) || self.old_task_line(&joined)
             }
-            // A crash `bt` line is a frame of its own, never a rest.
-            Wrapped::Frame(head) if !rest.starts_with('#') => {
+            // A crash `bt` line is a frame of its own, never a rest; an arm callee alone continues only with
+            // its `from`.
+            Wrapped::Frame(head)
+                if !rest.starts_with('#')
+                    && (head.contains(" from ")
+                        || !head.ends_with(')')
+                        || rest.starts_with("from")) =>
+            {
                 self.message(&format!("{head} {rest}"));
                 true
             }
