@@ -34,12 +34,14 @@ fn strip_timestamp(s: &str) -> &str {
     }
 }
 
-/// A module's name as a tag holds it (`i915`, `raid1`), not a printk caller id (`T123`, `C2`).
+/// A module's name as a tag holds it (`i915`, `raid1`), not a printk caller id (`T123`, `C2`) or whole seconds.
 fn is_module_word(w: &str) -> bool {
     let caller_id = w
         .strip_prefix(['T', 'C'])
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric()) && !caller_id
+    w.starts_with(|c: char| c.is_ascii_alphabetic())
+        && w.bytes().all(|b| b.is_ascii_alphanumeric())
+        && !caller_id
 }
 
 /// Where another printk broke into this line (`… [<ffffffff81579899>] sched[1043267.444164] serial8250: too

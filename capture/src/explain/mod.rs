@@ -13,7 +13,8 @@
 //! bounds and the draft a task is read into (an [`ExplainedTask`], from `crate::explained_task`); [`clean`]
 //! turns the frames read into the task's stack as `/proc/<tid>/stack` would show it (no `?` guesses,
 //! scheduler or wait-queue frames, function pointers, or an interrupt's frames); this module is the public
-//! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order. A frame
+//! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order; `shapes`
+//! undoes what a transport, page or tool did to the paste first (encodings, entities, line wrappers). A frame
 //! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
