@@ -237,6 +237,27 @@ impl Reader {
         }
     }
 
+    /// A line a mail client cut short ([`Wrapped`]): kept for the next line, its rest.
+    fn wrapped_head(&mut self, rest: &str) -> bool {
+        let wrapped = if rest.len() > super::task::MAX_LINE {
+            return false;
+        } else if formats::frame_head(rest) {
+            Wrapped::Frame(rest.to_string())
+        } else if let Some((address, guess)) = formats::address_alone(rest) {
+            Wrapped::Address {
+                address: address.to_string(),
+                guess,
+            }
+        } else if formats::task_line_head(rest) && formats::old_task_line(rest).is_none() {
+            Wrapped::Head(rest.to_string())
+        } else {
+            return false;
+        };
+        self.wrapped = Some(wrapped);
+        self.wrapped_prefix = Some(self.prefix);
+        true
+    }
+
     /// A call chain on one line ([`formats::arrow_chain`]): its frames, innermost first, in a notation of
     /// their own.
     fn chain_line(&mut self, rest: &str) -> bool {
@@ -458,17 +479,7 @@ impl Reader {
             }
             return;
         }
-        if rest.len() <= super::task::MAX_LINE && formats::frame_head(rest) {
-            self.wrapped = Some(Wrapped::Frame(rest.to_string()));
-            self.wrapped_prefix = Some(self.prefix);
-            return;
-        }
-        if let Some((address, guess)) = formats::address_alone(rest) {
-            self.wrapped = Some(Wrapped::Address {
-                address: address.to_string(),
-                guess,
-            });
-            self.wrapped_prefix = Some(self.prefix);
+        if self.wrapped_head(rest) {
             return;
         }
         if let Some(note) = rest.strip_prefix("note: ") {
@@ -479,11 +490,6 @@ impl Reader {
             return;
         }
         if self.old_task_line(rest) {
-            return;
-        }
-        if formats::task_line_head(rest) {
-            self.wrapped = Some(Wrapped::Head(rest.to_string()));
-            self.wrapped_prefix = Some(self.prefix);
             return;
         }
         if rest.trim_start().starts_with("START: ") && rest.contains(" at ") {
