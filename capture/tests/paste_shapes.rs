@@ -629,3 +629,58 @@ fn shapes_of_shapes_never_panic() {
         }
     }
 }
+
+/// Each line cut where a mail client wraps, joined by what its structure says is missing: `INFO: task` alone,
+/// an old task line without its flags, a `Workqueue:` queue alone, a frame's address alone, a module tag alone
+/// that has a digit (`[i915]`), a module tag cut before its build id's end, a 32-bit arm frame without its
+/// caller.
+#[test]
+fn mail_wraps_are_joined_where_the_line_is_cut() {
+    let x86 = "\
+[  361.899213] INFO: task
+kworker/2:2:183 blocked for more than 120 seconds.
+[  361.899218] kworker/2:2     D ffff88045f214580     0   183      2
+0x00000000
+[  361.899219] Workqueue: pm
+pm_runtime_work
+[  361.899229] Call Trace:
+[  361.899239]  [<ffffffff816eda8d>] schedule+0x9d/0x130
+[  361.899240]  [<ffffffffc018631e>]
+intel_runtime_pm_get+0x21/0xb0 [i915]
+[  361.899241]  [<ffffffffc018632e>] i915_gem_flush_ggtt_writes+0x25/0x60
+[i915]
+[  361.899242]  [<ffffffffc018633e>] ttm_bo_delayed_delete+0x32/0xd0 [ttm
+9e5ca2359beed24a342cfc8f06479077fc0047c0]
+[  361.899243]  [<ffffffff810a0000>] process_one_work+0x252/0x460
+";
+    let e = explain::explain(x86.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 1, "{:#?}", e.tasks);
+    let t = &e.tasks[0];
+    assert_eq!((t.task.as_str(), t.pid, t.ppid), ("kworker/2:2", Some(183), Some(2)));
+    assert_eq!(t.workqueue.as_deref(), Some("pm pm_runtime_work"));
+    let frames: Vec<(&str, Option<&str>)> = t
+        .stack
+        .iter()
+        .map(|f| (f.function.as_str(), f.module.as_deref()))
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            ("intel_runtime_pm_get", Some("i915")),
+            ("i915_gem_flush_ggtt_writes", Some("i915")),
+            ("ttm_bo_delayed_delete", Some("ttm")),
+            ("process_one_work", None),
+        ]
+    );
+    let arm = "\
+[ 4176.316976] [<80a88018>] (schedule) from [<8015c138>]
+(io_schedule+0x14/0x3c)
+[ 4176.321712] [<8015c138>] (io_schedule) from
+[<80230be4>] (wait_on_page_bit+0x110/0x15c)
+[ 4176.330930] [<80230be4>] (wait_on_page_bit) from [<80230d0c>] (nfs_wb_all+0xdc/0x128 [nfs])
+";
+    let e = explain::explain(arm.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 1, "{:#?}", e.tasks);
+    let names: Vec<&str> = e.tasks[0].stack.iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(names, ["io_schedule", "wait_on_page_bit", "nfs_wb_all"]);
+}
