@@ -656,7 +656,10 @@ intel_runtime_pm_get+0x21/0xb0 [i915]
     let e = explain::explain(x86.as_bytes()).unwrap();
     assert_eq!(e.tasks.len(), 1, "{:#?}", e.tasks);
     let t = &e.tasks[0];
-    assert_eq!((t.task.as_str(), t.pid, t.ppid), ("kworker/2:2", Some(183), Some(2)));
+    assert_eq!(
+        (t.task.as_str(), t.pid, t.ppid),
+        ("kworker/2:2", Some(183), Some(2))
+    );
     assert_eq!(t.workqueue.as_deref(), Some("pm pm_runtime_work"));
     let frames: Vec<(&str, Option<&str>)> = t
         .stack
@@ -681,6 +684,10 @@ intel_runtime_pm_get+0x21/0xb0 [i915]
 ";
     let e = explain::explain(arm.as_bytes()).unwrap();
     assert_eq!(e.tasks.len(), 1, "{:#?}", e.tasks);
-    let names: Vec<&str> = e.tasks[0].stack.iter().map(|f| f.function.as_str()).collect();
+    let names: Vec<&str> = e.tasks[0]
+        .stack
+        .iter()
+        .map(|f| f.function.as_str())
+        .collect();
     assert_eq!(names, ["io_schedule", "wait_on_page_bit", "nfs_wb_all"]);
 }
