@@ -18,6 +18,9 @@ fn strip_timestamp(s: &str) -> &str {
     match rest.find(']') {
         // crash's stack address (`[ffffc90000a3fd88] schedule at …`) is no time.
         Some(end) if end >= 8 && rest[..end].bytes().all(|b| b.is_ascii_hexdigit()) => s,
+        // A module tag a mail wrapped onto a line of its own (`[i915]`, `[raid1]`): one word, not a caller
+        // id (`[T123456]`).
+        Some(end) if is_module_word(&rest[..end]) => s,
         Some(end)
             if end <= 40
                 && rest[..end].bytes().any(|b| b.is_ascii_digit())
@@ -29,6 +32,16 @@ fn strip_timestamp(s: &str) -> &str {
         }
         _ => s,
     }
+}
+
+/// A module's name as a tag holds it (`i915`, `raid1`), not a printk caller id (`T123`, `C2`) or whole seconds.
+fn is_module_word(w: &str) -> bool {
+    let caller_id = w
+        .strip_prefix(['T', 'C'])
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    w.starts_with(|c: char| c.is_ascii_alphabetic())
+        && w.bytes().all(|b| b.is_ascii_alphanumeric())
+        && !caller_id
 }
 
 /// Where another printk broke into this line (`… [<ffffffff81579899>] sched[1043267.444164] serial8250: too
@@ -774,6 +787,73 @@ pub(super) fn is_stack_bottom(name: &str) -> bool {
             | "start_kernel"
             // The end marker of a /proc/<tid>/stack before 4.x.
             | "0xffffffffffffffff"
+    )
+}
+
+/// A frame's address with nothing after it (`[<ffffffffc018631e>]`, `[<…>] ?`): the rest wrapped onto the next
+/// line. → (the address, a `?` guess).
+pub(super) fn address_alone(msg: &str) -> Option<(&str, bool)> {
+    let (address, after) = msg.trim().strip_prefix("[<")?.split_once(">]")?;
+    let after = after.trim();
+    let hex = !address.is_empty() && address.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex && (after.is_empty() || after == "?")).then_some((address, after == "?"))
+}
+
+/// A task line a mail client cut short: `INFO: task` or `task:NAME` without the rest of the header, an old
+/// kernel's task line ([`old_task_line`]) without its flags, or its ppid and flags (`fusermount  D  0 639694` /
+/// `1274 0x00004004`); crash's `PID: … COMMAND:` without the command.
+pub(super) fn task_line_head(msg: &str) -> bool {
+    let m = msg.trim();
+    m == "INFO: task"
+        || (m.starts_with("task:") && !m.contains(" state:"))
+        || (m.starts_with("PID: ") && m.ends_with("COMMAND:"))
+        || old_task_line(&format!("{m} 0x0")).is_some()
+        || old_task_line(&format!("{m} 0 0x0")).is_some()
+}
+
+/// A frame a mail client cut short (not crash's `#N` line, whose `from` may end a line): a 32-bit arm
+/// `(callee) from [<addr>]` or `(callee) from` without the caller, a module tag opened and not closed (`… [kvmgt`,
+/// its build id on the next line).
+pub(super) fn frame_head(msg: &str) -> bool {
+    let m = msg.trim();
+    if m.starts_with('#') {
+        return false;
+    }
+    let hex = |h: &str| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit());
+    let arm = m.ends_with(") from")
+        || m.rsplit_once(") from [<")
+            .is_some_and(|(_, a)| a.strip_suffix(">]").is_some_and(hex));
+    // `[<7f4ba618>] (fuse_writepages` / `[fuse]) from …`; `[<807762c0>] (__schedule)` / `from [<…>] (…)`.
+    let arm_open = m.starts_with("[<")
+        && m.contains("] (")
+        && (m.matches('(').count() > m.matches(')').count()
+            || (m.ends_with(')') && !m.contains(" from ")));
+    let open_tag = m.contains("+0x")
+        && m.rsplit_once(' ').is_some_and(|(_, last)| {
+            last.len() > 1 && last.starts_with('[') && !last.contains(']')
+        });
+    arm || arm_open || open_tag
+}
+
+/// Frames of the context switch itself (`__switch_to`, `__schedule`, `schedule`, `schedule_preempt_disabled`…):
+/// a sleeping task's innermost frames, above every frame of what it waits in. One read (not a `?` guess) after a
+/// frame that is none of them is the top of another stack: a paste that lost its header and prefix after one
+/// cut short (`… __alloc_pages+0x25c/0x2dc` then `schedule_preempt_disabled+0x14/0x20`).
+pub(super) fn is_switch_point(name: &str) -> bool {
+    matches!(
+        name,
+        "__switch_to"
+            | "__switch_to_asm"
+            | "context_switch"
+            | "finish_task_switch"
+            | "__schedule"
+            | "__schedule_loop"
+            | "schedule"
+            | "schedule_idle"
+            | "schedule_preempt_disabled"
+            | "preempt_schedule_common"
+            | "_cond_resched"
+            | "__cond_resched"
     )
 }
 

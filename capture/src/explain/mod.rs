@@ -13,13 +13,15 @@
 //! bounds and the draft a task is read into (an [`ExplainedTask`], from `crate::explained_task`); [`clean`]
 //! turns the frames read into the task's stack as `/proc/<tid>/stack` would show it (no `?` guesses,
 //! scheduler or wait-queue frames, function pointers, or an interrupt's frames); this module is the public
-//! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order. A frame
+//! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order; `shapes`
+//! undoes what a transport, page or tool did to the paste first (encodings, entities, line wrappers). A frame
 //! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
 mod formats;
 mod reader;
 mod reversed;
+mod shapes;
 mod task;
 
 use serde::Serialize;
@@ -76,7 +78,9 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
             "binary data, not text: expected a kernel log (dmesg, journalctl -k) or a /proc/<tid>/stack copy",
         ));
     }
-    let text = String::from_utf8_lossy(input);
+    // What a transport, page or tool did to the paste, undone first (issue 38, family 4).
+    let decoded = shapes::decode(input);
+    let text = shapes::undo(&decoded);
     let mut reader = Reader::default();
     let mut long_lines = 0usize;
     // The head of a line another printk broke into, and the intruding message.
@@ -90,7 +94,7 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
         }
         if let Some((head, intruder)) = broken.take() {
             // The rest of the broken line comes next, with no prefix of its own.
-            let bare = !line.trim_start().starts_with('[') && !line.trim().is_empty();
+            let bare = !shapes::unquoted(line).starts_with('[') && !line.trim().is_empty();
             if bare && head.len() + line.len() <= MAX_LINE {
                 reader.line(&format!("{head}{}", line.trim_start()));
                 reader.line(intruder);

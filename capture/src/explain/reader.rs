@@ -20,6 +20,9 @@ pub(super) struct Reader {
     /// The last line was a prefix alone (`[ 12.3] ` with its message wrapped onto the next line): the next
     /// line is its message, with its prefix.
     wrapped_prefix: Option<Prefix>,
+    /// The last line ended where a mail client wrapped it ([`Wrapped`]): the next line, with no prefix of its
+    /// own, is its rest.
+    wrapped: Option<Wrapped>,
     pub(super) tasks: Vec<ExplainedTask>,
     draft: Option<Draft>,
     pub(super) dropped_tasks: usize,
@@ -102,13 +105,30 @@ impl Reader {
                 || site::rules::lock_taken_by(name).is_some()
         };
         let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
+        // The context switch below frames that are not: another stack's top ([`formats::is_switch_point`]).
+        let switch_below = |d: &Draft| {
+            !guess
+                && !d.in_irq
+                && formats::is_switch_point(name)
+                // A bare address above the switch is the unwinder's (`site::past_switch_artifacts`).
+                && d.frames
+                    .iter()
+                    .rev()
+                    .find(|(f, g)| !g && !f.function.starts_with("0x"))
+                    .is_some_and(|(f, _)| {
+                        !formats::is_switch_point(site::frame_name::base_name(&f.function))
+                    })
+        };
         let split = self.draft.as_ref().is_some_and(|d| {
             !bottom_again
                 && !d.frames.is_empty()
                 && (d.ended
                     || ((other_log(d) || other_prefix(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
-                    || (!guess && (d.bottom || d.gap == Gap::Separator)))
+                    || switch_below(d)
+                    // A separator ends a paste: even a `?` guess after it is the next one's.
+                    || d.gap == Gap::Separator
+                    || (!guess && d.bottom))
         });
         if split {
             self.finish_draft();
@@ -149,9 +169,20 @@ impl Reader {
     /// workqueue, its registers), stack markers, and what is left is a frame.
     pub(super) fn line(&mut self, raw: &str) {
         let msg = message(raw);
+        let wrapped = self.wrapped.take();
         let Some(trimmed) = self.read_prefix(raw, msg) else {
             return;
         };
+        if let Some(w) = wrapped.filter(|_| Prefix::of(raw, msg) == Prefix::None) {
+            if self.wrapped_rest(w, trimmed) {
+                return;
+            }
+        }
+        self.message(trimmed);
+    }
+
+    /// A line's message (its prefix read), by structure.
+    fn message(&mut self, trimmed: &str) {
         if self.task_boundary(trimmed) || self.header_continuation(trimmed) {
             return;
         }
@@ -163,6 +194,68 @@ impl Reader {
                 self.frame_line(&normalize_frame(rest));
             }
         }
+    }
+
+    /// The rest of a line a mail client wrapped at a space: a frame's function after its address alone
+    /// (`[<ffffffffc018631e>]` / `amdgpu_driver_postclose_kms+0x3e/0xb0 [amdgpu]`), a `Workqueue:` line's work
+    /// function after its queue, a task line's last fields (`fusermount  D  0 639694` / `1274 0x00004004`), a
+    /// 32-bit arm frame's caller (`(schedule) from [<8015c138>]` / `(io_schedule+0x14/0x3c)`), a module tag's
+    /// build id (`… [kvmgt` / `9e409fa2…]`). Read with the line's prefix ([`Self::read_prefix`] kept it).
+    fn wrapped_rest(&mut self, wrapped: Wrapped, rest: &str) -> bool {
+        match wrapped {
+            Wrapped::Address { address, guess } => {
+                let mark = if guess { "? " } else { "" };
+                let joined = format!("[<{address}>] {mark}{rest}");
+                self.frame_line(&normalize_frame(&joined));
+                true
+            }
+            // `wb_workfn (flush-8:1-fuseblk)`: the work function and what the kernel adds after it.
+            Wrapped::Workqueue if rest.split_whitespace().next().is_some_and(bare_name) => {
+                if let Some(q) = self.draft.as_mut().and_then(|d| d.workqueue.as_mut()) {
+                    q.push(' ');
+                    q.push_str(rest);
+                }
+                true
+            }
+            Wrapped::Workqueue => false,
+            Wrapped::Head(head) => {
+                let joined = format!("{head} {rest}");
+                self.task_boundary(&joined) || self.old_task_line(&joined)
+            }
+            // A crash `bt` line is a frame of its own, never a rest; an arm callee alone continues only with
+            // its `from`.
+            Wrapped::Frame(head)
+                if !rest.starts_with('#')
+                    && (head.contains(" from ")
+                        || !head.ends_with(')')
+                        || rest.starts_with("from")) =>
+            {
+                self.message(&format!("{head} {rest}"));
+                true
+            }
+            Wrapped::Frame(_) => false,
+        }
+    }
+
+    /// A line a mail client cut short ([`Wrapped`]): kept for the next line, its rest.
+    fn wrapped_head(&mut self, rest: &str) -> bool {
+        let wrapped = if rest.len() > super::task::MAX_LINE {
+            return false;
+        } else if formats::frame_head(rest) {
+            Wrapped::Frame(rest.to_string())
+        } else if let Some((address, guess)) = formats::address_alone(rest) {
+            Wrapped::Address {
+                address: address.to_string(),
+                guess,
+            }
+        } else if formats::task_line_head(rest) && formats::old_task_line(rest).is_none() {
+            Wrapped::Head(rest.to_string())
+        } else {
+            return false;
+        };
+        self.wrapped = Some(wrapped);
+        self.wrapped_prefix = Some(self.prefix);
+        true
     }
 
     /// A call chain on one line ([`formats::arrow_chain`]): its frames, innermost first, in a notation of
@@ -288,6 +381,10 @@ impl Reader {
                 self.finish_draft();
             }
             self.draft().workqueue = Some(formats::workqueue(q));
+            if !q.trim().contains(char::is_whitespace) {
+                self.wrapped = Some(Wrapped::Workqueue);
+                self.wrapped_prefix = Some(self.prefix);
+            }
             return true;
         }
         let Some(rip) = trimmed
@@ -393,6 +490,9 @@ impl Reader {
             }
             return;
         }
+        if self.wrapped_head(rest) {
+            return;
+        }
         if let Some(note) = rest.strip_prefix("note: ") {
             // process.rs notes a kernel thread under its stack; the report prints the note.
             if note.starts_with("kernel thread:") {
@@ -444,6 +544,18 @@ impl Reader {
             }
         }
     }
+}
+
+/// How a line a mail client wrapped ended.
+enum Wrapped {
+    /// A frame's address alone (`[<ffffffffc018631e>]`, `[<…>] ?`): its function is on the next line.
+    Address { address: String, guess: bool },
+    /// `Workqueue: QUEUE` alone: the work function is on the next line.
+    Workqueue,
+    /// A task line cut short ([`formats::task_line_head`]): its last fields are on the next line.
+    Head(String),
+    /// A frame cut short ([`formats::frame_head`]): its caller or module tag ends on the next line.
+    Frame(String),
 }
 
 /// The notation of a `/proc`-style frame line: with real addresses, with `/proc`'s zeroed ones, or bare.
