@@ -324,7 +324,8 @@ impl TaskIter {
     fn prove_group(&self) -> Result<()> {
         let me = std::process::id() as i32;
         let mut records = Vec::new();
-        self.watch(me)?.visit(&mut Vec::new(), |r| records.push(r))?;
+        self.watch(me)?
+            .visit(&mut Vec::new(), |r| records.push(r))?;
         Self::proven(&records, me)
     }
 

@@ -98,7 +98,8 @@ pub(super) fn undo(text: &str) -> Cow<'_, str> {
 }
 
 /// A quoted-printable body (RFC 2045): every `=` starts `=XX` (two upper-case hex digits) or a soft line break,
-/// and there is at least one `=3D`, soft break, or `=20`/`=09` at a line's end. A log with `key=value` (`ppid=2`, `flags=0x4000`) has an `=`
+/// and there is at least one `=3D`, soft break, `=20`/`=09` at a line's end, or a UTF-8 character escaped byte by
+/// byte (`=C2=A0`). A log with `key=value` (`ppid=2`, `flags=0x4000`) has an `=`
 /// followed by something else.
 fn is_quoted_printable(text: &str) -> bool {
     let b = text.as_bytes();
@@ -110,7 +111,14 @@ fn is_quoted_printable(text: &str) -> bool {
             (n, m) if hex(n) && hex(m) => {
                 // `=3D`, or a space or tab kept at a line's end (`=20`, `=09`).
                 let line_end = matches!(b.get(i + 3), None | Some(b'\n' | b'\r'));
+                // A UTF-8 character escaped byte by byte (`=C2=A0`, a no-break space; `=E2=80=99`): a lead byte
+                // then `=` and a continuation byte, which no `key=value` of a log spells.
+                let utf8 = matches!(n, Some(b'C'..=b'F'))
+                    && b.get(i + 3) == Some(&b'=')
+                    && matches!(b.get(i + 4), Some(b'8' | b'9' | b'A' | b'B'))
+                    && hex(b.get(i + 5));
                 marked |= (n, m) == (Some(&b'3'), Some(&b'D'))
+                    || utf8
                     || (line_end
                         && matches!((n, m), (Some(b'2'), Some(b'0')) | (Some(b'0'), Some(b'9'))));
             }
@@ -459,6 +467,8 @@ mod tests {
     #[test]
     fn quoted_printable_only_when_every_equals_sign_is_an_escape() {
         assert!(is_quoted_printable("a=3Db\nc=\nd\n"));
+        assert!(is_quoted_printable("a=C2=A0b\n"));
+        assert!(!is_quoted_printable("flags=C0 ppid=2\n"));
         assert!(!is_quoted_printable("ppid=2 flags=0x4000\nc=\n"));
         assert!(!is_quoted_printable("plain\n"));
         assert_eq!(undo("ab=\ncd=3D=20\n"), "abcd= \n");
