@@ -307,6 +307,7 @@ fn park_threads(
 ) -> (
     std::sync::mpsc::Sender<()>,
     Vec<std::thread::JoinHandle<()>>,
+    Vec<i32>,
 ) {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
@@ -317,17 +318,15 @@ fn park_threads(
             std::thread::Builder::new()
                 .stack_size(64 * 1024)
                 .spawn(move || {
-                    ready.send(()).unwrap();
+                    ready.send(nix::unistd::gettid().as_raw()).unwrap();
                     // Each thread waits its turn for the lock, then for a message that never comes.
                     let _ = rx.lock().map(|rx| rx.recv());
                 })
                 .unwrap()
         })
         .collect();
-    for _ in 0..count {
-        ready_rx.recv().unwrap();
-    }
-    (tx, handles)
+    let tids = (0..count).map(|_| ready_rx.recv().unwrap()).collect();
+    (tx, handles, tids)
 }
 
 /// The real kernel: the group walk lists the same threads as the per-thread program, with the same
@@ -343,17 +342,18 @@ fn the_group_walk_and_the_per_thread_iterator_list_the_same_threads() {
         iter.walks_groups(),
         "this kernel (>= 6.1, BTF) loads the group walk"
     );
-    let (stop, handles) = park_threads(50);
+    let (stop, handles, tids) = park_threads(50);
     let me = std::process::id() as i32;
+    // Asleep before the reads (a thread that has said it is ready may still be on its way to the lock).
+    let root = crate::ProcRoot::default();
+    for &tid in &tids {
+        crate::frozen_fs::wait_for_state(&root, me, tid, 'S', std::time::Duration::from_secs(10))
+            .unwrap();
+    }
     let mut group = iter.watch(me).unwrap();
     assert!(group.walks_group());
     let mut per_thread = iter.watch_per_thread(me).unwrap();
     assert!(!per_thread.walks_group());
-    let parked: std::collections::HashSet<i32> = crate::ProcRoot::default()
-        .tasks(me)
-        .unwrap()
-        .into_iter()
-        .collect();
     // Other test threads come and go: compare the parked threads, which stay asleep.
     let by_tid = |records: Vec<ThreadRecord>| {
         records
@@ -366,17 +366,14 @@ fn the_group_walk_and_the_per_thread_iterator_list_the_same_threads() {
         by_tid(records_of(&mut per_thread)),
     );
     assert!(walked.values().all(|r| r.tgid == me));
-    let mut compared = 0;
-    for tid in parked {
-        let (Some(w), Some(l)) = (walked.get(&tid), listed.get(&tid)) else {
-            continue;
+    for tid in tids {
+        let (w, l) = (walked.get(&tid), listed.get(&tid));
+        let (Some(w), Some(l)) = (w, l) else {
+            panic!("parked thread {tid}: walked {w:?}, listed {l:?}");
         };
-        if w.asleep() && l.asleep() {
-            assert_eq!(w.switches, l.switches, "tid {tid}");
-            compared += 1;
-        }
+        assert!(w.asleep() && l.asleep(), "tid {tid}: {w:?} {l:?}");
+        assert_eq!(w.switches, l.switches, "tid {tid}");
     }
-    assert!(compared >= 50, "{compared} parked threads compared");
     drop(stop);
     for h in handles {
         h.join().unwrap();
@@ -390,7 +387,7 @@ fn a_group_too_large_for_one_walk_is_asked_per_thread() {
     let Some(iter) = load_for_test("a_group_too_large_for_one_walk_is_asked_per_thread") else {
         return;
     };
-    let (stop, handles) = park_threads(GROUP_MAX_THREADS + 50);
+    let (stop, handles, _) = park_threads(GROUP_MAX_THREADS + 50);
     let me = std::process::id() as i32;
     let mut threads = iter.watch(me).unwrap();
     assert!(threads.walks_group());
