@@ -452,8 +452,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "i915 display power domains' lock" (intel_display_power_get)"#,
     // from source: drivers/gpu/drm/i915/display/intel_psr.c
     r#"lock taker "the PSR lock (intel_dp->psr.lock, i915)" (intel_psr_work)"#,
-    // from source: kernel-open/nvidia/nv.c (NVIDIA/open-gpu-kernel-modules)
-    r#"lock taker "the NVIDIA system PM lock (nv_system_pm_lock)" (nv_set_system_power_state)"#,
     // from source: drivers/gpu/drm/drm_auth.c
     r#"lock taker "dev->master_mutex (DRM master)" (drm_setmaster_ioctl)"#,
     // from source: drivers/gpu/drm/drm_prime.c
@@ -490,9 +488,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "i915 GT wakeref idle wait""#,
     // from source: kernel-open/nvidia/nv.c, nv-linux.h (NVIDIA/open-gpu-kernel-modules)
     r#"mechanism "NVIDIA deferred open""#,
-    // from source: kernel-open/common/nv-kthread-q.c (NVIDIA/open-gpu-kernel-modules); our own H200 recording
-    // shows it (tests/data/h200-nvidia-uvm-dstate.json, checked in fake_tree.rs), no public trace yet.
-    r#"mechanism "NVIDIA kthread queue flush""#,
 ];
 
 /// Issue 38, part 5: the tables and the traces check each other. Every row of the tables (wait words,

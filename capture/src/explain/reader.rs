@@ -116,7 +116,11 @@ impl Reader {
                     .rev()
                     .find(|(f, g)| !g && !f.function.starts_with("0x"))
                     .is_some_and(|(f, _)| {
-                        !formats::is_switch_point(site::frame_name::base_name(&f.function))
+                        let above = site::frame_name::base_name(&f.function);
+                        // Round 11: the scheduler under a "scheduling while atomic" printer is the same
+                        // stack (`site::rules::is_sleep_in_atomic_report`).
+                        !formats::is_switch_point(above)
+                            && !site::rules::is_sleep_in_atomic_report(above)
                     })
         };
         let split = self.draft.as_ref().is_some_and(|d| {

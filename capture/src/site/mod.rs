@@ -489,13 +489,34 @@ pub fn past_switch_artifacts(frames: &[StackFrame]) -> &[StackFrame] {
     }
 }
 
+/// Round 11: a "scheduling while atomic" report's stack ([`rules::is_sleep_in_atomic_report`]) starts with
+/// the printer's frames, then the scheduler's entry: the task's own frames start at the first wait primitive
+/// below `__schedule_bug` (`wait_for_common`'s `schedule_timeout`), or right below it when none is named.
+fn past_sleep_in_atomic_report(frames: &[StackFrame]) -> &[StackFrame] {
+    const PRINTER_DEPTH: usize = 8;
+    let Some(bug) = frames
+        .iter()
+        .take(PRINTER_DEPTH)
+        .position(|f| rules::is_sleep_in_atomic_report(base_name(&f.function)))
+    else {
+        return frames;
+    };
+    let below = &frames[bug + 1..];
+    let wait = below
+        .iter()
+        .take(PRINTER_DEPTH)
+        .position(|f| rules::wait_words(base_name(&f.function)).is_some())
+        .unwrap_or(0);
+    &below[wait..]
+}
+
 /// [`classify`] for a known origin: a kernel thread is classified from its stack only.
 pub fn classify_from(
     origin: Origin<'_>,
     frames: &[StackFrame],
     wchan: Option<&str>,
 ) -> Option<String> {
-    let frames = past_switch_artifacts(frames);
+    let frames = past_sleep_in_atomic_report(past_switch_artifacts(frames));
     // Built-in code (no `[module]` tag anywhere): the modules its frames would have named, from the layer
     // map (issue 38), name the driver path (round 7: a built-in i915 reads as a modular one) and the
     // category's driver; with no category, the layer it waits in is the category.

@@ -310,6 +310,8 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
     "show_stack",
     "sched_show_task",
     "os_dump_stack",
+    // Round 11: arm64's stack printer (arch/arm64/kernel/stacktrace.c: `show_stack` → `dump_backtrace`).
+    "dump_backtrace",
     // Inlined into a syzbot trace.
     "__schedule_loop",
     // The scheduler's own work that old unwinders print above a sleeping task (2.6-4.x).
@@ -327,6 +329,14 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
     "__perf_event_task_sched_out",
     "__perf_event_task_sched_in",
 ];
+
+/// Round 11 (issue 38 held-out: Jetson TX2 "BUG: scheduling while atomic"). `__schedule_bug`
+/// (kernel/sched/core.c) is called by `schedule_debug` inside `__schedule` when a task sleeps in atomic
+/// context: it prints the report and the stack, so the frames above it are the printer's and the frames
+/// below it are the sleeping task's — one stack, entered through the scheduler from its wait.
+pub fn is_sleep_in_atomic_report(name: &str) -> bool {
+    name == "__schedule_bug"
+}
 
 /// Round 10 (issue 38 held-out: ZFS kernel threads). SPL, the Solaris porting layer ZFS runs on, starts every
 /// thread ZFS creates through `thread_generic_wrapper` (spl-thread.c: `thread_create` passes it to

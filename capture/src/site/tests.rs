@@ -230,3 +230,17 @@ fn msm_dpu_commit_and_vc4_seqno_waits() {
          [GPU seqno wait (vc4): the GPU has not reached the job's seqno (no job-done interrupt)]"
     );
 }
+
+#[test]
+fn a_sleep_in_atomic_report_is_read_below_its_printer() {
+    // Round 11: `__schedule_bug` prints the stack from inside `__schedule`; the frames above it (a misspelt
+    // `dump_stak` in a forum paste) are the printer's, the wait is below it.
+    let f = frames("[<0>] dump_backtrace+0x0/0x168\n[<0>] dump_stak+0x94/0xbc\n[<0>] __schedule_bug+0x70/0x80\n[<0>] __schedule+0x504/0x570\n[<0>] schedule_timeout+0x19c/0x400\n[<0>] wait_for_common+0x9c/0x128\n");
+    assert_eq!(
+        classify(&f, None, None).unwrap(),
+        "wait_for_common … completion wait"
+    );
+    // Without the report, a top frame that is no wait stays the top.
+    let f = frames("[<0>] dump_stak+0x94/0xbc\n[<0>] wait_for_common+0x9c/0x128\n");
+    assert!(classify(&f, None, None).unwrap().contains("dump_stak"));
+}
