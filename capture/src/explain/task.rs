@@ -137,7 +137,7 @@ impl Draft {
         }
         // A guess says where the stack ends only in a stack of guesses (an unwinder without frame pointers).
         if !guess || self.frames.iter().all(|(_, g)| *g) {
-            self.bottom = is_stack_bottom(site::frame_name::base_name(&frame.function));
+            self.bottom = ends_stack(site::frame_name::base_name(&frame.function));
         }
         if self.frames.len() == MAX_TASK_FRAMES {
             self.too_many = true;
@@ -249,4 +249,11 @@ impl Draft {
             blocked_on,
         }
     }
+}
+
+/// A frame nothing but a stack's bottom can follow: a bottom itself ([`is_stack_bottom`]), or `kthread`, whose
+/// only caller is the architecture's thread start (`ret_from_fork`, `kernel_thread_helper`): a frame after it
+/// (not a `?` guess, not a bottom) is another stack's, even when the bottom was cut off the paste.
+fn ends_stack(name: &str) -> bool {
+    is_stack_bottom(name) || name == "kthread"
 }
