@@ -828,19 +828,20 @@ pub(super) fn frame_head(msg: &str) -> bool {
         return false;
     }
     let hex = |h: &str| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit());
+    // Each shape checked by its end first: most lines (whole frames) end in none of them.
     let arm = m.ends_with(") from")
-        || (contains(m, ") from [<")
+        || (m.ends_with(">]")
             && m.rsplit_once(") from [<")
                 .is_some_and(|(_, a)| a.strip_suffix(">]").is_some_and(hex)));
     // `[<7f4ba618>] (fuse_writepages` / `[fuse]) from …`; `[<807762c0>] (__schedule)` / `from [<…>] (…)`.
     let arm_open = m.starts_with("[<")
         && contains(m, "] (")
         && (m.matches('(').count() > m.matches(')').count()
-            || (m.ends_with(')') && !m.contains(" from ")));
-    let open_tag = contains(m, "+0x")
-        && m.rsplit_once(' ').is_some_and(|(_, last)| {
-            last.len() > 1 && last.starts_with('[') && !last.contains(']')
-        });
+            || (m.ends_with(')') && !contains(m, " from ")));
+    let open_tag = m
+        .rsplit_once(' ')
+        .is_some_and(|(_, last)| last.len() > 1 && last.starts_with('[') && !last.contains(']'))
+        && contains(m, "+0x");
     arm || arm_open || open_tag
 }
 

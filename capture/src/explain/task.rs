@@ -16,6 +16,8 @@ pub const MAX_TASKS: usize = 20_000;
 pub const MAX_TASK_FRAMES: usize = 256;
 /// The most frames kept over all tasks (a few MiB), whatever the input packs into 16 MiB.
 pub const MAX_TOTAL_FRAMES: usize = 200_000;
+/// The frames a draft makes room for at its first: most stacks fit.
+const TYPICAL_STACK_FRAMES: usize = 48;
 /// Lines longer than this are not log lines: ignored.
 pub(super) const MAX_LINE: usize = 4096;
 
@@ -142,6 +144,11 @@ impl Draft {
         if self.frames.len() == MAX_TASK_FRAMES {
             self.too_many = true;
             return;
+        }
+        if self.frames.is_empty() {
+            // A stack is a few dozen frames: room for them at once, not regrown four times (one draft lives at
+            // a time).
+            self.frames.reserve(TYPICAL_STACK_FRAMES);
         }
         self.frames.push((frame, guess));
     }
