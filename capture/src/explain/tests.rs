@@ -1,5 +1,5 @@
 //! `explain`'s tests: the notations and log prefixes one at a time, hostile input, the paste shapes of issue
-//! 38 (`shapes`, `known_misses`) and the hung-task detector's blocker line (`kernel_word`).
+//! 38 (`shapes`, `known_misses`, `hard_wraps`) and the hung-task detector's blocker line (`kernel_word`).
 
 use super::*;
 
@@ -722,5 +722,48 @@ mod known_misses {
         let whole = whole.split("  request_wait_answer").next().unwrap();
         let e = explain(whole.as_bytes()).unwrap();
         assert_eq!(e.tasks.len(), 1);
+    }
+}
+
+/// Lines a mail client hard-wrapped where the structure shows the cut (the ignored `hard_wraps_score`).
+mod hard_wraps {
+    use super::*;
+
+    /// A 5.x arm `from` line cut after `from`: its caller is the next line, in the same stack.
+    #[test]
+    fn an_arm_from_line_cut_after_from_joins_its_caller() {
+        let log = "\
+[ 2332.689514] task:pwngrid         state:D stack:0     pid:4229  ppid:1
+[ 2332.689562]  __schedule from schedule+0x54/0xec
+[ 2332.689612]  schedule from schedule_preempt_disabled+0x14/0x18
+[ 2332.689669]  schedule_preempt_disabled from
+__mutex_lock.constprop.0+0x248/0x514
+[ 2332.689720]  __mutex_lock.constprop.0 from netlink_dump+0x310/0x3ac
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(
+            frame_names(&e.tasks[0]),
+            ["__mutex_lock.constprop.0", "netlink_dump"]
+        );
+    }
+
+    /// `Workqueue:` alone at a line's end: the queue and work function are the next line.
+    #[test]
+    fn a_workqueue_label_cut_from_its_queue() {
+        let log = "\
+[ 3142.681345] task:kworker/0:1     state:D stack:0     pid:99773 ppid:2
+[ 3142.681345] Workqueue:
+events drm_sched_job_timedout [gpu_sched]
+[ 3142.681369] Call trace:
+[ 3142.681394]  schedule+0x3c/0x120
+[ 3142.681400]  drm_sched_stop+0x1/0x2 [gpu_sched]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(
+            e.tasks[0].workqueue.as_deref(),
+            Some("events drm_sched_job_timedout [gpu_sched]")
+        );
     }
 }
