@@ -669,11 +669,14 @@ fn is_source_location(t: &str) -> bool {
 /// A source location the paste cut short after a frame's offsets (`__wait_rcu_gp+0x19d/0x1a0
 /// home/u/linux/kernel`, the rest of the line lost): a path, after a `name+0x…/0x…` frame.
 fn is_cut_location(head: &str, last: &str) -> bool {
+    // The path first: most lines' last word (a frame, a module tag) is none.
+    if !last.contains('/') || last.starts_with('[') || contains(last, "0x") {
+        return false;
+    }
     let frame = head.rsplit(char::is_whitespace).next().unwrap_or(head);
-    let offsets = frame
+    frame
         .split_once("+0x")
-        .is_some_and(|(name, off)| bare_name(name) && off.contains("/0x"));
-    offsets && last.contains('/') && !last.starts_with('[') && !last.contains("0x")
+        .is_some_and(|(name, off)| bare_name(name) && off.contains("/0x"))
 }
 
 /// A call chain written on one line, innermost first, as people summarise a `/proc/<tid>/stack` or a
@@ -683,7 +686,9 @@ fn is_cut_location(head: &str, last: &str) -> bool {
 /// location) and stays one frame ([`normalize_frame`]).
 pub(super) fn arrow_chain(msg: &str) -> Option<Vec<&str>> {
     // Most lines hold no arrow: answered without a pass over the links.
-    if !contains(msg, " -> ") && !contains(msg, " \u{2192} ") {
+    let arrow = (msg.contains('>') && contains(msg, " -> "))
+        || (msg.contains('\u{2192}') && contains(msg, " \u{2192} "));
+    if !arrow {
         return None;
     }
     let s = msg.trim();

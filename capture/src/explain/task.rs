@@ -107,7 +107,9 @@ impl Prefix {
         });
         if prefix.trim().is_empty() {
             Prefix::None
-        } else if prefix.contains("kernel:") || prefix.contains("kernel[") {
+        } else if super::task_line::contains(prefix, "kernel:")
+            || super::task_line::contains(prefix, "kernel[")
+        {
             Prefix::Syslog
         } else if prefix.starts_with('[') || prefix.starts_with('<') {
             Prefix::Timestamp
