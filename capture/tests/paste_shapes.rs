@@ -544,19 +544,7 @@ fn applies(shape: &str, trace: &Trace) -> bool {
 /// Pairs this test found when held-out rounds 9 and 10 joined the corpus after it was written, not fixed yet
 /// (issue 38): each is left out of the two tests above and must still miss (`known_misses_still_miss`), so the
 /// list only shrinks.
-const KNOWN_MISSES: &[(&str, &str, &str)] = &[
-    (
-        "markdown_dash_list",
-        "dri-devel-ci-igt-i915-kms-async-flips",
-        "six prefixes deep (`- >   > +# `): the list mark over a quote over a diff over a comment loses the task",
-    ),
-    (
-        "dmesg_t",
-        "spdk-677-kworker-nvme-rdma-del-ctrl",
-        "cut mid-stack (no end of stack), then sshfs-137 pasted after it: `dmesg -T`'s times, to the second, no \
-         longer show the jump between the two logs, so sshfs-137's frames join this task (alone it is read right)",
-    ),
-];
+const KNOWN_MISSES: &[(&str, &str, &str)] = &[];
 
 /// Each known miss still misses (alone, or pasted with the trace after it in the corpus).
 #[test]

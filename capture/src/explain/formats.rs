@@ -5,6 +5,9 @@
 
 use std::borrow::Cow;
 
+use super::task_line::{contains, find};
+pub(super) use super::task_line::{old_task_line, task_line_head};
+
 /// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`); also an
 /// Android kernel log's `[   79.822894 / 05-03 18:11:50.340]` (uptime / wall clock, round 7).
 fn strip_timestamp(s: &str) -> &str {
@@ -89,7 +92,7 @@ pub(super) fn head_reads_alone(head: &str) -> bool {
 /// (`<4>`) and `[…]` timestamps, in any order and combination.
 pub(super) fn message(line: &str) -> &str {
     let mut s = line.trim_end_matches('\r');
-    if let Some(i) = s.find("kernel: ") {
+    if let Some(i) = find(s, "kernel: ") {
         s = &s[i + "kernel: ".len()..];
     }
     let mut diff_stripped = false;
@@ -101,7 +104,12 @@ pub(super) fn message(line: &str) -> &str {
                 diff_stripped = true;
             }
         }
-        s = strip_quote(s);
+        let quoted = strip_quote(s);
+        if quoted.len() != s.len() {
+            // A quoted line has marks of its own: `- >   > +# …` (a list item quoting a diff).
+            diff_stripped = false;
+        }
+        s = quoted;
         s = strip_comment_mark(s);
         s = strip_emphasis(s);
         s = strip_iso_time(s);
@@ -357,7 +365,7 @@ pub(super) fn header(msg: &str) -> Option<Header> {
             wchan: None,
         });
     }
-    if m.contains("soft lockup - CPU#") {
+    if contains(m, "soft lockup - CPU#") {
         let open = m.rfind('[')?;
         let who = m[open + 1..].strip_suffix(']')?;
         let (name, pid) = name_pid(who);
@@ -369,7 +377,7 @@ pub(super) fn header(msg: &str) -> Option<Header> {
         let name = m.split(" Comm: ").nth(1)?.split_whitespace().next()?;
         return Some(named(name.to_string(), number_after(m, " PID:")));
     }
-    if m.starts_with("PID: ") && m.contains("COMMAND: ") {
+    if m.starts_with("PID: ") && contains(m, "COMMAND: ") {
         let name = m
             .split("COMMAND: ")
             .nth(1)?
@@ -452,7 +460,7 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     for mark in [" (T)", " (P)", " (C)"] {
         s = s.strip_suffix(mark).unwrap_or(s);
     }
-    let looks = s.contains("+0x") || msg.trim_start().starts_with("[<");
+    let looks = contains(s, "+0x") || msg.trim_start().starts_with("[<");
     (looks && !s.is_empty()).then_some((s, guess))
 }
 
@@ -479,7 +487,7 @@ pub(super) fn crash_frame(msg: &str) -> Option<String> {
         None => {
             let inner = msg.strip_prefix('[')?.split_once(']')?.0;
             let hex = inner.len() >= 8 && inner.bytes().all(|b| b.is_ascii_hexdigit());
-            if !hex || !msg.contains(" at ") {
+            if !hex || !contains(msg, " at ") {
                 return None;
             }
             msg
@@ -516,7 +524,7 @@ pub(super) fn crash_frame(msg: &str) -> Option<String> {
     let next = tokens.next();
     // Without the stack address, only drgn's shapes: `func (file:line)`, `func+0x…`, `func [module] at`.
     let framed = addressed
-        || function.contains("+0x")
+        || contains(function, "+0x")
         || next.is_some_and(|t| t.starts_with('(') || t == "at" || is_module_token(t));
     if !framed || !bare_name(function.split('+').next().unwrap_or(function)) {
         return None;
@@ -554,7 +562,12 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
         }
         // A decoder's note of the callee inlined at that address (`addrconf_dad_work net/ipv6/addrconf.c:4160
         // -> rtnl_lock`, OpenWrt's decoded traces): the frame is the function it is written after.
-        if let Some((head, callee)) = s.rsplit_once(" -> ") {
+        let arrow = if contains(s, " -> ") {
+            s.rsplit_once(" -> ")
+        } else {
+            None
+        };
+        if let Some((head, callee)) = arrow {
             if bare_name(callee.trim()) && !head.trim().is_empty() {
                 s = head.trim_end();
                 changed = true;
@@ -597,7 +610,10 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
         }
     }
     let guess = body.starts_with("? ");
-    let body = body.trim_start_matches("? ");
+    let mut body = body;
+    while let Some(rest) = body.strip_prefix("? ") {
+        body = rest;
+    }
     if let Some(rest) = body.strip_prefix(':') {
         if let Some((module, function)) = rest.split_once(':') {
             if is_module_token(&format!("[{module}]")) && !function.is_empty() {
@@ -653,11 +669,14 @@ fn is_source_location(t: &str) -> bool {
 /// A source location the paste cut short after a frame's offsets (`__wait_rcu_gp+0x19d/0x1a0
 /// home/u/linux/kernel`, the rest of the line lost): a path, after a `name+0x…/0x…` frame.
 fn is_cut_location(head: &str, last: &str) -> bool {
+    // The path first: most lines' last word (a frame, a module tag) is none.
+    if !last.contains('/') || last.starts_with('[') || contains(last, "0x") {
+        return false;
+    }
     let frame = head.rsplit(char::is_whitespace).next().unwrap_or(head);
-    let offsets = frame
+    frame
         .split_once("+0x")
-        .is_some_and(|(name, off)| bare_name(name) && off.contains("/0x"));
-    offsets && last.contains('/') && !last.starts_with('[') && !last.contains("0x")
+        .is_some_and(|(name, off)| bare_name(name) && off.contains("/0x"))
 }
 
 /// A call chain written on one line, innermost first, as people summarise a `/proc/<tid>/stack` or a
@@ -667,7 +686,9 @@ fn is_cut_location(head: &str, last: &str) -> bool {
 /// location) and stays one frame ([`normalize_frame`]).
 pub(super) fn arrow_chain(msg: &str) -> Option<Vec<&str>> {
     // Most lines hold no arrow: answered without a pass over the links.
-    if !msg.contains(" -> ") && !msg.contains(" \u{2192} ") {
+    let arrow = (msg.contains('>') && contains(msg, " -> "))
+        || (msg.contains('\u{2192}') && contains(msg, " \u{2192} "));
+    if !arrow {
         return None;
     }
     let s = msg.trim();
@@ -718,6 +739,10 @@ pub(super) fn arm_from(msg: &str) -> Option<(&str, &str)> {
     } else {
         s
     };
+    // Most lines hold no `from`: answered without a search for each shape.
+    if !contains(s, " from ") {
+        return None;
+    }
     if let Some((callee, caller)) = s.split_once(") from [<") {
         let callee = callee.strip_prefix('(')?;
         // `] (caller)`, or without the space as older kernels printed it: `[<bf0b7480>](cv_wait_common+…)`.
@@ -743,7 +768,7 @@ pub(super) fn wrapped_module(msg: &str) -> Option<&str> {
 /// The pid of a `cat /proc/N/stack` (or `/proc/N/task/M/stack`, the thread's) command line, or of a `==>
 /// /proc/N/stack <==` heading of `tail`/`head`: the paste's only word on whose stack follows.
 pub(super) fn proc_stack_pid(msg: &str) -> Option<i32> {
-    let at = msg.find("/proc/")?;
+    let at = find(msg, "/proc/")?;
     let path = msg[at + "/proc/".len()..].split_whitespace().next()?;
     let path = path.trim_end_matches(['\'', '"', ';', ')']);
     let parts: Vec<&str> = path.split('/').collect();
@@ -799,18 +824,6 @@ pub(super) fn address_alone(msg: &str) -> Option<(&str, bool)> {
     (hex && (after.is_empty() || after == "?")).then_some((address, after == "?"))
 }
 
-/// A task line a mail client cut short: `INFO: task` or `task:NAME` without the rest of the header, an old
-/// kernel's task line ([`old_task_line`]) without its flags, or its ppid and flags (`fusermount  D  0 639694` /
-/// `1274 0x00004004`); crash's `PID: … COMMAND:` without the command.
-pub(super) fn task_line_head(msg: &str) -> bool {
-    let m = msg.trim();
-    m == "INFO: task"
-        || (m.starts_with("task:") && !m.contains(" state:"))
-        || (m.starts_with("PID: ") && m.ends_with("COMMAND:"))
-        || old_task_line(&format!("{m} 0x0")).is_some()
-        || old_task_line(&format!("{m} 0 0x0")).is_some()
-}
-
 /// A frame a mail client cut short (not crash's `#N` line, whose `from` may end a line): a 32-bit arm
 /// `(callee) from [<addr>]` or `(callee) from` without the caller, a module tag opened and not closed (`… [kvmgt`,
 /// its build id on the next line).
@@ -820,18 +833,20 @@ pub(super) fn frame_head(msg: &str) -> bool {
         return false;
     }
     let hex = |h: &str| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit());
+    // Each shape checked by its end first: most lines (whole frames) end in none of them.
     let arm = m.ends_with(") from")
-        || m.rsplit_once(") from [<")
-            .is_some_and(|(_, a)| a.strip_suffix(">]").is_some_and(hex));
+        || (m.ends_with(">]")
+            && m.rsplit_once(") from [<")
+                .is_some_and(|(_, a)| a.strip_suffix(">]").is_some_and(hex)));
     // `[<7f4ba618>] (fuse_writepages` / `[fuse]) from …`; `[<807762c0>] (__schedule)` / `from [<…>] (…)`.
     let arm_open = m.starts_with("[<")
-        && m.contains("] (")
+        && contains(m, "] (")
         && (m.matches('(').count() > m.matches(')').count()
-            || (m.ends_with(')') && !m.contains(" from ")));
-    let open_tag = m.contains("+0x")
-        && m.rsplit_once(' ').is_some_and(|(_, last)| {
-            last.len() > 1 && last.starts_with('[') && !last.contains(']')
-        });
+            || (m.ends_with(')') && !contains(m, " from ")));
+    let open_tag = m
+        .rsplit_once(' ')
+        .is_some_and(|(_, last)| last.len() > 1 && last.starts_with('[') && !last.contains(']'))
+        && contains(m, "+0x");
     arm || arm_open || open_tag
 }
 
@@ -855,41 +870,6 @@ pub(super) fn is_switch_point(name: &str) -> bool {
             | "_cond_resched"
             | "__cond_resched"
     )
-}
-
-/// An old kernel's task line (before 4.14 after `INFO: task`, and sysrq-w/-t of any age): `comm  D ffff…  0
-/// PID  PPID 0x…`, also with the free-stack count glued to the state (`D12312`, `%c%5lu` overflowing), a comm
-/// with spaces, or an old `(NOTLB)` tail. → (comm, pid, ppid).
-pub(super) fn old_task_line(rest: &str) -> Option<(String, i32, i32)> {
-    let tokens: Vec<&str> = rest.split_whitespace().collect();
-    let n = tokens.len();
-    if n < 4 {
-        return None;
-    }
-    let tail = tokens[n - 1];
-    let flags = (tail.starts_with("0x")
-        && tail.len() > 2
-        && tail[2..].bytes().all(|b| b.is_ascii_hexdigit()))
-        || tail == "(NOTLB)"
-        || tail == "(L-TLB)";
-    if !flags {
-        return None;
-    }
-    let (pid, ppid) = (
-        tokens[n - 3].parse::<i32>().ok()?,
-        tokens[n - 2].parse::<i32>().ok()?,
-    );
-    // The state: one of the letters the kernel prints, alone or with the stack count glued on.
-    let state = |t: &str| {
-        let mut b = t.bytes();
-        b.next().is_some_and(|c| b"RSDTtXZIPKWNx".contains(&c)) && b.all(|c| c.is_ascii_digit())
-    };
-    let at = (1..n - 3).find(|&i| state(tokens[i]))?;
-    // Between the state and the pid: at most a pc/task address and the free-stack count.
-    if n - 3 - at > 3 {
-        return None;
-    }
-    Some((tokens[..at].join(" "), pid, ppid))
 }
 
 /// The kernel's timestamp in a line's prefix (`[ 5036.077593]`, `kernel: [163245.663663]`), in seconds.

@@ -14,7 +14,8 @@
 //! turns the frames read into the task's stack as `/proc/<tid>/stack` would show it (no `?` guesses,
 //! scheduler or wait-queue frames, function pointers, or an interrupt's frames); this module is the public
 //! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order; `shapes`
-//! undoes what a transport, page or tool did to the paste first (encodings, entities, line wrappers). A frame
+//! undoes what a transport, page or tool did to the paste first (encodings, entities, line wrappers);
+//! `task_line` reads an old kernel's task line and holds the substring search asked of every line. A frame
 //! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
@@ -23,6 +24,7 @@ mod reader;
 mod reversed;
 mod shapes;
 mod task;
+mod task_line;
 
 use serde::Serialize;
 

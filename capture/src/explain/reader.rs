@@ -222,6 +222,7 @@ impl Reader {
                 true
             }
             Wrapped::Workqueue => false,
+            Wrapped::WorkqueueLabel => self.task_context(&format!("Workqueue: {rest}")),
             Wrapped::Head(head) => {
                 let joined = format!("{head} {rest}");
                 self.task_boundary(&joined) || self.old_task_line(&joined)
@@ -245,7 +246,7 @@ impl Reader {
     fn wrapped_head(&mut self, rest: &str) -> bool {
         let wrapped = if rest.len() > super::task::MAX_LINE {
             return false;
-        } else if formats::frame_head(rest) {
+        } else if formats::frame_head(rest) || self.arm_callee_cut(rest) {
             Wrapped::Frame(rest.to_string())
         } else if let Some((address, guess)) = formats::address_alone(rest) {
             Wrapped::Address {
@@ -260,6 +261,21 @@ impl Reader {
         self.wrapped = Some(wrapped);
         self.wrapped_prefix = Some(self.prefix);
         true
+    }
+
+    /// A 32-bit arm `from` line (5.x, no addresses) a mail client cut after `from`: `schedule_preempt_disabled
+    /// from` / `__mutex_lock.constprop.0+0x248/0x514`, in a stack already read in that notation (a name and
+    /// `from` alone say nothing otherwise).
+    fn arm_callee_cut(&self, rest: &str) -> bool {
+        let in_arm_stack = self
+            .draft
+            .as_ref()
+            .is_some_and(|d| d.arm_from && d.notation.is_some_and(|n| n.style == Style::ArmFrom));
+        in_arm_stack
+            && rest
+                .trim()
+                .strip_suffix(" from")
+                .is_some_and(|callee| bare_name(callee.trim_end()))
     }
 
     /// A call chain on one line ([`formats::arrow_chain`]): its frames, innermost first, in a notation of
@@ -378,6 +394,12 @@ impl Reader {
                     return true;
                 }
             }
+        }
+        if trimmed == "Workqueue:" {
+            // A mail client wrapped the line after its label: the queue and work function are the next line.
+            self.wrapped = Some(Wrapped::WorkqueueLabel);
+            self.wrapped_prefix = Some(self.prefix);
+            return true;
         }
         if let Some(q) = trimmed.strip_prefix("Workqueue: ") {
             // The kernel prints it before the stack: after frames it begins another (header-less) task.
@@ -556,6 +578,8 @@ enum Wrapped {
     Address { address: String, guess: bool },
     /// `Workqueue: QUEUE` alone: the work function is on the next line.
     Workqueue,
+    /// `Workqueue:` alone: the queue and work function are on the next line.
+    WorkqueueLabel,
     /// A task line cut short ([`formats::task_line_head`]): its last fields are on the next line.
     Head(String),
     /// A frame cut short ([`formats::frame_head`]): its caller or module tag ends on the next line.

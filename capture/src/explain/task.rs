@@ -16,6 +16,8 @@ pub const MAX_TASKS: usize = 20_000;
 pub const MAX_TASK_FRAMES: usize = 256;
 /// The most frames kept over all tasks (a few MiB), whatever the input packs into 16 MiB.
 pub const MAX_TOTAL_FRAMES: usize = 200_000;
+/// The frames a draft makes room for at its first: most stacks fit.
+const TYPICAL_STACK_FRAMES: usize = 48;
 /// Lines longer than this are not log lines: ignored.
 pub(super) const MAX_LINE: usize = 4096;
 
@@ -105,7 +107,9 @@ impl Prefix {
         });
         if prefix.trim().is_empty() {
             Prefix::None
-        } else if prefix.contains("kernel:") || prefix.contains("kernel[") {
+        } else if super::task_line::contains(prefix, "kernel:")
+            || super::task_line::contains(prefix, "kernel[")
+        {
             Prefix::Syslog
         } else if prefix.starts_with('[') || prefix.starts_with('<') {
             Prefix::Timestamp
@@ -137,11 +141,16 @@ impl Draft {
         }
         // A guess says where the stack ends only in a stack of guesses (an unwinder without frame pointers).
         if !guess || self.frames.iter().all(|(_, g)| *g) {
-            self.bottom = is_stack_bottom(site::frame_name::base_name(&frame.function));
+            self.bottom = ends_stack(site::frame_name::base_name(&frame.function));
         }
         if self.frames.len() == MAX_TASK_FRAMES {
             self.too_many = true;
             return;
+        }
+        if self.frames.is_empty() {
+            // A stack is a few dozen frames: room for them at once, not regrown four times (one draft lives at
+            // a time).
+            self.frames.reserve(TYPICAL_STACK_FRAMES);
         }
         self.frames.push((frame, guess));
     }
@@ -249,4 +258,11 @@ impl Draft {
             blocked_on,
         }
     }
+}
+
+/// A frame nothing but a stack's bottom can follow: a bottom itself ([`is_stack_bottom`]), or `kthread`, whose
+/// only caller is the architecture's thread start (`ret_from_fork`, `kernel_thread_helper`): a frame after it
+/// (not a `?` guess, not a bottom) is another stack's, even when the bottom was cut off the paste.
+fn ends_stack(name: &str) -> bool {
+    is_stack_bottom(name) || name == "kthread"
 }

@@ -1,5 +1,5 @@
 //! `explain`'s tests: the notations and log prefixes one at a time, hostile input, the paste shapes of issue
-//! 38 (`shapes`) and the hung-task detector's blocker line (`kernel_word`).
+//! 38 (`shapes`, `known_misses`, `hard_wraps`) and the hung-task detector's blocker line (`kernel_word`).
 
 use super::*;
 
@@ -667,5 +667,103 @@ ug 26 00:03:33 u[34315.233732]  kthread+0x11b/0x140
             ]
         );
         assert_eq!(e.tasks[0].task, "jbd2/sda1-8");
+    }
+}
+
+/// The two paste shapes issue 38's shape test had listed as known misses.
+mod known_misses {
+    use super::*;
+
+    /// A Markdown list item quoting a mail that quotes a diff of comment lines (`- >   > +# `): each quote
+    /// level has marks of its own, so the `+` after the second `>` is stripped too.
+    #[test]
+    fn a_list_mark_over_a_quoted_diff_keeps_the_task() {
+        let log = "\
+- >   > +# INFO: task kms_async_flips:1253 blocked for more than 122 seconds.
+- >   > +# Call Trace:
+- >   > +#  __schedule+0x495/0xd20
+- >   > +#  schedule+0x35/0x120
+- >   > +#  drm_vblank_work_flush+0x91/0xf0
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(
+            (e.tasks[0].task.as_str(), e.tasks[0].pid),
+            ("kms_async_flips", Some(1253))
+        );
+        assert_eq!(frame_names(&e.tasks[0]), ["drm_vblank_work_flush"]);
+    }
+
+    /// A kernel thread's stack cut after `kthread` (its `ret_from_fork` lost), then another paste's header-less
+    /// frames with the same (to the second) time: `kthread`'s only caller is the thread start, so the next
+    /// frame that is not a guess begins another stack.
+    #[test]
+    fn a_frame_after_kthread_begins_another_stack() {
+        let log = "\
+[Mon Dec  7 18:00:01 2026] INFO: task kworker/39:2:105471 blocked for more than 120 seconds.
+[Mon Dec  7 18:00:01 2026] Call Trace:
+[Mon Dec  7 18:00:01 2026]  schedule+0x36/0x80
+[Mon Dec  7 18:00:01 2026]  blk_mq_freeze_queue_wait+0x4b/0xb0
+[Mon Dec  7 18:00:01 2026]  worker_thread+0x4b/0x500
+[Mon Dec  7 18:00:01 2026]  kthread+0x109/0x140
+[Mon Dec  7 18:00:01 2026]  ? kthread_create_on_node+0x60/0x60
+[Mon Dec  7 18:00:01 2026]  request_wait_answer+0x9d/0x210 [fuse]
+[Mon Dec  7 18:00:01 2026]  fuse_simple_request+0xbd/0x190 [fuse]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 2);
+        assert_eq!(e.tasks[0].pid, Some(105471));
+        assert_eq!(frame_names(&e.tasks[1])[0], "request_wait_answer");
+        // `ret_from_fork` under `kthread` is the same stack's end.
+        let whole = log.replace(
+            " ? kthread_create_on_node+0x60/0x60\n",
+            " ret_from_fork+0x2c/0x40\n",
+        );
+        let whole = whole.split("  request_wait_answer").next().unwrap();
+        let e = explain(whole.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+    }
+}
+
+/// Lines a mail client hard-wrapped where the structure shows the cut (the ignored `hard_wraps_score`).
+mod hard_wraps {
+    use super::*;
+
+    /// A 5.x arm `from` line cut after `from`: its caller is the next line, in the same stack.
+    #[test]
+    fn an_arm_from_line_cut_after_from_joins_its_caller() {
+        let log = "\
+[ 2332.689514] task:pwngrid         state:D stack:0     pid:4229  ppid:1
+[ 2332.689562]  __schedule from schedule+0x54/0xec
+[ 2332.689612]  schedule from schedule_preempt_disabled+0x14/0x18
+[ 2332.689669]  schedule_preempt_disabled from
+__mutex_lock.constprop.0+0x248/0x514
+[ 2332.689720]  __mutex_lock.constprop.0 from netlink_dump+0x310/0x3ac
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(
+            frame_names(&e.tasks[0]),
+            ["__mutex_lock.constprop.0", "netlink_dump"]
+        );
+    }
+
+    /// `Workqueue:` alone at a line's end: the queue and work function are the next line.
+    #[test]
+    fn a_workqueue_label_cut_from_its_queue() {
+        let log = "\
+[ 3142.681345] task:kworker/0:1     state:D stack:0     pid:99773 ppid:2
+[ 3142.681345] Workqueue:
+events drm_sched_job_timedout [gpu_sched]
+[ 3142.681369] Call trace:
+[ 3142.681394]  schedule+0x3c/0x120
+[ 3142.681400]  drm_sched_stop+0x1/0x2 [gpu_sched]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(
+            e.tasks[0].workqueue.as_deref(),
+            Some("events drm_sched_job_timedout [gpu_sched]")
+        );
     }
 }
