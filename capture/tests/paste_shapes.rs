@@ -27,6 +27,8 @@ use std::path::Path;
 
 use capture::explain;
 
+mod corpus;
+
 struct Trace {
     name: String,
     body: String,
@@ -34,25 +36,15 @@ struct Trace {
 
 fn corpus() -> Vec<Trace> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    paths.sort();
-    paths
+    corpus::trace_files(&dir)
         .into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
+        .map(|(name, text)| {
             let body = text
                 .lines()
                 .filter(|l| !l.starts_with("# "))
                 .flat_map(|l| [l, "\n"])
                 .collect();
-            Trace {
-                name: p.file_name().unwrap().to_string_lossy().into_owned(),
-                body,
-            }
+            Trace { name, body }
         })
         .collect()
 }

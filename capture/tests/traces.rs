@@ -14,6 +14,8 @@ use capture::explained_task::ExplainedTask;
 use capture::testing::FakeProc;
 use capture::{snapshot_process, SnapshotOptions, StackFrame};
 
+mod corpus;
+
 struct Fixture {
     name: String,
     category: String,
@@ -32,18 +34,11 @@ fn fixtures() -> Vec<Fixture> {
     let dir = std::env::var_os("CAPTURE_TRACES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces"));
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    paths.sort();
-    paths
+    corpus::trace_files(&dir)
         .into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
+        .map(|(name, text)| {
             let mut f = Fixture {
-                name: p.file_name().unwrap().to_string_lossy().into_owned(),
+                name,
                 category: String::new(),
                 source: String::new(),
                 arch: String::new(),
