@@ -300,3 +300,53 @@ fn bench_agent_reports_the_idle_and_the_busy_shape() {
         assert!(row["baseline_us_per_scan"].as_f64().unwrap() > 0.0, "{row}");
     }
 }
+
+/// Two agent binaries compared in one run share one helper process and the baseline measured between
+/// them: the second row's "before" baseline is the first row's "after" (issue 40: a ratio against a
+/// baseline drawn on another helper, at another time, moved with the draw).
+#[test]
+fn bench_agent_compares_binaries_against_the_baseline_measured_between_them() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(!in_ci(), "CI runs the tests as root");
+        return;
+    }
+    let exe = bin();
+    let output = Command::new(&exe)
+        .args([
+            "internal",
+            "bench-agent",
+            "--threads",
+            "20",
+            "--shapes",
+            "idle",
+        ])
+        .args(["--scans", "3", "--interval", "50ms", "--json"])
+        .arg("--agent-exe")
+        .arg(&exe)
+        .arg("--agent-exe")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let pair = |row: &serde_json::Value| {
+        let both = row["baseline_before_after_ns_per_thread_scan"]
+            .as_array()
+            .unwrap();
+        (both[0].as_f64().unwrap(), both[1].as_f64().unwrap())
+    };
+    let (first_before, first_after) = pair(&rows[0]);
+    let (second_before, second_after) = pair(&rows[1]);
+    assert_eq!(first_after, second_before, "{rows:?}");
+    for (row, (before, after)) in rows.iter().zip([pair(&rows[0]), pair(&rows[1])]) {
+        assert!(before > 0.0 && after > 0.0, "{row}");
+        let mean = row["baseline_ns_per_thread_scan"].as_f64().unwrap();
+        assert!(
+            (mean - (before + after) / 2.0).abs() <= 1e-6 * mean,
+            "{row}"
+        );
+    }
+    assert!(first_before > 0.0 && second_after > 0.0);
+}

@@ -17,7 +17,8 @@
 //!
 //! Each row also gives the spread (min / median / max) of the agent's CPU per interval and of the
 //! baseline's per scan, so a wide ratio shows which side moved (issue 40); `--agent-exe A --agent-exe B`
-//! measures several agent binaries row by row in one run (before/after on the same helper and host).
+//! measures several agent binaries in one run against one helper process per shape and size, the
+//! baseline measured before the first agent and after each, each ratio against the two beside it.
 //!
 //! Two shapes of watched process (`--shapes`): `idle` (N parked threads: the quiet-process shortcut's
 //! case) and `busy` (the same N plus `--busy-threads` threads that wake every millisecond, as a training
@@ -61,8 +62,9 @@ pub struct BenchAgentArgs {
     /// Extra arguments for the agent (e.g. `--agent-arg=--no-shortcut`), repeatable.
     #[arg(long = "agent-arg", allow_hyphen_values = true)]
     pub agent_args: Vec<String>,
-    /// Agent binaries to measure, each row once per binary in turn (before/after comparisons in one
-    /// run: the same helper threads, host and baseline code); default: this binary.
+    /// Agent binaries to measure, one after another against the same helper process (before/after
+    /// comparisons in one run: the same threads, host and baseline code, the baseline measured
+    /// between them); default: this binary.
     #[arg(long = "agent-exe", value_name = "PATH")]
     pub agent_exes: Vec<PathBuf>,
     /// One JSON object instead of the Markdown table.
@@ -228,7 +230,10 @@ struct Row {
     agent_ns_per_thread_scan: f64,
     agent_ticks_ns_per_thread_scan: f64,
     agent_us_per_scan: f64,
+    /// The mean of the baselines measured just before and just after this agent.
     baseline_ns_per_thread_scan: f64,
+    /// Those two baselines (ns a thread a scan): how far the denominator moved around this row.
+    baseline_before_after_ns_per_thread_scan: [f64; 2],
     baseline_us_per_scan: f64,
     ratio: f64,
     /// The agent's CPU per measured interval (≈ one scan each).
@@ -236,22 +241,22 @@ struct Row {
     baseline_us_per_scan_spread: Spread,
 }
 
-fn measure(
+/// The agent's CPU over `--scans` intervals, measured from outside while it watches the helper.
+struct AgentCpu {
+    /// Mean CPU per scan (ns).
+    per_scan_ns: f64,
+    /// Mean CPU per scan from `utime+stime` ticks (ns).
+    per_scan_ticks_ns: f64,
+    per_interval: Spread,
+}
+
+fn measure_agent(
     args: &BenchAgentArgs,
     root: &ProcRoot,
     threads: usize,
-    shape: &str,
     out_dir: &Path,
     agent_exe: &Path,
-) -> anyhow::Result<Row> {
-    let busy = if shape == "busy" {
-        args.busy_threads
-    } else {
-        0
-    };
-    let helper = start_helper(threads, busy)?;
-    let helper_pid = helper.0.id() as i32;
-    let host_processes = root.pids().map(|p| p.len()).unwrap_or(0);
+) -> anyhow::Result<AgentCpu> {
     let interval_arg = format!("{}ms", args.interval.as_millis().max(1));
     let agent = Reaped(
         Command::new(agent_exe)
@@ -300,40 +305,80 @@ fn measure(
     let tick_ns =
         1e9 / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
     drop(agent);
-
-    let watched = threads + 1 + busy;
-    let (baseline, baseline_scans) = baseline_scans(helper_pid, scans, watched)?;
-    drop(helper);
-
-    let watched = watched as f64;
-    let agent_ns = (cpu1 - cpu0).as_nanos() as f64 / scans_made;
-    let baseline_ns = baseline.as_nanos() as f64 / f64::from(scans);
-    Ok(Row {
-        agent: agent_exe.display().to_string(),
-        shape: shape.to_string(),
-        threads: threads + 1 + busy,
-        host_processes,
-        scans,
-        interval_ms: args.interval.as_millis() as u64,
-        agent_ns_per_thread_scan: agent_ns / watched,
-        agent_ticks_ns_per_thread_scan: (ticks1.saturating_sub(ticks0)) as f64 * tick_ns
-            / scans_made
-            / watched,
-        agent_us_per_scan: agent_ns / 1e3,
-        baseline_ns_per_thread_scan: baseline_ns / watched,
-        baseline_us_per_scan: baseline_ns / 1e3,
-        ratio: agent_ns / baseline_ns.max(1.0),
-        agent_us_per_interval: Spread::of(&per_interval),
-        baseline_us_per_scan_spread: Spread::of(&baseline_scans),
+    Ok(AgentCpu {
+        per_scan_ns: (cpu1 - cpu0).as_nanos() as f64 / scans_made,
+        per_scan_ticks_ns: ticks1.saturating_sub(ticks0) as f64 * tick_ns / scans_made,
+        per_interval: Spread::of(&per_interval),
     })
 }
 
+/// One helper process (a shape and a thread count), every agent binary measured against it in turn,
+/// with the baseline measured before the first agent and after each (B A₁ B A₂ B …): each agent's
+/// ratio is against the mean of the two baselines beside it, so two binaries compared in one run
+/// share a denominator measured on the same threads at the same time, not one drawn after each on a
+/// fresh helper (issue 40: the baseline moved 4.5–6.9 µs a thread between such draws).
+fn measure_helper(
+    args: &BenchAgentArgs,
+    root: &ProcRoot,
+    threads: usize,
+    shape: &str,
+    out_dir: &Path,
+    agent_exes: &[PathBuf],
+) -> anyhow::Result<Vec<Row>> {
+    let busy = if shape == "busy" {
+        args.busy_threads
+    } else {
+        0
+    };
+    let helper = start_helper(threads, busy)?;
+    let helper_pid = helper.0.id() as i32;
+    let host_processes = root.pids().map(|p| p.len()).unwrap_or(0);
+    let scans = args.scans.max(1);
+    let watched = threads + 1 + busy;
+    let mut before = baseline_scans(helper_pid, scans, watched)?;
+    let mut rows = Vec::with_capacity(agent_exes.len());
+    for exe in agent_exes {
+        eprintln!(
+            "bench-agent: {shape} process, {threads} parked threads, agent {}…",
+            exe.display()
+        );
+        let agent = measure_agent(args, root, threads, out_dir, exe)?;
+        let after = baseline_scans(helper_pid, scans, watched)?;
+        let baseline_ns = (before.total + after.total).as_nanos() as f64 / f64::from(2 * scans);
+        let per_thread =
+            |b: &Baseline| b.total.as_nanos() as f64 / f64::from(scans) / watched as f64;
+        let both: Vec<f64> = before.scans.iter().chain(&after.scans).copied().collect();
+        rows.push(Row {
+            agent: exe.display().to_string(),
+            shape: shape.to_string(),
+            threads: watched,
+            host_processes,
+            scans,
+            interval_ms: args.interval.as_millis() as u64,
+            agent_ns_per_thread_scan: agent.per_scan_ns / watched as f64,
+            agent_ticks_ns_per_thread_scan: agent.per_scan_ticks_ns / watched as f64,
+            agent_us_per_scan: agent.per_scan_ns / 1e3,
+            baseline_ns_per_thread_scan: baseline_ns / watched as f64,
+            baseline_before_after_ns_per_thread_scan: [per_thread(&before), per_thread(&after)],
+            baseline_us_per_scan: baseline_ns / 1e3,
+            ratio: agent.per_scan_ns / baseline_ns.max(1.0),
+            agent_us_per_interval: agent.per_interval,
+            baseline_us_per_scan_spread: Spread::of(&both),
+        });
+        before = after;
+    }
+    drop(helper);
+    Ok(rows)
+}
+
+/// One baseline measurement: its total CPU and each scan's (ns).
+struct Baseline {
+    total: Duration,
+    scans: Vec<f64>,
+}
+
 /// The xcapture-style baseline over the same threads, `scans` times: its total CPU and each scan's (ns).
-fn baseline_scans(
-    helper_pid: i32,
-    scans: u32,
-    watched: usize,
-) -> anyhow::Result<(Duration, Vec<f64>)> {
+fn baseline_scans(helper_pid: i32, scans: u32, watched: usize) -> anyhow::Result<Baseline> {
     let mut buf = Vec::with_capacity(1024);
     xcapture_scan(helper_pid, &mut buf); // warm the dentries, as the agent had them warm
     let before = own_cpu();
@@ -351,7 +396,10 @@ fn baseline_scans(
             watched * scans as usize
         );
     }
-    Ok((baseline, baseline_scans))
+    Ok(Baseline {
+        total: baseline,
+        scans: baseline_scans,
+    })
 }
 
 /// Minimum, median and maximum of per-scan (or per-interval) CPU samples, in µs.
@@ -400,18 +448,11 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for shape in &args.shapes {
         for &threads in &args.threads {
-            for exe in &agent_exes {
-                eprintln!(
-                    "bench-agent: {shape} process, {threads} parked threads, agent {}…",
-                    exe.display()
-                );
-                let row = measure(&args, &root, threads, shape, &out_dir, exe);
-                match row {
-                    Ok(row) => rows.push(row),
-                    Err(err) => {
-                        let _ = std::fs::remove_dir_all(&out_dir);
-                        return Err(err);
-                    }
+            match measure_helper(&args, &root, threads, shape, &out_dir, &agent_exes) {
+                Ok(measured) => rows.extend(measured),
+                Err(err) => {
+                    let _ = std::fs::remove_dir_all(&out_dir);
+                    return Err(err);
                 }
             }
         }
@@ -445,7 +486,7 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
             switches.join(" ")
         }
     );
-    println!("| shape | threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan | ratio | agent per interval min / median / max | xcapture-style per scan min / median / max |");
+    println!("| shape | threads | host processes | agent CPU / thread / scan (schedstat; stat ticks) | agent per scan | xcapture-style / thread / scan (before; after) | ratio | agent per interval min / median / max | xcapture-style per scan min / median / max |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let (a, b) = (r.agent_us_per_interval, r.baseline_us_per_scan_spread);
@@ -455,7 +496,7 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
             format!("{} ({})", r.shape, r.agent)
         };
         println!(
-            "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs | {:.3} | {:.0} / {:.0} / {:.0} µs | {:.0} / {:.0} / {:.0} µs |",
+            "| {} | {} | {} | {:.2} µs ({:.2} µs) | {:.0} µs | {:.2} µs ({:.2}; {:.2}) | {:.3} | {:.0} / {:.0} / {:.0} µs | {:.0} / {:.0} / {:.0} µs |",
             shape,
             r.threads,
             r.host_processes,
@@ -463,6 +504,8 @@ pub fn run(args: BenchAgentArgs) -> anyhow::Result<ExitCode> {
             r.agent_ticks_ns_per_thread_scan / 1e3,
             r.agent_us_per_scan,
             r.baseline_ns_per_thread_scan / 1e3,
+            r.baseline_before_after_ns_per_thread_scan[0] / 1e3,
+            r.baseline_before_after_ns_per_thread_scan[1] / 1e3,
             r.ratio,
             a.min,
             a.median,
