@@ -311,7 +311,7 @@ fn bench_agent_compares_binaries_against_the_baseline_measured_between_them() {
         return;
     }
     let exe = bin();
-    let output = Command::new(&exe)
+    let output = Command::new(exe)
         .args([
             "internal",
             "bench-agent",
@@ -322,9 +322,9 @@ fn bench_agent_compares_binaries_against_the_baseline_measured_between_them() {
         ])
         .args(["--scans", "3", "--interval", "50ms", "--json"])
         .arg("--agent-exe")
-        .arg(&exe)
+        .arg(exe)
         .arg("--agent-exe")
-        .arg(&exe)
+        .arg(exe)
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
