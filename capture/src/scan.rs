@@ -32,7 +32,9 @@
 //! is read whenever the thread count differs from the threads held. The safety nets stay: the staggered
 //! forced reads (each thread every [`RELIST_EVERY`] scans; in a quiet scan a sleeper's `schedstat` against
 //! the baseline taken before its latest `stat`, and `stat` only if it moved or is gone) and the relist
-//! every [`RELIST_EVERY`] scans. They cover the one case the sums could hide, a thread exiting (its
+//! every [`RELIST_EVERY`] scans; with a task iterator, one walk of the group when a check is due, which
+//! vouches for every sleeper at once (see [`Scanner::refresh_held`]). They cover the one case the sums
+//! could hide, a thread exiting (its
 //! counters leave the live sums) while another is created with exactly the same sums, within one interval;
 //! a comm cannot be written from outside the process (`/proc/<tid>/comm` refuses other writers). The counters are taken
 //! before the thread count and before any thread is read, so whatever runs after the query shows at the
@@ -90,6 +92,9 @@ pub struct ScanSummary {
     pub iterated: bool,
     /// Whether this scan re-listed the task directory.
     pub relisted: bool,
+    /// Of `quiet`: sleepers whose safety-net check this scan was the task iterator's walk (asleep,
+    /// unswitched), not a `schedstat` read.
+    pub walked: usize,
 }
 
 struct Slot {
@@ -106,6 +111,8 @@ struct Slot {
     /// What the task iterator showed this thread at scan `hint_gen`: (asleep, switch count).
     hint: (bool, u64),
     hint_gen: u64,
+    /// The scan from which this thread's safety-net check is due (see [`Scanner::refresh_held`]).
+    net_due: u64,
 }
 
 /// Fds kept by all scanners of this process, against the RLIMIT_NOFILE soft limit: fds are kept while
@@ -161,12 +168,22 @@ impl Drop for Slot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Refresh {
     Read,
+    /// schedstat shows the thread has not run since before its latest `stat`.
     Unchanged,
+    /// Out of descriptors: the previous sample kept, nothing learnt.
+    Kept,
     Gone,
 }
 
-/// Scans between unconditional re-listings of the task directory.
+/// Scans between unconditional re-listings of the task directory, and at most between two safety-net
+/// checks of a sleeper.
 pub const RELIST_EVERY: u64 = 16;
+
+/// The next scan after `gen` at which thread `tid`'s staggered safety-net check falls: `(scan + tid)`
+/// a multiple of [`RELIST_EVERY`], so the checks of a process's threads spread over the scans.
+fn staggered_net_due(gen: u64, tid: u64) -> u64 {
+    gen + RELIST_EVERY - (gen.wrapping_add(tid) % RELIST_EVERY)
+}
 
 pub struct Scanner {
     root: ProcRoot,
@@ -187,6 +204,8 @@ pub struct Scanner {
     iter_buf: Vec<u8>,
     /// Scans left before the counters are worth asking for again (see [`Scanner::wants_counters`]).
     busy_skips_left: u32,
+    /// The scan from which the periodic re-listing is due.
+    relist_due: u64,
 }
 
 /// What one task-iterator read of a scan told ([`Scanner::apply_thread_iter`]).
@@ -255,6 +274,7 @@ impl Scanner {
             threads_iter: None,
             iter_buf: Vec::new(),
             busy_skips_left: 0,
+            relist_due: RELIST_EVERY,
         })
     }
 
@@ -434,7 +454,7 @@ impl Scanner {
                             Some(libc::EMFILE) | Some(libc::ENFILE)
                         ) =>
                     {
-                        return Ok(Refresh::Unchanged)
+                        return Ok(Refresh::Kept)
                     }
                     Err(e) => return Err(e),
                 },
@@ -527,7 +547,9 @@ impl Scanner {
         self.last_counters = counters;
         let mut summary = ScanSummary::default();
         // 0. Busy processes: one task-iterator read says which threads slept through since last scan.
-        let answer = if !quiet && self.skip_unchanged_sleepers {
+        //    Quiet ones: only when a safety net is due, which that one read answers for every thread.
+        let walk_net = quiet && self.threads_iter.is_some() && self.net_due(gen);
+        let answer = if (!quiet || walk_net) && self.skip_unchanged_sleepers {
             self.apply_thread_iter(gen, expected)
         } else {
             IterAnswer::default()
@@ -545,8 +567,26 @@ impl Scanner {
         Ok(summary)
     }
 
+    /// Whether a safety net is due at scan `gen`: the periodic re-listing, or a sleeper's check.
+    fn net_due(&self, gen: u64) -> bool {
+        gen >= self.relist_due
+            || self
+                .slots
+                .iter()
+                .any(|s| gen >= s.net_due && matches!(s.sample.state, 'S' | 'I'))
+    }
+
     /// Step 1 of a scan: re-reads the threads held (all but those a shortcut shows unchanged) and drops
     /// the ones that vanished.
+    ///
+    /// The safety net: a sleeper a shortcut would skip gets a second, independent check at the latest
+    /// [`RELIST_EVERY`] scans after its previous one (`net_due`). In a busy scan (the task iterator shows
+    /// it asleep and unswitched) that check is its `schedstat`, staggered by tid as it always was. In a
+    /// quiet scan (the taskstats sums unchanged) with a task iterator, the check is the iterator itself,
+    /// read only when some check is due: one kernel walk of the group witnesses every sleeper at once
+    /// (asleep, the switch count taken before its latest `stat`), so a quiet process costs one walk per
+    /// [`RELIST_EVERY`] scans instead of a `schedstat` read per thread (issue 40); a sleeper the walk
+    /// cannot vouch for gets the `schedstat` check, as without an iterator.
     fn refresh_held(
         &mut self,
         gen: u64,
@@ -557,8 +597,11 @@ impl Scanner {
         let mut i = 0;
         while i < self.slots.len() {
             let tid = self.slots[i].sample.tid as u64;
-            let force = (gen.wrapping_add(tid)).checked_rem(RELIST_EVERY) == Some(0);
-            if quiet && !force && matches!(self.slots[i].sample.state, 'S' | 'I') {
+            let sleeping = matches!(self.slots[i].sample.state, 'S' | 'I');
+            // A quiet scan that read the iterator (a check was due): it checks every sleeper now.
+            let walk_net = quiet && iterated && sleeping;
+            let force = gen >= self.slots[i].net_due || walk_net;
+            if quiet && !force && sleeping {
                 summary.quiet += 1;
                 i += 1;
                 continue;
@@ -570,12 +613,19 @@ impl Scanner {
             });
             // Asleep now, asleep at its last read, and never switched out in between: it has not run, so
             // it cannot have entered D or exited since.
-            let sleeping = matches!(self.slots[i].sample.state, 'S' | 'I');
             let unswitched_sleeper = switches_now.is_some_and(|(asleep, switches)| {
                 asleep && sleeping && self.slots[i].switches == Some(switches)
             });
             if !force && unswitched_sleeper {
                 summary.unswitched += 1;
+                i += 1;
+                continue;
+            }
+            // The quiet scan's net, answered by the walk: the taskstats sums and the walk, two witnesses.
+            if walk_net && unswitched_sleeper {
+                self.slots[i].net_due = gen + RELIST_EVERY;
+                summary.quiet += 1;
+                summary.walked += 1;
                 i += 1;
                 continue;
             }
@@ -596,12 +646,23 @@ impl Scanner {
                 net_by_schedstat
                     || (self.skip_unchanged_sleepers && !quiet && switches_now.is_none()),
             )?;
-            if r == Refresh::Read {
-                // Taken before this read: if the thread runs after it, the next count differs.
-                self.slots[i].switches = switches_now.map(|(_, switches)| switches);
+            let slot = &mut self.slots[i];
+            if r == Refresh::Read || (r == Refresh::Unchanged && switches_now.is_some()) {
+                // Taken before this read: if the thread runs after it, the next count differs. A
+                // schedstat unchanged since before the latest `stat` says it has not run since, so the
+                // count now is the count then.
+                slot.switches = switches_now.map(|(_, switches)| switches);
+            }
+            if force && matches!(r, Refresh::Read | Refresh::Unchanged) {
+                slot.net_due = if walk_net {
+                    // Every sleeper checked at this scan: the next walk is one for all of them.
+                    gen + RELIST_EVERY
+                } else {
+                    staggered_net_due(gen, tid)
+                };
             }
             if r != Refresh::Gone {
-                if r == Refresh::Unchanged {
+                if matches!(r, Refresh::Unchanged | Refresh::Kept) {
                     summary.unchanged += 1;
                 }
                 i += 1;
@@ -630,7 +691,10 @@ impl Scanner {
         let relist = gen == 1
             || summary.gone > 0
             || expected != Some(self.slots.len())
-            || (gen.checked_rem(RELIST_EVERY) == Some(0) && !listed_by_iterator);
+            || (gen >= self.relist_due && !listed_by_iterator);
+        if relist || listed_by_iterator {
+            self.relist_due = gen + RELIST_EVERY;
+        }
         if relist {
             summary.relisted = true;
             self.list_tasks()?;
@@ -652,6 +716,7 @@ impl Scanner {
                     switches: None,
                     hint: (false, 0),
                     hint_gen: 0,
+                    net_due: staggered_net_due(gen, tid as u64),
                     sample: TaskSample {
                         tid,
                         state: '?',

@@ -399,3 +399,95 @@ fn the_periodic_relisting_is_spared_only_by_an_iterator_answer_naming_the_thread
     drop(tx);
     h.join().unwrap();
 }
+
+/// Quiet scans of a process with a task iterator (issue 40): the safety net is one walk of the group
+/// per RELIST_EVERY scans, which vouches for every sleeper at once, not a `schedstat` read per thread per
+/// scan; nor is the task directory re-listed, since the walk named exactly the threads held.
+#[test]
+fn a_quiet_process_is_checked_by_one_walk_per_relist_every_scans() {
+    let Some(iter) = task_iter_or_skip() else {
+        return;
+    };
+    let (mut child, pid, root) = sleeping_child();
+    let mut scanner = Scanner::new(&root, pid).unwrap();
+    scanner.set_thread_iter(Some(iter.watch(pid).unwrap()));
+    let counters = TgidCounters {
+        nvcsw: 7,
+        ..TgidCounters::default()
+    };
+    let window = |scanner: &mut Scanner| {
+        let summaries: Vec<ScanSummary> = (0..RELIST_EVERY)
+            .map(|_| scanner.scan_with(Some(counters)).unwrap())
+            .collect();
+        let walks = summaries.iter().filter(|s| s.iterated).count();
+        let walked: usize = summaries.iter().map(|s| s.walked).sum();
+        let unchanged: usize = summaries.iter().map(|s| s.unchanged).sum();
+        let relisted = summaries.iter().filter(|s| s.relisted).count();
+        (walks, walked, unchanged, relisted)
+    };
+    // The first windows take the baselines (a `sleep` just started may still run a little).
+    let windows: Vec<_> = (0..6).map(|_| window(&mut scanner)).collect();
+    assert!(
+        windows.contains(&(1, 1, 0, 0)),
+        "one walk per window, vouching for the sleeper; no schedstat, no re-listing: {windows:?}"
+    );
+    // Never a window without its check.
+    assert!(windows.iter().all(|w| w.0 >= 1), "{windows:?}");
+    assert_eq!(scanner.sample(pid).unwrap().state, 'S');
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// The quiet shortcut trusts the process's summed counters; if they lied (the same sums every scan), the
+/// walk's net still finds a sleeper that entered D within RELIST_EVERY scans: a real D thread of a
+/// single-threaded child, writing to a frozen ext4.
+#[test]
+fn lying_counters_cannot_hide_a_d_thread_from_the_walk_net() {
+    use crate::frozen_fs::FrozenFs;
+    use std::io::Write;
+    let Some(iter) = task_iter_or_skip() else {
+        return;
+    };
+    let Some(mut fs) =
+        FrozenFs::for_test("lying_counters_cannot_hide_a_d_thread_from_the_walk_net")
+    else {
+        return;
+    };
+    let path = fs.create_file("late", b"").unwrap();
+    let mut child = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("read x; echo x >> '{}'", path.display()))
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let root = ProcRoot::default();
+    crate::frozen_fs::wait_for_state(&root, pid, pid, 'S', Duration::from_secs(10)).unwrap();
+    let mut scanner = Scanner::new(&root, pid).unwrap();
+    scanner.set_thread_iter(Some(iter.watch(pid).unwrap()));
+    let lie = TgidCounters {
+        nvcsw: 7,
+        ..TgidCounters::default()
+    };
+    for _ in 0..3 * RELIST_EVERY {
+        scanner.scan_with(Some(lie)).unwrap();
+    }
+    assert_eq!(scanner.sample(pid).unwrap().state, 'S');
+    fs.freeze().unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    crate::frozen_fs::wait_for_state(&root, pid, pid, 'D', Duration::from_secs(10)).unwrap();
+    let mut seen_at = None;
+    for k in 1..=RELIST_EVERY {
+        scanner.scan_with(Some(lie)).unwrap();
+        if scanner.sample(pid).unwrap().state == 'D' {
+            seen_at = Some(k);
+            break;
+        }
+    }
+    fs.thaw().unwrap();
+    child.wait().unwrap();
+    assert!(
+        seen_at.is_some(),
+        "the D thread was not seen in {RELIST_EVERY} scans of lying counters"
+    );
+}
