@@ -425,8 +425,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "the GT's reset.mutex (i915 GPU reset)" (intel_gt_reset)"#,
     // from source: drivers/gpu/drm/xe/xe_exec.c, xe_vm.c
     r#"lock taker "the xe VM's vm->lock" (xe_exec_ioctl)"#,
-    // from source: drivers/gpu/drm/nouveau/nouveau_abi16.c, nouveau_drm.c
-    r#"lock taker "the nouveau client's cli->mutex" (nouveau_abi16_get)"#,
     // from source: drivers/gpu/drm/v3d/v3d_gem.c
     r#"lock taker "the v3d cache_clean_lock" (v3d_clean_caches)"#,
     // from source: drivers/gpu/drm/vc4/vc4_hdmi.c
@@ -453,8 +451,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "GPU seqno wait (vc4, etnaviv)""#,
     // from source: drivers/gpu/drm/msm/adreno/a6xx_hfi.c, a6xx_gmu.c
     r#"mechanism "GMU firmware reply (msm)""#,
-    // from source: drivers/gpu/drm/nouveau/nvkm/subdev/gsp/r535.c
-    r#"mechanism "GSP RPC reply (nouveau)""#,
     // from source: drivers/gpu/drm/i915/gt/uc/intel_guc_ct.c, drivers/gpu/drm/xe/xe_guc_ct.c
     r#"mechanism "GuC CT reply (i915, xe)""#,
     // from source: drivers/gpu/drm/amd/amdgpu/amdgpu_psp.c

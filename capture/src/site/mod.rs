@@ -60,6 +60,11 @@ fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
         // do_filp_open (fs/open.c); a crash `bt` whose syscall frame is inlined shows these.
         if matches!(n, "do_sys_open" | "do_sys_openat2" | "do_filp_open") {
             Some("open")
+        } else if matches!(n, "do_init_module" | "load_module") {
+            // Round 12b: module load. do_init_module's only caller is load_module, which only init_module(2)
+            // and finit_module(2) call (kernel/module/main.c; kernel/module.c before 6.4); a WARN cut at
+            // do_init_module (insmod probing a PCI driver) has no syscall frame left.
+            Some("init_module")
         } else if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
             Some("write")
         } else if matches!(

@@ -275,3 +275,12 @@ fn a_task_in_the_reclaim_loop_is_reclaiming_not_behind_a_hidden_lock() {
         .unwrap()
         .contains("memory reclaim throttle"));
 }
+
+#[test]
+fn a_stack_cut_at_module_init_entered_through_init_module() {
+    // Round 12b: a WARN cut at do_init_module (insmod of nvkm probing the GPU) has no syscall frame; only
+    // init_module(2)/finit_module(2) reach load_module → do_init_module.
+    let f = frames("[<0>] r535_gsp_msgq_wait+0xd0/0x190 [nvkm]\n[<0>] r535_gsp_msg_recv+0x46/0x230 [nvkm]\n[<0>] nvkm_device_pci_probe+0x305/0x420 [nvkm]\n[<0>] local_pci_probe+0x46/0xa0\n[<0>] do_one_initcall+0x44/0x300\n[<0>] do_init_module+0x64/0x240\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(site.starts_with("init_module → nvkm"), "{site}");
+}
