@@ -461,8 +461,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "virtio-gpu host response""#,
     // from source: drivers/gpu/drm/nouveau/dispnv50/disp.c, wndw.c, base507c.c
     r#"mechanism "nouveau display notifier poll""#,
-    // from source: kernel-open/nvidia-drm/nvidia-drm-modeset.c (NVIDIA/open-gpu-kernel-modules)
-    r#"mechanism "nvidia-drm flip event wait""#,
     // from source: drivers/gpu/drm/msm/dsi/dsi_host.c
     r#"mechanism "DSI command transfer (msm)""#,
     // from source: drivers/gpu/drm/v3d/v3d_mmu.c, v3d_gem.c

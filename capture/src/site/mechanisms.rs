@@ -611,6 +611,20 @@ pub const MECHANISMS: &[Mechanism] = &[
         None,
         "GPU scheduler thread ({driver}) sleeps in its loop until the GPU's completion notify wakes it (idle between jobs)",
     ),
+    m(
+        "RM TLB invalidate poll (nvidia)",
+        // Round 12b. NVIDIA RM, src/nvidia/src/kernel/gpu/mmu/arch/turing/kern_gmmu_tu102.c:
+        // kgmmuCommitTlbInvalidate_TU102 writes NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE and
+        // kgmmuCheckPendingInvalidates_TU102 spins (osSpinLoop, register reads) until the GPU's MMU clears its
+        // TRIGGER field, the GPU is lost or in reset, or gpuCheckTimeout expires: the thread is on CPU, held
+        // by the GPU's MMU.
+        &[
+            "kgmmuCheckPendingInvalidates_TU102",
+            "kgmmuCommitTlbInvalidate_TU102",
+        ],
+        None,
+        "TLB invalidate poll ({driver}): RM spins until the GPU's MMU completes the invalidate (or RM's timeout)",
+    ),
 ];
 
 /// The mechanism a frame at `i` shows, given the frames inner to it (`frames[..i]`).

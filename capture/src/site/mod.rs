@@ -216,7 +216,12 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             _ => words.to_string(),
         });
     }
-    let top = base_name(&first.function);
+    // Register reads on top are the body of the polling loop under them (round 12b): that loop is the wait.
+    let top = frames
+        .iter()
+        .map(|f| base_name(&f.function))
+        .find(|n| !rules::is_register_access(n))
+        .unwrap_or_else(|| base_name(&first.function));
     // The top frame takes a known lock: the lock's slow path is what `/proc/<tid>/stack` left out.
     if let Some((t, name)) = taker {
         return Some(format!("{} on {} in {name}", t.wait, t.lock));

@@ -379,6 +379,17 @@ pub fn is_reclaim_loop(name: &str) -> bool {
     )
 }
 
+/// Round 12b (issue 38 held-out: a profiler's stack of RM polling a TLB invalidate). NVIDIA RM's register
+/// access layer (src/nvidia/src/kernel/gpu/gpu_access.c: GPU_REG_RD32/GPU_VREG_RD32 → `_regRead` →
+/// `ioaprtReadReg`; the OS layer's `osDevReadReg008/016/032`, arch/nvalloc/unix/src/os.c) reads one register
+/// and returns: on top of a stack it is the body of the polling loop below it, which is the wait.
+pub fn is_register_access(name: &str) -> bool {
+    matches!(
+        name,
+        "osDevReadReg008" | "osDevReadReg016" | "osDevReadReg032" | "_regRead" | "ioaprtReadReg"
+    )
+}
+
 /// Round 10 (issue 38 held-out: ZFS kernel threads). SPL, the Solaris porting layer ZFS runs on, starts every
 /// thread ZFS creates through `thread_generic_wrapper` (spl-thread.c: `thread_create` passes it to
 /// `kthread_create`; it calls the thread's function, `txg_sync_thread`, `dbuf_evict_thread`…) and runs every

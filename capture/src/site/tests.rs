@@ -284,3 +284,16 @@ fn a_stack_cut_at_module_init_entered_through_init_module() {
     let site = classify(&f, None, None).unwrap();
     assert!(site.starts_with("init_module → nvkm"), "{site}");
 }
+
+#[test]
+fn register_reads_on_top_are_the_polling_loop_below_them() {
+    // Round 12b: RM's register access on top of its TLB-invalidate poll (a profiler's stack): the poll is
+    // the wait, the reads are its body.
+    let f = frames("[<0>] osDevReadReg032+0x1/0x2 [nvidia]\n[<0>] _regRead+0x1/0x2 [nvidia]\n[<0>] kgmmuCheckPendingInvalidates_TU102+0x1/0x2 [nvidia]\n[<0>] kgmmuInvalidateTlb_GM107+0x1/0x2 [nvidia]\n[<0>] rm_ioctl+0x1/0x2 [nvidia]\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(
+        site.contains("… kgmmuCheckPendingInvalidates_TU102 [TLB invalidate poll (nvidia)"),
+        "{site}"
+    );
+    assert!(!site.contains("waits in osDevReadReg032"), "{site}");
+}
