@@ -408,12 +408,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     // mm/memory_hotplug.c: percpu_down_write(&mem_hotplug_lock) (get_online_mems: read); memory
     // hot-(un)plug hangs found wait in page migration or the device lock instead.
     r#"lock taker "mem_hotplug_lock" (mem_hotplug_begin)"#,
-    // drivers/gpu/drm/drm_client_modeset.c: mutex_lock(&client->modeset_mutex); the fbcon traces
-    // recorded already hold it (drm_client_modeset_commit_locked) and wait on the CRTC's modeset ww-mutex.
-    r#"lock taker "the DRM client's modeset_mutex / fb_helper->lock" (drm_client_modeset_commit)"#,
-    // drivers/gpu/drm/drm_connector.c: mutex_lock(&dev->mode_config.mutex) around the connector probe;
-    // the display hangs found wait in the probe's helpers or the driver instead.
-    r#"lock taker "mode_config.mutex (DRM connector probing)" (drm_mode_getconnector)"#,
     // GPU drivers from source (issue 38): rows read from the drivers' source for the held-out set's drivers,
     // each tested by a stack of the real function names in capture/src/site/gpu_source_tests.rs; no public
     // blocked-task trace shows them yet.
@@ -431,10 +425,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"lock taker "the GT's reset.mutex (i915 GPU reset)" (intel_gt_reset)"#,
     // from source: drivers/gpu/drm/xe/xe_exec.c, xe_vm.c
     r#"lock taker "the xe VM's vm->lock" (xe_exec_ioctl)"#,
-    // from source: drivers/gpu/drm/nouveau/nouveau_abi16.c, nouveau_drm.c
-    r#"lock taker "the nouveau client's cli->mutex" (nouveau_abi16_get)"#,
-    // from source: drivers/gpu/drm/msm/msm_atomic.c
-    r#"lock taker "the msm KMS per-CRTC commit_lock" (lock_crtcs)"#,
     // from source: drivers/gpu/drm/v3d/v3d_gem.c
     r#"lock taker "the v3d cache_clean_lock" (v3d_clean_caches)"#,
     // from source: drivers/gpu/drm/vc4/vc4_hdmi.c
@@ -461,8 +451,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "GPU seqno wait (vc4, etnaviv)""#,
     // from source: drivers/gpu/drm/msm/adreno/a6xx_hfi.c, a6xx_gmu.c
     r#"mechanism "GMU firmware reply (msm)""#,
-    // from source: drivers/gpu/drm/nouveau/nvkm/subdev/gsp/r535.c
-    r#"mechanism "GSP RPC reply (nouveau)""#,
     // from source: drivers/gpu/drm/i915/gt/uc/intel_guc_ct.c, drivers/gpu/drm/xe/xe_guc_ct.c
     r#"mechanism "GuC CT reply (i915, xe)""#,
     // from source: drivers/gpu/drm/amd/amdgpu/amdgpu_psp.c
@@ -473,8 +461,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     r#"mechanism "virtio-gpu host response""#,
     // from source: drivers/gpu/drm/nouveau/dispnv50/disp.c, wndw.c, base507c.c
     r#"mechanism "nouveau display notifier poll""#,
-    // from source: kernel-open/nvidia-drm/nvidia-drm-modeset.c (NVIDIA/open-gpu-kernel-modules)
-    r#"mechanism "nvidia-drm flip event wait""#,
     // from source: drivers/gpu/drm/msm/dsi/dsi_host.c
     r#"mechanism "DSI command transfer (msm)""#,
     // from source: drivers/gpu/drm/v3d/v3d_mmu.c, v3d_gem.c

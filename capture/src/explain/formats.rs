@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 use super::task_line::{contains, find};
 pub(super) use super::task_line::{old_task_line, task_line_head};
+use super::tool_formats;
 
 /// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`); also an
 /// Android kernel log's `[   79.822894 / 05-03 18:11:50.340]` (uptime / wall clock, round 7).
@@ -117,7 +118,9 @@ pub(super) fn message(line: &str) -> &str {
         s = strip_kmsg_header(s);
         s = strip_printk_level(s);
         s = strip_level_word(s);
+        s = tool_formats::strip_harness_labels(s);
         s = strip_timestamp(s);
+        s = tool_formats::strip_level_facility(s);
         if s.len() == before {
             break;
         }
@@ -476,6 +479,14 @@ fn split_address_rest(s: &str) -> Option<&str> {
 /// (`# 6 [ff54a3e3b02ef788] wait_func [mlx5_core] at 0xffffffffc0611c94 drivers/…/cmd.c:1158:7`) and drgn
 /// (`#6  wait_func (drivers/…/cmd.c:1158:7)`) → `wait_func [mlx5_core]`.
 pub(super) fn crash_frame(msg: &str) -> Option<String> {
+    if let Some((name, image)) = tool_formats::numbered_kernel_frame(msg) {
+        return match image {
+            _ if !bare_name(name) => None,
+            "" | "<kernel>" => Some(name.to_string()),
+            m if is_module_token(&format!("[{m}]")) => Some(format!("{name} [{m}]")),
+            _ => None,
+        };
+    }
     let rest = match msg.strip_prefix('#') {
         Some(rest) => {
             let (n, rest) = rest.trim_start().split_once(char::is_whitespace)?;

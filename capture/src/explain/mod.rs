@@ -25,6 +25,7 @@ mod reversed;
 mod shapes;
 mod task;
 mod task_line;
+mod tool_formats;
 
 use serde::Serialize;
 

@@ -28,6 +28,10 @@ pub(super) struct Reader {
     pub(super) dropped_tasks: usize,
     /// Frames kept so far, against [`MAX_TOTAL_FRAMES`].
     total_frames: usize,
+    /// An oops just ended (`---[ end trace … ]---`): x86's `oops_end` prints the first oops's registers
+    /// again (`exec_summary_regs`, arch/x86/kernel/dumpstack.c, "in case the oops scrolled away"), so the
+    /// next `RIP:` is that summary, not another task's (round 12b). A task header clears it.
+    exec_summary: bool,
 }
 
 impl Reader {
@@ -187,7 +191,14 @@ impl Reader {
 
     /// A line's message (its prefix read), by structure.
     fn message(&mut self, trimmed: &str) {
-        if self.task_boundary(trimmed) || self.header_continuation(trimmed) {
+        if trimmed.starts_with("---[ end trace") {
+            self.exec_summary = true;
+        }
+        if self.task_boundary(trimmed) {
+            self.exec_summary = trimmed.starts_with("---[ end trace");
+            return;
+        }
+        if self.header_continuation(trimmed) {
             return;
         }
         if self.task_context(trimmed) {
@@ -419,6 +430,9 @@ impl Reader {
         else {
             return false;
         };
+        if std::mem::take(&mut self.exec_summary) && trimmed.starts_with("RIP: ") {
+            return true;
+        }
         if let Ok(f) = stack::frame(normalize_frame(rip).trim().as_bytes()) {
             // Registers come before the stack: after frames they are another task's.
             if self.draft.as_ref().is_some_and(|d| !d.frames.is_empty()) {

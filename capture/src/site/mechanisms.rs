@@ -588,6 +588,43 @@ pub const MECHANISMS: &[Mechanism] = &[
         None,
         "kthread queue flush ({driver}): waits for every item queued on the driver's nv_kthread_q to run",
     ),
+    // Round 12 (issue 38 held-out: GPU stacks).
+    m(
+        "DP idle pattern wait (msm)",
+        // drivers/gpu/drm/msm/dp/dp_ctrl.c (msm_dp_ctrl_push_idle since 6.15): disabling the DP bridge
+        // (dp_bridge_disable/atomic_disable) sets DP_STATE_CTRL_PUSH_IDLE and waits
+        // wait_for_completion_timeout(&ctrl->idle_comp, IDLE_PATTERN_COMPLETION_TIMEOUT_JIFFIES), which only
+        // the DP controller's ISR completes on DP_CTRL_INTR_IDLE_PATTERN_SENT (dp_ctrl_isr); with the link
+        // clock off the interrupt never comes (and the register access can fault).
+        &["dp_ctrl_push_idle", "msm_dp_ctrl_push_idle"],
+        None,
+        "DP idle pattern wait ({driver}): the DP controller has not raised its idle-pattern-sent interrupt",
+    ),
+    m(
+        "gdev scheduler thread sleep",
+        // gdev (shinpei0208/gdev, a GPU resource manager on nouveau), mod/gdev/gdev_drv.c: the per-device
+        // compute and memory scheduler kthreads loop `set_current_state(TASK_UNINTERRUPTIBLE); schedule();`
+        // until __gdev_notify_handler (the GPU's completion notify, from nouveau's interrupt) calls
+        // wake_up_process: an idle scheduler sleeps in D between jobs, so a hung-task report of it alone is
+        // no wedge; one that never wakes while jobs wait means the GPU never signalled completion.
+        &["__gdev_sched_com_thread", "__gdev_sched_mem_thread"],
+        None,
+        "GPU scheduler thread ({driver}) sleeps in its loop until the GPU's completion notify wakes it (idle between jobs)",
+    ),
+    m(
+        "RM TLB invalidate poll (nvidia)",
+        // Round 12b. NVIDIA RM, src/nvidia/src/kernel/gpu/mmu/arch/turing/kern_gmmu_tu102.c:
+        // kgmmuCommitTlbInvalidate_TU102 writes NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE and
+        // kgmmuCheckPendingInvalidates_TU102 spins (osSpinLoop, register reads) until the GPU's MMU clears its
+        // TRIGGER field, the GPU is lost or in reset, or gpuCheckTimeout expires: the thread is on CPU, held
+        // by the GPU's MMU.
+        &[
+            "kgmmuCheckPendingInvalidates_TU102",
+            "kgmmuCommitTlbInvalidate_TU102",
+        ],
+        None,
+        "TLB invalidate poll ({driver}): RM spins until the GPU's MMU completes the invalidate (or RM's timeout)",
+    ),
 ];
 
 /// The mechanism a frame at `i` shows, given the frames inner to it (`frames[..i]`).

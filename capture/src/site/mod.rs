@@ -60,6 +60,11 @@ fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
         // do_filp_open (fs/open.c); a crash `bt` whose syscall frame is inlined shows these.
         if matches!(n, "do_sys_open" | "do_sys_openat2" | "do_filp_open") {
             Some("open")
+        } else if matches!(n, "do_init_module" | "load_module") {
+            // Round 12b: module load. do_init_module's only caller is load_module, which only init_module(2)
+            // and finit_module(2) call (kernel/module/main.c; kernel/module.c before 6.4); a WARN cut at
+            // do_init_module (insmod probing a PCI driver) has no syscall frame left.
+            Some("init_module")
         } else if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
             Some("write")
         } else if matches!(
@@ -211,7 +216,12 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             _ => words.to_string(),
         });
     }
-    let top = base_name(&first.function);
+    // Register reads on top are the body of the polling loop under them (round 12b): that loop is the wait.
+    let top = frames
+        .iter()
+        .map(|f| base_name(&f.function))
+        .find(|n| !rules::is_register_access(n))
+        .unwrap_or_else(|| base_name(&first.function));
     // The top frame takes a known lock: the lock's slow path is what `/proc/<tid>/stack` left out.
     if let Some((t, name)) = taker {
         return Some(format!("{} on {} in {name}", t.wait, t.lock));
@@ -226,6 +236,11 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         || mechanisms::MECHANISMS.iter().any(|m| m.frames.matches(top));
     if opaque || named || rules::names_a_wait(top) {
         return Some(top.to_string());
+    }
+    if rules::is_reclaim_loop(top) {
+        return Some(format!(
+            "memory reclaim in {top} (the allocating task frees memory itself: on CPU, or throttled)"
+        ));
     }
     Some(format!(
         "waits in {top} (lock or wait not visible in the stack)"
@@ -492,22 +507,35 @@ pub fn past_switch_artifacts(frames: &[StackFrame]) -> &[StackFrame] {
 /// Round 11: a "scheduling while atomic" report's stack ([`rules::is_sleep_in_atomic_report`]) starts with
 /// the printer's frames, then the scheduler's entry: the task's own frames start at the first wait primitive
 /// below `__schedule_bug` (`wait_for_common`'s `schedule_timeout`), or right below it when none is named.
-fn past_sleep_in_atomic_report(frames: &[StackFrame]) -> &[StackFrame] {
+/// Round 12: a stack printed from an exception taken inside a wait ([`rules::is_exception_entry`]: an
+/// SError in `schedule_timeout`'s timer setup, with a panic's printer above it) is the same: the task's wait
+/// starts at the first wait primitive below the exception entry; with none near it, the interrupted code is
+/// what the task was doing and the stack is kept.
+fn past_printer_frames(frames: &[StackFrame]) -> &[StackFrame] {
     const PRINTER_DEPTH: usize = 8;
-    let Some(bug) = frames
+    const HANDLER_DEPTH: usize = 16;
+    let first_wait = |below: &[StackFrame]| {
+        below
+            .iter()
+            .take(PRINTER_DEPTH)
+            .position(|f| rules::wait_words(base_name(&f.function)).is_some())
+    };
+    if let Some(bug) = frames
         .iter()
         .take(PRINTER_DEPTH)
         .position(|f| rules::is_sleep_in_atomic_report(base_name(&f.function)))
-    else {
-        return frames;
-    };
-    let below = &frames[bug + 1..];
-    let wait = below
+    {
+        let below = &frames[bug + 1..];
+        return &below[first_wait(below).unwrap_or(0)..];
+    }
+    let entry = frames
         .iter()
-        .take(PRINTER_DEPTH)
-        .position(|f| rules::wait_words(base_name(&f.function)).is_some())
-        .unwrap_or(0);
-    &below[wait..]
+        .take(HANDLER_DEPTH)
+        .position(|f| rules::is_exception_entry(base_name(&f.function)));
+    match entry.map(|e| (e, first_wait(&frames[e + 1..]))) {
+        Some((e, Some(wait))) => &frames[e + 1 + wait..],
+        _ => frames,
+    }
 }
 
 /// [`classify`] for a known origin: a kernel thread is classified from its stack only.
@@ -516,7 +544,7 @@ pub fn classify_from(
     frames: &[StackFrame],
     wchan: Option<&str>,
 ) -> Option<String> {
-    let frames = past_sleep_in_atomic_report(past_switch_artifacts(frames));
+    let frames = past_printer_frames(past_switch_artifacts(frames));
     // Built-in code (no `[module]` tag anywhere): the modules its frames would have named, from the layer
     // map (issue 38), name the driver path (round 7: a built-in i915 reads as a modular one) and the
     // category's driver; with no category, the layer it waits in is the category.

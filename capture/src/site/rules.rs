@@ -338,6 +338,58 @@ pub fn is_sleep_in_atomic_report(name: &str) -> bool {
     name == "__schedule_bug"
 }
 
+/// Round 12 (issue 38 held-out: an msm DP wait that took an asynchronous SError in its timer setup). An
+/// exception vector's entry frame marks where an exception interrupted the task: arm64's
+/// (arch/arm64/kernel/entry.S: `el1h_64_sync`/`_irq`/`_fiq`/`_error`, `el1_sync`/`el1_irq`/`el1_error` before
+/// 5.12) and x86's IDT entries (arch/x86/include/asm/idtentry.h: `asm_exc_*`, `asm_sysvec_*`,
+/// `asm_common_interrupt`). The frames above it are the handler's (a panic's printer), the frames below it
+/// the interrupted code.
+pub fn is_exception_entry(name: &str) -> bool {
+    matches!(
+        name,
+        "el1h_64_sync"
+            | "el1h_64_irq"
+            | "el1h_64_fiq"
+            | "el1h_64_error"
+            | "el1_sync"
+            | "el1_irq"
+            | "el1_error"
+            | "asm_common_interrupt"
+    ) || name.starts_with("asm_exc_")
+        || name.starts_with("asm_sysvec_")
+}
+
+/// Round 12 (issue 38 held-out: qxl's fbdev worker caught in reclaim by a hung-task panic's NMI dump).
+/// mm/page_alloc.c: an allocation allowed to reclaim (__GFP_DIRECT_RECLAIM) frees memory itself
+/// (__alloc_pages_direct_reclaim → __perform_reclaim → try_to_free_pages); mm/vmscan.c:
+/// do_try_to_free_pages → shrink_zones → shrink_node → shrink_slab runs the shrinkers (fs/super.c's
+/// super_cache_scan, prune_super before 3.12). With one of them the innermost frame, the task is in the
+/// reclaim loop itself (on CPU, or throttled inside it), not behind a lock the stack hides; a wait inside
+/// the loop (reclaim_throttle, a shrinker's mutex) is the wait rows' instead.
+pub fn is_reclaim_loop(name: &str) -> bool {
+    matches!(
+        name,
+        "shrink_slab"
+            | "do_shrink_slab"
+            | "shrink_node"
+            | "shrink_zones"
+            | "do_try_to_free_pages"
+            | "super_cache_scan"
+            | "prune_super"
+    )
+}
+
+/// Round 12b (issue 38 held-out: a profiler's stack of RM polling a TLB invalidate). NVIDIA RM's register
+/// access layer (src/nvidia/src/kernel/gpu/gpu_access.c: GPU_REG_RD32/GPU_VREG_RD32 → `_regRead` →
+/// `ioaprtReadReg`; the OS layer's `osDevReadReg008/016/032`, arch/nvalloc/unix/src/os.c) reads one register
+/// and returns: on top of a stack it is the body of the polling loop below it, which is the wait.
+pub fn is_register_access(name: &str) -> bool {
+    matches!(
+        name,
+        "osDevReadReg008" | "osDevReadReg016" | "osDevReadReg032" | "_regRead" | "ioaprtReadReg"
+    )
+}
+
 /// Round 10 (issue 38 held-out: ZFS kernel threads). SPL, the Solaris porting layer ZFS runs on, starts every
 /// thread ZFS creates through `thread_generic_wrapper` (spl-thread.c: `thread_create` passes it to
 /// `kthread_create`; it calls the thread's function, `txg_sync_thread`, `dbuf_evict_thread`…) and runs every

@@ -244,3 +244,56 @@ fn a_sleep_in_atomic_report_is_read_below_its_printer() {
     let f = frames("[<0>] dump_stak+0x94/0xbc\n[<0>] wait_for_common+0x9c/0x128\n");
     assert!(classify(&f, None, None).unwrap().contains("dump_stak"));
 }
+
+#[test]
+fn a_stack_printed_from_an_exception_in_a_wait_is_read_below_the_exception() {
+    // Round 12: an SError taken in schedule_timeout's timer setup (msm DP, arm64): the panic's frames and the
+    // exception entry are the handler's, the spin lock under it is the interrupted timer code, the wait is
+    // the completion below.
+    let f = frames("[<0>] panic+0x14c/0x32c\n[<0>] arm64_serror_panic+0x78/0x84\n[<0>] do_serror+0x40/0x64\n[<0>] el1h_64_error_handler+0x30/0x48\n[<0>] el1h_64_error+0x68/0x6c\n[<0>] _raw_spin_lock_irqsave+0x38/0x4c\n[<0>] lock_timer_base+0x40/0x78\n[<0>] __mod_timer+0xf4/0x25c\n[<0>] schedule_timeout+0xd4/0xfc\n[<0>] wait_for_completion_timeout+0x2c/0x54\n[<0>] dp_ctrl_push_idle+0x40/0x88\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(site.contains("dp_ctrl_push_idle"), "{site}");
+    assert!(site.contains("[DP idle pattern wait (msm)"), "{site}");
+    assert!(!site.contains("_raw_spin_lock_irqsave"), "{site}");
+    // With no wait under the exception, the interrupted code is what the task was doing: kept.
+    let f = frames("[<0>] asm_exc_invalid_op+0x16/0x20\n[<0>] virtio_gpu_queue_ctrl_sgs+0x236/0x290 [virtio_gpu]\n[<0>] virtio_gpu_queue_fenced_ctrl_buffer+0x82/0x2c0 [virtio_gpu]\n");
+    assert!(classify(&f, None, None)
+        .unwrap()
+        .contains("asm_exc_invalid_op"));
+}
+
+#[test]
+fn a_task_in_the_reclaim_loop_is_reclaiming_not_behind_a_hidden_lock() {
+    // Round 12: shrink_slab on top (qxl's fbdev worker, an NMI backtrace) is direct reclaim itself.
+    let f = frames("[<0>] shrink_slab+0xab/0x300\n[<0>] do_try_to_free_pages+0x3c2/0x4e0\n[<0>] try_to_free_pages+0xfc/0x180\n[<0>] __alloc_pages_nodemask+0x7fd/0xb90\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(site.contains("memory reclaim in shrink_slab"), "{site}");
+    assert!(!site.contains("not visible"), "{site}");
+    // A wait inside the loop is the wait's: the throttle, not the loop.
+    let f = frames("[<0>] reclaim_throttle+0x1c0/0x2b0\n[<0>] shrink_node+0x4a0/0x700\n[<0>] do_try_to_free_pages+0xd0/0x4e0\n");
+    assert!(classify(&f, None, None)
+        .unwrap()
+        .contains("memory reclaim throttle"));
+}
+
+#[test]
+fn a_stack_cut_at_module_init_entered_through_init_module() {
+    // Round 12b: a WARN cut at do_init_module (insmod of nvkm probing the GPU) has no syscall frame; only
+    // init_module(2)/finit_module(2) reach load_module → do_init_module.
+    let f = frames("[<0>] r535_gsp_msgq_wait+0xd0/0x190 [nvkm]\n[<0>] r535_gsp_msg_recv+0x46/0x230 [nvkm]\n[<0>] nvkm_device_pci_probe+0x305/0x420 [nvkm]\n[<0>] local_pci_probe+0x46/0xa0\n[<0>] do_one_initcall+0x44/0x300\n[<0>] do_init_module+0x64/0x240\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(site.starts_with("init_module → nvkm"), "{site}");
+}
+
+#[test]
+fn register_reads_on_top_are_the_polling_loop_below_them() {
+    // Round 12b: RM's register access on top of its TLB-invalidate poll (a profiler's stack): the poll is
+    // the wait, the reads are its body.
+    let f = frames("[<0>] osDevReadReg032+0x1/0x2 [nvidia]\n[<0>] _regRead+0x1/0x2 [nvidia]\n[<0>] kgmmuCheckPendingInvalidates_TU102+0x1/0x2 [nvidia]\n[<0>] kgmmuInvalidateTlb_GM107+0x1/0x2 [nvidia]\n[<0>] rm_ioctl+0x1/0x2 [nvidia]\n");
+    let site = classify(&f, None, None).unwrap();
+    assert!(
+        site.contains("… kgmmuCheckPendingInvalidates_TU102 [TLB invalidate poll (nvidia)"),
+        "{site}"
+    );
+    assert!(!site.contains("waits in osDevReadReg032"), "{site}");
+}

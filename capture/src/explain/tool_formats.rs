@@ -1,0 +1,67 @@
+//! Prefixes and frame notations of the tools around a kernel log rather than the kernel's own (round 12b): a
+//! board farm's harness labels and level/facility columns, a sampling profiler's numbered stack. Each function
+//! takes one line and answers, like [`super::formats`].
+
+/// `boot: logs: [   16.166474] …`: a test harness's labels (a board farm's boot log, round 12b) before the
+/// kernel timestamp — up to three `word:` labels, kept unless a `[` timestamp follows them.
+pub(super) fn strip_harness_labels(s: &str) -> &str {
+    let mut rest = s.trim_start();
+    for _ in 0..3 {
+        let Some((word, after)) = rest.split_once(char::is_whitespace) else {
+            return s;
+        };
+        let label = word.strip_suffix(':').is_some_and(|w| {
+            !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
+        });
+        if !label {
+            return s;
+        }
+        rest = after.trim_start();
+        let stamp = rest
+            .strip_prefix('[')
+            .is_some_and(|r| r.trim_start().starts_with(|c: char| c.is_ascii_digit()));
+        if stamp {
+            return rest;
+        }
+    }
+    s
+}
+
+/// `[   16.166474] WARNING KERN  reset_control_assert+0x174/0x1a8`: the level and facility a log collector
+/// wrote after the timestamp (the same board farm's log, round 12b) — a level word and `KERN`.
+pub(super) fn strip_level_facility(s: &str) -> &str {
+    const LEVELS: &[&str] = &[
+        "emerg", "alert", "crit", "err", "error", "warn", "warning", "notice", "info", "debug",
+    ];
+    let t = s.trim_start();
+    let Some((word, rest)) = t.split_once(' ') else {
+        return s;
+    };
+    if !LEVELS.iter().any(|l| word.eq_ignore_ascii_case(l)) {
+        return s;
+    }
+    match rest.strip_prefix("KERN") {
+        Some(after) if after.is_empty() || after.starts_with(' ') => {
+            after.strip_prefix(' ').unwrap_or(after)
+        }
+        _ => s,
+    }
+}
+
+/// A sampling profiler's numbered call stack (Tracy's, round 12b): `  2. kgmmuCheckPendingInvalidates_TU102
+/// (<kernel>) nvidia` → the function and its image (`nvidia`; the core kernel's is `<kernel>`), innermost first
+/// like crash's `bt`. Only frames marked `(<kernel>)`: a user-space frame names its library, and a numbered
+/// list in prose has no such mark.
+pub(super) fn numbered_kernel_frame(msg: &str) -> Option<(&str, &str)> {
+    let t = msg.trim_start();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = t.get(digits..)?.strip_prefix(". ")?;
+    if digits == 0 {
+        return None;
+    }
+    let (name, image) = rest.trim_start().split_once(char::is_whitespace)?;
+    let image = image.trim_start().strip_prefix("(<kernel>)")?.trim();
+    Some((name, image))
+}
