@@ -408,9 +408,6 @@ const AWAITING_A_TRACE: &[&str] = &[
     // mm/memory_hotplug.c: percpu_down_write(&mem_hotplug_lock) (get_online_mems: read); memory
     // hot-(un)plug hangs found wait in page migration or the device lock instead.
     r#"lock taker "mem_hotplug_lock" (mem_hotplug_begin)"#,
-    // drivers/gpu/drm/drm_client_modeset.c: mutex_lock(&client->modeset_mutex); the fbcon traces
-    // recorded already hold it (drm_client_modeset_commit_locked) and wait on the CRTC's modeset ww-mutex.
-    r#"lock taker "the DRM client's modeset_mutex / fb_helper->lock" (drm_client_modeset_commit)"#,
     // drivers/gpu/drm/drm_connector.c: mutex_lock(&dev->mode_config.mutex) around the connector probe;
     // the display hangs found wait in the probe's helpers or the driver instead.
     r#"lock taker "mode_config.mutex (DRM connector probing)" (drm_mode_getconnector)"#,
