@@ -294,6 +294,14 @@ pub fn category(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             .chain(rules::PAGE_CACHE_RULES)
             .find(|r| r.pattern.matches(name))
         {
+            // The deepest informative wait (round 13): a mechanism further out that requires this very wait
+            // under it says what the wait is for (an entity's teardown over a job's dependency fence).
+            let over = (i + 1..frames.len()).find_map(|j| {
+                mechanisms::at(&names, j).filter(|m| m.under.is_some_and(|u| u.matches(name)))
+            });
+            if let Some(m) = over {
+                return Some(with_driver(m.label));
+            }
             if !rule.label.contains("{driver}") {
                 return Some(rule.label.to_string());
             }

@@ -23,6 +23,9 @@ pub use wait_table::WAIT_WORDS;
 use pattern::c;
 use wait_table::FENCE_WAITS;
 
+/// The frames of a wait for a DMA fence (a mechanism over one names what the fence is for).
+pub const FENCE_WAIT_FRAMES: &[&str] = FENCE_WAITS;
+
 /// The words for one wait primitive, if it is one.
 pub fn wait_words(name: &str) -> Option<&'static str> {
     WAIT_WORDS
