@@ -738,7 +738,10 @@ pub(super) fn bare_name(msg: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
-    ident && module.is_none_or(|m| m.starts_with('[') && m.ends_with(']'))
+    // Round 13: a machine word in hex (`ffffffffffffff80`, a register's value a mail client wrapped off its
+    // `R09:` line) spells an identifier too, and no function is named so.
+    let word = name.len() >= 8 && name.bytes().all(|b| b.is_ascii_hexdigit());
+    ident && !word && module.is_none_or(|m| m.starts_with('[') && m.ends_with(']'))
 }
 
 /// 32-bit arm: `[<807762c0>] (__schedule) from [<80776938>] (schedule+0x50/0xa8)`, and since 5.x without

@@ -7,6 +7,7 @@ use super::formats::{
     normalize_frame, proc_stack_pid, wrapped_module, Header,
 };
 use super::task::{Draft, Gap, Notation, Prefix, Style, MAX_TASKS, MAX_TOTAL_FRAMES};
+use super::task_line::contains;
 use crate::explained_task::ExplainedTask;
 use crate::parse::stack;
 use crate::site;
@@ -32,6 +33,9 @@ pub(super) struct Reader {
     /// again (`exec_summary_regs`, arch/x86/kernel/dumpstack.c, "in case the oops scrolled away"), so the
     /// next `RIP:` is that summary, not another task's (round 12b). A task header clears it.
     exec_summary: bool,
+    /// Inside lockdep's listing of held locks ([`Self::held_locks`]); `Some(true)` while a lock's line is
+    /// still open (wrapped before its function).
+    lock_listing: Option<bool>,
 }
 
 impl Reader {
@@ -191,6 +195,9 @@ impl Reader {
 
     /// A line's message (its prefix read), by structure.
     fn message(&mut self, trimmed: &str) {
+        if self.held_locks(trimmed) {
+            return;
+        }
         if trimmed.starts_with("---[ end trace") {
             self.exec_summary = true;
         }
@@ -209,6 +216,41 @@ impl Reader {
                 self.frame_line(&normalize_frame(rest));
             }
         }
+    }
+
+    /// Lockdep's listing of held locks (kernel/locking/lockdep.c: `debug_show_all_locks` after a hung-task
+    /// report, `lockdep_print_held_locks`): `N lock(s) held by comm/pid:`, then per lock `#N: addr (name){…},
+    /// at: func+0x…/0x…`, the function that took the lock — no frame of a stack. Round 13: a mail client wrapped
+    /// such lines (`#0: ffff88810e364fe0` / `(&adev->notifier_lock){+.+.}-{3:3}, at:` /
+    /// `amdgpu_mn_invalidate_gfx+0x34/0xa0 [amdgpu]`) and the `at:` functions read alone made a stack of their
+    /// own. The listing's lines, and a wrapped one's rest up to its function, are read as no frames; any other
+    /// line ends the listing.
+    fn held_locks(&mut self, trimmed: &str) -> bool {
+        let starts = trimmed.ends_with(':')
+            && (trimmed.starts_with("Showing all locks held")
+                || contains(trimmed, " lock held by ")
+                || contains(trimmed, " locks held by "));
+        if starts {
+            if let Some(d) = self.draft.as_mut().filter(|d| !d.frames.is_empty()) {
+                d.ended = true;
+            }
+            self.lock_listing = Some(false);
+            return true;
+        }
+        let Some(open) = self.lock_listing else {
+            return false;
+        };
+        let lock = trimmed
+            .strip_prefix('#')
+            .and_then(|r| r.split_once(':'))
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if lock || (open && header(trimmed).is_none()) {
+            // Open until the lock's function (`at: f+0x…`) is read.
+            self.lock_listing = Some(!contains(trimmed, "+0x"));
+            return true;
+        }
+        self.lock_listing = None;
+        false
     }
 
     /// The rest of a line a mail client wrapped at a space: a frame's function after its address alone

@@ -17,7 +17,7 @@ use super::formats::{
     arm_from, crash_frame, frame_text, header, is_stack_bottom, message, normalize_frame,
     old_task_line, Header,
 };
-use super::task::MAX_TASKS;
+use super::task::{Prefix, MAX_TASKS};
 use crate::site::frame_name::base_name;
 
 /// How many lines back a reversed block's stack may reach from its `Call Trace:` line.
@@ -134,9 +134,29 @@ fn opens_head(line: &str) -> bool {
         || m.starts_with("Workqueue:")
 }
 
+/// Round 13: a line a mail client or terminal wrapped off the line above, in a log whose lines carry a prefix
+/// (`Jan 22 08:07:58 host kernel: …`): no prefix of its own (`[amdgpu]`, `than 120 seconds.`, `246 ppid: 2
+/// flags:0x00004000`) after a line with one, at most three lines down. `before`: the lines above, nearest
+/// first. A newest-first block is turned back by such logical lines, each line kept with its wrapped rest.
+fn wraps<'a>(line: &str, before: impl Iterator<Item = &'a str>) -> bool {
+    let prefixed = |l: &str| Prefix::of(l, message(l)) != Prefix::None;
+    if line.trim().is_empty() || prefixed(line) {
+        return false;
+    }
+    for above in before.take(3) {
+        if above.trim().is_empty() {
+            return false;
+        }
+        if prefixed(above) {
+            return true;
+        }
+    }
+    false
+}
+
 /// The first line of the reversed block whose `Call Trace:` is the last span of `recent`: back over its
 /// frames to the stack's bottom, then over what the kernel prints under a stack (guesses, registers) up to
-/// its `</TASK>`.
+/// its `</TASK>`. A line's wrapped rest goes with it.
 fn block_start(text: &str, recent: &VecDeque<Range<usize>>) -> usize {
     // The `Call Trace:` line (blank lines and an old kernel's stack words were read after it).
     let trace = recent
@@ -145,7 +165,12 @@ fn block_start(text: &str, recent: &VecDeque<Range<usize>>) -> usize {
         .unwrap_or(0);
     let mut start = recent.get(trace).map_or(0, |r| r.start);
     let mut below_bottom = false;
-    for span in recent.iter().take(trace).rev() {
+    for (i, span) in recent.iter().enumerate().take(trace).rev() {
+        let above = recent.range(..i).rev().map(|r| &text[r.clone()]);
+        if wraps(&text[span.clone()], above) {
+            // Its line above decides; taken with it.
+            continue;
+        }
         let k = kind(&text[span.clone()]);
         let take = match k {
             Kind::Blank => true,
@@ -178,29 +203,55 @@ pub(super) fn reversed_blocks(text: &str) -> Vec<Range<usize>> {
     // A `Call Trace:` after a frame, waiting for its next line; then a confirmed block's head being read.
     let mut pending = false;
     let mut head: Option<Range<usize>> = None;
+    // The head's next logical line (a line and its wrapped rest, joined), judged once it is whole.
+    let mut next: Option<(Range<usize>, String)> = None;
+    // The head's `INFO: task` line was read: the block ends after that line's wrapped rest.
+    let mut info_read = false;
     let mut at = 0;
     for line in text.split('\n') {
         let span = at..at + line.len();
         at = span.end + 1;
+        let mut in_head = false;
         if let Some(block) = head.as_mut() {
-            match header_tail(line) {
-                Some(info) => {
-                    block.end = span.end;
-                    if info {
-                        blocks.extend(head.take());
+            in_head = true;
+            if wraps(line, recent.iter().rev().map(|r| &text[r.clone()])) {
+                match next.as_mut() {
+                    Some((r, joined)) => {
+                        r.end = span.end;
+                        joined.push(' ');
+                        joined.push_str(line.trim());
                     }
+                    None => block.end = span.end,
                 }
-                None => blocks.extend(head.take()),
+            } else {
+                // The logical line before this one is whole: part of the head, or past it.
+                let goes_on = match next.take() {
+                    None => !info_read,
+                    Some(_) if info_read => false,
+                    Some((r, joined)) => header_tail(&joined).is_some_and(|info| {
+                        block.end = r.end;
+                        info_read = info;
+                        true
+                    }),
+                };
+                if goes_on {
+                    next = Some((span.clone(), line.to_string()));
+                } else {
+                    blocks.extend(head.take());
+                    info_read = false;
+                    in_head = false;
+                }
             }
+        }
+        if in_head {
+            // Read as part of the head (or judged with the next line).
         } else if pending && !line.trim().is_empty() && !stack_words(message(line).trim()) {
             pending = false;
             if opens_head(line) && blocks.len() < MAX_TASKS {
                 let start = block_start(text, &recent);
                 if blocks.last().is_none_or(|b| b.end < start) {
                     head = Some(start..span.end);
-                    if header_tail(line) == Some(true) {
-                        blocks.extend(head.take());
-                    }
+                    info_read = header_tail(line) == Some(true);
                 }
             }
         }
@@ -220,6 +271,11 @@ pub(super) fn reversed_blocks(text: &str) -> Vec<Range<usize>> {
             recent.pop_front();
         }
         recent.push_back(span);
+    }
+    if let (Some(block), Some((r, joined))) = (head.as_mut(), next) {
+        if !info_read && header_tail(&joined).is_some() {
+            block.end = r.end;
+        }
     }
     blocks.extend(head);
     blocks
@@ -247,12 +303,27 @@ pub(super) fn reading_order<'a>(
     pieces.into_iter().flat_map(move |(range, back)| {
         let piece = &text[range];
         let lines: Box<dyn Iterator<Item = &'a str>> = if back {
-            Box::new(piece.rsplit('\n'))
+            Box::new(turned_back(piece).into_iter())
         } else {
             Box::new(piece.split('\n'))
         };
         lines
     })
+}
+
+/// A block's lines newest last: by logical lines (a line and its wrapped rest, [`wraps`]), each in its order.
+fn turned_back(piece: &str) -> Vec<&str> {
+    let lines: Vec<&str> = piece.split('\n').collect();
+    let mut out = Vec::with_capacity(lines.len());
+    let mut end = lines.len();
+    for i in (0..lines.len()).rev() {
+        if i > 0 && wraps(lines[i], lines[..i].iter().rev().copied()) {
+            continue;
+        }
+        out.extend_from_slice(&lines[i..end]);
+        end = i;
+    }
+    out
 }
 
 #[cfg(test)]

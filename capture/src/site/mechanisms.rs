@@ -80,6 +80,20 @@ pub const MECHANISMS: &[Mechanism] = &[
         "journal commit (jbd2): waits for running handles or its buffers' I/O",
     ),
     m(
+        "GPU scheduler entity teardown over a dependency fence",
+        // Round 13: drivers/gpu/drm/scheduler/sched_entity.c before 6.2: drm_sched_entity_fini kills the
+        // entity's queued jobs (drm_sched_entity_kill_jobs, inlined) and first waits for each one's
+        // dependencies, "to avoid data corruptions" (`while ((f = job->sched->ops->dependency(job, entity)))
+        // dma_fence_wait(f, false)`): fences of other GPU work the job was to wait for. amddrm_: the DKMS copy.
+        &[
+            "drm_sched_entity_fini",
+            "drm_sched_entity_kill_jobs",
+            "amddrm_sched_entity_fini",
+        ],
+        Some(super::rules::FENCE_WAIT_FRAMES),
+        "GPU scheduler entity teardown ({driver}): a queued job's dependency fence (other GPU work it waits for) has not signalled",
+    ),
+    m(
         "GPU scheduler entity drain",
         &[
             "drm_sched_entity_flush",

@@ -309,6 +309,14 @@ pub fn category(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             .chain(rules::PAGE_CACHE_RULES)
             .find(|r| r.pattern.matches(name))
         {
+            // The deepest informative wait (round 13): a mechanism further out that requires this very wait
+            // under it says what the wait is for (an entity's teardown over a job's dependency fence).
+            let over = (i + 1..frames.len()).find_map(|j| {
+                mechanisms::at(&names, j).filter(|m| m.under.is_some_and(|u| u.matches(name)))
+            });
+            if let Some(m) = over {
+                return Some(with_driver(m.label));
+            }
             if !rule.label.contains("{driver}") {
                 return Some(rule.label.to_string());
             }
@@ -742,7 +750,7 @@ fn fput_words(who: &str, frames: &[StackFrame]) -> String {
         frames,
         &["__fput", "____fput", "fput", "filp_close", "filp_flush"],
     ) else {
-        return who.to_string();
+        return mmu_notifier_words(who, frames);
     };
     let via = if base_name(&frames[fput].function).starts_with("filp_") {
         "close"
@@ -779,6 +787,29 @@ fn fput_words(who: &str, frames: &[StackFrame]) -> String {
             None => format!("{who} → {via} → {}", base_name(&f.function)),
         },
         None => format!("{who} → {via}"),
+    }
+}
+
+/// Round 13: an exit also enters drivers through its address space's teardown. `exit_mmap` calls
+/// `mmu_notifier_release` (mm/mmu_notifier.c: `__mmu_notifier_release` runs each subscriber's `release` and,
+/// through `mn_itree_release`, each interval notifier's `invalidate`), so a driver's notifier is where the exit
+/// waits — amdgpu's userptr `amdgpu_mn_invalidate_gfx` for the BO's fences, KFD's
+/// `kfd_process_notifier_release` for its work: "process exit → mmu notifier release → amdgpu
+/// amdgpu_mn_invalidate_gfx", the driver's outermost frame.
+fn mmu_notifier_words(who: &str, frames: &[StackFrame]) -> String {
+    let Some(release) = has(frames, &["__mmu_notifier_release", "mmu_notifier_release"]) else {
+        return who.to_string();
+    };
+    let driver = frames[..release]
+        .iter()
+        .rev()
+        .find_map(|f| Some((f.module.as_deref().filter(|m| !is_generic(m))?, f)));
+    match driver {
+        Some((m, f)) => format!(
+            "{who} → mmu notifier release → {m} {}",
+            base_name(&f.function)
+        ),
+        None => format!("{who} → mmu notifier release"),
     }
 }
 

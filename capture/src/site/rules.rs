@@ -23,6 +23,9 @@ pub use wait_table::WAIT_WORDS;
 use pattern::c;
 use wait_table::FENCE_WAITS;
 
+/// The frames of a wait for a DMA fence (a mechanism over one names what the fence is for).
+pub const FENCE_WAIT_FRAMES: &[&str] = FENCE_WAITS;
+
 /// The words for one wait primitive, if it is one.
 pub fn wait_words(name: &str) -> Option<&'static str> {
     WAIT_WORDS
@@ -272,6 +275,8 @@ pub const GPU_DRIVER_PREFIXES: &[(&str, &str)] = &[
     ("vc4_", "vc4"),
     ("panfrost_", "panfrost"),
     ("panthor_", "panthor"),
+    // Round 13: the virtual KMS driver (drivers/gpu/drm/vkms), syzbot's display.
+    ("vkms_", "vkms"),
     ("msm_", "msm"),
     ("etnaviv_", "etnaviv"),
     ("virtio_gpu_", "virtio_gpu"),
@@ -333,9 +338,11 @@ pub const SCHEDULER_FRAMES: &[&str] = &[
 /// Round 11 (issue 38 held-out: Jetson TX2 "BUG: scheduling while atomic"). `__schedule_bug`
 /// (kernel/sched/core.c) is called by `schedule_debug` inside `__schedule` when a task sleeps in atomic
 /// context: it prints the report and the stack, so the frames above it are the printer's and the frames
-/// below it are the sleeping task's — one stack, entered through the scheduler from its wait.
+/// below it are the sleeping task's — one stack, entered through the scheduler from its wait. Round 13:
+/// `schedule_debug` is a `static inline` of `__schedule`, seen only where a report decodes inlined frames
+/// (syzbot's `schedule_debug kernel/sched/core.c:5970 [inline]`): the same report's chain.
 pub fn is_sleep_in_atomic_report(name: &str) -> bool {
-    name == "__schedule_bug"
+    name == "__schedule_bug" || name == "schedule_debug"
 }
 
 /// Round 12 (issue 38 held-out: an msm DP wait that took an asynchronous SError in its timer setup). An

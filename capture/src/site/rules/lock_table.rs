@@ -445,6 +445,15 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the KFD process's mutex",
     ),
+    // drivers/gpu/drm/amd/amdgpu/amdgpu_ctx.c (to 6.16, before the xarray): amdgpu_ctx_mgr_entity_flush, the
+    // render node's flush on every close (amdgpu_flush), takes the file's context manager mutex
+    // (mutex_lock(&mgr->lock)) and drains each context's scheduler entities under it: a second close of the
+    // same file waits for the first one's drain (round 13).
+    t(
+        &["amdgpu_ctx_mgr_entity_flush"],
+        "mutex wait",
+        "the amdgpu context manager's lock (mgr->lock)",
+    ),
     t(
         &[
             "i915_mutex_lock_interruptible",
