@@ -882,7 +882,7 @@ pub(super) fn kernel_stamp(raw: &str) -> Option<f64> {
     let rest = &raw[open + 1..];
     let close = rest.find(']')?;
     let inner = rest[..close].trim();
-    if let Some(t) = super::task::ctime_seconds(inner) {
+    if let Some(t) = super::stamp::ctime_seconds(inner) {
         return Some(t);
     }
     let (secs, frac) = inner.split_once('.')?;

@@ -23,6 +23,7 @@ mod formats;
 mod reader;
 mod reversed;
 mod shapes;
+mod stamp;
 mod task;
 mod task_line;
 

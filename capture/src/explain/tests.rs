@@ -773,14 +773,14 @@ events drm_sched_job_timedout [gpu_sched]
 #[test]
 fn dmesg_t_dates_are_stamps_and_another_format_is_another_paste() {
     assert_eq!(
-        task::ctime_seconds("Wed Jun 14 18:03:48 2017"),
+        stamp::ctime_seconds("Wed Jun 14 18:03:48 2017"),
         Some(1_497_463_428.0)
     );
     assert_eq!(
-        task::ctime_seconds("Thu Feb 29 23:59:59 2024"),
+        stamp::ctime_seconds("Thu Feb 29 23:59:59 2024"),
         Some(1_709_251_199.0)
     );
-    assert_eq!(task::ctime_seconds("Sep26 10:00"), None);
+    assert_eq!(stamp::ctime_seconds("Sep26 10:00"), None);
     let text = "[ 1079.910691]  [<ffffffff810846f3>] do_group_exit+0x43/0xb0\n\
                 [ 1079.910693]  [<ffffffff810908c2>] get_signal+0x292/0x600\n\
                 [Wed Jun 14 18:03:48 2017]  [<ffffffffa02b6fc9>] xfs_iunpin_wait+0x19/0x20 [xfs]\n\
