@@ -772,6 +772,17 @@ fn fput_words(who: &str, frames: &[StackFrame]) -> String {
             })
         })
         .or_else(|| above.iter().rev().find(|f| f.module.is_some()))
+        // Round 14b: `__fput` → `dput` is the file's last dentry reference dropped (fs/file_table.c): the
+        // dentry's kill evicts the inode, so the function that called the wait says what the close waits for
+        // (`evict` for the inode's writeback), not `dput`.
+        .or_else(|| {
+            let last = above.last().filter(|f| base_name(&f.function) == "dput")?;
+            let w = waiter(frames)?;
+            above
+                .iter()
+                .find(|f| base_name(&f.function) == w)
+                .or(Some(last))
+        })
         .or_else(|| above.last());
     match release {
         Some(f) => match &f.module {

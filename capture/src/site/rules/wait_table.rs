@@ -190,6 +190,14 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         ],
         "buffer I/O wait",
     ),
+    // Round 14b: fs/buffer.c `__lock_buffer` (inlined into `lock_buffer`, include/linux/buffer_head.h) sleeps
+    // in `wait_on_bit_lock_io(&bh->b_state, BH_Lock, TASK_UNINTERRUPTIBLE)` (include/linux/wait_bit.h): a
+    // buffer is locked while it is under I/O, so the wait is for the device to complete that I/O — a buffer's
+    // lock, not a page's (`__wait_on_bit_lock` below it reads as a page lock on its own).
+    w(
+        &["__lock_buffer", "lock_buffer", "wait_on_bit_lock_io"],
+        "buffer lock wait (the buffer is under I/O)",
+    ),
     // Round 14 (issue 38 held-out: jbd2). fs/jbd2/transaction.c `do_get_write_access`: a buffer the
     // committing transaction is writing to the journal without a frozen copy carries BH_Shadow, and a handle
     // that wants to modify it sleeps in `wait_on_bit_io(&bh->b_state, BH_Shadow, TASK_UNINTERRUPTIBLE)` until
