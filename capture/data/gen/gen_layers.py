@@ -181,8 +181,12 @@ def main(root, out_path, symvers=None):
         if one != p and one in rows and rows[one][0] == rows[p][0]:
             del rows[p]
     # Curated rows are the word on core code: they override a module that happens to share the prefix.
+    # A curated layer that module-backed rows above name with the same directory (ext4: `__ext4_` from
+    # ext4.ko in fs/ext4) is a module where it is built in too: "curated:ko" (round 14: a built-in ext4
+    # stack reads as a modular one).
+    backed = {(m, d) for m, d, ev in rows.values() if ev.startswith(("ko:", "dir:"))}
     for p, layer, d in CURATED:
-        rows[p] = (layer, d, "curated")
+        rows[p] = (layer, d, "curated:ko" if (layer, d) in backed else "curated")
     # Modules the images do not build, named by their directory's Makefile: module rows like the .ko ones.
     for p, m, d in SOURCE_MODULES:
         rows.setdefault(p, (m, d, f"src:{d}/Makefile"))

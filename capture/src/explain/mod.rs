@@ -23,6 +23,7 @@ mod formats;
 mod reader;
 mod reversed;
 mod shapes;
+mod stamp;
 mod task;
 mod task_line;
 mod tool_formats;
@@ -120,6 +121,7 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
         reader.line(intruder);
     }
     reader.finish_draft();
+    reader.tasks.retain(|t| !is_hung_task_detector(t));
     let (mut xids, more_xids) = crate::xid::paste::scan(&text);
     if reader.tasks.is_empty() && xids.is_empty() {
         return Err(bad(
@@ -155,6 +157,21 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
         wait_graph,
         xids,
     })
+}
+
+/// Round 14 (issue 38 held-out: a whole syzkaller report): the hung-task detector's own backtrace. After the
+/// blocked tasks, `check_hung_uninterruptible_tasks` (kernel/hung_task.c) may call
+/// `trigger_all_cpu_backtrace()` (`hung_task_all_cpu_backtrace`, or before a hung-task panic), and khungtaskd
+/// (`kthread_run(watchdog, NULL, "khungtaskd")`) prints its own stack first, through `nmi_cpu_backtrace`: the
+/// reporter, running, not a task the report is about.
+fn is_hung_task_detector(t: &ExplainedTask) -> bool {
+    let has = |name: &str| {
+        t.stack
+            .iter()
+            .any(|f| crate::site::frame_name::base_name(&f.function) == name)
+    };
+    (has("nmi_cpu_backtrace") || has("nmi_trigger_cpumask_backtrace"))
+        && (has("check_hung_uninterruptible_tasks") || (t.task == "khungtaskd" && has("watchdog")))
 }
 
 /// Markdown: per task its name, pid, site and cleaned stack. Everything the pasted text chose (task names, sites

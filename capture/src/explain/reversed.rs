@@ -164,14 +164,23 @@ fn block_start(text: &str, recent: &VecDeque<Range<usize>>) -> usize {
         .rposition(|r| kind(&text[r.clone()]) == Kind::CallTrace)
         .unwrap_or(0);
     let mut start = recent.get(trace).map_or(0, |r| r.start);
+    // One paste's lines carry one prefix (a journal's, a quote's, none): a line with another is a paste
+    // above, even when the block was cut before its bottom (round 14: a newest-first block cut short after a
+    // syzkaller report that ends in a stack's bottom).
+    let prefix_of = |line: &str| Prefix::of(line, message(line));
+    let block_prefix = recent.get(trace).map(|r| prefix_of(&text[r.clone()]));
     let mut below_bottom = false;
     for (i, span) in recent.iter().enumerate().take(trace).rev() {
+        let line = &text[span.clone()];
         let above = recent.range(..i).rev().map(|r| &text[r.clone()]);
-        if wraps(&text[span.clone()], above) {
+        if wraps(line, above) {
             // Its line above decides; taken with it.
             continue;
         }
-        let k = kind(&text[span.clone()]);
+        if !line.trim().is_empty() && block_prefix.is_some_and(|p| p != prefix_of(line)) {
+            break;
+        }
+        let k = kind(line);
         let take = match k {
             Kind::Blank => true,
             Kind::Frame { bottom: true, .. } => {

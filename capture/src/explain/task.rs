@@ -90,8 +90,12 @@ pub(super) struct Notation {
 pub(super) enum Prefix {
     #[default]
     None,
-    /// `[ 123.456]`, `[Wed Sep 26 …]`, `<4>`.
+    /// `[ 123.456]`, `[Sep26 10:00]` (`dmesg -H`), `<4>`.
     Timestamp,
+    /// `[Wed Sep 26 10:00:00 2018]`: `dmesg -T` prints every line's time so (ctime), where plain dmesg prints
+    /// seconds: one log's lines carry one of the two, so a change is another paste (round 14: a header-less
+    /// `dmesg -T` stack after a dmesg stack cut short).
+    DateStamp,
     /// `Nov 19 01:03:26 host kernel: …`, journalctl.
     Syslog,
     /// An ISO time, a raw /dev/kmsg header, a level word.
@@ -111,6 +115,8 @@ impl Prefix {
             || super::task_line::contains(prefix, "kernel[")
         {
             Prefix::Syslog
+        } else if prefix.starts_with('[') && super::stamp::is_ctime_day(&prefix[1..]) {
+            Prefix::DateStamp
         } else if prefix.starts_with('[') || prefix.starts_with('<') {
             Prefix::Timestamp
         } else {

@@ -836,6 +836,9 @@ boot: logs: [   16.166516] WARNING KERN  tegra_sor_suspend+0x24/0x88 [tegra_drm]
              [   11.2] RIP: 0010:nv_audio_dynamic_power+0xc0/0x140 [nvidia]\n"
         );
         assert_eq!(explain(two.as_bytes()).unwrap().tasks.len(), 2);
+    }
+}
+
 /// Round 13 of issue 38's held-out traces (GPU stacks): what a mail client wrapped off the lines around a stack.
 mod round13 {
     use super::*;
@@ -896,4 +899,43 @@ ffffffffffffff80
             ]
         );
     }
+}
+
+/// Round 14: `dmesg -T`'s dates are stamps too (one log's go forward), and a paste in that format after a
+/// dmesg paste cut short is another paste, not the rest of its stack.
+#[test]
+fn dmesg_t_dates_are_stamps_and_another_format_is_another_paste() {
+    assert_eq!(
+        stamp::ctime_seconds("Wed Jun 14 18:03:48 2017"),
+        Some(1_497_463_428.0)
+    );
+    assert_eq!(
+        stamp::ctime_seconds("Thu Feb 29 23:59:59 2024"),
+        Some(1_709_251_199.0)
+    );
+    assert_eq!(stamp::ctime_seconds("Sep26 10:00"), None);
+    let text = "[ 1079.910691]  [<ffffffff810846f3>] do_group_exit+0x43/0xb0\n\
+                [ 1079.910693]  [<ffffffff810908c2>] get_signal+0x292/0x600\n\
+                [Wed Jun 14 18:03:48 2017]  [<ffffffffa02b6fc9>] xfs_iunpin_wait+0x19/0x20 [xfs]\n\
+                [Wed Jun 14 18:03:48 2017]  [<ffffffffa02ab84c>] xfs_reclaim_inode+0x8c/0x350 [xfs]\n";
+    let e = explain(text.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 2, "{:?}", e.tasks);
+    assert_eq!(frame_names(&e.tasks[1])[0], "xfs_iunpin_wait");
+}
+
+/// Round 14: the hung-task detector's own NMI backtrace (khungtaskd, printing every CPU) is not a task of the
+/// report.
+#[test]
+fn the_hung_task_detectors_own_backtrace_is_no_task() {
+    let text = "INFO: task a.out:7 blocked for more than 140 seconds.\n\
+                task:a.out state:D stack:0 pid:7 ppid:1 flags:0x00004002\n\
+                Call Trace:\n __schedule+0x1/0x2\n schedule+0x1/0x2\n jbd2_log_wait_commit+0x1/0x2\n\
+                NMI backtrace for cpu 1\n\
+                CPU: 1 PID: 1573 Comm: khungtaskd Not tainted 4.19.300 #1\n\
+                Call Trace:\n dump_stack+0x1/0x2\n nmi_cpu_backtrace.cold+0x63/0xa2\n\
+                nmi_trigger_cpumask_backtrace+0x1a6/0x1f0\n watchdog+0x962/0xd80\n kthread+0x33f/0x460\n\
+                ret_from_fork+0x24/0x30\n";
+    let e = explain(text.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+    assert_eq!(e.tasks[0].task, "a.out");
 }

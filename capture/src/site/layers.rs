@@ -4,7 +4,8 @@
 //! distribution kernel's module symbols and paths and its System.map, plus curated core rows; each row says
 //! its evidence).
 //!
-//! Rows backed by a module (`ko:`/`dir:` evidence, or `src:` for one the images do not build) name what the
+//! Rows backed by a module (`ko:`/`dir:` evidence, `src:` for one the images do not build, or `curated:ko`:
+//! a curated row whose layer the map's kernel ships as a module of that name and directory) name what the
 //! `[module]` tag would have said had the code been built as one: [`tag_built_in`] fills those in, so a
 //! built-in driver's stack reads like a modular one. Curated rows name core layers (block, PCI core, driver core, cgroup…), shown as the layer of a stack
 //! that names no driver.
@@ -37,9 +38,13 @@ fn table() -> &'static HashMap<&'static str, Layer> {
                 let (prefix, name, dir, evidence) =
                     (cols.next()?, cols.next()?, cols.next()?, cols.next()?);
                 // `src:`: a module the images do not build, named by its Makefile (round 13).
+                // `curated:ko`: a curated row (the word on a prefix shared with core code) whose layer the
+                // map's kernel ships as a module of the same name and directory (ext4.ko, jbd2.ko, xfs.ko…):
+                // built in elsewhere, it is still what a `[module]` tag would have named (round 14).
                 let module = evidence.starts_with("ko:")
                     || evidence.starts_with("dir:")
-                    || evidence.starts_with("src:");
+                    || evidence.starts_with("src:")
+                    || evidence == "curated:ko";
                 Some((prefix, Layer { name, dir, module }))
             })
             .collect()

@@ -174,6 +174,18 @@ fn kernel_thread_words(comm: &str, workqueue: Option<&str>, frames: &[StackFrame
         (Some(q), Some(w)) => s.push_str(&format!(" (workqueue {q}: {w})")),
         (Some(q), None) => s.push_str(&format!(" (workqueue {q})")),
         (None, Some(w)) => s.push_str(&format!(" (work {w})")),
+        // A paste without its task line (round 14: kswapd under an XFS shrinker): `kthread()` runs the
+        // thread's `threadfn(data)` (kernel/kthread.c), so the frame it called is the thread's main function
+        // (kswapd, kjournald2, xfsaild, nfsd) and says which thread it is. The generic trampolines say nothing.
+        (None, None) if name.is_empty() => {
+            if let Some(f) = has(frames, &["kthread"])
+                .filter(|&i| i > 0)
+                .map(|i| base_name(&frames[i - 1].function))
+                .filter(|f| !matches!(*f, "irq_thread" | "kthread_worker_fn" | "smpboot_thread_fn"))
+            {
+                s.push_str(&format!(" (thread {f})"));
+            }
+        }
         (None, None) => {}
     }
     s
@@ -648,7 +660,23 @@ fn compose(
     // 4. Inside a driver module.
     if let Some(path) = driver_path(tagged.unwrap_or(frames)) {
         let mut words = path.words(entered.as_deref().unwrap_or("kernel"));
-        if let Some(f) = built_in_waiter(frames, tagged.is_some()).filter(|f| !words.contains(f)) {
+        // Round 14: the waiter is said after the path only when it is inner to every frame the path names:
+        // with jbd2's frames built in, `__jbd2_journal_force_commit` is outer to the path's
+        // `jbd2: jbd2_log_wait_commit` (the layer map names both) and would read backwards after it.
+        let innermost_named = frames.iter().position(|g| {
+            let n = base_name(&g.function);
+            words.split_whitespace().any(|w| w == n)
+        });
+        let inner_to_path = |f: &str| {
+            let at = frames.iter().position(|g| base_name(&g.function) == f);
+            match (at, innermost_named) {
+                (Some(a), Some(n)) => a < n,
+                _ => true,
+            }
+        };
+        if let Some(f) = built_in_waiter(frames, tagged.is_some())
+            .filter(|f| !words.contains(f) && inner_to_path(f))
+        {
             words.push_str(&format!(" → {f}"));
         }
         return Some(tail(words));
@@ -780,6 +808,17 @@ fn fput_words(who: &str, frames: &[StackFrame]) -> String {
             })
         })
         .or_else(|| above.iter().rev().find(|f| f.module.is_some()))
+        // Round 14b: `__fput` → `dput` is the file's last dentry reference dropped (fs/file_table.c): the
+        // dentry's kill evicts the inode, so the function that called the wait says what the close waits for
+        // (`evict` for the inode's writeback), not `dput`.
+        .or_else(|| {
+            let last = above.last().filter(|f| base_name(&f.function) == "dput")?;
+            let w = waiter(frames)?;
+            above
+                .iter()
+                .find(|f| base_name(&f.function) == w)
+                .or(Some(last))
+        })
         .or_else(|| above.last());
     match release {
         Some(f) => match &f.module {

@@ -229,6 +229,8 @@ pub const PAGE_CACHE_RULES: &[CategoryRule] = &[
             "wait_transaction_locked",
             "__jbd2_log_wait_for_space",
             "start_this_handle",
+            // Round 14: a handle's write access to a buffer the commit is writing (BH_Shadow).
+            "do_get_write_access",
         ],
         Layer::PageCache,
         "filesystem journal wait",

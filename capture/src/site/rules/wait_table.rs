@@ -184,8 +184,28 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "out_of_line_wait_on_bit",
             "__wait_on_bit",
             "bit_wait_io",
+            // Round 14: include/linux/wait_bit.h's inline wrapper of out_of_line_wait_on_bit(…, bit_wait_io),
+            // printed as its own frame by decoded (syzbot-style) traces.
+            "wait_on_bit_io",
         ],
         "buffer I/O wait",
+    ),
+    // Round 14b: fs/buffer.c `__lock_buffer` (inlined into `lock_buffer`, include/linux/buffer_head.h) sleeps
+    // in `wait_on_bit_lock_io(&bh->b_state, BH_Lock, TASK_UNINTERRUPTIBLE)` (include/linux/wait_bit.h): a
+    // buffer is locked while it is under I/O, so the wait is for the device to complete that I/O — a buffer's
+    // lock, not a page's (`__wait_on_bit_lock` below it reads as a page lock on its own).
+    w(
+        &["__lock_buffer", "lock_buffer", "wait_on_bit_lock_io"],
+        "buffer lock wait (the buffer is under I/O)",
+    ),
+    // Round 14 (issue 38 held-out: jbd2). fs/jbd2/transaction.c `do_get_write_access`: a buffer the
+    // committing transaction is writing to the journal without a frozen copy carries BH_Shadow, and a handle
+    // that wants to modify it sleeps in `wait_on_bit_io(&bh->b_state, BH_Shadow, TASK_UNINTERRUPTIBLE)` until
+    // that journal write completes (its `lock_buffer` on older kernels waits for the buffer's I/O too): the
+    // journal device has not completed the commit's write.
+    w(
+        &["do_get_write_access"],
+        "journal write access wait (jbd2: the commit's journal write of the buffer has not completed)",
     ),
     w(
         &[
@@ -204,7 +224,9 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "I/O wait",
     ),
     w(
-        &["rq_qos_wait", "wbt_wait", "__rq_qos_throttle"],
+        // Round 14: block/blk-wbt.c's `__wbt_wait` (inlined into `wbt_wait`, printed by decoded traces) calls
+        // rq_qos_wait for the writes in flight to drop below the limit.
+        &["rq_qos_wait", "wbt_wait", "__wbt_wait", "__rq_qos_throttle"],
         "block I/O throttle wait",
     ),
     w(FENCE_WAITS, "fence wait"),
@@ -420,7 +442,25 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["xlog_grant_head_wait", "xlog_grant_head_check"],
         "XFS log space wait",
     ),
-    w(&["xlog_wait", "xlog_wait_on_iclog"], "XFS log I/O wait"),
+    // Round 14: 4.x's log forces (`_xfs_log_force`, `_xfs_log_force_lsn`, fs/xfs/xfs_log.c) sleep in the
+    // inline `xlog_wait(&iclog->ic_force_wait, &log->l_icloglock)` (xfs_log_priv.h) until the iclog's write
+    // to the log device completes, so they sit right over the scheduler.
+    w(
+        &[
+            "xlog_wait",
+            "xlog_wait_on_iclog",
+            "_xfs_log_force",
+            "_xfs_log_force_lsn",
+        ],
+        "XFS log I/O wait",
+    ),
+    // Round 14: fs/xfs/xfs_inode.c `__xfs_iunpin_wait`: `xfs_iunpin` forces the log up to the inode's last
+    // LSN, then the thread sleeps on __XFS_IPINNED_BIT until the pin count drops, which the log I/O completion
+    // (the CIL checkpoint's iclog write) does: the log device has not completed it.
+    w(
+        &["xfs_iunpin_wait", "__xfs_iunpin_wait"],
+        "XFS inode unpin wait (the log write of its last changes has not completed)",
+    ),
     w(&["xfs_ail_push_all_sync"], "XFS AIL push wait"),
     w(
         &[
