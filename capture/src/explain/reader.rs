@@ -351,7 +351,7 @@ impl Reader {
     /// The line's log prefix (kept for the notation); None for a blank line (a gap) or a prefix alone.
     fn read_prefix<'a>(&mut self, raw: &str, msg: &'a str) -> Option<&'a str> {
         let prefix = Prefix::of(raw, msg);
-        self.stamp = formats::kernel_stamp(raw);
+        self.stamp = super::stamp::kernel_stamp(raw);
         let trimmed = msg.trim();
         self.prefix = match self.wrapped_prefix.take() {
             Some(p) if prefix == Prefix::None => p,

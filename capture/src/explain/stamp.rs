@@ -1,6 +1,6 @@
 //! Log-line timestamps that are not the kernel's seconds: `dmesg -T`'s ctime dates (`[Wed Jun 14 18:03:48
 //! 2017]`), told apart as their own prefix kind and read as stamps (seconds since 1970) so one log's lines can
-//! be compared.
+//! be compared; and the kernel's own seconds (`[ 5036.077593]`) beside them ([`kernel_stamp`]).
 
 /// `Wed Jun 14 …`: a ctime date's weekday and the space after it.
 pub(super) fn is_ctime_day(s: &str) -> bool {
@@ -33,4 +33,22 @@ pub(super) fn ctime_seconds(s: &str) -> Option<f64> {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
     Some((days * 86_400 + h * 3_600 + m * 60 + sec) as f64)
+}
+
+/// The kernel's timestamp in a line's prefix (`[ 5036.077593]`, `kernel: [163245.663663]`, `dmesg -T`'s
+/// `[Wed Jun 14 18:03:48 2017]`), in seconds.
+pub(super) fn kernel_stamp(raw: &str) -> Option<f64> {
+    let open = raw.find('[')?;
+    if open > 64 {
+        return None;
+    }
+    let rest = &raw[open + 1..];
+    let close = rest.find(']')?;
+    let inner = rest[..close].trim();
+    if let Some(t) = ctime_seconds(inner) {
+        return Some(t);
+    }
+    let (secs, frac) = inner.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(secs) && digits(frac)).then(|| inner.parse().ok())?
 }

@@ -22,9 +22,12 @@
 //! GPU lock, GSP RPC wait, UVM locks, pinning user pages, nvidia-modeset's global lock, …), shown in brackets
 //! by [`classify`]; [`nvidia::nvidia_operation`] joins it with a decoded ioctl argument into the report's
 //! sentence. [`frame_name::base_name`]: a function's name without its clone suffixes. [`mm_lock`]: whether a
-//! thread waits for an address space's mmap lock, or holds it in a page fault.
+//! thread waits for an address space's mmap lock, or holds it in a page fault. [`with_recorded_lock`]: a site
+//! made precise by the kernel's own record of the lock waited for (the wait graph's blocker record).
 
 pub mod frame_name;
+mod recorded_lock;
+pub use recorded_lock::with_recorded_lock;
 #[cfg(test)]
 mod gpu_source_tests;
 pub mod layers;
@@ -887,32 +890,5 @@ fn fault_words(
     match handler {
         Some(h) => tail(format!("page fault ({h})")),
         None => tail("page fault".to_string()),
-    }
-}
-
-/// A site made precise by the kernel's own record of the lock the thread waits for (`task_struct::blocker`,
-/// read by the wait graph, issue 36): the lock's kind and mode and which lock it is, even where the stack
-/// cannot say (`/proc/<tid>/stack` omits the lock's slow path). A site that hid the wait ("waits in X (lock
-/// or wait not visible in the stack)") says it; one that named the primitive gets which lock.
-pub fn with_recorded_lock(site: &str, kind: &str, mode: Option<&str>, lock: &str) -> String {
-    let primitive = match mode {
-        Some(m) => format!("{kind} wait ({m})"),
-        None => format!("{kind} wait"),
-    };
-    let recorded = format!("{primitive} on {lock} (kernel record)");
-    if site.contains("(kernel record)") {
-        return site.to_string();
-    }
-    if let Some(at) = site.find("waits in ") {
-        if let Some(end) = site[at..].find(" (lock or wait not visible in the stack)") {
-            let function = &site[at + "waits in ".len()..at + end];
-            let rest = &site[at + end + " (lock or wait not visible in the stack)".len()..];
-            return format!("{}{recorded} in {function}{rest}", &site[..at]);
-        }
-    }
-    // The stack named a wait: the record adds which lock, before any category in brackets.
-    match site.find(" [") {
-        Some(at) => format!("{} — {recorded}{}", &site[..at], &site[at..]),
-        None => format!("{site} — {recorded}"),
     }
 }

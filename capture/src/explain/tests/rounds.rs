@@ -1,0 +1,176 @@
+//! Notation tests from issue 38's held-out rounds 12 onward (their traces are in
+//! capture/tests/data/traces/; these pin each parsing step a round added).
+
+use super::*;
+
+/// Round 12b's notations: a profiler's numbered stack, a board farm's labels and level/facility around the
+/// timestamp, and x86's register summary after an oops's end.
+mod round12b {
+    use super::*;
+
+    #[test]
+    fn a_profilers_numbered_kernel_stack() {
+        let log = "\
+  0. osDevReadReg032  (<kernel>) nvidia
+  1. kgmmuCheckPendingInvalidates_TU102  (<kernel>) nvidia
+  2. rm_ioctl  (<kernel>) nvidia
+  3. __x64_sys_ioctl  (<kernel>) <kernel>
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(
+            frame_names(&e.tasks[0]),
+            [
+                "osDevReadReg032",
+                "kgmmuCheckPendingInvalidates_TU102",
+                "rm_ioctl",
+                "__x64_sys_ioctl"
+            ]
+        );
+        assert_eq!(e.tasks[0].stack[0].module.as_deref(), Some("nvidia"));
+        // A numbered list in prose is no stack.
+        assert!(explain(b"  1. Install the driver (<b>) then reboot\n").is_err());
+    }
+
+    #[test]
+    fn a_board_farms_labels_and_level_facility() {
+        let log = "\
+boot: logs: [   16.166216] WARNING KERN CPU: 2 PID: 90 Comm: kworker/2:1 Not tainted 5.4.110 #1
+boot: logs: [   16.166233] WARNING KERN Workqueue: pm pm_runtime_work
+boot: logs: [   16.166467] WARNING KERN Call trace:
+boot: logs: [   16.166474] WARNING KERN  reset_control_assert+0x174/0x1a8
+boot: logs: [   16.166516] WARNING KERN  tegra_sor_suspend+0x24/0x88 [tegra_drm]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(e.tasks[0].task, "kworker/2:1");
+        assert_eq!(
+            frame_names(&e.tasks[0]),
+            ["reset_control_assert", "tegra_sor_suspend"]
+        );
+    }
+
+    #[test]
+    fn the_register_summary_after_an_oops_is_not_another_task() {
+        let log = "\
+[   10.1] CPU: 0 UID: 0 PID: 15038 Comm: rpc-virtqemud Tainted: G O 7.0.1 #1
+[   10.1] RIP: 0010:nv_audio_dynamic_power+0xc0/0x140 [nvidia]
+[   10.1] Call Trace:
+[   10.1]  <TASK>
+[   10.1]  nv_pci_remove_helper+0x75/0x4e0 [nvidia]
+[   10.1]  __x64_sys_write+0x84/0xf0
+[   10.1]  </TASK>
+[   10.1] ---[ end trace 0000000000000000 ]---
+[   10.1] RIP: 0010:nv_audio_dynamic_power+0xc0/0x140 [nvidia]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        // A second oops after the end has its own header, and its RIP is its own.
+        let two = format!(
+            "{log}[   11.2] CPU: 1 UID: 0 PID: 7 Comm: kworker/1:0 Tainted: G O 7.0.1 #1\n\
+             [   11.2] RIP: 0010:nv_audio_dynamic_power+0xc0/0x140 [nvidia]\n"
+        );
+        assert_eq!(explain(two.as_bytes()).unwrap().tasks.len(), 2);
+    }
+}
+
+/// Round 13 of issue 38's held-out traces (GPU stacks): what a mail client wrapped off the lines around a stack.
+mod round13 {
+    use super::*;
+
+    /// Lockdep's held-lock listing after a hung-task report, its `#0:` lines wrapped before their `at:`
+    /// function: the functions that took the locks are no stack of their own.
+    #[test]
+    fn a_wrapped_held_lock_listing_is_no_stack() {
+        let log = "\
+[  738.337726] INFO: task MatrixMultiplic:653 blocked for more than 122 seconds.
+[  738.358240] task:MatrixMultiplic state:D stack:    0 pid:  653 ppid:     1 flags:0x00004000
+[  738.358254] Call Trace:
+[  738.358312]  schedule_timeout+0x275/0x380
+[  738.358375]  dma_fence_default_wait+0x214/0x230
+[  738.358421]  amdgpu_mn_invalidate_gfx+0x55/0xa0 [amdgpu]
+[  738.358688]  __mmu_notifier_release+0x1bb/0x210
+[  738.358710]  exit_mmap+0x2f/0x1e0
+[  738.358756]  do_exit+0x5c3/0xc00
+[  738.359062]  entry_SYSCALL_64_after_hwframe+0x44/0xa9
+[  738.359129] Showing all locks held in the system:
+[  738.359141] 1 lock held by khungtaskd/54:
+[  738.359148]  #0: ffffffff829f6840 (rcu_read_lock){....}-{1:2}, at:
+debug_show_all_locks+0x15/0x183
+[  738.359202] 1 lock held by MatrixMultiplic/653:
+[  738.359206]  #0: ffff88810e364fe0
+(&adev->notifier_lock){+.+.}-{3:3}, at:
+amdgpu_mn_invalidate_gfx+0x34/0xa0 [amdgpu]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        let site = e.tasks[0].site.as_deref().unwrap();
+        assert!(
+            site.contains("process exit → mmu notifier release → amdgpu amdgpu_mn_invalidate_gfx"),
+            "{site}"
+        );
+    }
+
+    /// A register dump's value wrapped onto a line of its own (`R09:` / `ffffffffffffff80`) is no frame.
+    #[test]
+    fn a_wrapped_register_word_is_no_frame() {
+        let log = "\
+task:cinnamon        state:D stack:    0 pid:18527 ppid:3109 flags:0x00000000
+Call Trace:
+ mutex_lock+0x32/0x40
+ amdgpu_ctx_mgr_entity_flush+0x40/0xf0 [amdgpu]
+ entry_SYSCALL_64_after_hwframe+0x44/0xae
+RBP: 000055f28bde3d80 R08: 00000000000000e7 R09:
+ffffffffffffff80
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        assert_eq!(
+            frame_names(&e.tasks[0]),
+            [
+                "mutex_lock",
+                "amdgpu_ctx_mgr_entity_flush",
+                "entry_SYSCALL_64_after_hwframe"
+            ]
+        );
+    }
+}
+
+/// Round 14: `dmesg -T`'s dates are stamps too (one log's go forward), and a paste in that format after a
+/// dmesg paste cut short is another paste, not the rest of its stack.
+#[test]
+fn dmesg_t_dates_are_stamps_and_another_format_is_another_paste() {
+    assert_eq!(
+        stamp::ctime_seconds("Wed Jun 14 18:03:48 2017"),
+        Some(1_497_463_428.0)
+    );
+    assert_eq!(
+        stamp::ctime_seconds("Thu Feb 29 23:59:59 2024"),
+        Some(1_709_251_199.0)
+    );
+    assert_eq!(stamp::ctime_seconds("Sep26 10:00"), None);
+    let text = "[ 1079.910691]  [<ffffffff810846f3>] do_group_exit+0x43/0xb0\n\
+                [ 1079.910693]  [<ffffffff810908c2>] get_signal+0x292/0x600\n\
+                [Wed Jun 14 18:03:48 2017]  [<ffffffffa02b6fc9>] xfs_iunpin_wait+0x19/0x20 [xfs]\n\
+                [Wed Jun 14 18:03:48 2017]  [<ffffffffa02ab84c>] xfs_reclaim_inode+0x8c/0x350 [xfs]\n";
+    let e = explain(text.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 2, "{:?}", e.tasks);
+    assert_eq!(frame_names(&e.tasks[1])[0], "xfs_iunpin_wait");
+}
+
+/// Round 14: the hung-task detector's own NMI backtrace (khungtaskd, printing every CPU) is not a task of the
+/// report.
+#[test]
+fn the_hung_task_detectors_own_backtrace_is_no_task() {
+    let text = "INFO: task a.out:7 blocked for more than 140 seconds.\n\
+                task:a.out state:D stack:0 pid:7 ppid:1 flags:0x00004002\n\
+                Call Trace:\n __schedule+0x1/0x2\n schedule+0x1/0x2\n jbd2_log_wait_commit+0x1/0x2\n\
+                NMI backtrace for cpu 1\n\
+                CPU: 1 PID: 1573 Comm: khungtaskd Not tainted 4.19.300 #1\n\
+                Call Trace:\n dump_stack+0x1/0x2\n nmi_cpu_backtrace.cold+0x63/0xa2\n\
+                nmi_trigger_cpumask_backtrace+0x1a6/0x1f0\n watchdog+0x962/0xd80\n kthread+0x33f/0x460\n\
+                ret_from_fork+0x24/0x30\n";
+    let e = explain(text.as_bytes()).unwrap();
+    assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+    assert_eq!(e.tasks[0].task, "a.out");
+}
