@@ -34,6 +34,16 @@ pub fn wait_words(name: &str) -> Option<&'static str> {
         .map(|w| w.words)
 }
 
+/// Round 16: waiters whose own wait is a `wait_event` in their body (fs/btrfs/transaction.c
+/// btrfs_commit_transaction: the transaction's writers, its ordered extents). Under another wait they called
+/// that one and are not waiting themselves: the run of primitives ends before them.
+const INLINE_WAITERS: &[&str] = &["btrfs_commit_transaction"];
+
+/// Whether a wait row's function waits in its own body, so that under another wait it is its caller.
+pub fn waits_inline(name: &str) -> bool {
+    INLINE_WAITERS.contains(&name)
+}
+
 /// Categories a stack shows anywhere in its frames, innermost frame first.
 pub const CATEGORY_RULES: &[CategoryRule] = &[
     c(FENCE_WAITS, Layer::Gpu, "GPU fence wait ({driver})"),
