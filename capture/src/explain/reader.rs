@@ -139,7 +139,9 @@ impl Reader {
                     .iter()
                     .rev()
                     .find(|(_, g)| !g)
-                    .is_some_and(|(f, _)| is_syscall_level(site::frame_name::base_name(&f.function)))
+                    .is_some_and(|(f, _)| {
+                        is_syscall_level(site::frame_name::base_name(&f.function))
+                    })
                 && top_like()
         };
         let split = self.draft.as_ref().is_some_and(|d| {
@@ -671,9 +673,17 @@ fn frame_style(rest: &str) -> Style {
 /// A syscall's own frames (its table entry and its implementation, `do_sys_open`, `ksys_read`, `__x64_sys_chdir`),
 /// which only the syscall entry calls.
 fn is_syscall_level(name: &str) -> bool {
-    ["__x64_sys_", "__ia32_sys_", "__arm64_sys_", "__do_sys_", "__se_sys_", "do_sys_", "ksys_"]
-        .iter()
-        .any(|p| name.starts_with(p))
+    [
+        "__x64_sys_",
+        "__ia32_sys_",
+        "__arm64_sys_",
+        "__do_sys_",
+        "__se_sys_",
+        "do_sys_",
+        "ksys_",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 fn is_separator(line: &str) -> bool {
