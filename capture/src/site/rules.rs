@@ -39,9 +39,13 @@ pub fn wait_words(name: &str) -> Option<&'static str> {
 /// that one and are not waiting themselves: the run of primitives ends before them.
 const INLINE_WAITERS: &[&str] = &["btrfs_commit_transaction"];
 
-/// Whether a wait row's function waits in its own body, so that under another wait it is its caller.
-pub fn waits_inline(name: &str) -> bool {
-    INLINE_WAITERS.contains(&name)
+/// The words for a frame of the run of wait primitives at a stack's top, given the words of the run above it:
+/// None past its end (a frame that is no primitive, or an inline waiter under another wait: its caller).
+pub fn wait_words_in_run(name: &str, above: Option<&str>) -> Option<&'static str> {
+    if above.is_some() && INLINE_WAITERS.contains(&name) {
+        return None;
+    }
+    wait_words(name)
 }
 
 /// Categories a stack shows anywhere in its frames, innermost frame first.
