@@ -600,6 +600,10 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "schedule_timeout_uninterruptible",
             "schedule_timeout_killable",
             "schedule_hrtimeout_range",
+            // Round 16: kernel/time/hrtimer.c's range sleep under it, and usleep_range itself before 5.16 made it
+            // an inline over usleep_range_state (kernel/time/timer.c: TASK_UNINTERRUPTIBLE, then the hrtimeout).
+            "schedule_hrtimeout_range_clock",
+            "usleep_range",
             "msleep",
             "usleep_range_state",
             "hrtimer_nanosleep",
