@@ -80,6 +80,12 @@ CURATED = [
 ]
 
 
+# Curated layers built as a module of the same name and directory where their Kconfig says tristate and the
+# images' modules directory holds the .ko (kernel/fs/fuse/fuse.ko), though no module row of theirs survives
+# (the curated prefix is their only one).
+TRISTATE_CURATED = [("fuse", "fs/fuse")]
+
+
 def nm_text(paths):
     """path -> set of text symbol names, `nm` run over many files at once."""
     found = {p: set() for p in paths}
@@ -185,6 +191,10 @@ def main(root, out_path, symvers=None):
     # ext4.ko in fs/ext4) is a module where it is built in too: "curated:ko" (round 14: a built-in ext4
     # stack reads as a modular one).
     backed = {(m, d) for m, d, ev in rows.values() if ev.startswith(("ko:", "dir:"))}
+    # Round 16: a curated layer whose Kconfig symbol is tristate and which the images build as a module of that
+    # name, its every prefix taken by the curated rows (fuse.ko: fs/fuse/Kconfig `FUSE_FS` tristate), is
+    # module-backed too (a WSL kernel builds FUSE in, and its stacks carry no `[fuse]` tag).
+    backed |= set(TRISTATE_CURATED)
     for p, layer, d in CURATED:
         rows[p] = (layer, d, "curated:ko" if (layer, d) in backed else "curated")
     # Modules the images do not build, named by their directory's Makefile: module rows like the .ko ones.

@@ -117,7 +117,12 @@ pub(super) fn task_stack(frames: Vec<(StackFrame, bool)>) -> (Vec<StackFrame>, O
 /// second return address into it is a stale slot of an earlier call, and the frames before it (the waiter:
 /// `__ocfs2_cluster_lock` between two `wait_for_common`) are real.
 fn keep_the_wait_of_guesses(stack: &mut Vec<StackFrame>) {
-    let is_wait = |f: &StackFrame| site::rules::wait_words(base_name(&f.function)).is_some();
+    // `kthread` waits only as a reliable stack's top (a thread never started, round 16): as a guess it is the
+    // bottom every kernel thread's stack has.
+    let is_wait = |f: &StackFrame| {
+        let name = base_name(&f.function);
+        name != "kthread" && site::rules::wait_words(name).is_some()
+    };
     let Some(first) = stack.iter().take(12).position(is_wait) else {
         return;
     };

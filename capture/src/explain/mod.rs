@@ -19,6 +19,7 @@
 //! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
+mod flattened;
 mod formats;
 mod reader;
 mod reversed;
@@ -108,6 +109,10 @@ pub fn explain(input: &[u8]) -> Result<Explained> {
                 reader.line(head);
             }
             reader.line(intruder);
+        }
+        if let Some(records) = flattened::records(line) {
+            records.into_iter().for_each(|r| reader.line(r));
+            continue;
         }
         match formats::intruding_stamp(line) {
             Some(i) => broken = Some((&line[..i], &line[i..])),

@@ -131,10 +131,24 @@ impl Reader {
                             && !site::rules::is_sleep_in_atomic_report(above)
                     })
         };
+        // Round 16: a syscall's implementation is called only by the syscall entry, so a wait or lock under it
+        // is another stack's top (a stack cut at `do_sys_open`, then a header-less one pasted after it).
+        let under_syscall = |d: &Draft| {
+            !guess
+                && d.frames
+                    .iter()
+                    .rev()
+                    .find(|(_, g)| !g)
+                    .is_some_and(|(f, _)| {
+                        is_syscall_level(site::frame_name::base_name(&f.function))
+                    })
+                && top_like()
+        };
         let split = self.draft.as_ref().is_some_and(|d| {
             !bottom_again
                 && !d.frames.is_empty()
                 && (d.ended
+                    || under_syscall(d)
                     || ((other_log(d) || other_prefix(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
                     || switch_below(d)
@@ -656,6 +670,22 @@ fn frame_style(rest: &str) -> Style {
 }
 
 /// A line between pastes: a Markdown code fence, a rule of dashes or equals signs, a shell prompt.
+/// A syscall's own frames (its table entry and its implementation, `do_sys_open`, `ksys_read`, `__x64_sys_chdir`),
+/// which only the syscall entry calls.
+fn is_syscall_level(name: &str) -> bool {
+    [
+        "__x64_sys_",
+        "__ia32_sys_",
+        "__arm64_sys_",
+        "__do_sys_",
+        "__se_sys_",
+        "do_sys_",
+        "ksys_",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+}
+
 fn is_separator(line: &str) -> bool {
     let t = line.trim();
     t.starts_with("```")

@@ -3,7 +3,9 @@
 //! takes one line and answers, like [`super::formats`].
 
 /// `boot: logs: [   16.166474] …`: a test harness's labels (a board farm's boot log, round 12b) before the
-/// kernel timestamp — up to three `word:` labels, kept unless a `[` timestamp follows them.
+/// kernel timestamp — up to three `word:` labels, kept unless a `[` timestamp follows them. Round 16: or a
+/// `/proc/<pid>/stack` frame (`    stack: [<0>] __bch2_closure_sync+0x2b/0x70`, a sampling script that labels
+/// each line of the file it copied).
 pub(super) fn strip_harness_labels(s: &str) -> &str {
     let mut rest = s.trim_start();
     for _ in 0..3 {
@@ -22,7 +24,7 @@ pub(super) fn strip_harness_labels(s: &str) -> &str {
         let stamp = rest
             .strip_prefix('[')
             .is_some_and(|r| r.trim_start().starts_with(|c: char| c.is_ascii_digit()));
-        if stamp {
+        if stamp || rest.starts_with("[<") {
             return rest;
         }
     }

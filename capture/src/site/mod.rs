@@ -211,7 +211,7 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     let mut taker = None;
     for f in frames {
         let name = base_name(&f.function);
-        if let Some(wd) = rules::wait_words(name) {
+        if let Some(wd) = rules::wait_words_in_run(name, words) {
             words = Some(wd);
         } else if !SCHEDULER_FRAMES.contains(&name) && !rules::never_sleeps(name) {
             // With the primitive's words, the lock of that kind; without (the primitives omitted), the first.

@@ -34,6 +34,20 @@ pub fn wait_words(name: &str) -> Option<&'static str> {
         .map(|w| w.words)
 }
 
+/// Round 16: waiters whose own wait is a `wait_event` in their body (fs/btrfs/transaction.c
+/// btrfs_commit_transaction: the transaction's writers, its ordered extents). Under another wait they called
+/// that one and are not waiting themselves: the run of primitives ends before them.
+const INLINE_WAITERS: &[&str] = &["btrfs_commit_transaction"];
+
+/// The words for a frame of the run of wait primitives at a stack's top, given the words of the run above it:
+/// None past its end (a frame that is no primitive, or an inline waiter under another wait: its caller).
+pub fn wait_words_in_run(name: &str, above: Option<&str>) -> Option<&'static str> {
+    if above.is_some() && INLINE_WAITERS.contains(&name) {
+        return None;
+    }
+    wait_words(name)
+}
+
 /// Categories a stack shows anywhere in its frames, innermost frame first.
 pub const CATEGORY_RULES: &[CategoryRule] = &[
     c(FENCE_WAITS, Layer::Gpu, "GPU fence wait ({driver})"),

@@ -394,6 +394,9 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &[
             "__closure_sync",
             "closure_sync",
+            // bcachefs's own copy of the closures (fs/bcachefs/closure.c since 6.9): the same wait.
+            "__bch2_closure_sync",
+            "bch2_closure_sync",
             "__closure_sync_timeout",
             "closure_sync_timeout",
         ],
@@ -597,6 +600,10 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "schedule_timeout_uninterruptible",
             "schedule_timeout_killable",
             "schedule_hrtimeout_range",
+            // Round 16: kernel/time/hrtimer.c's range sleep under it, and usleep_range itself before 5.16 made it
+            // an inline over usleep_range_state (kernel/time/timer.c: TASK_UNINTERRUPTIBLE, then the hrtimeout).
+            "schedule_hrtimeout_range_clock",
+            "usleep_range",
             "msleep",
             "usleep_range_state",
             "hrtimer_nanosleep",
@@ -673,5 +680,21 @@ pub const WAIT_WORDS: &[WaitWord] = &[
     w(
         &["mbox_send_message"],
         "mailbox message wait (mbox_send_message: the mailbox has not reported the message sent)",
+    ),
+    // Round 16 (issue 38 held-out: bare /proc stacks and aarch64).
+    // kernel/kthread.c: kthread() of a new thread sets TASK_UNINTERRUPTIBLE, completes its creator's `done` and
+    // sleeps (schedule_preempt_disabled) until the first wake_up_process starts it; only there is `kthread` the
+    // top frame of a stack (the thread function is called below it otherwise). A driver that creates a thread
+    // and starts it only on use leaves it in D.
+    w(
+        &["kthread"],
+        "kernel thread start wait (kthread: created, never started by wake_up_process)",
+    ),
+    // fs/btrfs/disk-io.c: a transaction commit's write_all_supers flushes every device's write cache
+    // (barrier_all_devices → wait_dev_flush: wait_for_completion_io on the flush bio) and waits for the
+    // superblock copies' writes (wait_dev_supers: the super pages' or buffers' I/O); both static, inlined.
+    w(
+        &["write_all_supers"],
+        "btrfs superblock write wait (write_all_supers: the devices' cache flush or the superblock copies' I/O has not completed)",
     ),
 ];
