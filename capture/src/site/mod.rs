@@ -31,6 +31,7 @@ pub mod layers;
 pub mod mechanisms;
 pub mod mm_lock;
 pub mod nvidia;
+mod return_path;
 pub mod rules;
 #[cfg(test)]
 mod tests;
@@ -629,6 +630,7 @@ fn compose(
         (None, Origin::Syscall(s)) => syscall_from_stack(frames)
             .or(s)
             .or_else(|| syscall_from_handlers(frames))
+            .or_else(|| return_path::deferred_close(frames))
             .map(str::to_string),
         (None, Origin::KernelThread { .. }) => None,
     };
