@@ -24,6 +24,7 @@
 //! sentence. [`frame_name::base_name`]: a function's name without its clone suffixes. [`mm_lock`]: whether a
 //! thread waits for an address space's mmap lock, or holds it in a page fault.
 
+mod entry;
 pub mod frame_name;
 #[cfg(test)]
 mod gpu_source_tests;
@@ -31,54 +32,16 @@ pub mod layers;
 pub mod mechanisms;
 pub mod mm_lock;
 pub mod nvidia;
-mod return_path;
 pub mod rules;
 #[cfg(test)]
 mod tests;
 
 use crate::snapshot::StackFrame;
+use entry::syscall_from_handlers;
+pub use entry::{is_kernel_thread_stack, syscall_from_stack};
 use frame_name::base_name;
 use mm_lock::{lock_class, FAULT_LOCK_STEPS, FAULT_PATH};
 use rules::{GENERIC_MODULES, GPU_DRIVER_PREFIXES, SCHEDULER_FRAMES};
-
-/// The syscall a stack without its entry frames was in, when its handlers say: `*_ioctl` functions
-/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2), the VFS's read and write
-/// dispatch (`vfs_write`, a file's `kernfs_fop_write`, `seq_read`) only under read(2)/write(2) and their
-/// vector forms (the outermost one says which).
-fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
-    if frames
-        .iter()
-        .any(|f| base_name(&f.function).ends_with("_ioctl"))
-    {
-        return Some("ioctl");
-    }
-    frames.iter().rev().find_map(|f| {
-        let n = base_name(&f.function);
-        let fop = |op: &str| {
-            n.ends_with(&format!("_fop_{op}")) || n.ends_with(&format!("_fop_{op}_iter"))
-        };
-        // Round 10: open(2), openat(2), creat(2) and openat2(2) all open through do_sys_open(at2) →
-        // do_filp_open (fs/open.c); a crash `bt` whose syscall frame is inlined shows these.
-        if matches!(n, "do_sys_open" | "do_sys_openat2" | "do_filp_open") {
-            Some("open")
-        } else if matches!(n, "do_init_module" | "load_module") {
-            // Round 12b: module load. do_init_module's only caller is load_module, which only init_module(2)
-            // and finit_module(2) call (kernel/module/main.c; kernel/module.c before 6.4); a WARN cut at
-            // do_init_module (insmod probing a PCI driver) has no syscall frame left.
-            Some("init_module")
-        } else if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
-            Some("write")
-        } else if matches!(
-            n,
-            "vfs_read" | "__vfs_read" | "new_sync_read" | "seq_read" | "seq_read_iter"
-        ) || fop("read")
-        {
-            Some("read")
-        } else {
-            None
-        }
-    })
-}
 
 fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
     frames
@@ -88,46 +51,6 @@ fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
 
 fn is_generic(module: &str) -> bool {
     GENERIC_MODULES.contains(&module)
-}
-
-/// The syscall the stack entered through (`__x64_sys_ioctl`, `__arm64_sys_ioctl`, `__do_sys_…`, and the
-/// `SyS_`/`sys_` names of older kernels).
-pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
-    frames.iter().rev().find_map(|f| {
-        let name = base_name(&f.function);
-        rules::SYSCALL_PREFIXES
-            .iter()
-            .find_map(|p| name.strip_prefix(p))
-            .filter(|s| !s.is_empty())
-    })
-}
-
-/// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork`, or (a paste cut above them)
-/// in a thread function only `kthread()` runs (`irq_thread`, `worker_thread`, `kthread_worker_fn`,
-/// `smpboot_thread_fn`; round 10: spl's trampolines), and never came through a system call.
-pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
-    let bottom = frames.iter().rev().take(4).any(|f| {
-        matches!(
-            base_name(&f.function),
-            "kthread"
-                | "ret_from_fork"
-                | "ret_from_fork_asm"
-                | "kernel_thread_helper"
-                | "irq_thread"
-                | "worker_thread"
-                | "kthread_worker_fn"
-                | "smpboot_thread_fn"
-        ) || rules::is_module_thread_trampoline(base_name(&f.function))
-    });
-    let from_user = frames.iter().any(|f| {
-        let n = base_name(&f.function);
-        n.starts_with("entry_SYSCALL")
-            || n.starts_with("el0_")
-            || n.starts_with("do_syscall")
-            || n == "system_call_fastpath"
-            || n == "ret_fast_syscall"
-    });
-    bottom && !from_user && syscall_from_stack(frames).is_none()
 }
 
 /// Who entered the kernel: a system call (decoded from `/proc/<tid>/syscall`, or none) or a kernel thread.
@@ -630,7 +553,7 @@ fn compose(
         (None, Origin::Syscall(s)) => syscall_from_stack(frames)
             .or(s)
             .or_else(|| syscall_from_handlers(frames))
-            .or_else(|| return_path::deferred_close(frames))
+            .or_else(|| entry::deferred_close(frames))
             .map(str::to_string),
         (None, Origin::KernelThread { .. }) => None,
     };
