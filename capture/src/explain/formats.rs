@@ -8,6 +8,8 @@ use std::borrow::Cow;
 use super::task_line::{contains, find};
 pub(super) use super::task_line::{old_task_line, task_line_head};
 use super::tool_formats;
+// The kernel's timestamp in a line's prefix moved to stamp.rs with the other stamps (round 17: the house limit).
+pub(super) use super::stamp::kernel_stamp;
 
 /// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`); also an
 /// Android kernel log's `[   79.822894 / 05-03 18:11:50.340]` (uptime / wall clock, round 7).
@@ -884,22 +886,4 @@ pub(super) fn is_switch_point(name: &str) -> bool {
             | "_cond_resched"
             | "__cond_resched"
     )
-}
-
-/// The kernel's timestamp in a line's prefix (`[ 5036.077593]`, `kernel: [163245.663663]`, `dmesg -T`'s
-/// `[Wed Jun 14 18:03:48 2017]`), in seconds.
-pub(super) fn kernel_stamp(raw: &str) -> Option<f64> {
-    let open = raw.find('[')?;
-    if open > 64 {
-        return None;
-    }
-    let rest = &raw[open + 1..];
-    let close = rest.find(']')?;
-    let inner = rest[..close].trim();
-    if let Some(t) = super::stamp::ctime_seconds(inner) {
-        return Some(t);
-    }
-    let (secs, frac) = inner.split_once('.')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(secs) && digits(frac)).then(|| inner.parse().ok())?
 }

@@ -34,3 +34,21 @@ pub(super) fn ctime_seconds(s: &str) -> Option<f64> {
     let days = era * 146_097 + doe - 719_468;
     Some((days * 86_400 + h * 3_600 + m * 60 + sec) as f64)
 }
+
+/// The kernel's timestamp in a line's prefix (`[ 5036.077593]`, `kernel: [163245.663663]`, `dmesg -T`'s
+/// `[Wed Jun 14 18:03:48 2017]`), in seconds.
+pub(super) fn kernel_stamp(raw: &str) -> Option<f64> {
+    let open = raw.find('[')?;
+    if open > 64 {
+        return None;
+    }
+    let rest = &raw[open + 1..];
+    let close = rest.find(']')?;
+    let inner = rest[..close].trim();
+    if let Some(t) = ctime_seconds(inner) {
+        return Some(t);
+    }
+    let (secs, frac) = inner.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(secs) && digits(frac)).then(|| inner.parse().ok())?
+}
