@@ -77,6 +77,9 @@ CURATED = [
     ("six_lock_", "bcachefs", "fs/bcachefs"), ("__six_lock_", "bcachefs", "fs/bcachefs"),
     # Round 8 (issue 38): block/genhd.c's disk registration, whose names begin with the driver core's prefix.
     ("device_add_disk", "block", "block"), ("__device_add_disk", "block", "block"),
+    # Round 17: the fbdev core (drivers/video/fbdev/core/fbmem.c, fb_defio.c: fb_open, fb_compat_ioctl,
+    # fb_set_var, fb_deferred_io_*), built in (CONFIG_FB=y) on the images above, so no module shows it.
+    ("fb_", "fbdev", "drivers/video/fbdev/core"),
 ]
 
 

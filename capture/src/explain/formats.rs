@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use super::task_line::{contains, find};
 pub(super) use super::task_line::{old_task_line, task_line_head};
 use super::tool_formats;
+// The kernel's timestamp in a line's prefix moved to stamp.rs with the other stamps (round 17: the house limit).
 
 /// A `[ 123.456789]`, `[Wed Sep 26 00:30:18 2018]` or `[ T123]` prefix: not an address (`[<…>]`); also an
 /// Android kernel log's `[   79.822894 / 05-03 18:11:50.340]` (uptime / wall clock, round 7).

@@ -82,8 +82,10 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
         .collect();
     let mut tagged = frames.to_vec();
     let mut any = false;
-    for f in &mut tagged {
-        let Some(l) = layer_of(super::frame_name::base_name(&f.function)).filter(|l| l.module)
+    for (i, f) in tagged.iter_mut().enumerate() {
+        let Some(l) = inlined_into(frames, i)
+            .or_else(|| layer_of(super::frame_name::base_name(&f.function)))
+            .filter(|l| l.module)
         else {
             continue;
         };
@@ -100,6 +102,22 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
     any.then_some(tagged)
 }
 
+/// Round 17: the module of an inlined frame (a decoded report's `p9_conn_destroy net/9p/trans_fd.c:909
+/// [inline]`: no address of its own) is its caller's. The compiler inlines a static function into its caller's
+/// body, so it is code of the caller's object file and module, whatever a sibling module of the same directory
+/// its prefix reads as (`p9_` is 9pnet's, but trans_fd.c is 9pnet_fd's). Only module rows on both sides: a
+/// header's inline helper (`dma_fence_wait`, a core layer) keeps its own name.
+fn inlined_into(frames: &[StackFrame], i: usize) -> Option<Layer> {
+    let no_address = |f: &StackFrame| f.offset == 0 && f.size == 0;
+    if !no_address(&frames[i]) {
+        return None;
+    }
+    let own = layer_of(super::frame_name::base_name(&frames[i].function)).filter(|l| l.module)?;
+    let caller = frames[i + 1..].iter().find(|f| !no_address(f))?;
+    layer_of(super::frame_name::base_name(&caller.function))
+        .filter(|l| l.module && l.dir == own.dir)
+}
+
 fn gpu_driver_by_prefix(function: &str) -> Option<&'static str> {
     super::rules::GPU_DRIVER_PREFIXES
         .iter()
@@ -112,10 +130,48 @@ fn gpu_driver_by_prefix(function: &str) -> Option<&'static str> {
 /// sites name them by mechanism (a freeze, a journal, a server) whether built in or a module, and a built-in
 /// one must read as a modular one does.
 pub fn innermost(frames: &[StackFrame]) -> Option<Layer> {
-    frames
-        .iter()
-        .filter_map(|f| layer_of(super::frame_name::base_name(&f.function)))
+    (0..frames.len())
+        .filter_map(|i| {
+            inlined_into(frames, i)
+                .or_else(|| layer_of(super::frame_name::base_name(&frames[i].function)))
+        })
         .find(|l| {
             !matches!(l.dir, "fs" | "mm" | "kernel" | "net/core") && !l.dir.starts_with("fs/")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(function: &str, offset: u64, size: u64) -> StackFrame {
+        StackFrame {
+            function: function.to_string(),
+            offset,
+            size,
+            module: None,
+        }
+    }
+
+    /// Round 17: an inlined static (no address) is its caller's module when the map names a sibling module of
+    /// the same directory; a frame with an address, or a caller in another directory, keeps its own.
+    #[test]
+    fn an_inlined_frame_is_its_callers_module() {
+        let f = [
+            frame("p9_conn_destroy", 0, 0),
+            frame("p9_fd_close", 0x251, 0x430),
+            frame("p9_client_create", 0xd1c, 0x10b0),
+        ];
+        let tagged = tag_built_in(&f).unwrap();
+        assert_eq!(tagged[0].module.as_deref(), Some("9pnet_fd"));
+        assert_eq!(tagged[2].module.as_deref(), Some("9pnet"));
+        let with_address = [
+            frame("p9_conn_destroy", 0x10, 0x40),
+            frame("p9_fd_close", 0x251, 0x430),
+        ];
+        assert_eq!(
+            tag_built_in(&with_address).unwrap()[0].module.as_deref(),
+            Some("9pnet")
+        );
+    }
 }

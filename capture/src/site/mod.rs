@@ -25,6 +25,7 @@
 //! thread waits for an address space's mmap lock, or holds it in a page fault. [`with_recorded_lock`]: a site
 //! made precise by the kernel's own record of the lock waited for (the wait graph's blocker record).
 
+mod entry;
 pub mod frame_name;
 mod recorded_lock;
 pub use recorded_lock::with_recorded_lock;
@@ -39,48 +40,11 @@ pub mod rules;
 mod tests;
 
 use crate::snapshot::StackFrame;
+use entry::syscall_from_handlers;
+pub use entry::{is_kernel_thread_stack, syscall_from_stack};
 use frame_name::base_name;
 use mm_lock::{lock_class, FAULT_LOCK_STEPS, FAULT_PATH};
 use rules::{GENERIC_MODULES, GPU_DRIVER_PREFIXES, SCHEDULER_FRAMES};
-
-/// The syscall a stack without its entry frames was in, when its handlers say: `*_ioctl` functions
-/// (`drm_ioctl`, `amdgpu_gem_va_ioctl`, `uvm_ioctl`) run only under ioctl(2), the VFS's read and write
-/// dispatch (`vfs_write`, a file's `kernfs_fop_write`, `seq_read`) only under read(2)/write(2) and their
-/// vector forms (the outermost one says which).
-fn syscall_from_handlers(frames: &[StackFrame]) -> Option<&'static str> {
-    if frames
-        .iter()
-        .any(|f| base_name(&f.function).ends_with("_ioctl"))
-    {
-        return Some("ioctl");
-    }
-    frames.iter().rev().find_map(|f| {
-        let n = base_name(&f.function);
-        let fop = |op: &str| {
-            n.ends_with(&format!("_fop_{op}")) || n.ends_with(&format!("_fop_{op}_iter"))
-        };
-        // Round 10: open(2), openat(2), creat(2) and openat2(2) all open through do_sys_open(at2) →
-        // do_filp_open (fs/open.c); a crash `bt` whose syscall frame is inlined shows these.
-        if matches!(n, "do_sys_open" | "do_sys_openat2" | "do_filp_open") {
-            Some("open")
-        } else if matches!(n, "do_init_module" | "load_module") {
-            // Round 12b: module load. do_init_module's only caller is load_module, which only init_module(2)
-            // and finit_module(2) call (kernel/module/main.c; kernel/module.c before 6.4); a WARN cut at
-            // do_init_module (insmod probing a PCI driver) has no syscall frame left.
-            Some("init_module")
-        } else if matches!(n, "vfs_write" | "__vfs_write" | "new_sync_write") || fop("write") {
-            Some("write")
-        } else if matches!(
-            n,
-            "vfs_read" | "__vfs_read" | "new_sync_read" | "seq_read" | "seq_read_iter"
-        ) || fop("read")
-        {
-            Some("read")
-        } else {
-            None
-        }
-    })
-}
 
 fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
     frames
@@ -90,46 +54,6 @@ fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
 
 fn is_generic(module: &str) -> bool {
     GENERIC_MODULES.contains(&module)
-}
-
-/// The syscall the stack entered through (`__x64_sys_ioctl`, `__arm64_sys_ioctl`, `__do_sys_…`, and the
-/// `SyS_`/`sys_` names of older kernels).
-pub fn syscall_from_stack(frames: &[StackFrame]) -> Option<&str> {
-    frames.iter().rev().find_map(|f| {
-        let name = base_name(&f.function);
-        rules::SYSCALL_PREFIXES
-            .iter()
-            .find_map(|p| name.strip_prefix(p))
-            .filter(|s| !s.is_empty())
-    })
-}
-
-/// Whether the stack is a kernel thread's: it starts in `kthread`/`ret_from_fork`, or (a paste cut above them)
-/// in a thread function only `kthread()` runs (`irq_thread`, `worker_thread`, `kthread_worker_fn`,
-/// `smpboot_thread_fn`; round 10: spl's trampolines), and never came through a system call.
-pub fn is_kernel_thread_stack(frames: &[StackFrame]) -> bool {
-    let bottom = frames.iter().rev().take(4).any(|f| {
-        matches!(
-            base_name(&f.function),
-            "kthread"
-                | "ret_from_fork"
-                | "ret_from_fork_asm"
-                | "kernel_thread_helper"
-                | "irq_thread"
-                | "worker_thread"
-                | "kthread_worker_fn"
-                | "smpboot_thread_fn"
-        ) || rules::is_module_thread_trampoline(base_name(&f.function))
-    });
-    let from_user = frames.iter().any(|f| {
-        let n = base_name(&f.function);
-        n.starts_with("entry_SYSCALL")
-            || n.starts_with("el0_")
-            || n.starts_with("do_syscall")
-            || n == "system_call_fastpath"
-            || n == "ret_fast_syscall"
-    });
-    bottom && !from_user && syscall_from_stack(frames).is_none()
 }
 
 /// Who entered the kernel: a system call (decoded from `/proc/<tid>/syscall`, or none) or a kernel thread.
@@ -397,11 +321,16 @@ fn driver_path(frames: &[StackFrame]) -> Option<DriverPath<'_>> {
         entry,
         op,
         waits_in: waits_in(&frames[..first], module),
-        // The top frame is the wait itself: said after `…`, not twice.
+        // The top frame is the wait itself: said after `…`, not twice; so is a wait primitive the module
+        // owns at the run's inner end (FUSE's `fuse_simple_request`): its caller is the innermost step.
         run_innermost: if first == 0 {
             entry
         } else {
-            base_name(&frames[first].function)
+            run[..entry_idx]
+                .iter()
+                .map(|f| base_name(&f.function))
+                .find(|n| rules::wait_words(n).is_none())
+                .unwrap_or(entry)
         },
     })
 }
@@ -632,6 +561,7 @@ fn compose(
         (None, Origin::Syscall(s)) => syscall_from_stack(frames)
             .or(s)
             .or_else(|| syscall_from_handlers(frames))
+            .or_else(|| entry::deferred_close(frames))
             .map(str::to_string),
         (None, Origin::KernelThread { .. }) => None,
     };

@@ -486,6 +486,10 @@ pub const SYSCALL_PREFIXES: &[&str] = &[
     "__ia32_sys_",
     "__do_sys_",
     "__se_sys_",
+    // Round 17: the body a syscall shares with its compat entry (net/socket.c's `__sys_sendmsg`,
+    // `__sys_connect`; kernel/bpf's `__sys_bpf`), which a syzbot frame shows called straight from
+    // `do_syscall_x64` when the `__x64_sys_` wrapper is inlined away.
+    "__sys_",
     "ksys_",
     "compat_SyS_",
     "SyS_",

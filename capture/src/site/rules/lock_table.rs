@@ -331,6 +331,30 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "console_sem",
     ),
     t(&["lock_fb_info"], "mutex wait", "fb_info->lock"),
+    // Round 17 (issue 38 held-out: syzkaller hangs). block/genhd.c: del_gendisk removes the partitions
+    // under the whole disk's open_mutex (mutex_lock(&disk->open_mutex); part0's bd_mutex in 5.13), held by
+    // an open or a close of the disk (a driver's release that deletes its own disk from under blkdev_put).
+    t(
+        &["del_gendisk"],
+        "mutex wait",
+        "the disk's open_mutex (bd_mutex)",
+    ),
+    // fs/nfsd/nfsctl.c: the nfsd netlink commands (nfsd_nl_{threads,version,listener,pool_mode}_{get,set}_doit)
+    // take the global nfsd_mutex (mutex_lock(&nfsd_mutex)), held across server start and stop.
+    t(
+        &[
+            "nfsd_nl_threads_get_doit",
+            "nfsd_nl_threads_set_doit",
+            "nfsd_nl_version_get_doit",
+            "nfsd_nl_version_set_doit",
+            "nfsd_nl_listener_get_doit",
+            "nfsd_nl_listener_set_doit",
+            "nfsd_nl_pool_mode_get_doit",
+            "nfsd_nl_pool_mode_set_doit",
+        ],
+        "mutex wait",
+        "nfsd_mutex (the NFS server's global configuration lock)",
+    ),
     // tty_lock() is tty_lock_nested(tty, 0) in 3.x-4.x kernels: the _nested one takes legacy_mutex.
     t(
         &[

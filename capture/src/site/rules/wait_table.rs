@@ -569,6 +569,10 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "usb_kill_urb",
             "usb_kill_anchored_urbs",
             "usb_start_wait_urb",
+            // Round 17: drivers/usb/class/cdc-wdm.c's flush (on every close) waits on the device's waitqueue
+            // (wait_event, killable since 5.8) until WDM_IN_USE clears, which only the write URB's completion
+            // handler (wdm_out_callback) does: a wait for the outstanding write URB.
+            "wdm_flush",
         ],
         "USB URB wait",
     ),
