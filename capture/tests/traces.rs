@@ -286,7 +286,10 @@ fn concatenated_pastes_keep_every_task() {
         }
     }
     assert_eq!(got.len(), want);
-    eprintln!("{} traces, {want} tasks alone and pasted together", all.len());
+    eprintln!(
+        "{} traces, {want} tasks alone and pasted together",
+        all.len()
+    );
 }
 
 /// The corpus's sites in both forms, and how many fixtures each form gets right (run with `--ignored
