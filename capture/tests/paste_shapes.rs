@@ -576,6 +576,9 @@ const KNOWN_MISSES: &[(&str, &str, &str)] = &[
     ("mail_quoted_printable", "nfs-linux-nfs-5.11-mount-", RAW_QP),
     ("journalctl_json", "nfs-linux-nfs-5.11-mount-", RAW_QP),
     ("markdown_inline_code", "nfs-linux-nfs-5.11-mount-", RAW_QP),
+    ("mail_quoted_printable", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
+    ("journalctl_json", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
+    ("markdown_inline_code", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
 ];
 
 const RAW_QP: &str =

@@ -58,6 +58,8 @@ const CALLER_NAMES_THE_WAIT: &[&str] = &[
     // Round 15: a queue freeze is entered for an operation (del_gendisk, an elevator or nr_hw_queues
     // change, a sysfs store): the function that froze the queue says which.
     "block queue freeze wait",
+    // Round 15: a synchronous bio's submitter says which I/O (a swap write-back, a superblock read).
+    "synchronous bio wait (the device has not completed the bio)",
 ];
 
 /// The built-in function that called the wait when it is inner to every module frame: a lock taker (a

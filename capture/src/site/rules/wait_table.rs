@@ -711,4 +711,10 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["generic_file_buffered_read", "generic_file_read_iter"],
         "page lock wait",
     ),
+    // block/bio.c submit_bio_wait: submits a bio and sleeps in wait_for_completion_io on an on-stack
+    // completion that only the bio's end_io (the device completing it) signals: its caller says which I/O.
+    w(
+        &["submit_bio_wait"],
+        "synchronous bio wait (the device has not completed the bio)",
+    ),
 ];
