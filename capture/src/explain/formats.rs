@@ -5,7 +5,6 @@
 
 use std::borrow::Cow;
 
-pub(super) use super::crash_bt::crash_frame;
 use super::task_line::{contains, find};
 pub(super) use super::task_line::{old_task_line, task_line_head};
 use super::tool_formats;
