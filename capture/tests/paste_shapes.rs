@@ -570,7 +570,19 @@ const KNOWN_MISSES: &[(&str, &str, &str)] = &[
          shape dates only the lines that begin with a stamp, so the serial console's lines carry dates and the \
          syslog copy cut into them keeps its seconds: two formats in one stack, which no dmesg -T output holds",
     ),
+    // Round 15: a mail as the archive stores it, quoted-printable soft breaks left in (`[nfs=` / `]`): encoded
+    // again, one decoding gives back the archive's text, soft breaks and all; in a journal's JSON MESSAGE or a
+    // Markdown code span, the broken line is a message the kernel never printed. No tool makes either paste.
+    ("mail_quoted_printable", "nfs-linux-nfs-5.11-mount-", RAW_QP),
+    ("journalctl_json", "nfs-linux-nfs-5.11-mount-", RAW_QP),
+    ("markdown_inline_code", "nfs-linux-nfs-5.11-mount-", RAW_QP),
+    ("mail_quoted_printable", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
+    ("journalctl_json", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
+    ("markdown_inline_code", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
 ];
+
+const RAW_QP: &str =
+    "an archived mail's undecoded soft breaks, encoded again or wrapped line by line as log messages";
 
 const WRAPPED_AFTER_LOGGING: &str =
     "a newest-first journal wrapped after logging, each wrapped rest given a prefix of its own";

@@ -19,6 +19,7 @@
 //! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
+mod crash_bt;
 mod flattened;
 mod formats;
 mod reader;

@@ -2,9 +2,10 @@
 //! wrapped header, a line about the task, stack markers, a frame in one of the notations), keeping the task
 //! being read and the tasks done.
 
+use super::crash_bt::crash_frame;
 use super::formats::{
-    self, arm_from, bare_name, crash_frame, frame_text, header, is_stack_bottom, message,
-    normalize_frame, proc_stack_pid, wrapped_module, Header,
+    self, arm_from, bare_name, frame_text, header, is_stack_bottom, message, normalize_frame,
+    proc_stack_pid, wrapped_module, Header,
 };
 use super::task::{Draft, Gap, Notation, Prefix, Style, MAX_TASKS, MAX_TOTAL_FRAMES};
 use super::task_line::contains;

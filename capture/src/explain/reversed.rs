@@ -13,9 +13,9 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
+use super::crash_bt::crash_frame;
 use super::formats::{
-    arm_from, crash_frame, frame_text, header, is_stack_bottom, message, normalize_frame,
-    old_task_line, Header,
+    arm_from, frame_text, header, is_stack_bottom, message, normalize_frame, old_task_line, Header,
 };
 use super::task::{Prefix, MAX_TASKS};
 use crate::site::frame_name::base_name;

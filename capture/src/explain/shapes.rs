@@ -59,8 +59,22 @@ pub(super) fn undo(text: &str) -> Cow<'_, str> {
     for line in text.split_inclusive('\n') {
         let body = line.trim_end_matches(['\n', '\r']);
         if qp {
-            let soft = body.strip_suffix('=');
-            joined.push_str(soft.unwrap_or(body));
+            // Round 15 (RFC 2045 6.7 rule 3): whitespace after a soft break is transport padding, deleted; a
+            // soft break's rest carries the prefix a tool gave every line after the encoding (a quote mark, a
+            // journal's, a line number): the rest is its message.
+            let soft = body.trim_end_matches([' ', '\t']).strip_suffix('=');
+            let part = soft.unwrap_or(body);
+            if joined.is_empty() {
+                joined.push_str(part);
+            } else {
+                let line = unwrap_line(part);
+                let rest = super::formats::message(&line);
+                joined.push_str(if rest.len() == line.len() {
+                    rest
+                } else {
+                    rest.trim_start()
+                });
+            }
             if soft.is_some() && joined.len() < MAX_JOINED {
                 continue;
             }
@@ -108,6 +122,8 @@ fn is_quoted_printable(text: &str) -> bool {
     for (i, _) in b.iter().enumerate().filter(|(_, &c)| c == b'=') {
         match (b.get(i + 1), b.get(i + 2)) {
             (Some(b'\n'), _) | (Some(b'\r'), Some(b'\n')) | (None, _) => marked = true,
+            // Round 15: a soft break with transport padding after it (RFC 2045 6.7 rule 3).
+            (Some(b' ' | b'\t'), _) if soft_break_padded(&b[i + 1..]) => marked = true,
             (n, m) if hex(n) && hex(m) => {
                 // `=3D`, or a space or tab kept at a line's end (`=20`, `=09`).
                 let line_end = matches!(b.get(i + 3), None | Some(b'\n' | b'\r'));
@@ -126,6 +142,12 @@ fn is_quoted_printable(text: &str) -> bool {
         }
     }
     marked
+}
+
+/// Round 15: spaces or tabs, then the line's end: what follows a soft break's `=` that transport padded.
+fn soft_break_padded(after: &[u8]) -> bool {
+    let line = after.split(|&c| c == b'\n').next().unwrap_or_default();
+    line.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r'))
 }
 
 /// `=XX` of a quoted-printable line as the byte it stands for (the bytes then read as UTF-8).
@@ -462,6 +484,24 @@ mod tests {
         }
         assert_eq!(unwrap_line("[ 1.2] x"), "[ 1.2] x");
         assert!(matches!(unwrap_line("[ 1.2] x"), Cow::Borrowed(_)));
+    }
+
+    /// Round 15: a soft break padded by transport (RFC 2045 6.7 rule 3), and a soft break's rest carrying the
+    /// prefix a tool gave every line after the encoding, join as the archive's decoder joins them.
+    #[test]
+    fn soft_breaks_join_through_padding_and_line_prefixes() {
+        let padded = "> #2 [ffff] rpc_wait_bit_killable at ffffffffc05265ce [sun= \nrpc]\n";
+        assert_eq!(
+            undo(padded),
+            "> #2 [ffff] rpc_wait_bit_killable at ffffffffc05265ce [sunrpc]\n"
+        );
+        let quoted = "> > #11 [ffff] nfs_create_rpc_client at ffffffffc0972319 [nfs=\n> ]\n";
+        assert_eq!(
+            undo(quoted),
+            "> > #11 [ffff] nfs_create_rpc_client at ffffffffc0972319 [nfs]\n"
+        );
+        // Not a soft break: an `=` with text after it on the line (a log's key=value).
+        assert!(!is_quoted_printable("ppid= 2 flags\n"));
     }
 
     #[test]

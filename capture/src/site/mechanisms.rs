@@ -626,6 +626,26 @@ pub const MECHANISMS: &[Mechanism] = &[
         "GPU scheduler thread ({driver}) sleeps in its loop until the GPU's completion notify wakes it (idle between jobs)",
     ),
     m(
+        "nfsdcld upcall",
+        // Round 15. fs/nfsd/nfs4recover.c: the client-tracking operations (nfsd4_cld_create, _remove, _check,
+        // _grace_done, _get_version) queue a message on the rpc_pipefs "cld" pipe (cld_pipe_upcall →
+        // __cld_pipe_upcall, inlined: rpc_queue_upcall) and wait_for_completion(&cup->cu_done), which only
+        // nfsdcld's downcall (cld_pipe_downcall) completes: a dead or stuck nfsdcld daemon holds the nfsd thread.
+        &[
+            "nfsd4_cld_create",
+            "nfsd4_cld_create_v2",
+            "nfsd4_cld_remove",
+            "nfsd4_cld_check",
+            "nfsd4_cld_check_v0",
+            "nfsd4_cld_grace_done",
+            "nfsd4_cld_get_version",
+            "cld_pipe_upcall",
+            "__cld_pipe_upcall",
+        ],
+        None,
+        "NFS server client tracking: waits for the nfsdcld daemon's reply to its rpc_pipefs upcall",
+    ),
+    m(
         "RM TLB invalidate poll (nvidia)",
         // Round 12b. NVIDIA RM, src/nvidia/src/kernel/gpu/mmu/arch/turing/kern_gmmu_tu102.c:
         // kgmmuCommitTlbInvalidate_TU102 writes NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE and

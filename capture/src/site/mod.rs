@@ -38,6 +38,7 @@ pub mod nvidia;
 pub mod rules;
 #[cfg(test)]
 mod tests;
+mod waiter;
 
 use crate::snapshot::StackFrame;
 use entry::syscall_from_handlers;
@@ -45,6 +46,7 @@ pub use entry::{is_kernel_thread_stack, syscall_from_stack};
 use frame_name::base_name;
 use mm_lock::{lock_class, FAULT_LOCK_STEPS, FAULT_PATH};
 use rules::{GENERIC_MODULES, GPU_DRIVER_PREFIXES, SCHEDULER_FRAMES};
+use waiter::{built_in_waiter, waiter};
 
 fn has(frames: &[StackFrame], names: &[&str]) -> Option<usize> {
     frames
@@ -136,7 +138,10 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     for f in frames {
         let name = base_name(&f.function);
         if let Some(wd) = rules::wait_words_in_run(name, words) {
-            words = Some(wd);
+            // Round 15: a generic bit wait's action (`rpc_wait_bit_killable`) says whose bit it is.
+            if !rules::is_generic_bit_wait(name) || words.is_none_or(|w| w == "I/O wait") {
+                words = Some(wd);
+            }
         } else if !SCHEDULER_FRAMES.contains(&name) && !rules::never_sleeps(name) {
             // With the primitive's words, the lock of that kind; without (the primitives omitted), the first.
             taker = match words {
@@ -344,13 +349,14 @@ fn waits_in<'a>(inner: &'a [StackFrame], entry_module: &str) -> Option<(Vec<&'a 
     let is_primitive = |f: &StackFrame| rules::wait_words(base_name(&f.function)).is_some();
     let helper_wait = |i: usize| {
         let f = &inner[i];
-        is_primitive(f)
-            && inner[i + 1..]
-                .iter()
-                .filter(|g| !is_primitive(g))
-                .find_map(|g| g.module.as_deref())
-                .unwrap_or(entry_module)
-                != f.module.as_deref().unwrap_or_default()
+        rules::is_rpc_call_machinery(base_name(&f.function))
+            || is_primitive(f)
+                && inner[i + 1..]
+                    .iter()
+                    .filter(|g| !is_primitive(g))
+                    .find_map(|g| g.module.as_deref())
+                    .unwrap_or(entry_module)
+                    != f.module.as_deref().unwrap_or_default()
     };
     let innermost = (0..inner.len()).find(|&i| inner[i].module.is_some() && !helper_wait(i))?;
     let inner = &inner[innermost..];
@@ -629,78 +635,6 @@ fn compose(
         (None, Some(w)) => Some(w.clone()),
         (None, None) => None,
     }
-}
-
-/// The function that called the wait primitives at the top of the stack (`proc_cgroup_show` under
-/// `mutex_lock`, `__lru_add_drain_all`, `truncate_inode_pages_range` under `__lock_page`): what a kernel
-/// engineer reads first after the wait itself. None when the top frame is no primitive (it is the wait and
-/// already named) or when only entry and thread frames are left.
-fn waiter(frames: &[StackFrame]) -> Option<&str> {
-    let mut primitives = 0;
-    for f in frames {
-        let name = base_name(&f.function);
-        if SCHEDULER_FRAMES.contains(&name) || rules::never_sleeps(name) {
-            continue;
-        }
-        if rules::wait_words(name).is_some() {
-            primitives += 1;
-            continue;
-        }
-        if rules::is_entry_frame(name) {
-            return None;
-        }
-        // A lock taker on top: its lock's primitives were left out of the stack, it is the waiter.
-        if primitives == 0 && rules::lock_taken_by(name).is_none() {
-            return None;
-        }
-        // The lock's own API (`rtnl_lock`, `lock_system_sleep`) is the lock, not the waiter: its caller is.
-        if is_lock_api(name) {
-            primitives += 1;
-            continue;
-        }
-        return Some(name);
-    }
-    None
-}
-
-/// A function that is a lock's API (`rtnl_lock`, `console_lock`, `lock_device_hotplug`) rather than code that
-/// takes a lock for its own work: the lock taker rows name both, the wait is said by the lock's words.
-fn is_lock_api(name: &str) -> bool {
-    rules::lock_taken_by(name).is_some()
-        && (name.ends_with("_lock")
-            || name.ends_with("_lock_killable")
-            || name.ends_with("_lock_interruptible")
-            || name.starts_with("lock_"))
-}
-
-/// Waits whose words do not say what is awaited: the function that entered them does (which work a flush
-/// waits for, whose completion, which operation takes every modeset lock, which async work).
-const CALLER_NAMES_THE_WAIT: &[&str] = &[
-    "workqueue flush wait",
-    "completion wait",
-    "DRM modeset lock wait",
-    "async work wait",
-];
-
-/// The built-in function that called the wait when it is inner to every module frame: a lock taker (a
-/// firmware mailbox's `rpi_firmware_property_list` under a hwmon driver's poll: the lock is that function's),
-/// or — round 7 — the core function that entered a wait primitive on the driver's behalf (`drm_mode_rmfb`
-/// flushing its rmfb work, `drm_mode_obj_get_properties_ioctl` taking every modeset lock): what is waited
-/// for. The driver path names modules only. In a stack of built-in code (`built_in`: its path from the layer
-/// map), any core function that called the wait is named, as a core stack's site names it.
-fn built_in_waiter(frames: &[StackFrame], built_in: bool) -> Option<&str> {
-    let name = waiter(frames)?;
-    let frame = frames.iter().find(|f| base_name(&f.function) == name)?;
-    // The run of wait primitives at the top (`schedule_timeout` under `wait_for_common` under `__flush_work`):
-    // one of them a wait whose caller says what it waits for.
-    let entered_a_wait = frames
-        .iter()
-        .map(|f| base_name(&f.function))
-        .filter(|n| !SCHEDULER_FRAMES.contains(n))
-        .map_while(rules::wait_words)
-        .any(|w| CALLER_NAMES_THE_WAIT.contains(&w));
-    (frame.module.is_none() && (built_in || rules::lock_taken_by(name).is_some() || entered_a_wait))
-        .then_some(name)
 }
 
 /// "process exit → __fput → nvidia_uvm uvm_release": the driver's teardown function, not the framework's

@@ -48,6 +48,20 @@ pub fn wait_words_in_run(name: &str, above: Option<&str>) -> Option<&'static str
     wait_words(name)
 }
 
+/// Round 15: kernel/sched/wait_bit.c's generic bit waits (`__wait_on_bit`, `out_of_line_wait_on_bit`): the
+/// action under them (`bit_wait_io`, `rpc_wait_bit_killable`, `nfs_wait_bit_killable`) says whose bit it is,
+/// so their own words (a buffer's I/O) do not replace the action's.
+pub fn is_generic_bit_wait(name: &str) -> bool {
+    matches!(name, "__wait_on_bit" | "out_of_line_wait_on_bit")
+}
+
+/// Round 15: net/sunrpc's call machinery (rpc_call_sync → rpc_run_task → rpc_execute → __rpc_execute →
+/// rpc_wait_bit_killable): the RPC's generic wait, as a helper module's primitive is, so a driver path names
+/// the function that issued the call (`rpc_create_xprt`'s NULL ping, `_nfs4_proc_delegreturn`).
+pub fn is_rpc_call_machinery(name: &str) -> bool {
+    wait_words(name) == Some("RPC wait")
+}
+
 /// Categories a stack shows anywhere in its frames, innermost frame first.
 pub const CATEGORY_RULES: &[CategoryRule] = &[
     c(FENCE_WAITS, Layer::Gpu, "GPU fence wait ({driver})"),

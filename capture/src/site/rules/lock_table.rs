@@ -296,6 +296,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the sysfs file's of->mutex",
     ),
+    // Round 15: fs/kernfs/dir.c kernfs_remove_by_name_ns takes the kernfs root's kernfs_rwsem for write
+    // (down_write; the global kernfs_mutex before 5.14) to unlink the node: sysfs readers hold it for read.
+    t(
+        &["kernfs_remove_by_name_ns"],
+        "rwsem wait (write)",
+        "kernfs_rwsem (the sysfs/kernfs tree; kernfs_mutex before 5.14)",
+    ),
     // Block devices.
     t(
         &[

@@ -293,6 +293,9 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "rpc_execute",
             "rpc_run_task",
             "nfs_wait_bit_killable",
+            // Round 15: net/sunrpc/clnt.c rpc_call_sync = rpc_run_task of a synchronous task (rpc_execute
+            // sleeps in __rpc_execute until the reply): its caller issued the call.
+            "rpc_call_sync",
         ],
         "RPC wait",
     ),
@@ -612,6 +615,9 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "usleep_range_state",
             "hrtimer_nanosleep",
             "do_nanosleep",
+            // Round 15 (found with round 16's rows above): kernel/time/hrtimer.c's schedule_hrtimeout, the
+            // same hrtimer sleep without a range; its caller is the polling loop.
+            "schedule_hrtimeout",
         ],
         "sleep",
     ),
@@ -700,5 +706,39 @@ pub const WAIT_WORDS: &[WaitWord] = &[
     w(
         &["write_all_supers"],
         "btrfs superblock write wait (write_all_supers: the devices' cache flush or the superblock copies' I/O has not completed)",
+    ),
+    // Round 15 (issue 38 held-out: SysRq-w dumps and crash `bt`).
+    // drivers/mmc/core/mmc_ops.c __mmc_poll_for_busy (5.13+; mmc_poll_for_busy its wrapper): after an erase,
+    // a switch or a write, loops on the busy callback (the host's card_busy = DAT0 low, or CMD13's R1 status)
+    // with usleep_range between polls until the card releases busy or the timeout: the card (or a host whose
+    // card_busy never reports ready) holds it.
+    w(
+        &["__mmc_poll_for_busy", "mmc_poll_for_busy"],
+        "MMC card busy poll (the card holds busy, or the host never reports it ready)",
+    ),
+    // fs/dax.c get_unlocked_entry (4.18-6.x; get_unlocked_mapping_entry before, wait_entry_unlocked its
+    // twin): a DAX mapping entry locked by another fault or writeback (DAX_LOCKED) is waited for on the hashed
+    // dax_entry_waitqueue (prepare_to_wait_exclusive, schedule) until its holder unlocks and wakes it.
+    w(
+        &[
+            "get_unlocked_entry",
+            "get_unlocked_mapping_entry",
+            "wait_entry_unlocked",
+            "wait_entry_unlocked_exclusive",
+        ],
+        "DAX entry lock wait (another fault or writeback holds the mapping entry)",
+    ),
+    // mm/filemap.c (4.x-5.11): generic_file_buffered_read, inlined into generic_file_read_iter, waits for a
+    // page under read I/O with wait_on_page_locked_killable / lock_page_killable, whose bit waits are inlined
+    // too: io_schedule right under it is the page lock's sleep (the read I/O has not completed).
+    w(
+        &["generic_file_buffered_read", "generic_file_read_iter"],
+        "page lock wait",
+    ),
+    // block/bio.c submit_bio_wait: submits a bio and sleeps in wait_for_completion_io on an on-stack
+    // completion that only the bio's end_io (the device completing it) signals: its caller says which I/O.
+    w(
+        &["submit_bio_wait"],
+        "synchronous bio wait (the device has not completed the bio)",
     ),
 ];
