@@ -364,7 +364,7 @@ fn table_rows() -> Vec<(String, Vec<capture::site::rules::Pattern>)> {
             ));
         }
     }
-    for t in rules::LOCK_TAKERS {
+    for t in rules::lock_takers() {
         rows.push((
             format!("lock taker {:?} ({})", t.lock, first(&t.pattern)),
             vec![t.pattern],

@@ -114,6 +114,8 @@ pub(super) fn message(line: &str) -> &str {
         s = quoted;
         s = strip_comment_mark(s);
         s = strip_emphasis(s);
+        // Round 19: a web page's `<pre>` where the kernel's text starts (before or after a log prefix).
+        s = super::markup::html_tags(s).unwrap_or(s);
         s = strip_iso_time(s);
         s = strip_syslog_date(s);
         s = strip_kmsg_header(s);

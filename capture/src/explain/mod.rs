@@ -15,6 +15,7 @@
 //! scheduler or wait-queue frames, function pointers, or an interrupt's frames); this module is the public
 //! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order; `shapes`
 //! undoes what a transport, page or tool did to the paste first (encodings, entities, line wrappers);
+//! `markup` the page tags (`<pre>`) [`formats`] takes off where a line's message starts;
 //! `task_line` reads an old kernel's task line and holds the substring search asked of every line. A frame
 //! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
@@ -22,6 +23,7 @@ mod clean;
 mod crash_bt;
 mod flattened;
 mod formats;
+mod markup;
 mod reader;
 mod reversed;
 mod shapes;

@@ -10,12 +10,15 @@
 //!   driver": the entry and the waiting module are the driver modules around them.
 //!
 //! Map: `pattern` the row types and constructors; `wait_table` the primitives ([`WAIT_WORDS`]); `lock_table`
-//! the lock takers ([`LOCK_TAKERS`]); this module the category tables, the frame lists and the lookups.
+//! the lock takers ([`LOCK_TAKERS`]); `hidden_wait_table` round 19's ([`HIDDEN_WAIT_TAKERS`]); this module
+//! the category tables, the frame lists and the lookups.
 
+mod hidden_wait_table;
 mod lock_table;
 mod pattern;
 mod wait_table;
 
+pub use hidden_wait_table::HIDDEN_WAIT_TAKERS;
 pub use lock_table::LOCK_TAKERS;
 pub use pattern::{CategoryRule, Layer, LockTaker, Pattern, WaitWord};
 pub use wait_table::WAIT_WORDS;
@@ -511,16 +514,19 @@ pub const SYSCALL_PREFIXES: &[&str] = &[
     "sys_",
 ];
 
+/// Every lock taker row: [`LOCK_TAKERS`], then round 19's [`HIDDEN_WAIT_TAKERS`].
+pub fn lock_takers() -> impl Iterator<Item = &'static LockTaker> {
+    LOCK_TAKERS.iter().chain(HIDDEN_WAIT_TAKERS)
+}
+
 /// The lock `name` takes, if it is a known taker.
 pub fn lock_taken_by(name: &str) -> Option<&'static LockTaker> {
-    LOCK_TAKERS.iter().find(|t| t.pattern.matches(name))
+    lock_takers().find(|t| t.pattern.matches(name))
 }
 
 /// The lock `name` takes with the primitive the wait words `words` name (`mutex wait`, `rwsem wait (write)`…):
 /// a function that takes two locks (cgroup_can_fork: cgroup_mutex, then cgroup_threadgroup_rwsem) is named by
 /// the one its wait is on, and a taker whose lock is of another kind than the wait names none.
 pub fn lock_taken_with(name: &str, words: &str) -> Option<&'static LockTaker> {
-    LOCK_TAKERS
-        .iter()
-        .find(|t| t.pattern.matches(name) && words.starts_with(t.wait))
+    lock_takers().find(|t| t.pattern.matches(name) && words.starts_with(t.wait))
 }

@@ -1,0 +1,35 @@
+//! Round 19 (issue 38 held-out: kernel threads): functions that call a `__sched` wait primitive themselves, so
+//! `/proc/<tid>/stack` (which leaves the primitive out) ends at them. Each row names what that call waits on,
+//! read from the function's source; the lookups read these rows after [`super::LOCK_TAKERS`].
+
+use super::pattern::{t, LockTaker};
+
+/// Round 19's lock takers (kswapd's inode eviction on ZFS, dm-crypt's worker, usb-storage's error handler).
+pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
+    // module/zfs/zfs_znode.c: zfs_zinactive (the last iput of a ZFS inode: zpl_evict_inode -> zfs_inactive)
+    // first takes the object's hold lock so no zfs_zget races the release (ZFS_OBJ_HOLD_ENTER = mutex_enter
+    // on the z_hold_mtx bucket of the object id before 0.7, zfs_znode_hold_enter's zh_lock since), then the
+    // znode's z_lock. A reclaiming kswapd waits here while the holder itself waits for memory.
+    t(
+        &["zfs_zinactive"],
+        "mutex wait",
+        "the ZFS object's hold lock (ZFS_OBJ_HOLD_ENTER / zfs_znode_hold_enter) or the znode's z_lock",
+    ),
+    // drivers/md/dm-crypt.c: crypt_convert hands each sector to the cipher; when the crypto driver's queue is
+    // full the request is backlogged (-EBUSY) and dm-crypt waits on ctx->restart (wait_for_completion), which
+    // kcryptd_async_done completes once the driver takes the request: an accelerator that stops answering
+    // (QAT, CAAM) holds every kcryptd worker here.
+    t(
+        &["crypt_convert"],
+        "completion wait",
+        "the crypto driver's backlog (ctx->restart: dm-crypt waits for the cipher to take the request)",
+    ),
+    // drivers/usb/storage/scsiglue.c: the SCSI error handler's device reset (eh_device_reset_handler =
+    // device_reset) takes the USB storage device's dev_mutex before the transport reset; the usb-storage
+    // control thread holds it for the whole command, so a stalled transfer blocks scsi_eh_N here.
+    t(
+        &["device_reset"],
+        "mutex wait",
+        "the USB storage device's mutex (us->dev_mutex, usb-storage)",
+    ),
+];
