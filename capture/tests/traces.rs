@@ -99,6 +99,10 @@ const OMITTED_FROM_PROC: &[&str] = &[
     "down_write",
     "__down",
     "__down_common",
+    // Round 19: kernel/locking/semaphore.c's other `__sched` entries and its 6.x wait loop.
+    "down_timeout",
+    "__down_timeout",
+    "___down_common",
     "wait_for_completion",
     "wait_for_common",
     "__wait_for_common",

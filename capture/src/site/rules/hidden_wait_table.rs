@@ -1,10 +1,11 @@
-//! Round 19 (issue 38 held-out: kernel threads): functions that call a `__sched` wait primitive themselves, so
-//! `/proc/<tid>/stack` (which leaves the primitive out) ends at them. Each row names what that call waits on,
-//! read from the function's source; the lookups read these rows after [`super::LOCK_TAKERS`].
+//! Round 19 (issue 38 held-out: kernel threads): lock takers, most of them functions that call a `__sched`
+//! wait primitive themselves, so `/proc/<tid>/stack` (which leaves the primitive out) ends at them. Each row
+//! names what that call waits on, read from the function's source; the lookups read these rows after
+//! [`super::LOCK_TAKERS`].
 
 use super::pattern::{t, LockTaker};
 
-/// Round 19's lock takers (kswapd's inode eviction on ZFS, dm-crypt's worker, usb-storage's error handler).
+/// Round 19's lock takers (kswapd's inode eviction on ZFS, dm-crypt's worker, ACPICA, usb-storage's error handler).
 pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
     // module/zfs/zfs_znode.c: zfs_zinactive (the last iput of a ZFS inode: zpl_evict_inode -> zfs_inactive)
     // first takes the object's hold lock so no zfs_zget races the release (ZFS_OBJ_HOLD_ENTER = mutex_enter
@@ -23,6 +24,15 @@ pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
         &["crypt_convert"],
         "completion wait",
         "the crypto driver's backlog (ctx->restart: dm-crypt waits for the cipher to take the request)",
+    ),
+    // drivers/acpi/acpica/utmutex.c: acpi_ut_acquire_mutex takes one of ACPICA's own mutexes (the namespace,
+    // interpreter, tables… locks, each an OS semaphore: acpi_os_acquire_mutex = acpi_os_wait_semaphore) with
+    // no timeout; an AML method that sleeps or never returns while holding it (a thermal zone's _TMP, a GPE
+    // method) blocks every other ACPI evaluation, kacpid's GPE work first.
+    t(
+        &["acpi_ut_acquire_mutex"],
+        "semaphore wait",
+        "an ACPICA mutex (namespace or interpreter lock, an OS semaphore)",
     ),
     // drivers/usb/storage/scsiglue.c: the SCSI error handler's device reset (eh_device_reset_handler =
     // device_reset) takes the USB storage device's dev_mutex before the transport reset; the usb-storage

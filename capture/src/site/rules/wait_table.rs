@@ -99,6 +99,11 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "down",
             "__down",
             "__down_common",
+            // Round 19: kernel/locking/semaphore.c's wait loop, split out of __down_common in 6.x.
+            "___down_common",
+            // Round 19: drivers/acpi/osl.c, ACPICA's OS-services semaphore wait (down_timeout on the
+            // semaphore an ACPICA mutex or semaphore is built on).
+            "acpi_os_wait_semaphore",
             "down_interruptible",
             "__down_interruptible",
             "down_killable",
