@@ -113,6 +113,7 @@ pub(super) fn message(line: &str) -> &str {
         }
         s = quoted;
         s = strip_comment_mark(s);
+        s = tool_formats::strip_node_facility_level(s);
         s = strip_emphasis(s);
         s = strip_iso_time(s);
         s = strip_syslog_date(s);
