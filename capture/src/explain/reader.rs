@@ -145,34 +145,12 @@ impl Reader {
                     })
                 && top_like()
         };
-        // Round 18: a `dmesg -T` date more than a day before the last one is another incident's log, not a
-        // printk or OCR glitch: a new stack whatever its first frame.
-        let other_incident = |d: &Draft| match (d.stamp, self.stamp) {
-            (Some(last), Some(now)) => {
-                now < last - 86_400.0
-                    && notation.prefix == super::task::Prefix::DateStamp
-                    && d.notation.is_some_and(|n| n.prefix == notation.prefix)
-            }
-            _ => false,
-        };
-        // Round 18: uptime seconds and `dmesg -T` dates are two invocations' output (one dmesg prints one of
-        // them), so a frame in the other is another paste's whatever its name.
-        let other_stamp_kind = |d: &Draft| {
-            use super::task::Prefix::{DateStamp, Timestamp};
-            d.notation.is_some_and(|n| {
-                matches!(
-                    (n.prefix, notation.prefix),
-                    (Timestamp, DateStamp) | (DateStamp, Timestamp)
-                )
-            })
-        };
         let split = self.draft.as_ref().is_some_and(|d| {
             !bottom_again
                 && !d.frames.is_empty()
                 && (d.ended
                     || under_syscall(d)
-                    || other_incident(d)
-                    || other_stamp_kind(d)
+                    || d.another_dmesg_run(self.stamp, notation)
                     || ((other_log(d) || other_prefix(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
                     || switch_below(d)
