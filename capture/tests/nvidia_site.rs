@@ -123,6 +123,16 @@ fn categories_from_the_public_reports() {
             "[<0>] _nv012345rm+0x10/0x20 [nvidia]\n[<0>] _nv067890rm+0x10/0x20 [nvidia]\n[<0>] nvidia_ioctl+0x5e4/0x8c0 [nvidia]\n",
             NvidiaWait::ObfuscatedFrames,
         ),
+        // Round 18: a GPU's first open brings it up (rm_init_adapter) inside nvidia-modeset's RM call, and
+        // CPU-RM's NVLink state sync is an RPC to GSP-RM.
+        (
+            "[<0>] _nv033456rm+0xac/0x130 [nvidia]\n[<0>] rm_init_adapter+0xc5/0xe0 [nvidia]\n[<0>] nv_open_device+0x417/0x8a0 [nvidia]\n[<0>] nvkms_open_gpu+0x49/0x80 [nvidia_modeset]\n",
+            NvidiaWait::AdapterInit,
+        ),
+        (
+            "[<0>] knvlinkSyncLinkMasksAndVbiosInfo_IMPL+0xb7/0x1a0 [nvidia]\n[<0>] rmapiControlWithSecInfo+0x79/0x140 [nvidia]\n",
+            NvidiaWait::GspRpc,
+        ),
     ];
     for (stack, want) in cases {
         assert_eq!(

@@ -579,6 +579,12 @@ const KNOWN_MISSES: &[(&str, &str, &str)] = &[
     ("mail_quoted_printable", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
     ("journalctl_json", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
     ("markdown_inline_code", "mm-linux-mm-6.8-bcachefs-", RAW_QP),
+    // Round 18: the same for a raw quoted-printable amd-gfx mail whose soft breaks cut a workqueue line and the
+    // holder's task line; an editor that turns the wrapped rest's indent (`  pid:…`) into a tab too.
+    ("mail_quoted_printable", "rocm-lore-baylibre-", RAW_QP),
+    ("journalctl_json", "rocm-lore-baylibre-", RAW_QP),
+    ("markdown_inline_code", "rocm-lore-baylibre-", RAW_QP),
+    ("editor_tabs", "rocm-lore-baylibre-", RAW_QP),
 ];
 
 const RAW_QP: &str =

@@ -113,6 +113,7 @@ pub(super) fn message(line: &str) -> &str {
         }
         s = quoted;
         s = strip_comment_mark(s);
+        s = tool_formats::strip_node_facility_level(s);
         s = strip_emphasis(s);
         // Round 19: a web page's `<pre>` where the kernel's text starts (before or after a log prefix).
         s = super::markup::html_tags(s).unwrap_or(s);

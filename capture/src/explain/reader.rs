@@ -150,6 +150,7 @@ impl Reader {
                 && !d.frames.is_empty()
                 && (d.ended
                     || under_syscall(d)
+                    || d.another_dmesg_run(self.stamp, notation)
                     || ((other_log(d) || other_prefix(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
                     || switch_below(d)

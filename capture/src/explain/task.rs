@@ -141,6 +141,25 @@ pub(super) enum Style {
 }
 
 impl Draft {
+    /// Round 18: whether a frame line with this stamp and notation is another dmesg run's, whatever its first
+    /// frame: uptime seconds and `dmesg -T` dates are two invocations' output (one dmesg prints one of them),
+    /// and a `dmesg -T` date more than a day before the last one is another incident's log, not a printk or
+    /// OCR glitch.
+    pub(super) fn another_dmesg_run(&self, stamp: Option<f64>, now: Notation) -> bool {
+        let Some(last) = self.notation else {
+            return false;
+        };
+        let kinds = (last.prefix, now.prefix);
+        if matches!(
+            kinds,
+            (Prefix::Timestamp, Prefix::DateStamp) | (Prefix::DateStamp, Prefix::Timestamp)
+        ) {
+            return true;
+        }
+        kinds == (Prefix::DateStamp, Prefix::DateStamp)
+            && matches!((self.stamp, stamp), (Some(before), Some(t)) if t < before - 86_400.0)
+    }
+
     pub(super) fn push(&mut self, frame: StackFrame, guess: bool) {
         if self.in_irq {
             return;

@@ -52,6 +52,39 @@ pub(super) fn strip_level_facility(s: &str) -> &str {
     }
 }
 
+/// Round 18: `192.168.11.119: kern: warning: [2026-04-22T21:27:51.289597368Z]:  frame+0x1/0x2`:
+/// `talosctl dmesg` (a Talos node's kernel log): the node's address, the syslog facility and level, each with
+/// a colon, then the RFC 3339 time in brackets and a colon. Taken whole or not at all.
+pub(super) fn strip_node_facility_level(s: &str) -> &str {
+    const FACILITIES: &[&str] = &[
+        "kern", "user", "daemon", "syslog", "auth", "authpriv", "local7",
+    ];
+    const LEVELS: &[&str] = &[
+        "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+    ];
+    let t = s.trim_start();
+    let Some((node, rest)) = t.split_once(": ") else {
+        return s;
+    };
+    let Some((facility, rest)) = rest.split_once(": ") else {
+        return s;
+    };
+    let Some((level, rest)) = rest.split_once(": ") else {
+        return s;
+    };
+    if node.is_empty()
+        || node.contains(char::is_whitespace)
+        || !FACILITIES.contains(&facility)
+        || !LEVELS.contains(&level)
+    {
+        return s;
+    }
+    match rest.strip_prefix('[').and_then(|r| r.split_once("]:")) {
+        Some((time, after)) if time.len() <= 40 && time.contains('T') => after,
+        _ => s,
+    }
+}
+
 /// A sampling profiler's numbered call stack (Tracy's, round 12b): `  2. kgmmuCheckPendingInvalidates_TU102
 /// (<kernel>) nvidia` → the function and its image (`nvidia`; the core kernel's is `<kernel>`), innermost first
 /// like crash's `bt`. Only frames marked `(<kernel>)`: a user-space frame names its library, and a numbered

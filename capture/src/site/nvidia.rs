@@ -47,6 +47,8 @@ pub enum NvidiaWait {
     ModesetRmCall,
     /// nvidia-modeset spinning on its pushbuffer / GPFIFO (`nvPushKickoff`, `nvWriteGpEntry`).
     ModesetPushbufferSpin,
+    /// Round 18: `rm_init_adapter`, the RM's GPU bring-up on the first open (RmInitAdapter).
+    AdapterInit,
     /// Proprietary module: `_nv…rm` frames that name nothing.
     ObfuscatedFrames,
 }
@@ -73,6 +75,7 @@ impl NvidiaWait {
             NvidiaWait::ModesetGlobalLock => "nvidia-modeset global lock",
             NvidiaWait::ModesetRmCall => "nvidia-modeset RM call (holds the nvkms lock)",
             NvidiaWait::ModesetPushbufferSpin => "nvidia-modeset pushbuffer/GPFIFO spin",
+            NvidiaWait::AdapterInit => "RM adapter init (rm_init_adapter: GPU bring-up)",
             NvidiaWait::ObfuscatedFrames => "obfuscated frames",
         }
     }
@@ -104,6 +107,7 @@ impl NvidiaWait {
             NvidiaWait::ModesetPushbufferSpin => {
                 "spins on the nvidia-modeset pushbuffer (waits for GPFIFO space)"
             }
+            NvidiaWait::AdapterInit => "is bringing the GPU up (rm_init_adapter, first open)",
             NvidiaWait::ObfuscatedFrames => "is in obfuscated driver frames",
         }
     }
@@ -138,6 +142,11 @@ pub const NAMED: &[NvidiaRule] = &[
             "kgspRecvPoll_IMPL",
             "_issueRpcAndWait",
             "_kgspRpcRecvPoll_IMPL",
+            // Round 18 (src/nvidia/src/kernel/gpu/nvlink/kernel_nvlink.c): CPU-RM forwards NVLink controls to
+            // GSP-RM with `knvlinkExecGspRmRpc`; `knvlinkSyncLinkMasksAndVbiosInfo` ("synchronize the link
+            // masks … between CPU and GSP-RMs") calls it, inlined or cut from a dump.
+            "knvlinkExecGspRmRpc",
+            "knvlinkSyncLinkMasksAndVbiosInfo_IMPL",
         ],
         NvidiaWait::GspRpc,
     ),
@@ -218,6 +227,15 @@ pub const NAMED: &[NvidiaRule] = &[
     r(
         &["nvkms_call_rm", "nvkms_open_gpu", "nvkms_close_gpu"],
         NvidiaWait::ModesetRmCall,
+    ),
+    // Round 18, GPU drivers from source (kernel-open/nvidia/nv.c `nv_open_device` → `nv_start_device` →
+    // `rm_init_adapter`; src/nvidia/arch/nvalloc/unix/src/osinit.c `RmInitAdapter`): the first open of a GPU
+    // brings it up under the RM locks (on GSP GPUs `kgspInitRm` boots the firmware and waits for it). The
+    // proprietary module's frames inside it are `_nv…rm`; the exported entry says the operation. A named wait
+    // inner to it (`rmapiLockAcquire`, a GSP RPC) is matched first.
+    r(
+        &["rm_init_adapter", "RmInitAdapter"],
+        NvidiaWait::AdapterInit,
     ),
 ];
 

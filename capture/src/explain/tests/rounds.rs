@@ -174,3 +174,61 @@ fn the_hung_task_detectors_own_backtrace_is_no_task() {
     assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
     assert_eq!(e.tasks[0].task, "a.out");
 }
+
+/// Round 18: `talosctl dmesg`'s node, facility, level and RFC 3339 time with their colons are a prefix; a
+/// `dmesg -T` block dated more than a day before the last stack, and a block in uptime seconds after one in
+/// `dmesg -T` dates, are other pastes even when their first frame names no wait.
+mod round18 {
+    use super::*;
+
+    #[test]
+    fn a_talos_node_prefix_is_not_the_frame() {
+        let log = "\
+10.0.0.7: kern: warning: [2026-04-22T21:27:51.289597368Z]:  knvlinkSyncLinkMasksAndVbiosInfo_IMPL+0xb7/0x1a0 [nvidia]
+10.0.0.7: kern: warning: [2026-04-22T21:27:51.290423802Z]:  rmapiControlWithSecInfo+0x79/0x140 [nvidia]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(
+            frame_names(&e.tasks[0]),
+            [
+                "knvlinkSyncLinkMasksAndVbiosInfo_IMPL",
+                "rmapiControlWithSecInfo"
+            ]
+        );
+        // Not a Talos line: a word that is no facility keeps the line as it is.
+        let other = "node: kernel2: warning: [2026-04-22T21:27:51Z]:  f+0x1/0x2\n";
+        assert!(explain(other.as_bytes())
+            .map(|e| e.tasks.iter().all(|t| t.stack.is_empty()))
+            .unwrap_or(true));
+    }
+
+    #[test]
+    fn a_dmesg_t_block_a_day_earlier_is_another_paste() {
+        let log = "\
+[Fri Mar  6 14:53:28 2026]  __ib_umem_release+0xa9/0xe0 [ib_core]
+[Fri Mar  6 14:53:28 2026]  destroy_hw_idr_uobject+0x13/0x20 [ib_uverbs]
+[Mon Mar  6 21:22:08 2023]  _nv038505rm+0xc/0x30 [nvidia]
+[Mon Mar  6 21:22:08 2023]  ? rm_ioctl+0x54/0xb0 [nvidia]
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 2, "{:?}", e.tasks);
+        assert_eq!(frame_names(&e.tasks[1])[0], "_nv038505rm");
+        // The same day (a stack printed over a few seconds) is one stack.
+        let same = log.replace("Mon Mar  6 21:22:08 2023", "Fri Mar  6 14:53:29 2026");
+        assert_eq!(explain(same.as_bytes()).unwrap().tasks.len(), 1);
+    }
+
+    #[test]
+    fn uptime_seconds_after_dmesg_t_dates_are_another_paste() {
+        let log = "\
+[Mon Mar  6 21:22:08 2023]  _nv038505rm+0xc/0x30 [nvidia]
+[Mon Mar  6 21:22:08 2023]  ? entry_SYSCALL_64_after_hwframe+0x61/0xc6
+[  155.441404]  uvm_vm_close_managed_entry+0x92/0xb0 [nvidia_uvm]
+[  155.441426]  remove_vma+0x31/0x90
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 2, "{:?}", e.tasks);
+        assert_eq!(frame_names(&e.tasks[1])[0], "uvm_vm_close_managed_entry");
+    }
+}

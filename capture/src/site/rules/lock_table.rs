@@ -778,6 +778,14 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
     // kernel/cgroup/cgroup.c: the cgroup_destroy worker offlining a killed css (css_killed_work_fn ->
     // offline_css, which asserts cgroup_mutex held) takes cgroup_mutex around the whole offline walk.
     t(&["css_killed_work_fn"], "mutex wait", "cgroup_mutex"),
+    // Round 18: mm/gup.c `unpin_user_pages_dirty_lock` (`put_user_pages_dirty_lock` before 5.6) releases pages
+    // a driver pinned (an RDMA MR's umem, a GPU's userptr) and marks each dirty with `set_page_dirty_lock`
+    // (mm/page-writeback.c: `lock_page` around `set_page_dirty`): a page under I/O or locked by a fault holds it.
+    t(
+        &["unpin_user_pages_dirty_lock", "put_user_pages_dirty_lock", "set_page_dirty_lock"],
+        "page lock wait",
+        "a pinned page being dirtied on release (set_page_dirty_lock)",
+    ),
     // mm/truncate.c: truncation (inode eviction's truncate_inode_pages_final, truncate(2)) locks each page of
     // the range (lock_page / folio_lock) to take it out of the page cache; a page under read I/O stays locked
     // until the read completes, so the truncation waits for that I/O.
