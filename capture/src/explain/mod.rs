@@ -22,6 +22,7 @@ mod clean;
 mod crash_bt;
 mod flattened;
 mod formats;
+mod kthread_split;
 mod reader;
 mod reversed;
 mod shapes;
