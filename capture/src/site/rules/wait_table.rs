@@ -758,6 +758,14 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["__wait_on_freeing_inode"],
         "inode eviction wait (the inode is being freed; its filesystem's eviction has not finished)",
     ),
+    // net/sunrpc/xprtrdma/verbs.c rpcrdma_xprt_disconnect: its static rpcrdma_xprt_drain (inlined) waits
+    // wait_for_completion(&ep->re_done) until rpcrdma_post_recvs leaves its critical section (re_receiving),
+    // then ib_drain_rq/ib_drain_sq wait for the flushed work requests' completions: a transport close
+    // (xprt_autoclose on xprtiod) held by the RDMA receive path or the device's completion queue.
+    w(
+        &["rpcrdma_xprt_disconnect", "rpcrdma_xprt_drain"],
+        "RPC-over-RDMA disconnect drain completion wait (the receive path or the device's completions have not drained)",
+    ),
     // drivers/gpu/drm/drm_atomic_helper.c commit_tail: a blocking commit (drm_atomic_helper_commit with
     // nonblock false) runs it in the caller; it waits for the new state's fences
     // (drm_atomic_helper_wait_for_fences), the previous commit (wait_for_dependencies: hw_done, flip_done),
