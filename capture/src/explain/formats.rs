@@ -123,6 +123,7 @@ pub(super) fn message(line: &str) -> &str {
         s = strip_printk_level(s);
         s = strip_level_word(s);
         s = tool_formats::strip_harness_labels(s);
+        s = tool_formats::strip_gutter_number(s);
         s = strip_timestamp(s);
         s = tool_formats::strip_level_facility(s);
         if s.len() == before {

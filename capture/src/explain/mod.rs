@@ -16,13 +16,15 @@
 //! API; `reversed` finds newest-first (`journalctl -r`) blocks so they are read in the kernel's order; `shapes`
 //! undoes what a transport, page or tool did to the paste first (encodings, entities, line wrappers);
 //! `markup` the page tags (`<pre>`) [`formats`] takes off where a line's message starts;
-//! `task_line` reads an old kernel's task line and holds the substring search asked of every line. A frame
+//! `task_line` reads an old kernel's task line and holds the substring search asked of every line;
+//! `kthread_split` splits a header-less user stack off a kernel thread's cut stack it was read into. A frame
 //! that does not parse (a demangled C++ name with spaces) is skipped and noted.
 
 mod clean;
 mod crash_bt;
 mod flattened;
 mod formats;
+mod kthread_split;
 mod markup;
 mod reader;
 mod reversed;

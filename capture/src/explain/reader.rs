@@ -49,8 +49,14 @@ impl Reader {
                 self.dropped_tasks += 1;
                 return;
             }
+            let mut d = d;
+            let other = super::kthread_split::split_off_user_stack(&mut d);
             self.total_frames += d.frames.len();
             self.tasks.push(d.finish());
+            if let Some(o) = other {
+                self.draft = Some(o);
+                self.finish_draft();
+            }
         }
     }
 

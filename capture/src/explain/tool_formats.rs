@@ -100,3 +100,26 @@ pub(super) fn numbered_kernel_frame(msg: &str) -> Option<(&str, &str)> {
     let image = image.trim_start().strip_prefix("(<kernel>)")?.trim();
     Some((name, image))
 }
+
+/// An editor's or viewer's line number copied with the line (`162 [  843.072392] INFO: task …`, round 20): a
+/// number, one space, then a kernel log record's `[ secs]` or `[<addr>]`. Only before such a record is a
+/// leading number with a single space a line number (`cat -n`'s tab and a pastebin's `|` are undone with the
+/// other wrappings in `shapes`); outer prefixes (a quote, a journal's) come off first in `formats::message`.
+pub(super) fn strip_gutter_number(s: &str) -> &str {
+    let t = s.trim_start();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 7 {
+        return s;
+    }
+    let Some(record) = t[digits..].strip_prefix(' ') else {
+        return s;
+    };
+    let opens_record = record.strip_prefix('[').is_some_and(|after| {
+        after.starts_with([' ', '<']) || after.starts_with(|c: char| c.is_ascii_digit())
+    });
+    if opens_record {
+        record
+    } else {
+        s
+    }
+}

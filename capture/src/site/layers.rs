@@ -83,6 +83,11 @@ pub fn tag_built_in(frames: &[StackFrame]) -> Option<Vec<StackFrame>> {
     let mut tagged = frames.to_vec();
     let mut any = false;
     for (i, f) in tagged.iter_mut().enumerate() {
+        // The way in (syscall entry, thread machinery) is never a driver's code (round 20: x86-64's
+        // `stub_clone` read as usbip_host's `stub_` prefix).
+        if super::rules::is_entry_frame(super::frame_name::base_name(&f.function)) {
+            continue;
+        }
         let Some(l) = inlined_into(frames, i)
             .or_else(|| layer_of(super::frame_name::base_name(&f.function)))
             .filter(|l| l.module)
@@ -131,6 +136,9 @@ fn gpu_driver_by_prefix(function: &str) -> Option<&'static str> {
 /// one must read as a modular one does.
 pub fn innermost(frames: &[StackFrame]) -> Option<Layer> {
     (0..frames.len())
+        .filter(|&i| {
+            !super::rules::is_entry_frame(super::frame_name::base_name(&frames[i].function))
+        })
         .filter_map(|i| {
             inlined_into(frames, i)
                 .or_else(|| layer_of(super::frame_name::base_name(&frames[i].function)))

@@ -488,6 +488,21 @@ pub fn is_entry_frame(name: &str) -> bool {
         "smpboot_thread_fn",
         "kernel_init",
         "kernel_init_freeable",
+        // Round 20: x86-64's pt_regs syscall stubs (arch/x86/kernel/entry_64.S before 4.2,
+        // arch/x86/entry/entry_64.S to 4.6): the way in of clone(2), fork(2), vfork(2), execve(2)… — not
+        // usbip's `stub_*` (drivers/usb/usbip/stub_*.c), whose prefix the layer map gives to usbip_host.
+        "stub_clone",
+        "stub_fork",
+        "stub_vfork",
+        "stub_execve",
+        "stub_execveat",
+        "stub_rt_sigreturn",
+        "stub_sigaltstack",
+        "stub_iopl",
+        "stub_x32_rt_sigreturn",
+        "stub_x32_execve",
+        "stub_x32_execveat",
+        "ptregscall_common",
     ];
     ENTRY.contains(&name)
         || is_module_thread_trampoline(name)

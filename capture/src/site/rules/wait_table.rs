@@ -746,4 +746,38 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["submit_bio_wait"],
         "synchronous bio wait (the device has not completed the bio)",
     ),
+    // Round 20 (issue 38 held-out: multi-task pastes).
+    // drivers/xen/grant-table.c gnttab_unmap_refs_sync: queues the unmap (gnttab_unmap_refs_async) and sleeps
+    // in wait_for_completion(&data.completion); the async unmap retries on a delayed work while any page still
+    // has another reference (page_count > 1: I/O or a mapping still using the granted page), and completes
+    // only when every page is free and the hypercall unmapped them. wait_for_completion is `__sched`, so a
+    // /proc stack shows this frame on top.
+    w(
+        &["gnttab_unmap_refs_sync"],
+        "Xen grant unmap completion wait (a granted page is still referenced; the deferred unmap has not completed)",
+    ),
+    // fs/inode.c __wait_on_freeing_inode: an inode lookup (find_inode, find_inode_fast, ilookup) that finds
+    // the inode I_FREEING or I_WILL_FREE sleeps on its __I_NEW bit waitqueue until evict() finishes and
+    // wake_up_bit()s it: the wait is the eviction's (the filesystem's evict_inode/clear_inode).
+    w(
+        &["__wait_on_freeing_inode"],
+        "inode eviction wait (the inode is being freed; its filesystem's eviction has not finished)",
+    ),
+    // net/sunrpc/xprtrdma/verbs.c rpcrdma_xprt_disconnect: its static rpcrdma_xprt_drain (inlined) waits
+    // wait_for_completion(&ep->re_done) until rpcrdma_post_recvs leaves its critical section (re_receiving),
+    // then ib_drain_rq/ib_drain_sq wait for the flushed work requests' completions: a transport close
+    // (xprt_autoclose on xprtiod) held by the RDMA receive path or the device's completion queue.
+    w(
+        &["rpcrdma_xprt_disconnect", "rpcrdma_xprt_drain"],
+        "RPC-over-RDMA disconnect drain completion wait (the receive path or the device's completions have not drained)",
+    ),
+    // drivers/gpu/drm/drm_atomic_helper.c commit_tail: a blocking commit (drm_atomic_helper_commit with
+    // nonblock false) runs it in the caller; it waits for the new state's fences
+    // (drm_atomic_helper_wait_for_fences), the previous commit (wait_for_dependencies: hw_done, flip_done),
+    // and, in the driver's atomic_commit_tail, for the display's flip_done or vblank. With only commit_tail
+    // left (a paste cut above it, or the waits' `__sched` frames left out), the wait is one of these.
+    w(
+        &["commit_tail", "drm_atomic_helper_commit_tail", "drm_atomic_helper_commit_tail_rpm"],
+        "DRM atomic commit tail wait (the commit's fences, the previous commit, or the display's flip_done/vblank)",
+    ),
 ];
