@@ -62,23 +62,34 @@ pub(super) fn strip_node_facility_level(s: &str) -> &str {
     const LEVELS: &[&str] = &[
         "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
     ];
+    // Prefix checks only (this runs on every line, up to 16 MiB of them): the node is one word, so its
+    // `: ` comes before any whitespace; the facility and level are words from the lists.
     let t = s.trim_start();
-    let Some((node, rest)) = t.split_once(": ") else {
+    let Some(space) = t.find(char::is_whitespace) else {
         return s;
     };
-    let Some((facility, rest)) = rest.split_once(": ") else {
+    // `fe80::1: kern: …`: the node may hold colons; its `: ` is the first whitespace.
+    let (Some(node), Some(rest)) = (t[..space].strip_suffix(':'), t[space..].strip_prefix(' '))
+    else {
         return s;
     };
-    let Some((level, rest)) = rest.split_once(": ") else {
-        return s;
+    let word = |rest: &'_ str, words: &[&str]| -> Option<usize> {
+        words
+            .iter()
+            .find(|w| rest.starts_with(**w) && rest[w.len()..].starts_with(": "))
+            .map(|w| w.len() + 2)
     };
-    if node.is_empty()
-        || node.contains(char::is_whitespace)
-        || !FACILITIES.contains(&facility)
-        || !LEVELS.contains(&level)
-    {
+    if node.is_empty() {
         return s;
     }
+    let Some(n) = word(rest, FACILITIES) else {
+        return s;
+    };
+    let rest = &rest[n..];
+    let Some(n) = word(rest, LEVELS) else {
+        return s;
+    };
+    let rest = &rest[n..];
     match rest.strip_prefix('[').and_then(|r| r.split_once("]:")) {
         Some((time, after)) if time.len() <= 40 && time.contains('T') => after,
         _ => s,
@@ -121,5 +132,32 @@ pub(super) fn strip_gutter_number(s: &str) -> &str {
         record
     } else {
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_node_facility_level as strip;
+
+    /// `talosctl dmesg`'s prefix comes off whole (an IPv6 node's colons included) or not at all.
+    #[test]
+    fn a_node_facility_level_prefix_is_taken_whole_or_not_at_all() {
+        let time = "[2026-04-22T21:27:51.289597368Z]:";
+        assert_eq!(
+            strip(&format!(
+                "192.168.11.119: kern: warning: {time}  frame+0x1/0x2"
+            )),
+            "  frame+0x1/0x2"
+        );
+        assert_eq!(strip(&format!("fe80::1: kern: err: {time} x")), " x");
+        for kept in [
+            format!("node: kernel: warning: {time} x"),
+            format!("node: kern: loud: {time} x"),
+            "node: kern: warning: [no time]: x".to_string(),
+            "Nov 19 01:03:26 host kernel:  clk_prepare_lock+0x4c/0xb0".to_string(),
+            format!(": kern: warning: {time} x"),
+        ] {
+            assert_eq!(strip(&kept), kept);
+        }
     }
 }
