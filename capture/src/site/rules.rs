@@ -10,14 +10,17 @@
 //!   driver": the entry and the waiting module are the driver modules around them.
 //!
 //! Map: `pattern` the row types and constructors; `wait_table` the primitives ([`WAIT_WORDS`]); `lock_table`
-//! the lock takers ([`LOCK_TAKERS`]); `hidden_wait_table` round 19's ([`HIDDEN_WAIT_TAKERS`]); this module
-//! the category tables, the frame lists and the lookups.
+//! the lock takers ([`LOCK_TAKERS`]); `hidden_wait_table` round 19's ([`HIDDEN_WAIT_TAKERS`]);
+//! `firmware_wait_table` round 21's ([`FIRMWARE_WAIT_TAKERS`]); this module the category tables, the frame
+//! lists and the lookups.
 
+mod firmware_wait_table;
 mod hidden_wait_table;
 mod lock_table;
 mod pattern;
 mod wait_table;
 
+pub use firmware_wait_table::FIRMWARE_WAIT_TAKERS;
 pub use hidden_wait_table::HIDDEN_WAIT_TAKERS;
 pub use lock_table::LOCK_TAKERS;
 pub use pattern::{CategoryRule, Layer, LockTaker, Pattern, WaitWord};
@@ -529,9 +532,13 @@ pub const SYSCALL_PREFIXES: &[&str] = &[
     "sys_",
 ];
 
-/// Every lock taker row: [`LOCK_TAKERS`], then round 19's [`HIDDEN_WAIT_TAKERS`].
+/// Every lock taker row: [`LOCK_TAKERS`], then round 19's [`HIDDEN_WAIT_TAKERS`], round 21's
+/// [`FIRMWARE_WAIT_TAKERS`].
 pub fn lock_takers() -> impl Iterator<Item = &'static LockTaker> {
-    LOCK_TAKERS.iter().chain(HIDDEN_WAIT_TAKERS)
+    LOCK_TAKERS
+        .iter()
+        .chain(HIDDEN_WAIT_TAKERS)
+        .chain(FIRMWARE_WAIT_TAKERS)
 }
 
 /// The lock `name` takes, if it is a known taker.
@@ -541,7 +548,9 @@ pub fn lock_taken_by(name: &str) -> Option<&'static LockTaker> {
 
 /// The lock `name` takes with the primitive the wait words `words` name (`mutex wait`, `rwsem wait (write)`…):
 /// a function that takes two locks (cgroup_can_fork: cgroup_mutex, then cgroup_threadgroup_rwsem) is named by
-/// the one its wait is on, and a taker whose lock is of another kind than the wait names none.
+/// the one its wait is on, and a taker whose lock is of another kind than the wait names none. A taker that
+/// enters either of two primitives ("mutex or completion wait", round 21) is named by a wait on either.
 pub fn lock_taken_with(name: &str, words: &str) -> Option<&'static LockTaker> {
-    lock_takers().find(|t| t.pattern.matches(name) && words.starts_with(t.wait))
+    lock_takers()
+        .find(|t| t.pattern.matches(name) && t.wait.split(" or ").any(|w| words.starts_with(w)))
 }

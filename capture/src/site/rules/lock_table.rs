@@ -410,9 +410,9 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "the framebuffer's pages (fb deferred I/O folio_lock)",
     ),
     t(
-        // The mailbox transaction mutex: rpi_firmware_transaction takes it, or (since 5.x)
-        // rpi_firmware_property_list around the whole exchange.
-        &["rpi_firmware_transaction", "rpi_firmware_property_list"],
+        // The mailbox transaction mutex, which the Raspberry Pi tree's rpi_firmware_property_list takes
+        // around the whole exchange (rpi_firmware_transaction's own mutex and reply wait: round 21's table).
+        &["rpi_firmware_property_list"],
         "mutex wait",
         "the Raspberry Pi firmware mailbox transaction lock",
     ),

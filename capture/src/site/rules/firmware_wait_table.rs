@@ -1,0 +1,29 @@
+//! Round 21 (issue 38 held-out: GPU firmware mailboxes and the threads they block): lock takers whose own
+//! wait is hidden in `/proc/<tid>/stack`, each row read from the function's source; the lookups read these
+//! rows after [`super::HIDDEN_WAIT_TAKERS`]. A row's `wait` may name two primitives ("mutex or completion
+//! wait") when the function enters either and the stack cannot say which.
+
+use super::pattern::{t, LockTaker};
+
+/// Round 21's lock takers (the VideoCore firmware mailbox, the cpufreq governors' sample work).
+pub const FIRMWARE_WAIT_TAKERS: &[LockTaker] = &[
+    // drivers/firmware/raspberrypi.c: rpi_firmware_transaction takes transaction_lock (mutex_lock), sends
+    // the message (mbox_send_message) and waits for the VideoCore's reply on fw->c (wait_for_completion;
+    // wait_for_completion_timeout of 1 s since 5.2), both in the function itself: a firmware that never
+    // answers holds its caller in the completion and every later caller (cpufreq, hwmon, vcio) in the mutex.
+    t(
+        &["rpi_firmware_transaction"],
+        "mutex or completion wait",
+        "the Raspberry Pi firmware mailbox (transaction_lock, then the VideoCore firmware's reply fw->c)",
+    ),
+    // drivers/cpufreq/cpufreq_ondemand.c od_dbs_timer and cpufreq_conservative.c cs_dbs_timer (3.x-4.5, the
+    // governors' sample work: mutex_lock(&...cdbs.timer_mutex), the shared timer_mutex from 4.2) and
+    // cpufreq_governor.c dbs_work_handler (4.6+: mutex_lock(&policy_dbs->update_mutex)) serialize each
+    // policy's sampling with its limits updates: a sample stuck in the driver's frequency change (a firmware
+    // call that does not return) blocks the policy's other CPUs' sample work here.
+    t(
+        &["od_dbs_timer", "cs_dbs_timer", "dbs_work_handler"],
+        "mutex wait",
+        "the cpufreq governor's per-policy sample lock (timer_mutex; update_mutex since 4.6)",
+    ),
+];
