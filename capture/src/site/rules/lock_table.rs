@@ -410,11 +410,20 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "the framebuffer's pages (fb deferred I/O folio_lock)",
     ),
     t(
-        // The mailbox transaction mutex: rpi_firmware_transaction takes it, or (since 5.x)
-        // rpi_firmware_property_list around the whole exchange.
-        &["rpi_firmware_transaction", "rpi_firmware_property_list"],
+        // The mailbox transaction mutex: (since 5.x) rpi_firmware_property_list takes it around the whole
+        // exchange.
+        &["rpi_firmware_property_list"],
         "mutex wait",
         "the Raspberry Pi firmware mailbox transaction lock",
+    ),
+    t(
+        // Round 22: drivers/firmware/raspberrypi.c rpi_firmware_transaction takes transaction_lock, sends the
+        // message (mbox_send_message) and, holding the lock, waits for the VideoCore's reply
+        // (wait_for_completion(_timeout) on fw->c, completed by the mailbox RX callback): two hidden waits,
+        // so with this function on top (a /proc stack) it is either.
+        &["rpi_firmware_transaction"],
+        "mutex wait",
+        "the Raspberry Pi firmware mailbox transaction lock, or, holding it, the VideoCore firmware's reply (completion fw->c)",
     ),
     // DRM core and GPU drivers' well-known locks.
     t(
