@@ -654,6 +654,14 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &["kthread_stop", "kthread_stop_put"],
         "kernel thread stop wait (kthread_stop: the thread must exit)",
     ),
+    // Round 22: kernel/kthread.c: kthread_create_on_node (__kthread_create_on_node since 4.10) queues a
+    // create request on kthread_create_list, wakes kthreadd and waits (wait_for_completion, _killable since
+    // 4.4) for kthreadd to fork the thread: kthreadd blocked (or memory for the fork) holds every creator
+    // (alloc_workqueue's rescuer, a driver's thread at probe or module init).
+    w(
+        &["kthread_create_on_node", "__kthread_create_on_node"],
+        "kernel thread creation wait (kthread_create_on_node: kthreadd must create the thread)",
+    ),
     // kernel/irq/manage.c: freeing or disabling an IRQ waits for its running handlers and threads
     // (wait_event on desc->wait_for_threads until threads_active is 0): from inside one of them, forever.
     w(
