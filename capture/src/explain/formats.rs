@@ -6,7 +6,6 @@
 use std::borrow::Cow;
 
 use super::task_line::{contains, find};
-pub(super) use super::task_line::{old_task_line, task_line_head};
 use super::tool_formats;
 // The kernel's timestamp in a line's prefix moved to stamp.rs with the other stamps (round 17: the house limit).
 

@@ -8,7 +8,7 @@ use super::formats::{
     proc_stack_pid, wrapped_module, Header,
 };
 use super::task::{Draft, Gap, Notation, Prefix, Style, MAX_TASKS, MAX_TOTAL_FRAMES};
-use super::task_line::contains;
+use super::task_line::{self, contains};
 use crate::explained_task::ExplainedTask;
 use crate::parse::stack;
 use crate::site;
@@ -87,7 +87,7 @@ impl Reader {
     /// Before 4.14 the line after `INFO: task` read `comm  D ffff…  0  PID  PPID 0x…` (and sysrq-w/-t print it
     /// for every task): its ppid tells a kernel thread (2).
     fn old_task_line(&mut self, rest: &str) -> bool {
-        let Some((comm, pid, ppid)) = formats::old_task_line(rest) else {
+        let Some((comm, pid, ppid)) = task_line::old_task_line(rest) else {
             return false;
         };
         match &mut self.draft {
@@ -328,7 +328,7 @@ impl Reader {
                 address: address.to_string(),
                 guess,
             }
-        } else if formats::task_line_head(rest) && formats::old_task_line(rest).is_none() {
+        } else if task_line::task_line_head(rest) && task_line::old_task_line(rest).is_none() {
             Wrapped::Head(rest.to_string())
         } else {
             return false;
@@ -658,7 +658,7 @@ enum Wrapped {
     Workqueue,
     /// `Workqueue:` alone: the queue and work function are on the next line.
     WorkqueueLabel,
-    /// A task line cut short ([`formats::task_line_head`]): its last fields are on the next line.
+    /// A task line cut short ([`task_line::task_line_head`]): its last fields are on the next line.
     Head(String),
     /// A frame cut short ([`formats::frame_head`]): its caller or module tag ends on the next line.
     Frame(String),

@@ -15,9 +15,10 @@ use std::ops::Range;
 
 use super::crash_bt::crash_frame;
 use super::formats::{
-    arm_from, frame_text, header, is_stack_bottom, message, normalize_frame, old_task_line, Header,
+    arm_from, frame_text, header, is_stack_bottom, message, normalize_frame, Header,
 };
 use super::task::{Prefix, MAX_TASKS};
+use super::task_line::old_task_line;
 use crate::site::frame_name::base_name;
 
 /// How many lines back a reversed block's stack may reach from its `Call Trace:` line.
