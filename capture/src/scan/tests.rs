@@ -308,6 +308,14 @@ fn thread_count_from_the_task_directory() {
 fn exited_process_is_an_error() {
     let mut child = sleep_30();
     let pid = child.id() as i32;
+    // The child is ours to read only once it has exec'd `sleep` (until then its comm is this test
+    // thread's: seen on a slow emulated machine); bounded wait.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |c| c.trim() != "sleep")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut scanner = Scanner::new(&ProcRoot::default(), pid).unwrap();
     assert_eq!(scanner.scan().unwrap().threads, 1);
     assert_eq!(scanner.sample(pid).unwrap().comm, "sleep");
