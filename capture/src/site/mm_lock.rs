@@ -29,6 +29,30 @@ pub(super) const FAULT_PATH: &[&str] = &[
     "__dabt_usr",
 ];
 
+/// Round 25: the generic fault steps under `handle_mm_fault` (mm/memory.c: `__handle_mm_fault` →
+/// `handle_pte_fault` → `do_fault` → `do_read_fault` / `do_cow_fault` / `do_shared_fault` → `__do_fault`, which
+/// calls the VMA's `->fault`), reached only from a fault (a user fault or GUP's `faultin_page`): a paste cut
+/// above `handle_mm_fault` (a freezer's report, a quoted excerpt) is still in a page fault, and the thread
+/// holds the mmap lock for read (or the VMA's lock) while it sleeps there. They take no lock themselves, so
+/// [`lock_class`] keeps to [`FAULT_PATH`].
+pub(super) const FAULT_STEPS: &[&str] = &[
+    "__handle_mm_fault",
+    "handle_pte_fault",
+    "do_fault",
+    "__do_fault",
+    "do_read_fault",
+    "do_cow_fault",
+    "do_shared_fault",
+];
+
+/// The innermost frame of the page-fault path ([`FAULT_PATH`] or [`FAULT_STEPS`]), if the stack is in a fault.
+pub(super) fn fault_frame(frames: &[StackFrame]) -> Option<usize> {
+    frames.iter().position(|f| {
+        let n = base_name(&f.function);
+        FAULT_PATH.contains(&n) || FAULT_STEPS.contains(&n)
+    })
+}
+
 /// Frames that take the mmap lock (or a VMA's write lock) for a change of the address space.
 const MM_CHANGERS: &[&str] = &[
     "vm_mmap_pgoff",
@@ -114,8 +138,5 @@ pub fn lock_class(frames: &[StackFrame], wchan: Option<&str>) -> Option<&'static
 /// the mmap lock for read (or its VMA's lock) for as long as it sleeps, and a writer of the address space waits
 /// behind it.
 pub fn holds_fault_lock(frames: &[StackFrame], wchan: Option<&str>) -> bool {
-    frames
-        .iter()
-        .any(|f| FAULT_PATH.contains(&base_name(&f.function)))
-        && lock_class(frames, wchan).is_none()
+    fault_frame(frames).is_some() && lock_class(frames, wchan).is_none()
 }

@@ -44,7 +44,7 @@ use crate::snapshot::StackFrame;
 use entry::syscall_from_handlers;
 pub use entry::{is_kernel_thread_stack, syscall_from_stack};
 use frame_name::base_name;
-use mm_lock::{lock_class, FAULT_LOCK_STEPS, FAULT_PATH};
+use mm_lock::{fault_frame, lock_class, FAULT_LOCK_STEPS};
 use rules::{GENERIC_MODULES, GPU_DRIVER_PREFIXES, SCHEDULER_FRAMES};
 use waiter::{built_in_waiter, waiter};
 
@@ -584,7 +584,7 @@ fn compose(
     }
 
     // 2. Page fault.
-    if let Some(fault) = has(frames, FAULT_PATH) {
+    if let Some(fault) = fault_frame(frames) {
         return Some(fault_words(&frames[..fault], wchan, &tail));
     }
 

@@ -45,11 +45,23 @@ pub fn wait_words(name: &str) -> Option<&'static str> {
 /// that one and are not waiting themselves: the run of primitives ends before them.
 const INLINE_WAITERS: &[&str] = &["btrfs_commit_transaction"];
 
+/// Round 25: fault handlers whose page-lock sleep is inlined into them. mm/filemap.c `filemap_fault` locks the
+/// page it maps with `lock_folio_maybe_drop_mmap` → `__folio_lock_killable` (5.16+; `lock_page_maybe_drop_mmap`
+/// → `__lock_page_killable` before), both inlined down to `folio_wait_bit_common(folio, PG_locked, …)`
+/// (`wait_on_page_bit_common`), and `filemap_read_folio` waits with `folio_wait_locked_killable`: the page is
+/// locked while its read I/O is in flight. So the generic bit or I/O wait right under it is that page's lock.
+/// Under any other wait (the `invalidate_lock` rwsem it takes to read a page in) or with nothing above it (the
+/// primitives a `/proc` stack omits are `__sched` locks, not the bit wait), it is not this wait.
+const PAGE_LOCK_INLINERS: &[&str] = &["filemap_fault"];
+
 /// The words for a frame of the run of wait primitives at a stack's top, given the words of the run above it:
 /// None past its end (a frame that is no primitive, or an inline waiter under another wait: its caller).
 pub fn wait_words_in_run(name: &str, above: Option<&str>) -> Option<&'static str> {
     if above.is_some() && INLINE_WAITERS.contains(&name) {
         return None;
+    }
+    if PAGE_LOCK_INLINERS.contains(&name) {
+        return (above == Some("I/O wait")).then_some("page lock wait");
     }
     wait_words(name)
 }

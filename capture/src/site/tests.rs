@@ -53,7 +53,7 @@ fn frozen_fs_and_faults() {
     let f = frames("[<0>] folio_wait_bit_common+0x13d/0x350\n[<0>] filemap_fault+0x5e1/0x9c0\n[<0>] __do_fault+0x36/0x130\n[<0>] do_fault+0x1b5/0x410\n[<0>] __handle_mm_fault+0x632/0xc70\n[<0>] handle_mm_fault+0xd8/0x2c0\n[<0>] do_user_addr_fault+0x1c1/0x690\n[<0>] exc_page_fault+0x77/0x170\n[<0>] asm_exc_page_fault+0x26/0x30\n");
     assert_eq!(
         classify(&f, None, None).unwrap(),
-        "page fault (filemap_fault) … I/O wait"
+        "page fault (filemap_fault) … page lock wait"
     );
     let f = frames("[<0>] uvm_va_block_make_resident+0x1/0x2 [nvidia_uvm]\n[<0>] uvm_vm_fault+0x10/0x20 [nvidia_uvm]\n[<0>] __do_fault+0x36/0x130\n[<0>] handle_mm_fault+0xd8/0x2c0\n[<0>] do_page_fault+0x1/0x2\n[<0>] el0_da+0x1/0x2\n");
     assert_eq!(

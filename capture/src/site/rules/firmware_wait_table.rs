@@ -16,6 +16,16 @@ pub const FIRMWARE_WAIT_TAKERS: &[LockTaker] = &[
         "mutex or completion wait",
         "the Raspberry Pi firmware mailbox (transaction_lock, then the VideoCore firmware's reply fw->c)",
     ),
+    // Round 25: arch/arm/mach-bcm2708/vcio.c (the Raspberry Pi kernels before the 4.x firmware driver):
+    // bcm_mailbox_write → dev_mbox_write (static, inlined) takes device_lock(mbox_dev), mutex_lock of the
+    // mailbox device's dev->mutex, around mbox_write; its other taker, dev_mbox_read, holds it while it sleeps
+    // in down(&mbox->sema[chan]) for the VideoCore's reply, so a firmware that never answers blocks every
+    // later writer here (the property channel's callers: temperature, cpufreq, the framebuffer).
+    t(
+        &["bcm_mailbox_write", "dev_mbox_write"],
+        "mutex wait",
+        "the VideoCore mailbox device's lock (device_lock of the vcio device; a reader holds it waiting for the firmware's reply)",
+    ),
     // drivers/cpufreq/cpufreq_ondemand.c od_dbs_timer and cpufreq_conservative.c cs_dbs_timer (3.x-4.5, the
     // governors' sample work: mutex_lock(&...cdbs.timer_mutex), the shared timer_mutex from 4.2) and
     // cpufreq_governor.c dbs_work_handler (4.6+: mutex_lock(&policy_dbs->update_mutex)) serialize each
