@@ -120,6 +120,10 @@ impl Reader {
                 || site::rules::lock_taken_by(name).is_some()
         };
         let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
+        // Round 24: printk's time stamp (`printk.time`, CONFIG_PRINTK_TIME) is one setting for the whole log, so
+        // one log's lines all carry it or none do: frames without one, then a stack's top with one, is another
+        // log's paste (a syslog excerpt cut in its stack, then another host's header-less stack).
+        let stamp_appeared = |d: &Draft| d.stamp.is_none() && self.stamp.is_some();
         // The context switch below frames that are not: another stack's top ([`formats::is_switch_point`]).
         let switch_below = |d: &Draft| {
             !guess
@@ -157,7 +161,7 @@ impl Reader {
                 && (d.ended
                     || under_syscall(d)
                     || d.another_dmesg_run(self.stamp, notation)
-                    || ((other_log(d) || other_prefix(d)) && top_like())
+                    || ((other_log(d) || other_prefix(d) || stamp_appeared(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
                     || switch_below(d)
                     // A separator ends a paste: even a `?` guess after it is the next one's.
