@@ -120,10 +120,17 @@ impl Reader {
                 || site::rules::lock_taken_by(name).is_some()
         };
         let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
-        // Round 24: printk's time stamp (`printk.time`, CONFIG_PRINTK_TIME) is one setting for the whole log, so
-        // one log's lines all carry it or none do: frames without one, then a stack's top with one, is another
-        // log's paste (a syslog excerpt cut in its stack, then another host's header-less stack).
-        let stamp_appeared = |d: &Draft| d.stamp.is_none() && self.stamp.is_some();
+        // Round 24: printk's time stamp (`printk.time`, CONFIG_PRINTK_TIME) is one setting for a host, so one
+        // host's syslog (`… kernel: [ 12.3] …`) carries it on every kernel line or on none: syslog frames
+        // without one, then a stack's top with one, is another host's paste (a syslog excerpt cut in its stack,
+        // then another host's header-less stack). Only syslog: a viewer's own prefixes vary line by line.
+        let syslog = |p: Prefix| p == Prefix::Syslog;
+        let stamp_appeared = |d: &Draft| {
+            d.stamp.is_none()
+                && self.stamp.is_some()
+                && syslog(notation.prefix)
+                && d.notation.is_some_and(|n| syslog(n.prefix))
+        };
         // The context switch below frames that are not: another stack's top ([`formats::is_switch_point`]).
         let switch_below = |d: &Draft| {
             !guess
@@ -648,7 +655,11 @@ impl Reader {
         let in_trace = self.draft.as_ref().is_some_and(|d| d.in_trace);
         if in_trace && bare_name(rest) {
             if let Ok(f) = stack::frame(rest.as_bytes()) {
-                self.draft().push(f, false);
+                let stamp = self.stamp;
+                let d = self.draft();
+                // The line's printk stamp, as [`Self::before_frame`] keeps it (a stack of bare names has one).
+                d.stamp = stamp.or(d.stamp);
+                d.push(f, false);
             }
         }
     }
