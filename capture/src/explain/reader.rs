@@ -654,13 +654,18 @@ impl Reader {
         }
         let in_trace = self.draft.as_ref().is_some_and(|d| d.in_trace);
         if in_trace && bare_name(rest) {
-            if let Ok(f) = stack::frame(rest.as_bytes()) {
-                let stamp = self.stamp;
-                let d = self.draft();
-                // The line's printk stamp, as [`Self::before_frame`] keeps it (a stack of bare names has one).
-                d.stamp = stamp.or(d.stamp);
-                d.push(f, false);
-            }
+            self.bare_name_frame(rest);
+        }
+    }
+
+    /// A function's name alone inside a trace: a frame, kept with its line's printk stamp as
+    /// [`Self::before_frame`] keeps every other frame's (a stack of bare names has one too).
+    fn bare_name_frame(&mut self, rest: &str) {
+        if let Ok(f) = stack::frame(rest.as_bytes()) {
+            let stamp = self.stamp;
+            let d = self.draft();
+            d.stamp = stamp.or(d.stamp);
+            d.push(f, false);
         }
     }
 }
