@@ -120,6 +120,17 @@ impl Reader {
                 || site::rules::lock_taken_by(name).is_some()
         };
         let other_prefix = |d: &Draft| d.notation.is_some_and(|n| n.prefix != notation.prefix);
+        // Round 24: printk's time stamp (`printk.time`, CONFIG_PRINTK_TIME) is one setting for a host, so one
+        // host's syslog (`… kernel: [ 12.3] …`) carries it on every kernel line or on none: syslog frames
+        // without one, then a stack's top with one, is another host's paste (a syslog excerpt cut in its stack,
+        // then another host's header-less stack). Only syslog: a viewer's own prefixes vary line by line.
+        let syslog = |p: Prefix| p == Prefix::Syslog;
+        let stamp_appeared = |d: &Draft| {
+            d.stamp.is_none()
+                && self.stamp.is_some()
+                && syslog(notation.prefix)
+                && d.notation.is_some_and(|n| syslog(n.prefix))
+        };
         // The context switch below frames that are not: another stack's top ([`formats::is_switch_point`]).
         let switch_below = |d: &Draft| {
             !guess
@@ -157,7 +168,7 @@ impl Reader {
                 && (d.ended
                     || under_syscall(d)
                     || d.another_dmesg_run(self.stamp, notation)
-                    || ((other_log(d) || other_prefix(d)) && top_like())
+                    || ((other_log(d) || other_prefix(d) || stamp_appeared(d)) && top_like())
                     || d.notation.is_some_and(|n| n.style != notation.style)
                     || switch_below(d)
                     // A separator ends a paste: even a `?` guess after it is the next one's.
@@ -643,9 +654,18 @@ impl Reader {
         }
         let in_trace = self.draft.as_ref().is_some_and(|d| d.in_trace);
         if in_trace && bare_name(rest) {
-            if let Ok(f) = stack::frame(rest.as_bytes()) {
-                self.draft().push(f, false);
-            }
+            self.bare_name_frame(rest);
+        }
+    }
+
+    /// A function's name alone inside a trace: a frame, kept with its line's printk stamp as
+    /// [`Self::before_frame`] keeps every other frame's (a stack of bare names has one too).
+    fn bare_name_frame(&mut self, rest: &str) {
+        if let Ok(f) = stack::frame(rest.as_bytes()) {
+            let stamp = self.stamp;
+            let d = self.draft();
+            d.stamp = stamp.or(d.stamp);
+            d.push(f, false);
         }
     }
 }

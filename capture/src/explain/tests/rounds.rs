@@ -232,3 +232,26 @@ mod round18 {
         assert_eq!(frame_names(&e.tasks[1])[0], "uvm_vm_close_managed_entry");
     }
 }
+
+/// Round 24's notation: a syslog excerpt without the printk stamp, then another host's with it.
+mod round24 {
+    use super::*;
+
+    /// Round 24: one host's syslog carries printk's time stamp on every kernel line or on none, so syslog
+    /// frames without one, then a stack's top with one, is another host's paste.
+    #[test]
+    fn a_syslog_stack_gaining_the_printk_stamp_is_another_paste() {
+        let log = "\
+May 25 16:27:50 gw kernel: [<ffffffff8bf1432d>] wait_for_completion+0xfd/0x140
+May 25 16:27:50 gw kernel: [<ffffffffc06ae9fe>] iscsit_cause_connection_reinstatement+0x9e/0x100 [iscsi_target_mod]
+Aug 16 11:09:34 svr71 kernel: [58680.100932]  [<ffffffff81840ef5>] schedule_timeout+0x1b5/0x270
+Aug 16 11:09:34 svr71 kernel: [58680.100940]  [<ffffffff810a0f9f>] kthread_stop+0x4f/0x110
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 2, "{:?}", e.tasks);
+        assert_eq!(frame_names(&e.tasks[1])[0], "schedule_timeout");
+        // Stamped throughout, the same lines are one stack.
+        let stamped = log.replace("gw kernel: [<", "gw kernel: [58680.100930]  [<");
+        assert_eq!(explain(stamped.as_bytes()).unwrap().tasks.len(), 1);
+    }
+}

@@ -42,4 +42,27 @@ pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the USB storage device's mutex (us->dev_mutex, usb-storage)",
     ),
+    // Round 24 (issue 38 held-out: network and cluster storage).
+    // drivers/target/iscsi/iscsi_target_erl0.c: iscsit_cause_connection_reinstatement (a TMR, a session
+    // reinstatement, a timed-out command's handler) signals the connection's RX and TX threads and, asked to
+    // sleep, waits (wait_for_completion) on conn->conn_wait_comp, which only iscsit_close_connection completes
+    // once those threads have torn the connection down; iscsit_connection_reinstatement_rcfr waits on the same
+    // completion. A TX/RX thread stuck itself (in kthread_stop, on the backend) holds every caller here.
+    t(
+        &[
+            "iscsit_cause_connection_reinstatement",
+            "iscsit_connection_reinstatement_rcfr",
+        ],
+        "completion wait",
+        "the iSCSI target connection's close (conn_wait_comp: its RX/TX threads must tear it down)",
+    ),
+    // drbd/drbd_state.c (DRBD 9, out of tree): a state change asked to wait for completion (CS_WAIT_COMPLETE,
+    // every drbdsetup command's) ends in __state_change_unlock, which waits (wait_for_completion) on the
+    // change's `done` completion: the resource's worker thread completes it after running the
+    // after-state-change work (w_after_state_change), which itself waits on peers and the backing disk.
+    t(
+        &["__state_change_unlock"],
+        "completion wait",
+        "the DRBD state change's done completion (the resource's worker must finish the after-state-change work)",
+    ),
 ];
