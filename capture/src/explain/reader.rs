@@ -641,8 +641,7 @@ impl Reader {
             }
             return;
         }
-        // Round 23: a bare name continues a stack only above its bottom frame (`el0t_64_sync`, `ret_from_fork`):
-        // below it the stack has ended, and a word alone there is the text after the paste (a mail's signature).
+        // Round 23: a bare name continues a stack above its bottom frame only (below it: a mail's signature).
         let open = self.draft.as_ref().is_some_and(|d| d.in_trace && !d.bottom);
         if open && bare_name(rest) {
             if let Ok(f) = stack::frame(rest.as_bytes()) {
