@@ -54,13 +54,19 @@ fn windows_1252(b: u8) -> char {
 
 /// The paste with every line's wrapping undone ([`unwrap_line`]), and a quoted-printable mail decoded.
 pub(super) fn undo(text: &str) -> Cow<'_, str> {
-    let encoded = quoted_printable_lines(text);
+    // A paste without an `=` has no encoded line: nothing to mark.
+    let encoded = if text.contains('=') {
+        quoted_printable_lines(text)
+    } else {
+        Vec::new()
+    };
     // Built only once a line changes: the lines before it are copied then.
     let mut out: Option<String> = None;
     let mut joined = String::new();
     // Where the lines soft breaks are joining began (the copy takes the text before it as it was).
     let mut held = 0;
     let mut start = 0;
+    let encoded = encoded.into_iter().chain(std::iter::repeat(false));
     for (line, qp) in text.split_inclusive('\n').zip(encoded) {
         let body = line.trim_end_matches(['\n', '\r']);
         let at = start;
