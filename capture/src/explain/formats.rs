@@ -102,7 +102,9 @@ pub(super) fn message(line: &str) -> &str {
         if !diff_stripped {
             if let Some(rest) = strip_diff_mark(s) {
                 s = rest;
-                diff_stripped = true;
+                // Round 23: `- +# [ 12.3] …`, a Markdown list item (`- `) whose text is a patch's added line:
+                // the list's mark, then the diff's own.
+                diff_stripped = !(rest.starts_with(' ') && strip_diff_mark(rest).is_some());
             }
         }
         let quoted = strip_quote(s);

@@ -652,8 +652,9 @@ impl Reader {
             }
             return;
         }
-        let in_trace = self.draft.as_ref().is_some_and(|d| d.in_trace);
-        if in_trace && bare_name(rest) {
+        // Round 23: a bare name continues a stack above its bottom frame only (below it: a mail's signature).
+        let open = self.draft.as_ref().is_some_and(|d| d.in_trace && !d.bottom);
+        if open && bare_name(rest) {
             self.bare_name_frame(rest);
         }
     }

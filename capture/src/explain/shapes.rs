@@ -3,7 +3,7 @@
 //!
 //! - [`decode`]: bytes to text; a byte that is not UTF-8 is a Windows-1252 (Latin-1) character, as the editor
 //!   that wrote it meant (`0xA0` a no-break space), not a replacement mark.
-//! - [`undo`]: one pass over the lines. A quoted-printable mail ([`is_quoted_printable`]) has its soft line
+//! - [`undo`]: one pass over the lines. A quoted-printable mail ([`quoted_printable_lines`]) has its soft line
 //!   breaks joined and its `=XX` decoded; then each line loses, outermost first, what was wrapped around it
 //!   ([`unwrap_line`]): a `journalctl -o json` object (its `MESSAGE`), HTML entities, invisible characters
 //!   (byte order mark, zero-width spaces) and no-break spaces, line numbers (`cat -n`, a pastebin's `12 | `),
@@ -20,6 +20,9 @@ use super::task::MAX_LINE;
 
 /// The longest line soft breaks join: past it the rest starts a line of its own (it is no log line anyway).
 const MAX_JOINED: usize = 2 * MAX_LINE;
+
+/// Round 23: the shortest run of `=` read as a rule (a separator line), not as quoted-printable.
+const RULE: &str = "===";
 
 /// The input as text: UTF-8, and any byte that is not as its Latin-1 character.
 pub(super) fn decode(input: &[u8]) -> Cow<'_, str> {
@@ -51,20 +54,42 @@ fn windows_1252(b: u8) -> char {
 
 /// The paste with every line's wrapping undone ([`unwrap_line`]), and a quoted-printable mail decoded.
 pub(super) fn undo(text: &str) -> Cow<'_, str> {
-    let qp = is_quoted_printable(text);
+    // A paste without an `=` has no encoded line: nothing to mark.
+    let encoded = if text.contains('=') {
+        quoted_printable_lines(text)
+    } else {
+        Vec::new()
+    };
     // Built only once a line changes: the lines before it are copied then.
     let mut out: Option<String> = None;
     let mut joined = String::new();
+    // Where the lines soft breaks are joining began (the copy takes the text before it as it was).
+    let mut held = 0;
     let mut start = 0;
-    for line in text.split_inclusive('\n') {
+    let encoded = encoded.into_iter().chain(std::iter::repeat(false));
+    for (line, qp) in text.split_inclusive('\n').zip(encoded) {
         let body = line.trim_end_matches(['\n', '\r']);
+        let at = start;
+        start += line.len();
+        if !qp && !joined.is_empty() {
+            // Round 23: a soft break at the end of a mail's lines: what follows is not the mail's.
+            let o = copied(&mut out, text, held);
+            o.push_str(&unwrap_line(&quoted_printable(&joined)));
+            o.push('\n');
+            joined.clear();
+        }
         if qp {
             // Round 15 (RFC 2045 6.7 rule 3): whitespace after a soft break is transport padding, deleted; a
             // soft break's rest carries the prefix a tool gave every line after the encoding (a quote mark, a
             // journal's, a line number): the rest is its message.
-            let soft = body.trim_end_matches([' ', '\t']).strip_suffix('=');
+            let kept = body.trim_end_matches([' ', '\t']);
+            // Round 23: a rule of `=` (lockdep's `=====`, a pasted separator) is no soft break: no encoder writes `==`.
+            let soft = (!kept.ends_with(RULE))
+                .then(|| kept.strip_suffix('='))
+                .flatten();
             let part = soft.unwrap_or(body);
             if joined.is_empty() {
+                held = at;
                 joined.push_str(part);
             } else {
                 let line = unwrap_line(part);
@@ -79,47 +104,86 @@ pub(super) fn undo(text: &str) -> Cow<'_, str> {
                 continue;
             }
             let decoded = quoted_printable(&joined);
-            let out = out.get_or_insert_with(String::new);
-            out.push_str(&unwrap_line(&decoded));
-            out.push('\n');
+            let o = copied(&mut out, text, held);
+            o.push_str(&unwrap_line(&decoded));
+            o.push('\n');
             joined.clear();
             continue;
         }
         let unwrapped = unwrap_line(body);
         // A line unwrapped in place is borrowed too, but shorter.
         let same = matches!(&unwrapped, Cow::Borrowed(b) if b.len() == body.len());
-        match (&mut out, unwrapped) {
-            (None, _) if same => {}
-            (None, changed) => {
-                let mut o = String::with_capacity(text.len());
-                o.push_str(&text[..start]);
-                o.push_str(&changed);
-                o.push('\n');
-                out = Some(o);
-            }
-            (Some(o), l) => {
-                o.push_str(&l);
-                o.push('\n');
-            }
+        if out.is_some() || !same {
+            let o = copied(&mut out, text, at);
+            o.push_str(&unwrapped);
+            o.push('\n');
         }
-        start += line.len();
     }
-    if qp && !joined.is_empty() {
-        let out = out.get_or_insert_with(String::new);
-        out.push_str(&unwrap_line(&quoted_printable(&joined)));
+    if !joined.is_empty() {
+        let o = copied(&mut out, text, held);
+        o.push_str(&unwrap_line(&quoted_printable(&joined)));
     }
     out.map_or(Cow::Borrowed(text), Cow::Owned)
+}
+
+/// The copy being built, started (with the text before `at`, left as it was) if no line changed before.
+fn copied<'a>(out: &'a mut Option<String>, text: &str, at: usize) -> &'a mut String {
+    out.get_or_insert_with(|| {
+        let mut o = String::with_capacity(text.len());
+        o.push_str(&text[..at]);
+        o
+    })
+}
+
+/// Round 23: which lines are a quoted-printable mail's. A line with an `=` no encoder writes (a log's
+/// `key=value`, `==`) is not; the runs of lines between such lines are read each on its own, decoded when
+/// one of their lines shows the encoding. Pastes put one after another keep their own reading: a log's
+/// `ppid=2` next to a mail no longer stops the mail's decoding, nor does the mail make the log an encoded one.
+fn quoted_printable_lines(text: &str) -> Vec<bool> {
+    let mut lines = Vec::new();
+    let (mut run, mut marked) = (0, false);
+    for line in text.split_inclusive('\n') {
+        if let Some(shows) = line_encoding(line.as_bytes()) {
+            marked |= shows;
+            lines.push(true);
+        } else {
+            lines[run..].fill(marked);
+            lines.push(false);
+            (run, marked) = (lines.len(), false);
+        }
+    }
+    lines[run..].fill(marked);
+    lines
 }
 
 /// A quoted-printable body (RFC 2045): every `=` starts `=XX` (two upper-case hex digits) or a soft line break,
 /// and there is at least one `=3D`, soft break, `=20`/`=09` at a line's end, or a UTF-8 character escaped byte by
 /// byte (`=C2=A0`). A log with `key=value` (`ppid=2`, `flags=0x4000`) has an `=`
 /// followed by something else.
+#[cfg(test)]
 fn is_quoted_printable(text: &str) -> bool {
-    let b = text.as_bytes();
+    let mut marked = false;
+    for line in text.split_inclusive('\n') {
+        match line_encoding(line.as_bytes()) {
+            Some(shows) => marked |= shows,
+            None => return false,
+        }
+    }
+    marked
+}
+
+/// One line (with its line end) read as quoted-printable: `None` when an `=` in it is no escape, else whether it
+/// shows the encoding (a soft break, `=3D`, `=20`/`=09` at its end, a UTF-8 character escaped byte by byte).
+fn line_encoding(b: &[u8]) -> Option<bool> {
     let mut marked = false;
     let hex = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_digit() || (b'A'..=b'F').contains(c));
     for (i, _) in b.iter().enumerate().filter(|(_, &c)| c == b'=') {
+        // Round 23: a rule of three or more `=` (lockdep's `=====` under its lock list, a separator another
+        // paste brought along) says nothing either way: an encoder writes `=3D`, never `==`, so it is text
+        // around the mail, not an escape of it. Two `=` together still rule the text out (`a == b`).
+        if (i > 0 && b[i - 1] == b'=') || b[i..].starts_with(RULE.as_bytes()) {
+            continue;
+        }
         match (b.get(i + 1), b.get(i + 2)) {
             (Some(b'\n'), _) | (Some(b'\r'), Some(b'\n')) | (None, _) => marked = true,
             // Round 15: a soft break with transport padding after it (RFC 2045 6.7 rule 3).
@@ -138,10 +202,10 @@ fn is_quoted_printable(text: &str) -> bool {
                     || (line_end
                         && matches!((n, m), (Some(b'2'), Some(b'0')) | (Some(b'0'), Some(b'9'))));
             }
-            _ => return false,
+            _ => return None,
         }
     }
-    marked
+    Some(marked)
 }
 
 /// Round 15: spaces or tabs, then the line's end: what follows a soft break's `=` that transport padded.
@@ -502,6 +566,26 @@ mod tests {
         );
         // Not a soft break: an `=` with text after it on the line (a log's key=value).
         assert!(!is_quoted_printable("ppid= 2 flags\n"));
+    }
+
+    /// Round 23: a mail's quoted-printable lines pasted between a log's `key=value` lines, with a lockdep rule of
+    /// `=` among them, are still decoded; the log's lines stay as they were.
+    #[test]
+    fn quoted_printable_is_read_per_run_of_lines() {
+        let text = "ppid=2 flags=0x4000\n=====\ncommit_tail+0x90/0=\nx850\nppid=3\n";
+        assert_eq!(
+            undo(text),
+            "ppid=2 flags=0x4000\n=====\ncommit_tail+0x90/0x850\nppid=3\n"
+        );
+        assert_eq!(
+            quoted_printable_lines(text),
+            [false, true, true, true, false]
+        );
+        assert!(is_quoted_printable("a=3Db\n=====\n"));
+        assert!(!is_quoted_printable("a == b\nc=\n"));
+        // A rule is no soft break, and says nothing alone.
+        assert!(!is_quoted_printable("=====\n"));
+        assert_eq!(undo("x=3D\n=====\ny\n"), "x=\n=====\ny\n");
     }
 
     #[test]

@@ -748,6 +748,23 @@ __mutex_lock.constprop.0+0x248/0x514
         );
     }
 
+    /// Round 23: a word alone below a stack's bottom frame (a mail's signature) is no frame of it.
+    #[test]
+    fn a_signature_below_the_stack_bottom_is_no_frame() {
+        let log = "\
+> +# [  363.517142] task:msm_recovery    state:D stack:0     pid:876   tgid:876   ppid:274
+> +# [  363.528876] Call trace:
+> +# [  363.561582]  msm_gem_close+0xac/0xe4
+> +# [  363.606601]  el0t_64_sync+0x198/0x19c
+
+-- 
+Dmitry
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1);
+        assert_eq!(frame_names(&e.tasks[0]), ["msm_gem_close", "el0t_64_sync"]);
+    }
+
     /// `Workqueue:` alone at a line's end: the queue and work function are the next line.
     #[test]
     fn a_workqueue_label_cut_from_its_queue() {
