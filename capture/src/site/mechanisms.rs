@@ -646,6 +646,17 @@ pub const MECHANISMS: &[Mechanism] = &[
         "NFS server client tracking: waits for the nfsdcld daemon's reply to its rpc_pipefs upcall",
     ),
     m(
+        "fsnotify mark reaper flush",
+        // Round 26. fs/notify/mark.c: fsnotify_wait_marks_destroyed() is flush_delayed_work(&reaper_work), the
+        // mark reaper (fsnotify_mark_destroy_workfn) that frees detached marks only after
+        // synchronize_srcu(&fsnotify_mark_srcu); closing an inotify/fanotify group (fsnotify_destroy_group, on
+        // the fd's last close, often in exit) waits for it, so an SRCU reader that does not finish (an event
+        // handler blocked in a filesystem or a permission event's listener) holds the closing task.
+        &["fsnotify_wait_marks_destroyed"],
+        None,
+        "fsnotify mark reaper flush: waits for the marks' destroy work, behind an SRCU grace period (fsnotify_mark_srcu)",
+    ),
+    m(
         "RM TLB invalidate poll (nvidia)",
         // Round 12b. NVIDIA RM, src/nvidia/src/kernel/gpu/mmu/arch/turing/kern_gmmu_tu102.c:
         // kgmmuCommitTlbInvalidate_TU102 writes NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE and
