@@ -364,6 +364,20 @@ pub const MECHANISMS: &[Mechanism] = &[
         None,
         "SCSI target (LIO) command drain: completion wait for in-flight commands the backend has not finished",
     ),
+    m(
+        "iSCSI session stop",
+        // Round 26. drivers/target/iscsi/iscsi_target.c: iscsit_stop_session(sess, session_sleep,
+        // connection_sleep) causes each connection's reinstatement (iscsit_cause_connection_reinstatement(conn,
+        // 1) waits for the connection to close) and, with session_sleep and connections left, sets
+        // sleep_on_sess_wait_comp and waits in wait_for_completion(&sess->session_wait_comp), completed when the
+        // last connection's close (iscsit_close_connection) ends the session. Its callers: a login reinstating
+        // the initiator's old session (iscsi_check_for_session_reinstatement, in the iscsi_np login thread), a
+        // logout's close-session handler, a TPG's session release. A connection closes only after its receive
+        // thread has freed its commands, so a backend that never completes one (a dead tcmu-runner) holds both.
+        &["iscsit_stop_session"],
+        None,
+        "iSCSI session stop: waits for the session's connections to close (session_wait_comp), each behind the commands its backend has not finished",
+    ),
     // GPU drivers from source (issue 38): each row's frames are the driver functions that sleep for the
     // mechanism, read from the driver's source (the file is cited); the self-test lists them as awaiting a
     // public trace.
@@ -644,6 +658,17 @@ pub const MECHANISMS: &[Mechanism] = &[
         ],
         None,
         "NFS server client tracking: waits for the nfsdcld daemon's reply to its rpc_pipefs upcall",
+    ),
+    m(
+        "fsnotify mark reaper flush",
+        // Round 26. fs/notify/mark.c: fsnotify_wait_marks_destroyed() is flush_delayed_work(&reaper_work), the
+        // mark reaper (fsnotify_mark_destroy_workfn) that frees detached marks only after
+        // synchronize_srcu(&fsnotify_mark_srcu); closing an inotify/fanotify group (fsnotify_destroy_group, on
+        // the fd's last close, often in exit) waits for it, so an SRCU reader that does not finish (an event
+        // handler blocked in a filesystem or a permission event's listener) holds the closing task.
+        &["fsnotify_wait_marks_destroyed"],
+        None,
+        "fsnotify mark reaper flush: waits for the marks' destroy work, behind an SRCU grace period (fsnotify_mark_srcu)",
     ),
     m(
         "RM TLB invalidate poll (nvidia)",

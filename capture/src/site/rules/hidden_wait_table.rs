@@ -1,7 +1,7 @@
-//! Round 19 (issue 38 held-out: kernel threads): lock takers, most of them functions that call a `__sched`
-//! wait primitive themselves, so `/proc/<tid>/stack` (which leaves the primitive out) ends at them. Each row
-//! names what that call waits on, read from the function's source; the lookups read these rows after
-//! [`super::LOCK_TAKERS`].
+//! Round 19 (issue 38 held-out: kernel threads) and round 26 (direct I/O): lock takers, most of them
+//! functions that call a `__sched` wait primitive themselves, so `/proc/<tid>/stack` (which leaves the
+//! primitive out) ends at them. Each row names what that call waits on, read from the function's source;
+//! the lookups read these rows after [`super::LOCK_TAKERS`].
 
 use super::pattern::{t, LockTaker};
 
@@ -64,5 +64,21 @@ pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
         &["__state_change_unlock"],
         "completion wait",
         "the DRBD state change's done completion (the resource's worker must finish the after-state-change work)",
+    ),
+    // Round 26 (issue 38 held-out: bare /proc stacks). Synchronous direct I/O waits for its own bios with
+    // an inlined io_schedule loop: fs/direct-io.c do_blockdev_direct_IO (dio_await_completion → dio_await_one,
+    // static), block/fops.c (block/block_dev.c before 5.16) __blkdev_direct_IO_simple and __blkdev_direct_IO
+    // (`for (;;) { set_current_state(TASK_UNINTERRUPTIBLE); ... blk_io_schedule(); }` until the bio's
+    // end_io clears the waiter), fs/iomap/direct-io.c __iomap_dio_rw (the same loop on dio->submit.waiter).
+    // The wait is the device's: a suspended device-mapper table or a dead path holds the bios.
+    t(
+        &[
+            "do_blockdev_direct_IO",
+            "__blkdev_direct_IO_simple",
+            "__blkdev_direct_IO",
+            "__iomap_dio_rw",
+        ],
+        "I/O wait",
+        "the direct I/O's bios (the block device has not completed them)",
     ),
 ];

@@ -849,4 +849,19 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the DRM device's in-kernel client list lock (clientlist_mutex)",
     ),
+    // Round 26 (issue 38 held-out: bare /proc stacks). mm/vmscan.c (to 6.6): registering and unregistering a
+    // shrinker take the shrinker list's rwsem for write (register_shrinker_prepared, unregister_shrinker,
+    // synchronize_shrinkers: down_write(&shrinker_rwsem)); every mount (sget_fc → register_shrinker_prepared)
+    // and every superblock's last put (deactivate_locked_super → unregister_shrinker) queue behind a holder.
+    // 6.7 moved them to mm/shrinker.c under shrinker_mutex with other names (shrinker_register, shrinker_free).
+    t(
+        &[
+            "register_shrinker",
+            "register_shrinker_prepared",
+            "unregister_shrinker",
+            "synchronize_shrinkers",
+        ],
+        "rwsem wait (write)",
+        "the shrinker list lock (shrinker_rwsem)",
+    ),
 ];
