@@ -26,6 +26,23 @@ pub const FIRMWARE_WAIT_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the VideoCore mailbox device's lock (device_lock of the vcio device; a reader holds it waiting for the firmware's reply)",
     ),
+    // The same vcio.c: dev_mbox_read takes device_lock(dev) (mutex_lock of the vcio device's dev->mutex) and then
+    // sleeps in down(&mailbox->sema[chan]) until the mailbox interrupt's handler ups the channel's semaphore with
+    // the VideoCore's reply; `/proc/<tid>/stack` leaves both primitives out, so the row names the two.
+    t(
+        &["dev_mbox_read"],
+        "mutex or semaphore wait",
+        "the VideoCore mailbox channel's reply (mbox->sema[chan], under device_lock of the vcio device)",
+    ),
+    // drivers/staging/vc04_services/interface/vchiq_arm/vchiq_arm.c (3.x-4.x): vchiq_release of a VCHIQ
+    // instance wakes its completion thread and waits in down() on the instance's event semaphore until the
+    // VideoCore side has closed each of the instance's services (a pasted dump shows the `down` under it); a
+    // firmware that stopped answering holds the closing task there.
+    t(
+        &["vchiq_release"],
+        "semaphore wait",
+        "the VCHIQ instance's close (its services must be closed by the VideoCore firmware)",
+    ),
     // drivers/cpufreq/cpufreq_ondemand.c od_dbs_timer and cpufreq_conservative.c cs_dbs_timer (3.x-4.5, the
     // governors' sample work: mutex_lock(&...cdbs.timer_mutex), the shared timer_mutex from 4.2) and
     // cpufreq_governor.c dbs_work_handler (4.6+: mutex_lock(&policy_dbs->update_mutex)) serialize each

@@ -81,4 +81,20 @@ pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
         "I/O wait",
         "the direct I/O's bios (the block device has not completed them)",
     ),
+    // kernel/fork.c: a CLONE_VFORK clone (vfork, posix_spawn) ends in wait_for_vfork_done (static, inlined into
+    // kernel_clone; _do_fork 4.2-5.9, do_fork before), which waits (wait_for_completion_killable) on
+    // vfork_done until the child execs or exits: the parent's wait is the child's, which may itself be stuck.
+    t(
+        &["kernel_clone", "_do_fork", "do_fork", "wait_for_vfork_done"],
+        "completion wait",
+        "the vfork child's exec or exit (vfork_done)",
+    ),
+    // drivers/infiniband/core/uverbs_main.c: ib_uverbs_remove_one (the uverbs client's remove, on device
+    // unregistration) waits (wait_for_completion) on uverbs_dev->comp unless the driver can disassociate its
+    // users; the completion comes when the last open /dev/infiniband/uverbsN file drops its reference.
+    t(
+        &["ib_uverbs_remove_one"],
+        "completion wait",
+        "the uverbs device's last open file closing (uverbs_dev->comp)",
+    ),
 ];
