@@ -93,6 +93,11 @@ const OMITTED_FROM_PROC: &[&str] = &[
     "__mutex_lock_slowpath",
     "__mutex_lock_common",
     "mutex_lock",
+    // Round 29: kernel/locking/mutex.c's lockdep entries are `__sched` too (a CONFIG_DEBUG_LOCK_ALLOC kernel
+    // calls them in place of mutex_lock).
+    "mutex_lock_nested",
+    "mutex_lock_killable_nested",
+    "mutex_lock_interruptible_nested",
     "rwsem_down_read_slowpath",
     "rwsem_down_write_slowpath",
     "down_read",
