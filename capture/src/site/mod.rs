@@ -727,8 +727,15 @@ fn fault_words(
     if is_fs_freeze(above, wchan) {
         return "page fault → filesystem freeze (percpu_rwsem_wait)".to_string();
     }
+    // A fault handler in a module that calls a wait primitive from further in (round 29: squashfs_readpage
+    // → squashfs_read_data, which waits for its buffer's read) names that innermost step, as a syscall's
+    // path does; a module frame on top is itself the waiter, said after `…`.
     if let Some(path) = driver_path(above) {
-        return tail(format!("page fault → {}: {}", path.module, path.entry));
+        let mut s = format!("page fault → {}: {}", path.module, path.entry);
+        if path.run_innermost != path.entry {
+            s.push_str(&format!(" → {}", path.run_innermost));
+        }
+        return tail(s);
     }
     // The innermost fault handler that is not part of the generic fault path.
     const GENERIC: &[&str] = &[

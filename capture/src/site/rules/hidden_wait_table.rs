@@ -97,4 +97,15 @@ pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
         "completion wait",
         "the uverbs device's last open file closing (uverbs_dev->comp)",
     ),
+    // Round 29 (issue 38 held-out: Q&A sites, forums and blog posts). fs/squashfs/cache.c: squashfs_cache_get
+    // finds or fills an entry of one of squashfs's small fixed caches (the read_page cache has one entry per
+    // decompressor: one with CONFIG_SQUASHFS_DECOMP_SINGLE). With every entry in use it sleeps in
+    // `wait_event(cache->wait_queue, cache->unused)`; on an entry another reader is still filling it sleeps
+    // in `wait_event(entry->wait_queue, !entry->pending)`. Both wait for another thread's block read and
+    // decompression, so one slow read (an I/O-throttled cgroup) stalls every reader of the filesystem.
+    t(
+        &["squashfs_cache_get"],
+        "waitqueue wait",
+        "a squashfs cache entry (every entry in use, or the entry's block still being read by another thread)",
+    ),
 ];
