@@ -95,7 +95,9 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "f2fs's checkpoint rwsem (cp_rwsem)",
     ),
     t(
-        &["xfs_ilock", "xfs_ilock_nowait", "xfs_lock_two_inodes"],
+        // Round 28: fs/xfs/xfs_aops.c xfs_map_blocks (writeback mapping a dirty page) takes
+        // xfs_ilock(ip, XFS_ILOCK_SHARED), inlined into it.
+        &["xfs_ilock", "xfs_ilock_nowait", "xfs_lock_two_inodes", "xfs_map_blocks"],
         "rwsem wait",
         "the XFS inode lock (i_lock/i_mmaplock)",
     ),
@@ -592,6 +594,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         ],
         "mutex wait",
         "the KFD device queue manager's lock (dqm_lock)",
+    ),
+    // Round 28: drivers/gpu/drm/i915/gvt/mmio.c: the GVT-g guest MMIO emulation entries (a vCPU's access
+    // trapped through KVMGT's vfio region, intel_vgpu_rw) take the vGPU's vgpu->vgpu_lock mutex first.
+    t(
+        &["intel_vgpu_emulate_mmio_read", "intel_vgpu_emulate_mmio_write"],
+        "mutex wait",
+        "the vGPU's vgpu_lock (i915 GVT-g)",
     ),
     // drivers/gpu/drm/i915/gt/intel_reset.c: intel_gt_reset takes gt->reset.mutex (after the backoff SRCU), as
     // do wedging and unwedging the GT.

@@ -473,6 +473,13 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "XFS inode unpin wait (the log write of its last changes has not completed)",
     ),
     w(&["xfs_ail_push_all_sync"], "XFS AIL push wait"),
+    // Round 28: fs/xfs/xfs_log_cil.c: a transaction commit (xfs_log_commit_cil, xlog_cil_commit since 5.19)
+    // over the CIL's blocking space limit sleeps in xlog_cil_push_background (inlined) on cil->xc_push_wait
+    // until the CIL push worker has written the checkpoint to the log.
+    w(
+        &["xfs_log_commit_cil", "xlog_cil_commit", "xlog_cil_push_background"],
+        "XFS CIL push wait (the log write of the committed items has not completed)",
+    ),
     w(
         &[
             "wait_current_trans",
