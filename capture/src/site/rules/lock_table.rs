@@ -89,6 +89,14 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait",
         "the inode lock (i_rwsem) between buffered and direct I/O",
     ),
+    // Round 28: fs/f2fs/checkpoint.c: the checkpoint-merge thread's batch (`__checkpoint_and_complete_reqs`
+    // → `__write_checkpoint_sync`, inlined) writes the checkpoint under `f2fs_down_write(&sbi->gc_lock)`, the
+    // lock foreground and background GC hold while they run.
+    t(
+        &["__checkpoint_and_complete_reqs", "__write_checkpoint_sync"],
+        "rwsem wait (write)",
+        "f2fs's GC lock (gc_lock)",
+    ),
     t(
         &["f2fs_lock_op", "f2fs_lock_all"],
         "rwsem wait",

@@ -473,6 +473,13 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "XFS inode unpin wait (the log write of its last changes has not completed)",
     ),
     w(&["xfs_ail_push_all_sync"], "XFS AIL push wait"),
+    // Round 28: fs/f2fs/checkpoint.c `f2fs_issue_checkpoint`: with checkpoint merging (the default since 5.12)
+    // it queues a request to the f2fs_ckpt kernel thread and sleeps in `wait_for_completion(&req.wait)` until
+    // that thread has written the checkpoint.
+    w(
+        &["f2fs_issue_checkpoint"],
+        "f2fs checkpoint wait (the f2fs_ckpt thread has not written the queued checkpoint)",
+    ),
     // Round 28: fs/xfs/xfs_log_cil.c: a transaction commit (xfs_log_commit_cil, xlog_cil_commit since 5.19)
     // over the CIL's blocking space limit sleeps in xlog_cil_push_background (inlined) on cil->xc_push_wait
     // until the CIL push worker has written the checkpoint to the log.
