@@ -235,6 +235,21 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "block I/O throttle wait",
     ),
     w(FENCE_WAITS, "fence wait"),
+    // Round 28: drivers/gpu/drm/amd/amdgpu/amdgpu_sa.c `amdgpu_sa_bo_new` (radeon_sa.c's, and
+    // drm_suballoc.c's `drm_suballoc_new` since 6.4): with no hole in the ring's IB suballocator it collects the
+    // fence of each ring's oldest suballocation and sleeps in `dma_fence_wait_any_timeout` until one signals —
+    // the IBs free only when the GPU completes their jobs.
+    w(
+        &["amdgpu_sa_bo_new", "radeon_sa_bo_new", "drm_suballoc_new"],
+        "IB suballocator wait (the ring's oldest IBs free only when their jobs' fences signal)",
+    ),
+    // Round 28: drivers/gpu/drm/amd/amdgpu/gmc_v10_0.c `gmc_v10_0_flush_gpu_tlb` (5.3-5.x): on Navi the GART
+    // TLB invalidation is itself a GPU job, submitted through the buffer-move entity, and the flush
+    // `dma_fence_wait`s its fence: a hung GPU never runs it.
+    w(
+        &["gmc_v10_0_flush_gpu_tlb"],
+        "GPU TLB flush wait (gmc_v10_0_flush_gpu_tlb: its invalidation job's fence)",
+    ),
     w(
         &[
             "drm_sched_entity_flush",
