@@ -608,6 +608,17 @@ const KNOWN_MISSES: &[(&str, &str, &str)] = &[
         "f2fs-bz-216050-",
         BUGZILLA_WRAPPED_TAG,
     ),
+    (
+        "journalctl_short_precise",
+        "jbd2-bz-220535-",
+        BUGZILLA_WRAPPED_TAG,
+    ),
+    ("journalctl_short_iso", "jbd2-bz-220535-", BUGZILLA_WRAPPED_TAG),
+    (
+        "journalctl_short_monotonic",
+        "jbd2-bz-220535-",
+        BUGZILLA_WRAPPED_TAG,
+    ),
 ];
 
 const BUGZILLA_WRAPPED_TAG: &str =

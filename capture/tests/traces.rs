@@ -93,6 +93,7 @@ const OMITTED_FROM_PROC: &[&str] = &[
     "__mutex_lock_slowpath",
     "__mutex_lock_common",
     "mutex_lock",
+    "mutex_lock_io",
     "rwsem_down_read_slowpath",
     "rwsem_down_write_slowpath",
     "down_read",

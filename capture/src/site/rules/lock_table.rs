@@ -97,6 +97,14 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait (write)",
         "f2fs's GC lock (gc_lock)",
     ),
+    // Round 28: fs/jbd2/checkpoint.c `__jbd2_log_wait_for_space` (a handle's start finding the journal full)
+    // takes `mutex_lock_io(&journal->j_checkpoint_mutex)` before it checkpoints or waits for a commit, both of
+    // which show as frames of their own: on top of a stack it waits for that mutex.
+    t(
+        &["__jbd2_log_wait_for_space"],
+        "mutex wait",
+        "the journal's checkpoint mutex (j_checkpoint_mutex)",
+    ),
     t(
         &["f2fs_lock_op", "f2fs_lock_all"],
         "rwsem wait",

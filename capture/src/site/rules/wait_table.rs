@@ -43,6 +43,8 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "__mutex_lock_common",
             "mutex_lock_killable",
             "mutex_lock_interruptible",
+            // Round 28: kernel/locking/mutex.c `mutex_lock_io` (a `__sched` mutex_lock accounted as I/O wait).
+            "mutex_lock_io",
             "__mutex_lock_killable_slowpath",
             "__mutex_lock_interruptible_slowpath",
             "mutex_lock_nested",
@@ -289,7 +291,6 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &[
             "jbd2_log_wait_commit",
             "wait_transaction_locked",
-            "__jbd2_log_wait_for_space",
             "jbd2_journal_commit_transaction",
         ],
         "journal wait",
