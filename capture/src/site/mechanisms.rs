@@ -68,6 +68,20 @@ const JBD2_WRITES: &[&str] = &[
 /// Every mechanism, most specific first where two share a frame.
 pub const MECHANISMS: &[Mechanism] = &[
     m(
+        "journal commit writing its inodes' data pages",
+        // Round 28: the commit writes the transaction's inodes' data first (fs/jbd2/commit.c
+        // journal_submit_data_buffers → the filesystem's j_submit_inode_data_buffers: ext4's data=journal
+        // `ext4_journalled_submit_inode_data_buffers`, jbd2's own `jbd2_journal_submit_inode_data_buffers`),
+        // through mm/page-writeback.c `write_cache_pages`, which waits for each page's lock (or writeback): a
+        // task holding the page (a write fault in `ext4_page_mkwrite`) while it waits for this commit stalls it.
+        &[
+            "ext4_journalled_submit_inode_data_buffers",
+            "jbd2_journal_submit_inode_data_buffers",
+        ],
+        Some(&["write_cache_pages"]),
+        "journal commit (jbd2) writing its inodes' data pages waits for a page (its lock or writeback) another task holds",
+    ),
+    m(
         "journal commit over buffer I/O",
         JBD2_WRITES,
         Some(BUFFER_IO),

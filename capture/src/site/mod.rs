@@ -135,9 +135,10 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
     let mut words = None;
     // The first frame past the primitives: the function that called them, and may say which lock.
     let mut taker = None;
+    let mut above_name = None;
     for f in frames {
         let name = base_name(&f.function);
-        if let Some(wd) = rules::wait_words_in_run(name, words) {
+        if let Some(wd) = rules::wait_words_in_run(name, words, above_name.replace(name)) {
             // Round 15: a generic bit wait's action (`rpc_wait_bit_killable`) says whose bit it is.
             if !rules::is_generic_bit_wait(name) || words.is_none_or(|w| w == "I/O wait") {
                 words = Some(wd);

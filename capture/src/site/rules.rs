@@ -54,14 +54,29 @@ const INLINE_WAITERS: &[&str] = &["btrfs_commit_transaction"];
 /// primitives a `/proc` stack omits are `__sched` locks, not the bit wait), it is not this wait.
 const PAGE_LOCK_INLINERS: &[&str] = &["filemap_fault"];
 
-/// The words for a frame of the run of wait primitives at a stack's top, given the words of the run above it:
-/// None past its end (a frame that is no primitive, or an inline waiter under another wait: its caller).
-pub fn wait_words_in_run(name: &str, above: Option<&str>) -> Option<&'static str> {
+/// Round 28: callers of `folio_lock` whose page-lock sleep shows as the bit wait itself. mm/filemap.c
+/// `__folio_lock` is a tail call into `folio_wait_bit_common(folio, PG_locked, …)`, so its frame is gone;
+/// mm/page-writeback.c `write_cache_pages` (5.16+) waits for writeback through the out-of-line
+/// `folio_wait_writeback`, its own frame. So `folio_wait_bit_common` right under `write_cache_pages` is the
+/// page's lock (4.x's inlined `wait_on_page_writeback` → `wait_on_page_bit` there is writeback: not matched).
+const FOLIO_LOCK_TAIL_CALLERS: &[&str] = &["write_cache_pages"];
+
+/// The words for a frame of the run of wait primitives at a stack's top, given the words of the run above it
+/// and the frame right above it: None past its end (a frame that is no primitive, or an inline waiter under
+/// another wait: its caller).
+pub fn wait_words_in_run(
+    name: &str,
+    above: Option<&str>,
+    above_name: Option<&str>,
+) -> Option<&'static str> {
     if above.is_some() && INLINE_WAITERS.contains(&name) {
         return None;
     }
     if PAGE_LOCK_INLINERS.contains(&name) {
         return (above == Some("I/O wait")).then_some("page lock wait");
+    }
+    if FOLIO_LOCK_TAIL_CALLERS.contains(&name) {
+        return (above_name == Some("folio_wait_bit_common")).then_some("page lock wait");
     }
     wait_words(name)
 }

@@ -89,13 +89,31 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "rwsem wait",
         "the inode lock (i_rwsem) between buffered and direct I/O",
     ),
+    // Round 28: fs/f2fs/checkpoint.c: the checkpoint-merge thread's batch (`__checkpoint_and_complete_reqs`
+    // → `__write_checkpoint_sync`, inlined) writes the checkpoint under `f2fs_down_write(&sbi->gc_lock)`, the
+    // lock foreground and background GC hold while they run.
+    t(
+        &["__checkpoint_and_complete_reqs", "__write_checkpoint_sync"],
+        "rwsem wait (write)",
+        "f2fs's GC lock (gc_lock)",
+    ),
+    // Round 28: fs/jbd2/checkpoint.c `__jbd2_log_wait_for_space` (a handle's start finding the journal full)
+    // takes `mutex_lock_io(&journal->j_checkpoint_mutex)` before it checkpoints or waits for a commit, both of
+    // which show as frames of their own: on top of a stack it waits for that mutex.
+    t(
+        &["__jbd2_log_wait_for_space"],
+        "mutex wait",
+        "the journal's checkpoint mutex (j_checkpoint_mutex)",
+    ),
     t(
         &["f2fs_lock_op", "f2fs_lock_all"],
         "rwsem wait",
         "f2fs's checkpoint rwsem (cp_rwsem)",
     ),
     t(
-        &["xfs_ilock", "xfs_ilock_nowait", "xfs_lock_two_inodes"],
+        // Round 28: fs/xfs/xfs_aops.c xfs_map_blocks (writeback mapping a dirty page) takes
+        // xfs_ilock(ip, XFS_ILOCK_SHARED), inlined into it.
+        &["xfs_ilock", "xfs_ilock_nowait", "xfs_lock_two_inodes", "xfs_map_blocks"],
         "rwsem wait",
         "the XFS inode lock (i_lock/i_mmaplock)",
     ),
@@ -592,6 +610,13 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         ],
         "mutex wait",
         "the KFD device queue manager's lock (dqm_lock)",
+    ),
+    // Round 28: drivers/gpu/drm/i915/gvt/mmio.c: the GVT-g guest MMIO emulation entries (a vCPU's access
+    // trapped through KVMGT's vfio region, intel_vgpu_rw) take the vGPU's vgpu->vgpu_lock mutex first.
+    t(
+        &["intel_vgpu_emulate_mmio_read", "intel_vgpu_emulate_mmio_write"],
+        "mutex wait",
+        "the vGPU's vgpu_lock (i915 GVT-g)",
     ),
     // drivers/gpu/drm/i915/gt/intel_reset.c: intel_gt_reset takes gt->reset.mutex (after the backoff SRCU), as
     // do wedging and unwedging the GT.

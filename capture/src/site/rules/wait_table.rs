@@ -43,6 +43,8 @@ pub const WAIT_WORDS: &[WaitWord] = &[
             "__mutex_lock_common",
             "mutex_lock_killable",
             "mutex_lock_interruptible",
+            // Round 28: kernel/locking/mutex.c `mutex_lock_io` (a `__sched` mutex_lock accounted as I/O wait).
+            "mutex_lock_io",
             "__mutex_lock_killable_slowpath",
             "__mutex_lock_interruptible_slowpath",
             "mutex_lock_nested",
@@ -235,6 +237,21 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "block I/O throttle wait",
     ),
     w(FENCE_WAITS, "fence wait"),
+    // Round 28: drivers/gpu/drm/amd/amdgpu/amdgpu_sa.c `amdgpu_sa_bo_new` (radeon_sa.c's, and
+    // drm_suballoc.c's `drm_suballoc_new` since 6.4): with no hole in the ring's IB suballocator it collects the
+    // fence of each ring's oldest suballocation and sleeps in `dma_fence_wait_any_timeout` until one signals —
+    // the IBs free only when the GPU completes their jobs.
+    w(
+        &["amdgpu_sa_bo_new", "radeon_sa_bo_new", "drm_suballoc_new"],
+        "IB suballocator wait (the ring's oldest IBs free only when their jobs' fences signal)",
+    ),
+    // Round 28: drivers/gpu/drm/amd/amdgpu/gmc_v10_0.c `gmc_v10_0_flush_gpu_tlb` (5.3-5.x): on Navi the GART
+    // TLB invalidation is itself a GPU job, submitted through the buffer-move entity, and the flush
+    // `dma_fence_wait`s its fence: a hung GPU never runs it.
+    w(
+        &["gmc_v10_0_flush_gpu_tlb"],
+        "GPU TLB flush wait (gmc_v10_0_flush_gpu_tlb: its invalidation job's fence)",
+    ),
     w(
         &[
             "drm_sched_entity_flush",
@@ -274,7 +291,6 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         &[
             "jbd2_log_wait_commit",
             "wait_transaction_locked",
-            "__jbd2_log_wait_for_space",
             "jbd2_journal_commit_transaction",
         ],
         "journal wait",
@@ -473,6 +489,20 @@ pub const WAIT_WORDS: &[WaitWord] = &[
         "XFS inode unpin wait (the log write of its last changes has not completed)",
     ),
     w(&["xfs_ail_push_all_sync"], "XFS AIL push wait"),
+    // Round 28: fs/f2fs/checkpoint.c `f2fs_issue_checkpoint`: with checkpoint merging (the default since 5.12)
+    // it queues a request to the f2fs_ckpt kernel thread and sleeps in `wait_for_completion(&req.wait)` until
+    // that thread has written the checkpoint.
+    w(
+        &["f2fs_issue_checkpoint"],
+        "f2fs checkpoint wait (the f2fs_ckpt thread has not written the queued checkpoint)",
+    ),
+    // Round 28: fs/xfs/xfs_log_cil.c: a transaction commit (xfs_log_commit_cil, xlog_cil_commit since 5.19)
+    // over the CIL's blocking space limit sleeps in xlog_cil_push_background (inlined) on cil->xc_push_wait
+    // until the CIL push worker has written the checkpoint to the log.
+    w(
+        &["xfs_log_commit_cil", "xlog_cil_commit", "xlog_cil_push_background"],
+        "XFS CIL push wait (the log write of the committed items has not completed)",
+    ),
     w(
         &[
             "wait_current_trans",
