@@ -220,6 +220,15 @@ pub const MECHANISMS: &[Mechanism] = &[
         None,
         "nbd: waits for the nbd server (its socket)",
     ),
+    // Round 27: drivers/md/bcache/alloc.c bch_bucket_alloc(…, wait) sleeps on the cache set's bucket_wait
+    // (prepare_to_wait, TASK_UNINTERRUPTIBLE) until a free list has a bucket; the cache's allocator thread
+    // (bch_allocator_thread) refills them and wakes bucket_wait, after garbage collection frees buckets.
+    m(
+        "bcache bucket wait",
+        &["bch_bucket_alloc"],
+        None,
+        "bcache: waits for a free bucket (refilled by the cache's allocator thread after GC)",
+    ),
     m(
         "HMM range fault",
         &["hmm_range_fault", "amdgpu_hmm_range_get_pages", "nouveau_range_fault"],
