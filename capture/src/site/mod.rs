@@ -162,7 +162,7 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             Some((t, name)) if is_lock_words(words) => {
                 format!("{words} on {} in {name}", t.lock)
             }
-            Some((t, name)) if page_bit && t.wait == "page lock wait" => {
+            Some((t, name)) if page_bit && words == "I/O wait" && t.wait == "page lock wait" => {
                 format!("{} on {} in {name}", t.wait, t.lock)
             }
             _ => words.to_string(),
