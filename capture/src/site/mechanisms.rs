@@ -215,7 +215,8 @@ pub const MECHANISMS: &[Mechanism] = &[
             "nbd_start_device_ioctl",
             "nbd_disconnect_and_put",
             "nbd_xmit_timeout",
-            "recv_work",
+            // Not recv_work (round 27): its socket receive sleeps interruptibly (sk_wait_data), so a recv_work
+            // in D state is in another wait it called (nbd_config_put destroying the recv workqueue it runs on).
         ],
         None,
         "nbd: waits for the nbd server (its socket)",
