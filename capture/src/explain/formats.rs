@@ -535,6 +535,19 @@ pub(super) fn normalize_frame(line: &str) -> Cow<'_, str> {
     if let Some(head) = decoded_location_frame(s) {
         return Cow::Owned(head.to_string());
     }
+    // A module frame, decoded: the module's name follows its locations, bare (`pkt_ioctl
+    // (drivers/block/pktcdvd.c:2590) pktcdvd`, round 27): the frame with its module tag.
+    if let Some((framed, module)) = s.rsplit_once(") ") {
+        let named = !module.is_empty()
+            && module
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if named {
+            if let Some(head) = decoded_location_frame(&s[..=framed.len()]) {
+                return Cow::Owned(format!("{head} [{module}]"));
+            }
+        }
+    }
     // `[<ffffffff88582f6d>] :jbd2:jbd2_journal_commit_transaction+0x191/0x1068`
     let body_at = if s.starts_with("[<") {
         s.find(']').map_or(0, |i| i + 1)

@@ -229,10 +229,20 @@ pub const MECHANISMS: &[Mechanism] = &[
             "nbd_start_device_ioctl",
             "nbd_disconnect_and_put",
             "nbd_xmit_timeout",
-            "recv_work",
+            // Not recv_work (round 27): its socket receive sleeps interruptibly (sk_wait_data), so a recv_work
+            // in D state is in another wait it called (nbd_config_put destroying the recv workqueue it runs on).
         ],
         None,
         "nbd: waits for the nbd server (its socket)",
+    ),
+    // Round 27: drivers/md/bcache/alloc.c bch_bucket_alloc(…, wait) sleeps on the cache set's bucket_wait
+    // (prepare_to_wait, TASK_UNINTERRUPTIBLE) until a free list has a bucket; the cache's allocator thread
+    // (bch_allocator_thread) refills them and wakes bucket_wait, after garbage collection frees buckets.
+    m(
+        "bcache bucket wait",
+        &["bch_bucket_alloc"],
+        None,
+        "bcache: waits for a free bucket (refilled by the cache's allocator thread after GC)",
     ),
     m(
         "HMM range fault",

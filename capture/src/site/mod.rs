@@ -133,12 +133,15 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         });
     };
     let mut words = None;
+    // A page's bit wait in the run: PG_locked or PG_writeback, told by its caller (round 27).
+    let mut page_bit = false;
     // The first frame past the primitives: the function that called them, and may say which lock.
     let mut taker = None;
     let mut above_name = None;
     for f in frames {
         let name = base_name(&f.function);
         if let Some(wd) = rules::wait_words_in_run(name, words, above_name.replace(name)) {
+            page_bit |= rules::is_page_bit_wait(name);
             // Round 15: a generic bit wait's action (`rpc_wait_bit_killable`) says whose bit it is.
             if !rules::is_generic_bit_wait(name) || words.is_none_or(|w| w == "I/O wait") {
                 words = Some(wd);
@@ -147,6 +150,8 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             // With the primitive's words, the lock of that kind; without (the primitives omitted), the first.
             taker = match words {
                 Some(w) if is_lock_words(w) => rules::lock_taken_with(name, w),
+                // The bit a caller that locks or reads pages waits on is PG_locked (do_read_cache_page).
+                Some("I/O wait") if page_bit => rules::lock_taken_with(name, "page lock wait"),
                 _ => rules::lock_taken_by(name),
             }
             .map(|t| (t, name));
@@ -157,6 +162,9 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
         return Some(match taker {
             Some((t, name)) if is_lock_words(words) => {
                 format!("{words} on {} in {name}", t.lock)
+            }
+            Some((t, name)) if page_bit && words == "I/O wait" && t.wait == "page lock wait" => {
+                format!("{} on {} in {name}", t.wait, t.lock)
             }
             _ => words.to_string(),
         });

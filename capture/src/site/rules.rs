@@ -81,6 +81,20 @@ pub fn wait_words_in_run(
     wait_words(name)
 }
 
+/// Round 27: mm/filemap.c's page (folio) bit waits: the bit is PG_locked or PG_writeback, so the generic "I/O
+/// wait" they show is a page lock when the caller locks or reads the page (`do_read_cache_page` waiting for
+/// its read to unlock the page).
+pub fn is_page_bit_wait(name: &str) -> bool {
+    matches!(
+        name,
+        "wait_on_page_bit_common"
+            | "folio_wait_bit_common"
+            | "wait_on_page_bit"
+            | "folio_wait_bit"
+            | "wait_on_page_bit_killable"
+    )
+}
+
 /// Round 15: kernel/sched/wait_bit.c's generic bit waits (`__wait_on_bit`, `out_of_line_wait_on_bit`): the
 /// action under them (`bit_wait_io`, `rpc_wait_bit_killable`, `nfs_wait_bit_killable`) says whose bit it is,
 /// so their own words (a buffer's I/O) do not replace the action's.

@@ -297,3 +297,18 @@ fn register_reads_on_top_are_the_polling_loop_below_them() {
     );
     assert!(!site.contains("waits in osDevReadReg032"), "{site}");
 }
+
+/// Round 27: a page's bit wait is the page lock under a page reader, the writeback under a writeback wait.
+#[test]
+fn page_bit_wait_named_by_its_caller() {
+    let read = frames("[<0>] io_schedule+0x17/0x70\n[<0>] wait_on_page_bit_common+0x542/0xcb0\n[<0>] do_read_cache_page+0x66b/0x1000\n[<0>] read_part_sector+0xf6/0x610\n[<0>] blk_add_partitions+0x47a/0xe70\n");
+    let site = classify(&read, None, Some("open")).unwrap();
+    assert!(
+        site.contains("page lock wait on a page being read"),
+        "{site}"
+    );
+    let writeback = frames("[<0>] io_schedule+0xba/0x130\n[<0>] wait_on_page_bit_common+0x593/0xeb0\n[<0>] wait_on_page_writeback+0x4c/0x370\n[<0>] truncate_inode_pages_range+0x565/0x10f0\n[<0>] ext4_evict_inode+0x59d/0x1c80\n");
+    let site = classify(&writeback, None, None).unwrap();
+    assert!(site.contains("writeback wait"), "{site}");
+    assert!(!site.contains("page lock wait"), "{site}");
+}

@@ -255,3 +255,34 @@ Aug 16 11:09:34 svr71 kernel: [58680.100940]  [<ffffffff810a0f9f>] kthread_stop+
         assert_eq!(explain(stamped.as_bytes()).unwrap().tasks.len(), 1);
     }
 }
+
+/// Round 27's notation: decode_stacktrace.sh names a module frame's module after its locations, bare.
+mod round27 {
+    use super::*;
+
+    #[test]
+    fn a_decoded_module_frame_keeps_its_module() {
+        let log = "\
+[  484.388532] INFO: task blkid:1979 blocked for more than 120 seconds.
+[  484.388585] task:blkid           state:D stack:0     pid:1979  ppid:1768   flags:0x00004002
+[  484.388610] Call Trace:
+[  484.388728] __mutex_lock.constprop.0 (kernel/locking/mutex.c:197 kernel/locking/mutex.c:747)
+[  484.388761] pkt_ioctl (drivers/block/pktcdvd.c:2590) pktcdvd
+[  484.388853] ? tomoyo_init_request_info (security/tomoyo/util.c:1026)
+[  484.388876] blkdev_ioctl (block/ioctl.c:620)
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        // The guessed frame (`? tomoyo_init_request_info`) is left out, as in every notation.
+        let t = &e.tasks[0];
+        assert_eq!(
+            frame_names(t),
+            ["__mutex_lock.constprop.0", "pkt_ioctl", "blkdev_ioctl"]
+        );
+        assert_eq!(t.stack[1].module.as_deref(), Some("pktcdvd"));
+        // Words after the locations that are no module name (a sentence) make no frame.
+        let prose = log.replace(") pktcdvd", ") is where it hangs.");
+        let e = explain(prose.as_bytes()).unwrap();
+        assert!(!frame_names(&e.tasks[0]).contains(&"pkt_ioctl"));
+    }
+}

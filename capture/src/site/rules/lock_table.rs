@@ -344,10 +344,29 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the tag set's tag_list_lock (blk-mq)",
     ),
+    // Round 27: drivers/block/nbd.c nbd_start_device_ioctl (NBD_DO_IT, inlined into nbd_ioctl) drops
+    // config_lock while its recv workers run and re-takes it after (mutex_lock(&nbd->config_lock)).
     t(
-        &["nbd_ioctl", "nbd_open", "nbd_release"],
+        &["nbd_ioctl", "nbd_open", "nbd_release", "nbd_start_device_ioctl"],
         "mutex wait",
         "the nbd device's config_lock",
+    ),
+    // Round 27: drivers/block/pktcdvd.c takes the global pktcdvd_mutex around its open, release and ioctl
+    // (pkt_ioctl forwards CD-ROM ioctls while holding it).
+    t(
+        &["pkt_ioctl", "pkt_open", "pkt_close", "pkt_release"],
+        "mutex wait",
+        "pktcdvd_mutex (the packet-writing driver's global lock)",
+    ),
+    // Round 27: fs/cifs (fs/smb/client) smb2_reconnect serialises a session's reconnect under
+    // mutex_lock(&ses->session_mutex); its own wait for the socket is interruptible (no D state).
+    // dfs_cache_update_vol (5.2-5.9) updated the DFS volume list under a mutex (dfs_cache.dc_lock, then
+    // vol_lock; a spinlock from 5.10).
+    t(&["smb2_reconnect"], "mutex wait", "the SMB session's session_mutex"),
+    t(
+        &["dfs_cache_update_vol"],
+        "mutex wait",
+        "the DFS cache's volume list lock (vol_lock; dc_lock in 5.2-5.4)",
     ),
     // Consoles, frame buffers and ttys.
     t(
