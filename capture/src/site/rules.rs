@@ -225,6 +225,8 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
             "reg_check_chans_work",
             "addrconf_dad_work",
             "addrconf_verify_work",
+            // Round 30: the VLAN ioctl takes it first thing (round 30's lock takers).
+            "vlan_ioctl_handler",
         ],
         Layer::Network,
         "RTNL lock (network configuration)",

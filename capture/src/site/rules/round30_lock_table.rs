@@ -35,6 +35,10 @@ pub const ROUND30_LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the nfnetlink subsystem's mutex (nfnl_lock: table[subsys_id].mutex)",
     ),
+    // net/8021q/vlan.c: vlan_ioctl_handler (SIOCSIFVLAN/SIOCGIFVLAN, called by sock_ioctl under
+    // vlan_ioctl_mutex) copies the request in and calls rtnl_lock() before it looks the device up: every
+    // VLAN ioctl queues on whoever holds RTNL (netns cleanup, linkwatch, a tun close).
+    t(&["vlan_ioctl_handler"], "mutex wait", "rtnl_mutex (RTNL)"),
     // block/fops.c: blkdev_read_iter takes inode_lock_shared(bd_inode) (inlined) since 6.15's fix for the
     // race with set_blocksize, which takes the block device inode's i_rwsem exclusively (inode_lock) with
     // the mapping's invalidate lock while it changes the block size: a read of the device waits for it.
