@@ -48,6 +48,8 @@ CURATED = [
     ("cma_", "cma", "mm"), ("ioctl_", "vfs", "fs"), ("inet_", "inet", "net/ipv4"),
     ("blk_mq_", "blk-mq", "block"), ("blk_", "block", "block"), ("bio_", "block", "block"),
     ("submit_bio", "block", "block"), ("elv_", "block", "block"),
+    # Round 30: block/fops.c and block/bdev.c (the block device file: blkdev_read_iter, blkdev_open…).
+    ("blkdev_", "block", "block"),
     ("pci_", "pci", "drivers/pci"), ("pcie_", "pci", "drivers/pci"), ("pciehp_", "pciehp", "drivers/pci/hotplug"),
     ("clk_", "clk", "drivers/clk"), ("__clk_", "clk", "drivers/clk"),
     # round 7: Qualcomm's MSM power manager (arch/arm/mach-msm/mpm*.c) is no part of the msm DRM driver that

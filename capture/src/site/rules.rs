@@ -11,20 +11,25 @@
 //!
 //! Map: `pattern` the row types and constructors; `wait_table` the primitives ([`WAIT_WORDS`]); `lock_table`
 //! the lock takers ([`LOCK_TAKERS`]); `hidden_wait_table` round 19's ([`HIDDEN_WAIT_TAKERS`]);
-//! `firmware_wait_table` round 21's ([`FIRMWARE_WAIT_TAKERS`]); this module the category tables, the frame
-//! lists and the lookups.
+//! `firmware_wait_table` round 21's ([`FIRMWARE_WAIT_TAKERS`]); `round30_lock_table` round 30's
+//! ([`ROUND30_LOCK_TAKERS`]); `zfs_lock_table` round 10's ZFS rows ([`ZFS_LOCK_TAKERS`]); this module the
+//! category tables, the frame lists and the lookups.
 
 mod firmware_wait_table;
 mod hidden_wait_table;
 mod lock_table;
 mod pattern;
+mod round30_lock_table;
 mod wait_table;
+mod zfs_lock_table;
 
 pub use firmware_wait_table::FIRMWARE_WAIT_TAKERS;
 pub use hidden_wait_table::HIDDEN_WAIT_TAKERS;
 pub use lock_table::LOCK_TAKERS;
 pub use pattern::{CategoryRule, Layer, LockTaker, Pattern, WaitWord};
+pub use round30_lock_table::ROUND30_LOCK_TAKERS;
 pub use wait_table::WAIT_WORDS;
+pub use zfs_lock_table::ZFS_LOCK_TAKERS;
 
 use pattern::c;
 use wait_table::FENCE_WAITS;
@@ -222,6 +227,8 @@ pub const CATEGORY_RULES: &[CategoryRule] = &[
             "reg_check_chans_work",
             "addrconf_dad_work",
             "addrconf_verify_work",
+            // Round 30: the VLAN ioctl takes it first thing (round 30's lock takers).
+            "vlan_ioctl_handler",
         ],
         Layer::Network,
         "RTNL lock (network configuration)",
@@ -580,6 +587,8 @@ pub fn lock_takers() -> impl Iterator<Item = &'static LockTaker> {
         .iter()
         .chain(HIDDEN_WAIT_TAKERS)
         .chain(FIRMWARE_WAIT_TAKERS)
+        .chain(ROUND30_LOCK_TAKERS)
+        .chain(ZFS_LOCK_TAKERS)
 }
 
 /// The lock `name` takes, if it is a known taker.

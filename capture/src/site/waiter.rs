@@ -43,6 +43,11 @@ pub(super) fn waiter(frames: &[StackFrame]) -> Option<&str> {
 fn is_lock_api(name: &str) -> bool {
     rules::lock_taken_by(name).is_some()
         && (name.ends_with("_lock")
+            // Round 30: the shared and lockdep-subclass forms of a lock's API (`inode_lock_shared`,
+            // `inode_lock_nested`: down_read / down_write_nested on i_rwsem) are the lock too, and inline: the
+            // function that takes it (`blkdev_read_iter`) is what `/proc/<tid>/stack` shows.
+            || name.ends_with("_lock_shared")
+            || name.ends_with("_lock_nested")
             || name.ends_with("_lock_killable")
             || name.ends_with("_lock_interruptible")
             || name.starts_with("lock_"))

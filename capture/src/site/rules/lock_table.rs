@@ -860,29 +860,12 @@ pub const LOCK_TAKERS: &[LockTaker] = &[
         "mutex wait",
         "the MDS session's mutex (s_mutex, CephFS)",
     ),
-    // Round 10 (issue 38 held-out: ZFS kernel threads).
-    // module/zfs/arc.c: buf_hash_insert hashes a header into the ARC's hash table and takes that bucket's
-    // mutex (mutex_enter(BUF_HASH_LOCK(idx))), held by whoever evicts or looks up a header of that bucket;
-    // a zio write-completion thread (arc_write_done) blocks on it. arc_buf_destroy takes the same mutex of
-    // its header (mutex_enter(HDR_LOCK(hdr)), HDR_LOCK being BUF_HASH_LOCK of the header's bucket).
-    t(
-        &["buf_hash_insert", "arc_buf_destroy"],
-        "mutex wait",
-        "the ARC hash table's bucket mutex (BUF_HASH_LOCK, ZFS)",
-    ),
     // fs/namei.c: path_openat's last step (open_last_lookups, do_last before 5.7, static and inlined into
     // path_openat) takes the parent directory's inode lock, for write when the open may create (O_CREAT).
     t(
         &["path_openat"],
         "rwsem wait (write)",
         "the inode lock (i_rwsem; i_mutex before 4.7)",
-    ),
-    // module/zfs/dmu_zfetch.c: the prefetcher takes the dnode's stream lock (rw_enter(&zf->zf_rwlock,
-    // RW_READER), RW_WRITER to reset or create a stream) on every read through dmu_buf_hold_array_by_dnode.
-    t(
-        &["dmu_zfetch"],
-        "rwsem wait",
-        "the dnode's prefetch stream lock (zf_rwlock, ZFS)",
     ),
     // Round 9 (issue 38 held-out: GPU). drivers/gpu/drm/drm_client_event.c (drm_client.c before 6.13): a hotplug
     // or a last close walks the device's in-kernel clients (fbdev emulation) under mutex_lock(&dev->
