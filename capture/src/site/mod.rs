@@ -173,6 +173,10 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             Some((t, name)) if page_bit && words == "I/O wait" && t.wait == "page lock wait" => {
                 format!("{} on {} in {name}", t.wait, t.lock)
             }
+            // Round 31: a taker row that says which primitive its function calls (`cm_destroy_id`'s
+            // completion) names what the wait is on when the paste shows that primitive too, as the
+            // `/proc` form (which leaves the primitive out) does.
+            Some((t, name)) if t.wait == words => format!("{words} on {} in {name}", t.lock),
             _ => words.to_string(),
         });
     }
