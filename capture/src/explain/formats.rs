@@ -394,6 +394,10 @@ pub(super) fn header(msg: &str) -> Option<Header> {
             .trim_matches(['"', '\u{201c}', '\u{201d}']);
         return Some(named(name.to_string(), number_after(m, "PID:")));
     }
+    // A `ps` row above the task's `/proc/<pid>/stack` (a paste of `ps -p N; cat /proc/N/stack`).
+    if let Some((name, pid)) = super::task_line::ps_row(m) {
+        return Some(named(name, Some(pid)));
+    }
     // A wedge-capture report: "thread TID COMM state S wchan W".
     if let Some(rest) = m.strip_prefix("thread ") {
         let (tid, rest) = rest.split_once(' ')?;
@@ -458,6 +462,8 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
     } else if let Some(rest) = split_address_rest(s) {
         // The address split after `[<` by a web page (`[<` alone on the line above).
         s = rest;
+    } else if let Some(rest) = powerpc_frame(s) {
+        s = rest;
     }
     let guess = match s.strip_prefix("? ") {
         Some(rest) => {
@@ -466,11 +472,27 @@ pub(super) fn frame_text(msg: &str) -> Option<(&str, bool)> {
         }
         None => false,
     };
-    for mark in [" (T)", " (P)", " (C)"] {
+    // powerpc marks its first frame ` (unreliable)`: the link register it was read from may be stale.
+    for mark in [" (T)", " (P)", " (C)", " (unreliable)"] {
         s = s.strip_suffix(mark).unwrap_or(s);
     }
     let looks = contains(s, "+0x") || msg.trim_start().starts_with("[<");
     (looks && !s.is_empty()).then_some((s, guess))
+}
+
+/// A powerpc frame: show_stack (arch/powerpc/kernel/process.c) prints `[SP] [NIP] function+off/size`, the
+/// stack pointer and the return address in brackets without `<>` → what follows the two addresses.
+fn powerpc_frame(s: &str) -> Option<&str> {
+    let mut rest = s;
+    for _ in 0..2 {
+        let (address, after) = rest.strip_prefix('[')?.split_once(']')?;
+        let hex = address.len() >= 8 && address.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex {
+            return None;
+        }
+        rest = after.trim_start();
+    }
+    (!rest.is_empty()).then_some(rest)
 }
 
 /// The rest of a frame whose `[<` a renderer left on the line above: `ffffffff810ee40c>] f+0x2fc/0x330` → what

@@ -1,4 +1,4 @@
-//! An old kernel's task line (`comm  D ffff…  0  PID  PPID 0x…`) and a task line a mail client cut short, and
+//! An old kernel's task line (`comm  D ffff…  0  PID  PPID 0x…`), a `ps` row, a task line a mail client cut short, and
 //! the substring search the reader asks of every line ([`find`]): each answered without a pass or an
 //! allocation for the lines (frames, mostly) that cannot be one.
 
@@ -89,6 +89,31 @@ pub(super) fn task_line_head(msg: &str) -> bool {
     }
     tokens.insert(tokens.len() - 1, "0");
     old_task_fields(&tokens).is_some()
+}
+
+/// A `ps` row in its default columns with STAT (`ps x`, `ps -o pid,tty,stat,time,command`): `  1015 ?  D
+/// 0:04 [md2_raid1]`, printed above the task's `/proc/<pid>/stack` (procps: PID, TTY, STAT — a state letter
+/// then its `<NLsl+` marks — TIME, COMMAND; a kernel thread's command is its comm in brackets). → (comm, pid).
+/// Each test is on one word, so a frame line fails at its first.
+pub(super) fn ps_row(msg: &str) -> Option<(String, i32)> {
+    let mut words = msg.split_whitespace();
+    let pid: i32 = words.next()?.parse().ok().filter(|&p| p > 0)?;
+    let tty = words.next()?;
+    let tty_ok = tty == "?" || tty.starts_with("pts/") || tty.starts_with("tty");
+    let stat = words.next()?;
+    let state_ok = stat.starts_with(['D', 'R', 'S', 'T', 't', 'Z', 'I', 'W', 'X'])
+        && stat[1..].bytes().all(|b| b"<NLsl+".contains(&b));
+    let time = words.next()?;
+    let time_ok = time.split(':').count() >= 2
+        && time
+            .split([':', '-'])
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let command = words.next()?;
+    let comm = command
+        .strip_prefix('[')
+        .and_then(|c| c.strip_suffix(']'))
+        .unwrap_or(command);
+    (tty_ok && state_ok && time_ok && !comm.is_empty()).then(|| (comm.to_string(), pid))
 }
 
 #[cfg(test)]

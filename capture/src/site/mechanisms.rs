@@ -221,6 +221,16 @@ pub const MECHANISMS: &[Mechanism] = &[
         "block queue freeze: requests in flight have not completed",
     ),
     m(
+        "md superblock write",
+        // Round 31: drivers/md/md.c md_super_wait waits on mddev->sb_wait until mddev->pending_writes is 0,
+        // the count md_super_write raised for each superblock or write-intent bitmap page it submitted to a
+        // member disk and super_written (the bio's end_io) lowers: the member disks have not completed it.
+        // md_bitmap_daemon_work, md_bitmap_unplug and md_update_sb all end in it.
+        &["md_super_wait"],
+        None,
+        "md superblock/bitmap write: the member disks have not completed it",
+    ),
+    m(
         "nbd",
         &[
             "nbd_queue_rq",

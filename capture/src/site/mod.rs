@@ -80,9 +80,16 @@ fn kernel_thread_words(comm: &str, workqueue: Option<&str>, frames: &[StackFrame
         },
         None => (comm, None),
     };
+    // A workqueue's rescuer runs its work when no worker can be created: init_rescuer (kernel/workqueue.c)
+    // names that thread after the queue (`"%s", wq->name` before 6.9, `kworker/R-%s` since, read above).
+    let rescuer_queue = (from_comm.is_none()
+        && !comm.starts_with("kworker/")
+        && has(frames, &["rescuer_thread"]).is_some())
+    .then_some(comm);
     let queue = workqueue
         .map(|q| q.split_whitespace().next().unwrap_or(q))
         .or(from_comm)
+        .or(rescuer_queue)
         .filter(|q| !q.is_empty());
     // The `Workqueue:` line's function is the worker's current_func (print_worker_info): the work item run,
     // where the frame above process_one_work may be a callee it tail-called (round 9: nouveau's
@@ -166,6 +173,10 @@ fn wait_kind(frames: &[StackFrame], wchan: Option<&str>) -> Option<String> {
             Some((t, name)) if page_bit && words == "I/O wait" && t.wait == "page lock wait" => {
                 format!("{} on {} in {name}", t.wait, t.lock)
             }
+            // Round 31: a taker row that says which primitive its function calls (`cm_destroy_id`'s
+            // completion) names what the wait is on when the paste shows that primitive too, as the
+            // `/proc` form (which leaves the primitive out) does.
+            Some((t, name)) if t.wait == words => format!("{words} on {} in {name}", t.lock),
             _ => words.to_string(),
         });
     }

@@ -286,3 +286,57 @@ mod round27 {
         assert!(!frame_names(&e.tasks[0]).contains(&"pkt_ioctl"));
     }
 }
+
+/// Round 31's shapes: powerpc's `[SP] [NIP] fn` frames, and a `ps` row above a `/proc/<pid>/stack`.
+mod round31 {
+    use super::*;
+
+    #[test]
+    fn powerpc_frames_are_read_past_their_two_addresses() {
+        let log = "\
+[ 1718.848362] NetworkManager  D    0  2626      1 0x00040080
+[ 1718.848367] Call Trace:
+[ 1718.848374] [c0000008b0f6b8f0] [c000000000c6d558] schedule+0x78/0x130 (unreliable)
+[ 1718.848401] [c0000008b0f6bc40] [c0000000005d5a64] jbd2_log_wait_commit+0xd4/0x1a0
+[ 1718.848408] [c0000008b0f6bcc0] [c00000000055fb6c] ext4_sync_file+0x1cc/0x480
+";
+        let e = explain(log.as_bytes()).unwrap();
+        assert_eq!(e.tasks.len(), 1, "{:?}", e.tasks);
+        assert_eq!(
+            frame_names(&e.tasks[0]),
+            // The scheduler's own frames are not the task's stack (as in every notation).
+            ["jbd2_log_wait_commit", "ext4_sync_file"]
+        );
+        // One bracketed word that is no address (a module tag) is not a powerpc frame's prefix.
+        let tagged = "[nvidia] [c000000000c6d558] schedule+0x78/0x130\n";
+        assert!(
+            explain(tagged.as_bytes()).map_or(true, |e| e.tasks.iter().all(|t| t.stack.is_empty()))
+        );
+    }
+
+    #[test]
+    fn a_ps_row_names_the_task_whose_stack_follows() {
+        let log = "\
+===1015===
+     PID TTY      STAT   TIME COMMAND
+    1015 ?        D      0:04 [md2_raid1]
+[<0>] md_super_wait+0xa2/0xe0
+[<0>] md_thread+0xab/0x190
+[<0>] kthread+0xe5/0x120
+[<0>] ret_from_fork+0x31/0x50
+
+===125431===
+     PID TTY      STAT   TIME COMMAND
+  125431 pts/2    Dl+    0:00 emacs .stgit-edit.txt
+$ cat /proc/125431/stack
+[<0>] jbd2_log_wait_commit+0xd8/0x140
+[<0>] ext4_sync_file+0x1cc/0x380
+";
+        let e = explain(log.as_bytes()).unwrap();
+        let got: Vec<_> = e.tasks.iter().map(|t| (t.task.as_str(), t.pid)).collect();
+        // The `cat` of the same pid continues the task its `ps` row began.
+        assert_eq!(got, [("md2_raid1", Some(1015)), ("emacs", Some(125431))]);
+        // A row whose STAT is no process state is not one.
+        assert!(crate::explain::task_line::ps_row("1015 ?  Q  0:04 [md2_raid1]").is_none());
+    }
+}

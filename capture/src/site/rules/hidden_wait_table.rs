@@ -108,4 +108,14 @@ pub const HIDDEN_WAIT_TAKERS: &[LockTaker] = &[
         "waitqueue wait",
         "a squashfs cache entry (every entry in use, or the entry's block still being read by another thread)",
     ),
+    // Round 31 (issue 38 held-out: subsystem lists). drivers/infiniband/core/cm.c: cm_destroy_id drops its own
+    // reference (cm_deref_id) and then waits in wait_for_completion(&cm_id_priv->comp), which cm_deref_id
+    // completes when the id's refcount reaches zero: every queued CM work item and every MAD sent for the id
+    // (cm_alloc_msg takes a reference, the send's completion handler drops it) must finish first, so a MAD the
+    // layer below never completes (a hung HCA) holds the destroy forever.
+    t(
+        &["cm_destroy_id"],
+        "completion wait",
+        "the CM id's release, when its last reference drops (cm_id_priv->comp: CM work and MADs in flight hold it)",
+    ),
 ];
