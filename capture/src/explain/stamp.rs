@@ -24,6 +24,15 @@ pub(super) fn ctime_seconds(s: &str) -> Option<f64> {
     let mut hms = w.next()?.split(':').map(|p| p.parse::<i64>().ok());
     let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
     let year: i64 = w.next()?.parse().ok()?;
+    // A date no clock prints is no stamp (and keeps the arithmetic below far from overflow on hostile input).
+    let plausible = (1..=31).contains(&day)
+        && (0..24).contains(&h)
+        && (0..60).contains(&m)
+        && (0..=60).contains(&sec)
+        && (1970..=9999).contains(&year);
+    if !plausible {
+        return None;
+    }
     // Days from civil (Howard Hinnant's algorithm): March-based years make leap days the year's last.
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
@@ -51,4 +60,29 @@ pub(super) fn kernel_stamp(raw: &str) -> Option<f64> {
     let (secs, frac) = inner.split_once('.')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     (digits(secs) && digits(frac)).then(|| inner.parse().ok())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ctime_date_no_clock_prints_is_no_stamp() {
+        assert_eq!(
+            ctime_seconds("Wed Jun 14 18:03:48 2017"),
+            Some(1_497_463_428.0)
+        );
+        // Fields a fuzzer finds: each would overflow the day count or is no time of day.
+        for bad in [
+            "Wed Jun 14 18:03:48 9223372036854775807",
+            "Wed Jun 9223372036854775807 18:03:48 2017",
+            "Wed Jun 14 9223372036854775807:03:48 2017",
+            "Wed Jun 14 18:9223372036854775807:48 2017",
+            "Wed Jun 14 18:03:-9223372036854775808 2017",
+            "Wed Jun 0 18:03:48 2017",
+            "Wed Jun 14 24:00:00 2017",
+        ] {
+            assert_eq!(ctime_seconds(bad), None, "{bad}");
+        }
+    }
 }
