@@ -152,10 +152,12 @@ fn arm64_vfork_parent_waits_for_its_child() {
     assert_eq!(t["wchan"], "kernel_clone");
     assert_eq!(t["syscall"]["nr"], 220, "{t}");
     assert_eq!(t["syscall"]["name"], "clone", "{t}");
-    // The vfork wait (wait_for_vfork_done) is inlined into kernel_clone: the site names the syscall and the
-    // function, and no arm64 entry frame.
+    // The vfork wait (wait_for_vfork_done) is inlined into kernel_clone: the site names the syscall, the
+    // function and what it waits for (the lock-taker row of kernel/fork.c's vfork_done), and no arm64 entry frame.
     let site = t["site"].as_str().unwrap();
-    assert!(site.starts_with("clone … waits in kernel_clone"), "{site}");
+    assert!(site.starts_with("clone → kernel_clone … "), "{site}");
+    assert!(site.contains("completion wait"), "{site}");
+    assert!(site.contains("vfork child's exec or exit"), "{site}");
     assert!(
         !site.contains("el0") && !site.contains("invoke_syscall"),
         "{site}"
